@@ -1,0 +1,2 @@
+//! `mcp-harness`: the command-line agent.
+fn main() {}

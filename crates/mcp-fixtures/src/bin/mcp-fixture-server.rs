@@ -1,0 +1,354 @@
+//! `mcp-fixture-server MODE [FLAGS]`: a misbehaving-on-request MCP server on stdio (see the
+//! crate docs for the modes and tools). Synchronous std I/O and threads keep it small and fast.
+#![allow(clippy::print_stderr)]
+
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Echo,
+    Slow,
+    Crash,
+    Paginate,
+    ListChanging,
+    Garbage,
+}
+
+struct Options {
+    mode: Mode,
+    delay_ms: u64,
+    page_size: usize,
+    repeat_cursor: bool,
+    endless: bool,
+    huge_line: usize,
+    extra_tools: usize,
+}
+
+fn parse_args() -> Result<Options, String> {
+    let mut args = std::env::args().skip(1);
+    let mode = match args.next().as_deref() {
+        Some("echo") | None => Mode::Echo,
+        Some("slow") => Mode::Slow,
+        Some("crash") => Mode::Crash,
+        Some("paginate") => Mode::Paginate,
+        Some("list-changing") => Mode::ListChanging,
+        Some("garbage") => Mode::Garbage,
+        Some(other) => return Err(format!("unknown mode {other:?}")),
+    };
+    let mut o = Options {
+        mode,
+        delay_ms: 200,
+        page_size: if mode == Mode::Paginate { 2 } else { usize::MAX },
+        repeat_cursor: false,
+        endless: false,
+        huge_line: 0,
+        extra_tools: 0,
+    };
+    while let Some(flag) = args.next() {
+        let mut num = |name: &str| -> Result<u64, String> {
+            args.next().and_then(|v| v.parse().ok()).ok_or_else(|| format!("{name} needs a number"))
+        };
+        match flag.as_str() {
+            "--delay-ms" => o.delay_ms = num("--delay-ms")?,
+            "--page-size" => o.page_size = num("--page-size")? as usize,
+            "--repeat-cursor" => o.repeat_cursor = true,
+            "--endless" => o.endless = true,
+            "--huge-line" => o.huge_line = num("--huge-line")? as usize,
+            "--extra-tools" => o.extra_tools = num("--extra-tools")? as usize,
+            other => return Err(format!("unknown flag {other:?}")),
+        }
+    }
+    Ok(o)
+}
+
+type Out = Arc<Mutex<BufWriter<std::io::Stdout>>>;
+
+fn send(out: &Out, msg: &Value, flush: bool) {
+    if let Ok(mut w) = out.lock() {
+        let _ = serde_json::to_writer(&mut *w, msg);
+        let _ = w.write_all(b"\n");
+        if flush {
+            let _ = w.flush();
+        }
+    }
+}
+
+fn text_result(text: impl Into<String>) -> Value {
+    json!({"content": [{"type": "text", "text": text.into()}]})
+}
+
+fn error_result(text: impl Into<String>) -> Value {
+    json!({"content": [{"type": "text", "text": text.into()}], "isError": true})
+}
+
+fn base_tools() -> Vec<Value> {
+    let obj = |props: Value, req: Value| json!({"type": "object", "properties": props, "required": req});
+    vec![
+        json!({"name": "echo", "description": "Echo the text back.", "inputSchema": obj(json!({"text": {"type": "string"}}), json!(["text"]))}),
+        json!({"name": "add", "description": "Add two numbers.", "inputSchema": obj(json!({"a": {"type": "number"}, "b": {"type": "number"}}), json!(["a", "b"]))}),
+        json!({"name": "sleep", "description": "Wait ms milliseconds, reporting progress.", "inputSchema": obj(json!({"ms": {"type": "integer"}}), json!(["ms"]))}),
+        json!({"name": "env", "description": "Read one environment variable of the server.", "inputSchema": obj(json!({"name": {"type": "string"}}), json!(["name"]))}),
+        json!({"name": "crash", "description": "Exit at once.", "inputSchema": {"type": "object"}}),
+        json!({"name": "add_tool", "description": "Register a tool and announce list_changed.", "inputSchema": obj(json!({"name": {"type": "string"}}), json!(["name"]))}),
+        json!({"name": "ask_roots", "description": "Ask the client for its roots.", "inputSchema": {"type": "object"}}),
+        json!({"name": "ask_sampling", "description": "Ask the client to sample.", "inputSchema": {"type": "object"}}),
+        json!({"name": "ask_elicitation", "description": "Ask the client to elicit.", "inputSchema": {"type": "object"}}),
+        json!({"name": "stderr", "description": "Write lines to stderr.", "inputSchema": obj(json!({"lines": {"type": "integer"}}), json!(["lines"]))}),
+    ]
+}
+
+struct Server {
+    opts: Options,
+    out: Out,
+    tools: Mutex<Vec<Value>>,
+    cancelled: Mutex<HashSet<String>>,
+    next_server_id: AtomicI64,
+    waiting: Mutex<HashMap<i64, mpsc::Sender<Value>>>,
+}
+
+impl Server {
+    fn respond(&self, id: &Value, result: Value, flush: bool) {
+        send(&self.out, &json!({"jsonrpc": "2.0", "id": id, "result": result}), flush);
+    }
+
+    fn respond_error(&self, id: &Value, code: i64, message: &str) {
+        send(&self.out, &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}), true);
+    }
+
+    fn ask_client(&self, method: &str, params: Value) -> Value {
+        let id = self.next_server_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel();
+        if let Ok(mut w) = self.waiting.lock() {
+            w.insert(id, tx);
+        }
+        send(&self.out, &json!({"jsonrpc": "2.0", "id": format!("srv-{id}"), "method": method, "params": params}), true);
+        rx.recv_timeout(Duration::from_secs(10)).unwrap_or_else(|_| json!({"timeout": true}))
+    }
+
+    fn list_tools(&self, id: &Value, params: &Value) {
+        let tools = self.tools.lock().map(|t| t.clone()).unwrap_or_default();
+        let start: usize = params.get("cursor").and_then(Value::as_str).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let end = start.saturating_add(self.opts.page_size).min(tools.len());
+        let page: Vec<Value> = tools.get(start..end).map(<[Value]>::to_vec).unwrap_or_default();
+        let mut result = json!({"tools": page});
+        if self.opts.repeat_cursor {
+            result["nextCursor"] = json!("0");
+        } else if self.opts.endless {
+            result["nextCursor"] = json!((start + 1).to_string());
+        } else if end < tools.len() {
+            result["nextCursor"] = json!(end.to_string());
+        }
+        self.respond(id, result, true);
+    }
+
+    fn call_tool(self: &Arc<Self>, id: Value, params: Value) {
+        let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let args = params.get("arguments").cloned().unwrap_or(json!({}));
+        let token = params.get("_meta").and_then(|m| m.get("progressToken")).cloned();
+        if self.opts.mode == Mode::Crash {
+            std::process::exit(3);
+        }
+        if self.opts.mode == Mode::Slow || name == "sleep" || name.starts_with("ask_") {
+            let me = Arc::clone(self);
+            std::thread::spawn(move || me.call_tool_blocking(id, &name, &args, token, false));
+            return;
+        }
+        self.call_tool_blocking(id, &name, &args, token, true);
+    }
+
+    fn call_tool_blocking(&self, id: Value, name: &str, args: &Value, token: Option<Value>, inline: bool) {
+        if self.opts.mode == Mode::Slow {
+            std::thread::sleep(Duration::from_millis(self.opts.delay_ms));
+        }
+        let result = match name {
+            "echo" => match args.get("text").and_then(Value::as_str) {
+                Some(t) => text_result(t),
+                None => error_result("echo needs a string argument \"text\""),
+            },
+            "add" => match (args.get("a").and_then(Value::as_f64), args.get("b").and_then(Value::as_f64)) {
+                (Some(a), Some(b)) => text_result((a + b).to_string()),
+                _ => error_result("add needs numbers a and b"),
+            },
+            "sleep" => {
+                let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
+                let steps = 10u64;
+                for i in 1..=steps {
+                    std::thread::sleep(Duration::from_millis(ms / steps));
+                    if self.cancelled.lock().map(|c| c.contains(&id.to_string())).unwrap_or(false) {
+                        return; // cancelled requests get no response
+                    }
+                    if let Some(token) = &token {
+                        send(&self.out, &json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                            "params": {"progressToken": token, "progress": i, "total": steps, "message": format!("step {i}")}}), true);
+                    }
+                }
+                text_result(format!("slept {ms} ms"))
+            }
+            "env" => {
+                let key = args.get("name").and_then(Value::as_str).unwrap_or_default();
+                text_result(std::env::var(key).unwrap_or_else(|_| "<unset>".to_owned()))
+            }
+            "crash" => std::process::exit(3),
+            "add_tool" => {
+                let new = args.get("name").and_then(Value::as_str).unwrap_or("added").to_owned();
+                if let Ok(mut t) = self.tools.lock() {
+                    t.push(json!({"name": new, "inputSchema": {"type": "object"}}));
+                }
+                send(&self.out, &json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}), true);
+                text_result(format!("added {new}"))
+            }
+            "ask_roots" => text_result(self.ask_client("roots/list", json!({})).to_string()),
+            "ask_sampling" => text_result(
+                self.ask_client(
+                    "sampling/createMessage",
+                    json!({"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}], "maxTokens": 10}),
+                )
+                .to_string(),
+            ),
+            "ask_elicitation" => text_result(
+                self.ask_client(
+                    "elicitation/create",
+                    json!({"message": "Your name?", "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}}),
+                )
+                .to_string(),
+            ),
+            "stderr" => {
+                let n = args.get("lines").and_then(Value::as_u64).unwrap_or(1);
+                for i in 0..n {
+                    eprintln!("fixture stderr line {i}");
+                }
+                text_result(format!("wrote {n} lines"))
+            }
+            other => {
+                if self.tools.lock().map(|t| t.iter().any(|x| x["name"] == other)).unwrap_or(false) {
+                    text_result(format!("called {other}"))
+                } else {
+                    self.respond_error(&id, -32602, &format!("Unknown tool: {other}"));
+                    return;
+                }
+            }
+        };
+        // Inline answers are flushed by the read loop once no more input is buffered.
+        self.respond(&id, result, !inline);
+    }
+}
+
+fn main() {
+    let opts = match parse_args() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("mcp-fixture-server: {e}");
+            std::process::exit(2);
+        }
+    };
+    let mut tools = base_tools();
+    for i in 0..opts.extra_tools {
+        tools.push(json!({"name": format!("extra_{i}"), "description": format!("Extra tool {i}."), "inputSchema": {"type": "object"}}));
+    }
+    let server = Arc::new(Server {
+        out: Arc::new(Mutex::new(BufWriter::with_capacity(64 * 1024, std::io::stdout()))),
+        tools: Mutex::new(tools),
+        cancelled: Mutex::new(HashSet::new()),
+        next_server_id: AtomicI64::new(1),
+        waiting: Mutex::new(HashMap::new()),
+        opts,
+    });
+    if server.opts.huge_line > 0 {
+        if let Ok(mut w) = server.out.lock() {
+            let _ = w.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"");
+            let _ = w.write_all(&vec![b'x'; server.opts.huge_line]);
+            let _ = w.write_all(b"\"}}\n");
+            let _ = w.flush();
+        }
+    }
+    let stdin = std::io::stdin();
+    let mut reader = BufReader::with_capacity(64 * 1024, stdin.lock());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match reader.read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let msg: Value = match serde_json::from_str(line.trim()) {
+            Ok(v) => v,
+            Err(_) => {
+                send(&server.out, &json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}}), true);
+                continue;
+            }
+        };
+        // Flush only when no more input is already buffered, so pipelined calls batch their writes.
+        let flush = reader.buffer().is_empty();
+        handle(&server, msg, flush);
+    }
+    if let Ok(mut w) = server.out.lock() {
+        let _ = w.flush();
+    }
+}
+
+fn handle(server: &Arc<Server>, msg: Value, flush: bool) {
+    let method = msg.get("method").and_then(Value::as_str).map(str::to_owned);
+    let id = msg.get("id").cloned();
+    let params = msg.get("params").cloned().unwrap_or(json!({}));
+    if server.opts.mode == Mode::Garbage && id.is_some() && method.is_some() {
+        if let Ok(mut w) = server.out.lock() {
+            let _ = w.write_all(b"this is not json\n\n{\"half\": \n[1,2,3]\n{\"jsonrpc\":\"1.0\",\"id\":99}\n");
+        }
+    }
+    match (method.as_deref(), id) {
+        (Some("initialize"), Some(id)) => {
+            let requested = params.get("protocolVersion").and_then(Value::as_str).unwrap_or("2025-11-25");
+            let known = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+            let version = if known.contains(&requested) { requested } else { "2025-11-25" };
+            server.respond(
+                &id,
+                json!({"protocolVersion": version,
+                       "capabilities": {"tools": {"listChanged": true}, "logging": {}},
+                       "serverInfo": {"name": "mcp-fixture-server", "version": env!("CARGO_PKG_VERSION")}}),
+                true,
+            );
+        }
+        (Some("notifications/initialized"), None) => {
+            if server.opts.mode == Mode::ListChanging {
+                send(&server.out, &json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}), true);
+            }
+        }
+        (Some("notifications/cancelled"), None) => {
+            if let (Some(rid), Ok(mut c)) = (params.get("requestId"), server.cancelled.lock()) {
+                c.insert(rid.to_string());
+            }
+        }
+        (Some("ping"), Some(id)) => server.respond(&id, json!({}), true),
+        (Some("tools/list"), Some(id)) => server.list_tools(&id, &params),
+        (Some("tools/call"), Some(id)) => server.call_tool(id, params),
+        (Some(_), Some(id)) => server.respond_error(&id, -32601, "Method not found"),
+        (Some(_), None) => {}
+        (None, Some(id)) => {
+            // A response to one of our requests.
+            let key = id.as_str().and_then(|s| s.strip_prefix("srv-")).and_then(|n| n.parse::<i64>().ok());
+            let waiter = key.and_then(|k| server.waiting.lock().ok().and_then(|mut w| w.remove(&k)));
+            if let Some(tx) = waiter {
+                let answer = msg.get("result").or_else(|| msg.get("error")).cloned().unwrap_or(Value::Null);
+                let _ = tx.send(answer);
+            }
+        }
+        (None, None) => {}
+    }
+    let _ = flush_if(server, flush);
+}
+
+fn flush_if(server: &Server, flush: bool) -> std::io::Result<()> {
+    if flush {
+        if let Ok(mut w) = server.out.lock() {
+            w.flush()?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,49 @@
+//! Fixture MCP servers written in Rust, for hermetic tests and benchmarks.
+//!
+//! The binary `mcp-fixture-server MODE [FLAGS]` speaks newline-delimited JSON-RPC on stdio.
+//! Every mode offers the same tools; the mode changes how the server misbehaves:
+//!
+//! | mode | behaviour |
+//! |---|---|
+//! | `echo` | answers quickly; the benchmark's server |
+//! | `slow` | every call waits `--delay-ms` (default 200) before answering |
+//! | `crash` | exits with status 3 on the first `tools/call` |
+//! | `paginate` | `tools/list` in pages of `--page-size` (default 2); `--repeat-cursor` and `--endless` misbehave |
+//! | `list-changing` | sends `notifications/tools/list_changed` after `initialized` and whenever `add_tool` runs |
+//! | `garbage` | writes non-JSON lines, invalid JSON-RPC and, with `--huge-line BYTES`, one oversize line before answering |
+//!
+//! Tools: `echo {text}`, `add {a,b}`, `sleep {ms}` (progress when a token is given, stops on
+//! cancel), `env {name}`, `crash`, `add_tool {name}`, `ask_roots`, `ask_sampling`,
+//! `ask_elicitation` (the server asks the client and returns the answer as text), `stderr {lines}`.
+//!
+//! This library part only finds the binary for tests:
+//!
+//! ```no_run
+//! let server = mcp_fixtures::server_binary().expect("build it with `cargo build -p mcp-fixtures`");
+//! assert!(server.ends_with("mcp-fixture-server"));
+//! ```
+
+use std::path::PathBuf;
+
+/// Where the fixture server binary is, next to the running test executable's target directory.
+///
+/// Test executables live in `target/<profile>/deps/`; binaries in `target/<profile>/`.
+/// Errors with a message that says how to build it when it is missing.
+pub fn server_binary() -> Result<PathBuf, String> {
+    let name = format!("mcp-fixture-server{}", std::env::consts::EXE_SUFFIX);
+    if let Some(path) = std::env::var_os("MCP_FIXTURE_SERVER") {
+        return Ok(PathBuf::from(path));
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot locate the test executable: {e}"))?;
+    let mut candidates = Vec::new();
+    for dir in exe.ancestors().skip(1).take(3) {
+        candidates.push(dir.join(&name));
+    }
+    candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
+        format!(
+            "the fixture server binary was not found (looked at {}); build it with \
+             `cargo build -p mcp-fixtures` (cargo xtask test does) or set MCP_FIXTURE_SERVER",
+            candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        )
+    })
+}

@@ -1,0 +1,394 @@
+//! JSON-RPC 2.0 framing: ids, the four message kinds, and a decoder that never panics.
+//!
+//! Payloads (`params`, `result`) stay as raw JSON text until someone asks for a type: the
+//! envelope is checked in one pass and the payload is parsed once, straight into its final type.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+/// Standard JSON-RPC error codes.
+pub mod error_codes {
+    /// Invalid JSON was received.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// The JSON sent is not a valid request object.
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// The method does not exist or is not available.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// Invalid method parameters.
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// Internal error.
+    pub const INTERNAL_ERROR: i64 = -32603;
+}
+
+/// A request id: a string or an integer (never null for requests).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RequestId {
+    /// An integer id.
+    Number(i64),
+    /// A string id.
+    String(String),
+}
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestId::Number(n) => write!(f, "{n}"),
+            RequestId::String(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+impl From<i64> for RequestId {
+    fn from(n: i64) -> Self {
+        RequestId::Number(n)
+    }
+}
+
+impl From<&str> for RequestId {
+    fn from(s: &str) -> Self {
+        RequestId::String(s.to_owned())
+    }
+}
+
+impl Serialize for RequestId {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            RequestId::Number(n) => serializer.serialize_i64(*n),
+            RequestId::String(s) => serializer.serialize_str(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RequestId {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct IdVisitor;
+        impl Visitor<'_> for IdVisitor {
+            type Value = RequestId;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string or an integer")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<RequestId, E> {
+                Ok(RequestId::Number(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RequestId, E> {
+                i64::try_from(v)
+                    .map(RequestId::Number)
+                    .map_err(|_| E::custom("integer id out of range"))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RequestId, E> {
+                Ok(RequestId::String(v.to_owned()))
+            }
+        }
+        deserializer.deserialize_any(IdVisitor)
+    }
+}
+
+/// A request: expects a response with the same id.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The id the response will carry.
+    pub id: RequestId,
+    /// The method.
+    pub method: String,
+    /// Raw params, if any.
+    pub params: Option<Box<RawValue>>,
+}
+
+/// A notification: no id, no response.
+#[derive(Debug, Clone)]
+pub struct Notification {
+    /// The method.
+    pub method: String,
+    /// Raw params, if any.
+    pub params: Option<Box<RawValue>>,
+}
+
+/// A successful response.
+#[derive(Debug, Clone)]
+pub struct Response {
+    /// The id of the request answered.
+    pub id: RequestId,
+    /// The raw result.
+    pub result: Box<RawValue>,
+}
+
+/// The `error` member of an error response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorObject {
+    /// Error code.
+    pub code: i64,
+    /// Short description.
+    pub message: String,
+    /// Extra information.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl ErrorObject {
+    /// An error with a code and message.
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self { code, message: message.into(), data: None }
+    }
+}
+
+impl fmt::Display for ErrorObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (code {})", self.message, self.code)?;
+        if let Some(data) = &self.data {
+            write!(f, ": {data}")?;
+        }
+        Ok(())
+    }
+}
+
+/// An error response. The id is absent when the request could not be read at all.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorResponse {
+    /// The id of the request answered, if it could be read.
+    pub id: Option<RequestId>,
+    /// The error.
+    pub error: ErrorObject,
+}
+
+/// Any JSON-RPC message.
+#[derive(Debug, Clone)]
+pub enum Message {
+    /// A request.
+    Request(Request),
+    /// A notification.
+    Notification(Notification),
+    /// A successful response.
+    Response(Response),
+    /// An error response.
+    Error(ErrorResponse),
+}
+
+/// What was wrong with bytes that are not a JSON-RPC message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecodeErrorKind {
+    /// Not JSON (JSON-RPC -32700).
+    Parse,
+    /// JSON, but not a valid JSON-RPC message (JSON-RPC -32600).
+    InvalidRequest,
+}
+
+/// Bytes that could not be decoded into a [`Message`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}: {detail}", match .kind { DecodeErrorKind::Parse => "not JSON", DecodeErrorKind::InvalidRequest => "not a JSON-RPC 2.0 message" })]
+pub struct DecodeError {
+    /// The class of error.
+    pub kind: DecodeErrorKind,
+    /// What exactly was wrong.
+    pub detail: String,
+    /// The id, when it could be read (so an error response can name it).
+    pub id: Option<RequestId>,
+}
+
+impl DecodeError {
+    fn invalid(detail: impl Into<String>, id: Option<RequestId>) -> Self {
+        Self { kind: DecodeErrorKind::InvalidRequest, detail: detail.into(), id }
+    }
+
+    /// The JSON-RPC error object to send back for this error.
+    pub fn to_error_object(&self) -> ErrorObject {
+        match self.kind {
+            DecodeErrorKind::Parse => ErrorObject::new(error_codes::PARSE_ERROR, "Parse error"),
+            DecodeErrorKind::InvalidRequest => {
+                ErrorObject::new(error_codes::INVALID_REQUEST, format!("Invalid Request: {}", self.detail))
+            }
+        }
+    }
+}
+
+/// The envelope as read in one pass: members borrowed, payloads left raw.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "present_raw")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present_raw")]
+    method: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present_raw")]
+    params: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present_raw")]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present_raw")]
+    error: Option<&'a RawValue>,
+}
+
+/// `Some(raw)` for any present member, `null` included (plain `Option` would turn null into None).
+fn present_raw<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+fn is_null(raw: &RawValue) -> bool {
+    raw.get() == "null"
+}
+
+fn parse_id(raw: &RawValue) -> Result<RequestId, DecodeError> {
+    serde_json::from_str(raw.get())
+        .map_err(|_| DecodeError::invalid(format!("id must be a string or an integer, got {}", raw.get()), None))
+}
+
+impl Message {
+    /// Decode one message. Never panics; says what was wrong.
+    pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
+        let text = std::str::from_utf8(bytes).map_err(|e| DecodeError {
+            kind: DecodeErrorKind::Parse,
+            detail: format!("invalid UTF-8: {e}"),
+            id: None,
+        })?;
+        Self::decode_str(text)
+    }
+
+    /// Decode one message from text. Never panics; says what was wrong.
+    pub fn decode_str(text: &str) -> Result<Message, DecodeError> {
+        let envelope: Envelope<'_> = match serde_json::from_str(text) {
+            Ok(envelope) => envelope,
+            Err(e) => return Err(classify_serde_error(text, e)),
+        };
+        let id = match envelope.id {
+            Some(raw) if is_null(raw) => None,
+            Some(raw) => Some(parse_id(raw)?),
+            None => None,
+        };
+        match envelope.jsonrpc.as_deref() {
+            Some("2.0") => {}
+            Some(other) => return Err(DecodeError::invalid(format!("jsonrpc must be \"2.0\", got {other:?}"), id)),
+            None => return Err(DecodeError::invalid("missing \"jsonrpc\": \"2.0\"", id)),
+        }
+        let params = match envelope.params {
+            Some(raw) if is_null(raw) => None,
+            Some(raw) if raw.get().starts_with(['{', '[']) => Some(raw.to_owned()),
+            Some(_) => return Err(DecodeError::invalid("params must be an object or an array", id)),
+            None => None,
+        };
+        if let Some(method) = envelope.method {
+            let method: String = serde_json::from_str(method.get())
+                .map_err(|_| DecodeError::invalid("method must be a string", id.clone()))?;
+            if envelope.result.is_some() || envelope.error.is_some() {
+                return Err(DecodeError::invalid("a message with a method cannot carry result or error", id));
+            }
+            return Ok(match (envelope.id, id) {
+                (None, _) => Message::Notification(Notification { method, params }),
+                (Some(_), Some(id)) => Message::Request(Request { id, method, params }),
+                (Some(_), None) => return Err(DecodeError::invalid("request id must not be null", None)),
+            });
+        }
+        match (envelope.result, envelope.error) {
+            (Some(_), Some(_)) => Err(DecodeError::invalid("a response cannot carry both result and error", id)),
+            (Some(result), None) => match id {
+                Some(id) => Ok(Message::Response(Response { id, result: result.to_owned() })),
+                None => Err(DecodeError::invalid("a successful response needs an id", None)),
+            },
+            (None, Some(error)) => {
+                let error: ErrorObject = serde_json::from_str(error.get()).map_err(|e| {
+                    DecodeError::invalid(format!("error must be {{code: integer, message: string}}: {e}"), id.clone())
+                })?;
+                Ok(Message::Error(ErrorResponse { id, error }))
+            }
+            (None, None) => Err(DecodeError::invalid("neither method, result nor error present", id)),
+        }
+    }
+
+    /// Encode as compact JSON (one line, no trailing newline).
+    pub fn encode(&self) -> String {
+        let mut out = String::with_capacity(128);
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// Append the compact JSON encoding to `out`.
+    pub fn encode_into(&self, out: &mut String) {
+        out.push_str(r#"{"jsonrpc":"2.0""#);
+        match self {
+            Message::Request(r) => {
+                push_member(out, "id", &r.id);
+                push_member(out, "method", &r.method);
+                if let Some(p) = &r.params {
+                    push_raw_member(out, "params", p);
+                }
+            }
+            Message::Notification(n) => {
+                push_member(out, "method", &n.method);
+                if let Some(p) = &n.params {
+                    push_raw_member(out, "params", p);
+                }
+            }
+            Message::Response(r) => {
+                push_member(out, "id", &r.id);
+                push_raw_member(out, "result", &r.result);
+            }
+            Message::Error(e) => {
+                match &e.id {
+                    Some(id) => push_member(out, "id", id),
+                    None => out.push_str(r#","id":null"#),
+                }
+                push_member(out, "error", &e.error);
+            }
+        }
+        out.push('}');
+    }
+
+    /// The method, for requests and notifications.
+    pub fn method(&self) -> Option<&str> {
+        match self {
+            Message::Request(r) => Some(&r.method),
+            Message::Notification(n) => Some(&n.method),
+            _ => None,
+        }
+    }
+}
+
+fn push_member<T: Serialize + ?Sized>(out: &mut String, key: &str, value: &T) {
+    out.push_str(",\"");
+    out.push_str(key);
+    out.push_str("\":");
+    // Serializing ids, strings and error objects into a String cannot fail.
+    match serde_json::to_string(value) {
+        Ok(json) => out.push_str(&json),
+        Err(_) => out.push_str("null"),
+    }
+}
+
+fn push_raw_member(out: &mut String, key: &str, raw: &RawValue) {
+    out.push_str(",\"");
+    out.push_str(key);
+    out.push_str("\":");
+    out.push_str(raw.get());
+}
+
+fn classify_serde_error(text: &str, e: serde_json::Error) -> DecodeError {
+    use serde_json::error::Category;
+    match e.classify() {
+        Category::Syntax | Category::Eof | Category::Io => {
+            DecodeError { kind: DecodeErrorKind::Parse, detail: e.to_string(), id: None }
+        }
+        // Valid JSON of the wrong shape (an array, a number, a bad member type).
+        Category::Data => {
+            let detail = match text.trim_start().chars().next() {
+                Some('[') => "batches are not supported; send one message per line".to_owned(),
+                Some('{') => e.to_string(),
+                _ => "a message must be a JSON object".to_owned(),
+            };
+            DecodeError::invalid(detail, None)
+        }
+    }
+}
+
+/// Serialize `value` into a raw JSON value (for `params` and `result`).
+pub fn to_raw<T: Serialize + ?Sized>(value: &T) -> Result<Box<RawValue>, serde_json::Error> {
+    serde_json::value::to_raw_value(value)
+}
+
+/// An empty JSON object, as a raw value.
+pub fn empty_object() -> Box<RawValue> {
+    // "{}" is valid JSON, so this never fails; fall back defensively rather than panic.
+    RawValue::from_string("{}".to_owned()).unwrap_or_else(|_| Box::<RawValue>::default())
+}

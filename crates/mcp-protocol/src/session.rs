@@ -1,0 +1,409 @@
+//! The sans-I/O client session: ids, pending requests, lifecycle, and what every incoming
+//! message means. An adapter feeds it decoded messages and writes the lines it hands back.
+//!
+//! The session is generic over a payload `P` that the adapter attaches to each pending request
+//! (a channel to the waiting caller, say), so there is exactly one table of pending requests.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+
+use crate::jsonrpc::{
+    ErrorObject, ErrorResponse, Message, Notification, Request, RequestId, Response, error_codes, to_raw,
+};
+use crate::types::{
+    CancelledNotificationParams, ClientCapabilities, CreateMessageRequestParams, ElicitRequestParams,
+    Implementation, InitializeRequestParams, InitializeResult, LoggingMessageNotificationParams,
+    ProgressNotificationParams, ResourceUpdatedNotificationParams, methods,
+};
+use crate::version::{NegotiationError, ProtocolVersion, negotiate};
+
+/// Where the session is in its lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionState {
+    /// Before the `initialize` result was accepted: only `initialize` and `ping` may be sent.
+    Initializing,
+    /// Handshake done; any request may be sent.
+    Ready,
+    /// Closed: nothing more may be sent.
+    Closed,
+}
+
+/// Why the session refused to do something.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// The session is closed.
+    #[error("the session is closed")]
+    Closed,
+    /// A request other than initialize/ping was attempted before the handshake finished.
+    #[error("{method:?} cannot be sent before the initialize handshake has finished")]
+    NotReady {
+        /// The method attempted.
+        method: String,
+    },
+    /// The handshake was attempted twice.
+    #[error("the session is already initialized")]
+    AlreadyInitialized,
+    /// Params could not be serialized.
+    #[error("could not encode params of {method:?}: {source}")]
+    Encode {
+        /// The method.
+        method: String,
+        /// The serializer's error.
+        source: serde_json::Error,
+    },
+    /// The server's initialize result could not be read.
+    #[error("the initialize result is malformed: {0}")]
+    BadInitializeResult(serde_json::Error),
+    /// The server answered a protocol revision the client does not accept.
+    #[error(transparent)]
+    Negotiation(#[from] NegotiationError),
+}
+
+/// A request that is waiting for its response.
+#[derive(Debug)]
+pub struct Pending<P> {
+    /// The request's method.
+    pub method: String,
+    /// The adapter's payload.
+    pub payload: P,
+}
+
+/// A request the server sent to the client, classified.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerRequest {
+    /// `ping`: answer with an empty result.
+    Ping,
+    /// `roots/list`.
+    ListRoots,
+    /// `sampling/createMessage`.
+    CreateMessage(CreateMessageRequestParams),
+    /// `elicitation/create`.
+    Elicit(ElicitRequestParams),
+    /// A method this client does not implement: answer -32601.
+    Unknown {
+        /// The method.
+        method: String,
+    },
+}
+
+/// A notification the server sent, classified.
+#[derive(Debug, Clone)]
+pub enum ServerNotification {
+    /// `notifications/tools/list_changed`.
+    ToolsListChanged,
+    /// `notifications/prompts/list_changed`.
+    PromptsListChanged,
+    /// `notifications/resources/list_changed`.
+    ResourcesListChanged,
+    /// `notifications/resources/updated`.
+    ResourceUpdated(ResourceUpdatedNotificationParams),
+    /// `notifications/progress`.
+    Progress(ProgressNotificationParams),
+    /// `notifications/cancelled`.
+    Cancelled(CancelledNotificationParams),
+    /// `notifications/message`.
+    Log(LoggingMessageNotificationParams),
+    /// Any other notification (or one whose params did not parse), kept raw.
+    Other {
+        /// The method.
+        method: String,
+        /// Raw params.
+        params: Option<Box<RawValue>>,
+    },
+}
+
+/// What an incoming message means for the client.
+#[derive(Debug)]
+pub enum Incoming<P> {
+    /// The answer to a pending request.
+    Response {
+        /// The request's id.
+        id: RequestId,
+        /// The request's method.
+        method: String,
+        /// The payload attached when the request was started.
+        payload: P,
+        /// The raw result, or the error the server returned.
+        outcome: Result<Box<RawValue>, ErrorObject>,
+    },
+    /// A response to no pending request (late, after a timeout or cancel, or bogus).
+    UnmatchedResponse {
+        /// Its id, if it had one.
+        id: Option<RequestId>,
+    },
+    /// An error response without an id: the server could not read something we sent.
+    ServerReportedError(ErrorObject),
+    /// A request from the server; answer it with [`ClientSession::encode_result`] or
+    /// [`ClientSession::encode_error`].
+    Request {
+        /// The id to answer.
+        id: RequestId,
+        /// What it asks.
+        request: ServerRequest,
+    },
+    /// A server request whose params were invalid; `reply` is the -32602 error line to send.
+    InvalidRequest {
+        /// The error response line to send back.
+        reply: String,
+    },
+    /// A notification.
+    Notification(ServerNotification),
+}
+
+/// Configuration of the handshake.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// Who the client is.
+    pub client_info: Implementation,
+    /// What the client supports.
+    pub capabilities: ClientCapabilities,
+    /// The revision offered in `initialize` (the newest supported, normally).
+    pub offered_version: ProtocolVersion,
+    /// The revisions the client accepts.
+    pub supported_versions: Vec<ProtocolVersion>,
+}
+
+impl SessionConfig {
+    /// Offer the newest revision and accept all of them.
+    pub fn new(client_info: Implementation, capabilities: ClientCapabilities) -> Self {
+        Self {
+            client_info,
+            capabilities,
+            offered_version: ProtocolVersion::LATEST,
+            supported_versions: ProtocolVersion::ALL.to_vec(),
+        }
+    }
+}
+
+/// The sans-I/O client session.
+#[derive(Debug)]
+pub struct ClientSession<P> {
+    config: SessionConfig,
+    state: SessionState,
+    next_id: i64,
+    pending: HashMap<RequestId, Pending<P>>,
+    negotiated: Option<ProtocolVersion>,
+    server: Option<InitializeResult>,
+}
+
+impl<P> ClientSession<P> {
+    /// A new session in the `Initializing` state.
+    pub fn new(config: SessionConfig) -> Self {
+        Self { config, state: SessionState::Initializing, next_id: 0, pending: HashMap::new(), negotiated: None, server: None }
+    }
+
+    /// The lifecycle state.
+    pub fn state(&self) -> SessionState {
+        self.state
+    }
+
+    /// The negotiated revision, once ready.
+    pub fn protocol_version(&self) -> Option<ProtocolVersion> {
+        self.negotiated
+    }
+
+    /// The server's initialize result, once ready.
+    pub fn server(&self) -> Option<&InitializeResult> {
+        self.server.as_ref()
+    }
+
+    /// The handshake configuration.
+    pub fn config(&self) -> &SessionConfig {
+        &self.config
+    }
+
+    /// How many requests await a response.
+    pub fn pending_count(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The payload of a pending request.
+    pub fn pending_mut(&mut self, id: &RequestId) -> Option<&mut P> {
+        self.pending.get_mut(id).map(|p| &mut p.payload)
+    }
+
+    /// Start the `initialize` request; returns its id and the line to send.
+    pub fn start_initialize(&mut self, payload: P) -> Result<(RequestId, String), SessionError> {
+        if self.state != SessionState::Initializing || self.pending.values().any(|p| p.method == methods::INITIALIZE) {
+            return Err(SessionError::AlreadyInitialized);
+        }
+        let params = InitializeRequestParams {
+            protocol_version: self.config.offered_version.as_str().to_owned(),
+            capabilities: self.config.capabilities.clone(),
+            client_info: self.config.client_info.clone(),
+            extra: Default::default(),
+        };
+        self.push_request(methods::INITIALIZE, Some(&params), payload)
+    }
+
+    /// Accept the raw result of `initialize`: negotiate the revision, move to `Ready`, and
+    /// return the `notifications/initialized` line to send.
+    pub fn finish_initialize(&mut self, result: &RawValue) -> Result<String, SessionError> {
+        if self.state != SessionState::Initializing {
+            return Err(SessionError::AlreadyInitialized);
+        }
+        let result: InitializeResult =
+            serde_json::from_str(result.get()).map_err(SessionError::BadInitializeResult)?;
+        let version = negotiate(self.config.offered_version, &self.config.supported_versions, &result.protocol_version)?;
+        self.negotiated = Some(version);
+        self.server = Some(result);
+        self.state = SessionState::Ready;
+        Ok(Message::Notification(Notification { method: methods::INITIALIZED.to_owned(), params: None }).encode())
+    }
+
+    /// Start a request; returns its id and the line to send.
+    pub fn start_request<T: Serialize + ?Sized>(
+        &mut self,
+        method: &str,
+        params: Option<&T>,
+        payload: P,
+    ) -> Result<(RequestId, String), SessionError> {
+        match self.state {
+            SessionState::Closed => return Err(SessionError::Closed),
+            SessionState::Initializing if method != methods::PING => {
+                return Err(SessionError::NotReady { method: method.to_owned() });
+            }
+            _ => {}
+        }
+        self.push_request(method, params, payload)
+    }
+
+    fn push_request<T: Serialize + ?Sized>(
+        &mut self,
+        method: &str,
+        params: Option<&T>,
+        payload: P,
+    ) -> Result<(RequestId, String), SessionError> {
+        let params = params
+            .map(|p| to_raw(p))
+            .transpose()
+            .map_err(|source| SessionError::Encode { method: method.to_owned(), source })?;
+        self.next_id += 1;
+        let id = RequestId::Number(self.next_id);
+        let line = Message::Request(Request { id: id.clone(), method: method.to_owned(), params }).encode();
+        self.pending.insert(id.clone(), Pending { method: method.to_owned(), payload });
+        Ok((id, line))
+    }
+
+    /// Give up on a pending request: returns its payload and the `notifications/cancelled`
+    /// line to send, or `None` if it is no longer pending. `initialize` is never cancelled
+    /// by notification (the specification forbids it); its payload is still returned.
+    pub fn cancel(&mut self, id: &RequestId, reason: &str) -> Option<(P, Option<String>)> {
+        let pending = self.pending.remove(id)?;
+        if pending.method == methods::INITIALIZE || self.state == SessionState::Closed {
+            return Some((pending.payload, None));
+        }
+        let params = CancelledNotificationParams {
+            request_id: Some(id.clone()),
+            reason: Some(reason.to_owned()),
+            extra: Default::default(),
+        };
+        let line = encode_notification(methods::CANCELLED, Some(&params)).ok();
+        Some((pending.payload, line))
+    }
+
+    /// Close the session: every pending request is returned so its waiter can be told.
+    pub fn close(&mut self) -> Vec<(RequestId, Pending<P>)> {
+        self.state = SessionState::Closed;
+        self.pending.drain().collect()
+    }
+
+    /// Classify an incoming message.
+    pub fn receive(&mut self, message: Message) -> Incoming<P> {
+        match message {
+            Message::Response(Response { id, result }) => self.complete(id, Ok(result)),
+            Message::Error(ErrorResponse { id: Some(id), error }) => self.complete(id, Err(error)),
+            Message::Error(ErrorResponse { id: None, error }) => Incoming::ServerReportedError(error),
+            Message::Request(request) => classify_request(request),
+            Message::Notification(n) => Incoming::Notification(classify_notification(n)),
+        }
+    }
+
+    fn complete(&mut self, id: RequestId, outcome: Result<Box<RawValue>, ErrorObject>) -> Incoming<P> {
+        match self.pending.remove(&id) {
+            Some(Pending { method, payload }) => Incoming::Response { id, method, payload, outcome },
+            None => Incoming::UnmatchedResponse { id: Some(id) },
+        }
+    }
+}
+
+fn parse_params<T: DeserializeOwned>(params: &Option<Box<RawValue>>) -> Result<T, serde_json::Error> {
+    match params {
+        Some(raw) => serde_json::from_str(raw.get()),
+        None => serde_json::from_str("{}"),
+    }
+}
+
+fn classify_request<P>(request: Request) -> Incoming<P> {
+    let Request { id, method, params } = request;
+    let parsed = match method.as_str() {
+        methods::PING => Ok(ServerRequest::Ping),
+        methods::ROOTS_LIST => Ok(ServerRequest::ListRoots),
+        methods::SAMPLING_CREATE_MESSAGE => parse_params(&params).map(ServerRequest::CreateMessage),
+        methods::ELICITATION_CREATE => parse_params(&params).map(ServerRequest::Elicit),
+        _ => Ok(ServerRequest::Unknown { method }),
+    };
+    match parsed {
+        Ok(request) => Incoming::Request { id, request },
+        Err(e) => Incoming::InvalidRequest {
+            reply: encode_error(id, ErrorObject::new(error_codes::INVALID_PARAMS, format!("Invalid params: {e}"))),
+        },
+    }
+}
+
+fn classify_notification(n: Notification) -> ServerNotification {
+    fn typed<T: DeserializeOwned>(
+        n: Notification,
+        wrap: impl FnOnce(T) -> ServerNotification,
+    ) -> ServerNotification {
+        match parse_params(&n.params) {
+            Ok(p) => wrap(p),
+            Err(_) => ServerNotification::Other { method: n.method, params: n.params },
+        }
+    }
+    match n.method.as_str() {
+        methods::TOOLS_LIST_CHANGED => ServerNotification::ToolsListChanged,
+        methods::PROMPTS_LIST_CHANGED => ServerNotification::PromptsListChanged,
+        methods::RESOURCES_LIST_CHANGED => ServerNotification::ResourcesListChanged,
+        methods::RESOURCES_UPDATED => typed(n, ServerNotification::ResourceUpdated),
+        methods::PROGRESS => typed(n, ServerNotification::Progress),
+        methods::CANCELLED => typed(n, ServerNotification::Cancelled),
+        methods::MESSAGE => typed(n, ServerNotification::Log),
+        _ => ServerNotification::Other { method: n.method, params: n.params },
+    }
+}
+
+/// The line answering server request `id` with `result`.
+pub fn encode_result<T: Serialize + ?Sized>(id: RequestId, result: &T) -> String {
+    match to_raw(result) {
+        Ok(result) => Message::Response(Response { id, result }).encode(),
+        Err(e) => encode_error(id, ErrorObject::new(error_codes::INTERNAL_ERROR, format!("could not encode result: {e}"))),
+    }
+}
+
+/// The line answering server request `id` with an error.
+pub fn encode_error(id: RequestId, error: ErrorObject) -> String {
+    Message::Error(ErrorResponse { id: Some(id), error }).encode()
+}
+
+/// The line of a client notification.
+pub fn encode_notification<T: Serialize + ?Sized>(method: &str, params: Option<&T>) -> Result<String, serde_json::Error> {
+    let params = params.map(|p| to_raw(p)).transpose()?;
+    Ok(Message::Notification(Notification { method: method.to_owned(), params }).encode())
+}
+
+impl<P> ClientSession<P> {
+    /// See [`encode_result`].
+    pub fn encode_result<T: Serialize + ?Sized>(id: RequestId, result: &T) -> String {
+        encode_result(id, result)
+    }
+
+    /// See [`encode_error`].
+    pub fn encode_error(id: RequestId, error: ErrorObject) -> String {
+        encode_error(id, error)
+    }
+}

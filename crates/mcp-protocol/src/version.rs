@@ -1,0 +1,79 @@
+//! Protocol revisions and the negotiation rule.
+
+use std::fmt;
+
+/// A protocol revision this crate implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ProtocolVersion {
+    /// 2024-11-05: the first stable revision.
+    V2024_11_05,
+    /// 2025-03-26: Streamable HTTP, annotations, audio.
+    V2025_03_26,
+    /// 2025-06-18: structured content, elicitation, resource links.
+    V2025_06_18,
+    /// 2025-11-25: tasks, URL elicitation, icons.
+    V2025_11_25,
+}
+
+impl ProtocolVersion {
+    /// Every revision, oldest first.
+    pub const ALL: [ProtocolVersion; 4] = [
+        ProtocolVersion::V2024_11_05,
+        ProtocolVersion::V2025_03_26,
+        ProtocolVersion::V2025_06_18,
+        ProtocolVersion::V2025_11_25,
+    ];
+
+    /// The newest revision.
+    pub const LATEST: ProtocolVersion = ProtocolVersion::V2025_11_25;
+
+    /// The revision's date string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProtocolVersion::V2024_11_05 => "2024-11-05",
+            ProtocolVersion::V2025_03_26 => "2025-03-26",
+            ProtocolVersion::V2025_06_18 => "2025-06-18",
+            ProtocolVersion::V2025_11_25 => "2025-11-25",
+        }
+    }
+
+    /// Parse a revision's date string.
+    pub fn parse(s: &str) -> Option<ProtocolVersion> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+}
+
+impl fmt::Display for ProtocolVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The server answered with a revision the client cannot speak.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the server answered protocol revision {answered:?}, which this client does not accept \
+     (it offered {offered} and supports {})",
+    supported.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ")
+)]
+pub struct NegotiationError {
+    /// What the client offered.
+    pub offered: ProtocolVersion,
+    /// What the server answered.
+    pub answered: String,
+    /// What the client supports.
+    pub supported: Vec<ProtocolVersion>,
+}
+
+/// Accept the server's answer when it is the offered revision or an older one the client
+/// supports; anything else (unknown, newer than offered, or not supported) is an error naming both.
+pub fn negotiate(
+    offered: ProtocolVersion,
+    supported: &[ProtocolVersion],
+    answered: &str,
+) -> Result<ProtocolVersion, NegotiationError> {
+    match ProtocolVersion::parse(answered) {
+        Some(v) if v <= offered && supported.contains(&v) => Ok(v),
+        _ => Err(NegotiationError { offered, answered: answered.to_owned(), supported: supported.to_vec() }),
+    }
+}

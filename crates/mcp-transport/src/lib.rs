@@ -1,0 +1,1 @@
+//! MCP transports and the client connection.

@@ -1,0 +1,344 @@
+//! Host policy: allow / confirm / deny per (server, tool). Pure: no I/O.
+//!
+//! A [`Policy`] is a list of rules, each a server pattern, a tool pattern and a [`Decision`],
+//! plus a default decision for tools no rule matches (itself [`Decision::Confirm`] unless
+//! configured).
+//!
+//! # Patterns
+//!
+//! Patterns are matched against the *raw* server name (as configured) and the *raw* tool name
+//! (as the server sent it), case-sensitively. `*` matches any run of characters, `?` exactly one;
+//! `[`, `]`, `{`, `}`, `\`, control characters and the empty pattern are refused.
+//!
+//! Built-in tools have no server. They are addressed only by the reserved server pattern
+//! `@builtin` ([`BUILTIN_SERVER`]); a server glob, even `*`, never matches a built-in, so a rule
+//! written for MCP servers cannot accidentally change what the host's own tools do.
+//!
+//! # Which rule wins
+//!
+//! Among the rules that match, the most specific wins. A rule's specificity is its server
+//! pattern's specificity, then (only to break ties) its tool pattern's. A pattern's specificity is,
+//! in turn: exact (no wildcard) beats any glob; then more literal characters; then more `?`; then
+//! fewer `*`. `@builtin` counts as an exact server. If several equally specific rules match, the
+//! strictest decision wins (deny > confirm > allow), so a tie never loosens anything; if they
+//! also agree on the decision, the first one written is reported.
+//!
+//! # Untrusted claims
+//!
+//! What a server says about its tools (annotations such as `readOnlyHint`, or its description)
+//! is handed to [`Policy::decide`] as [`ServerClaims`] so that callers pass everything they know,
+//! but it is ignored by design: a server could claim anything, and the decision is the user's.
+//!
+//! # Example
+//!
+//! ```
+//! use policy::{Decision, Policy, PolicyConfig, RuleConfig, ServerClaims};
+//!
+//! let config = PolicyConfig {
+//!     default: Decision::Confirm,
+//!     rules: vec![
+//!         RuleConfig::new("git*", "*", Decision::Allow),
+//!         RuleConfig::new("github", "delete_*", Decision::Deny),
+//!         RuleConfig::new("@builtin", "read_file", Decision::Allow),
+//!     ],
+//! };
+//! let policy = Policy::new(config)?;
+//!
+//! let v = policy.decide(Some("github"), "list_issues", &ServerClaims::default());
+//! assert_eq!(v.decision, Decision::Allow);
+//! assert_eq!(v.source.to_string(), r#"rule 0 (server "git*", tool "*")"#);
+//!
+//! // Server "github" is named exactly by rule 1, which beats the glob of rule 0.
+//! let v = policy.decide(Some("github"), "delete_repo", &ServerClaims::default());
+//! assert_eq!(v.decision, Decision::Deny);
+//!
+//! // A server claiming its tool is harmless changes nothing.
+//! let claims = ServerClaims { read_only_hint: Some(true), ..ServerClaims::default() };
+//! assert_eq!(policy.decide(Some("docs"), "search", &claims).decision, Decision::Confirm);
+//! assert_eq!(policy.decide(Some("docs"), "search", &claims).source.to_string(), "default");
+//!
+//! // Built-ins are addressed with `@builtin` (server `None`).
+//! assert_eq!(policy.decide(None, "read_file", &ServerClaims::default()).decision, Decision::Allow);
+//! assert_eq!(policy.decide(None, "shell", &ServerClaims::default()).decision, Decision::Confirm);
+//! # Ok::<(), policy::PolicyError>(())
+//! ```
+//!
+//! The configuration deserializes from TOML or JSON shaped like
+//! `{ default = "confirm", rules = [{ server = "git*", tool = "*", decision = "allow" }] }`;
+//! [`Policy`] itself deserializes through [`PolicyConfig`], validating the patterns.
+
+mod pattern;
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize, Serializer};
+use thiserror::Error;
+
+pub use pattern::{BUILTIN_SERVER, Pattern, PatternError, Specificity};
+use pattern::ServerPattern;
+
+/// What the host does when the model calls a tool.
+///
+/// Ordered by strictness: `Allow < Confirm < Deny`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    /// Run without asking.
+    Allow,
+    /// Ask the user first.
+    Confirm,
+    /// Never run; the tool is not even shown to the model.
+    Deny,
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Allow => "allow",
+            Self::Confirm => "confirm",
+            Self::Deny => "deny",
+        })
+    }
+}
+
+/// One rule as written in the configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    /// Server pattern, or `@builtin` for built-in tools.
+    pub server: String,
+    /// Tool pattern.
+    pub tool: String,
+    /// What to do with matching tools.
+    pub decision: Decision,
+}
+
+impl RuleConfig {
+    /// A rule from its parts.
+    pub fn new(server: impl Into<String>, tool: impl Into<String>, decision: Decision) -> Self {
+        Self { server: server.into(), tool: tool.into(), decision }
+    }
+}
+
+/// The policy configuration: `{ default = "confirm", rules = [...] }`.
+///
+/// Unknown fields are refused so that a typo cannot silently drop a rule's intent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// Decision when no rule matches; `confirm` when omitted.
+    #[serde(default = "default_decision")]
+    pub default: Decision,
+    /// The rules, in any order (order only picks which of two identical rules is reported).
+    #[serde(default)]
+    pub rules: Vec<RuleConfig>,
+}
+
+fn default_decision() -> Decision {
+    Decision::Confirm
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        Self { default: default_decision(), rules: Vec::new() }
+    }
+}
+
+/// Which pattern of a rule was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatternField {
+    /// The `server` pattern.
+    Server,
+    /// The `tool` pattern.
+    Tool,
+}
+
+impl fmt::Display for PatternField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Server => "server",
+            Self::Tool => "tool",
+        })
+    }
+}
+
+/// A configuration that cannot become a [`Policy`].
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum PolicyError {
+    /// A rule's pattern is invalid.
+    #[error("rule {index}: invalid {field} pattern {pattern:?}: {reason}")]
+    InvalidPattern {
+        /// Index of the rule in `rules`, counting from 0.
+        index: usize,
+        /// Which of its patterns.
+        field: PatternField,
+        /// The pattern as written.
+        pattern: String,
+        /// Why it was refused.
+        #[source]
+        reason: PatternError,
+    },
+}
+
+/// What a server claims about one of its tools. Accepted and ignored: see the crate docs.
+///
+/// Mirrors MCP's `ToolAnnotations` without depending on the protocol crate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerClaims<'a> {
+    /// `readOnlyHint`.
+    pub read_only_hint: Option<bool>,
+    /// `destructiveHint`.
+    pub destructive_hint: Option<bool>,
+    /// `idempotentHint`.
+    pub idempotent_hint: Option<bool>,
+    /// `openWorldHint`.
+    pub open_world_hint: Option<bool>,
+    /// The tool's description.
+    pub description: Option<&'a str>,
+}
+
+/// The rule behind a decision, for `tools` output and approval prompts.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RuleRef {
+    /// Index of the rule in the configuration's `rules`, counting from 0.
+    pub index: usize,
+    /// Its server pattern as written.
+    pub server: Arc<str>,
+    /// Its tool pattern as written.
+    pub tool: Arc<str>,
+}
+
+/// Where a decision came from.
+///
+/// Displays (and serializes) as `rule 2 (server "git*", tool "*")` or `default`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum DecisionSource {
+    /// No rule matched.
+    Default,
+    /// This rule matched.
+    Rule(RuleRef),
+}
+
+impl fmt::Display for DecisionSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Default => f.write_str("default"),
+            Self::Rule(r) => write!(f, "rule {} (server {:?}, tool {:?})", r.index, r.server, r.tool),
+        }
+    }
+}
+
+impl Serialize for DecisionSource {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// A decision and the rule that made it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Verdict {
+    /// What to do.
+    pub decision: Decision,
+    /// Why.
+    pub source: DecisionSource,
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} by {}", self.decision, self.source)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Rule {
+    server: ServerPattern,
+    tool: Pattern,
+    decision: Decision,
+    source: RuleRef,
+}
+
+/// A validated policy. `Policy::default()` confirms everything.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(try_from = "PolicyConfig")]
+pub struct Policy {
+    default: Decision,
+    /// Sorted so that the first match is the winner: most specific first, then strictest, then
+    /// as written.
+    rules: Vec<Rule>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self { default: default_decision(), rules: Vec::new() }
+    }
+}
+
+impl TryFrom<PolicyConfig> for Policy {
+    type Error = PolicyError;
+
+    fn try_from(config: PolicyConfig) -> Result<Self, Self::Error> {
+        Self::new(config)
+    }
+}
+
+impl Policy {
+    /// Validates `config`; the first invalid pattern is reported with its rule index.
+    pub fn new(config: PolicyConfig) -> Result<Self, PolicyError> {
+        let invalid = |index, field, pattern: &str, reason| PolicyError::InvalidPattern {
+            index,
+            field,
+            pattern: pattern.to_owned(),
+            reason,
+        };
+        let mut rules = Vec::with_capacity(config.rules.len());
+        for (index, rc) in config.rules.into_iter().enumerate() {
+            let server = ServerPattern::new(&rc.server)
+                .map_err(|e| invalid(index, PatternField::Server, &rc.server, e))?;
+            let tool = Pattern::new(&rc.tool)
+                .map_err(|e| invalid(index, PatternField::Tool, &rc.tool, e))?;
+            let source = RuleRef { index, server: rc.server.into(), tool: rc.tool.into() };
+            rules.push(Rule { server, tool, decision: rc.decision, source });
+        }
+        // Sorting once makes `decide` a first-match scan.
+        rules.sort_by(|a, b| {
+            (b.server.specificity(), b.tool.specificity(), b.decision)
+                .cmp(&(a.server.specificity(), a.tool.specificity(), a.decision))
+                .then(a.source.index.cmp(&b.source.index))
+        });
+        Ok(Self { default: config.default, rules })
+    }
+
+    /// A policy with no rules that decides `decision` for everything.
+    pub fn uniform(decision: Decision) -> Self {
+        Self { default: decision, rules: Vec::new() }
+    }
+
+    /// The decision when no rule matches.
+    pub fn default_decision(&self) -> Decision {
+        self.default
+    }
+
+    /// Number of rules.
+    pub fn rule_count(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Decides a call of `tool` on `server` (`None` for a built-in tool).
+    ///
+    /// `claims` is deliberately ignored (see the crate docs); it is taken so that call sites
+    /// hand over what the server said and tests can show it makes no difference.
+    pub fn decide(&self, server: Option<&str>, tool: &str, claims: &ServerClaims<'_>) -> Verdict {
+        let _ignored_by_design = claims;
+        self.rules
+            .iter()
+            .find(|r| r.server.matches(server) && r.tool.matches(tool))
+            .map_or(
+                Verdict { decision: self.default, source: DecisionSource::Default },
+                |r| Verdict { decision: r.decision, source: DecisionSource::Rule(r.source.clone()) },
+            )
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1 @@
+//! Tool-pool assembly. Pure: no I/O.
