@@ -1,0 +1,610 @@
+//! The client connection: drives a [`ClientSession`] over any [`Transport`].
+//!
+//! One writer task owns the sink and batches whatever is queued; one reader task owns the
+//! stream, classifies each message through the session and wakes the caller waiting for it.
+//! Many requests can be in flight; each has its own timeout, and a caller that stops waiting
+//! (timeout or drop) sends `notifications/cancelled`.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use mcp_protocol::jsonrpc::{ErrorObject, Message, RequestId, error_codes};
+use mcp_protocol::session::{encode_error, encode_notification, encode_result};
+use mcp_protocol::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientSession, Implementation, Incoming, InitializeResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParams, ProtocolVersion, ServerNotification,
+    ServerRequest, SessionConfig, SessionError, SessionState, Tool, methods,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::handler::{DecliningHandler, ServerRequestHandler};
+use crate::transport::{Transport, TransportError, TransportStream};
+
+/// Why a client operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The transport failed.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// The connection is gone; every pending request fails with this.
+    #[error("the connection to the server is closed: {reason}")]
+    ConnectionClosed {
+        /// What happened (exit status, stderr tail, or who closed it).
+        reason: String,
+    },
+    /// No answer within the timeout; the request was cancelled.
+    #[error("{method} got no answer within {after:?}; the request was cancelled")]
+    Timeout {
+        /// The method.
+        method: String,
+        /// The timeout.
+        after: Duration,
+    },
+    /// The server answered with a JSON-RPC error.
+    #[error("the server answered {method} with an error: {error}")]
+    Server {
+        /// The method.
+        method: String,
+        /// The error.
+        error: ErrorObject,
+    },
+    /// The server's answer did not have the expected shape.
+    #[error("the server's answer to {method} is malformed: {source}")]
+    BadResult {
+        /// The method.
+        method: String,
+        /// What did not parse.
+        source: serde_json::Error,
+    },
+    /// The session refused (not initialized, closed, negotiation failed).
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// Pagination went past the page limit.
+    #[error("tools/list returned more than {limit} pages; stopped (raise ListLimits::max_pages if this server is legitimate)")]
+    TooManyPages {
+        /// The limit.
+        limit: usize,
+    },
+    /// Pagination went past the item limit.
+    #[error("tools/list returned more than {limit} tools; stopped (raise ListLimits::max_items if this server is legitimate)")]
+    TooManyItems {
+        /// The limit.
+        limit: usize,
+    },
+    /// The server handed out a cursor it had handed out before (a loop).
+    #[error("tools/list returned cursor {cursor:?} twice; the server's pagination loops")]
+    RepeatedCursor {
+        /// The repeated cursor.
+        cursor: String,
+    },
+}
+
+/// Options of a connection.
+#[derive(Clone)]
+pub struct ClientOptions {
+    /// Who we are.
+    pub client_info: Implementation,
+    /// What we declare. Declare only what the handler really does.
+    pub capabilities: ClientCapabilities,
+    /// The revision offered.
+    pub offered_version: ProtocolVersion,
+    /// Timeout of the initialize handshake.
+    pub startup_timeout: Duration,
+    /// Timeout of requests that don't set their own.
+    pub request_timeout: Duration,
+    /// Answers roots, sampling and elicitation requests.
+    pub handler: Arc<dyn ServerRequestHandler>,
+    /// Notifications kept for slow subscribers before the oldest are dropped.
+    pub notification_capacity: usize,
+    /// A label for logs (the server's configured name).
+    pub label: String,
+}
+
+impl std::fmt::Debug for ClientOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientOptions")
+            .field("client_info", &self.client_info)
+            .field("capabilities", &self.capabilities)
+            .field("offered_version", &self.offered_version)
+            .field("startup_timeout", &self.startup_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("label", &self.label)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        Self {
+            client_info: Implementation::new("mcp-harness", env!("CARGO_PKG_VERSION")),
+            capabilities: ClientCapabilities::default(),
+            offered_version: ProtocolVersion::LATEST,
+            startup_timeout: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(60),
+            handler: Arc::new(DecliningHandler),
+            notification_capacity: 256,
+            label: "server".to_owned(),
+        }
+    }
+}
+
+/// Progress of a request, as the server reported it.
+pub type Progress = ProgressNotificationParams;
+
+/// Per-request options.
+#[derive(Debug, Default)]
+pub struct RequestOptions {
+    /// Overrides the connection's request timeout.
+    pub timeout: Option<Duration>,
+    /// Where progress notifications for this request go (a progress token is sent).
+    pub progress: Option<mpsc::UnboundedSender<Progress>>,
+}
+
+/// Limits on paginated listing, so a broken or hostile server cannot make us loop or hoard.
+#[derive(Debug, Clone, Copy)]
+pub struct ListLimits {
+    /// At most this many pages.
+    pub max_pages: usize,
+    /// At most this many items in all.
+    pub max_items: usize,
+}
+
+impl Default for ListLimits {
+    fn default() -> Self {
+        Self { max_pages: 100, max_items: 10_000 }
+    }
+}
+
+type Reply = Result<Box<RawValue>, ClientError>;
+
+/// What the session keeps for each pending request.
+#[derive(Debug)]
+struct Waiter {
+    reply: oneshot::Sender<Reply>,
+    progress: Option<mpsc::UnboundedSender<Progress>>,
+}
+
+struct Inner {
+    session: Mutex<ClientSession<Waiter>>,
+    outgoing: mpsc::Sender<String>,
+    notifications: broadcast::Sender<ServerNotification>,
+    closed_reason: Mutex<Option<String>>,
+    options: ClientOptions,
+}
+
+impl Inner {
+    fn session(&self) -> MutexGuard<'_, ClientSession<Waiter>> {
+        // A panic while holding the lock cannot leave the table half-updated in a way that
+        // matters more than losing the connection, so recover the guard.
+        self.session.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn closed_error(&self) -> ClientError {
+        let reason = self
+            .closed_reason
+            .lock()
+            .ok()
+            .and_then(|r| r.clone())
+            .unwrap_or_else(|| "the connection is closed".to_owned());
+        ClientError::ConnectionClosed { reason }
+    }
+
+    /// The transport is gone: fail every pending request at once, with the reason.
+    fn shut_down(&self, reason: String) {
+        if let Ok(mut r) = self.closed_reason.lock() {
+            if r.is_none() {
+                *r = Some(reason.clone());
+            }
+        }
+        let pending = self.session().close();
+        for (_, pending) in pending {
+            let _ = pending.payload.reply.send(Err(ClientError::ConnectionClosed { reason: reason.clone() }));
+        }
+    }
+
+    fn send_line(&self, line: String) {
+        // Fire-and-forget lines (cancellations, replies) must not block the reader; if the
+        // writer's queue is full or gone the connection is failing anyway.
+        if let Err(e) = self.outgoing.try_send(line) {
+            tracing::debug!(server = %self.options.label, "dropped an outgoing line: {e}");
+        }
+    }
+}
+
+/// Cancels the request when the caller stops waiting before the answer came.
+struct PendingGuard<'a> {
+    inner: &'a Inner,
+    id: Option<RequestId>,
+}
+
+impl PendingGuard<'_> {
+    fn cancel(&mut self, reason: &str) {
+        if let Some(id) = self.id.take() {
+            let cancelled = self.inner.session().cancel(&id, reason);
+            if let Some((_, Some(line))) = cancelled {
+                self.inner.send_line(line);
+            }
+        }
+    }
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        self.cancel("the client stopped waiting");
+    }
+}
+
+/// A connection to one MCP server.
+///
+/// Dropping it stops its tasks and the transport (a stdio child is killed and reaped); call
+/// [`Client::close`] for a graceful shutdown.
+pub struct Client {
+    inner: Arc<Inner>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    reader: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("label", &self.inner.options.label).finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Start the connection's tasks without the handshake (subscribe first, then
+    /// [`Client::initialize`], to see notifications sent right after it).
+    pub fn start(transport: impl Transport + 'static, options: ClientOptions) -> Client {
+        let (sink, stream) = Box::new(transport).split();
+        let mut config = SessionConfig::new(options.client_info.clone(), options.capabilities.clone());
+        config.offered_version = options.offered_version;
+        let (outgoing, outgoing_rx) = mpsc::channel(4096);
+        let (notifications, _) = broadcast::channel(options.notification_capacity.max(1));
+        let inner = Arc::new(Inner {
+            session: Mutex::new(ClientSession::new(config)),
+            outgoing,
+            notifications,
+            closed_reason: Mutex::new(None),
+            options,
+        });
+        let writer = tokio::spawn(write_loop(Arc::clone(&inner), sink, outgoing_rx));
+        let reader = tokio::spawn(read_loop(Arc::clone(&inner), stream));
+        Client { inner, writer: Mutex::new(Some(writer)), reader }
+    }
+
+    /// Start and perform the initialize handshake.
+    pub async fn connect(transport: impl Transport + 'static, options: ClientOptions) -> Result<Client, ClientError> {
+        let client = Client::start(transport, options);
+        client.initialize().await?;
+        Ok(client)
+    }
+
+    /// Perform the initialize handshake (within the startup timeout).
+    pub async fn initialize(&self) -> Result<InitializeResult, ClientError> {
+        let (reply, rx) = oneshot::channel();
+        let (id, line) = self.inner.session().start_initialize(Waiter { reply, progress: None })?;
+        let timeout = self.inner.options.startup_timeout;
+        let raw = self.wait(id, line, rx, methods::INITIALIZE, timeout).await?;
+        let initialized = self.inner.session().finish_initialize(&raw)?;
+        self.send(initialized).await?;
+        self.inner.session().server().cloned().ok_or_else(|| self.inner.closed_error())
+    }
+
+    /// Subscribe to server notifications (list_changed and the rest). A subscriber that falls
+    /// more than `notification_capacity` behind loses the oldest ones.
+    pub fn subscribe(&self) -> broadcast::Receiver<ServerNotification> {
+        self.inner.notifications.subscribe()
+    }
+
+    /// The server's initialize result, once initialized.
+    pub fn server_info(&self) -> Option<InitializeResult> {
+        self.inner.session().server().cloned()
+    }
+
+    /// The negotiated revision, once initialized.
+    pub fn protocol_version(&self) -> Option<ProtocolVersion> {
+        self.inner.session().protocol_version()
+    }
+
+    /// Whether the connection is still usable.
+    pub fn is_open(&self) -> bool {
+        self.inner.session().state() != SessionState::Closed
+    }
+
+    /// How many requests are waiting for answers.
+    pub fn pending_requests(&self) -> usize {
+        self.inner.session().pending_count()
+    }
+
+    async fn send(&self, line: String) -> Result<(), ClientError> {
+        self.inner.outgoing.send(line).await.map_err(|_| self.inner.closed_error())
+    }
+
+    async fn wait(
+        &self,
+        id: RequestId,
+        line: String,
+        rx: oneshot::Receiver<Reply>,
+        method: &str,
+        timeout: Duration,
+    ) -> Result<Box<RawValue>, ClientError> {
+        let mut guard = PendingGuard { inner: &self.inner, id: Some(id) };
+        self.send(line).await?;
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(reply)) => {
+                guard.id = None;
+                reply
+            }
+            Ok(Err(_)) => {
+                guard.id = None;
+                Err(self.inner.closed_error())
+            }
+            Err(_) => {
+                guard.cancel(&format!("timed out after {timeout:?}"));
+                Err(ClientError::Timeout { method: method.to_owned(), after: timeout })
+            }
+        }
+    }
+
+    /// Send a request and wait for its raw result.
+    pub async fn request_raw<T: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        params: Option<&T>,
+        options: RequestOptions,
+    ) -> Result<Box<RawValue>, ClientError> {
+        let (reply, rx) = oneshot::channel();
+        let timeout = options.timeout.unwrap_or(self.inner.options.request_timeout);
+        let (id, line) = {
+            let mut session = self.inner.session();
+            if options.progress.is_some() {
+                // The progress token is the request's own id, so routing needs no second table.
+                let mut params = match params.map(serde_json::to_value).transpose() {
+                    Ok(Some(Value::Object(map))) => map,
+                    Ok(_) => Map::new(),
+                    Err(source) => return Err(SessionError::Encode { method: method.to_owned(), source }.into()),
+                };
+                let token = session.peek_next_id();
+                let meta = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+                if let Value::Object(meta) = meta {
+                    meta.insert("progressToken".to_owned(), serde_json::to_value(&token).unwrap_or(Value::Null));
+                }
+                session.start_request(method, Some(&params), Waiter { reply, progress: options.progress })?
+            } else {
+                session.start_request(method, params, Waiter { reply, progress: None })?
+            }
+        };
+        self.wait(id, line, rx, method, timeout).await.map_err(|e| match e {
+            ClientError::Server { error, .. } => ClientError::Server { method: method.to_owned(), error },
+            other => other,
+        })
+    }
+
+    /// Send a request and decode its result.
+    pub async fn request<T: Serialize + ?Sized, R: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: Option<&T>,
+        options: RequestOptions,
+    ) -> Result<R, ClientError> {
+        let raw = self.request_raw(method, params, options).await?;
+        serde_json::from_str(raw.get()).map_err(|source| ClientError::BadResult { method: method.to_owned(), source })
+    }
+
+    /// Send a notification.
+    pub async fn notify<T: Serialize + ?Sized>(&self, method: &str, params: Option<&T>) -> Result<(), ClientError> {
+        let line = encode_notification(method, params)
+            .map_err(|source| SessionError::Encode { method: method.to_owned(), source })?;
+        self.send(line).await
+    }
+
+    /// `ping`.
+    pub async fn ping(&self) -> Result<(), ClientError> {
+        self.request_raw::<Value>(methods::PING, None, RequestOptions::default()).await.map(|_| ())
+    }
+
+    /// One page of `tools/list`.
+    pub async fn list_tools(&self, cursor: Option<String>) -> Result<ListToolsResult, ClientError> {
+        let params = PaginatedRequestParams { cursor, extra: Map::new() };
+        self.request(methods::TOOLS_LIST, Some(&params), RequestOptions::default()).await
+    }
+
+    /// Every tool, following cursors within `limits`.
+    pub async fn list_all_tools(&self, limits: ListLimits) -> Result<Vec<Tool>, ClientError> {
+        let mut tools = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut cursor = None;
+        for _ in 0..limits.max_pages {
+            let page = self.list_tools(cursor.take()).await?;
+            if tools.len() + page.tools.len() > limits.max_items {
+                return Err(ClientError::TooManyItems { limit: limits.max_items });
+            }
+            tools.extend(page.tools);
+            match page.next_cursor {
+                None => return Ok(tools),
+                Some(next) => {
+                    if !seen.insert(next.clone()) {
+                        return Err(ClientError::RepeatedCursor { cursor: next });
+                    }
+                    cursor = Some(next);
+                }
+            }
+        }
+        Err(ClientError::TooManyPages { limit: limits.max_pages })
+    }
+
+    /// `tools/call` under the tool's raw name.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+        options: RequestOptions,
+    ) -> Result<CallToolResult, ClientError> {
+        let params = CallToolRequestParams { name: name.to_owned(), arguments, meta: None, extra: Map::new() };
+        self.request(methods::TOOLS_CALL, Some(&params), options).await
+    }
+
+    /// Close gracefully: pending requests fail, the transport is closed (a stdio child gets
+    /// stdin closed, then SIGTERM, then SIGKILL) and reaped.
+    pub async fn close(&self) -> Result<(), ClientError> {
+        self.inner.shut_down("closed by the client".to_owned());
+        self.reader.abort();
+        // The writer closes the sink when it reads the close marker (an empty line).
+        let _ = self.inner.outgoing.send(String::new()).await;
+        let writer = self.writer.lock().ok().and_then(|mut w| w.take());
+        if let Some(writer) = writer {
+            let _ = writer.await;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.reader.abort();
+        if let Ok(Some(writer)) = self.writer.lock().map(|mut w| w.take()) {
+            writer.abort();
+        }
+        self.inner.shut_down("the client was dropped".to_owned());
+    }
+}
+
+/// An empty line asks the writer to close the sink and stop.
+async fn write_loop(inner: Arc<Inner>, mut sink: Box<dyn crate::TransportSink>, mut rx: mpsc::Receiver<String>) {
+    let mut batch: Vec<String> = Vec::with_capacity(64);
+    let mut closing = false;
+    while !closing {
+        match rx.recv().await {
+            Some(line) => push_or_close(&mut batch, line, &mut closing),
+            None => closing = true,
+        }
+        // Take whatever else is already queued, so concurrent callers share one write.
+        while batch.len() < 1024 && !closing {
+            match rx.try_recv() {
+                Ok(line) => push_or_close(&mut batch, line, &mut closing),
+                Err(_) => break,
+            }
+        }
+        if !batch.is_empty() {
+            if let Err(e) = sink.send(&batch).await {
+                inner.shut_down(format!("could not write to the server: {e}"));
+                closing = true;
+            }
+            batch.clear();
+        }
+    }
+    if let Err(e) = sink.close().await {
+        tracing::warn!(server = %inner.options.label, "closing the transport: {e}");
+    }
+}
+
+fn push_or_close(batch: &mut Vec<String>, line: String, closing: &mut bool) {
+    if line.is_empty() {
+        *closing = true;
+    } else {
+        batch.push(line);
+    }
+}
+
+async fn read_loop(inner: Arc<Inner>, mut stream: Box<dyn TransportStream>) {
+    let label = inner.options.label.clone();
+    loop {
+        match stream.recv().await {
+            Ok(Some(text)) => handle_incoming(&inner, &text),
+            Ok(None) => {
+                let reason = stream.closed_reason().await;
+                inner.shut_down(reason);
+                return;
+            }
+            Err(e) if !e.is_fatal() => tracing::warn!(server = %label, "skipped a message: {e}"),
+            Err(e) => {
+                let reason = format!("{e}; {}", stream.closed_reason().await);
+                inner.shut_down(reason);
+                return;
+            }
+        }
+    }
+}
+
+fn handle_incoming(inner: &Arc<Inner>, text: &str) {
+    let label = &inner.options.label;
+    let message = match Message::decode_str(text) {
+        Ok(m) => m,
+        Err(e) => {
+            let shown: String = text.chars().take(200).collect();
+            tracing::warn!(server = %label, "skipped a line that is not JSON-RPC ({e}): {shown}");
+            if let Some(id) = e.id.clone() {
+                inner.send_line(encode_error(id, e.to_error_object()));
+            }
+            return;
+        }
+    };
+    let incoming = inner.session().receive(message);
+    match incoming {
+        Incoming::Response { payload, outcome, method, .. } => {
+            let reply = outcome.map_err(|error| ClientError::Server { method, error });
+            let _ = payload.reply.send(reply);
+        }
+        Incoming::UnmatchedResponse { id } => {
+            tracing::debug!(server = %label, "a response to no pending request (id {id:?}); ignored");
+        }
+        Incoming::ServerReportedError(error) => {
+            tracing::warn!(server = %label, "the server reported an error without an id: {error}");
+        }
+        Incoming::InvalidRequest { reply } => inner.send_line(reply),
+        Incoming::Request { id, request } => answer_server_request(inner, id, request),
+        Incoming::Notification(notification) => {
+            match &notification {
+                ServerNotification::Progress(progress) => {
+                    let mut session = inner.session();
+                    if let Some(Some(tx)) = session.pending_mut(&progress.progress_token).map(|w| w.progress.as_ref()) {
+                        let _ = tx.send(progress.clone());
+                    }
+                    return;
+                }
+                ServerNotification::Log(log) => {
+                    tracing::info!(server = %label, level = %log.level, "server log: {}", log.data);
+                }
+                _ => {}
+            }
+            // No subscriber is fine: nobody asked.
+            let _ = inner.notifications.send(notification);
+        }
+    }
+}
+
+fn answer_server_request(inner: &Arc<Inner>, id: RequestId, request: ServerRequest) {
+    match request {
+        ServerRequest::Ping => inner.send_line(encode_result(id, &serde_json::json!({}))),
+        ServerRequest::Unknown { method } => inner.send_line(encode_error(
+            id,
+            ErrorObject::new(error_codes::METHOD_NOT_FOUND, format!("Method not found: {method}")),
+        )),
+        request => {
+            // Handlers may ask a person; never block the reader on them.
+            let inner = Arc::clone(inner);
+            tokio::spawn(async move {
+                let handler = Arc::clone(&inner.options.handler);
+                let line = match request {
+                    ServerRequest::ListRoots => reply_line(id, handler.list_roots().await),
+                    ServerRequest::CreateMessage(params) => reply_line(id, handler.create_message(params).await),
+                    ServerRequest::Elicit(params) => reply_line(id, handler.elicit(params).await),
+                    ServerRequest::Ping | ServerRequest::Unknown { .. } => return,
+                };
+                inner.send_line(line);
+            });
+        }
+    }
+}
+
+fn reply_line<T: Serialize>(id: RequestId, result: Result<T, ErrorObject>) -> String {
+    match result {
+        Ok(result) => encode_result(id, &result),
+        Err(error) => encode_error(id, error),
+    }
+}

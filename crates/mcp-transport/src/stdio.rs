@@ -1,0 +1,431 @@
+//! The stdio adapter: a child process speaking newline-delimited JSON on stdin/stdout.
+//!
+//! The child gets a small allowlisted environment plus what its config sets, runs in its own
+//! process group, and is always reaped: on `close` (stdin closed, wait, SIGTERM, wait, SIGKILL)
+//! and on drop (SIGKILL to the group; tokio reaps the child in the background).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use crate::transport::{Transport, TransportError, TransportSink, TransportStream};
+
+/// Default cap on one incoming message.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// Default size of the kept stderr tail.
+pub const DEFAULT_STDERR_BUFFER_BYTES: usize = 64 * 1024;
+const STDERR_LINE_BYTES: usize = 8 * 1024;
+
+/// Host variables a server inherits; everything else (API keys included) stays with the host
+/// unless the server's config sets it.
+const ENV_ALLOWLIST: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "TMPDIR", "TZ",
+    // Windows twins.
+    "APPDATA", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATHEXT", "PROGRAMDATA", "PROGRAMFILES",
+    "SYSTEMDRIVE", "SYSTEMROOT", "TEMP", "TMP", "USERNAME", "USERPROFILE", "COMSPEC", "WINDIR",
+];
+
+/// Whether a host variable may pass to a server that was not given it explicitly.
+pub fn env_allowed(name: &str) -> bool {
+    ENV_ALLOWLIST.contains(&name) || name.starts_with("LC_")
+}
+
+/// How to start a stdio server.
+#[derive(Debug, Clone)]
+pub struct StdioConfig {
+    /// The program.
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Variables set for it (on top of the allowlisted host variables).
+    pub env: BTreeMap<String, String>,
+    /// Working directory (the host's when absent).
+    pub cwd: Option<PathBuf>,
+    /// A longer incoming message is discarded with an error.
+    pub max_message_bytes: usize,
+    /// How much of stderr to keep for error messages.
+    pub stderr_buffer_bytes: usize,
+    /// How long `close` waits after closing stdin, and again after SIGTERM.
+    pub close_grace: Duration,
+    /// A label for logs (the server's configured name).
+    pub label: String,
+}
+
+impl StdioConfig {
+    /// A config with defaults for everything but the command line.
+    pub fn new(command: impl Into<String>, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        let command = command.into();
+        Self {
+            label: command.clone(),
+            command,
+            args: args.into_iter().map(Into::into).collect(),
+            env: BTreeMap::new(),
+            cwd: None,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            stderr_buffer_bytes: DEFAULT_STDERR_BUFFER_BYTES,
+            close_grace: Duration::from_secs(2),
+        }
+    }
+
+    /// The environment the child will get.
+    pub fn child_env(&self) -> Vec<(OsString, OsString)> {
+        let mut env: Vec<(OsString, OsString)> =
+            std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(env_allowed)).collect();
+        env.extend(self.env.iter().map(|(k, v)| (k.into(), v.into())));
+        env
+    }
+}
+
+/// The last lines a server wrote to stderr, bounded in bytes.
+#[derive(Debug, Clone, Default)]
+pub struct StderrTail {
+    inner: Arc<Mutex<(VecDeque<String>, usize)>>,
+    limit: usize,
+}
+
+impl StderrTail {
+    fn new(limit: usize) -> Self {
+        Self { inner: Arc::default(), limit }
+    }
+
+    fn push(&self, line: String) {
+        if let Ok(mut guard) = self.inner.lock() {
+            let (lines, bytes) = &mut *guard;
+            *bytes += line.len();
+            lines.push_back(line);
+            while *bytes > self.limit {
+                match lines.pop_front() {
+                    Some(old) => *bytes -= old.len(),
+                    None => break,
+                }
+            }
+        }
+    }
+
+    /// The kept lines, oldest first.
+    pub fn lines(&self) -> Vec<String> {
+        self.inner.lock().map(|g| g.0.iter().cloned().collect()).unwrap_or_default()
+    }
+
+    /// The last `n` lines joined, for error messages.
+    pub fn last(&self, n: usize) -> String {
+        let lines = self.lines();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+}
+
+/// A running stdio server.
+pub struct StdioTransport {
+    child: Arc<Mutex<Option<Child>>>,
+    pid: Option<u32>,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    stderr_tail: StderrTail,
+    config: StdioConfig,
+}
+
+impl std::fmt::Debug for StdioTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StdioTransport").field("pid", &self.pid).field("command", &self.config.command).finish()
+    }
+}
+
+impl StdioTransport {
+    /// Start the server.
+    pub fn spawn(config: StdioConfig) -> Result<Self, TransportError> {
+        let mut command = Command::new(&config.command);
+        command
+            .args(&config.args)
+            .env_clear()
+            .envs(config.child_env())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        #[cfg(unix)]
+        command.process_group(0);
+        if let Some(cwd) = &config.cwd {
+            command.current_dir(cwd);
+        }
+        let mut child = command.spawn().map_err(|source| TransportError::Spawn {
+            command: std::iter::once(config.command.as_str())
+                .chain(config.args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" "),
+            source,
+        })?;
+        let missing = |what: &str| TransportError::Closed(format!("the child's {what} was not captured"));
+        let stdin = child.stdin.take().ok_or_else(|| missing("stdin"))?;
+        let stdout = child.stdout.take().ok_or_else(|| missing("stdout"))?;
+        let stderr = child.stderr.take().ok_or_else(|| missing("stderr"))?;
+        let stderr_tail = StderrTail::new(config.stderr_buffer_bytes);
+        let tail = stderr_tail.clone();
+        let label = config.label.clone();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stderr);
+            let mut line = Vec::new();
+            loop {
+                match read_line_bounded(&mut reader, &mut line, STDERR_LINE_BYTES).await {
+                    Ok(Some(())) => {
+                        let text = String::from_utf8_lossy(&line).into_owned();
+                        tracing::debug!(server = %label, "stderr: {text}");
+                        tail.push(text);
+                    }
+                    Ok(None) => break,
+                    Err(LineError::TooLong) => tail.push("[a stderr line too long to keep]".to_owned()),
+                    Err(LineError::Io(_)) => break,
+                }
+            }
+        });
+        Ok(Self {
+            pid: child.id(),
+            child: Arc::new(Mutex::new(Some(child))),
+            stdin,
+            stdout: BufReader::with_capacity(64 * 1024, stdout),
+            stderr_tail,
+            config,
+        })
+    }
+
+    /// The child's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// The server's recent stderr.
+    pub fn stderr_tail(&self) -> StderrTail {
+        self.stderr_tail.clone()
+    }
+}
+
+enum LineError {
+    TooLong,
+    Io(std::io::Error),
+}
+
+/// Read one `\n`-terminated line into `line` (without the newline), never holding more than
+/// `max` bytes: a longer line is consumed up to its end and reported as `TooLong`.
+/// `Ok(None)` at end of input.
+async fn read_line_bounded<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> Result<Option<()>, LineError> {
+    line.clear();
+    if line.capacity() > 1024 * 1024 {
+        line.shrink_to(64 * 1024); // don't keep a huge buffer after one big message
+    }
+    let mut too_long = false;
+    loop {
+        let available = reader.fill_buf().await.map_err(LineError::Io)?;
+        if available.is_empty() {
+            // End of input: a last line without a newline still counts.
+            return match (too_long, line.is_empty()) {
+                (true, _) => Err(LineError::TooLong),
+                (false, true) => Ok(None),
+                (false, false) => Ok(Some(())),
+            };
+        }
+        let (chunk, found) = match memchr::memchr(b'\n', available) {
+            Some(pos) => (&available[..pos], Some(pos + 1)),
+            None => (available, None),
+        };
+        if !too_long {
+            if line.len() + chunk.len() > max {
+                too_long = true;
+                line.clear();
+                line.shrink_to(64 * 1024);
+            } else {
+                line.extend_from_slice(chunk);
+            }
+        }
+        let consumed = found.unwrap_or(available.len());
+        reader.consume(consumed);
+        if found.is_some() {
+            if too_long {
+                return Err(LineError::TooLong);
+            }
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            return Ok(Some(()));
+        }
+    }
+}
+
+struct StdioSink {
+    stdin: Option<ChildStdin>,
+    child: Arc<Mutex<Option<Child>>>,
+    pid: Option<u32>,
+    grace: Duration,
+    buffer: Vec<u8>,
+}
+
+struct StdioStream {
+    stdout: BufReader<ChildStdout>,
+    line: Vec<u8>,
+    max: usize,
+    child: Arc<Mutex<Option<Child>>>,
+    stderr_tail: StderrTail,
+}
+
+impl Transport for StdioTransport {
+    fn split(self: Box<Self>) -> (Box<dyn TransportSink>, Box<dyn TransportStream>) {
+        let sink = StdioSink {
+            stdin: Some(self.stdin),
+            child: Arc::clone(&self.child),
+            pid: self.pid,
+            grace: self.config.close_grace,
+            buffer: Vec::with_capacity(64 * 1024),
+        };
+        let stream = StdioStream {
+            stdout: self.stdout,
+            line: Vec::with_capacity(4096),
+            max: self.config.max_message_bytes,
+            child: self.child,
+            stderr_tail: self.stderr_tail,
+        };
+        (Box::new(sink), Box::new(stream))
+    }
+}
+
+#[async_trait]
+impl TransportSink for StdioSink {
+    async fn send(&mut self, messages: &[String]) -> Result<(), TransportError> {
+        let stdin = self.stdin.as_mut().ok_or_else(|| TransportError::Closed("stdin was closed".into()))?;
+        self.buffer.clear();
+        for m in messages {
+            self.buffer.extend_from_slice(m.as_bytes());
+            self.buffer.push(b'\n');
+        }
+        let io = |source| TransportError::Io { context: "writing to the server's stdin".into(), source };
+        stdin.write_all(&self.buffer).await.map_err(io)?;
+        stdin.flush().await.map_err(io)?;
+        if self.buffer.capacity() > 1024 * 1024 {
+            self.buffer = Vec::with_capacity(64 * 1024);
+        }
+        Ok(())
+    }
+
+    async fn close(&mut self) -> Result<(), TransportError> {
+        // Closing stdin is the polite request to exit.
+        drop(self.stdin.take());
+        let Some(mut child) = self.child.lock().ok().and_then(|mut c| c.take()) else {
+            return Ok(());
+        };
+        if tokio::time::timeout(self.grace, child.wait()).await.is_ok() {
+            return Ok(());
+        }
+        signal_group(self.pid, Signal::Term);
+        if tokio::time::timeout(self.grace, child.wait()).await.is_ok() {
+            return Ok(());
+        }
+        signal_group(self.pid, Signal::Kill);
+        let _ = child.kill().await;
+        child
+            .wait()
+            .await
+            .map(|_| ())
+            .map_err(|source| TransportError::Io { context: "reaping the server process".into(), source })
+    }
+}
+
+impl Drop for StdioSink {
+    fn drop(&mut self) {
+        // Dropped without close: the child (and anything it spawned in its group) must not
+        // outlive us. kill_on_drop then lets tokio reap it.
+        if self.child.lock().map(|c| c.is_some()).unwrap_or(false) {
+            signal_group(self.pid, Signal::Kill);
+        }
+    }
+}
+
+#[async_trait]
+impl TransportStream for StdioStream {
+    async fn recv(&mut self) -> Result<Option<String>, TransportError> {
+        loop {
+            match read_line_bounded(&mut self.stdout, &mut self.line, self.max).await {
+                Ok(Some(())) => {
+                    if self.line.iter().all(u8::is_ascii_whitespace) {
+                        continue;
+                    }
+                    // Copy out at the exact size and keep the grown buffer for the next line.
+                    return match std::str::from_utf8(&self.line) {
+                        Ok(text) => Ok(Some(text.to_owned())),
+                        Err(_) => Err(TransportError::NotUtf8),
+                    };
+                }
+                Ok(None) => return Ok(None),
+                Err(LineError::TooLong) => return Err(TransportError::MessageTooLarge { limit: self.max }),
+                Err(LineError::Io(source)) => {
+                    return Err(TransportError::Io { context: "reading the server's stdout".into(), source });
+                }
+            }
+        }
+    }
+
+    async fn closed_reason(&mut self) -> String {
+        // stdout closing usually means the process is exiting; give it a moment so the
+        // reason can name the exit status and stderr has been read to its end.
+        let mut status = None;
+        for _ in 0..50 {
+            status = self.child.lock().ok().and_then(|mut c| c.as_mut().and_then(|c| c.try_wait().ok().flatten()));
+            if status.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let mut reason = match status {
+            Some(status) => format!("the server exited ({})", describe_status(status)),
+            None => "the server closed its stdout".to_owned(),
+        };
+        let tail = self.stderr_tail.last(5);
+        if !tail.is_empty() {
+            reason.push_str("; its last stderr lines: ");
+            reason.push_str(&tail);
+        }
+        reason
+    }
+}
+
+fn describe_status(status: ExitStatus) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return format!("killed by signal {signal}");
+        }
+    }
+    match status.code() {
+        Some(code) => format!("status {code}"),
+        None => status.to_string(),
+    }
+}
+
+enum Signal {
+    Term,
+    Kill,
+}
+
+fn signal_group(pid: Option<u32>, signal: Signal) {
+    #[cfg(unix)]
+    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+        use nix::sys::signal::{Signal as S, killpg};
+        use nix::unistd::Pid;
+        let signal = match signal {
+            Signal::Term => S::SIGTERM,
+            Signal::Kill => S::SIGKILL,
+        };
+        // The child leads its own group (process_group(0)), so its pid is the group id.
+        let _ = killpg(Pid::from_raw(pid), signal);
+    }
+    #[cfg(not(unix))]
+    let _ = (pid, signal);
+}

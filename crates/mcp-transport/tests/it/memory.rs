@@ -1,0 +1,161 @@
+//! Exact wire behaviour, with the test playing the server through the in-memory transport.
+
+use std::time::Duration;
+
+use mcp_protocol::{NegotiationError, SessionError};
+use mcp_transport::{Client, ClientError, ClientOptions, MemoryPeer, RequestOptions, memory_pair};
+use serde_json::{Value, json};
+
+async fn next(peer: &mut MemoryPeer) -> Value {
+    let line = tokio::time::timeout(Duration::from_secs(5), peer.incoming.recv()).await.unwrap().unwrap();
+    serde_json::from_str(&line).unwrap()
+}
+
+fn answer(peer: &MemoryPeer, id: &Value, result: Value) {
+    peer.outgoing.send(json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()).unwrap();
+}
+
+fn init_result(version: &str) -> Value {
+    json!({"protocolVersion": version, "capabilities": {}, "serverInfo": {"name": "mem", "version": "0"}})
+}
+
+/// Connect through the handshake, answering with `version`.
+async fn handshake(version: &str) -> (Client, MemoryPeer) {
+    let (transport, mut peer) = memory_pair();
+    let client = Client::start(transport, ClientOptions::default());
+    let version = version.to_owned();
+    let init = tokio::spawn(async move {
+        let request = next(&mut peer).await;
+        assert_eq!(request["method"], "initialize");
+        assert_eq!(request["params"]["protocolVersion"], "2025-11-25", "offers the newest");
+        answer(&peer, &request["id"], init_result(&version));
+        let initialized = next(&mut peer).await;
+        assert_eq!(initialized, json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        peer
+    });
+    client.initialize().await.unwrap();
+    (client, init.await.unwrap())
+}
+
+#[tokio::test]
+async fn accepts_an_older_supported_revision() {
+    let (client, _peer) = handshake("2024-11-05").await;
+    assert_eq!(client.protocol_version().unwrap().as_str(), "2024-11-05");
+}
+
+#[tokio::test]
+async fn refuses_an_unknown_revision_naming_both() {
+    let (transport, mut peer) = memory_pair();
+    let client = Client::start(transport, ClientOptions::default());
+    let server = tokio::spawn(async move {
+        let request = next(&mut peer).await;
+        answer(&peer, &request["id"], init_result("1999-01-01"));
+        peer
+    });
+    let err = client.initialize().await.unwrap_err();
+    let _peer = server.await.unwrap();
+    assert!(
+        matches!(err, ClientError::Session(SessionError::Negotiation(NegotiationError { ref answered, .. })) if answered == "1999-01-01")
+    );
+    let text = err.to_string();
+    assert!(text.contains("1999-01-01") && text.contains("2025-11-25"), "{text}");
+}
+
+#[tokio::test]
+async fn requests_before_the_handshake_are_refused() {
+    let (transport, _peer) = memory_pair();
+    let client = Client::start(transport, ClientOptions::default());
+    let err = client.list_tools(None).await.unwrap_err();
+    assert!(matches!(err, ClientError::Session(SessionError::NotReady { .. })), "{err:?}");
+}
+
+#[tokio::test]
+async fn timeout_sends_cancelled_with_the_request_id() {
+    let (client, mut peer) = handshake("2025-06-18").await;
+    let options = RequestOptions { timeout: Some(Duration::from_millis(50)), progress: None };
+    let err = client.call_tool("slow", None, options).await.unwrap_err();
+    assert!(matches!(err, ClientError::Timeout { .. }));
+    let request = next(&mut peer).await;
+    assert_eq!(request["method"], "tools/call");
+    let cancelled = next(&mut peer).await;
+    assert_eq!(cancelled["method"], "notifications/cancelled");
+    assert_eq!(cancelled["params"]["requestId"], request["id"]);
+    assert!(cancelled["params"]["reason"].as_str().unwrap().contains("timed out"));
+    // A late answer is ignored, and nothing is left pending.
+    answer(&peer, &request["id"], json!({"content": []}));
+    assert_eq!(client.pending_requests(), 0);
+}
+
+#[tokio::test]
+async fn a_caller_that_gives_up_cancels_its_request() {
+    let (client, mut peer) = handshake("2025-06-18").await;
+    let call = client.call_tool("slow", None, RequestOptions::default());
+    // Drop the call future after it has sent its request.
+    let _ = tokio::time::timeout(Duration::from_millis(50), call).await;
+    let request = next(&mut peer).await;
+    let cancelled = next(&mut peer).await;
+    assert_eq!(cancelled["method"], "notifications/cancelled");
+    assert_eq!(cancelled["params"]["requestId"], request["id"]);
+    assert_eq!(client.pending_requests(), 0);
+}
+
+#[tokio::test]
+async fn transport_death_fails_pending_requests_at_once() {
+    let (client, mut peer) = handshake("2025-06-18").await;
+    let client = std::sync::Arc::new(client);
+    let call = {
+        let client = client.clone();
+        tokio::spawn(async move { client.call_tool("x", None, RequestOptions::default()).await })
+    };
+    let _request = next(&mut peer).await;
+    drop(peer);
+    let err = tokio::time::timeout(Duration::from_secs(2), call).await.unwrap().unwrap().unwrap_err();
+    assert!(matches!(err, ClientError::ConnectionClosed { .. }), "{err:?}");
+    assert!(err.to_string().contains("closed"), "{err}");
+}
+
+#[tokio::test]
+async fn ping_and_unknown_server_requests_are_answered() {
+    let (_client, mut peer) = handshake("2025-06-18").await;
+    peer.outgoing.send(r#"{"jsonrpc":"2.0","id":"p1","method":"ping"}"#.into()).unwrap();
+    assert_eq!(next(&mut peer).await, json!({"jsonrpc": "2.0", "id": "p1", "result": {}}));
+    peer.outgoing.send(r#"{"jsonrpc":"2.0","id":7,"method":"tasks/weird","params":{}}"#.into()).unwrap();
+    let reply = next(&mut peer).await;
+    assert_eq!(reply["id"], 7);
+    assert_eq!(reply["error"]["code"], -32601);
+    peer.outgoing.send(r#"{"jsonrpc":"2.0","id":8,"method":"sampling/createMessage","params":{"bad":1}}"#.into()).unwrap();
+    let reply = next(&mut peer).await;
+    assert_eq!(reply["id"], 8);
+    assert_eq!(reply["error"]["code"], -32602, "invalid params are named");
+}
+
+#[tokio::test]
+async fn non_json_lines_are_skipped() {
+    let (client, mut peer) = handshake("2025-06-18").await;
+    let client = std::sync::Arc::new(client);
+    let call = {
+        let client = client.clone();
+        tokio::spawn(async move { client.call_tool("echo", None, RequestOptions::default()).await })
+    };
+    let request = next(&mut peer).await;
+    for junk in ["not json", "[1,2]", "{\"jsonrpc\":\"2.0\"}", "42", "{\"id\":1}"] {
+        peer.outgoing.send(junk.into()).unwrap();
+    }
+    answer(&peer, &request["id"], json!({"content": [{"type": "text", "text": "ok"}]}));
+    let result = call.await.unwrap().unwrap();
+    assert_eq!(result.joined_text(), "ok");
+}
+
+#[tokio::test]
+async fn malformed_results_are_named() {
+    let (client, mut peer) = handshake("2025-06-18").await;
+    let client = std::sync::Arc::new(client);
+    let call = {
+        let client = client.clone();
+        tokio::spawn(async move { client.list_tools(None).await })
+    };
+    let request = next(&mut peer).await;
+    answer(&peer, &request["id"], json!({"tools": "not a list"}));
+    let err = call.await.unwrap().unwrap_err();
+    assert!(matches!(err, ClientError::BadResult { ref method, .. } if method == "tools/list"), "{err:?}");
+}

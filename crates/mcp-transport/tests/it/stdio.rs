@@ -1,0 +1,314 @@
+//! The stdio adapter and the client against the Rust fixture servers.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use mcp_protocol::jsonrpc::ErrorObject;
+use mcp_protocol::{ClientCapabilities, ListRootsResult, Root, RootsCapability, ServerNotification};
+use mcp_transport::{
+    Client, ClientError, ClientOptions, ListLimits, RequestOptions, ServerRequestHandler, StdioTransport,
+};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::{args, connect, connect_with, fixture, is_zombie, process_gone};
+
+#[tokio::test]
+async fn handshake_list_and_call() {
+    let client = connect("echo", &[]).await;
+    let info = client.server_info().unwrap();
+    assert_eq!(info.server_info.name, "mcp-fixture-server");
+    assert_eq!(client.protocol_version().unwrap().as_str(), "2025-11-25");
+    let tools = client.list_all_tools(ListLimits::default()).await.unwrap();
+    let names: Vec<_> = tools.iter().map(|t| t.name.as_str()).collect();
+    assert!(names.contains(&"echo") && names.contains(&"add"), "{names:?}");
+    let result = client.call_tool("echo", args(json!({"text": "héllo"})), RequestOptions::default()).await.unwrap();
+    assert_eq!(result.joined_text(), "héllo");
+    assert!(!result.is_error());
+    let result = client.call_tool("add", args(json!({"a": 2, "b": 40})), RequestOptions::default()).await.unwrap();
+    assert_eq!(result.joined_text(), "42");
+    client.ping().await.unwrap();
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn tool_errors_and_unknown_tools_are_results_or_server_errors() {
+    let client = connect("echo", &[]).await;
+    let result = client.call_tool("echo", args(json!({})), RequestOptions::default()).await.unwrap();
+    assert!(result.is_error());
+    let err = client.call_tool("nope", None, RequestOptions::default()).await.unwrap_err();
+    match err {
+        ClientError::Server { method, error } => {
+            assert_eq!(method, "tools/call");
+            assert!(error.message.contains("nope"), "{error}");
+        }
+        other => panic!("expected a server error, got {other:?}"),
+    }
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn many_requests_in_flight_at_once() {
+    let client = Arc::new(connect("slow", &["--delay-ms", "300"]).await);
+    let started = Instant::now();
+    let calls = (0..20).map(|i| {
+        let client = Arc::clone(&client);
+        tokio::spawn(async move {
+            let r = client.call_tool("echo", args(json!({"text": format!("n{i}")})), RequestOptions::default()).await;
+            (i, r)
+        })
+    });
+    for call in calls.collect::<Vec<_>>() {
+        let (i, result) = call.await.unwrap();
+        assert_eq!(result.unwrap().joined_text(), format!("n{i}"), "each caller gets its own answer");
+    }
+    // Sequentially these would take 6 s; in flight together they overlap.
+    assert!(started.elapsed() < Duration::from_secs(4), "took {:?}", started.elapsed());
+    assert_eq!(client.pending_requests(), 0);
+}
+
+#[tokio::test]
+async fn timeout_cancels_and_the_connection_stays_usable() {
+    let client = connect("echo", &[]).await;
+    let options = RequestOptions { timeout: Some(Duration::from_millis(200)), progress: None };
+    let err = client.call_tool("sleep", args(json!({"ms": 3000})), options).await.unwrap_err();
+    assert!(matches!(err, ClientError::Timeout { ref method, .. } if method == "tools/call"), "{err:?}");
+    assert!(err.to_string().contains("cancelled"));
+    assert_eq!(client.pending_requests(), 0);
+    let result = client.call_tool("echo", args(json!({"text": "still here"})), RequestOptions::default()).await.unwrap();
+    assert_eq!(result.joined_text(), "still here");
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn progress_reaches_the_caller_of_that_request() {
+    let client = connect("echo", &[]).await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let options = RequestOptions { timeout: None, progress: Some(tx) };
+    let result = client.call_tool("sleep", args(json!({"ms": 100})), options).await.unwrap();
+    assert_eq!(result.joined_text(), "slept 100 ms");
+    let mut seen = Vec::new();
+    while let Ok(p) = rx.try_recv() {
+        seen.push(p.progress);
+    }
+    assert_eq!(seen.len(), 10, "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "progress increases: {seen:?}");
+    client.close().await.unwrap();
+}
+
+struct Roots;
+
+#[async_trait]
+impl ServerRequestHandler for Roots {
+    async fn list_roots(&self) -> Result<ListRootsResult, ErrorObject> {
+        Ok(ListRootsResult {
+            roots: vec![Root { uri: "file:///work".into(), name: Some("work".into()), extra: Default::default() }],
+            extra: Default::default(),
+        })
+    }
+}
+
+#[tokio::test]
+async fn server_requests_go_to_the_handler_and_defaults_decline() {
+    let options = ClientOptions {
+        handler: Arc::new(Roots),
+        capabilities: ClientCapabilities {
+            roots: Some(RootsCapability { list_changed: Some(false), extra: Default::default() }),
+            ..Default::default()
+        },
+        ..ClientOptions::default()
+    };
+    let client = connect_with(fixture("echo", &[]), options).await;
+    let roots = client.call_tool("ask_roots", None, RequestOptions::default()).await.unwrap().joined_text();
+    assert!(roots.contains("file:///work"), "{roots}");
+    let sampling = client.call_tool("ask_sampling", None, RequestOptions::default()).await.unwrap().joined_text();
+    assert!(sampling.contains("does not allow servers to sample"), "{sampling}");
+    let elicit = client.call_tool("ask_elicitation", None, RequestOptions::default()).await.unwrap().joined_text();
+    assert_eq!(elicit, r#"{"action":"decline"}"#);
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn list_changed_reaches_subscribers() {
+    let transport = StdioTransport::spawn(fixture("list-changing", &[])).unwrap();
+    let client = Client::start(transport, ClientOptions::default());
+    let mut notifications = client.subscribe();
+    client.initialize().await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), notifications.recv()).await.unwrap().unwrap();
+    assert!(matches!(first, ServerNotification::ToolsListChanged), "{first:?}");
+    let before = client.list_all_tools(ListLimits::default()).await.unwrap().len();
+    client.call_tool("add_tool", args(json!({"name": "fresh"})), RequestOptions::default()).await.unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(5), notifications.recv()).await.unwrap().unwrap();
+    assert!(matches!(next, ServerNotification::ToolsListChanged), "{next:?}");
+    let after = client.list_all_tools(ListLimits::default()).await.unwrap();
+    assert_eq!(after.len(), before + 1);
+    assert!(after.iter().any(|t| t.name == "fresh"));
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn pagination_follows_cursors_within_limits() {
+    let client = connect("paginate", &["--page-size", "3", "--extra-tools", "20"]).await;
+    let tools = client.list_all_tools(ListLimits::default()).await.unwrap();
+    assert_eq!(tools.len(), 30);
+    let err = client.list_all_tools(ListLimits { max_pages: 5, max_items: 10_000 }).await.unwrap_err();
+    assert!(matches!(err, ClientError::TooManyPages { limit: 5 }), "{err:?}");
+    let err = client.list_all_tools(ListLimits { max_pages: 100, max_items: 10 }).await.unwrap_err();
+    assert!(matches!(err, ClientError::TooManyItems { limit: 10 }), "{err:?}");
+    client.close().await.unwrap();
+
+    let client = connect("paginate", &["--repeat-cursor"]).await;
+    let err = client.list_all_tools(ListLimits::default()).await.unwrap_err();
+    assert!(matches!(err, ClientError::RepeatedCursor { .. }), "{err:?}");
+    client.close().await.unwrap();
+
+    let client = connect("paginate", &["--endless", "--page-size", "1"]).await;
+    let err = client.list_all_tools(ListLimits::default()).await.unwrap_err();
+    assert!(matches!(err, ClientError::TooManyPages { limit: 100 } | ClientError::TooManyItems { .. }), "{err:?}");
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_crash_fails_every_pending_request_at_once() {
+    let client = Arc::new(connect("echo", &[]).await);
+    let sleepers: Vec<_> = (0..5)
+        .map(|_| {
+            let client = Arc::clone(&client);
+            tokio::spawn(async move { client.call_tool("sleep", args(json!({"ms": 20_000})), RequestOptions::default()).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = Instant::now();
+    let crash = client.call_tool("crash", None, RequestOptions::default()).await.unwrap_err();
+    assert!(matches!(crash, ClientError::ConnectionClosed { .. }), "{crash:?}");
+    assert!(crash.to_string().contains("status 3"), "the reason names the exit status: {crash}");
+    for sleeper in sleepers {
+        let err = sleeper.await.unwrap().unwrap_err();
+        assert!(matches!(err, ClientError::ConnectionClosed { .. }), "{err:?}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(5), "failed at once, not at their timeouts");
+    assert!(!client.is_open());
+    let err = client.ping().await.unwrap_err();
+    assert!(matches!(err, ClientError::Session(_) | ClientError::ConnectionClosed { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn crash_mode_server_exits_on_first_call() {
+    let client = connect("crash", &[]).await;
+    let err = client.call_tool("echo", args(json!({"text": "x"})), RequestOptions::default()).await.unwrap_err();
+    assert!(err.to_string().contains("exited"), "{err}");
+}
+
+#[tokio::test]
+async fn garbage_and_oversize_lines_are_skipped() {
+    let mut config = fixture("garbage", &["--huge-line", "200000"]);
+    config.max_message_bytes = 100_000;
+    let client = connect_with(config, ClientOptions::default()).await;
+    for i in 0..5 {
+        let text = format!("through the noise {i}");
+        let result = client.call_tool("echo", args(json!({"text": text})), RequestOptions::default()).await.unwrap();
+        assert_eq!(result.joined_text(), text);
+    }
+    assert_eq!(client.list_all_tools(ListLimits::default()).await.unwrap().len(), 10);
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_child_gets_only_allowlisted_and_configured_environment() {
+    // Cargo sets CARGO_PKG_NAME for every test process: a host variable outside the allowlist.
+    assert!(std::env::var("CARGO_PKG_NAME").is_ok());
+    let mut config = fixture("echo", &[]);
+    config.env.insert("GIVEN_TO_SERVER".into(), "yes".into());
+    let client = connect_with(config, ClientOptions::default()).await;
+    let read = |name: &'static str| {
+        let client = &client;
+        async move {
+            client.call_tool("env", args(json!({"name": name})), RequestOptions::default()).await.unwrap().joined_text()
+        }
+    };
+    assert_eq!(read("CARGO_PKG_NAME").await, "<unset>");
+    assert_eq!(read("GIVEN_TO_SERVER").await, "yes");
+    assert_eq!(read("PATH").await, std::env::var("PATH").unwrap());
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn stderr_is_kept_bounded() {
+    let mut config = fixture("echo", &[]);
+    config.stderr_buffer_bytes = 1000;
+    let transport = StdioTransport::spawn(config).unwrap();
+    let tail = transport.stderr_tail();
+    let client = Client::connect(transport, ClientOptions::default()).await.unwrap();
+    client.call_tool("stderr", args(json!({"lines": 500})), RequestOptions::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let lines = tail.lines();
+    let bytes: usize = lines.iter().map(String::len).sum();
+    assert!(bytes <= 1000, "kept {bytes} bytes");
+    assert_eq!(lines.last().map(String::as_str), Some("fixture stderr line 499"));
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn close_reaps_the_child() {
+    let transport = StdioTransport::spawn(fixture("echo", &[])).unwrap();
+    let pid = transport.pid().unwrap();
+    let client = Client::connect(transport, ClientOptions::default()).await.unwrap();
+    client.close().await.unwrap();
+    assert!(process_gone(pid), "pid {pid} still exists after close");
+}
+
+#[tokio::test]
+async fn close_escalates_when_the_server_ignores_stdin_eof() {
+    // A server busy in a long call doesn't read stdin; close must still end it, and the call
+    // in flight must fail rather than hang.
+    let transport = StdioTransport::spawn(fixture("slow", &["--delay-ms", "60000"])).unwrap();
+    let pid = transport.pid().unwrap();
+    let client = Arc::new(Client::connect(transport, ClientOptions::default()).await.unwrap());
+    let busy = {
+        let client = Arc::clone(&client);
+        tokio::spawn(async move { client.call_tool("echo", args(json!({"text": "x"})), RequestOptions::default()).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    client.close().await.unwrap();
+    assert!(process_gone(pid), "pid {pid} survived close");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let err = busy.await.unwrap().unwrap_err();
+    assert!(err.to_string().contains("closed by the client"), "{err}");
+}
+
+#[tokio::test]
+async fn dropping_the_client_leaves_no_zombie() {
+    let transport = StdioTransport::spawn(fixture("echo", &[])).unwrap();
+    let pid = transport.pid().unwrap();
+    let client = Client::connect(transport, ClientOptions::default()).await.unwrap();
+    drop(client);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !process_gone(pid) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(process_gone(pid), "pid {pid} still there (zombie: {})", is_zombie(pid));
+}
+
+#[tokio::test]
+async fn spawn_failure_names_the_command() {
+    let config = mcp_transport::StdioConfig::new("/definitely/not/a/server", ["--flag"]);
+    let err = StdioTransport::spawn(config).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("/definitely/not/a/server --flag"), "{text}");
+}
+
+#[tokio::test]
+async fn close_escalates_to_sigkill_for_a_process_that_ignores_eof_and_sigterm() {
+    let mut config = mcp_transport::StdioConfig::new("sh", ["-c", "trap '' TERM; while true; do sleep 1; done"]);
+    config.close_grace = Duration::from_millis(300);
+    let transport = StdioTransport::spawn(config).unwrap();
+    let pid = transport.pid().unwrap();
+    let (mut sink, _stream) = mcp_transport::Transport::split(Box::new(transport));
+    let started = Instant::now();
+    sink.close().await.unwrap();
+    assert!(process_gone(pid), "pid {pid} survived");
+    assert!(started.elapsed() >= Duration::from_millis(600), "it waited after EOF and after SIGTERM");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}

@@ -1,0 +1,97 @@
+//! `cargo xtask bench`: the stdio client against a raw-pipe client with no MCP layer, both
+//! against the same fast Rust echo server, rounds interleaved so machine noise hits both.
+
+use std::process::Command;
+
+use crate::{Result, cargo, root};
+
+struct Figure {
+    client: String,
+    concurrency: usize,
+    calls_per_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+fn field(line: &str, key: &str) -> Option<f64> {
+    let at = line.find(&format!("\"{key}\":"))? + key.len() + 3;
+    let rest = &line[at..];
+    let end = rest.find([',', '}']).unwrap_or(rest.len());
+    rest[..end].trim().parse().ok()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+}
+
+pub(crate) fn run(args: &[String]) -> Result {
+    let mut n = 2000usize;
+    let mut rounds = 3usize;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--n" => n = it.next().and_then(|v| v.parse().ok()).ok_or("--n needs a number")?,
+            "--rounds" => rounds = it.next().and_then(|v| v.parse().ok()).ok_or("--rounds needs a number")?,
+            other => return Err(format!("unknown bench argument {other:?}")),
+        }
+    }
+    crate::run(
+        "build (release)",
+        cargo().args(["build", "--release", "-p", "mcp-transport", "--example", "stdio_bench", "--example", "raw_pipe_bench"]),
+    )?;
+    // Target selection flags would leave the fixture binary out of the build above.
+    crate::run("build fixture server (release)", cargo().args(["build", "--release", "-p", "mcp-fixtures", "--bins"]))?;
+    let release = root().join("target").join("release");
+    let server = release.join("mcp-fixture-server");
+    let mut figures = Vec::new();
+    for round in 1..=rounds {
+        for concurrency in [1usize, 100] {
+            // Alternate who goes first, so warm caches or a busy neighbour favour neither.
+            let order = if round % 2 == 1 { ["raw_pipe_bench", "stdio_bench"] } else { ["stdio_bench", "raw_pipe_bench"] };
+            for example in order {
+                let out = Command::new(release.join("examples").join(example))
+                    .args(["-n", &n.to_string(), "--concurrency", &concurrency.to_string(), "--"])
+                    .arg(&server)
+                    .arg("echo")
+                    .output()
+                    .map_err(|e| format!("{example}: {e}"))?;
+                let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+                if !out.status.success() {
+                    return Err(format!("{example} failed: {}", String::from_utf8_lossy(&out.stderr)));
+                }
+                println!("round {round}: {line}");
+                let client = if example == "stdio_bench" { "mcp-harness" } else { "raw-pipe" };
+                figures.push(Figure {
+                    client: client.to_owned(),
+                    concurrency,
+                    calls_per_s: field(&line, "calls_per_s").ok_or("no calls_per_s in output")?,
+                    p50_ms: field(&line, "p50_ms").unwrap_or(0.0),
+                    p99_ms: field(&line, "p99_ms").unwrap_or(0.0),
+                });
+            }
+        }
+    }
+    println!("\n| in flight | client | calls/s (median of {rounds}) | p50 ms | p99 ms |");
+    println!("|---|---|---|---|---|");
+    let mut all_met = true;
+    for concurrency in [1usize, 100] {
+        let pick = |client: &str, f: fn(&Figure) -> f64| {
+            median(figures.iter().filter(|x| x.client == client && x.concurrency == concurrency).map(f).collect())
+        };
+        for client in ["raw-pipe", "mcp-harness"] {
+            println!(
+                "| {concurrency} | {client} | {:.0} | {:.3} | {:.3} |",
+                pick(client, |f| f.calls_per_s),
+                pick(client, |f| f.p50_ms),
+                pick(client, |f| f.p99_ms)
+            );
+        }
+        let ratio = pick("mcp-harness", |f| f.calls_per_s) / pick("raw-pipe", |f| f.calls_per_s);
+        let met = ratio >= 0.9;
+        all_met &= met;
+        println!("ratio at concurrency {concurrency}: {ratio:.3} (target >= 0.9: {})", if met { "met" } else { "MISSED" });
+    }
+    println!("\nbench: {}", if all_met { "target met in both modes" } else { "target missed" });
+    Ok(())
+}
