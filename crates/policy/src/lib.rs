@@ -75,8 +75,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize, Serializer};
 use thiserror::Error;
 
-pub use pattern::{BUILTIN_SERVER, Pattern, PatternError, Specificity};
 use pattern::ServerPattern;
+pub use pattern::{BUILTIN_SERVER, Pattern, PatternError, Specificity};
 
 /// What the host does when the model calls a tool.
 ///
@@ -293,10 +293,9 @@ impl Policy {
         };
         let mut rules = Vec::with_capacity(config.rules.len());
         for (index, rc) in config.rules.into_iter().enumerate() {
-            let server = ServerPattern::new(&rc.server)
-                .map_err(|e| invalid(index, PatternField::Server, &rc.server, e))?;
-            let tool = Pattern::new(&rc.tool)
-                .map_err(|e| invalid(index, PatternField::Tool, &rc.tool, e))?;
+            let server =
+                ServerPattern::new(&rc.server).map_err(|e| invalid(index, PatternField::Server, &rc.server, e))?;
+            let tool = Pattern::new(&rc.tool).map_err(|e| invalid(index, PatternField::Tool, &rc.tool, e))?;
             let source = RuleRef { index, server: rc.server.into(), tool: rc.tool.into() };
             rules.push(Rule { server, tool, decision: rc.decision, source });
         }
@@ -330,13 +329,39 @@ impl Policy {
     /// hand over what the server said and tests can show it makes no difference.
     pub fn decide(&self, server: Option<&str>, tool: &str, claims: &ServerClaims<'_>) -> Verdict {
         let _ignored_by_design = claims;
-        self.rules
-            .iter()
-            .find(|r| r.server.matches(server) && r.tool.matches(tool))
-            .map_or(
-                Verdict { decision: self.default, source: DecisionSource::Default },
-                |r| Verdict { decision: r.decision, source: DecisionSource::Rule(r.source.clone()) },
-            )
+        let rule = self.rules.iter().find(|r| r.server.matches(server) && r.tool.matches(tool));
+        self.verdict(rule)
+    }
+
+    /// The rules that can apply to `server` (`None` for built-ins), for deciding many of its
+    /// tools without matching the server pattern of every rule for each of them.
+    pub fn for_server(&self, server: Option<&str>) -> ServerRules<'_> {
+        ServerRules { policy: self, rules: self.rules.iter().filter(|r| r.server.matches(server)).collect() }
+    }
+
+    fn verdict(&self, rule: Option<&Rule>) -> Verdict {
+        match rule {
+            None => Verdict { decision: self.default, source: DecisionSource::Default },
+            Some(r) => Verdict { decision: r.decision, source: DecisionSource::Rule(r.source.clone()) },
+        }
+    }
+}
+
+/// A [`Policy`] narrowed to one server: [`ServerRules::decide`] equals [`Policy::decide`] for
+/// that server.
+#[derive(Debug, Clone)]
+pub struct ServerRules<'a> {
+    policy: &'a Policy,
+    /// Still in the policy's winning order.
+    rules: Vec<&'a Rule>,
+}
+
+impl ServerRules<'_> {
+    /// Decides a call of `tool` on this server; `claims` is ignored like in [`Policy::decide`].
+    pub fn decide(&self, tool: &str, claims: &ServerClaims<'_>) -> Verdict {
+        let _ignored_by_design = claims;
+        let rule = self.rules.iter().copied().find(|r| r.tool.matches(tool));
+        self.policy.verdict(rule)
     }
 }
 

@@ -213,12 +213,9 @@ impl ServerPattern {
     pub(crate) fn specificity(&self) -> Specificity {
         match self {
             // As specific as naming one server exactly.
-            Self::Builtin => Specificity {
-                exact: true,
-                literals: BUILTIN_SERVER.chars().count(),
-                singles: 0,
-                stars: 0,
-            },
+            Self::Builtin => {
+                Specificity { exact: true, literals: BUILTIN_SERVER.chars().count(), singles: 0, stars: 0 }
+            }
             Self::Mcp(p) => p.specificity(),
         }
     }

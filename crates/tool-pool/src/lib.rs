@@ -1,1 +1,72 @@
 //! Tool-pool assembly. Pure: no I/O.
+//!
+//! [`assemble`] turns the host's built-in tools and each MCP server's `tools/list` into a
+//! [`Pool`]: an immutable, numbered snapshot of what the model may call, under which name, with
+//! which description and schema, and with the [`policy`] decision for each.
+//!
+//! - **Names.** MCP tools are offered as `mcp__{server}__{tool}`, every character outside
+//!   `[A-Za-z0-9_-]` replaced by `_` and the whole at most 64 characters (longer names keep
+//!   their first 55 characters plus `_` and 8 hex digits of a SHA-256 of the raw origin; see
+//!   [`model_name`]). Names are never parsed back: [`Pool::get`] maps them to their
+//!   [`Origin`], and calls go out under the raw tool name.
+//! - **Collisions.** Built-ins keep their names. Two MCP tools with one model name: the one
+//!   whose (server, raw tool name) sorts first keeps it, so connection order does not matter.
+//!   The loser is left out with a [`Diagnostic`] naming both.
+//! - **Validation.** Empty or duplicate names and input schemas that are not object schemas are
+//!   left out with a diagnostic. [`Options::strict`] turns any diagnostic into a [`StrictError`].
+//! - **Descriptions** are untrusted: stripped of control, bidirectional-override and zero-width
+//!   characters, capped at [`Options::description_cap`] characters, and prefixed with their
+//!   source, `[from MCP server "docs"] ` (the cap applies before the mark, which is never cut).
+//! - **Policy.** Tools the policy denies are not in the pool at all ([`Pool::hidden`] lists
+//!   them for the user). Server annotations are passed to the policy, which ignores them.
+//!
+//! # Example
+//!
+//! ```
+//! use mcp_protocol::Tool;
+//! use policy::{Decision, Policy, PolicyConfig, RuleConfig};
+//! use serde_json::json;
+//! use std::sync::Arc;
+//! use tool_pool::{BuiltinTool, DiagnosticKind, Options, ServerTools, assemble};
+//!
+//! let builtins: Arc<[BuiltinTool]> = Arc::new([BuiltinTool {
+//!     name: "read_file".into(),
+//!     description: "Read a file.".into(),
+//!     input_schema: json!({"type": "object"}),
+//! }]);
+//! let docs = vec![Tool::new("search", json!({"type": "object"}))];
+//! let db = vec![
+//!     Tool::new("query/table", json!({"type": "object"})),
+//!     Tool::new("drop", json!({"type": "object"})),
+//!     Tool::new("broken", json!({"type": "string"})),
+//! ];
+//! let policy = Policy::new(PolicyConfig {
+//!     default: Decision::Confirm,
+//!     rules: vec![RuleConfig::new("db", "drop", Decision::Deny)],
+//! })?;
+//! let servers = [ServerTools::new("docs", docs), ServerTools::new("db", db)];
+//! let pool = assemble(&builtins, &servers, &policy, &Options::default(), 7)?;
+//!
+//! assert_eq!(pool.revision(), 7);
+//! let names: Vec<&str> = pool.iter().map(|e| e.name()).collect();
+//! assert_eq!(names, ["read_file", "mcp__db__query_table", "mcp__docs__search"]);
+//!
+//! let entry = pool.get("mcp__db__query_table").unwrap();
+//! assert_eq!((entry.server(), entry.tool()), (Some("db"), "query/table"));
+//! assert_eq!(entry.description(), r#"[from MCP server "db"]"#);
+//! assert_eq!(entry.verdict().source.to_string(), "default");
+//!
+//! assert_eq!(pool.hidden()[0].tool, "drop");
+//! assert_eq!(pool.diagnostics()[0].kind, DiagnosticKind::InvalidInputSchema);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod assemble;
+mod description;
+mod name;
+mod pool;
+
+pub use assemble::{BuiltinTool, Options, ServerTools, StrictError, assemble};
+pub use description::{DEFAULT_DESCRIPTION_CAP, is_stripped, mark, sanitize};
+pub use name::{MAX_NAME_LEN, MCP_PREFIX, is_valid_model_name, model_name, normalize};
+pub use pool::{Diagnostic, DiagnosticKind, HiddenTool, Iter, Origin, Pool, PoolEntry};
