@@ -1,0 +1,304 @@
+//! Interoperability with real third-party MCP servers over stdio.
+//!
+//! Run by `cargo xtask test` (feature `interop`), which installs the pinned peers from npm and
+//! PyPI into a cache and points `MCP_PEERS_DIR` at it.
+#![allow(missing_docs, unreachable_pub)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use mcp_protocol::jsonrpc::ErrorObject;
+use mcp_protocol::{
+    ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
+    ListRootsResult, Root, RootsCapability, ServerNotification,
+};
+use mcp_transport::{
+    Client, ClientError, ClientOptions, DecliningHandler, ListLimits, RequestOptions, ServerRequestHandler,
+    StdioConfig, StdioTransport,
+};
+use serde_json::json;
+
+fn peers_dir() -> PathBuf {
+    match std::env::var_os("MCP_PEERS_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => panic!(
+            "MCP_PEERS_DIR is not set: the interop suite needs the third-party servers that \
+             `cargo xtask test` (or `cargo xtask peers`) installs; run it through xtask"
+        ),
+    }
+}
+
+fn node_server(package: &str, args: &[&str]) -> StdioConfig {
+    let script = peers_dir().join("node/node_modules/@modelcontextprotocol").join(package).join("dist/index.js");
+    assert!(script.is_file(), "{} is missing; run `cargo xtask peers`", script.display());
+    let mut all = vec![script.to_string_lossy().into_owned()];
+    all.extend(args.iter().map(|s| (*s).to_owned()));
+    let mut config = StdioConfig::new("node", all);
+    config.label = package.to_owned();
+    config
+}
+
+fn python_server(program: &str, args: &[&str]) -> StdioConfig {
+    let bin = peers_dir().join("py/bin").join(program);
+    assert!(bin.is_file(), "{} is missing; run `cargo xtask peers`", bin.display());
+    let mut config = StdioConfig::new(bin.to_string_lossy().into_owned(), args.iter().copied());
+    config.label = program.to_owned();
+    config
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mcp-harness-interop-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+async fn connect(config: StdioConfig, options: ClientOptions) -> Client {
+    let label = config.label.clone();
+    let transport = StdioTransport::spawn(config).unwrap();
+    match Client::connect(transport, options).await {
+        Ok(client) => client,
+        Err(e) => panic!("{label}: handshake failed: {e}"),
+    }
+}
+
+fn args(v: serde_json::Value) -> Option<serde_json::Map<String, serde_json::Value>> {
+    v.as_object().cloned()
+}
+
+/// Handshake, list every tool, check the named ones exist; returns the client.
+async fn handshake_and_list(config: StdioConfig, expected: &[&str]) -> Client {
+    let label = config.label.clone();
+    let client = connect(config, ClientOptions::default()).await;
+    let tools = client.list_all_tools(ListLimits::default()).await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    for name in expected {
+        assert!(names.contains(name), "{label}: {name} not among {names:?}");
+    }
+    eprintln!("{label}: {} tools, protocol {}", tools.len(), client.protocol_version().unwrap());
+    client
+}
+
+#[tokio::test]
+async fn everything_echo() {
+    let client = handshake_and_list(node_server("server-everything", &["stdio"]), &["echo", "get-sum"]).await;
+    let r = client.call_tool("echo", args(json!({"message": "interop"})), RequestOptions::default()).await.unwrap();
+    assert_eq!(r.joined_text(), "Echo: interop");
+    let r = client.call_tool("get-sum", args(json!({"a": 2, "b": 3})), RequestOptions::default()).await.unwrap();
+    assert!(r.joined_text().contains('5'), "{}", r.joined_text());
+    let r = client.call_tool("get-structured-content", args(json!({"location": "New York"})), RequestOptions::default()).await.unwrap();
+    assert!(r.structured_content.is_some(), "structuredContent decoded: {r:?}");
+    let r = client.call_tool("get-tiny-image", None, RequestOptions::default()).await.unwrap();
+    assert!(r.content.iter().any(|c| matches!(c, mcp_protocol::ContentBlock::Image { .. })), "{r:?}");
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn everything_progress_and_timeout_cancel() {
+    let client = handshake_and_list(node_server("server-everything", &["stdio"]), &["trigger-long-running-operation"]).await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let options = RequestOptions { timeout: None, progress: Some(tx) };
+    let r = client
+        .call_tool("trigger-long-running-operation", args(json!({"duration": 1, "steps": 4})), options)
+        .await
+        .unwrap();
+    assert!(!r.is_error(), "{r:?}");
+    let mut progress = Vec::new();
+    while let Ok(p) = rx.try_recv() {
+        progress.push(p.progress);
+    }
+    assert!(progress.len() >= 3, "progress notifications reached the caller: {progress:?}");
+
+    let options = RequestOptions { timeout: Some(Duration::from_millis(300)), progress: None };
+    let err = client
+        .call_tool("trigger-long-running-operation", args(json!({"duration": 5, "steps": 5})), options)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ClientError::Timeout { .. }), "{err:?}");
+    assert_eq!(client.pending_requests(), 0);
+    let r = client.call_tool("echo", args(json!({"message": "after"})), RequestOptions::default()).await.unwrap();
+    assert_eq!(r.joined_text(), "Echo: after", "the connection survives a cancelled call");
+    client.close().await.unwrap();
+}
+
+#[derive(Default)]
+struct Counting {
+    roots: AtomicUsize,
+    sampling: AtomicUsize,
+    elicitation: AtomicUsize,
+}
+
+#[async_trait]
+impl ServerRequestHandler for Counting {
+    async fn list_roots(&self) -> Result<ListRootsResult, ErrorObject> {
+        self.roots.fetch_add(1, Ordering::SeqCst);
+        Ok(ListRootsResult {
+            roots: vec![Root { uri: "file:///tmp/interop-root".into(), name: Some("interop".into()), extra: Default::default() }],
+            extra: Default::default(),
+        })
+    }
+
+    async fn create_message(&self, params: CreateMessageRequestParams) -> Result<CreateMessageResult, ErrorObject> {
+        self.sampling.fetch_add(1, Ordering::SeqCst);
+        DecliningHandler.create_message(params).await
+    }
+
+    async fn elicit(&self, params: ElicitRequestParams) -> Result<ElicitResult, ErrorObject> {
+        self.elicitation.fetch_add(1, Ordering::SeqCst);
+        DecliningHandler.elicit(params).await
+    }
+}
+
+#[tokio::test]
+async fn everything_server_requests_and_list_changed() {
+    let handler = Arc::new(Counting::default());
+    let options = ClientOptions {
+        handler: handler.clone(),
+        capabilities: ClientCapabilities {
+            roots: Some(RootsCapability { list_changed: Some(true), extra: Default::default() }),
+            sampling: Some(json!({})),
+            elicitation: Some(json!({})),
+            ..Default::default()
+        },
+        ..ClientOptions::default()
+    };
+    let transport = StdioTransport::spawn(node_server("server-everything", &["stdio"])).unwrap();
+    let client = Client::start(transport, options);
+    let mut notifications = client.subscribe();
+    client.initialize().await.unwrap();
+
+    // Declaring capabilities makes the server register more tools and announce it.
+    let changed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match notifications.recv().await {
+                Ok(ServerNotification::ToolsListChanged) => return true,
+                Ok(_) => continue,
+                Err(_) => return false,
+            }
+        }
+    })
+    .await
+    .unwrap_or(false);
+    assert!(changed, "tools/list_changed was seen");
+    let tools = client.list_all_tools(ListLimits::default()).await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    for name in ["get-roots-list", "trigger-sampling-request", "trigger-elicitation-request"] {
+        assert!(names.contains(&name), "{name} appears once capabilities are declared: {names:?}");
+    }
+
+    let r = client.call_tool("get-roots-list", None, RequestOptions::default()).await.unwrap();
+    assert!(r.joined_text().contains("file:///tmp/interop-root"), "roots/list was answered: {}", r.joined_text());
+    assert!(handler.roots.load(Ordering::SeqCst) >= 1);
+
+    let r = client.call_tool("trigger-elicitation-request", None, RequestOptions::default()).await;
+    assert_eq!(handler.elicitation.load(Ordering::SeqCst), 1, "elicitation reached the handler");
+    let text = match r {
+        Ok(r) => r.joined_text(),
+        Err(e) => e.to_string(),
+    };
+    assert!(text.to_lowercase().contains("decline"), "elicitation was declined: {text}");
+
+    let r = client.call_tool("trigger-sampling-request", args(json!({"prompt": "hi"})), RequestOptions::default()).await;
+    assert_eq!(handler.sampling.load(Ordering::SeqCst), 1, "sampling reached the handler");
+    let text = match r {
+        Ok(r) => {
+            assert!(r.is_error(), "a declined sampling request is an error result: {r:?}");
+            r.joined_text()
+        }
+        Err(e) => e.to_string(),
+    };
+    assert!(text.contains("does not allow servers to sample"), "the server saw our refusal: {text}");
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn filesystem_write_and_read() {
+    let dir = temp_dir("fs");
+    let dir_str = dir.to_string_lossy().into_owned();
+    let client = handshake_and_list(
+        node_server("server-filesystem", &[&dir_str]),
+        &["read_text_file", "write_file", "list_allowed_directories"],
+    )
+    .await;
+    let file = dir.join("hello.txt");
+    let file_str = file.to_string_lossy().into_owned();
+    let r = client
+        .call_tool("write_file", args(json!({"path": file_str, "content": "from mcp-harness"})), RequestOptions::default())
+        .await
+        .unwrap();
+    assert!(!r.is_error(), "{r:?}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "from mcp-harness");
+    let r = client.call_tool("read_text_file", args(json!({"path": file_str})), RequestOptions::default()).await.unwrap();
+    assert_eq!(r.joined_text(), "from mcp-harness");
+    let r = client
+        .call_tool("read_text_file", args(json!({"path": "/etc/passwd"})), RequestOptions::default())
+        .await
+        .unwrap();
+    assert!(r.is_error(), "outside the allowed directory is an error result");
+    client.close().await.unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn memory_create_and_read() {
+    let dir = temp_dir("memory");
+    let mut config = node_server("server-memory", &[]);
+    config.env.insert("MEMORY_FILE_PATH".into(), dir.join("memory.jsonl").to_string_lossy().into_owned());
+    let client = handshake_and_list(config, &["create_entities", "read_graph"]).await;
+    let entities = json!({"entities": [{"name": "mcp-harness", "entityType": "project", "observations": ["speaks MCP"]}]});
+    let r = client.call_tool("create_entities", args(entities), RequestOptions::default()).await.unwrap();
+    assert!(!r.is_error(), "{r:?}");
+    let r = client.call_tool("read_graph", None, RequestOptions::default()).await.unwrap();
+    assert!(r.joined_text().contains("speaks MCP"), "{}", r.joined_text());
+    client.close().await.unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn time_current_time() {
+    let client =
+        handshake_and_list(python_server("mcp-server-time", &["--local-timezone", "UTC"]), &["get_current_time", "convert_time"])
+            .await;
+    let r = client.call_tool("get_current_time", args(json!({"timezone": "UTC"})), RequestOptions::default()).await.unwrap();
+    assert!(!r.is_error(), "{r:?}");
+    assert!(r.joined_text().contains("UTC"), "{}", r.joined_text());
+    let r = client
+        .call_tool("get_current_time", args(json!({"timezone": "Not/AZone"})), RequestOptions::default())
+        .await
+        .unwrap();
+    assert!(r.is_error(), "a bad timezone is an error result");
+    client.close().await.unwrap();
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = std::process::Command::new("git")
+        .args(["-c", "user.name=interop", "-c", "user.email=interop@example.invalid"])
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "git {args:?}");
+}
+
+#[tokio::test]
+async fn git_status_and_log() {
+    let repo = temp_dir("git");
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README"), "hello\n").unwrap();
+    git(&repo, &["add", "README"]);
+    git(&repo, &["commit", "-q", "-m", "first commit"]);
+    std::fs::write(repo.join("new.txt"), "untracked\n").unwrap();
+    let repo_str = repo.to_string_lossy().into_owned();
+    let client =
+        handshake_and_list(python_server("mcp-server-git", &["--repository", &repo_str]), &["git_status", "git_log"]).await;
+    let r = client.call_tool("git_status", args(json!({"repo_path": repo_str})), RequestOptions::default()).await.unwrap();
+    assert!(r.joined_text().contains("new.txt"), "{}", r.joined_text());
+    let r = client.call_tool("git_log", args(json!({"repo_path": repo_str})), RequestOptions::default()).await.unwrap();
+    assert!(r.joined_text().contains("first commit"), "{}", r.joined_text());
+    client.close().await.unwrap();
+    let _ = std::fs::remove_dir_all(repo);
+}
