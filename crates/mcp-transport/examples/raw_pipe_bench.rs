@@ -5,7 +5,7 @@
 //! session, no channels per request: what the pipe and the server allow.
 #![allow(clippy::print_stdout, clippy::print_stderr, missing_docs, unreachable_pub)]
 
-#[path = "bench_args.rs"]
+#[path = "common/bench_args.rs"]
 mod bench_args;
 
 use std::collections::HashMap;
@@ -135,4 +135,3 @@ fn run() -> Result<(), String> {
     let _ = child.wait();
     Ok(())
 }
-

@@ -4,7 +4,7 @@
 //! keeping `--concurrency` calls in flight), checks every reply, prints one JSON line.
 #![allow(clippy::print_stdout, clippy::print_stderr, missing_docs, unreachable_pub)]
 
-#[path = "bench_args.rs"]
+#[path = "common/bench_args.rs"]
 mod bench_args;
 
 use std::sync::Arc;
@@ -29,7 +29,8 @@ async fn call(client: &Client, args: &bench_args::BenchArgs, i: usize) -> Result
     let text = format!("hello {i}");
     let mut arguments = Map::new();
     arguments.insert(args.arg_name.clone(), Value::String(text.clone()));
-    let result = client.call_tool(&args.tool, Some(arguments), RequestOptions::default()).await.map_err(|e| e.to_string())?;
+    let result =
+        client.call_tool(&args.tool, Some(arguments), RequestOptions::default()).await.map_err(|e| e.to_string())?;
     let got = result.joined_text();
     if result.is_error() || !got.contains(&text) {
         return Err(format!("call {i}: unexpected reply {got:?}"));

@@ -11,9 +11,9 @@ use std::time::Duration;
 use mcp_protocol::jsonrpc::{ErrorObject, Message, RequestId, error_codes};
 use mcp_protocol::session::{encode_error, encode_notification, encode_result};
 use mcp_protocol::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientSession, Implementation, Incoming, InitializeResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParams, ProtocolVersion, ServerNotification,
-    ServerRequest, SessionConfig, SessionError, SessionState, Tool, methods,
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientSession, Implementation, Incoming,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParams, ProtocolVersion,
+    ServerNotification, ServerRequest, SessionConfig, SessionError, SessionState, Tool, methods,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -66,13 +66,17 @@ pub enum ClientError {
     #[error(transparent)]
     Session(#[from] SessionError),
     /// Pagination went past the page limit.
-    #[error("tools/list returned more than {limit} pages; stopped (raise ListLimits::max_pages if this server is legitimate)")]
+    #[error(
+        "tools/list returned more than {limit} pages; stopped (raise ListLimits::max_pages if this server is legitimate)"
+    )]
     TooManyPages {
         /// The limit.
         limit: usize,
     },
     /// Pagination went past the item limit.
-    #[error("tools/list returned more than {limit} tools; stopped (raise ListLimits::max_items if this server is legitimate)")]
+    #[error(
+        "tools/list returned more than {limit} tools; stopped (raise ListLimits::max_items if this server is legitimate)"
+    )]
     TooManyItems {
         /// The limit.
         limit: usize,
@@ -197,10 +201,10 @@ impl Inner {
 
     /// The transport is gone: fail every pending request at once, with the reason.
     fn shut_down(&self, reason: String) {
-        if let Ok(mut r) = self.closed_reason.lock() {
-            if r.is_none() {
-                *r = Some(reason.clone());
-            }
+        if let Ok(mut r) = self.closed_reason.lock()
+            && r.is_none()
+        {
+            *r = Some(reason.clone());
         }
         let pending = self.session().close();
         for (_, pending) in pending {

@@ -2,7 +2,7 @@
 //!
 //! Run by `cargo xtask test` (feature `interop`), which installs the pinned peers from npm and
 //! PyPI into a cache and points `MCP_PEERS_DIR` at it.
-#![allow(missing_docs, unreachable_pub)]
+#![allow(missing_docs, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -89,7 +89,10 @@ async fn everything_echo() {
     assert_eq!(r.joined_text(), "Echo: interop");
     let r = client.call_tool("get-sum", args(json!({"a": 2, "b": 3})), RequestOptions::default()).await.unwrap();
     assert!(r.joined_text().contains('5'), "{}", r.joined_text());
-    let r = client.call_tool("get-structured-content", args(json!({"location": "New York"})), RequestOptions::default()).await.unwrap();
+    let r = client
+        .call_tool("get-structured-content", args(json!({"location": "New York"})), RequestOptions::default())
+        .await
+        .unwrap();
     assert!(r.structured_content.is_some(), "structuredContent decoded: {r:?}");
     let r = client.call_tool("get-tiny-image", None, RequestOptions::default()).await.unwrap();
     assert!(r.content.iter().any(|c| matches!(c, mcp_protocol::ContentBlock::Image { .. })), "{r:?}");
@@ -98,7 +101,8 @@ async fn everything_echo() {
 
 #[tokio::test]
 async fn everything_progress_and_timeout_cancel() {
-    let client = handshake_and_list(node_server("server-everything", &["stdio"]), &["trigger-long-running-operation"]).await;
+    let client =
+        handshake_and_list(node_server("server-everything", &["stdio"]), &["trigger-long-running-operation"]).await;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let options = RequestOptions { timeout: None, progress: Some(tx) };
     let r = client
@@ -136,7 +140,11 @@ impl ServerRequestHandler for Counting {
     async fn list_roots(&self) -> Result<ListRootsResult, ErrorObject> {
         self.roots.fetch_add(1, Ordering::SeqCst);
         Ok(ListRootsResult {
-            roots: vec![Root { uri: "file:///tmp/interop-root".into(), name: Some("interop".into()), extra: Default::default() }],
+            roots: vec![Root {
+                uri: "file:///tmp/interop-root".into(),
+                name: Some("interop".into()),
+                extra: Default::default(),
+            }],
             extra: Default::default(),
         })
     }
@@ -201,7 +209,8 @@ async fn everything_server_requests_and_list_changed() {
     };
     assert!(text.to_lowercase().contains("decline"), "elicitation was declined: {text}");
 
-    let r = client.call_tool("trigger-sampling-request", args(json!({"prompt": "hi"})), RequestOptions::default()).await;
+    let r =
+        client.call_tool("trigger-sampling-request", args(json!({"prompt": "hi"})), RequestOptions::default()).await;
     assert_eq!(handler.sampling.load(Ordering::SeqCst), 1, "sampling reached the handler");
     let text = match r {
         Ok(r) => {
@@ -226,12 +235,17 @@ async fn filesystem_write_and_read() {
     let file = dir.join("hello.txt");
     let file_str = file.to_string_lossy().into_owned();
     let r = client
-        .call_tool("write_file", args(json!({"path": file_str, "content": "from mcp-harness"})), RequestOptions::default())
+        .call_tool(
+            "write_file",
+            args(json!({"path": file_str, "content": "from mcp-harness"})),
+            RequestOptions::default(),
+        )
         .await
         .unwrap();
     assert!(!r.is_error(), "{r:?}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "from mcp-harness");
-    let r = client.call_tool("read_text_file", args(json!({"path": file_str})), RequestOptions::default()).await.unwrap();
+    let r =
+        client.call_tool("read_text_file", args(json!({"path": file_str})), RequestOptions::default()).await.unwrap();
     assert_eq!(r.joined_text(), "from mcp-harness");
     let r = client
         .call_tool("read_text_file", args(json!({"path": "/etc/passwd"})), RequestOptions::default())
@@ -248,7 +262,8 @@ async fn memory_create_and_read() {
     let mut config = node_server("server-memory", &[]);
     config.env.insert("MEMORY_FILE_PATH".into(), dir.join("memory.jsonl").to_string_lossy().into_owned());
     let client = handshake_and_list(config, &["create_entities", "read_graph"]).await;
-    let entities = json!({"entities": [{"name": "mcp-harness", "entityType": "project", "observations": ["speaks MCP"]}]});
+    let entities =
+        json!({"entities": [{"name": "mcp-harness", "entityType": "project", "observations": ["speaks MCP"]}]});
     let r = client.call_tool("create_entities", args(entities), RequestOptions::default()).await.unwrap();
     assert!(!r.is_error(), "{r:?}");
     let r = client.call_tool("read_graph", None, RequestOptions::default()).await.unwrap();
@@ -259,10 +274,15 @@ async fn memory_create_and_read() {
 
 #[tokio::test]
 async fn time_current_time() {
-    let client =
-        handshake_and_list(python_server("mcp-server-time", &["--local-timezone", "UTC"]), &["get_current_time", "convert_time"])
-            .await;
-    let r = client.call_tool("get_current_time", args(json!({"timezone": "UTC"})), RequestOptions::default()).await.unwrap();
+    let client = handshake_and_list(
+        python_server("mcp-server-time", &["--local-timezone", "UTC"]),
+        &["get_current_time", "convert_time"],
+    )
+    .await;
+    let r = client
+        .call_tool("get_current_time", args(json!({"timezone": "UTC"})), RequestOptions::default())
+        .await
+        .unwrap();
     assert!(!r.is_error(), "{r:?}");
     assert!(r.joined_text().contains("UTC"), "{}", r.joined_text());
     let r = client
@@ -294,8 +314,10 @@ async fn git_status_and_log() {
     std::fs::write(repo.join("new.txt"), "untracked\n").unwrap();
     let repo_str = repo.to_string_lossy().into_owned();
     let client =
-        handshake_and_list(python_server("mcp-server-git", &["--repository", &repo_str]), &["git_status", "git_log"]).await;
-    let r = client.call_tool("git_status", args(json!({"repo_path": repo_str})), RequestOptions::default()).await.unwrap();
+        handshake_and_list(python_server("mcp-server-git", &["--repository", &repo_str]), &["git_status", "git_log"])
+            .await;
+    let r =
+        client.call_tool("git_status", args(json!({"repo_path": repo_str})), RequestOptions::default()).await.unwrap();
     assert!(r.joined_text().contains("new.txt"), "{}", r.joined_text());
     let r = client.call_tool("git_log", args(json!({"repo_path": repo_str})), RequestOptions::default()).await.unwrap();
     assert!(r.joined_text().contains("first commit"), "{}", r.joined_text());

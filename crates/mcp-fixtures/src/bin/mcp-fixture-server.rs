@@ -128,7 +128,11 @@ impl Server {
         if let Ok(mut w) = self.waiting.lock() {
             w.insert(id, tx);
         }
-        send(&self.out, &json!({"jsonrpc": "2.0", "id": format!("srv-{id}"), "method": method, "params": params}), true);
+        send(
+            &self.out,
+            &json!({"jsonrpc": "2.0", "id": format!("srv-{id}"), "method": method, "params": params}),
+            true,
+        );
         rx.recv_timeout(Duration::from_secs(10)).unwrap_or_else(|_| json!({"timeout": true}))
     }
 
@@ -260,9 +264,13 @@ fn main() {
         waiting: Mutex::new(HashMap::new()),
         opts,
     });
-    if server.opts.huge_line > 0 {
-        if let Ok(mut w) = server.out.lock() {
-            let _ = w.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"");
+    if server.opts.huge_line > 0
+        && let Ok(mut w) = server.out.lock()
+    {
+        {
+            let _ = w.write_all(
+                b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"",
+            );
             let _ = w.write_all(&vec![b'x'; server.opts.huge_line]);
             let _ = w.write_all(b"\"}}\n");
             let _ = w.flush();
@@ -280,7 +288,11 @@ fn main() {
         let msg: Value = match serde_json::from_str(line.trim()) {
             Ok(v) => v,
             Err(_) => {
-                send(&server.out, &json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}}), true);
+                send(
+                    &server.out,
+                    &json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}}),
+                    true,
+                );
                 continue;
             }
         };
@@ -297,8 +309,12 @@ fn handle(server: &Arc<Server>, msg: Value, flush: bool) {
     let method = msg.get("method").and_then(Value::as_str).map(str::to_owned);
     let id = msg.get("id").cloned();
     let params = msg.get("params").cloned().unwrap_or(json!({}));
-    if server.opts.mode == Mode::Garbage && id.is_some() && method.is_some() {
-        if let Ok(mut w) = server.out.lock() {
+    if server.opts.mode == Mode::Garbage
+        && id.is_some()
+        && method.is_some()
+        && let Ok(mut w) = server.out.lock()
+    {
+        {
             let _ = w.write_all(b"this is not json\n\n{\"half\": \n[1,2,3]\n{\"jsonrpc\":\"1.0\",\"id\":99}\n");
         }
     }
@@ -345,10 +361,8 @@ fn handle(server: &Arc<Server>, msg: Value, flush: bool) {
 }
 
 fn flush_if(server: &Server, flush: bool) -> std::io::Result<()> {
-    if flush {
-        if let Ok(mut w) = server.out.lock() {
-            w.flush()?;
-        }
+    if flush && let Ok(mut w) = server.out.lock() {
+        w.flush()?;
     }
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! Integration tests of the transport crate: real fixture processes over stdio, and an
 //! in-memory peer for exact wire checks.
-#![allow(missing_docs, unreachable_pub)]
+#![allow(missing_docs, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 mod memory;
 mod stdio;

@@ -123,7 +123,9 @@ async fn ping_and_unknown_server_requests_are_answered() {
     let reply = next(&mut peer).await;
     assert_eq!(reply["id"], 7);
     assert_eq!(reply["error"]["code"], -32601);
-    peer.outgoing.send(r#"{"jsonrpc":"2.0","id":8,"method":"sampling/createMessage","params":{"bad":1}}"#.into()).unwrap();
+    peer.outgoing
+        .send(r#"{"jsonrpc":"2.0","id":8,"method":"sampling/createMessage","params":{"bad":1}}"#.into())
+        .unwrap();
     let reply = next(&mut peer).await;
     assert_eq!(reply["id"], 8);
     assert_eq!(reply["error"]["code"], -32602, "invalid params are named");

@@ -76,7 +76,8 @@ async fn timeout_cancels_and_the_connection_stays_usable() {
     assert!(matches!(err, ClientError::Timeout { ref method, .. } if method == "tools/call"), "{err:?}");
     assert!(err.to_string().contains("cancelled"));
     assert_eq!(client.pending_requests(), 0);
-    let result = client.call_tool("echo", args(json!({"text": "still here"})), RequestOptions::default()).await.unwrap();
+    let result =
+        client.call_tool("echo", args(json!({"text": "still here"})), RequestOptions::default()).await.unwrap();
     assert_eq!(result.joined_text(), "still here");
     client.close().await.unwrap();
 }
@@ -175,7 +176,9 @@ async fn a_crash_fails_every_pending_request_at_once() {
     let sleepers: Vec<_> = (0..5)
         .map(|_| {
             let client = Arc::clone(&client);
-            tokio::spawn(async move { client.call_tool("sleep", args(json!({"ms": 20_000})), RequestOptions::default()).await })
+            tokio::spawn(async move {
+                client.call_tool("sleep", args(json!({"ms": 20_000})), RequestOptions::default()).await
+            })
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -267,7 +270,9 @@ async fn close_escalates_when_the_server_ignores_stdin_eof() {
     let client = Arc::new(Client::connect(transport, ClientOptions::default()).await.unwrap());
     let busy = {
         let client = Arc::clone(&client);
-        tokio::spawn(async move { client.call_tool("echo", args(json!({"text": "x"})), RequestOptions::default()).await })
+        tokio::spawn(
+            async move { client.call_tool("echo", args(json!({"text": "x"})), RequestOptions::default()).await },
+        )
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
     let started = Instant::now();

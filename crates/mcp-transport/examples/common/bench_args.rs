@@ -2,15 +2,23 @@
 //!
 //! `[-n 2000] [--concurrency 1] [--tool echo] [--arg-name text] [--warmup 50] -- SERVER CMD...`
 
+/// The parsed command line.
 pub struct BenchArgs {
+    /// Calls to measure.
     pub n: usize,
+    /// Calls kept in flight.
     pub concurrency: usize,
+    /// The tool to call.
     pub tool: String,
+    /// The argument that carries the text.
     pub arg_name: String,
+    /// Unmeasured calls first.
     pub warmup: usize,
+    /// The server's command line.
     pub command: Vec<String>,
 }
 
+/// Parse the process arguments.
 pub fn parse_args() -> Result<BenchArgs, String> {
     let mut args = std::env::args().skip(1);
     let mut out = BenchArgs {
@@ -39,7 +47,9 @@ pub fn parse_args() -> Result<BenchArgs, String> {
         }
     }
     if out.command.is_empty() {
-        return Err("usage: [-n 2000] [--concurrency 1] [--tool echo] [--arg-name text] [--warmup 50] -- SERVER CMD...".into());
+        return Err(
+            "usage: [-n 2000] [--concurrency 1] [--tool echo] [--arg-name text] [--warmup 50] -- SERVER CMD...".into(),
+        );
     }
     out.concurrency = out.concurrency.max(1);
     Ok(out)
@@ -69,5 +79,3 @@ pub fn report(client: &str, args: &BenchArgs, elapsed: std::time::Duration, mut 
     );
 }
 
-#[allow(dead_code)]
-fn main() {}
