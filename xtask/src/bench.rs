@@ -38,7 +38,16 @@ pub(crate) fn run(args: &[String]) -> Result {
     }
     crate::run(
         "build (release)",
-        cargo().args(["build", "--release", "-p", "mcp-transport", "--example", "stdio_bench", "--example", "raw_pipe_bench"]),
+        cargo().args([
+            "build",
+            "--release",
+            "-p",
+            "mcp-transport",
+            "--example",
+            "stdio_bench",
+            "--example",
+            "raw_pipe_bench",
+        ]),
     )?;
     // Target selection flags would leave the fixture binary out of the build above.
     crate::run("build fixture server (release)", cargo().args(["build", "--release", "-p", "mcp-fixtures", "--bins"]))?;
@@ -48,7 +57,8 @@ pub(crate) fn run(args: &[String]) -> Result {
     for round in 1..=rounds {
         for concurrency in [1usize, 100] {
             // Alternate who goes first, so warm caches or a busy neighbour favour neither.
-            let order = if round % 2 == 1 { ["raw_pipe_bench", "stdio_bench"] } else { ["stdio_bench", "raw_pipe_bench"] };
+            let order =
+                if round % 2 == 1 { ["raw_pipe_bench", "stdio_bench"] } else { ["stdio_bench", "raw_pipe_bench"] };
             for example in order {
                 let out = Command::new(release.join("examples").join(example))
                     .args(["-n", &n.to_string(), "--concurrency", &concurrency.to_string(), "--"])
@@ -90,7 +100,10 @@ pub(crate) fn run(args: &[String]) -> Result {
         let ratio = pick("mcp-harness", |f| f.calls_per_s) / pick("raw-pipe", |f| f.calls_per_s);
         let met = ratio >= 0.9;
         all_met &= met;
-        println!("ratio at concurrency {concurrency}: {ratio:.3} (target >= 0.9: {})", if met { "met" } else { "MISSED" });
+        println!(
+            "ratio at concurrency {concurrency}: {ratio:.3} (target >= 0.9: {})",
+            if met { "met" } else { "MISSED" }
+        );
     }
     println!("\nbench: {}", if all_met { "target met in both modes" } else { "target missed" });
     Ok(())

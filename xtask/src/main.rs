@@ -16,9 +16,31 @@ const PURE_CRATES: &[&str] = &["mcp-protocol", "tool-pool", "policy"];
 
 /// Crates (in the normal dependency tree of a pure crate) that do I/O or bring a runtime.
 const IO_CRATES: &[&str] = &[
-    "tokio", "tokio-util", "mio", "reqwest", "hyper", "hyper-util", "h2", "async-std", "smol", "async-io",
-    "socket2", "ureq", "curl", "isahc", "nix", "rustix", "tungstenite", "tokio-tungstenite", "axum", "tower",
-    "notify", "walkdir", "tempfile", "dirs", "directories",
+    "tokio",
+    "tokio-util",
+    "mio",
+    "reqwest",
+    "hyper",
+    "hyper-util",
+    "h2",
+    "async-std",
+    "smol",
+    "async-io",
+    "socket2",
+    "ureq",
+    "curl",
+    "isahc",
+    "nix",
+    "rustix",
+    "tungstenite",
+    "tokio-tungstenite",
+    "axum",
+    "tower",
+    "notify",
+    "walkdir",
+    "tempfile",
+    "dirs",
+    "directories",
 ];
 
 type Result<T = ()> = std::result::Result<T, String>;
@@ -74,7 +96,19 @@ pub(crate) fn run(step: &str, cmd: &mut Command) -> Result {
 fn test(hermetic: bool) -> Result {
     let started = Instant::now();
     run("fmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
-    run("clippy", cargo().args(["clippy", "--workspace", "--all-targets", "--features", "mcp-transport/interop", "--", "-D", "warnings"]))?;
+    run(
+        "clippy",
+        cargo().args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--features",
+            "mcp-transport/interop",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
     purity()?;
     // The transport tests spawn the fixture server binary; build it first so that a `-p`
     // filtered run finds it too.
@@ -182,7 +216,10 @@ fn install_peers() -> Result<PathBuf> {
     if std::fs::read_to_string(&stamp).ok().as_deref() != Some(lock.as_str()) {
         std::fs::write(node.join("package.json"), &manifest).map_err(|e| e.to_string())?;
         std::fs::write(node.join("package-lock.json"), &lock).map_err(|e| e.to_string())?;
-        run("npm peers", Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--loglevel=error"]).current_dir(&node))?;
+        run(
+            "npm peers",
+            Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--loglevel=error"]).current_dir(&node),
+        )?;
         std::fs::write(&stamp, &lock).map_err(|e| e.to_string())?;
     } else {
         println!("npm peers: cached in {}", node.display());
