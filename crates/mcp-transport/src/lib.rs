@@ -5,6 +5,8 @@
 //! drives the pure `mcp_protocol::ClientSession` over any transport: many requests in flight,
 //! timeouts that cancel, progress, server requests through the [`ServerRequestHandler`] port.
 //!
+//! Over stdio, a server is a child process:
+//!
 //! ```no_run
 //! use mcp_transport::{Client, ClientOptions, ListLimits, RequestOptions, StdioConfig, StdioTransport};
 //!
@@ -16,6 +18,36 @@
 //! let args = serde_json::json!({"text": "hi"}).as_object().cloned();
 //! let result = client.call_tool("echo", args, RequestOptions::default()).await?;
 //! assert_eq!(result.joined_text(), "hi");
+//! client.close().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! The same client over the in-memory transport, with this example playing the server:
+//!
+//! ```
+//! use mcp_transport::{Client, ClientOptions, RequestOptions, memory_pair};
+//! use serde_json::{Value, json};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let (transport, mut server) = memory_pair();
+//! tokio::spawn(async move {
+//!     while let Some(line) = server.incoming.recv().await {
+//!         let request: Value = serde_json::from_str(&line).unwrap();
+//!         let result = match request["method"].as_str() {
+//!             Some("initialize") => json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+//!                                          "serverInfo": {"name": "example", "version": "1"}}),
+//!             Some("tools/call") => json!({"content": [{"type": "text", "text": "pong"}]}),
+//!             _ => continue, // notifications
+//!         };
+//!         let reply = json!({"jsonrpc": "2.0", "id": request["id"], "result": result});
+//!         server.outgoing.send(reply.to_string()).unwrap();
+//!     }
+//! });
+//! let client = Client::connect(transport, ClientOptions::default()).await?;
+//! assert_eq!(client.protocol_version().unwrap().as_str(), "2025-06-18");
+//! let result = client.call_tool("ping-tool", None, RequestOptions::default()).await?;
+//! assert_eq!(result.joined_text(), "pong");
 //! client.close().await?;
 //! # Ok(()) }
 //! ```
