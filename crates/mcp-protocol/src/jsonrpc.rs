@@ -76,9 +76,7 @@ impl<'de> Deserialize<'de> for RequestId {
                 Ok(RequestId::Number(v))
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<RequestId, E> {
-                i64::try_from(v)
-                    .map(RequestId::Number)
-                    .map_err(|_| E::custom("integer id out of range"))
+                i64::try_from(v).map(RequestId::Number).map_err(|_| E::custom("integer id out of range"))
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<RequestId, E> {
                 Ok(RequestId::String(v.to_owned()))
@@ -124,8 +122,8 @@ pub struct ErrorObject {
     pub code: i64,
     /// Short description.
     pub message: String,
-    /// Extra information.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Extra information (`Some(Value::Null)` when it was sent as `null`).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present_value")]
     pub data: Option<Value>,
 }
 
@@ -227,6 +225,11 @@ fn present_raw<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>,
     <&RawValue>::deserialize(d).map(Some)
 }
 
+/// `Some` for any present member, `null` included, so that a round trip keeps an explicit null.
+pub(crate) fn present_value<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
 fn is_null(raw: &RawValue) -> bool {
     raw.get() == "null"
 }
@@ -249,6 +252,14 @@ impl Message {
 
     /// Decode one message from text. Never panics; says what was wrong.
     pub fn decode_str(text: &str) -> Result<Message, DecodeError> {
+        // Only an object is a message: serde would also read an array positionally into the
+        // envelope (`["2.0",1,"ping"]` as a ping request).
+        if !text.trim_start().starts_with('{') {
+            return Err(match serde_json::from_str::<de::IgnoredAny>(text) {
+                Err(e) => classify_serde_error(text, e),
+                Ok(_) => DecodeError::invalid(not_an_object(text), None),
+            });
+        }
         let envelope: Envelope<'_> = match serde_json::from_str(text) {
             Ok(envelope) => envelope,
             Err(e) => return Err(classify_serde_error(text, e)),
@@ -361,7 +372,30 @@ fn push_raw_member(out: &mut String, key: &str, raw: &RawValue) {
     out.push_str(",\"");
     out.push_str(key);
     out.push_str("\":");
-    out.push_str(raw.get());
+    let json = raw.get();
+    // A raw value kept from pretty-printed input may span lines; the encoding must not. (A line
+    // break inside a JSON string is always escaped, so a raw one is whitespace between tokens.)
+    if json.contains(['\n', '\r']) { push_compact(out, json) } else { out.push_str(json) }
+}
+
+/// Append `json` without the whitespace between its tokens.
+fn push_compact(out: &mut String, json: &str) {
+    let (mut in_string, mut escaped) = (false, false);
+    for c in json.chars() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
+            in_string = c == '"';
+            out.push(c);
+        }
+    }
 }
 
 fn classify_serde_error(text: &str, e: serde_json::Error) -> DecodeError {
@@ -370,15 +404,21 @@ fn classify_serde_error(text: &str, e: serde_json::Error) -> DecodeError {
         Category::Syntax | Category::Eof | Category::Io => {
             DecodeError { kind: DecodeErrorKind::Parse, detail: e.to_string(), id: None }
         }
-        // Valid JSON of the wrong shape (an array, a number, a bad member type).
-        Category::Data => {
-            let detail = match text.trim_start().chars().next() {
-                Some('[') => "batches are not supported; send one message per line".to_owned(),
-                Some('{') => e.to_string(),
-                _ => "a message must be a JSON object".to_owned(),
-            };
-            DecodeError::invalid(detail, None)
-        }
+        // The wrong shape (an array, a number, a bad member type), noticed before the end of the
+        // text: it is only an invalid request if the whole text is JSON.
+        Category::Data => match serde_json::from_str::<de::IgnoredAny>(text) {
+            Err(syntax) => DecodeError { kind: DecodeErrorKind::Parse, detail: syntax.to_string(), id: None },
+            Ok(_) if text.trim_start().starts_with('{') => DecodeError::invalid(e.to_string(), None),
+            Ok(_) => DecodeError::invalid(not_an_object(text), None),
+        },
+    }
+}
+
+fn not_an_object(text: &str) -> &'static str {
+    if text.trim_start().starts_with('[') {
+        "batches are not supported; send one message per line"
+    } else {
+        "a message must be a JSON object"
     }
 }
 

@@ -30,7 +30,9 @@ pub mod session;
 pub mod types;
 pub mod version;
 
-pub use jsonrpc::{DecodeError, DecodeErrorKind, ErrorObject, ErrorResponse, Message, Notification, Request, RequestId, Response};
+pub use jsonrpc::{
+    DecodeError, DecodeErrorKind, ErrorObject, ErrorResponse, Message, Notification, Request, RequestId, Response,
+};
 pub use session::{
     ClientSession, Incoming, Pending, ServerNotification, ServerRequest, SessionConfig, SessionError, SessionState,
 };

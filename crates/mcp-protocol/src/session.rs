@@ -14,9 +14,9 @@ use crate::jsonrpc::{
     ErrorObject, ErrorResponse, Message, Notification, Request, RequestId, Response, error_codes, to_raw,
 };
 use crate::types::{
-    CancelledNotificationParams, ClientCapabilities, CreateMessageRequestParams, ElicitRequestParams,
-    Implementation, InitializeRequestParams, InitializeResult, LoggingMessageNotificationParams,
-    ProgressNotificationParams, ResourceUpdatedNotificationParams, methods,
+    CancelledNotificationParams, ClientCapabilities, CreateMessageRequestParams, ElicitRequestParams, Implementation,
+    InitializeRequestParams, InitializeResult, LoggingMessageNotificationParams, ProgressNotificationParams,
+    ResourceUpdatedNotificationParams, methods,
 };
 use crate::version::{NegotiationError, ProtocolVersion, negotiate};
 
@@ -193,7 +193,14 @@ pub struct ClientSession<P> {
 impl<P> ClientSession<P> {
     /// A new session in the `Initializing` state.
     pub fn new(config: SessionConfig) -> Self {
-        Self { config, state: SessionState::Initializing, next_id: 0, pending: HashMap::new(), negotiated: None, server: None }
+        Self {
+            config,
+            state: SessionState::Initializing,
+            next_id: 0,
+            pending: HashMap::new(),
+            negotiated: None,
+            server: None,
+        }
     }
 
     /// The lifecycle state.
@@ -226,8 +233,16 @@ impl<P> ClientSession<P> {
         self.pending.get_mut(id).map(|p| &mut p.payload)
     }
 
+    /// The id the next request will get (for progress tokens that reuse it).
+    pub fn peek_next_id(&self) -> RequestId {
+        RequestId::Number(self.next_id + 1)
+    }
+
     /// Start the `initialize` request; returns its id and the line to send.
     pub fn start_initialize(&mut self, payload: P) -> Result<(RequestId, String), SessionError> {
+        if self.state == SessionState::Closed {
+            return Err(SessionError::Closed);
+        }
         if self.state != SessionState::Initializing || self.pending.values().any(|p| p.method == methods::INITIALIZE) {
             return Err(SessionError::AlreadyInitialized);
         }
@@ -243,12 +258,15 @@ impl<P> ClientSession<P> {
     /// Accept the raw result of `initialize`: negotiate the revision, move to `Ready`, and
     /// return the `notifications/initialized` line to send.
     pub fn finish_initialize(&mut self, result: &RawValue) -> Result<String, SessionError> {
+        if self.state == SessionState::Closed {
+            return Err(SessionError::Closed);
+        }
         if self.state != SessionState::Initializing {
             return Err(SessionError::AlreadyInitialized);
         }
-        let result: InitializeResult =
-            serde_json::from_str(result.get()).map_err(SessionError::BadInitializeResult)?;
-        let version = negotiate(self.config.offered_version, &self.config.supported_versions, &result.protocol_version)?;
+        let result: InitializeResult = serde_json::from_str(result.get()).map_err(SessionError::BadInitializeResult)?;
+        let version =
+            negotiate(self.config.offered_version, &self.config.supported_versions, &result.protocol_version)?;
         self.negotiated = Some(version);
         self.server = Some(result);
         self.state = SessionState::Ready;
@@ -356,10 +374,7 @@ fn classify_request<P>(request: Request) -> Incoming<P> {
 }
 
 fn classify_notification(n: Notification) -> ServerNotification {
-    fn typed<T: DeserializeOwned>(
-        n: Notification,
-        wrap: impl FnOnce(T) -> ServerNotification,
-    ) -> ServerNotification {
+    fn typed<T: DeserializeOwned>(n: Notification, wrap: impl FnOnce(T) -> ServerNotification) -> ServerNotification {
         match parse_params(&n.params) {
             Ok(p) => wrap(p),
             Err(_) => ServerNotification::Other { method: n.method, params: n.params },
@@ -381,7 +396,9 @@ fn classify_notification(n: Notification) -> ServerNotification {
 pub fn encode_result<T: Serialize + ?Sized>(id: RequestId, result: &T) -> String {
     match to_raw(result) {
         Ok(result) => Message::Response(Response { id, result }).encode(),
-        Err(e) => encode_error(id, ErrorObject::new(error_codes::INTERNAL_ERROR, format!("could not encode result: {e}"))),
+        Err(e) => {
+            encode_error(id, ErrorObject::new(error_codes::INTERNAL_ERROR, format!("could not encode result: {e}")))
+        }
     }
 }
 
@@ -391,7 +408,10 @@ pub fn encode_error(id: RequestId, error: ErrorObject) -> String {
 }
 
 /// The line of a client notification.
-pub fn encode_notification<T: Serialize + ?Sized>(method: &str, params: Option<&T>) -> Result<String, serde_json::Error> {
+pub fn encode_notification<T: Serialize + ?Sized>(
+    method: &str,
+    params: Option<&T>,
+) -> Result<String, serde_json::Error> {
     let params = params.map(|p| to_raw(p)).transpose()?;
     Ok(Message::Notification(Notification { method: method.to_owned(), params }).encode())
 }

@@ -10,6 +10,25 @@ use serde_json::{Map, Value};
 /// Fields this crate does not model, kept verbatim for round trips.
 pub type Extra = Map<String, Value>;
 
+/// Write an integral `f64` as an integer, so that `50` read from the wire goes back out as `50`
+/// rather than `50.0` (which a strict peer comparing values would see as a change).
+fn integral_as_integer<S: serde::Serializer>(n: &f64, serializer: S) -> Result<S::Ok, S::Error> {
+    // Below 2^53 every integral f64 is exactly an i64.
+    if n.fract() == 0.0 && n.abs() < 9_007_199_254_740_992.0 {
+        serializer.serialize_i64(*n as i64)
+    } else {
+        serializer.serialize_f64(*n)
+    }
+}
+
+/// [`integral_as_integer`] for optional numbers (only called when `Some`).
+fn option_integral_as_integer<S: serde::Serializer>(n: &Option<f64>, serializer: S) -> Result<S::Ok, S::Error> {
+    match n {
+        Some(n) => integral_as_integer(n, serializer),
+        None => serializer.serialize_none(),
+    }
+}
+
 macro_rules! method_names {
     ($($(#[$doc:meta])* $name:ident = $value:literal;)*) => {
         /// The JSON-RPC method names of MCP.
@@ -352,7 +371,7 @@ pub struct Annotations {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audience: Option<Vec<String>>,
     /// Importance from 0 to 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", serialize_with = "option_integral_as_integer")]
     pub priority: Option<f64>,
     /// ISO 8601 timestamp.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -485,8 +504,9 @@ pub struct CallToolResult {
     /// Unstructured content.
     #[serde(default)]
     pub content: Vec<ContentBlock>,
-    /// Structured content matching the tool's outputSchema (2025-06-18 and later).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Structured content matching the tool's outputSchema (2025-06-18 and later; any JSON value,
+    /// `Some(Value::Null)` when it was sent as `null`).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::jsonrpc::present_value")]
     pub structured_content: Option<Value>,
     /// The tool reported an error (the model should see it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -519,9 +539,10 @@ pub struct ProgressNotificationParams {
     /// The token the request carried in `_meta.progressToken`.
     pub progress_token: crate::jsonrpc::RequestId,
     /// Progress so far (increases).
+    #[serde(serialize_with = "integral_as_integer")]
     pub progress: f64,
     /// Total, if known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", serialize_with = "option_integral_as_integer")]
     pub total: Option<f64>,
     /// Human-readable message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
