@@ -78,4 +78,3 @@ pub fn report(client: &str, args: &BenchArgs, elapsed: std::time::Duration, mut 
         mean
     );
 }
-
