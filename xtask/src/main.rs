@@ -93,7 +93,52 @@ pub(crate) fn run(step: &str, cmd: &mut Command) -> Result {
     if status.success() { Ok(()) } else { Err(format!("{step} failed ({status})")) }
 }
 
+/// Pass and fail counts summed over every `test result:` line cargo printed.
+#[derive(Default)]
+struct Tally {
+    passed: u64,
+    failed: u64,
+}
+
+impl Tally {
+    fn add_line(&mut self, line: &str) {
+        let Some(rest) = line.strip_prefix("test result: ") else { return };
+        let count = |word: &str| -> u64 {
+            rest.split([';', '.'])
+                .find_map(|part| part.trim().strip_suffix(word).and_then(|n| n.trim().parse().ok()))
+                .unwrap_or(0)
+        };
+        self.passed += count(" passed");
+        self.failed += count(" failed");
+    }
+}
+
+/// Like [`run`], echoing the test output while counting results.
+fn run_tests(step: &str, cmd: &mut Command, tally: &mut Tally) -> Result {
+    use std::io::{BufRead, BufReader};
+    println!("\n==> {step}: {cmd:?}");
+    let started = Instant::now();
+    let mut child = cmd.stdout(Stdio::piped()).spawn().map_err(|e| format!("{step}: could not start: {e}"))?;
+    if let Some(stdout) = child.stdout.take() {
+        for line in BufReader::new(stdout).lines().map_while(std::result::Result::ok) {
+            println!("{line}");
+            tally.add_line(&line);
+        }
+    }
+    let status = child.wait().map_err(|e| format!("{step}: {e}"))?;
+    println!("<== {step}: {status} in {:.1}s", started.elapsed().as_secs_f64());
+    if status.success() { Ok(()) } else { Err(format!("{step} failed ({status})")) }
+}
+
 fn test(hermetic: bool) -> Result {
+    let mut tally = Tally::default();
+    let result = test_steps(hermetic, &mut tally);
+    // The closing line CI reads: every test of every step.
+    println!("\ntests: {} passed, {} failed", tally.passed, tally.failed);
+    result
+}
+
+fn test_steps(hermetic: bool, tally: &mut Tally) -> Result {
     let started = Instant::now();
     run("fmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
     run(
@@ -113,16 +158,17 @@ fn test(hermetic: bool) -> Result {
     // The transport tests spawn the fixture server binary; build it first so that a `-p`
     // filtered run finds it too.
     run("build fixtures", cargo().args(["build", "-p", "mcp-fixtures"]))?;
-    run("tests", cargo().args(["test", "--workspace"]))?;
+    run_tests("tests", cargo().args(["test", "--workspace"]), tally)?;
     if hermetic {
         println!("\n--hermetic: skipped the interop suite (it installs peers from npm and PyPI)");
     } else {
         let peers = install_peers()?;
-        run(
+        run_tests(
             "interop",
             cargo()
                 .args(["test", "-p", "mcp-transport", "--features", "interop", "--test", "interop"])
                 .env("MCP_PEERS_DIR", &peers),
+            tally,
         )?;
     }
     println!("\nxtask test: all steps passed in {:.0}s", started.elapsed().as_secs_f64());

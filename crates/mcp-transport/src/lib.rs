@@ -55,11 +55,15 @@
 pub mod client;
 pub mod handler;
 pub mod memory;
+pub mod servers;
 pub mod stdio;
 pub mod transport;
 
 pub use client::{Client, ClientError, ClientOptions, ListLimits, Progress, RequestOptions};
 pub use handler::{DecliningHandler, ServerRequestHandler};
 pub use memory::{MemoryPeer, MemoryTransport, memory_pair};
+pub use servers::{
+    ConnectOptions, ServerConnection, ServerSpec, ServerState, ServerTarget, close_all, connect, connect_all,
+};
 pub use stdio::{StdioConfig, StdioTransport, env_allowed};
 pub use transport::{Transport, TransportError, TransportSink, TransportStream};

@@ -61,11 +61,15 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod arguments;
 mod assemble;
 mod description;
 mod name;
 mod pool;
 
+pub use arguments::{
+    ArgumentChecker, ArgumentProblem, ArgumentProblemKind, CheckError, CompiledSchema, MAX_PROBLEMS, check_arguments,
+};
 pub use assemble::{BuiltinTool, Options, ServerTools, StrictError, assemble};
 pub use description::{DEFAULT_DESCRIPTION_CAP, is_stripped, mark, sanitize};
 pub use name::{MAX_NAME_LEN, MCP_PREFIX, is_valid_model_name, model_name, normalize};

@@ -1,0 +1,644 @@
+//! The configuration file: which servers to run and the tool policy.
+//!
+//! Two formats, chosen by extension (`.toml`, `.json`) or else by content (`{` starts JSON):
+//!
+//! - TOML: `[servers.NAME]` tables with `command`, `args`, `env`, `cwd` (stdio) or `url`,
+//!   `headers` (remote), plus `enabled`, `startup_timeout_s`, `tool_timeout_s`; and `[policy]`
+//!   with `default` and `[[policy.rules]]` (`server`, `tool`, `decision`).
+//! - Claude Desktop JSON: `{"mcpServers": {NAME: {"command", "args", "env"} or {"url"}}}`,
+//!   read as it is; entries take the same keys as TOML servers (and Claude's `type`), and a
+//!   top-level `policy` object is accepted too.
+//!
+//! Unknown keys are errors (a typo must not silently change what runs), except at the top level
+//! of a JSON file, which Claude Desktop shares with its own settings. Every error names the
+//! file, the key and what was expected.
+//!
+//! The file lives in the user's configuration directory, never in the workspace an agent can
+//! write to: a configuration names the commands the host runs, so one an agent could edit is a
+//! way to run anything. [`check_outside_workspace`] enforces this.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use mcp_transport::StdioConfig;
+use mcp_transport::servers::{DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerSpec, ServerTarget};
+use policy::{Policy, PolicyConfig, PolicyError};
+use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+
+/// Overrides the default configuration path (as `--config` does).
+pub(crate) const CONFIG_ENV: &str = "MCP_HARNESS_CONFIG";
+/// Longest accepted timeout; longer ones are surely typos (and would overflow a deadline).
+const MAX_TIMEOUT_S: f64 = 7.0 * 24.0 * 3600.0;
+
+/// A loaded, validated configuration.
+#[derive(Debug)]
+pub(crate) struct Config {
+    /// Every configured server, sorted by name.
+    pub(crate) servers: Vec<ServerSpec>,
+    /// The tool policy.
+    pub(crate) policy: Policy,
+}
+
+/// Why the configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConfigError {
+    /// The file does not exist.
+    #[error(
+        "no configuration file at {}; create it (see `mcp-harness --help` for the format) or pass --config PATH",
+        path.display()
+    )]
+    NotFound { path: PathBuf },
+    /// The file exists but cannot be read.
+    #[error("config error in {}: cannot read it: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    /// The content is wrong.
+    #[error("config error in {}: {}", path.display(), Problem { key: key.as_deref(), message, position: *position })]
+    Invalid { path: PathBuf, key: Option<String>, message: String, position: Option<(usize, usize)> },
+    /// The file is inside the workspace.
+    #[error(
+        "refusing to use the configuration {}: it is inside the current directory {}, which an agent working \
+         here can write to, and a configuration decides which commands this host runs. Keep it in your \
+         configuration directory ({}), or pass --allow-workspace-config if you trust this directory.",
+        path.display(), workspace.display(), default_dir.as_deref().map_or_else(|| "see --help".into(), |d| d.display().to_string())
+    )]
+    InWorkspace { path: PathBuf, workspace: PathBuf, default_dir: Option<PathBuf> },
+    /// No configuration directory could be determined.
+    #[error("cannot determine your configuration directory (is HOME set?); pass --config PATH or set {CONFIG_ENV}")]
+    NoConfigDir,
+    /// The current directory cannot be determined, so the workspace check cannot be made.
+    #[error("cannot determine the current directory, so a workspace configuration cannot be ruled out: {0}")]
+    NoCurrentDir(std::io::Error),
+}
+
+struct Problem<'a> {
+    key: Option<&'a str>,
+    message: &'a str,
+    position: Option<(usize, usize)>,
+}
+
+impl fmt::Display for Problem<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(key) = self.key {
+            write!(f, "{key}: ")?;
+        }
+        f.write_str(self.message)?;
+        if let Some((line, column)) = self.position {
+            write!(f, " (line {line}, column {column})")?;
+        }
+        Ok(())
+    }
+}
+
+/// The user's configuration directory for this program, if there is one.
+pub(crate) fn default_dir() -> Option<PathBuf> {
+    directories::ProjectDirs::from("", "", "mcp-harness").map(|d| d.config_dir().to_path_buf())
+}
+
+/// `config.toml` in the configuration directory, or `config.json` when only that exists.
+pub(crate) fn default_path() -> Result<PathBuf, ConfigError> {
+    let dir = default_dir().ok_or(ConfigError::NoConfigDir)?;
+    let toml = dir.join("config.toml");
+    let json = dir.join("config.json");
+    Ok(if !toml.exists() && json.exists() { json } else { toml })
+}
+
+/// Refuses a configuration inside `workspace`, returning the resolved path to read.
+///
+/// Both the path as given (its directories resolved, not its last component) and its final
+/// target count: a symlink inside the workspace is refused wherever it points, since an agent
+/// could point it anywhere, and a link from outside into the workspace is refused too.
+pub(crate) fn check_outside_workspace(path: &Path, workspace: &Path) -> Result<PathBuf, ConfigError> {
+    let not_readable = |source: std::io::Error| match source.kind() {
+        std::io::ErrorKind::NotFound => ConfigError::NotFound { path: path.to_path_buf() },
+        _ => ConfigError::Read { path: path.to_path_buf(), source },
+    };
+    let resolved = path.canonicalize().map_err(not_readable)?;
+    let workspace = workspace.canonicalize().map_err(ConfigError::NoCurrentDir)?;
+    let as_given = match (path.parent().filter(|p| !p.as_os_str().is_empty()), path.file_name()) {
+        (Some(dir), Some(name)) => dir.canonicalize().map_err(not_readable)?.join(name),
+        (None, Some(name)) => std::env::current_dir()
+            .map_err(ConfigError::NoCurrentDir)?
+            .canonicalize()
+            .map_err(ConfigError::NoCurrentDir)?
+            .join(name),
+        _ => resolved.clone(),
+    };
+    if resolved.starts_with(&workspace) || as_given.starts_with(&workspace) {
+        let shown = if as_given.starts_with(&workspace) { as_given } else { resolved };
+        return Err(ConfigError::InWorkspace { path: shown, workspace, default_dir: default_dir() });
+    }
+    Ok(resolved)
+}
+
+/// Reads and validates the file at `path`.
+pub(crate) fn load(path: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => ConfigError::NotFound { path: path.to_path_buf() },
+        _ => ConfigError::Read { path: path.to_path_buf(), source },
+    })?;
+    parse(path, &text)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Toml,
+    Json,
+}
+
+fn format_of(path: &Path, text: &str) -> Format {
+    match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+        Some("json") => Format::Json,
+        Some("toml") => Format::Toml,
+        _ if text.trim_start().starts_with('{') => Format::Json,
+        _ => Format::Toml,
+    }
+}
+
+/// Parses and validates `text`, which was read from `path` (used in messages, and as the base
+/// of relative `cwd`s).
+pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+    let invalid = |key: Option<String>, message: String, position| ConfigError::Invalid {
+        path: path.to_path_buf(),
+        key,
+        message,
+        position,
+    };
+    let format = format_of(path, text);
+    let (servers, policy) = match format {
+        Format::Toml => {
+            let de = toml::Deserializer::parse(text).map_err(|e| {
+                invalid(None, format!("invalid TOML: {}", e.message()), e.span().map(|s| line_column(text, s.start)))
+            })?;
+            let raw: RawToml = serde_path_to_error::deserialize(de).map_err(|e| {
+                let key = key_of(e.path());
+                let inner = e.into_inner();
+                invalid(key, inner.message().to_owned(), inner.span().map(|s| line_column(text, s.start)))
+            })?;
+            (raw.servers, raw.policy)
+        }
+        Format::Json => {
+            let json_error = |key: Option<String>, e: serde_json::Error| {
+                let message = json_message(&e);
+                let message = if e.is_syntax() || e.is_eof() { format!("invalid JSON: {message}") } else { message };
+                invalid(key, message, Some((e.line(), e.column())))
+            };
+            let mut de = serde_json::Deserializer::from_str(text);
+            let raw: RawJson = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+                // After a syntax error the path is where parsing stopped, not a key that is wrong.
+                let key = if e.inner().is_syntax() || e.inner().is_eof() { None } else { key_of(e.path()) };
+                json_error(key, e.into_inner())
+            })?;
+            de.end().map_err(|e| json_error(None, e))?;
+            (raw.mcp_servers, raw.policy)
+        }
+    };
+    let base = path.parent().unwrap_or(Path::new(""));
+    let mut specs = Vec::with_capacity(servers.len());
+    for (name, raw) in servers {
+        specs.push(
+            raw.into_spec(&name, base).map_err(|message| invalid(Some(server_key(format, &name)), message, None))?,
+        );
+    }
+    let policy = Policy::new(policy).map_err(|e| match e {
+        PolicyError::InvalidPattern { index, field, pattern, reason } => invalid(
+            Some(format!("policy.rules[{index}].{field}")),
+            format!("invalid pattern {pattern:?}: {reason}"),
+            None,
+        ),
+    })?;
+    Ok(Config { servers: specs, policy })
+}
+
+fn key_of(path: &serde_path_to_error::Path) -> Option<String> {
+    let key = path.to_string();
+    (key != ".").then_some(key)
+}
+
+/// The key of a server's entry, as the file spells its table.
+fn server_key(format: Format, name: &str) -> String {
+    let table = match format {
+        Format::Toml => "servers",
+        Format::Json => "mcpServers",
+    };
+    if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        format!("{table}.{name}")
+    } else {
+        format!("{table}.{name:?}")
+    }
+}
+
+/// serde_json appends " at line L column C"; the position is reported separately.
+fn json_message(error: &serde_json::Error) -> String {
+    let text = error.to_string();
+    let suffix = format!(" at line {} column {}", error.line(), error.column());
+    text.strip_suffix(&suffix).map(str::to_owned).unwrap_or(text)
+}
+
+/// 1-based line and column (in characters) of byte `offset`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawToml {
+    #[serde(default)]
+    servers: BTreeMap<String, RawServer>,
+    #[serde(default)]
+    policy: PolicyConfig,
+}
+
+/// Claude Desktop keeps its own settings beside `mcpServers`, hence no `deny_unknown_fields`
+/// at this level; the entries themselves are strict.
+#[derive(Deserialize)]
+struct RawJson {
+    #[serde(rename = "mcpServers")]
+    mcp_servers: BTreeMap<String, RawServer>,
+    #[serde(default)]
+    policy: PolicyConfig,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table of server settings")]
+struct RawServer {
+    #[serde(default)]
+    command: Option<String>,
+    #[serde(default, deserialize_with = "string_list")]
+    args: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "string_map")]
+    env: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    cwd: Option<PathBuf>,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default, deserialize_with = "string_map")]
+    headers: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    enabled: Option<bool>,
+    #[serde(default)]
+    startup_timeout_s: Option<Seconds>,
+    #[serde(default)]
+    tool_timeout_s: Option<Seconds>,
+    /// Claude's transport type (`stdio`, `sse`, `http`); checked against command/url.
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+}
+
+impl RawServer {
+    fn into_spec(self, name: &str, base: &Path) -> Result<ServerSpec, String> {
+        if name.is_empty() || name.chars().any(char::is_control) {
+            return Err("a server name must be non-empty and free of control characters".to_owned());
+        }
+        let only_for = |present: bool, key: &str, kind: &str| {
+            if present { Err(format!("`{key}` only applies to {kind} servers")) } else { Ok(()) }
+        };
+        let target = match (self.command, self.url) {
+            (Some(_), Some(_)) => {
+                return Err(
+                    "has both `command` and `url`; give `command` for a stdio server or `url` for a remote one".into(),
+                );
+            }
+            (None, None) => {
+                return Err("needs either `command` (a stdio server) or `url` (a remote server)".into());
+            }
+            (Some(command), None) => {
+                if !matches!(self.kind.as_deref(), None | Some("stdio")) {
+                    return Err(format!(
+                        "has `command`, so its `type` must be \"stdio\", not {:?}",
+                        self.kind.unwrap_or_default()
+                    ));
+                }
+                if command.trim().is_empty() {
+                    return Err("`command` is empty".into());
+                }
+                only_for(self.headers.is_some(), "headers", "remote (url)")?;
+                let mut config = StdioConfig::new(command, self.args.unwrap_or_default());
+                config.env = self.env.unwrap_or_default();
+                // Relative to the file, not to wherever the program happens to be started.
+                config.cwd = self.cwd.map(|cwd| base.join(cwd));
+                config.label = name.to_owned();
+                ServerTarget::Stdio(config)
+            }
+            (None, Some(url)) => {
+                if !matches!(self.kind.as_deref(), None | Some("sse" | "http" | "streamable-http" | "streamableHttp")) {
+                    return Err(format!(
+                        "has `url`, so its `type` must be \"http\" or \"sse\", not {:?}",
+                        self.kind.unwrap_or_default()
+                    ));
+                }
+                only_for(self.args.is_some(), "args", "stdio (command)")?;
+                only_for(self.env.is_some(), "env", "stdio (command)")?;
+                only_for(self.cwd.is_some(), "cwd", "stdio (command)")?;
+                ServerTarget::Remote { url, headers: self.headers.unwrap_or_default() }
+            }
+        };
+        Ok(ServerSpec {
+            name: name.to_owned(),
+            target,
+            enabled: self.enabled.unwrap_or(true),
+            startup_timeout: self.startup_timeout_s.map_or(DEFAULT_STARTUP_TIMEOUT, |s| s.0),
+            tool_timeout: self.tool_timeout_s.map_or(DEFAULT_TOOL_TIMEOUT, |s| s.0),
+        })
+    }
+}
+
+/// A positive number of seconds, integer or fractional.
+struct Seconds(Duration);
+
+impl<'de> Deserialize<'de> for Seconds {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Seconds;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "a positive number of seconds (at most {MAX_TIMEOUT_S})")
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Seconds, E> {
+                if v > 0.0 && v <= MAX_TIMEOUT_S {
+                    Duration::try_from_secs_f64(v)
+                        .map(Seconds)
+                        .map_err(|_| E::invalid_value(de::Unexpected::Float(v), &self))
+                } else {
+                    Err(E::invalid_value(de::Unexpected::Float(v), &self))
+                }
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Seconds, E> {
+                if v > 0 && (v as f64) <= MAX_TIMEOUT_S {
+                    Ok(Seconds(Duration::from_secs(v.unsigned_abs())))
+                } else {
+                    Err(E::invalid_value(de::Unexpected::Signed(v), &self))
+                }
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Seconds, E> {
+                if v > 0 && (v as f64) <= MAX_TIMEOUT_S {
+                    Ok(Seconds(Duration::from_secs(v)))
+                } else {
+                    Err(E::invalid_value(de::Unexpected::Unsigned(v), &self))
+                }
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// Strict list of strings, with a message that says so (serde's default says "a sequence").
+fn string_list<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Vec<String>>, D::Error> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an array of strings")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<String>, A::Error> {
+            let mut out = Vec::new();
+            while let Some(item) = seq.next_element::<StringItem>()? {
+                out.push(item.0);
+            }
+            Ok(out)
+        }
+    }
+    deserializer.deserialize_seq(V).map(Some)
+}
+
+/// Strict table of string values.
+fn string_map<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<BTreeMap<String, String>>, D::Error> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = BTreeMap<String, String>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a table of strings")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some((k, v)) = map.next_entry::<String, StringItem>()? {
+                out.insert(k, v.0);
+            }
+            Ok(out)
+        }
+    }
+    deserializer.deserialize_map(V).map(Some)
+}
+
+/// A string element whose error says "a string" (not the serde default of the same words,
+/// but kept explicit so numbers are never silently converted).
+struct StringItem(String);
+
+impl<'de> Deserialize<'de> for StringItem {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(StringItem)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn toml_err(text: &str) -> String {
+        parse(Path::new("/x/config.toml"), text).unwrap_err().to_string()
+    }
+
+    fn json_err(text: &str) -> String {
+        parse(Path::new("/x/claude.json"), text).unwrap_err().to_string()
+    }
+
+    fn stdio(spec: &ServerSpec) -> &StdioConfig {
+        match &spec.target {
+            ServerTarget::Stdio(c) => c,
+            ServerTarget::Remote { .. } => panic!("expected stdio"),
+        }
+    }
+
+    #[test]
+    fn parses_a_full_toml_configuration() {
+        let config = parse(
+            Path::new("/home/u/.config/mcp-harness/config.toml"),
+            r#"
+            [servers.git]
+            command = "uvx"
+            args = ["mcp-server-git", "--repository", "."]
+            env = { GIT_PAGER = "cat" }
+            cwd = "repos"
+            startup_timeout_s = 5
+            tool_timeout_s = 2.5
+
+            [servers.docs]
+            url = "https://docs.example/mcp"
+            headers = { Authorization = "Bearer x" }
+            enabled = false
+
+            [policy]
+            default = "deny"
+            [[policy.rules]]
+            server = "git"
+            tool = "git_*"
+            decision = "allow"
+            "#,
+        )
+        .unwrap();
+        let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["docs", "git"]);
+        let git = &config.servers[1];
+        let c = stdio(git);
+        assert_eq!((c.command.as_str(), c.args.len(), c.label.as_str()), ("uvx", 3, "git"));
+        assert_eq!(c.env.get("GIT_PAGER").map(String::as_str), Some("cat"));
+        assert_eq!(c.cwd.as_deref(), Some(Path::new("/home/u/.config/mcp-harness/repos")));
+        assert_eq!((git.startup_timeout, git.tool_timeout), (Duration::from_secs(5), Duration::from_millis(2500)));
+        assert!(git.enabled);
+        let docs = &config.servers[0];
+        assert!(!docs.enabled);
+        assert!(
+            matches!(&docs.target, ServerTarget::Remote { url, headers } if url == "https://docs.example/mcp" && headers.len() == 1)
+        );
+        assert_eq!(config.policy.default_decision(), policy::Decision::Deny);
+        assert_eq!(config.policy.rule_count(), 1);
+    }
+
+    #[test]
+    fn defaults_apply_and_empty_files_are_fine() {
+        let config = parse(Path::new("/x/config.toml"), "[servers.a]\ncommand = \"a\"\n").unwrap();
+        let a = &config.servers[0];
+        assert!(a.enabled && stdio(a).args.is_empty() && stdio(a).cwd.is_none());
+        assert_eq!((a.startup_timeout, a.tool_timeout), (DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT));
+        assert_eq!(config.policy.default_decision(), policy::Decision::Confirm);
+        assert!(parse(Path::new("/x/config.toml"), "").unwrap().servers.is_empty());
+    }
+
+    #[test]
+    fn parses_claude_desktop_json_as_it_is() {
+        let config = parse(
+            Path::new("/x/claude_desktop_config.json"),
+            r#"{
+              "globalShortcut": "Ctrl+Space",
+              "mcpServers": {
+                "filesystem": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"], "env": {"A": "1"}},
+                "remote": {"type": "http", "url": "https://r.example/mcp", "headers": {"X": "y"}},
+                "typed": {"type": "stdio", "command": "x"}
+              }
+            }"#,
+        )
+        .unwrap();
+        let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["filesystem", "remote", "typed"]);
+        assert_eq!(stdio(&config.servers[0]).args[2], "/tmp");
+        assert!(matches!(config.servers[1].target, ServerTarget::Remote { .. }));
+    }
+
+    #[test]
+    fn format_is_chosen_by_extension_then_content() {
+        assert_eq!(format_of(Path::new("a.json"), "x = 1"), Format::Json);
+        assert_eq!(format_of(Path::new("a.TOML"), "{"), Format::Toml);
+        assert_eq!(format_of(Path::new("config"), "  \n{\"mcpServers\": {}}"), Format::Json);
+        assert_eq!(format_of(Path::new("config"), "[servers]"), Format::Toml);
+        assert!(parse(Path::new("/x/config"), r#"{"mcpServers": {"a": {"command": "a"}}}"#).is_ok());
+    }
+
+    #[test]
+    fn toml_error_messages() {
+        let cases = [
+            ("wrong args type", "[servers.git]\ncommand = \"git\"\nargs = \"--verbose\"\n"),
+            ("wrong arg element", "[servers.git]\ncommand = \"git\"\nargs = [\"a\", 3]\n"),
+            ("wrong env value", "[servers.git]\ncommand = \"git\"\nenv = { A = 1 }\n"),
+            ("typo in server key", "[servers.git]\ncomand = \"git\"\n"),
+            ("typo at top level", "[server.git]\ncommand = \"git\"\n"),
+            ("both command and url", "[servers.git]\ncommand = \"git\"\nurl = \"https://x\"\n"),
+            ("neither command nor url", "[servers.git]\nargs = []\n"),
+            ("args on a remote server", "[servers.r]\nurl = \"https://x\"\nargs = [\"a\"]\n"),
+            ("headers on a stdio server", "[servers.s]\ncommand = \"s\"\nheaders = { A = \"b\" }\n"),
+            ("zero timeout", "[servers.s]\ncommand = \"s\"\nstartup_timeout_s = 0\n"),
+            ("negative timeout", "[servers.s]\ncommand = \"s\"\ntool_timeout_s = -1.5\n"),
+            ("string timeout", "[servers.s]\ncommand = \"s\"\ntool_timeout_s = \"10s\"\n"),
+            ("enabled not a bool", "[servers.s]\ncommand = \"s\"\nenabled = \"yes\"\n"),
+            ("server not a table", "servers.s = 3\n"),
+            ("empty command", "[servers.s]\ncommand = \" \"\n"),
+            ("odd server name", "[servers.\"a b\"]\n"),
+            ("bad policy decision", "[policy]\ndefault = \"maybe\"\n"),
+            ("typo in policy", "[policy]\ndefualt = \"allow\"\n"),
+            ("bad rule pattern", "[[policy.rules]]\nserver = \"git\"\ntool = \"[a]\"\ndecision = \"allow\"\n"),
+            ("missing rule decision", "[[policy.rules]]\nserver = \"git\"\ntool = \"a\"\n"),
+            ("syntax error", "[servers.git\ncommand = \"git\"\n"),
+        ];
+        let report: String = cases.iter().map(|(name, text)| format!("{name}:\n  {}\n", toml_err(text))).collect();
+        insta::assert_snapshot!(report);
+    }
+
+    #[test]
+    fn json_error_messages() {
+        let cases = [
+            ("no mcpServers", r#"{"servers": {}}"#),
+            ("args not an array", r#"{"mcpServers": {"git": {"command": "git", "args": "x"}}}"#),
+            ("typo in entry", r#"{"mcpServers": {"git": {"command": "git", "argz": []}}}"#),
+            ("type mismatch", r#"{"mcpServers": {"git": {"type": "sse", "command": "git"}}}"#),
+            ("both", r#"{"mcpServers": {"git": {"command": "git", "url": "https://x"}}}"#),
+            ("syntax", "{\"mcpServers\": {\"git\": {\"command\": \"git\",}}}"),
+            ("trailing garbage", r#"{"mcpServers": {}} x"#),
+            ("bad policy", r#"{"mcpServers": {}, "policy": {"default": "sometimes"}}"#),
+        ];
+        let report: String = cases.iter().map(|(name, text)| format!("{name}:\n  {}\n", json_err(text))).collect();
+        insta::assert_snapshot!(report);
+    }
+
+    #[test]
+    fn the_example_from_the_issue_reads_as_promised() {
+        let message = toml_err("[servers.git]\ncommand = \"git\"\nargs = \"--verbose\"\n");
+        assert!(
+            message.starts_with("config error in /x/config.toml: servers.git.args: ")
+                && message.contains("expected an array of strings"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn line_and_column_count_characters() {
+        assert_eq!(line_column("ab\ncé\nx", 7), (3, 1));
+        assert_eq!(line_column("ab\ncéd", 6), (2, 3));
+        assert_eq!(line_column("abc", 99), (1, 4));
+    }
+
+    #[test]
+    fn workspace_configs_are_refused() {
+        let workspace = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let inside = workspace.path().join("sub/config.toml");
+        std::fs::create_dir_all(inside.parent().unwrap()).unwrap();
+        std::fs::write(&inside, "").unwrap();
+        let outside = elsewhere.path().join("config.toml");
+        std::fs::write(&outside, "").unwrap();
+
+        let err = check_outside_workspace(&inside, workspace.path()).unwrap_err();
+        assert!(matches!(err, ConfigError::InWorkspace { .. }));
+        let message = err.to_string();
+        assert!(message.contains("--allow-workspace-config") && message.contains("an agent"), "{message}");
+        assert!(check_outside_workspace(&outside, workspace.path()).is_ok());
+
+        // A relative path and a `..` detour resolve to the same place.
+        let detour = workspace.path().join("sub/../sub/config.toml");
+        assert!(check_outside_workspace(&detour, workspace.path()).is_err());
+
+        // A symlink from outside into the workspace is followed.
+        #[cfg(unix)]
+        {
+            let link = elsewhere.path().join("link.toml");
+            std::os::unix::fs::symlink(&inside, &link).unwrap();
+            assert!(matches!(check_outside_workspace(&link, workspace.path()), Err(ConfigError::InWorkspace { .. })));
+            // A link inside the workspace is refused even when it points outside: an agent could
+            // point it anywhere.
+            let link_in = workspace.path().join("link.toml");
+            std::os::unix::fs::symlink(&outside, &link_in).unwrap();
+            assert!(check_outside_workspace(&link_in, workspace.path()).is_err());
+            // A workspace reached through a symlink is still the workspace.
+            let ws_link = elsewhere.path().join("ws");
+            std::os::unix::fs::symlink(workspace.path(), &ws_link).unwrap();
+            assert!(check_outside_workspace(&inside, &ws_link).is_err());
+        }
+
+        let missing = elsewhere.path().join("nope.toml");
+        assert!(matches!(check_outside_workspace(&missing, workspace.path()), Err(ConfigError::NotFound { .. })));
+    }
+}

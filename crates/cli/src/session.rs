@@ -1,0 +1,169 @@
+//! What every command shares: the configuration, the connections, the tool pool; and the
+//! `servers` command, which only reports the connections.
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use mcp_transport::servers::{ConnectOptions, ServerConnection, ServerState, close_all, connect_all};
+use serde_json::{Value, json};
+use tool_pool::{BuiltinTool, Options, Pool, ServerTools, assemble};
+
+use crate::Outcome;
+use crate::config::{self, Config};
+use crate::output;
+
+/// Finds, checks and loads the configuration.
+pub(crate) fn load_config(path: Option<&Path>, allow_workspace: bool) -> anyhow::Result<Config> {
+    let path = match path {
+        Some(p) => p.to_path_buf(),
+        None => config::default_path()?,
+    };
+    let resolved = if allow_workspace {
+        path
+    } else {
+        let cwd = std::env::current_dir().map_err(config::ConfigError::NoCurrentDir)?;
+        config::check_outside_workspace(&path, &cwd)?
+    };
+    Ok(config::load(&resolved)?)
+}
+
+/// Connects to every configured server, with a spinner on stderr when it is a terminal.
+pub(crate) async fn connect(config: &Config) -> Vec<ServerConnection> {
+    let enabled = config.servers.iter().filter(|s| s.enabled).count();
+    let spinner = (enabled > 0 && std::io::stderr().is_terminal()).then(|| {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        bar.set_style(ProgressStyle::default_spinner());
+        bar.set_message(format!("connecting to {enabled} server(s)…"));
+        bar.enable_steady_tick(Duration::from_millis(100));
+        bar
+    });
+    let connections = connect_all(config.servers.clone(), &ConnectOptions::default()).await;
+    if let Some(bar) = spinner {
+        bar.finish_and_clear();
+    }
+    connections
+}
+
+/// The connections and the pool assembled from them.
+pub(crate) struct Session {
+    pub(crate) connections: Vec<ServerConnection>,
+    pub(crate) pool: Pool,
+}
+
+impl Session {
+    /// Connects and assembles the pool (no built-in tools yet).
+    pub(crate) async fn open(config: &Config) -> anyhow::Result<Self> {
+        let connections = connect(config).await;
+        let listings: Vec<ServerTools> = connections
+            .iter()
+            .filter(|c| c.is_connected())
+            .map(|c| ServerTools::new(c.name(), Arc::clone(c.tools())))
+            .collect();
+        let builtins: Arc<[BuiltinTool]> = Arc::new([]);
+        let pool = match assemble(&builtins, &listings, &config.policy, &Options::default(), 1) {
+            Ok(pool) => pool,
+            Err(e) => {
+                close_all(connections).await;
+                return Err(e).context("assembling the tool pool");
+            }
+        };
+        Ok(Self { connections, pool })
+    }
+
+    /// Servers that were meant to run but did not: (name, reason).
+    pub(crate) fn unavailable(&self) -> Vec<(&str, &str)> {
+        self.connections
+            .iter()
+            .filter_map(|c| match c.state() {
+                ServerState::Failed { reason, .. } => Some((c.name(), reason.as_str())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Diagnostics for the unavailable servers, shaped like the pool's.
+    pub(crate) fn unavailable_diagnostics(&self) -> Vec<Value> {
+        self.unavailable()
+            .into_iter()
+            .map(|(server, reason)| {
+                json!({
+                    "server": server,
+                    "tool": null,
+                    "kind": "server_unavailable",
+                    "message": format!("server {server:?} is unavailable, its tools are left out: {reason}"),
+                })
+            })
+            .collect()
+    }
+
+    /// Closes every connection and reaps the children.
+    pub(crate) async fn close(self) {
+        close_all(self.connections).await;
+    }
+}
+
+fn state_json(c: &ServerConnection) -> Value {
+    let elapsed_ms = c.state().elapsed().map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let (protocol, tools, reason) = match c.state() {
+        ServerState::Connected { protocol, tools, .. } => (Some(protocol.as_str()), Some(*tools), None),
+        ServerState::Failed { reason, .. } => (None, None, Some(reason.as_str())),
+        ServerState::Disabled => (None, None, None),
+    };
+    json!({
+        "name": c.name(),
+        "state": c.state().label(),
+        "protocol": protocol,
+        "tools": tools,
+        "elapsed_ms": elapsed_ms,
+        "reason": reason,
+    })
+}
+
+/// `mcp-harness servers`.
+pub(crate) async fn servers_command(config: Config, as_json: bool) -> anyhow::Result<Outcome> {
+    let mut connections = connect(&config).await;
+    connections.sort_by(|a, b| a.name().cmp(b.name()));
+    let text = if as_json {
+        let servers: Vec<Value> = connections.iter().map(state_json).collect();
+        let mut text = serde_json::to_string_pretty(&json!({ "servers": servers }))?;
+        text.push('\n');
+        text
+    } else if connections.is_empty() {
+        "no servers are configured\n".to_owned()
+    } else {
+        let rows: Vec<Vec<String>> = connections
+            .iter()
+            .map(|c| {
+                let dash = || "-".to_owned();
+                let time = c.state().elapsed().map_or_else(dash, output::duration);
+                match c.state() {
+                    ServerState::Connected { protocol, tools, .. } => {
+                        vec![
+                            c.name().to_owned(),
+                            "connected".into(),
+                            protocol.to_string(),
+                            tools.to_string(),
+                            time,
+                            String::new(),
+                        ]
+                    }
+                    ServerState::Failed { reason, .. } => {
+                        vec![c.name().to_owned(), "failed".into(), dash(), dash(), time, output::one_line(reason, 300)]
+                    }
+                    ServerState::Disabled => {
+                        vec![c.name().to_owned(), "disabled".into(), dash(), dash(), dash(), String::new()]
+                    }
+                }
+            })
+            .collect();
+        output::table(&["SERVER", "STATE", "PROTOCOL", "TOOLS", "TIME", "DETAIL"], &rows)
+    };
+    let written = output::stdout(&text);
+    close_all(connections).await;
+    written?;
+    Ok(Outcome::Success)
+}

@@ -1,0 +1,394 @@
+//! End-to-end tests of the `mcp-harness` binary against the fixture server.
+//!
+//! Needs `cargo build -p mcp-fixtures` first (the fixture is another package's binary).
+//! Configurations are written to a temporary directory that is not the command's working
+//! directory, as the workspace rule requires.
+
+#![cfg(unix)]
+// Helpers outside #[test] functions are test code too.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+use tempfile::TempDir;
+
+struct Env {
+    config_dir: TempDir,
+    work: TempDir,
+    fx: String,
+}
+
+fn env() -> Env {
+    let fx = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}")).display().to_string();
+    Env { config_dir: tempfile::tempdir().unwrap(), work: tempfile::tempdir().unwrap(), fx }
+}
+
+impl Env {
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.config_dir.path().join(name);
+        std::fs::write(&path, text.replace("$FX", &self.fx)).unwrap();
+        path
+    }
+
+    fn run(&self, config: &Path) -> Command {
+        let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("mcp-harness");
+        cmd.current_dir(self.work.path())
+            .env_remove("MCP_HARNESS_CONFIG")
+            .env("RUST_LOG", "error")
+            .arg("--config")
+            .arg(config)
+            .timeout(Duration::from_secs(30));
+        cmd
+    }
+
+    /// A fixture server answered by a shell script: one tool, `fail`, whose calls report
+    /// `isError` (the Rust fixture validates nothing the schema check would let through).
+    fn failing_tool_server(&self) -> PathBuf {
+        let script = r#"
+while IFS= read -r line; do
+  id=$(printf '%s\n' "$line" | sed -n 's/^.*"id":\([0-9][0-9]*\).*$/\1/p')
+  case "$line" in
+    *'"method":"initialize"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"sh","version":"1"}}}\n' "$id" ;;
+    *'"method":"tools/list"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"fail","description":"Always fails.","inputSchema":{"type":"object"}}]}}\n' "$id" ;;
+    *'"method":"tools/call"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"it broke"}],"isError":true}}\n' "$id" ;;
+  esac
+done
+"#;
+        self.write("failing.sh", script)
+    }
+}
+
+fn json_of(output: &[u8]) -> Value {
+    serde_json::from_slice(output).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(output)))
+}
+
+const MIXED: &str = r#"
+[servers.fx]
+command = "$FX"
+args = ["echo"]
+
+[servers.gone]
+command = "/nonexistent/mcp-server"
+
+[servers.slow]
+command = "sh"
+args = ["-c", "sleep 30; exec $FX echo"]
+startup_timeout_s = 1
+
+[servers.off]
+command = "$FX"
+args = ["echo"]
+enabled = false
+"#;
+
+#[test]
+fn servers_reports_each_server_without_waiting_for_the_slow_one() {
+    let env = env();
+    let config = env.write("config.toml", MIXED);
+    let started = Instant::now();
+    let out = env.run(&config).arg("servers").assert().success().get_output().stdout.clone();
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    let text = String::from_utf8(out).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5, "{text}");
+    assert!(lines[0].starts_with("SERVER") && lines[0].contains("STATE") && lines[0].contains("TOOLS"), "{text}");
+    // Sorted by name.
+    let names: Vec<&str> = lines[1..].iter().map(|l| l.split_whitespace().next().unwrap()).collect();
+    assert_eq!(names, ["fx", "gone", "off", "slow"]);
+    let fields = |i: usize| lines[i].split_whitespace().collect::<Vec<_>>();
+    assert_eq!(&fields(1)[..4], ["fx", "connected", "2025-11-25", "10"]);
+    assert_eq!(&fields(2)[..2], ["gone", "failed"]);
+    assert!(lines[2].contains("/nonexistent/mcp-server") && lines[2].contains("No such file"), "{text}");
+    assert_eq!(fields(3), ["off", "disabled", "-", "-", "-"]);
+    assert_eq!(&fields(4)[..2], ["slow", "failed"]);
+    assert!(lines[4].contains("timed out after 1s"), "{text}");
+}
+
+#[test]
+fn servers_json_shape() {
+    let env = env();
+    let config = env.write("config.toml", MIXED);
+    let out = env.run(&config).args(["servers", "--json"]).assert().success().get_output().stdout.clone();
+    let mut value = json_of(&out);
+    let servers = value["servers"].as_array_mut().unwrap();
+    // The good server connected promptly although the slow one held its own timeout.
+    assert!(servers[0]["elapsed_ms"].as_u64().unwrap() < 1000, "{}", servers[0]);
+    assert!(servers[3]["elapsed_ms"].as_u64().unwrap() >= 1000, "{}", servers[3]);
+    for server in servers.iter_mut() {
+        if server["elapsed_ms"].is_number() {
+            server["elapsed_ms"] = "[elapsed]".into();
+        }
+    }
+    insta::assert_json_snapshot!(value);
+}
+
+const POLICY: &str = r#"
+[servers.fx]
+command = "$FX"
+args = ["echo"]
+
+[policy]
+default = "confirm"
+
+[[policy.rules]]
+server = "fx"
+tool = "add"
+decision = "allow"
+
+[[policy.rules]]
+server = "fx"
+tool = "crash"
+decision = "deny"
+
+[[policy.rules]]
+server = "fx"
+tool = "ask_*"
+decision = "deny"
+"#;
+
+#[test]
+fn tools_json_is_the_pool_with_unavailable_servers_as_diagnostics() {
+    let env = env();
+    let text = format!("{POLICY}\n[servers.gone]\ncommand = \"/nonexistent/mcp-server\"\n");
+    let config = env.write("config.toml", &text);
+    let out = env.run(&config).args(["tools", "--json"]).assert().success().get_output().stdout.clone();
+    let value = json_of(&out);
+    insta::assert_json_snapshot!(value);
+}
+
+#[test]
+fn tools_table_shows_decisions_and_hidden_tools() {
+    let env = env();
+    let config = env.write("config.toml", POLICY);
+    let assert = env.run(&config).arg("tools").assert().success();
+    let text = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
+    let decision = |name: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .map(|l| l.split_whitespace().nth(1).unwrap_or_default().to_owned())
+    };
+    assert_eq!(decision("mcp__fx__add").as_deref(), Some("allow"));
+    assert_eq!(decision("mcp__fx__echo").as_deref(), Some("confirm"));
+    assert_eq!(decision("mcp__fx__crash"), None);
+    assert_eq!(decision("mcp__fx__ask_roots"), None);
+    assert!(text.contains("Echo the text back."), "{text}");
+    assert!(!text.contains("[from MCP server"), "{text}");
+    assert!(text.contains("hidden by policy (4):"), "{text}");
+    assert!(text.contains(r#"tool "crash" of server "fx", denied by rule 1 (server "fx", tool "crash")"#), "{text}");
+}
+
+#[test]
+fn call_echo_with_yes() {
+    let env = env();
+    let config = env.write("config.toml", POLICY);
+    env.run(&config)
+        .args(["call", "mcp__fx__echo", "--args", r#"{"text":"hi"}"#, "--yes"])
+        .assert()
+        .code(0)
+        .stdout("hi\n");
+}
+
+#[test]
+fn call_allowed_tool_needs_no_yes_and_json_prints_the_raw_result() {
+    let env = env();
+    let config = env.write("config.toml", POLICY);
+    let out = env
+        .run(&config)
+        .args(["call", "mcp__fx__add", "--args", r#"{"a":2,"b":3}"#, "--json"])
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(json_of(&out), serde_json::json!({"content": [{"type": "text", "text": "5"}]}));
+}
+
+#[test]
+fn call_needing_confirmation_without_a_terminal_is_refused() {
+    let env = env();
+    let config = env.write("config.toml", POLICY);
+    env.run(&config)
+        .args(["call", "mcp__fx__echo", "--args", r#"{"text":"hi"}"#])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(predicate::str::contains("needs confirmation").and(predicate::str::contains("--yes")));
+}
+
+#[test]
+fn call_of_a_denied_tool_is_refused_naming_the_rule() {
+    let env = env();
+    let config = env.write("config.toml", POLICY);
+    env.run(&config).args(["call", "mcp__fx__crash", "--yes"]).assert().code(2).stderr(
+        predicate::str::contains(r#"is denied by policy rule 1 (server "fx", tool "crash")"#)
+            .and(predicate::str::contains("nothing was called")),
+    );
+}
+
+#[test]
+fn call_with_arguments_the_schema_refuses() {
+    let env = env();
+    let config = env.write("config.toml", POLICY);
+    env.run(&config).args(["call", "mcp__fx__echo", "--args", "{}", "--yes"]).assert().code(2).stderr(
+        predicate::str::contains("do not match its input schema")
+            .and(predicate::str::contains(r#"(top level): "text" is a required property"#)),
+    );
+    env.run(&config)
+        .args(["call", "mcp__fx__add", "--args", r#"{"a":"one","b":2}"#])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("/a: "));
+    env.run(&config)
+        .args(["call", "mcp__fx__add", "--args", "{not json"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--args is not valid JSON"));
+}
+
+#[test]
+fn call_of_an_unknown_tool_suggests_close_names() {
+    let env = env();
+    let config = env.write("config.toml", POLICY);
+    env.run(&config)
+        .args(["call", "mcp__fx__ecko", "--yes"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(r#"unknown tool "mcp__fx__ecko"; did you mean mcp__fx__echo"#));
+    // The raw tool name alone points to the model name.
+    env.run(&config)
+        .args(["call", "stderr", "--yes"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("did you mean mcp__fx__stderr"));
+}
+
+#[test]
+fn call_whose_tool_reports_an_error_exits_1() {
+    let env = env();
+    let script = env.failing_tool_server();
+    let config = env.write(
+        "config.toml",
+        &format!("[servers.sh]\ncommand = \"sh\"\nargs = [{:?}]\n[policy]\ndefault = \"allow\"\n", script.display()),
+    );
+    env.run(&config)
+        .args(["call", "mcp__sh__fail"])
+        .assert()
+        .code(1)
+        .stdout("it broke\n")
+        .stderr(predicate::str::contains("mcp__sh__fail reported an error"));
+}
+
+#[test]
+fn call_to_a_server_that_dies_is_a_connection_error() {
+    let env = env();
+    let config = env.write("config.toml", "[servers.fx]\ncommand = \"$FX\"\nargs = [\"crash\"]\n");
+    env.run(&config)
+        .args(["call", "mcp__fx__echo", "--args", r#"{"text":"x"}"#, "--yes"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(r#"calling tool "echo" of server "fx""#));
+}
+
+#[test]
+fn tool_timeout_applies_to_calls() {
+    let env = env();
+    let config = env.write("config.toml", "[servers.fx]\ncommand = \"$FX\"\nargs = [\"echo\"]\ntool_timeout_s = 0.3\n");
+    let started = Instant::now();
+    env.run(&config)
+        .args(["call", "mcp__fx__sleep", "--args", r#"{"ms":5000}"#, "--yes"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("got no answer within"));
+    assert!(started.elapsed() < Duration::from_secs(4), "{:?}", started.elapsed());
+}
+
+#[test]
+fn malformed_configuration_names_file_and_key() {
+    let env = env();
+    let config = env.write("config.toml", "[servers.git]\ncommand = \"git\"\nargs = \"--verbose\"\n");
+    let expected = format!(
+        "error: config error in {}: servers.git.args: invalid type: string \"--verbose\", expected an array of strings (line 3, column 8)\n",
+        config.canonicalize().unwrap().display()
+    );
+    env.run(&config).arg("servers").assert().code(2).stdout("").stderr(expected);
+
+    let config = env.write("both.toml", "[servers.git]\ncommand = \"git\"\nurl = \"https://x.invalid\"\n");
+    env.run(&config)
+        .arg("tools")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("both.toml: servers.git: has both `command` and `url`"));
+
+    let missing = env.config_dir.path().join("nope.toml");
+    env.run(&missing).arg("servers").assert().code(2).stderr(predicate::str::contains("no configuration file at"));
+}
+
+#[test]
+fn claude_desktop_json_works_unchanged() {
+    let env = env();
+    let config = env.write(
+        "claude_desktop_config.json",
+        r#"{"mcpServers": {"fx": {"command": "$FX", "args": ["echo"], "env": {"FIXTURE_VAR": "from-config"}}}}"#,
+    );
+    env.run(&config)
+        .args(["call", "mcp__fx__env", "--args", r#"{"name":"FIXTURE_VAR"}"#, "--yes"])
+        .assert()
+        .code(0)
+        .stdout("from-config\n");
+}
+
+#[test]
+fn configuration_inside_the_working_directory_is_refused() {
+    let env = env();
+    let inside = env.work.path().join("config.toml");
+    std::fs::write(&inside, format!("[servers.fx]\ncommand = \"{}\"\nargs = [\"echo\"]\n", env.fx)).unwrap();
+    env.run(&inside).arg("servers").assert().code(2).stderr(
+        predicate::str::contains("refusing to use the configuration")
+            .and(predicate::str::contains("--allow-workspace-config")),
+    );
+    // A relative path is the same file.
+    env.run(Path::new("config.toml")).arg("servers").assert().code(2);
+    // Through the environment variable too.
+    let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("mcp-harness");
+    cmd.current_dir(env.work.path()).env("MCP_HARNESS_CONFIG", &inside).arg("servers").assert().code(2);
+    // The escape hatch.
+    env.run(&inside)
+        .args(["--allow-workspace-config", "servers"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("connected"));
+}
+
+#[test]
+fn config_from_the_environment_variable() {
+    let env = env();
+    let config = env.write("config.toml", "[servers.fx]\ncommand = \"$FX\"\nargs = [\"echo\"]\n");
+    let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("mcp-harness");
+    cmd.current_dir(env.work.path())
+        .env("MCP_HARNESS_CONFIG", &config)
+        .args(["servers", "--json"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("\"connected\""));
+}
+
+#[test]
+fn default_location_is_the_user_config_dir() {
+    let env = env();
+    let dir = env.config_dir.path().join("mcp-harness");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.toml"), format!("[servers.fx]\ncommand = \"{}\"\nargs = [\"echo\"]\n", env.fx))
+        .unwrap();
+    let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("mcp-harness");
+    cmd.current_dir(env.work.path())
+        .env_remove("MCP_HARNESS_CONFIG")
+        .env("XDG_CONFIG_HOME", env.config_dir.path())
+        .arg("servers")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("fx      connected"));
+}

@@ -1,0 +1,279 @@
+//! Checking a call's arguments against the tool's input schema, before the call goes out.
+//!
+//! Pure: schemas are compiled by `jsonschema` without default features, so a `$ref` to a URL or
+//! a file is never fetched (it fails to compile instead). Schemas come from servers and are
+//! untrusted: one that does not compile is reported as an [`ArgumentProblem`], never a panic,
+//! and `pattern`s use the linear-time `regex` engine so a hostile pattern cannot hang the host.
+//!
+//! The draft comes from the schema's `$schema`; without one, 2020-12 (the MCP default).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex};
+
+use jsonschema::{PatternOptions, Validator};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::pool::Pool;
+
+/// At most this many problems are reported for one call; the rest add nothing for the model.
+pub const MAX_PROBLEMS: usize = 20;
+/// Messages quote the offending value, which can be huge; they are cut to this many characters.
+const MAX_MESSAGE_CHARS: usize = 300;
+
+/// What kind of problem an [`ArgumentProblem`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArgumentProblemKind {
+    /// The arguments violate the schema.
+    Invalid,
+    /// The tool's schema itself cannot be used (the server's fault, not the caller's).
+    BadSchema,
+}
+
+/// One reason the arguments were refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ArgumentProblem {
+    /// JSON pointer into the arguments (`""` is the arguments object itself), or into the
+    /// schema for [`ArgumentProblemKind::BadSchema`].
+    pub pointer: String,
+    /// What is wrong, for humans and the model.
+    pub message: String,
+    /// Whose fault it is.
+    pub kind: ArgumentProblemKind,
+}
+
+impl fmt::Display for ArgumentProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let at = if self.pointer.is_empty() { "(top level)" } else { &self.pointer };
+        match self.kind {
+            ArgumentProblemKind::Invalid => write!(f, "{at}: {}", self.message),
+            ArgumentProblemKind::BadSchema => {
+                write!(f, "the tool's input schema is unusable at {at}: {}", self.message)
+            }
+        }
+    }
+}
+
+fn cut(text: String) -> String {
+    match text.char_indices().nth(MAX_MESSAGE_CHARS) {
+        None => text,
+        Some((end, _)) => format!("{}…", &text[..end]),
+    }
+}
+
+fn bad_schema(pointer: String, message: String) -> ArgumentProblem {
+    ArgumentProblem { pointer, message: cut(message), kind: ArgumentProblemKind::BadSchema }
+}
+
+/// A tool's input schema, compiled once and checked many times.
+#[derive(Debug)]
+pub struct CompiledSchema(Result<Validator, ArgumentProblem>);
+
+impl CompiledSchema {
+    /// Compiles `schema`; a schema that does not compile is kept as the problem every check
+    /// reports.
+    pub fn new(schema: &Value) -> Self {
+        let built = catch_unwind(AssertUnwindSafe(|| {
+            jsonschema::options().with_pattern_options(PatternOptions::regex()).build(schema)
+        }));
+        Self(match built {
+            Ok(Ok(validator)) => Ok(validator),
+            Ok(Err(e)) => Err(bad_schema(e.schema_path().to_string(), e.to_string())),
+            // Belt and braces: the validator library must not take the host down on a hostile schema.
+            Err(_) => Err(bad_schema(String::new(), "the schema crashed the validator".to_owned())),
+        })
+    }
+
+    /// Checks `args`: they must be a JSON object valid against the schema.
+    pub fn check(&self, args: &Value) -> Result<(), Vec<ArgumentProblem>> {
+        let validator = self.0.as_ref().map_err(|p| vec![p.clone()])?;
+        if !args.is_object() {
+            return Err(vec![ArgumentProblem {
+                pointer: String::new(),
+                message: "the arguments must be a JSON object".to_owned(),
+                kind: ArgumentProblemKind::Invalid,
+            }]);
+        }
+        let problems = catch_unwind(AssertUnwindSafe(|| {
+            validator
+                .iter_errors(args)
+                .take(MAX_PROBLEMS)
+                .map(|e| ArgumentProblem {
+                    pointer: e.instance_path().to_string(),
+                    message: cut(e.to_string()),
+                    kind: ArgumentProblemKind::Invalid,
+                })
+                .collect::<Vec<_>>()
+        }))
+        .unwrap_or_else(|_| vec![bad_schema(String::new(), "the schema crashed the validator".to_owned())]);
+        if problems.is_empty() { Ok(()) } else { Err(problems) }
+    }
+}
+
+/// Checks `args` against `schema` (compiling it each time; see [`ArgumentChecker`] to reuse
+/// compiled schemas).
+pub fn check_arguments(schema: &Value, args: &Value) -> Result<(), Vec<ArgumentProblem>> {
+    CompiledSchema::new(schema).check(args)
+}
+
+/// Why [`ArgumentChecker::check`] refused a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckError {
+    /// The pool has no tool of that name.
+    UnknownTool,
+    /// The arguments were refused.
+    Problems(Vec<ArgumentProblem>),
+}
+
+/// Compiled schemas of one pool's entries, compiled on first use.
+///
+/// Entries are keyed by model name and forgotten when a pool of another revision is checked,
+/// since a revision may change any tool's schema.
+#[derive(Debug, Default)]
+pub struct ArgumentChecker {
+    cache: Mutex<Cache>,
+}
+
+/// The pool revision the compiled schemas belong to, and the schemas by model name.
+type Cache = (u64, HashMap<Arc<str>, Arc<CompiledSchema>>);
+
+impl ArgumentChecker {
+    /// An empty checker.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Checks `args` for the pool's tool `name`.
+    pub fn check(&self, pool: &Pool, name: &str, args: &Value) -> Result<(), CheckError> {
+        let entry = pool.get(name).ok_or(CheckError::UnknownTool)?;
+        let compiled = {
+            // A poisoned lock only means another check panicked; the cache is still consistent.
+            let mut guard = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            let (revision, map) = &mut *guard;
+            if *revision != pool.revision() {
+                map.clear();
+                *revision = pool.revision();
+            }
+            Arc::clone(
+                map.entry(Arc::from(name)).or_insert_with(|| Arc::new(CompiledSchema::new(entry.input_schema()))),
+            )
+        };
+        compiled.check(args).map_err(CheckError::Problems)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn echo_schema() -> Value {
+        json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+    }
+
+    #[test]
+    fn valid_arguments_pass() {
+        assert_eq!(check_arguments(&echo_schema(), &json!({"text": "hi"})), Ok(()));
+    }
+
+    #[test]
+    fn missing_required_property_is_named_at_the_top_level() {
+        let problems = check_arguments(&echo_schema(), &json!({})).unwrap_err();
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].pointer, "");
+        assert_eq!(problems[0].kind, ArgumentProblemKind::Invalid);
+        assert!(problems[0].message.contains("\"text\" is a required property"), "{}", problems[0].message);
+        assert!(problems[0].to_string().starts_with("(top level): "));
+    }
+
+    #[test]
+    fn wrong_type_is_named_with_its_pointer() {
+        let schema =
+            json!({"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "number"}}}}});
+        let problems = check_arguments(&schema, &json!({"a": {"b": "x"}})).unwrap_err();
+        assert_eq!(problems[0].pointer, "/a/b");
+        assert!(problems[0].to_string().starts_with("/a/b: "), "{}", problems[0]);
+    }
+
+    #[test]
+    fn every_violation_is_listed() {
+        let schema = json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b", "c"]});
+        let problems = check_arguments(&schema, &json!({"a": "x", "b": "y"})).unwrap_err();
+        let mut pointers: Vec<&str> = problems.iter().map(|p| p.pointer.as_str()).collect();
+        pointers.sort_unstable();
+        assert_eq!(pointers, ["", "/a", "/b"]);
+    }
+
+    #[test]
+    fn arguments_must_be_an_object() {
+        let problems = check_arguments(&json!({"type": "object"}), &json!([1])).unwrap_err();
+        assert_eq!(problems[0].message, "the arguments must be a JSON object");
+        // Even a schema that would accept anything.
+        assert!(check_arguments(&json!({}), &json!("text")).is_err());
+    }
+
+    #[test]
+    fn draft_is_taken_from_dollar_schema() {
+        // Draft 4's boolean exclusiveMaximum is an error in 2020-12, where it must be a number.
+        let draft4 = json!({"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+            "properties": {"n": {"type": "number", "maximum": 5, "exclusiveMaximum": true}}});
+        assert!(check_arguments(&draft4, &json!({"n": 4})).is_ok());
+        assert!(check_arguments(&draft4, &json!({"n": 5})).is_err());
+        // Without $schema, 2020-12: prefixItems is understood.
+        let modern = json!({"type": "object", "properties": {"t": {"prefixItems": [{"type": "string"}]}}});
+        assert!(check_arguments(&modern, &json!({"t": [1]})).is_err());
+    }
+
+    #[test]
+    fn schemas_that_do_not_compile_are_problems_not_panics() {
+        for schema in [
+            json!({"type": "object", "properties": {"a": {"type": "no-such-type"}}}),
+            json!({"type": "object", "properties": {"a": {"pattern": "(unclosed"}}}),
+            json!({"type": "object", "properties": {"a": {"$ref": "https://example.invalid/schema.json"}}}),
+            json!({"type": "object", "properties": {"a": {"$ref": "file:///etc/passwd"}}}),
+            json!({"type": "object", "properties": {"a": {"$ref": "#/no/such/place"}}}),
+            json!({"$schema": "https://example.invalid/custom-meta", "type": "object"}),
+            json!({"type": "object", "minProperties": -1}),
+        ] {
+            let problems = check_arguments(&schema, &json!({"a": "x"})).unwrap_err();
+            assert_eq!(problems[0].kind, ArgumentProblemKind::BadSchema, "{schema}");
+            assert!(problems[0].to_string().starts_with("the tool's input schema is unusable"), "{}", problems[0]);
+        }
+    }
+
+    #[test]
+    fn backtracking_patterns_are_linear() {
+        let schema = json!({"type": "object", "properties": {"s": {"type": "string", "pattern": "^(a+)+$"}}});
+        let input = format!("{}!", "a".repeat(10_000));
+        let started = std::time::Instant::now();
+        assert!(check_arguments(&schema, &json!({"s": input})).is_err());
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    }
+
+    #[test]
+    fn long_messages_are_cut() {
+        let schema = json!({"type": "object", "properties": {"s": {"type": "number"}}});
+        let problems = check_arguments(&schema, &json!({"s": "x".repeat(100_000)})).unwrap_err();
+        assert!(problems[0].message.chars().count() <= MAX_MESSAGE_CHARS + 1);
+    }
+
+    #[test]
+    fn checker_reuses_and_refreshes_by_revision() {
+        use crate::{BuiltinTool, Options, assemble};
+        use policy::{Decision, Policy};
+        let builtins = |schema: Value| -> Arc<[BuiltinTool]> {
+            Arc::new([BuiltinTool { name: "t".into(), description: String::new(), input_schema: schema }])
+        };
+        let policy = Policy::uniform(Decision::Allow);
+        let checker = ArgumentChecker::new();
+        let pool1 = assemble(&builtins(echo_schema()), &[], &policy, &Options::default(), 1).unwrap();
+        assert!(matches!(checker.check(&pool1, "t", &json!({})), Err(CheckError::Problems(_))));
+        assert_eq!(checker.check(&pool1, "t", &json!({"text": "x"})), Ok(()));
+        assert_eq!(checker.check(&pool1, "nope", &json!({})), Err(CheckError::UnknownTool));
+        let pool2 = assemble(&builtins(json!({"type": "object"})), &[], &policy, &Options::default(), 2).unwrap();
+        assert_eq!(checker.check(&pool2, "t", &json!({})), Ok(()));
+    }
+}
