@@ -191,6 +191,10 @@ fn render(result: &CallToolResult) -> String {
                     resource.blob.as_deref().map_or(0, str::len)
                 ),
             },
+            ContentBlock::Other(fields) => {
+                let kind = fields.get("type").and_then(|t| t.as_str()).unwrap_or("unknown");
+                format!("[content of type {}, not shown]", output::one_line(kind, 80))
+            }
         };
         out.push_str(&piece);
         if !out.ends_with('\n') {

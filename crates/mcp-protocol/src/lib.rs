@@ -25,6 +25,7 @@
 //! assert_eq!(session.protocol_version().unwrap().as_str(), "2025-06-18");
 //! ```
 
+mod content_de;
 pub mod jsonrpc;
 pub mod session;
 pub mod types;

@@ -228,6 +228,11 @@ impl<P> ClientSession<P> {
         self.pending.len()
     }
 
+    /// The method of a pending request.
+    pub fn pending_method(&self, id: &RequestId) -> Option<&str> {
+        self.pending.get(id).map(|p| p.method.as_str())
+    }
+
     /// The payload of a pending request.
     pub fn pending_mut(&mut self, id: &RequestId) -> Option<&mut P> {
         self.pending.get_mut(id).map(|p| &mut p.payload)
@@ -322,6 +327,12 @@ impl<P> ClientSession<P> {
         };
         let line = encode_notification(methods::CANCELLED, Some(&params)).ok();
         Some((pending.payload, line))
+    }
+
+    /// The ids of pending requests whose payload satisfies `pred` (for example, whose deadline
+    /// passed); give each up with [`ClientSession::cancel`].
+    pub fn pending_where(&self, mut pred: impl FnMut(&P) -> bool) -> Vec<RequestId> {
+        self.pending.iter().filter(|(_, p)| pred(&p.payload)).map(|(id, _)| id.clone()).collect()
     }
 
     /// Close the session: every pending request is returned so its waiter can be told.

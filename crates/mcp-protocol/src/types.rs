@@ -405,7 +405,10 @@ pub struct ResourceContents {
 }
 
 /// A content block of a tool result, prompt message or sampling message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Decoding is hand-written (see `content_de.rs`): one pass with no buffering, and a type this
+/// crate does not know yet becomes [`ContentBlock::Other`] instead of failing the whole result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ContentBlock {
     /// Plain text.
@@ -480,6 +483,10 @@ pub enum ContentBlock {
         #[serde(flatten)]
         extra: Extra,
     },
+    /// A content type this crate does not know (a newer revision's), kept whole: every
+    /// member, `type` included.
+    #[serde(untagged)]
+    Other(Extra),
 }
 
 impl ContentBlock {
@@ -497,8 +504,9 @@ impl ContentBlock {
     }
 }
 
-/// Result of `tools/call`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// Result of `tools/call`. Decoding is hand-written (see `content_de.rs`): this is the hot
+/// path of every tool call, and a flattened `extra` would make serde buffer the whole result.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CallToolResult {
     /// Unstructured content.
@@ -506,7 +514,7 @@ pub struct CallToolResult {
     pub content: Vec<ContentBlock>,
     /// Structured content matching the tool's outputSchema (2025-06-18 and later; any JSON value,
     /// `Some(Value::Null)` when it was sent as `null`).
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::jsonrpc::present_value")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured_content: Option<Value>,
     /// The tool reported an error (the model should see it).
     #[serde(default, skip_serializing_if = "Option::is_none")]

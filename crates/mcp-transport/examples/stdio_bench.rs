@@ -14,9 +14,29 @@ use std::time::Instant;
 use mcp_transport::{Client, ClientOptions, RequestOptions, StdioConfig, StdioTransport};
 use serde_json::{Map, Value};
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> std::process::ExitCode {
-    match run().await {
+fn main() -> std::process::ExitCode {
+    let args = match bench_args::parse_args() {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("stdio_bench: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    // Like the raw-pipe baseline (one thread when sequential, a writer and a reader thread
+    // when pipelined), sequential calls run on one thread and concurrent ones on two workers.
+    let runtime = if args.concurrency == 1 {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()
+    };
+    let runtime = match runtime {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("stdio_bench: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("stdio_bench: {e}");
@@ -38,8 +58,8 @@ async fn call(client: &Client, args: &bench_args::BenchArgs, i: usize) -> Result
     Ok(())
 }
 
-async fn run() -> Result<(), String> {
-    let args = Arc::new(bench_args::parse_args()?);
+async fn run(args: bench_args::BenchArgs) -> Result<(), String> {
+    let args = Arc::new(args);
     let config = StdioConfig::new(args.command[0].clone(), args.command[1..].to_vec());
     let transport = StdioTransport::spawn(config).map_err(|e| e.to_string())?;
     let client = Arc::new(Client::connect(transport, ClientOptions::default()).await.map_err(|e| e.to_string())?);

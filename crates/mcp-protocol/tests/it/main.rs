@@ -5,6 +5,7 @@
 //! [`support::shared_dir`] for how it is found (`MCP_SHARED_DIR`).
 #![allow(missing_docs, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
+mod content;
 mod examples;
 mod jsonrpc;
 mod proptests;
