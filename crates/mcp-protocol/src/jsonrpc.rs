@@ -368,6 +368,49 @@ fn push_member<T: Serialize + ?Sized>(out: &mut String, key: &str, value: &T) {
     }
 }
 
+/// Append a request id as JSON without an intermediate allocation for numbers.
+fn push_id(out: &mut Vec<u8>, id: &RequestId) {
+    match id {
+        RequestId::Number(n) => {
+            let _ = std::io::Write::write_fmt(out, format_args!("{n}"));
+        }
+        RequestId::String(s) => push_json_str(out, s),
+    }
+}
+
+/// Append a JSON string; plain printable ASCII (every method name) needs no escaping pass.
+fn push_json_str(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        // Writing a str into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, s);
+    }
+}
+
+/// Encode a request in one buffer, serializing `params` straight into it (the hot path of
+/// every call: no intermediate params string, no second copy).
+pub fn encode_request<T: Serialize + ?Sized>(
+    id: &RequestId,
+    method: &str,
+    params: Option<&T>,
+) -> Result<String, serde_json::Error> {
+    let mut out = Vec::with_capacity(128);
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    push_id(&mut out, id);
+    out.extend_from_slice(br#","method":"#);
+    push_json_str(&mut out, method);
+    if let Some(params) = params {
+        out.extend_from_slice(br#","params":"#);
+        serde_json::to_writer(&mut out, params)?;
+    }
+    out.push(b'}');
+    // serde_json writes UTF-8 and everything else pushed is ASCII or a &str.
+    String::from_utf8(out).map_err(|e| <serde_json::Error as serde::ser::Error>::custom(e))
+}
+
 fn push_raw_member(out: &mut String, key: &str, raw: &RawValue) {
     out.push_str(",\"");
     out.push_str(key);

@@ -301,13 +301,10 @@ impl<P> ClientSession<P> {
         params: Option<&T>,
         payload: P,
     ) -> Result<(RequestId, String), SessionError> {
-        let params = params
-            .map(|p| to_raw(p))
-            .transpose()
+        let id = RequestId::Number(self.next_id + 1);
+        let line = crate::jsonrpc::encode_request(&id, method, params)
             .map_err(|source| SessionError::Encode { method: method.to_owned(), source })?;
         self.next_id += 1;
-        let id = RequestId::Number(self.next_id);
-        let line = Message::Request(Request { id: id.clone(), method: method.to_owned(), params }).encode();
         self.pending.insert(id.clone(), Pending { method: method.to_owned(), payload });
         Ok((id, line))
     }

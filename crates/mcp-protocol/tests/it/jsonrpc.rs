@@ -460,3 +460,20 @@ fn wire_snapshots() {
     error.data = Some(json!({"method": "sampling/createMessage"}));
     insta::assert_snapshot!("error_response", encode_error(RequestId::from("srv-1"), error));
 }
+
+#[test]
+fn encode_request_escapes_what_needs_escaping() {
+    use mcp_protocol::jsonrpc::encode_request;
+    for method in ["tools/call", "we\"ird", "back\\slash", "tab\there", "ünïcode", "nul\u{0}", ""] {
+        for id in [RequestId::Number(-7), RequestId::Number(i64::MAX), RequestId::String("a\"b".into())] {
+            let line = encode_request(&id, method, Some(&json!({"x": [1, "two"]}))).unwrap();
+            assert!(!line.contains('\n'));
+            let Message::Request(request) = Message::decode_str(&line).unwrap() else { panic!("{line}") };
+            assert_eq!(request.id, id);
+            assert_eq!(request.method, method);
+            assert_eq!(request.params.unwrap().get(), r#"{"x":[1,"two"]}"#);
+        }
+    }
+    let line = encode_request::<Value>(&RequestId::Number(1), "ping", None).unwrap();
+    assert_eq!(line, r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+}
