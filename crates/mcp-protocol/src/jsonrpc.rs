@@ -408,7 +408,7 @@ pub fn encode_request<T: Serialize + ?Sized>(
     }
     out.push(b'}');
     // serde_json writes UTF-8 and everything else pushed is ASCII or a &str.
-    String::from_utf8(out).map_err(|e| <serde_json::Error as serde::ser::Error>::custom(e))
+    String::from_utf8(out).map_err(<serde_json::Error as serde::ser::Error>::custom)
 }
 
 fn push_raw_member(out: &mut String, key: &str, raw: &RawValue) {
