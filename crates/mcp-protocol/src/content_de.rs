@@ -136,7 +136,7 @@ impl Members {
         }
     }
 
-    fn into_block<E: de::Error>(mut self) -> Result<ContentBlock, E> {
+    fn take_block<E: de::Error>(&mut self) -> Result<ContentBlock, E> {
         let kind = match self.kind.take() {
             Some(Value::String(kind)) => kind,
             Some(other) => return Err(E::custom(format!("content \"type\" must be a string, got {other}"))),
@@ -159,7 +159,7 @@ impl Members {
                 ContentBlock::Text {
                     text,
                     annotations: typed::<Annotations, E>(annotations_raw, "annotations")?,
-                    extra: self.extra,
+                    extra: std::mem::take(&mut self.extra),
                 }
             }
             "image" | "audio" => {
@@ -176,9 +176,9 @@ impl Members {
                 self.keep_unused(unused);
                 let annotations = typed::<Annotations, E>(annotations_raw, "annotations")?;
                 if kind == "image" {
-                    ContentBlock::Image { data, mime_type, annotations, extra: self.extra }
+                    ContentBlock::Image { data, mime_type, annotations, extra: std::mem::take(&mut self.extra) }
                 } else {
-                    ContentBlock::Audio { data, mime_type, annotations, extra: self.extra }
+                    ContentBlock::Audio { data, mime_type, annotations, extra: std::mem::take(&mut self.extra) }
                 }
             }
             "resource_link" => {
@@ -191,7 +191,15 @@ impl Members {
                     vec![("text", self.text.take()), ("data", self.data.take()), ("resource", self.resource.take())];
                 self.keep_unused(unused);
                 let annotations = typed::<Annotations, E>(annotations_raw, "annotations")?;
-                ContentBlock::ResourceLink { uri, name, title, description, mime_type, annotations, extra: self.extra }
+                ContentBlock::ResourceLink {
+                    uri,
+                    name,
+                    title,
+                    description,
+                    mime_type,
+                    annotations,
+                    extra: std::mem::take(&mut self.extra),
+                }
             }
             "resource" => {
                 let resource: ResourceContents =
@@ -207,7 +215,7 @@ impl Members {
                 ];
                 self.keep_unused(unused);
                 let annotations = typed::<Annotations, E>(annotations_raw, "annotations")?;
-                ContentBlock::Resource { resource, annotations, extra: self.extra }
+                ContentBlock::Resource { resource, annotations, extra: std::mem::take(&mut self.extra) }
             }
             _ => {
                 // Unknown type: keep every member as it came.
@@ -229,7 +237,7 @@ impl Members {
                         all.insert(name.to_owned(), value);
                     }
                 }
-                all.extend(self.extra);
+                all.extend(std::mem::take(&mut self.extra));
                 ContentBlock::Other(all)
             }
         };
@@ -267,10 +275,36 @@ impl<'de> Deserialize<'de> for ContentBlock {
                     };
                     *slot = Some(map.next_value::<Value>()?);
                 }
-                m.into_block()
+                m.take_block()
             }
         }
         d.deserialize_map(BlockVisitor)
+    }
+}
+
+/// A list of blocks that starts small: most results carry one block, and serde's default
+/// first allocation (four blocks of several hundred bytes) is large enough to make the
+/// allocator consolidate its free lists on every call.
+#[derive(Default)]
+struct Blocks(Vec<ContentBlock>);
+
+impl<'de> Deserialize<'de> for Blocks {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct BlocksVisitor;
+        impl<'de> Visitor<'de> for BlocksVisitor {
+            type Value = Blocks;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an array of content blocks")
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Blocks, A::Error> {
+                let mut blocks = Vec::with_capacity(seq.size_hint().unwrap_or(1).clamp(1, 64));
+                while let Some(block) = seq.next_element()? {
+                    blocks.push(block);
+                }
+                Ok(Blocks(blocks))
+            }
+        }
+        d.deserialize_seq(BlocksVisitor)
     }
 }
 
@@ -286,9 +320,7 @@ impl<'de> Deserialize<'de> for CallToolResult {
                 let mut result = CallToolResult::default();
                 while let Some(key) = map.next_key::<Key>()? {
                     match key {
-                        Key::Content => {
-                            result.content = map.next_value::<Option<Vec<ContentBlock>>>()?.unwrap_or_default()
-                        }
+                        Key::Content => result.content = map.next_value::<Option<Blocks>>()?.unwrap_or_default().0,
                         // Kept even when null: `Some(Value::Null)` round-trips as sent.
                         Key::StructuredContent => result.structured_content = Some(map.next_value()?),
                         Key::IsError => result.is_error = map.next_value()?,

@@ -23,7 +23,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::handler::{DecliningHandler, ServerRequestHandler};
-use crate::transport::{Transport, TransportError, TransportStream};
+use crate::transport::{DirectWrite, Transport, TransportError, TransportStream};
 
 /// Why a client operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -195,9 +195,64 @@ impl Waiter {
     }
 }
 
+/// At most this many bytes wait for a server that does not read its input; past it, sends fail.
+pub const MAX_BACKLOG_BYTES: usize = 64 * 1024 * 1024;
+
+/// Writing through a transport's [`DirectWrite`]: callers write at once when nothing is queued;
+/// what the pipe does not take waits in `backlog` for the flush task, in order.
+struct DirectPath {
+    writer: Arc<dyn DirectWrite>,
+    state: Mutex<DirectState>,
+    wake: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct DirectState {
+    backlog: Vec<u8>,
+    /// The flush task holds bytes taken from the backlog that are not all written yet.
+    busy: bool,
+}
+
+impl DirectPath {
+    fn state(&self) -> MutexGuard<'_, DirectState> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Write one message (a newline is added), or queue it behind earlier ones.
+    fn push(&self, line: String) -> Result<(), String> {
+        let mut bytes = line.into_bytes();
+        bytes.push(b'\n');
+        let mut state = self.state();
+        if state.backlog.is_empty() && !state.busy {
+            match self.writer.try_write(&bytes) {
+                Ok(n) if n == bytes.len() => return Ok(()),
+                Ok(n) => state.backlog.extend_from_slice(&bytes[n..]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => state.backlog = bytes,
+                Err(e) => return Err(format!("could not write to the server: {e}")),
+            }
+        } else if state.backlog.len() + bytes.len() > MAX_BACKLOG_BYTES {
+            return Err(format!(
+                "the server is not reading its input: {} bytes are waiting (limit {MAX_BACKLOG_BYTES})",
+                state.backlog.len()
+            ));
+        } else {
+            state.backlog.extend_from_slice(&bytes);
+        }
+        drop(state);
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    fn drained(&self) -> bool {
+        let state = self.state();
+        state.backlog.is_empty() && !state.busy
+    }
+}
+
 struct Inner {
     session: Mutex<ClientSession<Waiter>>,
     outgoing: mpsc::Sender<String>,
+    direct: Option<DirectPath>,
     notifications: broadcast::Sender<ServerNotification>,
     closed_reason: Mutex<Option<String>>,
     /// Wakes the deadline ticker when a request starts while it sleeps.
@@ -236,6 +291,12 @@ impl Inner {
     }
 
     fn send_line(&self, line: String) {
+        if let Some(direct) = &self.direct {
+            if let Err(reason) = direct.push(line) {
+                self.shut_down(reason);
+            }
+            return;
+        }
         // Fire-and-forget lines (cancellations, replies) must not block the reader; if the
         // writer's queue is full or gone the connection is failing anyway.
         if let Err(e) = self.outgoing.try_send(line) {
@@ -276,6 +337,7 @@ pub struct Client {
     writer: Mutex<Option<JoinHandle<()>>>,
     reader: JoinHandle<()>,
     ticker: JoinHandle<()>,
+    flusher: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Client {
@@ -292,10 +354,16 @@ impl Client {
         let mut config = SessionConfig::new(options.client_info.clone(), options.capabilities.clone());
         config.offered_version = options.offered_version;
         let (outgoing, outgoing_rx) = mpsc::channel(4096);
+        let direct = sink.direct().map(|writer| DirectPath {
+            writer,
+            state: Mutex::new(DirectState::default()),
+            wake: tokio::sync::Notify::new(),
+        });
         let (notifications, _) = broadcast::channel(options.notification_capacity.max(1));
         let inner = Arc::new(Inner {
             session: Mutex::new(ClientSession::new(config)),
             outgoing,
+            direct,
             notifications,
             closed_reason: Mutex::new(None),
             activity: tokio::sync::Notify::new(),
@@ -304,7 +372,8 @@ impl Client {
         let writer = tokio::spawn(write_loop(Arc::clone(&inner), sink, outgoing_rx));
         let reader = tokio::spawn(read_loop(Arc::clone(&inner), stream));
         let ticker = tokio::spawn(expire_loop(Arc::clone(&inner)));
-        Client { inner, writer: Mutex::new(Some(writer)), reader, ticker }
+        let flusher = inner.direct.is_some().then(|| tokio::spawn(flush_loop(Arc::clone(&inner))));
+        Client { inner, writer: Mutex::new(Some(writer)), reader, ticker, flusher }
     }
 
     /// Start and perform the initialize handshake.
@@ -352,6 +421,15 @@ impl Client {
     }
 
     async fn send(&self, line: String) -> Result<(), ClientError> {
+        if let Some(direct) = &self.inner.direct {
+            if self.inner.session().state() == SessionState::Closed {
+                return Err(self.inner.closed_error());
+            }
+            return direct.push(line).map_err(|reason| {
+                self.inner.shut_down(reason);
+                self.inner.closed_error()
+            });
+        }
         self.inner.outgoing.send(line).await.map_err(|_| self.inner.closed_error())
     }
 
@@ -475,7 +553,7 @@ impl Client {
         self.inner.shut_down("closed by the client".to_owned());
         self.reader.abort();
         self.ticker.abort();
-        // The writer closes the sink when it reads the close marker (an empty line).
+        // The writer waits for the direct path to drain, then closes the sink when it reads the close marker (an empty line).
         let _ = self.inner.outgoing.send(String::new()).await;
         let writer = self.writer.lock().ok().and_then(|mut w| w.take());
         if let Some(writer) = writer {
@@ -489,6 +567,9 @@ impl Drop for Client {
     fn drop(&mut self) {
         self.reader.abort();
         self.ticker.abort();
+        if let Some(flusher) = &self.flusher {
+            flusher.abort();
+        }
         if let Ok(Some(writer)) = self.writer.lock().map(|mut w| w.take()) {
             writer.abort();
         }
@@ -530,6 +611,40 @@ async fn expire_loop(inner: Arc<Inner>) {
     }
 }
 
+/// Writes the direct path's backlog when the pipe did not take a message at once.
+async fn flush_loop(inner: Arc<Inner>) {
+    let Some(direct) = &inner.direct else { return };
+    loop {
+        direct.wake.notified().await;
+        loop {
+            let chunk = {
+                let mut state = direct.state();
+                if state.backlog.is_empty() {
+                    state.busy = false;
+                    break;
+                }
+                state.busy = true;
+                std::mem::take(&mut state.backlog)
+            };
+            let mut written = 0;
+            while written < chunk.len() {
+                let attempt = match direct.writer.writable().await {
+                    Ok(()) => direct.writer.try_write(&chunk[written..]),
+                    Err(e) => Err(e),
+                };
+                match attempt {
+                    Ok(n) => written += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) => {
+                        inner.shut_down(format!("could not write to the server: {e}"));
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// An empty line asks the writer to close the sink and stop.
 async fn write_loop(inner: Arc<Inner>, mut sink: Box<dyn crate::TransportSink>, mut rx: mpsc::Receiver<String>) {
     let mut batch: Vec<String> = Vec::with_capacity(64);
@@ -552,6 +667,15 @@ async fn write_loop(inner: Arc<Inner>, mut sink: Box<dyn crate::TransportSink>, 
                 closing = true;
             }
             batch.clear();
+        }
+    }
+    if let Some(direct) = &inner.direct {
+        // Let what callers already wrote reach the server before its stdin closes.
+        for _ in 0..200 {
+            if direct.drained() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
     if let Err(e) = sink.close().await {

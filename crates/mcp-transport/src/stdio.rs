@@ -12,10 +12,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader};
+use tokio::net::unix::pipe;
+use tokio::process::{Child, ChildStdout, Command};
 
-use crate::transport::{Transport, TransportError, TransportSink, TransportStream};
+use crate::transport::{DirectWrite, Transport, TransportError, TransportSink, TransportStream};
 
 /// Default cap on one incoming message.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
@@ -146,7 +147,7 @@ impl StderrTail {
 pub struct StdioTransport {
     child: Arc<Mutex<Option<Child>>>,
     pid: Option<u32>,
-    stdin: ChildStdin,
+    stdin: Arc<StdinPipe>,
     stdout: BufReader<ChildStdout>,
     stderr_tail: StderrTail,
     config: StdioConfig,
@@ -184,6 +185,13 @@ impl StdioTransport {
         })?;
         let missing = |what: &str| TransportError::Closed(format!("the child's {what} was not captured"));
         let stdin = child.stdin.take().ok_or_else(|| missing("stdin"))?;
+        // A pipe sender can be written from any task without blocking (`try_write`), which lets
+        // callers put a request on the wire without a hop through the writer task.
+        let stdin = stdin
+            .into_owned_fd()
+            .and_then(pipe::Sender::from_owned_fd)
+            .map_err(|source| TransportError::Io { context: "setting up the server's stdin".into(), source })?;
+        let stdin = Arc::new(StdinPipe { sender: Mutex::new(Some(Arc::new(stdin))) });
         let stdout = child.stdout.take().ok_or_else(|| missing("stdout"))?;
         let stderr = child.stderr.take().ok_or_else(|| missing("stderr"))?;
         let stderr_tail = StderrTail::new(config.stderr_buffer_bytes);
@@ -281,8 +289,42 @@ async fn read_line_bounded<R: AsyncBufRead + Unpin>(
     }
 }
 
+/// The child's stdin, shared by the writer task and callers; `None` once closed.
+struct StdinPipe {
+    sender: Mutex<Option<Arc<pipe::Sender>>>,
+}
+
+impl StdinPipe {
+    fn get(&self) -> std::io::Result<Arc<pipe::Sender>> {
+        self.sender
+            .lock()
+            .ok()
+            .and_then(|s| s.clone())
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "stdin was closed"))
+    }
+
+    fn close(&self) {
+        if let Ok(mut sender) = self.sender.lock() {
+            sender.take();
+        }
+    }
+}
+
+#[async_trait]
+impl DirectWrite for StdinPipe {
+    fn try_write(&self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.get()?.try_write(bytes)
+    }
+
+    async fn writable(&self) -> std::io::Result<()> {
+        // Clone out of the lock: it must not be held across the wait.
+        let sender = self.get()?;
+        sender.writable().await
+    }
+}
+
 struct StdioSink {
-    stdin: Option<ChildStdin>,
+    stdin: Arc<StdinPipe>,
     child: Arc<Mutex<Option<Child>>>,
     pid: Option<u32>,
     grace: Duration,
@@ -300,7 +342,7 @@ struct StdioStream {
 impl Transport for StdioTransport {
     fn split(self: Box<Self>) -> (Box<dyn TransportSink>, Box<dyn TransportStream>) {
         let sink = StdioSink {
-            stdin: Some(self.stdin),
+            stdin: self.stdin,
             child: Arc::clone(&self.child),
             pid: self.pid,
             grace: self.config.close_grace,
@@ -319,16 +361,26 @@ impl Transport for StdioTransport {
 
 #[async_trait]
 impl TransportSink for StdioSink {
+    fn direct(&self) -> Option<Arc<dyn DirectWrite>> {
+        Some(Arc::clone(&self.stdin) as Arc<dyn DirectWrite>)
+    }
+
     async fn send(&mut self, messages: &[String]) -> Result<(), TransportError> {
-        let stdin = self.stdin.as_mut().ok_or_else(|| TransportError::Closed("stdin was closed".into()))?;
         self.buffer.clear();
         for m in messages {
             self.buffer.extend_from_slice(m.as_bytes());
             self.buffer.push(b'\n');
         }
         let io = |source| TransportError::Io { context: "writing to the server's stdin".into(), source };
-        stdin.write_all(&self.buffer).await.map_err(io)?;
-        stdin.flush().await.map_err(io)?;
+        let mut written = 0;
+        while written < self.buffer.len() {
+            self.stdin.writable().await.map_err(io)?;
+            match self.stdin.try_write(&self.buffer[written..]) {
+                Ok(n) => written += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(io(e)),
+            }
+        }
         if self.buffer.capacity() > 1024 * 1024 {
             self.buffer = Vec::with_capacity(64 * 1024);
         }
@@ -337,7 +389,7 @@ impl TransportSink for StdioSink {
 
     async fn close(&mut self) -> Result<(), TransportError> {
         // Closing stdin is the polite request to exit.
-        drop(self.stdin.take());
+        self.stdin.close();
         let Some(mut child) = self.child.lock().ok().and_then(|mut c| c.take()) else {
             return Ok(());
         };

@@ -46,9 +46,30 @@ impl TransportError {
     }
 }
 
+/// A non-blocking write path a transport may offer beside its sink, so that a caller can put
+/// its message on the wire at once instead of handing it to the writer task (stdio pipes do).
+///
+/// Both methods take `&self`: callers and the writer task share it. Writes are synchronous, so a
+/// caller that stops waiting can never leave half a message behind.
+#[async_trait]
+pub trait DirectWrite: Send + Sync {
+    /// Write what can be written now, without blocking; returns how many bytes were taken.
+    /// `ErrorKind::WouldBlock` means none.
+    fn try_write(&self, bytes: &[u8]) -> std::io::Result<usize>;
+
+    /// Wait until a write may make progress.
+    async fn writable(&self) -> std::io::Result<()>;
+}
+
 /// The writing half of a transport.
 #[async_trait]
 pub trait TransportSink: Send {
+    /// The direct write path, if this transport has one. When it does, the client writes every
+    /// message through it and uses [`TransportSink::send`] for nothing.
+    fn direct(&self) -> Option<std::sync::Arc<dyn DirectWrite>> {
+        None
+    }
+
     /// Send a batch of encoded messages (each one JSON text without a trailing newline), in order.
     async fn send(&mut self, messages: &[String]) -> Result<(), TransportError>;
 

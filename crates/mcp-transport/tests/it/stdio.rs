@@ -317,3 +317,52 @@ async fn close_escalates_to_sigkill_for_a_process_that_ignores_eof_and_sigterm()
     assert!(started.elapsed() >= Duration::from_millis(600), "it waited after EOF and after SIGTERM");
     assert!(started.elapsed() < Duration::from_secs(5));
 }
+
+#[tokio::test]
+async fn large_concurrent_messages_arrive_whole_and_in_order() {
+    // Each request is larger than a pipe's buffer, so writes are partial and queue up behind
+    // each other; every answer must still match its request.
+    let client = Arc::new(connect("echo", &[]).await);
+    let calls: Vec<_> = (0..12)
+        .map(|i| {
+            let client = Arc::clone(&client);
+            tokio::spawn(async move {
+                let text = format!("{i}:{}", "x".repeat(200_000 + i));
+                let result = client.call_tool("echo", args(json!({"text": text})), RequestOptions::default()).await;
+                (text, result)
+            })
+        })
+        .collect();
+    for call in calls {
+        let (text, result) = call.await.unwrap();
+        assert_eq!(result.unwrap().joined_text(), text);
+    }
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_server_that_stops_reading_fails_sends_instead_of_hoarding_memory() {
+    // This server answers the handshake, then never reads its stdin again: once the pipe is
+    // full, bytes wait in the client's backlog, which is bounded.
+    let script = r#"read line; printf '%s\n' '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"deaf","version":"1"}}}'; sleep 60"#;
+    let mut config = mcp_transport::StdioConfig::new("sh", ["-c", script]);
+    config.close_grace = Duration::from_millis(100);
+    let transport = StdioTransport::spawn(config).unwrap();
+    let client = Arc::new(Client::connect(transport, ClientOptions::default()).await.unwrap());
+    let big = "y".repeat(8 * 1024 * 1024);
+    let mut failed = None;
+    for _ in 0..16 {
+        let client = Arc::clone(&client);
+        let big = big.clone();
+        let attempt = tokio::time::timeout(Duration::from_millis(50), async move {
+            client.request_raw("x/big", Some(&json!({"blob": big})), RequestOptions::default()).await
+        })
+        .await;
+        if let Ok(Err(e)) = attempt {
+            failed = Some(e);
+            break;
+        }
+    }
+    let err = failed.expect("a send failed once the backlog was full");
+    assert!(err.to_string().contains("not reading its input"), "{err}");
+}
