@@ -108,6 +108,8 @@ pub struct ClientOptions {
     pub notification_capacity: usize,
     /// A label for logs (the server's configured name).
     pub label: String,
+    /// Bytes that may wait for a server that does not read its input before sends fail.
+    pub max_backlog_bytes: usize,
 }
 
 impl std::fmt::Debug for ClientOptions {
@@ -134,6 +136,7 @@ impl Default for ClientOptions {
             handler: Arc::new(DecliningHandler),
             notification_capacity: 256,
             label: "server".to_owned(),
+            max_backlog_bytes: DEFAULT_MAX_BACKLOG_BYTES,
         }
     }
 }
@@ -195,13 +198,14 @@ impl Waiter {
     }
 }
 
-/// At most this many bytes wait for a server that does not read its input; past it, sends fail.
-pub const MAX_BACKLOG_BYTES: usize = 64 * 1024 * 1024;
+/// Default of [`ClientOptions::max_backlog_bytes`].
+pub const DEFAULT_MAX_BACKLOG_BYTES: usize = 64 * 1024 * 1024;
 
 /// Writing through a transport's [`DirectWrite`]: callers write at once when nothing is queued;
 /// what the pipe does not take waits in `backlog` for the flush task, in order.
 struct DirectPath {
     writer: Arc<dyn DirectWrite>,
+    max_backlog: usize,
     state: Mutex<DirectState>,
     wake: tokio::sync::Notify,
 }
@@ -230,10 +234,11 @@ impl DirectPath {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => state.backlog = bytes,
                 Err(e) => return Err(format!("could not write to the server: {e}")),
             }
-        } else if state.backlog.len() + bytes.len() > MAX_BACKLOG_BYTES {
+        } else if state.backlog.len() + bytes.len() > self.max_backlog {
             return Err(format!(
-                "the server is not reading its input: {} bytes are waiting (limit {MAX_BACKLOG_BYTES})",
-                state.backlog.len()
+                "the server is not reading its input: {} bytes are waiting (limit {}, max_backlog_bytes)",
+                state.backlog.len(),
+                self.max_backlog
             ));
         } else {
             state.backlog.extend_from_slice(&bytes);
@@ -356,6 +361,7 @@ impl Client {
         let (outgoing, outgoing_rx) = mpsc::channel(4096);
         let direct = sink.direct().map(|writer| DirectPath {
             writer,
+            max_backlog: options.max_backlog_bytes,
             state: Mutex::new(DirectState::default()),
             wake: tokio::sync::Notify::new(),
         });

@@ -348,8 +348,9 @@ async fn a_server_that_stops_reading_fails_sends_instead_of_hoarding_memory() {
     let mut config = mcp_transport::StdioConfig::new("sh", ["-c", script]);
     config.close_grace = Duration::from_millis(100);
     let transport = StdioTransport::spawn(config).unwrap();
-    let client = Arc::new(Client::connect(transport, ClientOptions::default()).await.unwrap());
-    let big = "y".repeat(8 * 1024 * 1024);
+    let options = ClientOptions { max_backlog_bytes: 4 * 1024 * 1024, ..ClientOptions::default() };
+    let client = Arc::new(Client::connect(transport, options).await.unwrap());
+    let big = "y".repeat(1024 * 1024);
     let mut failed = None;
     for _ in 0..16 {
         let client = Arc::clone(&client);
