@@ -1,4 +1,13 @@
-//! The agent loop and its ports (language model, approver, built-in tools).
+//! The agent loop and its ports: a language model, an approver for `confirm` decisions,
+//! built-in tools, hooks around tool calls, and the MCP tool source.
 //!
-//! Not built yet: the loop arrives with the agent-loop issue. This crate holds nothing that
-//! pretends to work in the meantime.
+//! **Invariant:** errors stay at the tool boundary. A failing server, a bad argument, a denial or
+//! a timeout becomes a tool result the model can read; the loop itself never ends because a tool
+//! failed.
+
+pub mod model;
+
+pub use model::{
+    Block, LanguageModel, Message, ModelError, ModelRequest, ModelResponse, NoStream, Role, StopReason, TextStream,
+    ToolSpec, Usage,
+};
