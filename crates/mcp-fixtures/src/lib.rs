@@ -16,7 +16,10 @@
 //! cancel), `env {name}`, `crash`, `add_tool {name}`, `ask_roots`, `ask_sampling`,
 //! `ask_elicitation` (the server asks the client and returns the answer as text), `stderr {lines}`.
 //!
-//! This library part only finds the binary for tests:
+//! [`http`] is an MCP server over HTTP with switchable faults, for the HTTP transports' tests
+//! (in-process) and, as `mcp-fixture-http-server`, by hand.
+//!
+//! This library part also finds the stdio binary for tests:
 //!
 //! ```no_run
 //! let server = mcp_fixtures::server_binary().expect("build it with `cargo build -p mcp-fixtures`");
@@ -24,6 +27,8 @@
 //! ```
 
 use std::path::PathBuf;
+
+pub mod http;
 
 /// Where the fixture server binary is, next to the running test executable's target directory.
 ///

@@ -52,15 +52,20 @@
 //! # Ok(()) }
 //! ```
 
+pub mod backoff;
 pub mod client;
 pub mod handler;
+pub mod http;
 pub mod memory;
 pub mod servers;
+mod sse;
 pub mod stdio;
 pub mod transport;
 
+pub use backoff::Backoff;
 pub use client::{Client, ClientError, ClientOptions, ListLimits, Progress, RequestOptions};
 pub use handler::{DecliningHandler, ServerRequestHandler};
+pub use http::{HttpConfig, HttpMode, HttpTransport};
 pub use memory::{MemoryPeer, MemoryTransport, memory_pair};
 pub use servers::{
     ConnectOptions, ServerConnection, ServerSpec, ServerState, ServerTarget, close_all, connect, connect_all,

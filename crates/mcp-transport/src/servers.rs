@@ -29,15 +29,17 @@ use mcp_protocol::{CallToolResult, ProtocolVersion, Tool};
 use serde_json::{Map, Value};
 use tokio::task::JoinSet;
 
+use crate::backoff::Backoff;
 use crate::client::{Client, ClientError, ClientOptions, ListLimits, RequestOptions};
+use crate::http::{HTTP_TRANSPORT_ERROR, HttpConfig, HttpTransport};
 use crate::stdio::{StdioConfig, StdioTransport};
 
 /// Default time a server gets to start: spawn, initialize and list its tools.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default time one tool call may take.
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
-/// The reason a remote server is reported failed, until remote transports exist.
-pub const REMOTE_UNSUPPORTED: &str = "remote transports (url) are not supported yet";
+/// The reason a WebSocket server is reported failed, until that transport exists.
+pub const REMOTE_UNSUPPORTED: &str = "WebSocket servers (ws://, wss://) are not supported yet";
 
 /// How to reach a server.
 #[derive(Clone)]
@@ -102,6 +104,8 @@ pub struct ConnectOptions {
     pub client: ClientOptions,
     /// Limits on each server's `tools/list`.
     pub list_limits: ListLimits,
+    /// How remote servers are reconnected.
+    pub reconnect: Backoff,
 }
 
 /// Where a server stands after [`connect_all`].
@@ -122,16 +126,21 @@ pub enum ServerState {
         reason: String,
         /// Time until it was given up.
         elapsed: Duration,
+        /// The server refused us for lack of credentials (HTTP 401 or 403): shown as
+        /// `needs-auth`, because the fix is a token, not a restart.
+        needs_auth: bool,
     },
     /// Disabled in the configuration; not started.
     Disabled,
 }
 
 impl ServerState {
-    /// `connected`, `failed` or `disabled`.
+    /// `connected`, `needs-auth`, `failed` or `disabled`. (`connecting` is the state of a
+    /// server whose [`connect`] has not returned yet.)
     pub fn label(&self) -> &'static str {
         match self {
             Self::Connected { .. } => "connected",
+            Self::Failed { needs_auth: true, .. } => "needs-auth",
             Self::Failed { .. } => "failed",
             Self::Disabled => "disabled",
         }
@@ -149,7 +158,7 @@ impl ServerState {
 impl fmt::Display for ServerState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Failed { reason, .. } => write!(f, "failed: {reason}"),
+            Self::Failed { reason, .. } => write!(f, "{}: {reason}", self.label()),
             other => f.write_str(other.label()),
         }
     }
@@ -229,6 +238,23 @@ impl ServerConnection {
     }
 }
 
+/// Whether the server refused for lack of credentials (the HTTP transport's error answer
+/// carries the status).
+fn needs_auth(error: &ClientError) -> bool {
+    match error {
+        ClientError::Server { error, .. } => {
+            error.code == HTTP_TRANSPORT_ERROR
+                && error
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get("httpStatus"))
+                    .and_then(serde_json::Value::as_u64)
+                    .is_some_and(|s| s == 401 || s == 403)
+        }
+        _ => false,
+    }
+}
+
 fn describe_startup_error(error: &ClientError) -> String {
     match error {
         ClientError::Timeout { method, after } => {
@@ -250,24 +276,37 @@ pub async fn connect(spec: ServerSpec, options: &ConnectOptions) -> ServerConnec
         return ServerConnection::without_client(&spec, ServerState::Disabled);
     }
     let started = Instant::now();
-    let failed = |reason: String| ServerState::Failed { reason, elapsed: started.elapsed() };
-    let mut stdio = match &spec.target {
-        ServerTarget::Stdio(config) => config.clone(),
-        ServerTarget::Remote { .. } => {
-            return ServerConnection::without_client(&spec, failed(REMOTE_UNSUPPORTED.to_owned()));
-        }
-    };
-    stdio.label = spec.name.clone();
-    let transport = match StdioTransport::spawn(stdio) {
-        Ok(t) => t,
-        Err(e) => return ServerConnection::without_client(&spec, failed(e.to_string())),
-    };
+    let failed = |reason: String| ServerState::Failed { reason, elapsed: started.elapsed(), needs_auth: false };
     let mut client_options = options.client.clone();
     client_options.label = spec.name.clone();
     client_options.startup_timeout = spec.startup_timeout;
     client_options.request_timeout = spec.tool_timeout;
-    let stderr = transport.stderr_tail();
-    let client = Client::start(transport, client_options);
+    let (client, stderr) = match &spec.target {
+        ServerTarget::Stdio(config) => {
+            let mut stdio = config.clone();
+            stdio.label = spec.name.clone();
+            let transport = match StdioTransport::spawn(stdio) {
+                Ok(t) => t,
+                Err(e) => return ServerConnection::without_client(&spec, failed(e.to_string())),
+            };
+            let stderr = transport.stderr_tail();
+            (Client::start(transport, client_options), Some(stderr))
+        }
+        ServerTarget::Remote { url, .. } if url.starts_with("ws://") || url.starts_with("wss://") => {
+            return ServerConnection::without_client(&spec, failed(REMOTE_UNSUPPORTED.to_owned()));
+        }
+        ServerTarget::Remote { url, headers } => {
+            let mut config = HttpConfig::new(url.clone());
+            config.headers = headers.clone();
+            config.label = spec.name.clone();
+            config.reconnect = options.reconnect;
+            let transport = match HttpTransport::new(config) {
+                Ok(t) => t,
+                Err(e) => return ServerConnection::without_client(&spec, failed(e.to_string())),
+            };
+            (Client::start(transport, client_options), None)
+        }
+    };
     let limits = options.list_limits;
     let startup = async {
         client.initialize().await?;
@@ -278,7 +317,15 @@ pub async fn connect(spec: ServerSpec, options: &ConnectOptions) -> ServerConnec
         Ok(Ok(tools)) => tools,
         Ok(Err(e)) => {
             let mut reason = describe_startup_error(&e);
-            if !matches!(e, ClientError::Timeout { .. }) && !reason.contains("stderr") {
+            if needs_auth(&e) {
+                return ServerConnection::without_client(
+                    &spec,
+                    ServerState::Failed { reason, elapsed: started.elapsed(), needs_auth: true },
+                );
+            }
+            if let Some(stderr) =
+                stderr.as_ref().filter(|_| !matches!(e, ClientError::Timeout { .. }) && !reason.contains("stderr"))
+            {
                 // The write may fail before the reader sees the exit; what the server said on
                 // stderr (a missing module, a bad flag) is what the user needs. Give the stderr
                 // reader a moment to catch up.
@@ -341,6 +388,7 @@ pub async fn connect_all(specs: Vec<ServerSpec>, options: &ConnectOptions) -> Ve
                 state: ServerState::Failed {
                     reason: "internal error: the connection task panicked".to_owned(),
                     elapsed: Duration::ZERO,
+                    needs_auth: false,
                 },
                 client: None,
                 tools: Arc::new([]),
@@ -382,7 +430,7 @@ mod tests {
         let mut off = spec("off", &fx, &["echo"]);
         off.enabled = false;
         let remote = ServerSpec {
-            target: ServerTarget::Remote { url: "https://example.invalid/mcp".into(), headers: BTreeMap::new() },
+            target: ServerTarget::Remote { url: "ws://127.0.0.1:9/mcp".into(), headers: BTreeMap::new() },
             ..spec("remote", "unused", &[])
         };
         let specs = vec![

@@ -34,6 +34,9 @@ pub enum TransportError {
         /// The operating system's error.
         source: std::io::Error,
     },
+    /// The transport's configuration is unusable (a bad URL, header, missing token variable).
+    #[error("{0}")]
+    Config(String),
     /// The transport is closed.
     #[error("the transport is closed: {0}")]
     Closed(String),

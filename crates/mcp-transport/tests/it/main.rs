@@ -2,6 +2,7 @@
 //! in-memory peer for exact wire checks.
 #![allow(missing_docs, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
+mod http;
 mod memory;
 mod stdio;
 

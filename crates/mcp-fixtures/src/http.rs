@@ -1,0 +1,393 @@
+//! An MCP server over HTTP for tests of the HTTP transports, with switchable faults.
+//!
+//! Streamable HTTP on `/mcp` (SSE answers by default, JSON with `json`), sessions, a GET stream
+//! that carries `notifications/tools/list_changed` after `notifications/initialized`, DELETE;
+//! and, with `legacy`, only the 2024-11-05 HTTP+SSE transport (GET `/mcp` gives the stream and
+//! an `endpoint` event, POST `/mcp` is refused with 405). Every request is recorded so tests can
+//! check the headers the client sent.
+//!
+//! Faults: `expire_after` (the session expires after that many POSTs: 404), `drop_answer`
+//! (the answer stream of `tools/call` ends after its priming event; the answer is replayed to a
+//! GET with `Last-Event-ID`), `no_get` (GET gets 405), `token` (a bearer token is required:
+//! 401 otherwise), `stateless` (no session ids).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::Response;
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+/// What the server does.
+#[derive(Debug, Clone, Default)]
+pub struct HttpOptions {
+    /// Answer requests with `application/json` instead of an SSE stream.
+    pub json: bool,
+    /// No sessions.
+    pub stateless: bool,
+    /// A session expires after this many POSTs.
+    pub expire_after: Option<u64>,
+    /// `tools/call` answer streams end after the priming event (resumable with GET).
+    pub drop_answer: bool,
+    /// The `retry:` of priming events, in milliseconds.
+    pub retry_ms: u64,
+    /// GET is refused with 405.
+    pub no_get: bool,
+    /// Requests need `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+    /// Only the 2024-11-05 HTTP+SSE transport.
+    pub legacy: bool,
+}
+
+/// One HTTP request the server saw.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// GET, POST or DELETE.
+    pub http_method: String,
+    /// The JSON-RPC method, for POSTs.
+    pub method: Option<String>,
+    /// The `Mcp-Session-Id` header.
+    pub session: Option<String>,
+    /// The `MCP-Protocol-Version` header.
+    pub protocol_version: Option<String>,
+    /// The `Mcp-Method` header.
+    pub mcp_method: Option<String>,
+    /// The `Mcp-Name` header.
+    pub mcp_name: Option<String>,
+    /// The `Last-Event-ID` header.
+    pub last_event_id: Option<String>,
+    /// The `Authorization` header.
+    pub authorization: Option<String>,
+    /// The answer's status.
+    pub status: u16,
+}
+
+#[derive(Default)]
+struct Session {
+    posts: u64,
+    get: Option<mpsc::UnboundedSender<Bytes>>,
+    /// Notifications waiting for a GET stream.
+    queued: Vec<String>,
+    /// Answers whose stream was dropped, by the priming event's id.
+    replay: HashMap<String, String>,
+}
+
+struct Inner {
+    options: HttpOptions,
+    sessions: Mutex<HashMap<String, Session>>,
+    seen: Mutex<Vec<Seen>>,
+    counter: AtomicU64,
+    /// Legacy transport: the SSE stream of each session.
+    legacy: Mutex<HashMap<String, mpsc::UnboundedSender<Bytes>>>,
+}
+
+/// A running server; it stops when dropped.
+pub struct RunningServer {
+    /// Its address.
+    pub addr: SocketAddr,
+    inner: Arc<Inner>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for RunningServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningServer").field("addr", &self.addr).finish_non_exhaustive()
+    }
+}
+
+impl Drop for RunningServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl RunningServer {
+    /// The MCP endpoint.
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    /// Every request seen so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        lock(&self.inner.seen).clone()
+    }
+
+    /// Sessions alive now.
+    pub fn sessions(&self) -> usize {
+        lock(&self.inner.sessions).len()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Starts the server on 127.0.0.1 (`port` 0 picks a free one).
+pub async fn start(options: HttpOptions, port: u16) -> std::io::Result<RunningServer> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    let addr = listener.local_addr()?;
+    let inner = Arc::new(Inner {
+        options,
+        sessions: Mutex::new(HashMap::new()),
+        seen: Mutex::new(Vec::new()),
+        counter: AtomicU64::new(0),
+        legacy: Mutex::new(HashMap::new()),
+    });
+    let app = axum::Router::new().fallback(handle).with_state(Arc::clone(&inner));
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(RunningServer { addr, inner, task })
+}
+
+fn header_of(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
+}
+
+fn status(code: StatusCode, text: &str) -> Response {
+    let mut r = Response::new(Body::from(text.to_owned()));
+    *r.status_mut() = code;
+    r
+}
+
+fn sse_body(rx: mpsc::UnboundedReceiver<Bytes>) -> Response {
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<Bytes, std::convert::Infallible>(b), rx))
+    });
+    let mut r = Response::new(Body::from_stream(stream));
+    r.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/event-stream"));
+    r
+}
+
+fn event(id: Option<&str>, data: &str) -> Bytes {
+    let mut s = String::new();
+    if let Some(id) = id {
+        s.push_str(&format!("id: {id}\n"));
+    }
+    s.push_str(&format!("event: message\ndata: {data}\n\n"));
+    Bytes::from(s)
+}
+
+async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
+    let body = axum::body::to_bytes(body, 1 << 20).await.unwrap_or_default();
+    let parsed: Option<Value> = serde_json::from_slice(&body).ok();
+    let mut seen = Seen {
+        http_method: parts.method.to_string(),
+        method: parsed.as_ref().and_then(|v| v.get("method")).and_then(Value::as_str).map(str::to_owned),
+        session: header_of(&headers, "mcp-session-id"),
+        protocol_version: header_of(&headers, "mcp-protocol-version"),
+        mcp_method: header_of(&headers, "mcp-method"),
+        mcp_name: header_of(&headers, "mcp-name"),
+        last_event_id: header_of(&headers, "last-event-id"),
+        authorization: header_of(&headers, "authorization"),
+        status: 0,
+    };
+    let response = route(&inner, &parts.method, parts.uri.query(), &headers, parsed, &seen);
+    seen.status = response.status().as_u16();
+    lock(&inner.seen).push(seen);
+    response
+}
+
+fn route(
+    inner: &Arc<Inner>,
+    method: &Method,
+    query: Option<&str>,
+    headers: &HeaderMap,
+    body: Option<Value>,
+    seen: &Seen,
+) -> Response {
+    let o = &inner.options;
+    if let Some(token) = &o.token
+        && seen.authorization.as_deref() != Some(format!("Bearer {token}").as_str())
+    {
+        let mut r = status(StatusCode::UNAUTHORIZED, "unauthorized");
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+        return r;
+    }
+    if o.legacy {
+        return legacy(inner, method, query, body);
+    }
+    match *method {
+        Method::POST => post(inner, headers, body, seen),
+        Method::GET => get(inner, seen),
+        Method::DELETE => match &seen.session {
+            Some(id) if lock(&inner.sessions).remove(id).is_some() => status(StatusCode::OK, ""),
+            _ => status(StatusCode::NOT_FOUND, "no such session"),
+        },
+        _ => status(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
+    }
+}
+
+fn legacy(inner: &Arc<Inner>, method: &Method, query: Option<&str>, body: Option<Value>) -> Response {
+    match (method, query.and_then(|q| q.strip_prefix("session="))) {
+        (&Method::GET, None) => {
+            let id = format!("legacy-{}", inner.counter.fetch_add(1, Ordering::SeqCst));
+            let (tx, rx) = mpsc::unbounded_channel();
+            let _ = tx.send(Bytes::from(format!("event: endpoint\ndata: /mcp?session={id}\n\n")));
+            lock(&inner.legacy).insert(id, tx);
+            sse_body(rx)
+        }
+        (&Method::POST, Some(id)) => {
+            let Some(tx) = lock(&inner.legacy).get(id).cloned() else {
+                return status(StatusCode::NOT_FOUND, "no such session");
+            };
+            let Some(body) = body else { return status(StatusCode::BAD_REQUEST, "not JSON") };
+            if let Some(answer) = answer(&body, "2024-11-05") {
+                let _ = tx.send(event(None, &answer.to_string()));
+            }
+            status(StatusCode::ACCEPTED, "")
+        }
+        // A Streamable HTTP client's POST to the endpoint itself: the old server does not know it.
+        _ => status(StatusCode::METHOD_NOT_ALLOWED, "this server speaks the 2024-11-05 HTTP+SSE transport"),
+    }
+}
+
+fn answer(body: &Value, newest: &str) -> Option<Value> {
+    let id = body.get("id")?.clone();
+    let method = body.get("method")?.as_str()?;
+    let params = body.get("params").cloned().unwrap_or(Value::Null);
+    let result = match method {
+        "initialize" => {
+            let asked = params.get("protocolVersion").and_then(Value::as_str).unwrap_or(newest);
+            let known = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+            let version = if known.contains(&asked) && asked <= newest { asked } else { newest };
+            json!({"protocolVersion": version, "capabilities": {"tools": {"listChanged": true}},
+                   "serverInfo": {"name": "mcp-fixture-http", "version": "1"}})
+        }
+        "ping" => json!({}),
+        "tools/list" => json!({"tools": [
+            {"name": "echo", "description": "Echo the text back.",
+             "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
+            {"name": "add", "description": "Add two numbers.",
+             "inputSchema": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}}
+        ]}),
+        "tools/call" => {
+            let args = params.get("arguments").cloned().unwrap_or(Value::Null);
+            match params.get("name").and_then(Value::as_str) {
+                Some("echo") => {
+                    let text = args.get("text").and_then(Value::as_str).unwrap_or_default();
+                    json!({"content": [{"type": "text", "text": text}]})
+                }
+                Some("add") => {
+                    let sum = args.get("a").and_then(Value::as_f64).unwrap_or(0.0)
+                        + args.get("b").and_then(Value::as_f64).unwrap_or(0.0);
+                    json!({"content": [{"type": "text", "text": sum.to_string()}]})
+                }
+                other => {
+                    return Some(json!({"jsonrpc": "2.0", "id": id,
+                        "error": {"code": -32602, "message": format!("unknown tool {other:?}")}}));
+                }
+            }
+        }
+        other => {
+            return Some(json!({"jsonrpc": "2.0", "id": id,
+                "error": {"code": -32601, "message": format!("Method not found: {other}")}}));
+        }
+    };
+    Some(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+}
+
+fn post(inner: &Arc<Inner>, headers: &HeaderMap, body: Option<Value>, seen: &Seen) -> Response {
+    let o = &inner.options;
+    let accept = header_of(headers, "accept").unwrap_or_default();
+    if !(accept.contains("application/json") && accept.contains("text/event-stream")) {
+        return status(StatusCode::NOT_ACCEPTABLE, "Accept must list application/json and text/event-stream");
+    }
+    let Some(body) = body else { return status(StatusCode::BAD_REQUEST, "not JSON") };
+    let is_initialize = seen.method.as_deref() == Some("initialize");
+    let mut new_session = None;
+    let session_id = if o.stateless {
+        None
+    } else if is_initialize {
+        let id = format!("session-{}", inner.counter.fetch_add(1, Ordering::SeqCst));
+        lock(&inner.sessions).insert(id.clone(), Session::default());
+        new_session = Some(id.clone());
+        Some(id)
+    } else {
+        let Some(id) = seen.session.clone() else {
+            return status(StatusCode::BAD_REQUEST, "Bad Request: no Mcp-Session-Id");
+        };
+        let mut sessions = lock(&inner.sessions);
+        let Some(session) = sessions.get_mut(&id) else {
+            return status(StatusCode::NOT_FOUND, "Session not found");
+        };
+        session.posts += 1;
+        if o.expire_after.is_some_and(|n| session.posts > n) {
+            sessions.remove(&id);
+            return status(StatusCode::NOT_FOUND, "Session expired");
+        }
+        Some(id)
+    };
+    if seen.method.as_deref() == Some("notifications/initialized")
+        && let Some(id) = &session_id
+        && let Some(session) = lock(&inner.sessions).get_mut(id)
+    {
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}).to_string();
+        match &session.get {
+            Some(tx) => {
+                let _ = tx.send(event(None, &note));
+            }
+            None => session.queued.push(note),
+        }
+    }
+    let Some(answer) = answer(&body, "2025-11-25") else {
+        return status(StatusCode::ACCEPTED, "");
+    };
+    let mut response = if o.json {
+        let mut r = Response::new(Body::from(answer.to_string()));
+        r.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+        r
+    } else {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let n = inner.counter.fetch_add(1, Ordering::SeqCst);
+        let prime = format!("{}-{n}", session_id.as_deref().unwrap_or("stateless"));
+        let _ = tx.send(Bytes::from(format!("id: {prime}\nretry: {}\ndata: \n\n", o.retry_ms)));
+        if o.drop_answer && seen.method.as_deref() == Some("tools/call") {
+            if let Some(id) = &session_id
+                && let Some(session) = lock(&inner.sessions).get_mut(id)
+            {
+                session.replay.insert(prime, answer.to_string());
+            }
+            drop(tx); // the stream ends before the answer
+        } else {
+            let _ = tx.send(event(Some(&format!("{prime}-answer")), &answer.to_string()));
+        }
+        sse_body(rx)
+    };
+    if let Some(id) = new_session
+        && let Ok(v) = header::HeaderValue::from_str(&id)
+    {
+        response.headers_mut().insert("mcp-session-id", v);
+    }
+    response
+}
+
+fn get(inner: &Arc<Inner>, seen: &Seen) -> Response {
+    if inner.options.no_get || inner.options.stateless {
+        return status(StatusCode::METHOD_NOT_ALLOWED, "no GET stream");
+    }
+    let Some(id) = &seen.session else { return status(StatusCode::BAD_REQUEST, "no Mcp-Session-Id") };
+    let mut sessions = lock(&inner.sessions);
+    let Some(session) = sessions.get_mut(id) else { return status(StatusCode::NOT_FOUND, "Session not found") };
+    let (tx, rx) = mpsc::unbounded_channel();
+    if let Some(last) = &seen.last_event_id {
+        // Resumption: replay what followed that event on its stream, then end.
+        if let Some(answer) = session.replay.remove(last) {
+            let _ = tx.send(event(Some(&format!("{last}-answer")), &answer));
+        }
+        return sse_body(rx);
+    }
+    for note in session.queued.drain(..) {
+        let _ = tx.send(event(None, &note));
+    }
+    session.get = Some(tx);
+    sse_body(rx)
+}

@@ -1,0 +1,917 @@
+//! The HTTP transports: Streamable HTTP (2025-03-26 and later) and the 2024-11-05 HTTP+SSE
+//! transport, which the Streamable one falls back to when a server is too old for it.
+//!
+//! Streamable HTTP: every message is a POST with `Accept: application/json, text/event-stream`;
+//! a request's answer comes back as one JSON body or as an SSE stream (which may carry the
+//! server's own requests and notifications first). The `Mcp-Session-Id` the server hands out
+//! on `initialize` goes on every later request, `MCP-Protocol-Version` once the revision is
+//! known, and `Mcp-Method` / `Mcp-Name` always (the 2026-07-28 revision routes on them). A
+//! standalone GET stream carries messages not tied to a request. An answer stream that drops
+//! after an event id resumes with `Last-Event-ID` after the server's `retry:` delay. A 404 on a
+//! request carrying a session id means the session expired: the transport initializes again
+//! (replaying the client's own `initialize`) and retries that message once.
+//!
+//! The transport knows nothing about pending requests: it learns what it needs (the session,
+//! the revision, the request ids it waits for) by peeking at the messages that pass through.
+//! An HTTP failure of one request becomes a JSON-RPC error answer to that request (with
+//! `data.httpStatus`), so its caller fails at once instead of waiting for a timeout.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use http::StatusCode;
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use mcp_protocol::jsonrpc::{ErrorObject, RequestId};
+use mcp_protocol::session::encode_error;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use url::Url;
+
+use crate::backoff::Backoff;
+use crate::sse::{EventStream, SseError};
+use crate::transport::{Transport, TransportError, TransportSink, TransportStream};
+
+/// Error code of the JSON-RPC errors this transport makes up when HTTP fails for a request.
+/// `data.httpStatus` holds the status when there was one.
+pub const HTTP_TRANSPORT_ERROR: i64 = -32050;
+
+/// Default limit on one message (a JSON body or one SSE event), like stdio's.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+const SESSION_ID: &str = "mcp-session-id";
+const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+const LAST_EVENT_ID: &str = "last-event-id";
+const MCP_METHOD: &str = "mcp-method";
+const MCP_NAME: &str = "mcp-name";
+/// How much of an error body is kept for the message.
+const ERROR_BODY_BYTES: usize = 1024;
+/// How long the legacy transport waits for its `endpoint` event.
+const ENDPOINT_WAIT: Duration = Duration::from_secs(15);
+
+/// Which HTTP transport to speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum HttpMode {
+    /// Streamable HTTP; if `initialize` is refused with a 4xx other than 401/403, the
+    /// 2024-11-05 HTTP+SSE transport, as the specification's backwards-compatibility section
+    /// describes.
+    #[default]
+    Auto,
+    /// Streamable HTTP only.
+    StreamableHttp,
+    /// The 2024-11-05 HTTP+SSE transport only (GET the SSE endpoint, POST to its `endpoint`).
+    LegacySse,
+}
+
+/// Configuration of an HTTP transport.
+#[derive(Clone)]
+pub struct HttpConfig {
+    /// The MCP endpoint (Streamable HTTP) or the SSE endpoint (legacy).
+    pub url: String,
+    /// Headers sent on every request.
+    pub headers: BTreeMap<String, String>,
+    /// The name of an environment variable holding a bearer token (sent as
+    /// `Authorization: Bearer ...`). The token itself never appears in configuration.
+    pub bearer_token_env: Option<String>,
+    /// Which transport.
+    pub mode: HttpMode,
+    /// Limit on one message.
+    pub max_message_bytes: usize,
+    /// Reconnecting after connection failures.
+    pub reconnect: Backoff,
+    /// Timeout of establishing a TCP/TLS connection.
+    pub connect_timeout: Duration,
+    /// A label for logs (the server's configured name).
+    pub label: String,
+}
+
+impl std::fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Header values are often credentials: print names only.
+        f.debug_struct("HttpConfig")
+            .field("url", &self.url)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("bearer_token_env", &self.bearer_token_env)
+            .field("mode", &self.mode)
+            .field("label", &self.label)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpConfig {
+    /// Streamable HTTP (with the legacy fallback) to `url`, with defaults.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            headers: BTreeMap::new(),
+            bearer_token_env: None,
+            mode: HttpMode::Auto,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            reconnect: Backoff::default(),
+            connect_timeout: Duration::from_secs(10),
+            label: "server".to_owned(),
+        }
+    }
+}
+
+/// What the reader half receives.
+enum Event {
+    Message(String),
+    /// The transport cannot go on.
+    Fatal(String),
+    /// Closed by the client.
+    End,
+}
+
+#[derive(Default)]
+struct State {
+    session_id: Option<String>,
+    protocol_version: Option<String>,
+    /// The client's `initialize` request, replayed when the session expires.
+    initialize: Option<String>,
+    /// The client's `notifications/initialized`, replayed after it.
+    initialized: Option<String>,
+    /// Set once the legacy transport is in use: where messages are POSTed.
+    legacy_endpoint: Option<Url>,
+    tasks: Vec<JoinHandle<()>>,
+    closed: bool,
+}
+
+struct Shared {
+    http: reqwest::Client,
+    url: Url,
+    headers: HeaderMap,
+    label: String,
+    max_bytes: usize,
+    backoff: Backoff,
+    mode: HttpMode,
+    state: Mutex<State>,
+    /// Serializes re-initialization when several requests see the session expire at once.
+    reinit: tokio::sync::Mutex<()>,
+    events: mpsc::Sender<Event>,
+    fatal_reason: Mutex<Option<String>>,
+}
+
+/// What the transport learned from a message it sends.
+#[derive(Debug, Default)]
+struct Head {
+    id: Option<RequestId>,
+    method: Option<String>,
+    /// `params.name` of `tools/call` (and of prompts/get): the `Mcp-Name` header.
+    name: Option<String>,
+    /// `params._meta["io.modelcontextprotocol/protocolVersion"]` (2026-07-28 requests).
+    meta_version: Option<String>,
+}
+
+impl Head {
+    fn of(text: &str) -> Head {
+        let Ok(Value::Object(map)) = serde_json::from_str::<Value>(text) else { return Head::default() };
+        let id = map.get("id").and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok());
+        let method = map.get("method").and_then(Value::as_str).map(str::to_owned);
+        let params = map.get("params");
+        let name = match method.as_deref() {
+            Some("tools/call" | "prompts/get") => {
+                params.and_then(|p| p.get("name")).and_then(Value::as_str).map(str::to_owned)
+            }
+            Some("resources/read") => params.and_then(|p| p.get("uri")).and_then(Value::as_str).map(str::to_owned),
+            _ => None,
+        };
+        let meta_version = params
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        Head { id, method, name, meta_version }
+    }
+
+    fn is_request(&self) -> bool {
+        self.id.is_some() && self.method.is_some()
+    }
+}
+
+/// Where the messages read for one exchange go.
+#[derive(Default)]
+struct Collector {
+    /// The id of the request whose answer ends the exchange.
+    awaited: Option<RequestId>,
+    /// The awaited request is `initialize`: its result names the revision.
+    initialize: bool,
+    /// Keep the awaited answer instead of passing it to the client (re-initialization).
+    capture: bool,
+    captured: Option<String>,
+    answered: bool,
+}
+
+/// Where an SSE stream stands, for resuming it.
+#[derive(Default)]
+struct Cursor {
+    last_event_id: Option<String>,
+    retry: Option<Duration>,
+}
+
+/// Why an exchange failed.
+enum Failure {
+    /// An HTTP status other than success.
+    Status { status: StatusCode, body: String },
+    /// The request carried a session id and got 404.
+    SessionExpired,
+    /// The connection failed, or the answer could not be read.
+    Transport(String),
+    /// The stream ended before the answer and could not be resumed.
+    NoAnswer(String),
+}
+
+impl Failure {
+    fn describe(&self) -> String {
+        match self {
+            Failure::Status { status, body } if body.is_empty() => format!("HTTP {status}"),
+            Failure::Status { status, body } => format!("HTTP {status}: {body}"),
+            Failure::SessionExpired => "HTTP 404: the session expired".to_owned(),
+            Failure::Transport(m) | Failure::NoAnswer(m) => m.clone(),
+        }
+    }
+
+    fn status(&self) -> Option<u16> {
+        match self {
+            Failure::Status { status, .. } => Some(status.as_u16()),
+            Failure::SessionExpired => Some(404),
+            _ => None,
+        }
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let next = s.to_string();
+        if !text.contains(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        source = s.source();
+    }
+    text
+}
+
+fn is_event_stream(resp: &reqwest::Response) -> bool {
+    content_type(resp).is_some_and(|ct| ct.starts_with("text/event-stream"))
+}
+
+fn content_type(resp: &reqwest::Response) -> Option<String> {
+    resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(|s| s.trim().to_ascii_lowercase())
+}
+
+/// Reads at most `limit` bytes of a body; `None` when it is longer.
+async fn read_bounded(resp: reqwest::Response, limit: usize) -> Result<Option<Vec<u8>>, String> {
+    let mut body = Vec::new();
+    let mut stream = resp.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| error_chain(&e))?;
+        if body.len() + chunk.len() > limit {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
+}
+
+async fn error_body(resp: reqwest::Response) -> String {
+    let mut body = Vec::new();
+    let mut stream = resp.bytes_stream();
+    while let Some(Ok(chunk)) = stream.next().await {
+        body.extend_from_slice(&chunk);
+        if body.len() >= ERROR_BODY_BYTES {
+            body.truncate(ERROR_BODY_BYTES);
+            break;
+        }
+    }
+    String::from_utf8_lossy(&body).split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn spawn(self: &Arc<Self>, task: impl Future<Output = ()> + Send + 'static) {
+        let mut state = self.state();
+        if state.closed {
+            return;
+        }
+        state.tasks.retain(|t| !t.is_finished());
+        state.tasks.push(tokio::spawn(task));
+    }
+
+    async fn fatal(&self, reason: String) {
+        if let Ok(mut r) = self.fatal_reason.lock()
+            && r.is_none()
+        {
+            *r = Some(reason.clone());
+        }
+        let _ = self.events.send(Event::Fatal(reason)).await;
+    }
+
+    /// Sends, retrying connection failures (never answered requests) with backoff.
+    async fn send_retrying(&self, make: impl Fn() -> reqwest::RequestBuilder) -> Result<reqwest::Response, String> {
+        let mut failed = 0;
+        loop {
+            match make().send().await {
+                Ok(resp) => return Ok(resp),
+                // Only a failed connect is safe to repeat: the server never saw the message.
+                Err(e) if e.is_connect() && self.backoff.allows(failed + 1) => {
+                    tracing::debug!(server = %self.label, "connecting failed, retrying: {}", error_chain(&e));
+                    tokio::time::sleep(self.backoff.delay(failed)).await;
+                    failed += 1;
+                }
+                Err(e) => {
+                    let attempts =
+                        if e.is_connect() { format!(" (after {} attempts)", failed + 1) } else { String::new() };
+                    return Err(format!("could not reach {}{attempts}: {}", self.url, error_chain(&e)));
+                }
+            }
+        }
+    }
+
+    fn common(&self, mut rb: reqwest::RequestBuilder, head: Option<&Head>) -> reqwest::RequestBuilder {
+        rb = rb.headers(self.headers.clone());
+        let state = self.state();
+        if state.legacy_endpoint.is_some() {
+            return rb;
+        }
+        if let Some(session) = &state.session_id {
+            rb = rb.header(SESSION_ID, session);
+        }
+        let version = head.and_then(|h| h.meta_version.as_ref()).or(state.protocol_version.as_ref());
+        if let Some(version) = version {
+            rb = rb.header(PROTOCOL_VERSION, version);
+        }
+        if let Some(head) = head {
+            if let Some(method) = &head.method {
+                rb = rb.header(MCP_METHOD, method);
+            }
+            // Header values must be visible ASCII; a name that is not stays out of the header.
+            if let Some(name) = head.name.as_deref().filter(|n| HeaderValue::from_str(n).is_ok()) {
+                rb = rb.header(MCP_NAME, name);
+            }
+        }
+        rb
+    }
+
+    fn post(&self, url: &Url, text: &str, head: &Head) -> reqwest::RequestBuilder {
+        let rb = self
+            .http
+            .post(url.clone())
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .body(text.to_owned());
+        self.common(rb, Some(head))
+    }
+
+    fn get(&self, last_event_id: Option<&str>) -> reqwest::RequestBuilder {
+        let mut rb = self.http.get(self.url.clone()).header(ACCEPT, "text/event-stream");
+        if let Some(id) = last_event_id {
+            rb = rb.header(LAST_EVENT_ID, id);
+        }
+        self.common(rb, None)
+    }
+
+    /// One message the server sent: passed to the client, or kept when captured.
+    async fn accept(&self, text: String, c: &mut Collector) {
+        if let Some(awaited) = &c.awaited
+            && let Ok(Value::Object(map)) = serde_json::from_str::<Value>(&text)
+            && !map.contains_key("method")
+            && map.get("id").and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok()).as_ref()
+                == Some(awaited)
+        {
+            c.answered = true;
+            if c.initialize
+                && let Some(version) = map.get("result").and_then(|r| r.get("protocolVersion")).and_then(Value::as_str)
+            {
+                self.state().protocol_version = Some(version.to_owned());
+            }
+            if c.capture {
+                c.captured = Some(text);
+                return;
+            }
+        }
+        let _ = self.events.send(Event::Message(text)).await;
+    }
+
+    /// A JSON body: one message or a batch.
+    async fn accept_json(&self, body: &[u8], c: &mut Collector) -> Result<(), String> {
+        let text = std::str::from_utf8(body).map_err(|_| "the server's JSON answer is not UTF-8".to_owned())?;
+        let trimmed = text.trim();
+        if trimmed.is_empty() {
+            return Ok(());
+        }
+        if trimmed.starts_with('[') {
+            let batch: Vec<Box<RawValue>> =
+                serde_json::from_str(trimmed).map_err(|e| format!("the server's JSON answer is malformed: {e}"))?;
+            for item in batch {
+                self.accept(item.get().to_owned(), c).await;
+            }
+        } else {
+            self.accept(trimmed.to_owned(), c).await;
+        }
+        Ok(())
+    }
+
+    /// Reads an SSE stream into the collector until it ends or the awaited answer arrives.
+    async fn read_events(
+        &self,
+        resp: reqwest::Response,
+        c: &mut Collector,
+        cursor: &mut Cursor,
+    ) -> Result<(), SseError> {
+        let mut events = EventStream::new(Box::pin(resp.bytes_stream()), self.max_bytes);
+        while let Some(event) = events.next().await {
+            let event = event?;
+            if let Some(id) = event.id {
+                cursor.last_event_id = Some(id);
+            }
+            if let Some(retry) = event.retry {
+                cursor.retry = Some(Duration::from_millis(retry));
+            }
+            match event.event.as_deref() {
+                None | Some("" | "message") => {
+                    // Priming events carry an id and an empty data field: nothing to pass on.
+                    if let Some(data) = event.data.filter(|d| !d.trim().is_empty()) {
+                        self.accept(data, c).await;
+                    }
+                }
+                Some(other) => tracing::debug!(server = %self.label, "ignored an SSE event of type {other:?}"),
+            }
+            if c.answered {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// POSTs one message and reads what comes back, resuming a dropped answer stream.
+    async fn exchange(&self, text: &str, head: &Head, c: &mut Collector) -> Result<(), Failure> {
+        let legacy = self.state().legacy_endpoint.clone();
+        let url = legacy.clone().unwrap_or_else(|| self.url.clone());
+        let had_session = self.state().session_id.is_some();
+        let resp = self.send_retrying(|| self.post(&url, text, head)).await.map_err(Failure::Transport)?;
+        let status = resp.status();
+        if legacy.is_some() {
+            // The old transport answers on its SSE stream; the POST only says "accepted".
+            return if status.is_success() {
+                Ok(())
+            } else {
+                Err(Failure::Status { status, body: error_body(resp).await })
+            };
+        }
+        if status == StatusCode::NOT_FOUND && had_session {
+            return Err(Failure::SessionExpired);
+        }
+        if !status.is_success() {
+            return Err(Failure::Status { status, body: error_body(resp).await });
+        }
+        if head.method.as_deref() == Some("initialize")
+            && let Some(session) = resp.headers().get(SESSION_ID).and_then(|v| v.to_str().ok())
+        {
+            self.state().session_id = Some(session.to_owned());
+        }
+        if status == StatusCode::ACCEPTED || c.awaited.is_none() {
+            return Ok(());
+        }
+        if is_event_stream(&resp) {
+            let mut cursor = Cursor::default();
+            let mut outcome = self.read_events(resp, c, &mut cursor).await;
+            let mut attempts = 0;
+            while !c.answered {
+                if let Err(SseError::TooLarge { limit }) = outcome {
+                    return Err(Failure::Transport(format!(
+                        "the answer was an SSE event of more than {limit} bytes (max_message_bytes)"
+                    )));
+                }
+                let Some(last) = cursor.last_event_id.clone() else {
+                    let why = outcome.err().map(|e| format!(": {e}")).unwrap_or_default();
+                    return Err(Failure::NoAnswer(format!(
+                        "the server ended the answer stream without an answer{why}"
+                    )));
+                };
+                if !self.backoff.allows(attempts) {
+                    return Err(Failure::NoAnswer(format!(
+                        "the answer stream dropped and {attempts} attempts to resume it failed"
+                    )));
+                }
+                // The server's `retry:` wins; without one, our own backoff.
+                tokio::time::sleep(cursor.retry.unwrap_or_else(|| self.backoff.delay(attempts))).await;
+                attempts += 1;
+                let resp = match self.get(Some(&last)).send().await {
+                    Ok(resp) if resp.status().is_success() && is_event_stream(&resp) => resp,
+                    Ok(resp) if resp.status() == StatusCode::NOT_FOUND && had_session => {
+                        return Err(Failure::SessionExpired);
+                    }
+                    Ok(resp) => {
+                        let status = resp.status();
+                        return Err(Failure::Status { status, body: error_body(resp).await });
+                    }
+                    Err(e) => {
+                        outcome = Err(SseError::Body(error_chain(&e)));
+                        continue;
+                    }
+                };
+                outcome = self.read_events(resp, c, &mut cursor).await;
+            }
+            return Ok(());
+        }
+        match read_bounded(resp, self.max_bytes).await {
+            Ok(Some(body)) => self.accept_json(&body, c).await.map_err(Failure::Transport),
+            Ok(None) => Err(Failure::Transport(format!(
+                "the answer was larger than {} bytes (max_message_bytes)",
+                self.max_bytes
+            ))),
+            Err(e) => Err(Failure::Transport(format!("reading the answer failed: {e}"))),
+        }
+    }
+
+    /// The session expired: initialize again (once, however many requests noticed).
+    async fn reinitialize(self: &Arc<Self>, stale: Option<String>) -> Result<(), Failure> {
+        let _one_at_a_time = self.reinit.lock().await;
+        let (initialize, initialized) = {
+            let mut state = self.state();
+            if state.session_id != stale {
+                return Ok(()); // another request already did it
+            }
+            state.session_id = None;
+            (state.initialize.clone(), state.initialized.clone())
+        };
+        let Some(initialize) = initialize else {
+            return Err(Failure::Transport("the session expired before it was initialized".to_owned()));
+        };
+        tracing::info!(server = %self.label, "the session expired; initializing again");
+        let head = Head::of(&initialize);
+        let mut c = Collector { awaited: head.id.clone(), initialize: true, capture: true, ..Collector::default() };
+        self.exchange(&initialize, &head, &mut c).await?;
+        if let Some(answer) = c.captured.as_deref()
+            && serde_json::from_str::<Value>(answer).ok().and_then(|v| v.get("error").cloned()).is_some()
+        {
+            return Err(Failure::Transport(format!("initializing again failed: {answer}")));
+        }
+        if let Some(initialized) = initialized {
+            let head = Head::of(&initialized);
+            self.exchange(&initialized, &head, &mut Collector::default()).await?;
+            let me = Arc::clone(self);
+            self.spawn(me.listen());
+        }
+        Ok(())
+    }
+
+    /// Sends one message the client wrote, with the session-expiry retry and the legacy
+    /// fallback; a failed request gets an error answer.
+    async fn deliver(self: Arc<Self>, text: String, head: Head) {
+        let mut c = Collector {
+            awaited: if head.is_request() { head.id.clone() } else { None },
+            initialize: head.method.as_deref() == Some("initialize"),
+            ..Collector::default()
+        };
+        let mut retried = false;
+        let outcome = loop {
+            let stale = self.state().session_id.clone();
+            match self.exchange(&text, &head, &mut c).await {
+                Err(Failure::SessionExpired) if !retried && !c.initialize => {
+                    retried = true;
+                    if let Err(e) = self.reinitialize(stale).await {
+                        break Err(e);
+                    }
+                }
+                Err(Failure::Status { status, body })
+                    if c.initialize
+                        && self.mode == HttpMode::Auto
+                        && status.is_client_error()
+                        && status != StatusCode::UNAUTHORIZED
+                        && status != StatusCode::FORBIDDEN
+                        && self.state().legacy_endpoint.is_none() =>
+                {
+                    tracing::info!(server = %self.label, "POST initialize got {status}; trying the 2024-11-05 HTTP+SSE transport");
+                    match self.open_legacy().await {
+                        Ok(()) => continue,
+                        Err(e) => {
+                            break Err(Failure::Status {
+                                status,
+                                body: format!("{body} (and the HTTP+SSE fallback failed: {e})"),
+                            });
+                        }
+                    }
+                }
+                other => break other,
+            }
+        };
+        match outcome {
+            Ok(()) => {
+                if head.method.as_deref() == Some("notifications/initialized") && self.state().legacy_endpoint.is_none()
+                {
+                    let me = Arc::clone(&self);
+                    self.spawn(me.listen());
+                }
+            }
+            Err(failure) => {
+                let message =
+                    format!("{} {}: {}", head.method.as_deref().unwrap_or("message"), self.url, failure.describe());
+                match (&head.id, head.is_request()) {
+                    (Some(id), true) => {
+                        let mut error = ErrorObject::new(HTTP_TRANSPORT_ERROR, message);
+                        error.data = Some(serde_json::json!({ "httpStatus": failure.status() }));
+                        let _ = self.events.send(Event::Message(encode_error(id.clone(), error))).await;
+                    }
+                    _ => tracing::warn!(server = %self.label, "could not send {message}"),
+                }
+                if matches!(failure, Failure::Transport(_)) && !head.is_request() {
+                    // Nothing waits on a notification or a reply: an unreachable server must
+                    // still be noticed, so the connection fails.
+                    self.fatal(failure.describe()).await;
+                }
+            }
+        }
+    }
+
+    /// The standalone GET stream: server requests and notifications not tied to a request.
+    async fn listen(self: Arc<Self>) {
+        let mut cursor = Cursor::default();
+        let mut failed = 0;
+        loop {
+            match self.get(cursor.last_event_id.as_deref()).send().await {
+                // The server offers no stream (405), or the session is gone (404): both fine.
+                Ok(resp) if matches!(resp.status(), StatusCode::METHOD_NOT_ALLOWED | StatusCode::NOT_FOUND) => return,
+                Ok(resp) if resp.status().is_success() && is_event_stream(&resp) => {
+                    let mut c = Collector::default();
+                    let seen_before = cursor.last_event_id.clone();
+                    match self.read_events(resp, &mut c, &mut cursor).await {
+                        Err(SseError::TooLarge { limit }) => {
+                            tracing::warn!(server = %self.label, "the GET stream sent an event over {limit} bytes; stopped listening");
+                            return;
+                        }
+                        // A stream that carried events was useful: start counting afresh.
+                        _ if cursor.last_event_id != seen_before => failed = 0,
+                        _ => failed += 1,
+                    }
+                }
+                Ok(resp) => {
+                    tracing::debug!(server = %self.label, "GET stream refused: HTTP {}", resp.status());
+                    return;
+                }
+                Err(e) => {
+                    failed += 1;
+                    if !self.backoff.allows(failed) {
+                        self.fatal(format!(
+                            "the server at {} is unreachable ({failed} attempts): {}",
+                            self.url,
+                            error_chain(&e)
+                        ))
+                        .await;
+                        return;
+                    }
+                }
+            }
+            if !self.backoff.allows(failed) {
+                return;
+            }
+            let floor = self.backoff.delay(failed.saturating_sub(1));
+            tokio::time::sleep(cursor.retry.map_or(floor, |r| r.max(Duration::from_millis(10)))).await;
+        }
+    }
+
+    /// The 2024-11-05 transport: GET the SSE stream, wait for its `endpoint` event, keep
+    /// reading the stream (answers arrive on it) in a task.
+    async fn open_legacy(self: &Arc<Self>) -> Result<(), String> {
+        let resp = self
+            .send_retrying(|| {
+                self.http.get(self.url.clone()).headers(self.headers.clone()).header(ACCEPT, "text/event-stream")
+            })
+            .await?;
+        if !resp.status().is_success() || !is_event_stream(&resp) {
+            return Err(format!("GET {} answered HTTP {} ({:?})", self.url, resp.status(), content_type(&resp)));
+        }
+        let (endpoint_tx, endpoint_rx) = oneshot::channel::<Result<Url, String>>();
+        let me = Arc::clone(self);
+        self.spawn(async move {
+            let mut events = EventStream::new(Box::pin(resp.bytes_stream()), me.max_bytes);
+            let mut endpoint_tx = Some(endpoint_tx);
+            let reason = loop {
+                match events.next().await {
+                    None => break "the server closed the SSE stream".to_owned(),
+                    Some(Err(e)) => break e.to_string(),
+                    Some(Ok(event)) => match (event.event.as_deref(), event.data) {
+                        (Some("endpoint"), Some(data)) => {
+                            let url = me.url.join(data.trim()).map_err(|e| format!("bad endpoint {data:?}: {e}"));
+                            // The endpoint must be on the server's own origin, or a server could
+                            // send our headers (credentials) elsewhere.
+                            let url = url.and_then(|u| {
+                                if u.origin() == me.url.origin() {
+                                    Ok(u)
+                                } else {
+                                    Err(format!("the endpoint {u} is on another origin than {}", me.url))
+                                }
+                            });
+                            if let Some(tx) = endpoint_tx.take() {
+                                let _ = tx.send(url);
+                            }
+                        }
+                        (None | Some("message"), Some(data)) if !data.trim().is_empty() => {
+                            let _ = me.events.send(Event::Message(data)).await;
+                        }
+                        _ => {}
+                    },
+                }
+            };
+            if endpoint_tx.is_none() {
+                me.fatal(reason).await;
+            } else if let Some(tx) = endpoint_tx.take() {
+                let _ = tx.send(Err(reason));
+            }
+        });
+        let endpoint = tokio::time::timeout(ENDPOINT_WAIT, endpoint_rx)
+            .await
+            .map_err(|_| format!("no endpoint event within {ENDPOINT_WAIT:?}"))?
+            .map_err(|_| "the SSE reader stopped".to_owned())??;
+        let mut state = self.state();
+        state.legacy_endpoint = Some(endpoint);
+        state.session_id = None;
+        Ok(())
+    }
+}
+
+/// A remote MCP server over HTTP. Create with [`HttpTransport::new`]; no connection is made
+/// until the client sends its first message.
+pub struct HttpTransport {
+    shared: Arc<Shared>,
+    events: mpsc::Receiver<Event>,
+}
+
+impl std::fmt::Debug for HttpTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpTransport").field("url", &self.shared.url.as_str()).finish_non_exhaustive()
+    }
+}
+
+impl HttpTransport {
+    /// Checks the configuration (URL, header names and values, the bearer token's variable)
+    /// and builds the HTTP client.
+    pub fn new(config: HttpConfig) -> Result<HttpTransport, TransportError> {
+        let bad = |m: String| TransportError::Config(m);
+        let url = Url::parse(&config.url).map_err(|e| bad(format!("invalid url {:?}: {e}", config.url)))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(bad(format!("{url}: only http:// and https:// URLs are served over HTTP")));
+        }
+        let mut headers = HeaderMap::new();
+        for (name, value) in &config.headers {
+            let header =
+                HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad(format!("invalid header name {name:?}")))?;
+            let mut value = HeaderValue::from_str(value)
+                .map_err(|_| bad(format!("the value of header {name:?} is not a valid header value")))?;
+            value.set_sensitive(true);
+            headers.insert(header, value);
+        }
+        if let Some(var) = &config.bearer_token_env {
+            let token = std::env::var(var)
+                .map_err(|_| bad(format!("the environment variable {var} (bearer_token_env) is not set")))?;
+            let mut value = HeaderValue::from_str(&format!("Bearer {}", token.trim()))
+                .map_err(|_| bad(format!("the token in {var} is not a valid header value")))?;
+            value.set_sensitive(true);
+            headers.insert(AUTHORIZATION, value);
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            // Redirects could carry our headers elsewhere; MCP endpoints do not redirect.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| bad(format!("could not build the HTTP client: {}", error_chain(&e))))?;
+        let (tx, rx) = mpsc::channel(1024);
+        let shared = Arc::new(Shared {
+            http,
+            url,
+            headers,
+            label: config.label,
+            max_bytes: config.max_message_bytes,
+            backoff: config.reconnect,
+            mode: config.mode,
+            state: Mutex::new(State::default()),
+            reinit: tokio::sync::Mutex::new(()),
+            events: tx,
+            fatal_reason: Mutex::new(None),
+        });
+        Ok(HttpTransport { shared, events: rx })
+    }
+
+    /// The session id the server handed out, if any (for tests and diagnostics).
+    pub fn session_id(&self) -> Option<String> {
+        self.shared.state().session_id.clone()
+    }
+}
+
+struct HttpSink {
+    shared: Arc<Shared>,
+    legacy_opened: bool,
+}
+
+struct HttpStream {
+    shared: Arc<Shared>,
+    events: mpsc::Receiver<Event>,
+}
+
+impl Transport for HttpTransport {
+    fn split(self: Box<Self>) -> (Box<dyn TransportSink>, Box<dyn TransportStream>) {
+        let sink = HttpSink { shared: Arc::clone(&self.shared), legacy_opened: false };
+        (Box::new(sink), Box::new(HttpStream { shared: self.shared, events: self.events }))
+    }
+}
+
+#[async_trait]
+impl TransportSink for HttpSink {
+    async fn send(&mut self, messages: &[String]) -> Result<(), TransportError> {
+        if self.shared.mode == HttpMode::LegacySse && !self.legacy_opened {
+            self.shared.open_legacy().await.map_err(TransportError::Closed)?;
+            self.legacy_opened = true;
+        }
+        for text in messages {
+            let head = Head::of(text);
+            {
+                let mut state = self.shared.state();
+                match head.method.as_deref() {
+                    Some("initialize") => state.initialize = Some(text.clone()),
+                    Some("notifications/initialized") => state.initialized = Some(text.clone()),
+                    _ => {}
+                }
+            }
+            if head.is_request() {
+                // Requests run side by side: a slow tool call must not hold up the others.
+                let shared = Arc::clone(&self.shared);
+                self.shared.spawn(shared.deliver(text.clone(), head));
+            } else {
+                // Notifications and replies are quick (202) and must keep their order relative
+                // to the requests that follow (`initialized` before `tools/list`).
+                Arc::clone(&self.shared).deliver(text.clone(), head).await;
+            }
+        }
+        Ok(())
+    }
+
+    async fn close(&mut self) -> Result<(), TransportError> {
+        let (tasks, session, legacy) = {
+            let mut state = self.shared.state();
+            state.closed = true;
+            (std::mem::take(&mut state.tasks), state.session_id.take(), state.legacy_endpoint.is_some())
+        };
+        for task in tasks {
+            task.abort();
+        }
+        if let Some(session) = session
+            && !legacy
+        {
+            // Tell the server the session is over; it may not allow that (405), and a server
+            // that is gone must not hold up the close.
+            let delete = self.shared.http.delete(self.shared.url.clone()).headers(self.shared.headers.clone());
+            let mut delete = delete.header(SESSION_ID, session);
+            if let Some(version) = self.shared.state().protocol_version.clone() {
+                delete = delete.header(PROTOCOL_VERSION, version);
+            }
+            match tokio::time::timeout(Duration::from_secs(2), delete.send()).await {
+                Ok(Ok(resp)) => tracing::debug!(server = %self.shared.label, "DELETE session: HTTP {}", resp.status()),
+                Ok(Err(e)) => tracing::debug!(server = %self.shared.label, "DELETE session failed: {e}"),
+                Err(_) => tracing::debug!(server = %self.shared.label, "DELETE session timed out"),
+            }
+        }
+        let _ = self.shared.events.try_send(Event::End);
+        Ok(())
+    }
+}
+
+impl Drop for HttpSink {
+    fn drop(&mut self) {
+        let mut state = self.shared.state();
+        state.closed = true;
+        for task in state.tasks.drain(..) {
+            task.abort();
+        }
+    }
+}
+
+#[async_trait]
+impl TransportStream for HttpStream {
+    async fn recv(&mut self) -> Result<Option<String>, TransportError> {
+        match self.events.recv().await {
+            Some(Event::Message(text)) => Ok(Some(text)),
+            Some(Event::Fatal(reason)) => Err(TransportError::Closed(reason)),
+            Some(Event::End) | None => Ok(None),
+        }
+    }
+
+    async fn closed_reason(&mut self) -> String {
+        self.shared
+            .fatal_reason
+            .lock()
+            .ok()
+            .and_then(|r| r.clone())
+            .unwrap_or_else(|| format!("the connection to {} was closed", self.shared.url))
+    }
+}

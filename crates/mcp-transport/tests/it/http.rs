@@ -1,0 +1,246 @@
+//! The HTTP transports against the in-process HTTP fixture server (real sockets on 127.0.0.1).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use mcp_fixtures::http::{HttpOptions, RunningServer, start};
+use mcp_protocol::ServerNotification;
+use mcp_transport::servers::{ConnectOptions, ServerSpec, ServerTarget, connect};
+use mcp_transport::{
+    Backoff, Client, ClientError, ClientOptions, HttpConfig, HttpMode, HttpTransport, ListLimits, RequestOptions,
+};
+use serde_json::json;
+
+use crate::args;
+
+async fn server(options: HttpOptions) -> RunningServer {
+    start(options, 0).await.unwrap()
+}
+
+fn quick_backoff() -> Backoff {
+    Backoff { initial_delay: Duration::from_millis(10), max_delay: Duration::from_millis(50), max_attempts: 3 }
+}
+
+async fn client_for(config: HttpConfig) -> Client {
+    let transport = HttpTransport::new(config).unwrap();
+    let options = ClientOptions { startup_timeout: Duration::from_secs(10), ..ClientOptions::default() };
+    Client::connect(transport, options).await.unwrap()
+}
+
+async fn connect_to(url: String) -> Client {
+    client_for(HttpConfig { reconnect: quick_backoff(), ..HttpConfig::new(url) }).await
+}
+
+async fn echo(client: &Client, text: &str) -> Result<String, ClientError> {
+    client.call_tool("echo", args(json!({"text": text})), RequestOptions::default()).await.map(|r| r.joined_text())
+}
+
+/// Handshake, list, call; the session and revision headers on every later request; DELETE.
+async fn round_trip(options: HttpOptions) -> RunningServer {
+    let stateless = options.stateless;
+    let s = server(options).await;
+    let client = connect_to(s.url()).await;
+    assert_eq!(client.protocol_version().unwrap().as_str(), "2025-11-25");
+    let tools = client.list_all_tools(ListLimits::default()).await.unwrap();
+    assert_eq!(tools.len(), 2);
+    assert_eq!(echo(&client, "héllo").await.unwrap(), "héllo");
+    client.close().await.unwrap();
+    let seen = s.seen();
+    let posts: Vec<_> = seen.iter().filter(|r| r.http_method == "POST").collect();
+    assert_eq!(posts[0].method.as_deref(), Some("initialize"));
+    assert!(posts[0].session.is_none() && posts[0].protocol_version.is_none());
+    for later in &posts[1..] {
+        assert_eq!(later.protocol_version.as_deref(), Some("2025-11-25"), "{later:?}");
+        assert_eq!(later.session.is_some(), !stateless, "{later:?}");
+        assert_eq!(later.mcp_method, later.method, "{later:?}");
+        assert_eq!(later.status / 100, 2, "{later:?}");
+    }
+    let call = posts.iter().find(|r| r.method.as_deref() == Some("tools/call")).unwrap();
+    assert_eq!(call.mcp_name.as_deref(), Some("echo"));
+    if !stateless {
+        assert!(seen.iter().any(|r| r.http_method == "DELETE" && r.status == 200), "{seen:?}");
+        assert_eq!(s.sessions(), 0);
+    }
+    s
+}
+
+#[tokio::test]
+async fn sse_answers() {
+    round_trip(HttpOptions::default()).await;
+}
+
+#[tokio::test]
+async fn json_answers() {
+    round_trip(HttpOptions { json: true, ..HttpOptions::default() }).await;
+}
+
+#[tokio::test]
+async fn stateless_server() {
+    round_trip(HttpOptions { stateless: true, json: true, ..HttpOptions::default() }).await;
+}
+
+#[tokio::test]
+async fn notification_on_the_get_stream() {
+    let s = server(HttpOptions::default()).await;
+    let transport = HttpTransport::new(HttpConfig::new(s.url())).unwrap();
+    let client = Client::start(transport, ClientOptions::default());
+    let mut notes = client.subscribe();
+    client.initialize().await.unwrap();
+    let note = tokio::time::timeout(Duration::from_secs(5), notes.recv()).await.unwrap().unwrap();
+    assert!(matches!(note, ServerNotification::ToolsListChanged), "{note:?}");
+    assert!(s.seen().iter().any(|r| r.http_method == "GET" && r.status == 200));
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_refused_get_stream_is_fine() {
+    let s = server(HttpOptions { no_get: true, ..HttpOptions::default() }).await;
+    let client = connect_to(s.url()).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(echo(&client, "still here").await.unwrap(), "still here");
+    let gets = s.seen().iter().filter(|r| r.http_method == "GET").count();
+    assert_eq!(gets, 1, "a 405 must not be retried");
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_expired_session_is_initialized_again_and_the_request_retried_once() {
+    let s = server(HttpOptions { json: true, expire_after: Some(3), ..HttpOptions::default() }).await;
+    let client = connect_to(s.url()).await;
+    // initialized, then two calls fit in the session; the third call finds it expired.
+    for i in 0..4 {
+        assert_eq!(echo(&client, &format!("call {i}")).await.unwrap(), format!("call {i}"));
+    }
+    let seen = s.seen();
+    let inits = seen.iter().filter(|r| r.method.as_deref() == Some("initialize")).count();
+    assert_eq!(inits, 2, "{seen:#?}");
+    let expired = seen.iter().filter(|r| r.status == 404).count();
+    assert_eq!(expired, 1);
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_session_that_expires_at_once_is_retried_only_once() {
+    // Every session dies after initialize + initialized: the retry meets a 404 again.
+    let s = server(HttpOptions { json: true, expire_after: Some(1), ..HttpOptions::default() }).await;
+    let client = connect_to(s.url()).await;
+    let err = echo(&client, "x").await.unwrap_err();
+    assert!(err.to_string().contains("404"), "{err}");
+    let inits = s.seen().iter().filter(|r| r.method.as_deref() == Some("initialize")).count();
+    assert_eq!(inits, 2, "one re-initialization, not a loop");
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_dropped_answer_stream_resumes_with_last_event_id_after_retry() {
+    let s = server(HttpOptions { drop_answer: true, retry_ms: 300, ..HttpOptions::default() }).await;
+    let client = connect_to(s.url()).await;
+    let started = Instant::now();
+    assert_eq!(echo(&client, "resumed").await.unwrap(), "resumed");
+    assert!(started.elapsed() >= Duration::from_millis(300), "retry: was not honoured: {:?}", started.elapsed());
+    let seen = s.seen();
+    let resume = seen.iter().find(|r| r.http_method == "GET" && r.last_event_id.is_some()).unwrap();
+    assert!(resume.last_event_id.as_deref().unwrap().starts_with("session-"), "{resume:?}");
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn legacy_sse_when_configured() {
+    let s = server(HttpOptions { legacy: true, ..HttpOptions::default() }).await;
+    let client =
+        client_for(HttpConfig { mode: HttpMode::LegacySse, reconnect: quick_backoff(), ..HttpConfig::new(s.url()) })
+            .await;
+    assert_eq!(client.protocol_version().unwrap().as_str(), "2024-11-05");
+    assert_eq!(echo(&client, "old").await.unwrap(), "old");
+    assert!(s.seen().iter().all(|r| r.status != 405), "no Streamable HTTP attempt when configured");
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn falls_back_to_legacy_sse_on_a_4xx() {
+    let s = server(HttpOptions { legacy: true, ..HttpOptions::default() }).await;
+    let client = connect_to(s.url()).await;
+    assert_eq!(client.protocol_version().unwrap().as_str(), "2024-11-05");
+    assert_eq!(client.list_all_tools(ListLimits::default()).await.unwrap().len(), 2);
+    assert_eq!(echo(&client, "fallback").await.unwrap(), "fallback");
+    let seen = s.seen();
+    assert_eq!(seen[0].http_method, "POST");
+    assert_eq!(seen[0].status, 405);
+    assert_eq!(seen[1].http_method, "GET");
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn headers_and_a_bearer_token_from_the_environment() {
+    // Tests may not set variables (unsafe code is forbidden), so an existing one is the token.
+    let token = std::env::var("HOME").unwrap();
+    let s = server(HttpOptions { token: Some(token.clone()), json: true, ..HttpOptions::default() }).await;
+    let mut config = HttpConfig::new(s.url());
+    config.bearer_token_env = Some("HOME".into());
+    config.headers = BTreeMap::from([("X-Extra".to_owned(), "1".to_owned())]);
+    let client = client_for(config).await;
+    assert_eq!(echo(&client, "authorized").await.unwrap(), "authorized");
+    let bearer = format!("Bearer {token}");
+    assert!(s.seen().iter().all(|r| r.authorization.as_deref() == Some(bearer.as_str())));
+    client.close().await.unwrap();
+
+    let mut config = HttpConfig::new(s.url());
+    config.bearer_token_env = Some("MCP_HARNESS_TEST_TOKEN_UNSET".into());
+    let err = HttpTransport::new(config).unwrap_err();
+    assert!(err.to_string().contains("MCP_HARNESS_TEST_TOKEN_UNSET"), "{err}");
+    let mut shown = HttpConfig::new("http://x");
+    shown.headers.insert("Authorization".into(), "Bearer s3cret".into());
+    assert!(!format!("{shown:?}").contains("s3cret"));
+}
+
+fn remote(name: &str, url: String, headers: BTreeMap<String, String>) -> ServerSpec {
+    let mut spec = ServerSpec::stdio(name, mcp_transport::StdioConfig::new("unused", Vec::<String>::new()));
+    spec.target = ServerTarget::Remote { url, headers };
+    spec.startup_timeout = Duration::from_secs(5);
+    spec
+}
+
+#[tokio::test]
+async fn servers_report_connected_needs_auth_and_failed() {
+    let open = server(HttpOptions::default()).await;
+    let locked = server(HttpOptions { token: Some("t".into()), ..HttpOptions::default() }).await;
+    let options = ConnectOptions { reconnect: quick_backoff(), ..ConnectOptions::default() };
+
+    let c = connect(remote("open", open.url(), BTreeMap::new()), &options).await;
+    assert_eq!(c.state().label(), "connected", "{}", c.state());
+    assert_eq!(c.tools().len(), 2);
+    assert_eq!(c.call_tool("echo", args(json!({"text": "hi"}))).await.unwrap().joined_text(), "hi");
+    c.close().await;
+
+    let c = connect(remote("locked", locked.url(), BTreeMap::new()), &options).await;
+    assert_eq!(c.state().label(), "needs-auth", "{}", c.state());
+    assert!(c.state().to_string().contains("401"), "{}", c.state());
+    let with_token = BTreeMap::from([("Authorization".to_owned(), "Bearer t".to_owned())]);
+    let c = connect(remote("locked", locked.url(), with_token), &options).await;
+    assert_eq!(c.state().label(), "connected", "{}", c.state());
+    c.close().await;
+
+    // Nothing listens there: the connect attempts back off, then the server is failed.
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let started = Instant::now();
+    let c = connect(remote("gone", format!("http://{addr}/mcp"), BTreeMap::new()), &options).await;
+    assert_eq!(c.state().label(), "failed");
+    let reason = c.state().to_string();
+    assert!(reason.contains("after 3 attempts"), "{reason}");
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn a_server_that_goes_away_fails_pending_and_later_requests() {
+    let s = server(HttpOptions { json: true, ..HttpOptions::default() }).await;
+    let client = connect_to(s.url()).await;
+    drop(s);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = Instant::now();
+    let err = echo(&client, "anyone?").await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(err.to_string().contains("could not reach") || err.to_string().contains("closed"), "{err}");
+}
