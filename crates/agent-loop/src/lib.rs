@@ -1,13 +1,58 @@
 //! The agent loop and its ports: a language model, an approver for `confirm` decisions,
-//! built-in tools, hooks around tool calls, and the MCP tool source.
+//! built-in tools, hooks around tool calls, the MCP tool source, and where events go.
+//!
+//! Each step refreshes what changed (a server's `tools/list_changed` re-lists only that server
+//! and publishes a new pool revision), asks the model with exactly the snapshot's tools, and
+//! runs every tool call of the answer against that same snapshot: unknown names and calls to a
+//! server whose tools changed since are refused, arguments are checked against the schema the
+//! model saw, policy decides (deny, confirm through the approver, allow), and allowed calls run
+//! concurrently with their results kept in order.
 //!
 //! **Invariant:** errors stay at the tool boundary. A failing server, a bad argument, a denial or
-//! a timeout becomes a tool result the model can read; the loop itself never ends because a tool
-//! failed.
+//! a timeout becomes a tool result starting with `Error:` that the model can read; the loop
+//! itself never ends because a tool failed.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use agent_loop::{Agent, AgentConfig, NoEvents, ScriptedModel, source::Listing, ToolSource};
+//!
+//! struct NoTools;
+//! #[async_trait::async_trait]
+//! impl ToolSource for NoTools {
+//!     async fn refresh(&self) -> Listing { Listing::default() }
+//!     fn generation(&self, _server: &str) -> Option<u64> { None }
+//!     async fn call(&self, _: &str, _: &str, _: Option<serde_json::Map<String, serde_json::Value>>)
+//!         -> Result<mcp_protocol::CallToolResult, String> { Err("no tools".into()) }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let model = ScriptedModel::from_json(r#"{"turns": [{"text": "Hello!"}]}"#).unwrap();
+//! let agent = Agent::new(Arc::new(model), Arc::new(NoTools), policy::Policy::default(), AgentConfig::default());
+//! let mut conversation = Vec::new();
+//! let outcome = agent.run_turn(&mut conversation, "Hi", &NoEvents).await.unwrap();
+//! assert_eq!(outcome.final_text, "Hello!");
+//! assert_eq!(conversation.len(), 2);
+//! # }
+//! ```
 
+pub mod agent;
 pub mod model;
+pub mod ports;
+pub mod results;
+pub mod scripted;
+pub mod source;
+pub mod transcript;
 
+pub use agent::{Agent, AgentConfig, AgentError, TurnOutcome};
 pub use model::{
     Block, LanguageModel, Message, ModelError, ModelRequest, ModelResponse, NoStream, Role, StopReason, TextStream,
     ToolSpec, Usage,
 };
+pub use ports::{
+    AgentEvent, ApprovalAnswer, ApprovalRequest, ApproveAll, Approver, BuiltinTool, CallDecision, CallInfo, EventSink,
+    HookVerdict, Hooks, NoEvents, NoHooks, RefuseAll,
+};
+pub use scripted::{Script, ScriptedModel};
+pub use source::{ServerSet, ToolSource};
+pub use transcript::{Transcript, load_messages};

@@ -1,0 +1,202 @@
+//! The loop's other ports: who approves `confirm` decisions, built-in tools, hooks around tool
+//! calls, and where the loop reports what happens.
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::model::{StopReason, Usage};
+
+/// What a person answered when asked to approve a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalAnswer {
+    /// Run this call.
+    Yes,
+    /// Refuse this call.
+    No,
+    /// Run this call and every later call of the same tool in this session.
+    YesForSession,
+}
+
+/// A call waiting for approval.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApprovalRequest {
+    /// The model-visible name.
+    pub name: String,
+    /// The server, for MCP tools.
+    pub server: Option<String>,
+    /// The tool's own name.
+    pub tool: String,
+    /// The arguments the model gave.
+    pub arguments: Value,
+    /// Which policy rule asked for confirmation.
+    pub rule: String,
+}
+
+/// Decides `confirm` calls (a terminal prompt, a UI, a test double).
+#[async_trait]
+pub trait Approver: Send + Sync {
+    /// Ask.
+    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer;
+}
+
+/// Refuses every `confirm` call: the right answer when nobody can be asked.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RefuseAll;
+
+#[async_trait]
+impl Approver for RefuseAll {
+    async fn approve(&self, _request: &ApprovalRequest) -> ApprovalAnswer {
+        ApprovalAnswer::No
+    }
+}
+
+/// Approves every `confirm` call (`--yes`). Denied tools stay denied: they are not in the pool.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApproveAll;
+
+#[async_trait]
+impl Approver for ApproveAll {
+    async fn approve(&self, _request: &ApprovalRequest) -> ApprovalAnswer {
+        ApprovalAnswer::Yes
+    }
+}
+
+/// A tool the host itself provides.
+#[async_trait]
+pub trait BuiltinTool: Send + Sync {
+    /// How the model sees it (name, description, input schema).
+    fn spec(&self) -> tool_pool::BuiltinTool;
+
+    /// Run it; `Err` is a failure the model reads (as `Error: …`).
+    async fn call(&self, input: &Value) -> Result<String, String>;
+}
+
+/// A tool call as hooks see it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CallInfo {
+    /// The model's id of the call.
+    pub id: String,
+    /// The model-visible name.
+    pub name: String,
+    /// The server, for MCP tools.
+    pub server: Option<String>,
+    /// The arguments.
+    pub arguments: Value,
+}
+
+/// What a hook decides before a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookVerdict {
+    /// Go on.
+    Continue,
+    /// Refuse the call; the reason goes to the model.
+    Block(String),
+}
+
+/// Runs before and after every tool call that policy let through.
+#[async_trait]
+pub trait Hooks: Send + Sync {
+    /// Before the call.
+    async fn before_tool(&self, _call: &CallInfo) -> HookVerdict {
+        HookVerdict::Continue
+    }
+
+    /// After the call, with the text the model will read.
+    async fn after_tool(&self, _call: &CallInfo, _result: &str, _is_error: bool) {}
+}
+
+/// Hooks that do nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoHooks;
+
+impl Hooks for NoHooks {}
+
+/// How a call was decided.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallDecision {
+    /// Policy allows it.
+    Allowed,
+    /// A person approved it (now or earlier in the session).
+    Approved,
+    /// A person refused it, or nobody could be asked.
+    Refused,
+    /// A hook blocked it.
+    Blocked,
+    /// It was not run: unknown tool, changed tool, or bad arguments.
+    Rejected,
+}
+
+/// What the loop reports as it goes (for a terminal, `--json`, or a UI).
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum AgentEvent {
+    /// A step starts: the model is about to be called with this pool.
+    Step {
+        /// 1-based step number within the turn.
+        step: usize,
+        /// The pool snapshot's revision.
+        pool_revision: u64,
+        /// How many tools the model sees.
+        tools: usize,
+    },
+    /// Streamed model text.
+    Text {
+        /// The new text.
+        text: String,
+    },
+    /// The model asked for a call, and this is how it was decided.
+    ToolCall {
+        /// The call's id.
+        id: String,
+        /// The model-visible name.
+        name: String,
+        /// The arguments.
+        arguments: Value,
+        /// The decision.
+        decision: CallDecision,
+        /// Why (the policy rule, the refusal, the problem).
+        reason: String,
+    },
+    /// A call's result as the model will read it.
+    ToolResult {
+        /// The call's id.
+        id: String,
+        /// The model-visible name.
+        name: String,
+        /// Whether it failed.
+        is_error: bool,
+        /// The text (possibly an excerpt, see the result budget).
+        content: String,
+    },
+    /// The turn ended.
+    Finished {
+        /// Why the model stopped.
+        stop_reason: StopReason,
+        /// Steps used.
+        steps: usize,
+        /// Tokens used in this turn.
+        usage: Usage,
+    },
+    /// The step limit was reached before the model finished.
+    StepLimit {
+        /// The limit.
+        steps: usize,
+    },
+}
+
+/// Receives [`AgentEvent`]s.
+pub trait EventSink: Send + Sync {
+    /// One event.
+    fn event(&self, event: &AgentEvent);
+}
+
+/// Discards events.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoEvents;
+
+impl EventSink for NoEvents {
+    fn event(&self, _event: &AgentEvent) {}
+}

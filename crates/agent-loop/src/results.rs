@@ -1,0 +1,83 @@
+//! What the model reads of a tool result: every content type mapped to text, failures marked
+//! `Error:`, and results over a budget saved to a file and replaced by an excerpt.
+
+use std::path::{Path, PathBuf};
+
+use mcp_protocol::{CallToolResult, ContentBlock};
+
+/// Text for the model from a tool's result. `isError` results start with `Error:`.
+pub fn render(result: &CallToolResult) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for block in &result.content {
+        parts.push(match block {
+            ContentBlock::Text { text, .. } => text.clone(),
+            ContentBlock::Image { mime_type, data, .. } => {
+                format!("[image {mime_type}, {} bytes base64, not shown]", data.len())
+            }
+            ContentBlock::Audio { mime_type, data, .. } => {
+                format!("[audio {mime_type}, {} bytes base64, not shown]", data.len())
+            }
+            ContentBlock::ResourceLink { uri, name, description, .. } => match description {
+                Some(d) => format!("[resource link {name} <{uri}>: {d}]"),
+                None => format!("[resource link {name} <{uri}>]"),
+            },
+            ContentBlock::Resource { resource, .. } => match (&resource.text, &resource.blob) {
+                (Some(text), _) => format!("[resource <{}>]\n{text}", resource.uri),
+                (None, Some(blob)) => format!(
+                    "[resource <{}>: {}, {} bytes base64, not shown]",
+                    resource.uri,
+                    resource.mime_type.as_deref().unwrap_or("binary"),
+                    blob.len()
+                ),
+                (None, None) => format!("[resource <{}>, empty]", resource.uri),
+            },
+            ContentBlock::Other(fields) => {
+                let kind = fields.get("type").and_then(|t| t.as_str()).unwrap_or("unknown");
+                format!("[content of type {kind}, not shown]")
+            }
+        });
+    }
+    // Structured content is what the tool meant when it sent nothing else.
+    if let Some(structured) = &result.structured_content
+        && parts.iter().all(|p| p.trim().is_empty())
+    {
+        parts = vec![structured.to_string()];
+    }
+    let text = parts.join("\n");
+    if result.is_error() { error_text(&text) } else { text }
+}
+
+/// `Error: …`, the form every failure reaches the model in.
+pub fn error_text(message: &str) -> String {
+    if message.starts_with("Error:") { message.to_owned() } else { format!("Error: {message}") }
+}
+
+/// Keep `text` within `budget` characters: a longer one is written to `dir/<id>.txt` and
+/// replaced by its beginning and the file's path. Without a directory it is cut.
+pub fn fit_budget(text: String, budget: usize, dir: Option<&Path>, id: &str) -> String {
+    let total = text.chars().count();
+    if total <= budget {
+        return text;
+    }
+    let excerpt_len = budget.saturating_sub(200).max(budget / 2);
+    let excerpt: String = text.chars().take(excerpt_len).collect();
+    let rest = total - excerpt_len;
+    let saved = dir.and_then(|dir| save(dir, id, &text).ok());
+    match saved {
+        Some(path) => format!(
+            "{excerpt}\n… [{rest} more characters; the whole result ({total} characters) is saved in {}]",
+            path.display()
+        ),
+        None => format!("{excerpt}\n… [{rest} more characters cut]"),
+    }
+}
+
+fn save(dir: &Path, id: &str, text: &str) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    // The id comes from the model: keep only characters safe in a file name.
+    let safe: String =
+        id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+    let path = dir.join(format!("{}.txt", if safe.is_empty() { "result" } else { &safe }));
+    std::fs::write(&path, text)?;
+    Ok(path)
+}

@@ -1,0 +1,153 @@
+//! The session transcript: one JSON object per line, appended and flushed as things happen, so
+//! nothing is lost when the process dies; a session is resumed from its messages.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::Message;
+use crate::ports::AgentEvent;
+
+/// One line of a transcript.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Entry {
+    /// A message of the conversation (what a resume restores).
+    Message {
+        /// Milliseconds since the Unix epoch.
+        at_ms: u64,
+        /// The message.
+        message: Message,
+    },
+    /// Something the loop reported (tool decisions, results, the end of a turn).
+    Event {
+        /// Milliseconds since the Unix epoch.
+        at_ms: u64,
+        /// The event, as JSON.
+        event: serde_json::Value,
+    },
+}
+
+/// Why the transcript could not be written or read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TranscriptError {
+    /// The file could not be opened, written or read.
+    #[error("transcript {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// A line is not a transcript entry.
+    #[error("transcript {path}, line {line}: {message}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What was wrong.
+        message: String,
+    },
+}
+
+/// Appends entries to a transcript file.
+#[derive(Debug)]
+pub struct Transcript {
+    file: File,
+    path: PathBuf,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+impl Transcript {
+    /// Open (creating or appending to) the transcript at `path`. The file is readable by its
+    /// owner only: it holds the conversation.
+    pub fn open(path: &Path) -> Result<Self, TranscriptError> {
+        let io = |source| TranscriptError::Io { path: path.to_owned(), source };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let mut options = OpenOptions::new();
+        options.create(true).append(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let file = options.open(path).map_err(io)?;
+        Ok(Self { file, path: path.to_owned() })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn append(&mut self, entry: &Entry) -> Result<(), TranscriptError> {
+        let mut line = serde_json::to_vec(entry)
+            .map_err(|e| TranscriptError::Io { path: self.path.clone(), source: std::io::Error::other(e) })?;
+        line.push(b'\n');
+        // One write per line, then flush: a crash loses at most the line being written.
+        self.file
+            .write_all(&line)
+            .and_then(|()| self.file.flush())
+            .map_err(|source| TranscriptError::Io { path: self.path.clone(), source })
+    }
+
+    /// Append a message.
+    pub fn message(&mut self, message: &Message) -> Result<(), TranscriptError> {
+        self.append(&Entry::Message { at_ms: now_ms(), message: message.clone() })
+    }
+
+    /// Append an event (streamed text deltas are not kept: the message holds the text).
+    pub fn event(&mut self, event: &AgentEvent) -> Result<(), TranscriptError> {
+        if matches!(event, AgentEvent::Text { .. }) {
+            return Ok(());
+        }
+        let event = serde_json::to_value(event).unwrap_or(serde_json::Value::Null);
+        self.append(&Entry::Event { at_ms: now_ms(), event })
+    }
+}
+
+/// The messages of a transcript, to resume its conversation. A last line cut short by a crash
+/// is skipped; any other bad line is an error naming it.
+pub fn load_messages(path: &Path) -> Result<Vec<Message>, TranscriptError> {
+    let io = |source| TranscriptError::Io { path: path.to_owned(), source };
+    let reader = BufReader::new(File::open(path).map_err(io)?);
+    let lines: Vec<String> = reader.lines().collect::<Result<_, _>>().map_err(io)?;
+    let mut messages = Vec::new();
+    let last = lines.len();
+    for (index, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Entry>(line) {
+            Ok(Entry::Message { message, .. }) => messages.push(message),
+            Ok(Entry::Event { .. }) => {}
+            Err(_) if index + 1 == last => {} // torn final write
+            Err(e) => {
+                return Err(TranscriptError::Corrupt {
+                    path: path.to_owned(),
+                    line: index + 1,
+                    message: e.to_string(),
+                });
+            }
+        }
+    }
+    // A conversation must not end in tool calls without their results (the model would be
+    // asked to continue a turn it cannot see the end of): drop such a dangling tail.
+    while let Some(last) = messages.last() {
+        let dangling = last.role == crate::model::Role::Assistant
+            && last.content.iter().any(|b| matches!(b, crate::model::Block::ToolUse { .. }));
+        if dangling {
+            messages.pop();
+        } else {
+            break;
+        }
+    }
+    Ok(messages)
+}

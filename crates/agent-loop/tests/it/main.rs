@@ -1,0 +1,8 @@
+//! Tests of the agent loop: an in-memory tool source and scripted models for exact behaviour,
+//! and the fixture MCP server for the real thing.
+#![allow(missing_docs, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+
+mod fake;
+mod fixture;
+mod loop_tests;
+mod transcript_tests;
