@@ -166,7 +166,17 @@ fn test_steps(hermetic: bool, tally: &mut Tally) -> Result {
         run_tests(
             "interop",
             cargo()
-                .args(["test", "-p", "mcp-transport", "--features", "interop", "--test", "interop"])
+                .args([
+                    "test",
+                    "-p",
+                    "mcp-transport",
+                    "--features",
+                    "interop",
+                    "--test",
+                    "interop",
+                    "--test",
+                    "interop_http",
+                ])
                 .env("MCP_PEERS_DIR", &peers),
             tally,
         )?;

@@ -559,10 +559,9 @@ impl Shared {
             return Err(Failure::Transport(format!("initializing again failed: {answer}")));
         }
         if let Some(initialized) = initialized {
+            self.open_get_stream().await;
             let head = Head::of(&initialized);
             self.exchange(&initialized, &head, &mut Collector::default()).await?;
-            let me = Arc::clone(self);
-            self.spawn(me.listen());
         }
         Ok(())
     }
@@ -575,6 +574,12 @@ impl Shared {
             initialize: head.method.as_deref() == Some("initialize"),
             ..Collector::default()
         };
+        if head.method.as_deref() == Some("notifications/initialized") {
+            // Open the GET stream first: servers announce things right after `initialized`
+            // (server-everything its added tools), and what they send before the stream is
+            // open is lost.
+            self.open_get_stream().await;
+        }
         let mut retried = false;
         let outcome = loop {
             let stale = self.state().session_id.clone();
@@ -608,13 +613,7 @@ impl Shared {
             }
         };
         match outcome {
-            Ok(()) => {
-                if head.method.as_deref() == Some("notifications/initialized") && self.state().legacy_endpoint.is_none()
-                {
-                    let me = Arc::clone(&self);
-                    self.spawn(me.listen());
-                }
-            }
+            Ok(()) => {}
             Err(failure) => {
                 let message =
                     format!("{} {}: {}", head.method.as_deref().unwrap_or("message"), self.url, failure.describe());
@@ -635,12 +634,28 @@ impl Shared {
         }
     }
 
+    /// Starts the standalone GET stream (not for the legacy transport) and waits, briefly,
+    /// until the server has answered the GET.
+    async fn open_get_stream(self: &Arc<Self>) {
+        if self.state().legacy_endpoint.is_some() {
+            return;
+        }
+        let (ready, opened) = oneshot::channel();
+        let me = Arc::clone(self);
+        self.spawn(me.listen(Some(ready)));
+        let _ = tokio::time::timeout(Duration::from_secs(2), opened).await;
+    }
+
     /// The standalone GET stream: server requests and notifications not tied to a request.
-    async fn listen(self: Arc<Self>) {
+    async fn listen(self: Arc<Self>, mut ready: Option<oneshot::Sender<()>>) {
         let mut cursor = Cursor::default();
         let mut failed = 0;
         loop {
-            match self.get(cursor.last_event_id.as_deref()).send().await {
+            let sent = self.get(cursor.last_event_id.as_deref()).send().await;
+            if let Some(ready) = ready.take() {
+                let _ = ready.send(());
+            }
+            match sent {
                 // The server offers no stream (405), or the session is gone (404): both fine.
                 Ok(resp) if matches!(resp.status(), StatusCode::METHOD_NOT_ALLOWED | StatusCode::NOT_FOUND) => return,
                 Ok(resp) if resp.status().is_success() && is_event_stream(&resp) => {

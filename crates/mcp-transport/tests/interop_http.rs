@@ -1,0 +1,166 @@
+//! Interoperability over HTTP with real third-party servers: server-everything (TypeScript SDK)
+//! in `streamableHttp` and `sse` modes, and a server on PyPI `mcp` 2.3 in SSE-answer,
+//! JSON-answer and stateless modes. Handshake, list, call, and a notification on the GET stream.
+//!
+//! Run by `cargo xtask test` (feature `interop`) with `MCP_PEERS_DIR` pointing at the peers.
+#![allow(missing_docs, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use mcp_protocol::ServerNotification;
+use mcp_transport::{Client, ClientOptions, HttpConfig, HttpTransport, ListLimits, RequestOptions};
+use serde_json::json;
+use tokio::process::{Child, Command};
+
+fn peers_dir() -> PathBuf {
+    match std::env::var_os("MCP_PEERS_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => panic!("MCP_PEERS_DIR is not set: run the interop suite through `cargo xtask test`"),
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A peer process that is killed when the test ends.
+struct Peer {
+    _child: Child,
+    base: String,
+}
+
+/// Ready means the port accepts connections (a GET could hang on a stateless server).
+async fn start(mut command: Command, port: u16) -> Peer {
+    command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).kill_on_drop(true);
+    let child = command.spawn().unwrap();
+    let started = Instant::now();
+    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        assert!(started.elapsed() < Duration::from_secs(30), "the peer did not open port {port}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Peer { _child: child, base: format!("http://127.0.0.1:{port}") }
+}
+
+async fn everything(mode: &str) -> Peer {
+    let script = peers_dir().join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(script.is_file(), "{} is missing; run `cargo xtask peers`", script.display());
+    let port = free_port();
+    let mut command = Command::new("node");
+    command.arg(script).arg(mode).env("PORT", port.to_string());
+    start(command, port).await
+}
+
+async fn python(flags: &[&str]) -> Peer {
+    let python = peers_dir().join("py/bin/python");
+    assert!(python.is_file(), "{} is missing; run `cargo xtask peers`", python.display());
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/py_http_server.py");
+    let port = free_port();
+    let mut command = Command::new(python);
+    command.arg(server).args(["streamable-http", "--port", &port.to_string()]).args(flags);
+    start(command, port).await
+}
+
+async fn connect(url: String) -> (Client, tokio::sync::broadcast::Receiver<ServerNotification>) {
+    let transport = HttpTransport::new(HttpConfig::new(url.clone())).unwrap();
+    let client = Client::start(transport, ClientOptions::default());
+    let notes = client.subscribe();
+    if let Err(e) = client.initialize().await {
+        panic!("{url}: handshake failed: {e}");
+    }
+    (client, notes)
+}
+
+async fn list_changed(notes: &mut tokio::sync::broadcast::Receiver<ServerNotification>) -> bool {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match notes.recv().await {
+                Ok(ServerNotification::ToolsListChanged) => return true,
+                Ok(_) => continue,
+                Err(_) => return false,
+            }
+        }
+    })
+    .await
+    .unwrap_or(false)
+}
+
+fn args(v: serde_json::Value) -> Option<serde_json::Map<String, serde_json::Value>> {
+    v.as_object().cloned()
+}
+
+#[tokio::test]
+async fn everything_streamable_http() {
+    let peer = everything("streamableHttp").await;
+    let (client, mut notes) = connect(format!("{}/mcp", peer.base)).await;
+    assert_eq!(client.protocol_version().unwrap().as_str(), "2025-11-25");
+    // server-everything announces the tools it adds after `initialized` on the GET stream.
+    assert!(list_changed(&mut notes).await, "tools/list_changed arrived on the GET stream");
+    let tools = client.list_all_tools(ListLimits::default()).await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "echo"), "{} tools", tools.len());
+    let r = client.call_tool("echo", args(json!({"message": "over http"})), RequestOptions::default()).await.unwrap();
+    assert_eq!(r.joined_text(), "Echo: over http");
+    // Progress travels on the request's own SSE stream.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let options = RequestOptions { timeout: None, progress: Some(tx) };
+    let r = client
+        .call_tool("trigger-long-running-operation", args(json!({"duration": 1, "steps": 3})), options)
+        .await
+        .unwrap();
+    assert!(!r.is_error(), "{r:?}");
+    let mut n = 0;
+    while rx.try_recv().is_ok() {
+        n += 1;
+    }
+    assert!(n >= 2, "progress over SSE: {n}");
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn everything_legacy_sse_by_fallback() {
+    let peer = everything("sse").await;
+    // POST /sse is refused with a 4xx, so the client falls back to the 2024-11-05 transport.
+    let (client, _) = connect(format!("{}/sse", peer.base)).await;
+    let tools = client.list_all_tools(ListLimits::default()).await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "echo"));
+    let r = client.call_tool("echo", args(json!({"message": "legacy"})), RequestOptions::default()).await.unwrap();
+    assert_eq!(r.joined_text(), "Echo: legacy");
+    client.close().await.unwrap();
+}
+
+async fn python_round_trip(flags: &[&str], get_stream: bool) {
+    let peer = python(flags).await;
+    let (client, mut notes) = connect(format!("{}/mcp", peer.base)).await;
+    let tools = client.list_all_tools(ListLimits::default()).await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["echo", "add", "announce"]);
+    let r = client.call_tool("echo", args(json!({"text": "py"})), RequestOptions::default()).await.unwrap();
+    assert_eq!(r.joined_text(), "py");
+    let r = client.call_tool("add", args(json!({"a": 2, "b": 40})), RequestOptions::default()).await.unwrap();
+    assert_eq!(r.joined_text(), "42");
+    if get_stream {
+        // Give the GET stream a moment to be open before the server has something to say.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let r = client.call_tool("announce", None, RequestOptions::default()).await.unwrap();
+        assert_eq!(r.joined_text(), "announced");
+        assert!(list_changed(&mut notes).await, "tools/list_changed arrived on the GET stream");
+    }
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn python_sse_answers() {
+    python_round_trip(&[], true).await;
+}
+
+#[tokio::test]
+async fn python_json_answers() {
+    python_round_trip(&["--json"], true).await;
+}
+
+#[tokio::test]
+async fn python_stateless() {
+    // Stateless: no session, so no notification outside a request can reach us.
+    python_round_trip(&["--stateless", "--json"], false).await;
+}

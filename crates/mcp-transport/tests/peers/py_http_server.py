@@ -1,0 +1,52 @@
+"""Interop peer on PyPI `mcp` 2.x (MCPServer): echo(text), add(a, b), announce().
+
+`announce` sends notifications/tools/list_changed not tied to a request, so over Streamable
+HTTP it travels on the GET stream.
+
+  python py_http_server.py stdio
+  python py_http_server.py streamable-http --port P [--json] [--stateless]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from mcp.server.mcpserver import Context, MCPServer
+
+mcp = MCPServer("py-interop", version="0.1.0")
+
+
+@mcp.tool()
+def echo(text: str) -> str:
+    """Echo the text back."""
+    return text
+
+
+@mcp.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@mcp.tool()
+async def announce(ctx: Context) -> str:
+    """Send tools/list_changed (on the standalone stream over HTTP)."""
+    await ctx.session.send_tool_list_changed()
+    return "announced"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("transport", choices=["stdio", "streamable-http"])
+    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--stateless", action="store_true")
+    a = p.parse_args()
+    if a.transport == "stdio":
+        mcp.run("stdio")
+    else:
+        mcp.run("streamable-http", host="127.0.0.1", port=a.port, json_response=a.json, stateless_http=a.stateless)
+
+
+if __name__ == "__main__":
+    main()
