@@ -1,0 +1,525 @@
+//! The Anthropic Messages API (`POST {base}/v1/messages`, streamed).
+
+use std::collections::BTreeMap;
+
+use agent_loop::{Block, LanguageModel, ModelError, ModelRequest, ModelResponse, Role, StopReason, TextStream, Usage};
+use async_trait::async_trait;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Map, Value, json};
+
+use crate::Options;
+use crate::http::{
+    ApiKey, Decoder, Endpoint, ReadError, Step, Wire, default_client, join_base, json_error_message, lookup_nonempty,
+    malformed, parse_json, snippet,
+};
+
+/// The environment variable holding the API key.
+pub const API_KEY_VARIABLE: &str = "ANTHROPIC_API_KEY";
+/// The environment variable holding the base URL (without `/v1`, as the official SDKs read it).
+pub const BASE_URL_VARIABLE: &str = "ANTHROPIC_BASE_URL";
+/// The base URL used when [`BASE_URL_VARIABLE`] is not set.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+/// The `anthropic-version` header sent.
+pub const API_VERSION: &str = "2023-06-01";
+
+/// A Claude model behind the Anthropic Messages API (or a compatible gateway).
+///
+/// Requests go to `{base}/v1/messages` with `stream: true`; a gateway that answers with a whole
+/// JSON message instead is understood too.
+#[derive(Clone)]
+pub struct AnthropicModel {
+    endpoint: Endpoint,
+    model: String,
+}
+
+impl std::fmt::Debug for AnthropicModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnthropicModel")
+            .field("url", &self.endpoint.url.as_str())
+            .field("model", &self.model)
+            .field("options", &self.endpoint.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AnthropicModel {
+    /// Reads `ANTHROPIC_API_KEY` (required) and `ANTHROPIC_BASE_URL` (optional, default
+    /// `https://api.anthropic.com`, without `/v1`). `model` is used when a request names none.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Configuration`] when the key is missing or the base URL is not an http(s)
+    /// URL.
+    pub fn from_env(model: &str) -> Result<Self, ModelError> {
+        Self::from_lookup(model, |name| std::env::var(name).ok())
+    }
+
+    /// [`from_env`](Self::from_env) with the variables read through `lookup` (tests, config files).
+    ///
+    /// # Errors
+    ///
+    /// As [`from_env`](Self::from_env).
+    pub fn from_lookup(model: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ModelError> {
+        let Some(key) = lookup_nonempty(&lookup, API_KEY_VARIABLE) else {
+            return Err(ModelError::Configuration(format!(
+                "no Anthropic API key: set {API_KEY_VARIABLE} (and {BASE_URL_VARIABLE} for a gateway)"
+            )));
+        };
+        let base = lookup_nonempty(&lookup, BASE_URL_VARIABLE).unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
+        if base.trim_end_matches('/').ends_with("/v1") {
+            tracing::warn!(
+                "{BASE_URL_VARIABLE} ends in /v1; the Anthropic SDKs expect the base without it and requests go to {base}/v1/messages"
+            );
+        }
+        Ok(Self::new(&base, &key, default_client()?)?.with_model(model))
+    }
+
+    /// An adapter for `base_url` (without `/v1`) with an explicit key and HTTP client. The model
+    /// name is empty: set it with [`with_model`](Self::with_model) or in each request.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Configuration`] for a base URL that is not http(s) or a key that cannot be
+    /// an HTTP header.
+    pub fn new(base_url: &str, api_key: &str, client: reqwest::Client) -> Result<Self, ModelError> {
+        let url = join_base(base_url, "/v1/messages", BASE_URL_VARIABLE)?;
+        let mut headers = HeaderMap::new();
+        headers.insert(HeaderName::from_static("x-api-key"), ApiKey::new(api_key.to_owned()).header("")?);
+        headers.insert(HeaderName::from_static("anthropic-version"), HeaderValue::from_static(API_VERSION));
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let endpoint = Endpoint { client, url, headers, options: Options::default(), provider: "anthropic" };
+        Ok(Self { endpoint, model: String::new() })
+    }
+
+    /// The model used when a request's `model` is empty.
+    #[must_use]
+    pub fn with_model(mut self, model: &str) -> Self {
+        model.clone_into(&mut self.model);
+        self
+    }
+
+    /// Replaces the retry, timeout and size options.
+    #[must_use]
+    pub fn with_options(mut self, options: Options) -> Self {
+        self.endpoint.options = options;
+        self
+    }
+
+    /// The URL requests are sent to.
+    pub fn url(&self) -> &str {
+        self.endpoint.url.as_str()
+    }
+
+    /// The model used when a request names none.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &Options {
+        &self.endpoint.options
+    }
+
+    /// The JSON body sent for `request`.
+    fn body(&self, request: &ModelRequest) -> Value {
+        let model = if request.model.is_empty() { &self.model } else { &request.model };
+        let mut body = Map::new();
+        body.insert("model".into(), json!(model));
+        body.insert("max_tokens".into(), json!(request.max_tokens));
+        if !request.system.is_empty() {
+            body.insert("system".into(), json!(request.system));
+        }
+        body.insert("messages".into(), Value::Array(request.messages.iter().map(message).collect()));
+        if !request.tools.is_empty() {
+            let tools = request
+                .tools
+                .iter()
+                .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
+                .collect();
+            body.insert("tools".into(), Value::Array(tools));
+        }
+        body.insert("stream".into(), json!(true));
+        Value::Object(body)
+    }
+}
+
+/// One message; empty text blocks are left out (the API refuses them).
+fn message(message: &agent_loop::Message) -> Value {
+    let role = match message.role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+    };
+    let content: Vec<Value> = message
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            Block::Text { text } if text.is_empty() => None,
+            Block::Text { text } => Some(json!({"type": "text", "text": text})),
+            Block::ToolUse { id, name, input } => {
+                Some(json!({"type": "tool_use", "id": id, "name": name, "input": input}))
+            }
+            Block::ToolResult { tool_use_id, content, is_error } => Some(
+                json!({"type": "tool_result", "tool_use_id": tool_use_id, "content": content, "is_error": is_error}),
+            ),
+        })
+        .collect();
+    json!({"role": role, "content": content})
+}
+
+#[async_trait]
+impl LanguageModel for AnthropicModel {
+    fn name(&self) -> &str {
+        "anthropic"
+    }
+
+    async fn complete(&self, request: &ModelRequest, stream: &dyn TextStream) -> Result<ModelResponse, ModelError> {
+        let body = serde_json::to_vec(&self.body(request))
+            .map_err(|e| ModelError::Configuration(format!("could not encode the request: {e}")))?;
+        self.endpoint.call(&AnthropicWire, body, stream).await
+    }
+}
+
+struct AnthropicWire;
+
+impl Wire for AnthropicWire {
+    type Decoder = AnthropicDecoder;
+
+    fn decoder(&self) -> AnthropicDecoder {
+        AnthropicDecoder::default()
+    }
+
+    fn decode_json(&self, body: &[u8], sink: &dyn TextStream) -> Result<ModelResponse, ReadError> {
+        let text = std::str::from_utf8(body).map_err(|_| malformed("the JSON answer is not UTF-8"))?;
+        let value: Value = parse_json(text, "the JSON answer is not valid JSON")?;
+        if value.get("type").and_then(Value::as_str) == Some("error") {
+            return Err(provider_error(&value));
+        }
+        let content = value
+            .get("content")
+            .and_then(Value::as_array)
+            .ok_or_else(|| malformed(format!("the JSON answer has no content array: {}", snippet(text, 200))))?;
+        let mut blocks = Vec::new();
+        for block in content {
+            match block.get("type").and_then(Value::as_str) {
+                Some("text") => {
+                    let text = str_field(block, "text", "a text block")?;
+                    if !text.is_empty() {
+                        sink.text_delta(text);
+                        blocks.push(Block::text(text));
+                    }
+                }
+                Some("tool_use") => blocks.push(Block::ToolUse {
+                    id: str_field(block, "id", "a tool_use block")?.to_owned(),
+                    name: str_field(block, "name", "a tool_use block")?.to_owned(),
+                    input: block.get("input").cloned().unwrap_or_else(|| json!({})),
+                }),
+                // Thinking and server-tool blocks are not part of the port.
+                _ => {}
+            }
+        }
+        let reason = value
+            .get("stop_reason")
+            .and_then(Value::as_str)
+            .ok_or_else(|| malformed("the JSON answer has no stop_reason"))?;
+        let usage = value.get("usage").cloned().unwrap_or(Value::Null);
+        Ok(ModelResponse {
+            content: blocks,
+            stop_reason: stop_reason(reason),
+            usage: Usage {
+                input_tokens: prompt_tokens(&usage).unwrap_or(0),
+                output_tokens: u64_field(&usage, "output_tokens").unwrap_or(0),
+            },
+        })
+    }
+}
+
+/// Maps the API's stop reasons.
+fn stop_reason(reason: &str) -> StopReason {
+    match reason {
+        "end_turn" => StopReason::EndTurn,
+        "tool_use" => StopReason::ToolUse,
+        "max_tokens" => StopReason::MaxTokens,
+        "stop_sequence" => StopReason::StopSequence,
+        "refusal" => StopReason::Refusal,
+        other => StopReason::Other(other.to_owned()),
+    }
+}
+
+/// An `{"type":"error","error":{...}}` object (a stream `error` event or a JSON answer).
+/// Overloaded, rate-limit and API errors are transient; the documented client errors are
+/// rejections with the HTTP status the API uses for them.
+fn provider_error(value: &Value) -> ReadError {
+    let kind = value.pointer("/error/type").and_then(Value::as_str).unwrap_or("");
+    let message = json_error_message(value).unwrap_or_else(|| format!("error event without a message: {value}"));
+    let status = match kind {
+        "invalid_request_error" => 400,
+        "authentication_error" => 401,
+        "billing_error" => 402,
+        "permission_error" => 403,
+        "not_found_error" => 404,
+        "request_too_large" => 413,
+        _ => return ReadError::Retryable(format!("error event: {message}")),
+    };
+    ReadError::Model(ModelError::Rejected { status, message })
+}
+
+fn str_field<'a>(value: &'a Value, key: &str, what: &str) -> Result<&'a str, ReadError> {
+    value.get(key).and_then(Value::as_str).ok_or_else(|| malformed(format!("{what} has no string {key:?}: {value}")))
+}
+
+fn u64_field(value: &Value, key: &str) -> Option<u64> {
+    value.get(key).and_then(Value::as_u64)
+}
+
+/// All prompt tokens: uncached input plus cache writes and reads, when `input_tokens` is there.
+fn prompt_tokens(usage: &Value) -> Option<u64> {
+    let input = u64_field(usage, "input_tokens")?;
+    let cached = ["cache_creation_input_tokens", "cache_read_input_tokens"]
+        .iter()
+        .filter_map(|k| u64_field(usage, k))
+        .fold(0u64, u64::saturating_add);
+    Some(input.saturating_add(cached))
+}
+
+enum Slot {
+    Text(String),
+    Tool {
+        id: String,
+        name: String,
+        json: String,
+    },
+    /// A block type the port has no place for (thinking, server tools).
+    Other,
+}
+
+#[derive(Default)]
+struct AnthropicDecoder {
+    started: bool,
+    blocks: BTreeMap<u64, Slot>,
+    stop_reason: Option<String>,
+    usage: Usage,
+}
+
+fn index(value: &Value, event: &str) -> Result<u64, ReadError> {
+    value.get("index").and_then(Value::as_u64).ok_or_else(|| malformed(format!("{event} without an index")))
+}
+
+impl Decoder for AnthropicDecoder {
+    fn event(&mut self, name: Option<&str>, data: &str, sink: &dyn TextStream) -> Result<Step, ReadError> {
+        let value: Value = parse_json(data, "an event is not valid JSON")?;
+        let kind = value.get("type").and_then(Value::as_str).or(name).unwrap_or("");
+        if !self.started && !matches!(kind, "message_start" | "ping" | "error") {
+            return Err(malformed(format!("the stream starts with {kind:?} instead of message_start")));
+        }
+        match kind {
+            "message_start" => {
+                if self.started {
+                    return Err(malformed("a second message_start"));
+                }
+                self.started = true;
+                if let Some(input) = value.pointer("/message/usage").and_then(prompt_tokens) {
+                    self.usage.input_tokens = input;
+                }
+                if let Some(output) = value.pointer("/message/usage").and_then(|u| u64_field(u, "output_tokens")) {
+                    self.usage.output_tokens = output;
+                }
+            }
+            "content_block_start" => {
+                let i = index(&value, kind)?;
+                let block =
+                    value.get("content_block").ok_or_else(|| malformed("content_block_start without a block"))?;
+                let slot = match block.get("type").and_then(Value::as_str) {
+                    Some("text") => {
+                        let text = block.get("text").and_then(Value::as_str).unwrap_or("");
+                        sink.text_delta(text);
+                        Slot::Text(text.to_owned())
+                    }
+                    Some("tool_use") => Slot::Tool {
+                        id: str_field(block, "id", "a tool_use block")?.to_owned(),
+                        name: str_field(block, "name", "a tool_use block")?.to_owned(),
+                        json: String::new(),
+                    },
+                    _ => Slot::Other,
+                };
+                if self.blocks.insert(i, slot).is_some() {
+                    return Err(malformed(format!("content block {i} started twice")));
+                }
+            }
+            "content_block_delta" => {
+                let i = index(&value, kind)?;
+                let delta = value.get("delta").ok_or_else(|| malformed("content_block_delta without a delta"))?;
+                let slot = self
+                    .blocks
+                    .get_mut(&i)
+                    .ok_or_else(|| malformed(format!("a delta for block {i}, never started")))?;
+                match (delta.get("type").and_then(Value::as_str), slot) {
+                    (Some("text_delta"), Slot::Text(text)) => {
+                        let piece = str_field(delta, "text", "a text_delta")?;
+                        sink.text_delta(piece);
+                        text.push_str(piece);
+                    }
+                    (Some("input_json_delta"), Slot::Tool { json, .. }) => {
+                        json.push_str(str_field(delta, "partial_json", "an input_json_delta")?);
+                    }
+                    (Some(t @ ("text_delta" | "input_json_delta")), _) => {
+                        return Err(malformed(format!("a {t} for block {i}, which is of another type")));
+                    }
+                    // Citations, thinking and signature deltas have no place in the port.
+                    _ => {}
+                }
+            }
+            "content_block_stop" => {
+                let i = index(&value, kind)?;
+                if !self.blocks.contains_key(&i) {
+                    return Err(malformed(format!("content_block_stop for block {i}, never started")));
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    self.stop_reason = Some(reason.to_owned());
+                }
+                if let Some(usage) = value.get("usage") {
+                    if let Some(output) = u64_field(usage, "output_tokens") {
+                        self.usage.output_tokens = output;
+                    }
+                    if let Some(input) = prompt_tokens(usage).filter(|n| *n > 0) {
+                        self.usage.input_tokens = input;
+                    }
+                }
+            }
+            "message_stop" => return Ok(Step::Done),
+            "ping" => {}
+            "error" => return Err(provider_error(&value)),
+            // Anthropic's versioning policy: new event types may appear; skip them.
+            other => tracing::debug!(event = other, "skipping an unknown Anthropic stream event"),
+        }
+        Ok(Step::Continue)
+    }
+
+    fn finish(self, completed: bool) -> Result<ModelResponse, ReadError> {
+        if !completed {
+            return Err(malformed("the stream ended before message_stop (the answer is truncated)"));
+        }
+        let reason = self.stop_reason.ok_or_else(|| malformed("message_stop came without a stop_reason"))?;
+        let mut content = Vec::new();
+        for (i, slot) in self.blocks {
+            match slot {
+                Slot::Text(text) if text.is_empty() => {}
+                Slot::Text(text) => content.push(Block::Text { text }),
+                Slot::Tool { id, name, json } => {
+                    let input = if json.trim().is_empty() {
+                        json!({})
+                    } else {
+                        parse_json(&json, &format!("the input of tool call {i} ({name}) is not valid JSON"))?
+                    };
+                    content.push(Block::ToolUse { id, name, input });
+                }
+                Slot::Other => {}
+            }
+        }
+        Ok(ModelResponse { content, stop_reason: stop_reason(&reason), usage: self.usage })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use agent_loop::NoStream;
+
+    fn decode(events: &[&str]) -> Result<ModelResponse, ReadError> {
+        let mut d = AnthropicDecoder::default();
+        for e in events {
+            if d.event(None, e, &NoStream)? == Step::Done {
+                return d.finish(true);
+            }
+        }
+        d.finish(false)
+    }
+
+    fn malformed_message(r: Result<ModelResponse, ReadError>) -> String {
+        match r {
+            Err(ReadError::Model(ModelError::Malformed(m))) => m,
+            other => panic!("expected Malformed, got {other:?}"),
+        }
+    }
+
+    const START: &str = r#"{"type":"message_start","message":{"usage":{"input_tokens":3}}}"#;
+
+    #[test]
+    fn structural_errors_are_malformed() {
+        let m = malformed_message(decode(&[
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        ]));
+        assert!(m.contains("message_start"), "{m}");
+        let m = malformed_message(decode(&[
+            START,
+            r#"{"type":"content_block_delta","index":4,"delta":{"type":"text_delta","text":"x"}}"#,
+        ]));
+        assert!(m.contains("never started"), "{m}");
+        let m = malformed_message(decode(&[
+            START,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"n","input":{}}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}"#,
+        ]));
+        assert!(m.contains("another type"), "{m}");
+        let m = malformed_message(decode(&[
+            START,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"n","input":{}}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\":"}}"#,
+            r#"{"type":"content_block_stop","index":0}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":1}}"#,
+            r#"{"type":"message_stop"}"#,
+        ]));
+        assert!(m.contains("not valid JSON") && m.contains("(n)"), "{m}");
+        let m = malformed_message(decode(&[START, r#"{"type":"message_stop"}"#]));
+        assert!(m.contains("stop_reason"), "{m}");
+        let m = malformed_message(decode(&[START, "{not json"]));
+        assert!(m.contains("not valid JSON"), "{m}");
+        let m = malformed_message(decode(&[START, r#"{"type":"content_block_start","index":"zero"}"#]));
+        assert!(m.contains("index"), "{m}");
+    }
+
+    #[test]
+    fn unknown_events_and_blocks_are_skipped_and_usage_adds_cache() {
+        let r = decode(&[
+            r#"{"type":"message_start","message":{"usage":{"input_tokens":3,"cache_read_input_tokens":10,"cache_creation_input_tokens":5,"output_tokens":1}}}"#,
+            r#"{"type":"brand_new_event","stuff":1}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm"}}"#,
+            r#"{"type":"content_block_stop","index":0}"#,
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"n","input":{}}}"#,
+            r#"{"type":"content_block_stop","index":1}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"pause_turn"},"usage":{"output_tokens":7}}"#,
+            r#"{"type":"message_stop"}"#,
+        ])
+        .unwrap();
+        assert_eq!(r.content, vec![Block::ToolUse { id: "t".into(), name: "n".into(), input: json!({}) }]);
+        assert_eq!(r.stop_reason, StopReason::Other("pause_turn".into()));
+        assert_eq!(r.usage, Usage { input_tokens: 18, output_tokens: 7 });
+    }
+
+    #[test]
+    fn error_events_map_to_rejections_or_retries() {
+        let overloaded = json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}});
+        assert!(matches!(provider_error(&overloaded), ReadError::Retryable(m) if m.contains("Overloaded")));
+        let invalid = json!({"type":"error","error":{"type":"invalid_request_error","message":"bad"}});
+        assert!(matches!(
+            provider_error(&invalid),
+            ReadError::Model(ModelError::Rejected { status: 400, message }) if message.contains("bad")
+        ));
+    }
+
+    #[test]
+    fn stop_reasons() {
+        assert_eq!(stop_reason("end_turn"), StopReason::EndTurn);
+        assert_eq!(stop_reason("tool_use"), StopReason::ToolUse);
+        assert_eq!(stop_reason("max_tokens"), StopReason::MaxTokens);
+        assert_eq!(stop_reason("stop_sequence"), StopReason::StopSequence);
+        assert_eq!(stop_reason("refusal"), StopReason::Refusal);
+        assert_eq!(
+            stop_reason("model_context_window_exceeded"),
+            StopReason::Other("model_context_window_exceeded".into())
+        );
+    }
+}

@@ -1,0 +1,589 @@
+//! OpenAI Chat Completions (`POST {base}/chat/completions`, streamed), and the servers that
+//! copy it: Ollama, vLLM, llama.cpp, LiteLLM and other gateways.
+
+use std::collections::BTreeMap;
+
+use agent_loop::{Block, LanguageModel, ModelError, ModelRequest, ModelResponse, Role, StopReason, TextStream, Usage};
+use async_trait::async_trait;
+use reqwest::Url;
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use serde_json::{Map, Value, json};
+
+use crate::Options;
+use crate::http::{
+    ApiKey, Decoder, Endpoint, ReadError, Step, Wire, default_client, join_base, json_error_message, lookup_nonempty,
+    malformed, parse_json, snippet,
+};
+
+/// The environment variable holding the API key.
+pub const API_KEY_VARIABLE: &str = "OPENAI_API_KEY";
+/// The environment variable holding the base URL (ending in `/v1`, as the official SDKs read it).
+pub const BASE_URL_VARIABLE: &str = "OPENAI_BASE_URL";
+/// The base URL used when [`BASE_URL_VARIABLE`] is not set.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// Which body field carries the output budget.
+///
+/// OpenAI deprecated `max_tokens` and its reasoning models refuse it; the compatible servers
+/// (Ollama, older vLLM and llama.cpp builds, many gateways) know only `max_tokens`. The default
+/// ([`for_url`](Self::for_url)) is therefore `max_completion_tokens` for `api.openai.com` and
+/// `max_tokens` for every other host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenLimitField {
+    /// `max_tokens`: understood by every compatible server.
+    MaxTokens,
+    /// `max_completion_tokens`: OpenAI's current name, required by its reasoning models.
+    MaxCompletionTokens,
+}
+
+impl TokenLimitField {
+    /// The default for a request URL: `MaxCompletionTokens` for `api.openai.com`, else `MaxTokens`.
+    pub fn for_url(url: &Url) -> Self {
+        if url.host_str() == Some("api.openai.com") { Self::MaxCompletionTokens } else { Self::MaxTokens }
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            Self::MaxTokens => "max_tokens",
+            Self::MaxCompletionTokens => "max_completion_tokens",
+        }
+    }
+}
+
+/// A model behind OpenAI Chat Completions or a compatible server.
+///
+/// Tool-call arguments that are not valid JSON are passed on as a JSON **string** holding the
+/// model's text (not an object): the loop's schema check then tells the model its arguments were
+/// not an object, and sending the conversation back yields the model's original text unchanged.
+#[derive(Clone)]
+pub struct OpenAiModel {
+    endpoint: Endpoint,
+    model: String,
+    token_limit: TokenLimitField,
+}
+
+impl std::fmt::Debug for OpenAiModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiModel")
+            .field("url", &self.endpoint.url.as_str())
+            .field("model", &self.model)
+            .field("token_limit", &self.token_limit)
+            .field("has_key", &self.endpoint.headers.contains_key(AUTHORIZATION))
+            .field("options", &self.endpoint.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether `url` points at this machine (`localhost`, `127.0.0.0/8`, `::1`).
+fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(d)) => {
+            d.eq_ignore_ascii_case("localhost") || d.to_ascii_lowercase().ends_with(".localhost")
+        }
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
+impl OpenAiModel {
+    /// Reads `OPENAI_BASE_URL` (optional, default `https://api.openai.com/v1`, ending in `/v1`)
+    /// and `OPENAI_API_KEY`, which is required unless the base URL's host is this machine
+    /// (`localhost`, `127.0.0.1`, `::1`: Ollama, llama.cpp, vLLM running locally need no key;
+    /// then no `Authorization` header is sent). `model` is used when a request names none.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Configuration`] when the key is missing for a remote server or the base URL
+    /// is not an http(s) URL.
+    pub fn from_env(model: &str) -> Result<Self, ModelError> {
+        Self::from_lookup(model, |name| std::env::var(name).ok())
+    }
+
+    /// [`from_env`](Self::from_env) with the variables read through `lookup` (tests, config files).
+    ///
+    /// # Errors
+    ///
+    /// As [`from_env`](Self::from_env).
+    pub fn from_lookup(model: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ModelError> {
+        let base = lookup_nonempty(&lookup, BASE_URL_VARIABLE).unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
+        let key = lookup_nonempty(&lookup, API_KEY_VARIABLE);
+        if key.is_none() && !is_loopback(&join_base(&base, "/chat/completions", BASE_URL_VARIABLE)?) {
+            return Err(ModelError::Configuration(format!(
+                "no OpenAI API key: set {API_KEY_VARIABLE} (it may be left unset only when {BASE_URL_VARIABLE} \
+                 points at a server on this machine, such as Ollama at http://localhost:11434/v1)"
+            )));
+        }
+        Ok(Self::new(&base, key.as_deref(), default_client()?)?.with_model(model))
+    }
+
+    /// An adapter for `base_url` (ending in `/v1`, or wherever `chat/completions` lives) with an
+    /// explicit key (`None`: no `Authorization` header) and HTTP client. The model name is empty:
+    /// set it with [`with_model`](Self::with_model) or in each request.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Configuration`] for a base URL that is not http(s) or a key that cannot be
+    /// an HTTP header.
+    pub fn new(base_url: &str, api_key: Option<&str>, client: reqwest::Client) -> Result<Self, ModelError> {
+        let url = join_base(base_url, "/chat/completions", BASE_URL_VARIABLE)?;
+        let mut headers = HeaderMap::new();
+        if let Some(key) = api_key {
+            headers.insert(AUTHORIZATION, ApiKey::new(key.to_owned()).header("Bearer ")?);
+        }
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let token_limit = TokenLimitField::for_url(&url);
+        let endpoint = Endpoint { client, url, headers, options: Options::default(), provider: "openai" };
+        Ok(Self { endpoint, model: String::new(), token_limit })
+    }
+
+    /// The model used when a request's `model` is empty.
+    #[must_use]
+    pub fn with_model(mut self, model: &str) -> Self {
+        model.clone_into(&mut self.model);
+        self
+    }
+
+    /// Replaces the retry, timeout and size options.
+    #[must_use]
+    pub fn with_options(mut self, options: Options) -> Self {
+        self.endpoint.options = options;
+        self
+    }
+
+    /// Chooses the output-budget field (see [`TokenLimitField`]).
+    #[must_use]
+    pub fn with_token_limit_field(mut self, field: TokenLimitField) -> Self {
+        self.token_limit = field;
+        self
+    }
+
+    /// The URL requests are sent to.
+    pub fn url(&self) -> &str {
+        self.endpoint.url.as_str()
+    }
+
+    /// The model used when a request names none.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// The output-budget field in use.
+    pub fn token_limit_field(&self) -> TokenLimitField {
+        self.token_limit
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &Options {
+        &self.endpoint.options
+    }
+
+    /// The JSON body sent for `request`.
+    fn body(&self, request: &ModelRequest) -> Value {
+        let model = if request.model.is_empty() { &self.model } else { &request.model };
+        let mut messages = Vec::new();
+        if !request.system.is_empty() {
+            messages.push(json!({"role": "system", "content": request.system}));
+        }
+        for message in &request.messages {
+            push_message(&mut messages, message);
+        }
+        let mut body = Map::new();
+        body.insert("model".into(), json!(model));
+        body.insert("messages".into(), Value::Array(messages));
+        if !request.tools.is_empty() {
+            let tools = request
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({"type": "function", "function": {
+                        "name": t.name, "description": t.description, "parameters": t.input_schema
+                    }})
+                })
+                .collect();
+            body.insert("tools".into(), Value::Array(tools));
+        }
+        body.insert(self.token_limit.key().into(), json!(request.max_tokens));
+        body.insert("stream".into(), json!(true));
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+        Value::Object(body)
+    }
+}
+
+/// The text blocks of a message, joined by newlines (`None` when there are none).
+fn joined_text(message: &agent_loop::Message) -> Option<String> {
+    let texts: Vec<&str> = message
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            Block::Text { text } if !text.is_empty() => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    (!texts.is_empty()).then(|| texts.join("\n"))
+}
+
+/// One port message as Chat Completions messages: a user message's tool results become `tool`
+/// messages (first, so they follow the assistant's `tool_calls`), then its text a `user` message;
+/// an assistant message carries its tool calls with `content: null` when it has no text.
+fn push_message(out: &mut Vec<Value>, message: &agent_loop::Message) {
+    match message.role {
+        Role::User => {
+            for block in &message.content {
+                if let Block::ToolResult { tool_use_id, content, .. } = block {
+                    out.push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": content}));
+                }
+            }
+            if let Some(text) = joined_text(message) {
+                out.push(json!({"role": "user", "content": text}));
+            }
+        }
+        Role::Assistant => {
+            let calls: Vec<Value> = message
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    Block::ToolUse { id, name, input } => {
+                        let arguments = match input {
+                            Value::String(raw) => raw.clone(),
+                            other => other.to_string(),
+                        };
+                        Some(json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let mut m = Map::new();
+            m.insert("role".into(), json!("assistant"));
+            m.insert("content".into(), joined_text(message).map_or(Value::Null, Value::String));
+            if !calls.is_empty() {
+                m.insert("tool_calls".into(), Value::Array(calls));
+            }
+            out.push(Value::Object(m));
+        }
+    }
+}
+
+#[async_trait]
+impl LanguageModel for OpenAiModel {
+    fn name(&self) -> &str {
+        "openai"
+    }
+
+    async fn complete(&self, request: &ModelRequest, stream: &dyn TextStream) -> Result<ModelResponse, ModelError> {
+        let body = serde_json::to_vec(&self.body(request))
+            .map_err(|e| ModelError::Configuration(format!("could not encode the request: {e}")))?;
+        self.endpoint.call(&OpenAiWire, body, stream).await
+    }
+}
+
+struct OpenAiWire;
+
+impl Wire for OpenAiWire {
+    type Decoder = OpenAiDecoder;
+
+    fn decoder(&self) -> OpenAiDecoder {
+        OpenAiDecoder::default()
+    }
+
+    fn decode_json(&self, body: &[u8], sink: &dyn TextStream) -> Result<ModelResponse, ReadError> {
+        let text = std::str::from_utf8(body).map_err(|_| malformed("the JSON answer is not UTF-8"))?;
+        let value: Value = parse_json(text, "the JSON answer is not valid JSON")?;
+        if value.get("error").is_some_and(|e| !e.is_null()) {
+            return Err(provider_error(&value));
+        }
+        let mut decoder = OpenAiDecoder::default();
+        decoder.usage(&value);
+        let choice = value
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+            .ok_or_else(|| malformed(format!("the JSON answer has no choices: {}", snippet(text, 200))))?;
+        let message = choice.get("message").ok_or_else(|| malformed("the JSON answer's choice has no message"))?;
+        decoder.delta(message, sink)?;
+        decoder.finish = Some(
+            choice
+                .get("finish_reason")
+                .and_then(Value::as_str)
+                .ok_or_else(|| malformed("the JSON answer has no finish_reason"))?
+                .to_owned(),
+        );
+        decoder.finish(true)
+    }
+}
+
+/// An error object inside a 200 answer (some servers report failures mid-stream). Invalid
+/// requests are rejections (status 400); anything else is treated as a transient failure.
+fn provider_error(value: &Value) -> ReadError {
+    let message = json_error_message(value).unwrap_or_else(|| format!("error without a message: {value}"));
+    let kind = ["/error/type", "/error/code"]
+        .iter()
+        .filter_map(|p| value.pointer(p).and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join(" ");
+    if kind.contains("invalid_request") {
+        ReadError::Model(ModelError::Rejected { status: 400, message })
+    } else {
+        ReadError::Retryable(format!("error in the answer: {message}"))
+    }
+}
+
+#[derive(Default)]
+struct Call {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+#[derive(Default)]
+struct OpenAiDecoder {
+    text: String,
+    refusal: String,
+    calls: BTreeMap<u64, Call>,
+    last_index: Option<u64>,
+    finish: Option<String>,
+    usage: Usage,
+}
+
+/// Text content: a string, or (some gateways) an array of `{type: "text", text}` parts.
+fn content_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect(),
+        _ => String::new(),
+    }
+}
+
+impl OpenAiDecoder {
+    fn usage(&mut self, chunk: &Value) {
+        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+            if let Some(n) = usage.get("prompt_tokens").and_then(Value::as_u64) {
+                self.usage.input_tokens = n;
+            }
+            if let Some(n) = usage.get("completion_tokens").and_then(Value::as_u64) {
+                self.usage.output_tokens = n;
+            }
+        }
+    }
+
+    /// A streamed `delta` or a whole `message`: content, refusal and tool calls.
+    fn delta(&mut self, delta: &Value, sink: &dyn TextStream) -> Result<(), ReadError> {
+        if let Some(content) = delta.get("content") {
+            let text = content_text(content);
+            sink.text_delta(&text);
+            self.text.push_str(&text);
+        }
+        if let Some(refusal) = delta.get("refusal").and_then(Value::as_str) {
+            self.refusal.push_str(refusal);
+        }
+        let Some(calls) = delta.get("tool_calls").filter(|c| !c.is_null()) else { return Ok(()) };
+        let calls = calls.as_array().ok_or_else(|| malformed(format!("tool_calls is not an array: {calls}")))?;
+        for (position, call) in calls.iter().enumerate() {
+            let id = call.get("id").and_then(Value::as_str).filter(|s| !s.is_empty());
+            // Whole messages and some servers leave out `index`: a call with an id starts a new
+            // entry, one without continues the last.
+            let index = match call.get("index") {
+                Some(i) => i.as_u64().ok_or_else(|| malformed(format!("a tool call index is not a number: {i}")))?,
+                None if id.is_some() || self.last_index.is_none() => {
+                    self.calls.keys().next_back().map_or(position as u64, |last| last + 1)
+                }
+                None => self.last_index.unwrap_or(0),
+            };
+            self.last_index = Some(index);
+            let entry = self.calls.entry(index).or_default();
+            if let Some(id) = id {
+                id.clone_into(&mut entry.id);
+            }
+            if let Some(function) = call.get("function") {
+                if let Some(name) = function.get("name").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+                    name.clone_into(&mut entry.name);
+                }
+                match function.get("arguments") {
+                    Some(Value::String(piece)) => entry.arguments.push_str(piece),
+                    // A server that sends arguments as an object instead of a string.
+                    Some(object @ Value::Object(_)) => entry.arguments.push_str(&object.to_string()),
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Decoder for OpenAiDecoder {
+    fn event(&mut self, _name: Option<&str>, data: &str, sink: &dyn TextStream) -> Result<Step, ReadError> {
+        if data.trim() == "[DONE]" {
+            return Ok(Step::Done);
+        }
+        let chunk: Value = parse_json(data, "a chunk is not valid JSON")?;
+        if chunk.get("error").is_some_and(|e| !e.is_null()) {
+            return Err(provider_error(&chunk));
+        }
+        if !chunk.is_object() {
+            return Err(malformed(format!("a chunk is not a JSON object: {}", snippet(data, 200))));
+        }
+        self.usage(&chunk);
+        let choices = match chunk.get("choices") {
+            None | Some(Value::Null) => return Ok(Step::Continue),
+            Some(Value::Array(choices)) => choices,
+            Some(other) => return Err(malformed(format!("choices is not an array: {other}"))),
+        };
+        for choice in choices {
+            if choice.get("index").and_then(Value::as_u64).unwrap_or(0) != 0 {
+                continue;
+            }
+            if let Some(delta) = choice.get("delta").filter(|d| d.is_object()) {
+                self.delta(delta, sink)?;
+            }
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.finish = Some(reason.to_owned());
+            }
+        }
+        Ok(Step::Continue)
+    }
+
+    fn finish(self, completed: bool) -> Result<ModelResponse, ReadError> {
+        // A stream that ends after finish_reason but before [DONE] lost at most the usage chunk.
+        if !completed && self.finish.is_none() {
+            return Err(malformed("the stream ended before a finish_reason or [DONE] (the answer is truncated)"));
+        }
+        let mut content = Vec::new();
+        if !self.text.is_empty() {
+            content.push(Block::Text { text: self.text });
+        }
+        let refused = !self.refusal.is_empty();
+        if refused {
+            content.push(Block::Text { text: self.refusal });
+        }
+        let has_calls = !self.calls.is_empty();
+        for (index, call) in self.calls {
+            if call.name.is_empty() {
+                return Err(malformed(format!("tool call {index} has no function name")));
+            }
+            let id = if call.id.is_empty() { format!("call_{index}") } else { call.id };
+            let input = if call.arguments.trim().is_empty() {
+                json!({})
+            } else {
+                serde_json::from_str(&call.arguments).unwrap_or(Value::String(call.arguments))
+            };
+            content.push(Block::ToolUse { id, name: call.name, input });
+        }
+        let stop_reason = match self.finish.as_deref() {
+            _ if refused => StopReason::Refusal,
+            // Some gateways finish a tool-calling turn with "stop".
+            _ if has_calls => StopReason::ToolUse,
+            None | Some("stop" | "tool_calls" | "function_call") => StopReason::EndTurn,
+            Some("length") => StopReason::MaxTokens,
+            Some("content_filter") => StopReason::Refusal,
+            Some(other) => StopReason::Other(other.to_owned()),
+        };
+        Ok(ModelResponse { content, stop_reason, usage: self.usage })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use agent_loop::NoStream;
+
+    fn decode(events: &[&str]) -> Result<ModelResponse, ReadError> {
+        let mut d = OpenAiDecoder::default();
+        for e in events {
+            if d.event(None, e, &NoStream)? == Step::Done {
+                return d.finish(true);
+            }
+        }
+        d.finish(false)
+    }
+
+    fn chunk(delta: Value, finish: Option<&str>) -> String {
+        json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}).to_string()
+    }
+
+    #[test]
+    fn finish_reasons() {
+        let r = |f: &str| decode(&[&chunk(json!({"content": "x"}), Some(f)), "[DONE]"]).unwrap().stop_reason;
+        assert_eq!(r("stop"), StopReason::EndTurn);
+        assert_eq!(r("length"), StopReason::MaxTokens);
+        assert_eq!(r("content_filter"), StopReason::Refusal);
+        assert_eq!(r("tool_calls"), StopReason::EndTurn, "no calls: nothing for the loop to run");
+        assert_eq!(r("weird"), StopReason::Other("weird".into()));
+    }
+
+    #[test]
+    fn tool_calls_with_stop_invalid_arguments_and_missing_ids() {
+        let r = decode(&[
+            &chunk(json!({"tool_calls": [{"index": 0, "function": {"name": "a", "arguments": "{\"x\": 1"}}]}), None),
+            &chunk(json!({"tool_calls": [{"index": 1, "id": "c2", "function": {"name": "b", "arguments": ""}}]}), None),
+            &chunk(json!({}), Some("stop")),
+        ])
+        .unwrap();
+        assert_eq!(
+            r.content,
+            vec![
+                Block::ToolUse { id: "call_0".into(), name: "a".into(), input: json!("{\"x\": 1") },
+                Block::ToolUse { id: "c2".into(), name: "b".into(), input: json!({}) },
+            ]
+        );
+        assert_eq!(r.stop_reason, StopReason::ToolUse);
+    }
+
+    #[test]
+    fn calls_without_index_and_refusals() {
+        let r = decode(&[
+            &chunk(json!({"tool_calls": [{"id": "a", "function": {"name": "f", "arguments": "{\"k\""}}]}), None),
+            &chunk(json!({"tool_calls": [{"function": {"arguments": ":2}"}}]}), None),
+            &chunk(json!({"tool_calls": [{"id": "b", "function": {"name": "g", "arguments": {"z": true}}}]}), None),
+            &chunk(json!({}), Some("tool_calls")),
+            "[DONE]",
+        ])
+        .unwrap();
+        assert_eq!(
+            r.content,
+            vec![
+                Block::ToolUse { id: "a".into(), name: "f".into(), input: json!({"k": 2}) },
+                Block::ToolUse { id: "b".into(), name: "g".into(), input: json!({"z": true}) },
+            ]
+        );
+        let r = decode(&[&chunk(json!({"refusal": "I can't"}), Some("stop")), "[DONE]"]).unwrap();
+        assert_eq!(r.content, vec![Block::text("I can't")]);
+        assert_eq!(r.stop_reason, StopReason::Refusal);
+    }
+
+    #[test]
+    fn malformed_chunks() {
+        for (events, needle) in [
+            (vec!["{oops"], "not valid JSON"),
+            (vec!["[1,2]"], "not a JSON object"),
+            (vec![r#"{"choices": 3}"#], "not an array"),
+            (vec![r#"{"choices":[{"index":0,"delta":{"tool_calls":{"a":1}}}]}"#], "tool_calls is not an array"),
+            (vec![r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":"x"}]}}]}"#], "index"),
+            (
+                vec![r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0}]},"finish_reason":"tool_calls"}]}"#],
+                "no function name",
+            ),
+            (vec![r#"{"choices":[{"index":0,"delta":{"content":"hi"}}]}"#], "truncated"),
+        ] {
+            match decode(&events) {
+                Err(ReadError::Model(ModelError::Malformed(m))) => assert!(m.contains(needle), "{m} / {needle}"),
+                other => panic!("{events:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn loopback_hosts() {
+        for (u, local) in [
+            ("http://localhost:11434/v1", true),
+            ("http://127.0.0.1/v1", true),
+            ("http://127.1.2.3/v1", true),
+            ("http://[::1]:8000/v1", true),
+            ("https://api.openai.com/v1", false),
+            ("http://10.0.0.1/v1", false),
+            ("http://localhost.evil.com/v1", false),
+        ] {
+            assert_eq!(is_loopback(&Url::parse(u).unwrap()), local, "{u}");
+        }
+    }
+}
