@@ -1,4 +1,5 @@
-//! Project automation: `cargo xtask test [--hermetic]`, `cargo xtask bench`, `cargo xtask peers`.
+//! Project automation: `cargo xtask test [--hermetic]`, `cargo xtask bench`, `cargo xtask peers`,
+//! `cargo xtask conformance [--all]`.
 //!
 //! Std only, so `cargo xtask` starts fast. Every step prints what it runs; the first failure
 //! stops the run with a non-zero exit.
@@ -10,6 +11,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 mod bench;
+mod conformance;
 
 /// Crates that must stay free of I/O.
 const PURE_CRATES: &[&str] = &["mcp-protocol", "tool-pool", "policy"];
@@ -43,7 +45,7 @@ const IO_CRATES: &[&str] = &[
     "directories",
 ];
 
-type Result<T = ()> = std::result::Result<T, String>;
+pub(crate) type Result<T = ()> = std::result::Result<T, String>;
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -52,6 +54,7 @@ fn main() -> ExitCode {
         Some("purity") => purity(),
         Some("peers") => install_peers().map(|dir| println!("peers installed in {}", dir.display())),
         Some("bench") => bench::run(&args[1..]),
+        Some("conformance") => conformance::conformance(args[1..].iter().any(|a| a == "--all")),
         _ => {
             eprintln!(
                 "usage: cargo xtask <task>\n\n\
@@ -59,7 +62,9 @@ fn main() -> ExitCode {
                  test [--hermetic]  fmt, clippy, purity, every test, and (unless --hermetic) the interop suite\n  \
                  purity             check that mcp-protocol, tool-pool and policy do no I/O\n  \
                  peers              install the pinned third-party MCP servers into the cache\n  \
-                 bench [--n N] [--rounds R]  stdio client vs a raw pipe, side by side"
+                 bench [--n N] [--rounds R]  stdio client vs a raw pipe, side by side\n  \
+                 conformance [--all]  the official MCP conformance harness against conformance-client\n                      \
+                 (--all adds the OAuth scenarios)"
             );
             Err("no task given".to_owned())
         }
@@ -180,6 +185,7 @@ fn test_steps(hermetic: bool, tally: &mut Tally) -> Result {
                 .env("MCP_PEERS_DIR", &peers),
             tally,
         )?;
+        conformance::conformance(false)?;
     }
     println!("\nxtask test: all steps passed in {:.0}s", started.elapsed().as_secs_f64());
     Ok(())

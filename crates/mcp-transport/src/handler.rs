@@ -5,6 +5,7 @@ use mcp_protocol::jsonrpc::ErrorObject;
 use mcp_protocol::{
     CreateMessageRequestParams, CreateMessageResult, ElicitAction, ElicitRequestParams, ElicitResult, ListRootsResult,
 };
+use serde_json::{Map, Value};
 
 /// Error code for "the user rejected the request", which the specification's examples use.
 pub const USER_REJECTED: i64 = -1;
@@ -34,3 +35,35 @@ pub trait ServerRequestHandler: Send + Sync {
 pub struct DecliningHandler;
 
 impl ServerRequestHandler for DecliningHandler {}
+
+/// The values a form elicitation's `requestedSchema` gives as defaults, by property name
+/// (SEP-1034): what a client fills in when the user accepts without changing anything.
+/// Properties without a default are left out; a schema that is not an object gives nothing.
+pub fn schema_defaults(schema: &Value) -> Map<String, Value> {
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else { return Map::new() };
+    properties
+        .iter()
+        .filter_map(|(name, property)| property.get("default").map(|d| (name.clone(), d.clone())))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn defaults_of_each_property_type() {
+        let schema = json!({"type": "object", "properties": {
+            "name": {"type": "string", "default": "John Doe"}, "age": {"type": "integer", "default": 30},
+            "score": {"type": "number", "default": 95.5}, "verified": {"type": "boolean", "default": true},
+            "status": {"type": "string", "enum": ["a", "b"], "default": "b"}, "free": {"type": "string"}}});
+        let d = schema_defaults(&schema);
+        assert_eq!(
+            Value::Object(d),
+            json!({"name": "John Doe", "age": 30, "score": 95.5, "verified": true, "status": "b"})
+        );
+        assert!(schema_defaults(&json!(["not", "an", "object"])).is_empty());
+    }
+}
