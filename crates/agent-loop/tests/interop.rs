@@ -1,0 +1,97 @@
+//! An agent session against a third-party MCP server (npm server-everything over stdio) with
+//! the scripted model. Run by `cargo xtask test`, which installs the server and sets
+//! `MCP_PEERS_DIR`.
+#![allow(missing_docs, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use agent_loop::{
+    Agent, AgentConfig, AgentEvent, ApprovalAnswer, ApprovalRequest, Approver, Block, EventSink, Role, ScriptedModel,
+    ServerSet,
+};
+use async_trait::async_trait;
+use mcp_transport::StdioConfig;
+use mcp_transport::servers::{ConnectOptions, ServerSpec, connect_all};
+use policy::{Decision, Policy, PolicyConfig, RuleConfig};
+
+fn everything() -> StdioConfig {
+    let dir = std::env::var_os("MCP_PEERS_DIR")
+        .map(PathBuf::from)
+        .expect("MCP_PEERS_DIR is not set: run this through `cargo xtask test`");
+    let script = dir.join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(script.is_file(), "{} is missing; run `cargo xtask peers`", script.display());
+    StdioConfig::new("node", [script.to_string_lossy().into_owned(), "stdio".to_owned()])
+}
+
+struct Asked(Mutex<Vec<String>>);
+
+#[async_trait]
+impl Approver for Asked {
+    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
+        self.0.lock().unwrap().push(request.name.clone());
+        ApprovalAnswer::Yes
+    }
+}
+
+#[derive(Default)]
+struct Kinds(Mutex<Vec<String>>);
+
+impl EventSink for Kinds {
+    fn event(&self, event: &AgentEvent) {
+        if let AgentEvent::ToolCall { name, decision, .. } = event {
+            self.0.lock().unwrap().push(format!("{name}:{}", serde_json::to_value(decision).unwrap()));
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_scripted_session_with_server_everything() {
+    let connections =
+        connect_all(vec![ServerSpec::stdio("everything", everything())], &ConnectOptions::default()).await;
+    assert!(connections[0].is_connected(), "{:?}", connections[0].state());
+    let servers = Arc::new(ServerSet::new(connections));
+    let model = ScriptedModel::from_json(
+        r#"{"turns": [
+            {"text": "Echo first.", "tool_calls": [{"name": "mcp__everything__echo", "input": {"message": "agent"}}]},
+            {"text": "Now a sum and an image.", "tool_calls": [
+                {"name": "mcp__everything__get-sum", "input": {"a": 40, "b": 2}},
+                {"name": "mcp__everything__get-tiny-image", "input": {}},
+                {"name": "mcp__everything__get-sum", "input": {"a": "forty"}}
+            ]},
+            {"text": "All done."}
+        ]}"#,
+    )
+    .unwrap();
+    let policy = Policy::new(PolicyConfig {
+        default: Decision::Confirm,
+        rules: vec![
+            RuleConfig::new("everything", "echo", Decision::Allow),
+            RuleConfig::new("everything", "get-sum", Decision::Allow),
+        ],
+    })
+    .unwrap();
+    let asked = Arc::new(Asked(Mutex::new(Vec::new())));
+    let agent =
+        Agent::new(Arc::new(model), servers.clone(), policy, AgentConfig::default()).with_approver(asked.clone());
+    let kinds = Kinds::default();
+    let mut conversation = Vec::new();
+    let outcome = agent.run_turn(&mut conversation, "try the tools", &kinds).await.unwrap();
+    assert_eq!(outcome.final_text, "All done.");
+    let results: Vec<(String, bool)> = conversation
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .flat_map(|m| m.content.iter())
+        .filter_map(|b| match b {
+            Block::ToolResult { content, is_error, .. } => Some((content.clone(), *is_error)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results[0], ("Echo: agent".to_owned(), false));
+    assert!(results[1].0.contains("42") && !results[1].1, "{results:?}");
+    assert!(results[2].0.contains("[image image/png") && !results[2].1, "{results:?}");
+    assert!(results[3].1 && results[3].0.contains("/a"), "a bad argument never reaches the server: {results:?}");
+    assert_eq!(asked.0.lock().unwrap().clone(), vec!["mcp__everything__get-tiny-image"]);
+    drop(agent);
+    Arc::try_unwrap(servers).ok().unwrap().close().await;
+}
