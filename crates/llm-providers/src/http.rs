@@ -8,8 +8,8 @@ use std::time::Duration;
 use agent_loop::{ModelError, ModelResponse, TextStream};
 use bytes::Bytes;
 use futures_util::StreamExt;
+use reqwest::Url;
 use reqwest::header::{HeaderMap, HeaderValue};
-use reqwest::{StatusCode, Url};
 use serde_json::Value;
 use sse_stream::SseStream;
 use tokio::time::{Instant, timeout_at};
@@ -130,7 +130,13 @@ pub(crate) struct Endpoint {
 
 enum AttemptError {
     Fatal(ModelError),
-    Retry { message: String, after: Option<Duration> },
+    /// A transient failure: retried while attempts remain, unless `again` is false (the server
+    /// said `x-should-retry: false`), then [`ModelError::Unavailable`].
+    Retry {
+        message: String,
+        after: Option<Duration>,
+        again: bool,
+    },
 }
 
 /// Passes text on and remembers whether any was passed (then a retry would repeat it).
@@ -162,12 +168,12 @@ impl Endpoint {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let (message, after) = match self.attempt(wire, body.clone(), &tracked).await {
+            let (message, after, again) = match self.attempt(wire, body.clone(), &tracked).await {
                 Ok(response) => return Ok(response),
                 Err(AttemptError::Fatal(e)) => return Err(e),
-                Err(AttemptError::Retry { message, after }) => (message, after),
+                Err(AttemptError::Retry { message, after, again }) => (message, after, again),
             };
-            if attempt >= max_attempts || tracked.emitted.load(Ordering::Relaxed) {
+            if !again || attempt >= max_attempts || tracked.emitted.load(Ordering::Relaxed) {
                 return Err(ModelError::Unavailable { attempts: attempt, message });
             }
             let delay = match after {
@@ -185,7 +191,11 @@ impl Endpoint {
         let request = self.client.post(self.url.clone()).headers(self.headers.clone()).body(body);
         let response = match timeout_at(deadline, request.send()).await {
             Err(_) => {
-                return Err(AttemptError::Retry { message: format!("no response within {limit:?}"), after: None });
+                return Err(AttemptError::Retry {
+                    message: format!("no response within {limit:?}"),
+                    after: None,
+                    again: true,
+                });
             }
             Ok(Err(e)) if e.is_builder() => {
                 return Err(AttemptError::Fatal(ModelError::Configuration(format!(
@@ -193,7 +203,7 @@ impl Endpoint {
                     chain(&e)
                 ))));
             }
-            Ok(Err(e)) => return Err(AttemptError::Retry { message: chain(&e), after: None }),
+            Ok(Err(e)) => return Err(AttemptError::Retry { message: chain(&e), after: None, again: true }),
             Ok(Ok(response)) => response,
         };
         let status = response.status();
@@ -204,10 +214,17 @@ impl Endpoint {
                 }
                 Ok(Ok(response)) => Ok(response),
                 Ok(Err(ReadError::Model(e))) => Err(AttemptError::Fatal(e)),
-                Ok(Err(ReadError::Retryable(message))) => Err(AttemptError::Retry { message, after: None }),
+                Ok(Err(ReadError::Retryable(message))) => {
+                    Err(AttemptError::Retry { message, after: None, again: true })
+                }
             };
         }
         let after = retry_after(response.headers());
+        let should_retry = match response.headers().get("x-should-retry").map(HeaderValue::as_bytes) {
+            Some(b"true") => Some(true),
+            Some(b"false") => Some(false),
+            _ => None,
+        };
         let location =
             response.headers().get(reqwest::header::LOCATION).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let message = match timeout_at(deadline, read_error_message(response, self.options.max_error_body_bytes)).await
@@ -215,8 +232,15 @@ impl Endpoint {
             Ok(Some(message)) => message,
             _ => status.canonical_reason().unwrap_or("no message").to_owned(),
         };
-        if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
-            Err(AttemptError::Retry { message: format!("HTTP {}: {message}", status.as_u16()), after })
+        // As the official SDKs: 408, 409, 429 and 5xx are transient, and the server may decide
+        // with `x-should-retry`.
+        let transient = matches!(status.as_u16(), 408 | 409 | 429) || status.is_server_error();
+        let again = match should_retry {
+            Some(verdict) => verdict,
+            None => transient,
+        };
+        if transient || again {
+            Err(AttemptError::Retry { message: format!("HTTP {}: {message}", status.as_u16()), after, again })
         } else if status.is_redirection() {
             let to = location.unwrap_or_else(|| "an unnamed location".into());
             Err(AttemptError::Fatal(ModelError::Rejected {

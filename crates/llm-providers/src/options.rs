@@ -7,9 +7,13 @@ use std::time::Duration;
 /// The defaults suit the public APIs; tests shorten the delays.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
-    /// Attempts per call, the first included (at least 1). Retried: HTTP 429, 5xx, connection
-    /// failures, and a provider's "overloaded" error reported in the stream before any text was
-    /// streamed. Default 4.
+    /// Attempts per call, the first included (at least 1). Retried, as the official SDKs do:
+    /// HTTP 408, 409, 429 and 5xx (unless the server answers `x-should-retry: false`; `true`
+    /// makes any status retried), connection failures and timeouts before the response headers,
+    /// and a provider's transient error reported inside the answer before any text was streamed.
+    /// When they run out the call fails with [`ModelError::Unavailable`]. Default 4.
+    ///
+    /// [`ModelError::Unavailable`]: agent_loop::ModelError::Unavailable
     pub max_attempts: u32,
     /// Delay before the first retry; it doubles each retry, with jitter (a random value between
     /// half and all of it). Default 500 ms.

@@ -304,3 +304,29 @@ fn from_lookup_defaults_and_missing_key() {
     let local = |n: &str| (n == "OPENAI_BASE_URL").then(|| "http://localhost:11434/v1".to_owned());
     assert_eq!(OpenAiModel::from_lookup("gpt", local).unwrap().url(), "http://localhost:11434/v1/chat/completions");
 }
+
+#[tokio::test]
+async fn request_timeout_and_conflict_are_retried_and_the_server_may_veto_retries() {
+    let server = FakeServer::start(vec![
+        Reply::json(408, r#"{"error":{"message":"timeout"}}"#),
+        Reply::json(409, r#"{"error":{"message":"conflict"}}"#),
+        Reply::sse(TEXT),
+    ])
+    .await;
+    model(&server).complete(&simple("Hi"), &NoStream).await.unwrap();
+    assert_eq!(server.requests().len(), 3);
+
+    let veto = Reply::json(503, r#"{"error":{"message":"down for good"}}"#).header("x-should-retry", "false");
+    let server = FakeServer::start(vec![veto, Reply::sse(TEXT)]).await;
+    let err = model(&server).complete(&simple("Hi"), &NoStream).await.unwrap_err();
+    assert!(
+        matches!(&err, ModelError::Unavailable { attempts: 1, message } if message.contains("down for good")),
+        "{err:?}"
+    );
+    assert_eq!(server.requests().len(), 1);
+
+    let insist = Reply::json(400, r#"{"error":{"message":"try again"}}"#).header("x-should-retry", "true");
+    let server = FakeServer::start(vec![insist, Reply::sse(TEXT)]).await;
+    model(&server).complete(&simple("Hi"), &NoStream).await.unwrap();
+    assert_eq!(server.requests().len(), 2);
+}
