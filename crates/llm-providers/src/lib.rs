@@ -52,3 +52,8 @@ pub use anthropic::AnthropicModel;
 
 pub use openai::{OpenAiModel, TokenLimitField};
 pub use options::Options;
+
+/// The README's example, compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
