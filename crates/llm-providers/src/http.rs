@@ -61,9 +61,15 @@ pub(crate) fn lookup_nonempty(lookup: &dyn Fn(&str) -> Option<String>, name: &st
     lookup(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
 }
 
-/// The client `from_env` uses: rustls, a connect timeout, no redirects (an API endpoint that
-/// redirects is a wrong base URL, and the key must not follow a redirect elsewhere).
-pub(crate) fn default_client() -> Result<reqwest::Client, ModelError> {
+/// The HTTP client `from_env` uses, for callers of `new`: rustls, a 10 s connect timeout, the
+/// system proxy settings, and no redirects (an API endpoint that redirects means a wrong base
+/// URL, and the key must not follow a redirect to another host; a redirect is reported as
+/// [`ModelError::Rejected`] naming the new location).
+///
+/// # Errors
+///
+/// [`ModelError::Configuration`] if the TLS backend cannot be set up.
+pub fn default_client() -> Result<reqwest::Client, ModelError> {
     reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
         .redirect(reqwest::redirect::Policy::none())

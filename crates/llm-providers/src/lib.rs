@@ -49,6 +49,7 @@ pub mod openai;
 mod options;
 
 pub use anthropic::AnthropicModel;
+pub use http::default_client;
 
 pub use openai::{OpenAiModel, TokenLimitField};
 pub use options::Options;

@@ -111,7 +111,8 @@ impl OpenAiModel {
         if key.is_none() && !is_loopback(&join_base(&base, "/chat/completions", BASE_URL_VARIABLE)?) {
             return Err(ModelError::Configuration(format!(
                 "no OpenAI API key: set {API_KEY_VARIABLE} (it may be left unset only when {BASE_URL_VARIABLE} \
-                 points at a server on this machine, such as Ollama at http://localhost:11434/v1)"
+                 points at a server on this machine, such as Ollama at http://localhost:11434/v1; \
+                 for a remote server that needs no key, set it to any value)"
             )));
         }
         Ok(Self::new(&base, key.as_deref(), default_client()?)?.with_model(model))

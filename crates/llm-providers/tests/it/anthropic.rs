@@ -319,3 +319,16 @@ fn from_lookup_defaults_and_missing_key() {
     });
     assert!(matches!(&bad_url, Err(ModelError::Configuration(m)) if m.contains("ANTHROPIC_BASE_URL")), "{bad_url:?}");
 }
+
+#[tokio::test]
+async fn redirects_are_not_followed_by_the_default_client() {
+    let moved = Reply::json(307, "").header("location", "https://elsewhere.example/v1/messages");
+    let server = FakeServer::start(vec![moved]).await;
+    let model = AnthropicModel::new(&server.base, KEY, llm_providers::default_client().unwrap()).unwrap();
+    let err = model.complete(&simple("Hi"), &NoStream).await.unwrap_err();
+    assert!(
+        matches!(&err, ModelError::Rejected { status: 307, message } if message.contains("https://elsewhere.example/v1/messages")),
+        "{err:?}"
+    );
+    assert_eq!(server.requests().len(), 1);
+}
