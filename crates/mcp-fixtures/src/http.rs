@@ -250,7 +250,7 @@ fn legacy(inner: &Arc<Inner>, method: &Method, query: Option<&str>, body: Option
     }
 }
 
-fn answer(body: &Value, newest: &str) -> Option<Value> {
+pub(crate) fn answer(body: &Value, newest: &str) -> Option<Value> {
     let id = body.get("id")?.clone();
     let method = body.get("method")?.as_str()?;
     let params = body.get("params").cloned().unwrap_or(Value::Null);

@@ -29,6 +29,7 @@
 use std::path::PathBuf;
 
 pub mod http;
+pub mod ws;
 
 /// Where the fixture server binary is, next to the running test executable's target directory.
 ///

@@ -61,6 +61,7 @@ pub mod servers;
 mod sse;
 pub mod stdio;
 pub mod transport;
+pub mod ws;
 
 pub use backoff::Backoff;
 pub use client::{Client, ClientError, ClientOptions, ListLimits, Progress, RequestOptions};
@@ -72,3 +73,4 @@ pub use servers::{
 };
 pub use stdio::{StdioConfig, StdioTransport, env_allowed};
 pub use transport::{Transport, TransportError, TransportSink, TransportStream};
+pub use ws::{WebSocketConfig, WebSocketTransport};

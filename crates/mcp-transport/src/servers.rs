@@ -33,13 +33,12 @@ use crate::backoff::Backoff;
 use crate::client::{Client, ClientError, ClientOptions, ListLimits, RequestOptions};
 use crate::http::{HTTP_TRANSPORT_ERROR, HttpConfig, HttpTransport};
 use crate::stdio::{StdioConfig, StdioTransport};
+use crate::ws::{WebSocketConfig, WebSocketTransport};
 
 /// Default time a server gets to start: spawn, initialize and list its tools.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default time one tool call may take.
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
-/// The reason a WebSocket server is reported failed, until that transport exists.
-pub const REMOTE_UNSUPPORTED: &str = "WebSocket servers (ws://, wss://) are not supported yet";
 
 /// How to reach a server.
 #[derive(Clone)]
@@ -292,8 +291,18 @@ pub async fn connect(spec: ServerSpec, options: &ConnectOptions) -> ServerConnec
             let stderr = transport.stderr_tail();
             (Client::start(transport, client_options), Some(stderr))
         }
-        ServerTarget::Remote { url, .. } if url.starts_with("ws://") || url.starts_with("wss://") => {
-            return ServerConnection::without_client(&spec, failed(REMOTE_UNSUPPORTED.to_owned()));
+        ServerTarget::Remote { url, headers } if url.starts_with("ws://") || url.starts_with("wss://") => {
+            let mut config = WebSocketConfig::new(url.clone());
+            config.headers = headers.clone();
+            config.reconnect = options.reconnect;
+            match tokio::time::timeout(spec.startup_timeout, WebSocketTransport::connect(config)).await {
+                Ok(Ok(t)) => (Client::start(t, client_options), None),
+                Ok(Err(e)) => return ServerConnection::without_client(&spec, failed(e.to_string())),
+                Err(_) => {
+                    let reason = format!("timed out after {} while connecting", seconds(spec.startup_timeout));
+                    return ServerConnection::without_client(&spec, failed(reason));
+                }
+            }
         }
         ServerTarget::Remote { url, headers } => {
             let mut config = HttpConfig::new(url.clone());
@@ -442,7 +451,9 @@ mod tests {
             spec("crashing", "sh", &["-c", "echo oops >&2; exit 7"]),
         ];
         let started = Instant::now();
-        let connections = connect_all(specs, &ConnectOptions::default()).await;
+        let quick =
+            Backoff { initial_delay: Duration::from_millis(10), max_delay: Duration::from_millis(50), max_attempts: 3 };
+        let connections = connect_all(specs, &ConnectOptions { reconnect: quick, ..ConnectOptions::default() }).await;
         assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
         let states: Vec<(&str, &str)> = connections.iter().map(|c| (c.name(), c.state().label())).collect();
         assert_eq!(
@@ -463,7 +474,7 @@ mod tests {
         let reason = |i: usize| connections[i].state().to_string();
         assert!(reason(1).contains("/nonexistent/mcp-server"), "{}", reason(1));
         assert!(reason(2).contains("timed out after 0.5s"), "{}", reason(2));
-        assert!(reason(4).contains(REMOTE_UNSUPPORTED));
+        assert!(reason(4).contains("ws://127.0.0.1:9/mcp"), "{}", reason(4));
         assert!(reason(5).contains("oops") || reason(5).contains("status 7"), "{}", reason(5));
 
         let result = connections[0].call_tool("echo", serde_json::json!({"text": "hi"}).as_object().cloned()).await;

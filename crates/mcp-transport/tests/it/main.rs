@@ -5,6 +5,7 @@
 mod http;
 mod memory;
 mod stdio;
+mod ws;
 
 use std::time::Duration;
 

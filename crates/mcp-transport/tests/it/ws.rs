@@ -1,0 +1,77 @@
+//! The WebSocket transport against the in-process WebSocket fixture server.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use mcp_fixtures::ws::{WsOptions, start_ws};
+use mcp_protocol::ServerNotification;
+use mcp_transport::servers::{ConnectOptions, ServerSpec, ServerTarget, connect};
+use mcp_transport::{Backoff, Client, ClientOptions, ListLimits, RequestOptions, WebSocketConfig, WebSocketTransport};
+use serde_json::json;
+
+use crate::args;
+
+#[tokio::test]
+async fn handshake_list_call_and_a_notification() {
+    let s = start_ws(WsOptions::default()).await.unwrap();
+    let transport = WebSocketTransport::connect(WebSocketConfig::new(s.url())).await.unwrap();
+    let client = Client::start(transport, ClientOptions::default());
+    let mut notes = client.subscribe();
+    client.initialize().await.unwrap();
+    let note = tokio::time::timeout(Duration::from_secs(5), notes.recv()).await.unwrap().unwrap();
+    assert!(matches!(note, ServerNotification::ToolsListChanged), "{note:?}");
+    assert_eq!(client.list_all_tools(ListLimits::default()).await.unwrap().len(), 2);
+    let r = client.call_tool("echo", args(json!({"text": "über ws"})), RequestOptions::default()).await.unwrap();
+    assert_eq!(r.joined_text(), "über ws");
+    assert_eq!(s.requested_protocols(), [Some("mcp".to_owned())]);
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_server_that_does_not_choose_mcp_is_refused() {
+    let s = start_ws(WsOptions { refuse_subprotocol: true, ..WsOptions::default() }).await.unwrap();
+    let err = WebSocketTransport::connect(WebSocketConfig::new(s.url())).await.unwrap_err();
+    assert!(err.to_string().contains("subprotocol"), "{err}");
+}
+
+#[tokio::test]
+async fn a_message_over_the_limit_closes_the_connection_with_the_reason() {
+    let s = start_ws(WsOptions { huge: Some(64 * 1024), ..WsOptions::default() }).await.unwrap();
+    let mut config = WebSocketConfig::new(s.url());
+    config.max_message_bytes = 16 * 1024;
+    let transport = WebSocketTransport::connect(config).await.unwrap();
+    let err = Client::connect(transport, ClientOptions::default()).await.unwrap_err();
+    assert!(err.to_string().contains("max_message_bytes"), "{err}");
+}
+
+#[tokio::test]
+async fn a_server_closing_fails_pending_requests_at_once() {
+    // initialize, initialized, then the first call makes the server close.
+    let s = start_ws(WsOptions { close_after: Some(2), ..WsOptions::default() }).await.unwrap();
+    let transport = WebSocketTransport::connect(WebSocketConfig::new(s.url())).await.unwrap();
+    let client = Client::connect(transport, ClientOptions::default()).await.unwrap();
+    let started = std::time::Instant::now();
+    let err = client.call_tool("echo", args(json!({"text": "x"})), RequestOptions::default()).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(err.to_string().contains("closed the WebSocket"), "{err}");
+}
+
+#[tokio::test]
+async fn servers_connect_ws_urls_and_give_up_on_unreachable_ones() {
+    let s = start_ws(WsOptions::default()).await.unwrap();
+    let quick =
+        Backoff { initial_delay: Duration::from_millis(10), max_delay: Duration::from_millis(20), max_attempts: 2 };
+    let options = ConnectOptions { reconnect: quick, ..ConnectOptions::default() };
+    let mut spec = ServerSpec::stdio("ws", mcp_transport::StdioConfig::new("unused", Vec::<String>::new()));
+    spec.target = ServerTarget::Remote { url: s.url(), headers: BTreeMap::new() };
+    let c = connect(spec.clone(), &options).await;
+    assert_eq!(c.state().label(), "connected", "{}", c.state());
+    assert_eq!(c.tools().len(), 2);
+    c.close().await;
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    spec.target = ServerTarget::Remote { url: format!("ws://127.0.0.1:{port}/mcp"), headers: BTreeMap::new() };
+    let c = connect(spec, &options).await;
+    assert_eq!(c.state().label(), "failed");
+    assert!(c.state().to_string().contains("after 2 attempts"), "{}", c.state());
+}
