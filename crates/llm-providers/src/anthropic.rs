@@ -511,6 +511,23 @@ mod tests {
     }
 
     #[test]
+    fn recorded_streams_never_panic() {
+        for fixture in [
+            include_str!("../tests/it/fixtures/anthropic_text.sse"),
+            include_str!("../tests/it/fixtures/anthropic_tool_use.sse"),
+        ] {
+            let n = crate::http::robustness::events(fixture).len();
+            // Only the whole stream (ending in message_stop) is complete.
+            crate::http::robustness::check(AnthropicDecoder::default, fixture, |k| k == n);
+        }
+        let json = include_str!("../tests/it/fixtures/anthropic_message.json").trim_end();
+        assert!(AnthropicWire.decode_json(json.as_bytes(), &NoStream).is_ok());
+        for cut in 0..json.len() {
+            assert!(AnthropicWire.decode_json(&json.as_bytes()[..cut], &NoStream).is_err());
+        }
+    }
+
+    #[test]
     fn stop_reasons() {
         assert_eq!(stop_reason("end_turn"), StopReason::EndTurn);
         assert_eq!(stop_reason("tool_use"), StopReason::ToolUse);

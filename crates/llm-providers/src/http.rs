@@ -521,3 +521,110 @@ mod tests {
         assert!(!format!("{:?}", key.header("Bearer ").unwrap()).contains("secret"));
     }
 }
+
+/// Robustness checks shared by the decoders' tests: every truncation and a set of corruptions
+/// of recorded streams must give a result or an error, never a panic.
+#[cfg(test)]
+pub(crate) mod robustness {
+    use agent_loop::NoStream;
+    use serde_json::{Value, json};
+
+    use super::{Decoder, Step};
+
+    /// `(event name, data)` pairs of an SSE text (blank-line separated blocks).
+    pub(crate) fn events(sse: &str) -> Vec<(Option<String>, String)> {
+        sse.split("\n\n")
+            .filter(|block| !block.trim().is_empty())
+            .map(|block| {
+                let mut name = None;
+                let mut data = Vec::new();
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("event:") {
+                        name = Some(v.trim().to_owned());
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push(v.strip_prefix(' ').unwrap_or(v));
+                    }
+                }
+                (name, data.join("\n"))
+            })
+            .collect()
+    }
+
+    fn run<D: Decoder>(new: &impl Fn() -> D, events: &[(Option<String>, String)]) -> bool {
+        let mut d = new();
+        for (name, data) in events {
+            match d.event(name.as_deref(), data, &NoStream) {
+                Ok(Step::Continue) => {}
+                Ok(Step::Done) => return d.finish(true).is_ok(),
+                Err(_) => return false,
+            }
+        }
+        d.finish(false).is_ok()
+    }
+
+    /// Checks a recorded stream: it decodes whole; cut after any event it decodes only if
+    /// `complete_from` says so; each event truncated or replaced by other JSON never panics.
+    pub(crate) fn check<D: Decoder>(new: impl Fn() -> D, sse: &str, complete_from: impl Fn(usize) -> bool) {
+        let events = events(sse);
+        assert!(run(&new, &events), "the whole stream decodes");
+        for k in 0..events.len() {
+            assert_eq!(run(&new, &events[..k]), complete_from(k), "cut after {k} events");
+        }
+        let replacements = [
+            json!(null),
+            json!([]),
+            json!({}),
+            json!("x"),
+            json!(1),
+            json!({"type": null}),
+            json!({"choices": [null]}),
+        ];
+        for i in 0..events.len() {
+            let data = &events[i].1;
+            for (cut, _) in data.char_indices() {
+                let mut broken = events.clone();
+                broken[i].1.truncate(cut);
+                run(&new, &broken);
+            }
+            let Ok(value) = serde_json::from_str::<Value>(data) else { continue };
+            let mut variants: Vec<Value> = replacements.to_vec();
+            // Every field of the event, and of its nested objects, replaced by each odd value.
+            for pointer in pointers(&value, String::new()) {
+                for odd in &replacements {
+                    let mut v = value.clone();
+                    if let Some(slot) = v.pointer_mut(&pointer) {
+                        *slot = odd.clone();
+                    }
+                    variants.push(v);
+                }
+            }
+            for v in variants {
+                let mut broken = events.clone();
+                broken[i].1 = v.to_string();
+                run(&new, &broken);
+            }
+        }
+    }
+
+    fn pointers(value: &Value, prefix: String) -> Vec<String> {
+        let mut out = Vec::new();
+        match value {
+            Value::Object(map) => {
+                for (k, v) in map {
+                    let p = format!("{prefix}/{}", k.replace('~', "~0").replace('/', "~1"));
+                    out.push(p.clone());
+                    out.extend(pointers(v, p));
+                }
+            }
+            Value::Array(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    let p = format!("{prefix}/{i}");
+                    out.push(p.clone());
+                    out.extend(pointers(v, p));
+                }
+            }
+            _ => {}
+        }
+        out
+    }
+}

@@ -574,6 +574,24 @@ mod tests {
     }
 
     #[test]
+    fn recorded_streams_never_panic() {
+        for fixture in [
+            include_str!("../tests/it/fixtures/openai_text.sse"),
+            include_str!("../tests/it/fixtures/openai_tool_calls.sse"),
+        ] {
+            let events = crate::http::robustness::events(fixture);
+            // Complete once the finish_reason chunk is in.
+            let finish = events.iter().position(|(_, d)| d.contains("\"finish_reason\":\"")).unwrap();
+            crate::http::robustness::check(OpenAiDecoder::default, fixture, |k| k > finish);
+        }
+        let json = include_str!("../tests/it/fixtures/openai_completion.json").trim_end();
+        assert!(OpenAiWire.decode_json(json.as_bytes(), &NoStream).is_ok());
+        for cut in 0..json.len() {
+            assert!(OpenAiWire.decode_json(&json.as_bytes()[..cut], &NoStream).is_err());
+        }
+    }
+
+    #[test]
     fn loopback_hosts() {
         for (u, local) in [
             ("http://localhost:11434/v1", true),
