@@ -173,6 +173,9 @@ impl LanguageModel for AnthropicModel {
     }
 
     async fn complete(&self, request: &ModelRequest, stream: &dyn TextStream) -> Result<ModelResponse, ModelError> {
+        if request.model.is_empty() && self.model.is_empty() {
+            return Err(ModelError::Configuration("no model named: set one in the request or with with_model".into()));
+        }
         let body = serde_json::to_vec(&self.body(request))
             .map_err(|e| ModelError::Configuration(format!("could not encode the request: {e}")))?;
         self.endpoint.call(&AnthropicWire, body, stream).await

@@ -262,7 +262,7 @@ async fn oversized_events_and_answers_are_malformed() {
 #[tokio::test]
 async fn connection_failures_are_retried_then_unavailable() {
     let base = closed_port_base().await;
-    let model = AnthropicModel::new(&base, KEY, reqwest::Client::new()).unwrap().with_options(fast());
+    let model = AnthropicModel::new(&base, KEY, reqwest::Client::new()).unwrap().with_model("m").with_options(fast());
     let err = model.complete(&simple("Hi"), &NoStream).await.unwrap_err();
     assert!(matches!(&err, ModelError::Unavailable { attempts: 4, .. }), "{err:?}");
 }
@@ -324,7 +324,8 @@ fn from_lookup_defaults_and_missing_key() {
 async fn redirects_are_not_followed_by_the_default_client() {
     let moved = Reply::json(307, "").header("location", "https://elsewhere.example/v1/messages");
     let server = FakeServer::start(vec![moved]).await;
-    let model = AnthropicModel::new(&server.base, KEY, llm_providers::default_client().unwrap()).unwrap();
+    let model =
+        AnthropicModel::new(&server.base, KEY, llm_providers::default_client().unwrap()).unwrap().with_model("m");
     let err = model.complete(&simple("Hi"), &NoStream).await.unwrap_err();
     assert!(
         matches!(&err, ModelError::Rejected { status: 307, message } if message.contains("https://elsewhere.example/v1/messages")),

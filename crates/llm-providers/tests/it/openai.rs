@@ -271,6 +271,7 @@ async fn connection_failures_are_retried_then_unavailable() {
     let base = closed_port_base().await;
     let m = OpenAiModel::new(&base, None, reqwest::Client::new())
         .unwrap()
+        .with_model("m")
         .with_options(Options { max_attempts: 2, ..fast() });
     let err = m.complete(&simple("Hi"), &NoStream).await.unwrap_err();
     assert!(matches!(&err, ModelError::Unavailable { attempts: 2, .. }), "{err:?}");
@@ -329,4 +330,13 @@ async fn request_timeout_and_conflict_are_retried_and_the_server_may_veto_retrie
     let server = FakeServer::start(vec![insist, Reply::sse(TEXT)]).await;
     model(&server).complete(&simple("Hi"), &NoStream).await.unwrap();
     assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_model_name_is_needed() {
+    let server = FakeServer::start(vec![Reply::sse(TEXT)]).await;
+    let unnamed = OpenAiModel::new(&server.base, None, reqwest::Client::new()).unwrap();
+    let err = unnamed.complete(&simple("Hi"), &NoStream).await.unwrap_err();
+    assert!(matches!(&err, ModelError::Configuration(m) if m.contains("no model")), "{err:?}");
+    assert!(server.requests().is_empty());
 }
