@@ -157,6 +157,19 @@ fn format_of(path: &Path, text: &str) -> Format {
     }
 }
 
+/// The offline demo's setup, built in code (no file to trust): the notes server, reading
+/// allowed, writing left to the default (confirm).
+pub(crate) fn demo_config(server: &Path) -> Config {
+    let mut stdio = StdioConfig::new(server.to_string_lossy().into_owned(), Vec::<String>::new());
+    stdio.label = "notes".to_owned();
+    let rules = ["list_notes", "read_note"]
+        .into_iter()
+        .map(|tool| policy::RuleConfig::new("notes", tool, policy::Decision::Allow))
+        .collect();
+    let policy = Policy::new(PolicyConfig { default: policy::Decision::Confirm, rules }).unwrap_or_default();
+    Config { servers: vec![ServerSpec::stdio("notes", stdio)], policy }
+}
+
 /// Parses and validates `text`, which was read from `path` (used in messages, and as the base
 /// of relative `cwd`s).
 pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {

@@ -4,6 +4,7 @@
 //! configuration, connection or refusal errors (`servers` and `tools` report servers that
 //! failed to connect, and still exit 0).
 
+mod agent;
 mod call;
 mod config;
 mod output;
@@ -93,6 +94,24 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run one task with the agent until it is done.
+    Run {
+        /// What to do.
+        task: String,
+        #[command(flatten)]
+        agent: agent::AgentArgs,
+    },
+    /// Talk with the agent, one task per line (`/exit` or end of input to stop).
+    Chat {
+        #[command(flatten)]
+        agent: agent::AgentArgs,
+    },
+    /// The offline demo: our notes server and a scripted model (no configuration, no API key).
+    /// With --provider anthropic|openai and a key, a real model does the same task.
+    Demo {
+        #[command(flatten)]
+        agent: agent::AgentArgs,
+    },
 }
 
 /// The process's outcome.
@@ -120,6 +139,11 @@ fn main() -> ExitCode {
     }
 }
 
+/// `demo` returns before the configuration is read.
+fn unreachable_demo() -> anyhow::Result<Outcome> {
+    Err(anyhow::anyhow!("internal error: demo reached the configured commands"))
+}
+
 fn fail(error: &anyhow::Error) -> ExitCode {
     let _ = emit(&mut std::io::stderr(), &format!("error: {error:#}\n"));
     ExitCode::from(2)
@@ -137,8 +161,14 @@ fn init_logging() {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<Outcome> {
+    if let Command::Demo { agent } = &cli.command {
+        return agent::demo_command(agent).await;
+    }
     let config = session::load_config(cli.config.as_deref(), cli.allow_workspace_config)?;
     match cli.command {
+        Command::Demo { .. } => unreachable_demo(),
+        Command::Run { task, agent } => agent::run_command(config, &task, &agent).await,
+        Command::Chat { agent } => agent::chat_command(config, &agent).await,
         Command::Servers { json } => session::servers_command(config, json).await,
         Command::Tools { json } => tools::tools_command(config, json).await,
         Command::Call { name, args, yes, json } => call::call_command(config, &name, &args, yes, json).await,

@@ -1,0 +1,343 @@
+//! `run`, `chat` and `demo`: the agent loop wired to the configured servers, a model provider,
+//! a terminal approver, a transcript, and human or JSON output.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use agent_loop::{
+    Agent, AgentConfig, AgentEvent, ApprovalAnswer, ApprovalRequest, ApproveAll, Approver, CallDecision, EventSink,
+    LanguageModel, Message, RefuseAll, ScriptedModel, ServerSet, Transcript, load_messages,
+};
+use anyhow::{Context as _, bail};
+use async_trait::async_trait;
+
+use crate::config::Config;
+use crate::{Outcome, output, session};
+
+/// Which language model answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Provider {
+    /// Anthropic's Messages API (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL).
+    Anthropic,
+    /// An OpenAI-compatible Chat Completions API (OPENAI_API_KEY, OPENAI_BASE_URL).
+    Openai,
+    /// Replays the turns of a script file (--script), offline.
+    Scripted,
+}
+
+/// Options shared by `run`, `chat` and `demo`.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct AgentArgs {
+    /// The model provider [default: anthropic; scripted for `demo`].
+    #[arg(long, value_enum)]
+    pub(crate) provider: Option<Provider>,
+    /// The provider's model name (a sensible default per provider).
+    #[arg(long)]
+    pub(crate) model: Option<String>,
+    /// The script for --provider scripted (JSON: {"turns": [{"text", "tool_calls"}]}).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) script: Option<PathBuf>,
+    /// Approve every call whose policy is `confirm` without asking (denied tools stay denied).
+    #[arg(long)]
+    pub(crate) yes: bool,
+    /// Print events as JSON, one object a line.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Continue a saved session (its id, as printed when it started).
+    #[arg(long, value_name = "SESSION")]
+    pub(crate) resume: Option<String>,
+    /// Model calls per task before stopping.
+    #[arg(long, default_value_t = 20)]
+    pub(crate) max_steps: usize,
+}
+
+fn default_model(provider: Provider) -> &'static str {
+    match provider {
+        Provider::Anthropic => "claude-sonnet-4-5",
+        Provider::Openai => "gpt-4o-mini",
+        Provider::Scripted => "script",
+    }
+}
+
+/// The model behind `--provider`.
+fn model(args: &AgentArgs, demo_script: Option<&str>) -> anyhow::Result<(Arc<dyn LanguageModel>, String)> {
+    let default = if demo_script.is_some() { Provider::Scripted } else { Provider::Anthropic };
+    let provider = args.provider.unwrap_or(default);
+    let name = args.model.clone().unwrap_or_else(|| default_model(provider).to_owned());
+    let model: Arc<dyn LanguageModel> = match provider {
+        Provider::Scripted => match (&args.script, demo_script) {
+            (Some(path), _) => Arc::new(ScriptedModel::from_file(path)?),
+            (None, Some(script)) => Arc::new(ScriptedModel::from_json(script)?),
+            (None, None) => bail!("--provider scripted needs --script FILE"),
+        },
+        Provider::Anthropic => Arc::new(llm_providers::AnthropicModel::from_env(&name)?),
+        Provider::Openai => Arc::new(llm_providers::OpenAiModel::from_env(&name)?),
+    };
+    Ok((model, name))
+}
+
+/// Where sessions are kept: the user's data directory, never the workspace.
+fn sessions_dir() -> anyhow::Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("MCP_HARNESS_DATA_DIR") {
+        return Ok(PathBuf::from(dir).join("sessions"));
+    }
+    directories::ProjectDirs::from("", "", "mcp-harness")
+        .map(|d| d.data_dir().join("sessions"))
+        .context("cannot find your data directory (set MCP_HARNESS_DATA_DIR)")
+}
+
+fn new_session_id() -> String {
+    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+    format!("{ms}-{}", std::process::id())
+}
+
+fn colors() -> bool {
+    std::io::stdout().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        && std::env::var("TERM").map_or(true, |t| t != "dumb")
+}
+
+/// Human output: streamed text, each call with its decision, each result's first line.
+struct Human {
+    color: bool,
+    at_line_start: Mutex<bool>,
+}
+
+impl Human {
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_owned() }
+    }
+
+    fn line(&self, text: &str) {
+        let mut start = self.at_line_start.lock().unwrap_or_else(|p| p.into_inner());
+        let lead = if *start { "" } else { "\n" };
+        let _ = output::stdout(&format!("{lead}{text}\n"));
+        *start = true;
+    }
+}
+
+impl EventSink for Human {
+    fn event(&self, event: &AgentEvent) {
+        match event {
+            AgentEvent::Text { text } => {
+                let _ = output::stdout(&output::clean(text));
+                let _ = std::io::stdout().flush();
+                if let Ok(mut start) = self.at_line_start.lock() {
+                    *start = text.ends_with('\n');
+                }
+            }
+            AgentEvent::ToolCall { name, arguments, decision, reason, .. } => {
+                let (mark, code) = match decision {
+                    CallDecision::Allowed | CallDecision::Approved => ("→", "36"),
+                    _ => ("✗", "31"),
+                };
+                let args = output::one_line(&arguments.to_string(), 120);
+                self.line(&self.paint(code, &format!("{mark} {name} {args}  [{reason}]")));
+            }
+            AgentEvent::ToolResult { content, is_error, .. } => {
+                let first = output::one_line(content.lines().next().unwrap_or(""), 120);
+                let more = content.lines().count().saturating_sub(1);
+                let tail = if more > 0 { format!(" (+{more} lines)") } else { String::new() };
+                let code = if *is_error { "31" } else { "2" };
+                self.line(&self.paint(code, &format!("  ← {first}{tail}")));
+            }
+            AgentEvent::StepLimit { steps } => {
+                self.line(&self.paint("33", &format!("stopped: the step limit ({steps}) was reached")));
+            }
+            AgentEvent::Finished { .. } => self.line(""),
+            AgentEvent::Step { .. } => {}
+        }
+    }
+}
+
+/// `--json`: every event as one line.
+struct Json;
+
+impl EventSink for Json {
+    fn event(&self, event: &AgentEvent) {
+        if let Ok(line) = serde_json::to_string(event) {
+            let _ = output::stdout(&format!("{line}\n"));
+        }
+    }
+}
+
+/// Asks on the terminal: yes, no, or yes for the rest of the session.
+struct TerminalApprover;
+
+#[async_trait]
+impl Approver for TerminalApprover {
+    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
+        let origin = match &request.server {
+            Some(server) => format!("tool {:?} of server {server:?}", request.tool),
+            None => "a built-in tool".to_owned(),
+        };
+        let prompt = format!(
+            "Run {} ({origin}) with {}? ({})",
+            request.name,
+            output::one_line(&request.arguments.to_string(), 200),
+            request.rule
+        );
+        let answer = tokio::task::spawn_blocking(move || {
+            dialoguer::Select::new()
+                .with_prompt(prompt)
+                .items(["no", "yes", "yes, and for the rest of this session"])
+                .default(0)
+                .interact_on_opt(&dialoguer::console::Term::stderr())
+        })
+        .await;
+        match answer {
+            Ok(Ok(Some(1))) => ApprovalAnswer::Yes,
+            Ok(Ok(Some(2))) => ApprovalAnswer::YesForSession,
+            _ => ApprovalAnswer::No,
+        }
+    }
+}
+
+fn approver(yes: bool) -> Arc<dyn Approver> {
+    if yes {
+        Arc::new(ApproveAll)
+    } else if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        Arc::new(TerminalApprover)
+    } else {
+        // Nobody to ask: confirm means no (the model is told, and --yes changes it).
+        Arc::new(RefuseAll)
+    }
+}
+
+struct Prepared {
+    agent: Agent,
+    servers: Arc<ServerSet>,
+    conversation: Vec<Message>,
+    events: Box<dyn EventSink>,
+}
+
+async fn prepare(config: &Config, args: &AgentArgs, demo_script: Option<&str>) -> anyhow::Result<Prepared> {
+    let (model, model_name) = model(args, demo_script)?;
+    let dir = sessions_dir()?;
+    let (id, conversation) = match &args.resume {
+        Some(id) => {
+            let messages = load_messages(&dir.join(format!("{id}.jsonl")))
+                .with_context(|| format!("cannot resume session {id}"))?;
+            (id.clone(), messages)
+        }
+        None => (new_session_id(), Vec::new()),
+    };
+    let path = dir.join(format!("{id}.jsonl"));
+    let transcript = Transcript::open(&path)?;
+    if !args.json {
+        let _ = output::stderr(&format!("session {id} (transcript {})\n", path.display()));
+    }
+    let connections = session::connect(config).await;
+    for connection in connections.iter().filter(|c| !c.is_connected()) {
+        let _ = output::stderr(&format!("warning: server {:?} is {}\n", connection.name(), connection.state()));
+    }
+    let servers = Arc::new(ServerSet::new(connections));
+    let agent_config = AgentConfig {
+        model: model_name,
+        max_steps: args.max_steps,
+        session_dir: Some(dir.join(&id)),
+        ..AgentConfig::default()
+    };
+    let agent = Agent::new(model, servers.clone(), config.policy.clone(), agent_config)
+        .with_approver(approver(args.yes))
+        .with_transcript(transcript);
+    let events: Box<dyn EventSink> =
+        if args.json { Box::new(Json) } else { Box::new(Human { color: colors(), at_line_start: Mutex::new(true) }) };
+    Ok(Prepared { agent, servers, conversation, events })
+}
+
+async fn finish(prepared: Prepared) {
+    let Prepared { agent, servers, .. } = prepared;
+    drop(agent);
+    if let Ok(servers) = Arc::try_unwrap(servers) {
+        servers.close().await;
+    }
+}
+
+/// One task; Ctrl-C stops it (pending calls are cancelled) and the servers are closed.
+async fn one_turn(prepared: &mut Prepared, task: &str) -> anyhow::Result<bool> {
+    let Prepared { agent, conversation, events, .. } = prepared;
+    tokio::select! {
+        outcome = agent.run_turn(conversation, task, events.as_ref()) => {
+            outcome?;
+            Ok(true)
+        }
+        _ = tokio::signal::ctrl_c() => {
+            let _ = output::stderr("\ninterrupted: pending tool calls were cancelled\n");
+            Ok(false)
+        }
+    }
+}
+
+/// `mcp-harness run TASK`.
+pub(crate) async fn run_command(config: Config, task: &str, args: &AgentArgs) -> anyhow::Result<Outcome> {
+    let mut prepared = prepare(&config, args, None).await?;
+    let result = one_turn(&mut prepared, task).await;
+    finish(prepared).await;
+    result.map(|_| Outcome::Success)
+}
+
+/// `mcp-harness chat`: tasks read line by line, with the conversation kept between them.
+pub(crate) async fn chat_command(config: Config, args: &AgentArgs) -> anyhow::Result<Outcome> {
+    let mut prepared = prepare(&config, args, None).await?;
+    let interactive = std::io::stdin().is_terminal();
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(tokio::io::stdin()));
+    let result = loop {
+        if interactive {
+            let _ = output::stderr("> ");
+        }
+        let line = tokio::select! {
+            line = lines.next_line() => line,
+            _ = tokio::signal::ctrl_c() => break Ok(()),
+        };
+        match line {
+            Ok(Some(line)) if line.trim().is_empty() => continue,
+            Ok(Some(line)) if matches!(line.trim(), "/exit" | "/quit") => break Ok(()),
+            Ok(Some(line)) => match one_turn(&mut prepared, line.trim()).await {
+                Ok(true) => {}
+                Ok(false) => break Ok(()),
+                Err(e) => {
+                    // A failed turn (the model unreachable) does not end the chat.
+                    let _ = output::stderr(&format!("error: {e:#}\n"));
+                }
+            },
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(anyhow::anyhow!("reading your input: {e}")),
+        }
+    };
+    finish(prepared).await;
+    result.map(|()| Outcome::Success)
+}
+
+/// The demo's task.
+pub(crate) const DEMO_TASK: &str = "Summarize my \"ideas\" note and save the summary as a new note.";
+
+/// `mcp-harness demo`: our notes server, the scripted model (or a real one with --provider),
+/// one call allowed by policy, one that asks, and an answer. No configuration file is read.
+pub(crate) async fn demo_command(args: &AgentArgs) -> anyhow::Result<Outcome> {
+    let server = demo_server_path()?;
+    let config = crate::config::demo_config(&server);
+    if !args.json {
+        let _ = output::stderr(&format!("demo task: {DEMO_TASK}\n"));
+    }
+    let mut prepared = prepare(&config, args, Some(include_str!("demo/script.json"))).await?;
+    let result = one_turn(&mut prepared, DEMO_TASK).await;
+    finish(prepared).await;
+    result.map(|_| Outcome::Success)
+}
+
+/// The demo server is built next to this binary (`cargo build --workspace`).
+fn demo_server_path() -> anyhow::Result<PathBuf> {
+    let name = format!("mcp-demo-server{}", std::env::consts::EXE_SUFFIX);
+    let exe = std::env::current_exe().context("cannot locate this program")?;
+    let beside = exe.parent().map(|d| d.join(&name)).filter(|p| p.is_file());
+    beside.or_else(|| find_in_path(&name)).with_context(|| {
+        format!("{name} was not found beside {} or on PATH; build it with `cargo build --workspace`", exe.display())
+    })
+}
+
+fn find_in_path(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(name)).find(|p| Path::new(p).is_file())
+}

@@ -1,0 +1,232 @@
+//! End-to-end tests of `run`, `chat` and `demo` with the scripted provider: the binary, real
+//! fixture and demo servers over stdio, transcripts in a temporary data directory.
+//!
+//! Needs `cargo build -p mcp-fixtures -p demo-server` first (cargo xtask test does).
+
+#![cfg(unix)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use assert_cmd::Command;
+use serde_json::Value;
+use tempfile::TempDir;
+
+struct Env {
+    dir: TempDir,
+    work: TempDir,
+}
+
+fn env() -> Env {
+    Env { dir: tempfile::tempdir().unwrap(), work: tempfile::tempdir().unwrap() }
+}
+
+impl Env {
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let fx = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}")).display().to_string();
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text.replace("$FX", &fx)).unwrap();
+        path
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn cmd(&self) -> Command {
+        let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("mcp-harness");
+        cmd.current_dir(self.work.path())
+            .env_remove("MCP_HARNESS_CONFIG")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("OPENAI_API_KEY")
+            .env("MCP_HARNESS_DATA_DIR", self.data())
+            .env("RUST_LOG", "error")
+            .env("NO_COLOR", "1")
+            .timeout(Duration::from_secs(60));
+        cmd
+    }
+
+    fn sessions(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(self.data().join("sessions"))
+            .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "jsonl")).collect())
+            .unwrap_or_default();
+        files.sort();
+        files
+    }
+}
+
+fn events(stdout: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
+        .collect()
+}
+
+fn demo_server_built() {
+    let exe = mcp_fixtures::server_binary().unwrap();
+    let demo = exe.with_file_name("mcp-demo-server");
+    assert!(demo.is_file(), "{} is missing: run `cargo build -p demo-server`", demo.display());
+}
+
+#[test]
+fn the_offline_demo_allows_one_call_asks_about_another_and_answers() {
+    demo_server_built();
+    let env = env();
+    let out = env.cmd().arg("demo").assert().success().get_output().clone();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("→ mcp__notes__read_note"), "{text}");
+    assert!(text.contains("✗ mcp__notes__write_note") && text.contains("refused by the user"), "{text}");
+    assert!(text.contains("Summary of your ideas note"), "{text}");
+    assert_eq!(env.sessions().len(), 1, "a transcript was written");
+}
+
+#[test]
+fn the_demo_with_yes_runs_the_confirm_call_and_json_prints_events() {
+    demo_server_built();
+    let env = env();
+    let out = env.cmd().args(["demo", "--yes", "--json"]).assert().success().get_output().clone();
+    let events = events(&out.stdout);
+    let calls: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|e| e["event"] == "tool_call")
+        .map(|e| (e["name"].as_str().unwrap(), e["decision"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        calls,
+        vec![
+            ("mcp__notes__list_notes", "allowed"),
+            ("mcp__notes__read_note", "allowed"),
+            ("mcp__notes__write_note", "approved")
+        ]
+    );
+    let results: Vec<&str> =
+        events.iter().filter(|e| e["event"] == "tool_result").map(|e| e["content"].as_str().unwrap()).collect();
+    assert_eq!(results[2], "created note \"summary\"");
+    assert_eq!(events.last().unwrap()["event"], "finished");
+}
+
+const CONFIG: &str = r#"
+[servers.fx]
+command = "$FX"
+args = ["echo"]
+
+[policy]
+default = "confirm"
+
+[[policy.rules]]
+server = "fx"
+tool = "echo"
+decision = "allow"
+
+[[policy.rules]]
+server = "fx"
+tool = "crash"
+decision = "deny"
+"#;
+
+const SCRIPT: &str = r#"{"turns": [
+  {"text": "Echoing.", "tool_calls": [{"name": "mcp__fx__echo", "input": {"text": "hello from the agent"}},
+                                      {"name": "mcp__fx__crash", "input": {}},
+                                      {"name": "mcp__fx__add", "input": {"a": 1, "b": 2}}]},
+  {"text": "Done: the echo came back."}
+]}"#;
+
+#[test]
+fn run_uses_the_configured_servers_and_policy() {
+    let env = env();
+    let config = env.write("config.toml", CONFIG);
+    let script = env.write("script.json", SCRIPT);
+    let out = env
+        .cmd()
+        .args(["--config"])
+        .arg(&config)
+        .args(["run", "say hello", "--provider", "scripted", "--script"])
+        .arg(&script)
+        .arg("--json")
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let events = events(&out.stdout);
+    let step = events.iter().find(|e| e["event"] == "step").unwrap();
+    assert_eq!(step["tools"], 9, "10 fixture tools minus the denied one");
+    let results: Vec<(&str, bool)> = events
+        .iter()
+        .filter(|e| e["event"] == "tool_result")
+        .map(|e| (e["content"].as_str().unwrap(), e["is_error"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(results[0], ("hello from the agent", false));
+    assert!(results[1].1 && results[1].0.contains("no tool named \"mcp__fx__crash\""), "{results:?}");
+    assert!(results[2].1 && results[2].0.contains("refused"), "no terminal and no --yes: {results:?}");
+}
+
+#[test]
+fn resume_continues_a_session_from_its_transcript() {
+    let env = env();
+    let config = env.write("config.toml", CONFIG);
+    let script = env.write("script.json", r#"{"turns": [{"text": "Noted."}]}"#);
+    let run = |extra: &[&str]| {
+        env.cmd()
+            .arg("--config")
+            .arg(&config)
+            .args(["run", "remember 42", "--provider", "scripted", "--script"])
+            .arg(&script)
+            .args(extra)
+            .assert()
+            .success()
+            .get_output()
+            .clone()
+    };
+    let first = run(&[]);
+    let stderr = String::from_utf8(first.stderr).unwrap();
+    let id = stderr.split_whitespace().skip_while(|w| *w != "session").nth(1).unwrap().to_owned();
+    run(&["--resume", &id]);
+    let sessions = env.sessions();
+    assert_eq!(sessions.len(), 1, "the resumed session appends to the same transcript");
+    let messages = agent_loop_messages(&sessions[0]);
+    assert_eq!(messages, 4, "two turns of user + assistant");
+}
+
+fn agent_loop_messages(path: &Path) -> usize {
+    std::fs::read_to_string(path).unwrap().lines().filter(|l| l.contains(r#""kind":"message""#)).count()
+}
+
+#[test]
+fn chat_keeps_the_conversation_between_lines() {
+    let env = env();
+    let config = env.write("config.toml", CONFIG);
+    let script = env.write("script.json", r#"{"turns": [{"text": "One."}, {"text": "Two."}]}"#);
+    let out = env
+        .cmd()
+        .arg("--config")
+        .arg(&config)
+        .args(["chat", "--provider", "scripted", "--json", "--script"])
+        .arg(&script)
+        .write_stdin("first\n\nsecond\n")
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let finished = events(&out.stdout).iter().filter(|e| e["event"] == "finished").count();
+    assert_eq!(finished, 2);
+}
+
+#[test]
+fn a_real_provider_without_its_key_says_which_variable_to_set() {
+    let env = env();
+    let config = env.write("config.toml", CONFIG);
+    let out = env.cmd().arg("--config").arg(&config).args(["run", "hi"]).assert().code(2).get_output().clone();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("ANTHROPIC_API_KEY"), "{stderr}");
+    let out = env
+        .cmd()
+        .arg("--config")
+        .arg(&config)
+        .args(["run", "hi", "--provider", "scripted"])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    assert!(String::from_utf8(out.stderr).unwrap().contains("--script"));
+}
