@@ -27,6 +27,7 @@
 
 mod content_de;
 pub mod jsonrpc;
+pub mod modern;
 pub mod session;
 pub mod types;
 pub mod version;

@@ -260,6 +260,58 @@ impl<P> ClientSession<P> {
         self.push_request(methods::INITIALIZE, Some(&params), payload)
     }
 
+    /// Start `server/discover` (the 2026-07-28 revision's replacement for `initialize`); returns
+    /// its id and the line to send. Finish with [`ClientSession::finish_discover`]; if the server
+    /// does not know it, [`ClientSession::start_initialize`] may follow.
+    pub fn start_discover(&mut self, payload: P) -> Result<(RequestId, String), SessionError> {
+        if self.state == SessionState::Closed {
+            return Err(SessionError::Closed);
+        }
+        if self.state != SessionState::Initializing {
+            return Err(SessionError::AlreadyInitialized);
+        }
+        let params = crate::modern::add_envelope(None, &self.envelope(ProtocolVersion::MODERN));
+        self.push_request(crate::modern::SERVER_DISCOVER, Some(&params), payload)
+    }
+
+    /// Accept the raw result of `server/discover`: when the server speaks 2026-07-28, the
+    /// session is `Ready` in that revision (every later request carries the envelope).
+    pub fn finish_discover(&mut self, result: &RawValue) -> Result<(), SessionError> {
+        if self.state == SessionState::Closed {
+            return Err(SessionError::Closed);
+        }
+        if self.state != SessionState::Initializing {
+            return Err(SessionError::AlreadyInitialized);
+        }
+        let result: crate::modern::DiscoverResult =
+            serde_json::from_str(result.get()).map_err(SessionError::BadInitializeResult)?;
+        let modern = ProtocolVersion::MODERN;
+        if !result.supported_versions.iter().any(|v| v == modern.as_str()) {
+            return Err(NegotiationError {
+                offered: modern,
+                answered: result.supported_versions.join(", "),
+                supported: vec![modern],
+            }
+            .into());
+        }
+        let server_info = result.server_info().unwrap_or_else(|| Implementation::new("unknown", "unknown"));
+        self.server = Some(InitializeResult {
+            protocol_version: modern.as_str().to_owned(),
+            capabilities: result.capabilities,
+            server_info,
+            instructions: result.instructions,
+            meta: result.meta,
+            extra: result.extra,
+        });
+        self.negotiated = Some(modern);
+        self.state = SessionState::Ready;
+        Ok(())
+    }
+
+    fn envelope(&self, version: ProtocolVersion) -> serde_json::Map<String, serde_json::Value> {
+        crate::modern::envelope(version.as_str(), &self.config.client_info, &self.config.capabilities)
+    }
+
     /// Accept the raw result of `initialize`: negotiate the revision, move to `Ready`, and
     /// return the `notifications/initialized` line to send.
     pub fn finish_initialize(&mut self, result: &RawValue) -> Result<String, SessionError> {
@@ -302,8 +354,16 @@ impl<P> ClientSession<P> {
         payload: P,
     ) -> Result<(RequestId, String), SessionError> {
         let id = RequestId::Number(self.next_id + 1);
-        let line = crate::jsonrpc::encode_request(&id, method, params)
-            .map_err(|source| SessionError::Encode { method: method.to_owned(), source })?;
+        let encode_error = |source| SessionError::Encode { method: method.to_owned(), source };
+        let line = match self.negotiated {
+            // The stateless era: every request says who we are and what we can do.
+            Some(version) if version.is_modern() => {
+                let params = params.map(serde_json::to_value).transpose().map_err(encode_error)?;
+                let params = crate::modern::add_envelope(params, &self.envelope(version));
+                crate::jsonrpc::encode_request(&id, method, Some(&params)).map_err(encode_error)?
+            }
+            _ => crate::jsonrpc::encode_request(&id, method, params).map_err(encode_error)?,
+        };
         self.next_id += 1;
         self.pending.insert(id.clone(), Pending { method: method.to_owned(), payload });
         Ok((id, line))

@@ -13,10 +13,13 @@ pub enum ProtocolVersion {
     V2025_06_18,
     /// 2025-11-25: tasks, URL elicitation, icons.
     V2025_11_25,
+    /// 2026-07-28: the stateless era (`server/discover`, a `_meta` envelope on every request).
+    /// Not negotiated by `initialize`, so not in [`ProtocolVersion::ALL`].
+    V2026_07_28,
 }
 
 impl ProtocolVersion {
-    /// Every revision, oldest first.
+    /// Every revision `initialize` negotiates, oldest first.
     pub const ALL: [ProtocolVersion; 4] = [
         ProtocolVersion::V2024_11_05,
         ProtocolVersion::V2025_03_26,
@@ -24,8 +27,16 @@ impl ProtocolVersion {
         ProtocolVersion::V2025_11_25,
     ];
 
-    /// The newest revision.
+    /// The newest revision `initialize` negotiates.
     pub const LATEST: ProtocolVersion = ProtocolVersion::V2025_11_25;
+
+    /// The revision of the stateless era, reached through `server/discover`.
+    pub const MODERN: ProtocolVersion = ProtocolVersion::V2026_07_28;
+
+    /// Whether this revision is of the stateless era (no `initialize`, an envelope on every request).
+    pub fn is_modern(self) -> bool {
+        self >= ProtocolVersion::MODERN
+    }
 
     /// The revision's date string.
     pub fn as_str(self) -> &'static str {
@@ -34,12 +45,13 @@ impl ProtocolVersion {
             ProtocolVersion::V2025_03_26 => "2025-03-26",
             ProtocolVersion::V2025_06_18 => "2025-06-18",
             ProtocolVersion::V2025_11_25 => "2025-11-25",
+            ProtocolVersion::V2026_07_28 => "2026-07-28",
         }
     }
 
     /// Parse a revision's date string.
     pub fn parse(s: &str) -> Option<ProtocolVersion> {
-        Self::ALL.into_iter().find(|v| v.as_str() == s)
+        Self::ALL.into_iter().chain([Self::MODERN]).find(|v| v.as_str() == s)
     }
 }
 

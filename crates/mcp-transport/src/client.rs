@@ -81,6 +81,14 @@ pub enum ClientError {
         /// The limit.
         limit: usize,
     },
+    /// An input-required result (2026-07-28) could not be answered.
+    #[error("{method} asked for input that could not be given: {reason}")]
+    InputRequired {
+        /// The method.
+        method: String,
+        /// Why.
+        reason: String,
+    },
     /// The server handed out a cursor it had handed out before (a loop).
     #[error("tools/list returned cursor {cursor:?} twice; the server's pagination loops")]
     RepeatedCursor {
@@ -89,9 +97,33 @@ pub enum ClientError {
     },
 }
 
+/// How a connection starts: which era of the protocol it speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Era {
+    /// The `initialize` handshake (2024-11-05 to 2025-11-25).
+    #[default]
+    Initialize,
+    /// `server/discover` only (2026-07-28).
+    Discover,
+    /// Probe `server/discover`; if the server does not speak 2026-07-28 (an error, a refusal
+    /// or no answer within [`DISCOVER_PROBE_TIMEOUT`]), `initialize`. One configuration entry
+    /// then works with servers of both eras.
+    Auto,
+}
+
+/// How long [`Era::Auto`] waits for the `server/discover` probe before falling back (some old
+/// servers ignore requests they do not know before `initialize`).
+pub const DISCOVER_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// At most this many input-required rounds for one request, so a server cannot keep us in a loop.
+pub const MAX_INPUT_ROUNDS: usize = 8;
+
 /// Options of a connection.
 #[derive(Clone)]
 pub struct ClientOptions {
+    /// Which era of the protocol to speak.
+    pub era: Era,
     /// Who we are.
     pub client_info: Implementation,
     /// What we declare. Declare only what the handler really does.
@@ -117,6 +149,7 @@ impl std::fmt::Debug for ClientOptions {
         f.debug_struct("ClientOptions")
             .field("client_info", &self.client_info)
             .field("capabilities", &self.capabilities)
+            .field("era", &self.era)
             .field("offered_version", &self.offered_version)
             .field("startup_timeout", &self.startup_timeout)
             .field("request_timeout", &self.request_timeout)
@@ -128,6 +161,7 @@ impl std::fmt::Debug for ClientOptions {
 impl Default for ClientOptions {
     fn default() -> Self {
         Self {
+            era: Era::Initialize,
             client_info: Implementation::new("mcp-harness", env!("CARGO_PKG_VERSION")),
             capabilities: ClientCapabilities::default(),
             offered_version: ProtocolVersion::LATEST,
@@ -382,14 +416,73 @@ impl Client {
         Client { inner, writer: Mutex::new(Some(writer)), reader, ticker, flusher }
     }
 
-    /// Start and perform the initialize handshake.
+    /// Start and open the session the way [`ClientOptions::era`] says.
     pub async fn connect(transport: impl Transport + 'static, options: ClientOptions) -> Result<Client, ClientError> {
         let client = Client::start(transport, options);
-        client.initialize().await?;
+        client.open().await?;
         Ok(client)
     }
 
-    /// Perform the initialize handshake (within the startup timeout).
+    /// Open the session the way [`ClientOptions::era`] says: `initialize`, `server/discover`,
+    /// or the probe with its fallback. Returns what the server said about itself (for
+    /// 2026-07-28, the discover result in the shape of an initialize result).
+    pub async fn open(&self) -> Result<InitializeResult, ClientError> {
+        match self.inner.options.era {
+            Era::Initialize => self.initialize().await,
+            Era::Discover => self.discover(self.inner.options.startup_timeout).await,
+            Era::Auto => {
+                let probe = DISCOVER_PROBE_TIMEOUT.min(self.inner.options.startup_timeout);
+                match self.discover(probe).await {
+                    Ok(result) => Ok(result),
+                    Err(e) if discover_refused(&e) => {
+                        tracing::debug!(server = %self.inner.options.label, "server/discover refused ({e}); initialize");
+                        self.initialize().await
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+        }
+    }
+
+    /// `server/discover` (2026-07-28) within `timeout`.
+    pub async fn discover(&self, timeout: Duration) -> Result<InitializeResult, ClientError> {
+        let (reply, rx) = oneshot::channel();
+        let (id, line) = self.inner.session().start_discover(Waiter::new(reply, None, timeout))?;
+        let raw = self.wait(id, line, rx).await.map_err(|e| match e {
+            ClientError::Server { error, .. } => {
+                ClientError::Server { method: mcp_protocol::modern::SERVER_DISCOVER.to_owned(), error }
+            }
+            other => other,
+        })?;
+        self.inner.session().finish_discover(&raw)?;
+        self.inner.session().server().cloned().ok_or_else(|| self.inner.closed_error())
+    }
+
+    /// Opens a `subscriptions/listen` stream (2026-07-28) for the list_changed notifications;
+    /// they arrive through [`Client::subscribe`]. The request stays open until the connection
+    /// closes. Does nothing in the handshake era, where those notifications need no request.
+    pub fn listen_for_changes(&self) -> Result<(), ClientError> {
+        if !self.protocol_version().is_some_and(ProtocolVersion::is_modern) {
+            return Ok(());
+        }
+        let params = serde_json::json!({"notifications": {
+            "toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true}});
+        let (reply, rx) = oneshot::channel();
+        // No deadline: the stream is meant to stay open.
+        let waiter = Waiter::new(reply, None, Duration::MAX);
+        let (_, line) =
+            self.inner.session().start_request(mcp_protocol::modern::SUBSCRIPTIONS_LISTEN, Some(&params), waiter)?;
+        self.inner.send_line(line);
+        let label = self.inner.options.label.clone();
+        tokio::spawn(async move {
+            if let Ok(Err(e)) = rx.await {
+                tracing::debug!(server = %label, "subscriptions/listen ended: {e}");
+            }
+        });
+        Ok(())
+    }
+
+    /// Perform the initialize handshake (within the startup timeout), whatever the era option.
     pub async fn initialize(&self) -> Result<InitializeResult, ClientError> {
         let (reply, rx) = oneshot::channel();
         let timeout = self.inner.options.startup_timeout;
@@ -455,8 +548,81 @@ impl Client {
         reply.unwrap_or_else(|_| Err(self.inner.closed_error()))
     }
 
-    /// Send a request and wait for its raw result.
+    /// Send a request and wait for its raw result. An input-required result (2026-07-28) is
+    /// answered through the [`ServerRequestHandler`] and the request retried with
+    /// `inputResponses`, up to [`MAX_INPUT_ROUNDS`] times.
     pub async fn request_raw<T: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        params: Option<&T>,
+        options: RequestOptions,
+    ) -> Result<Box<RawValue>, ClientError> {
+        let timeout = options.timeout;
+        let progress = options.progress.clone();
+        let raw = self.request_once(method, params, options).await?;
+        if mcp_protocol::modern::result_kind(&raw) != mcp_protocol::modern::ResultKind::InputRequired {
+            return Ok(raw);
+        }
+        let input_error = |reason: String| ClientError::InputRequired { method: method.to_owned(), reason };
+        let mut params = match params.map(serde_json::to_value).transpose() {
+            Ok(Some(Value::Object(map))) => map,
+            Ok(_) => Map::new(),
+            Err(source) => return Err(SessionError::Encode { method: method.to_owned(), source }.into()),
+        };
+        let mut raw = raw;
+        for _ in 0..MAX_INPUT_ROUNDS {
+            let asked: mcp_protocol::modern::InputRequiredResult =
+                serde_json::from_str(raw.get()).map_err(|e| input_error(format!("malformed input request: {e}")))?;
+            let mut responses = Map::new();
+            for (key, request) in asked.input_requests.unwrap_or_default() {
+                let request: mcp_protocol::modern::InputRequest = serde_json::from_value(request)
+                    .map_err(|e| input_error(format!("input request {key:?} is malformed: {e}")))?;
+                let answer = self.answer_input(request).await.map_err(|e| input_error(format!("{key}: {e}")))?;
+                responses.insert(key, answer);
+            }
+            params.insert("inputResponses".to_owned(), Value::Object(responses));
+            match asked.request_state {
+                Some(state) => params.insert("requestState".to_owned(), Value::String(state)),
+                None => params.remove("requestState"),
+            };
+            // The envelope is added again by the session; the old one must not linger.
+            if let Some(Value::Object(meta)) = params.get_mut("_meta") {
+                meta.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
+            }
+            let options = RequestOptions { timeout, progress: progress.clone() };
+            raw = self.request_once(method, Some(&params), options).await?;
+            if mcp_protocol::modern::result_kind(&raw) != mcp_protocol::modern::ResultKind::InputRequired {
+                return Ok(raw);
+            }
+        }
+        Err(input_error(format!("the server asked for input more than {MAX_INPUT_ROUNDS} times")))
+    }
+
+    /// One input request, through the same handler as the handshake era's server requests.
+    async fn answer_input(&self, request: mcp_protocol::modern::InputRequest) -> Result<Value, String> {
+        let handler = Arc::clone(&self.inner.options.handler);
+        let params = request.params.unwrap_or(Value::Null);
+        let to_value = |r: Result<Value, serde_json::Error>| r.map_err(|e| e.to_string());
+        match request.method.as_str() {
+            methods::ELICITATION_CREATE => {
+                let params = serde_json::from_value(params).map_err(|e| format!("bad elicitation params: {e}"))?;
+                let result = handler.elicit(params).await.map_err(|e| e.to_string())?;
+                to_value(serde_json::to_value(result))
+            }
+            methods::SAMPLING_CREATE_MESSAGE => {
+                let params = serde_json::from_value(params).map_err(|e| format!("bad sampling params: {e}"))?;
+                let result = handler.create_message(params).await.map_err(|e| e.to_string())?;
+                to_value(serde_json::to_value(result))
+            }
+            methods::ROOTS_LIST => {
+                let result = handler.list_roots().await.map_err(|e| e.to_string())?;
+                to_value(serde_json::to_value(result))
+            }
+            other => Err(format!("unknown input request method {other:?}")),
+        }
+    }
+
+    async fn request_once<T: Serialize + ?Sized>(
         &self,
         method: &str,
         params: Option<&T>,
@@ -785,6 +951,22 @@ fn answer_server_request(inner: &Arc<Inner>, id: RequestId, request: ServerReque
                 inner.send_line(line);
             });
         }
+    }
+}
+
+/// Whether a failed `server/discover` means "not a 2026-07-28 server" (so `initialize` may
+/// follow) rather than "no server" (the connection is gone; a 401 needs credentials).
+fn discover_refused(error: &ClientError) -> bool {
+    match error {
+        ClientError::Server { error, .. } => !error
+            .data
+            .as_ref()
+            .and_then(|d| d.get("httpStatus"))
+            .and_then(Value::as_u64)
+            .is_some_and(|s| s == 401 || s == 403),
+        ClientError::Timeout { .. } | ClientError::BadResult { .. } => true,
+        ClientError::Session(SessionError::Negotiation(_) | SessionError::BadInitializeResult(_)) => true,
+        _ => false,
     }
 }
 

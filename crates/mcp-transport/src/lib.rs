@@ -64,7 +64,7 @@ pub mod transport;
 pub mod ws;
 
 pub use backoff::Backoff;
-pub use client::{Client, ClientError, ClientOptions, ListLimits, Progress, RequestOptions};
+pub use client::{Client, ClientError, ClientOptions, Era, ListLimits, Progress, RequestOptions};
 pub use handler::{DecliningHandler, ServerRequestHandler};
 pub use http::{HttpConfig, HttpMode, HttpTransport};
 pub use memory::{MemoryPeer, MemoryTransport, memory_pair};

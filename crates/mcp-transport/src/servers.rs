@@ -30,7 +30,7 @@ use serde_json::{Map, Value};
 use tokio::task::JoinSet;
 
 use crate::backoff::Backoff;
-use crate::client::{Client, ClientError, ClientOptions, ListLimits, RequestOptions};
+use crate::client::{Client, ClientError, ClientOptions, Era, ListLimits, RequestOptions};
 use crate::http::{HTTP_TRANSPORT_ERROR, HttpConfig, HttpTransport};
 use crate::stdio::{StdioConfig, StdioTransport};
 use crate::ws::{WebSocketConfig, WebSocketTransport};
@@ -97,7 +97,10 @@ impl ServerSpec {
 }
 
 /// Options shared by every connection.
-#[derive(Debug, Clone, Default)]
+///
+/// The default speaks [`Era::Auto`]: `server/discover` first, `initialize` when the server
+/// does not know it, so one configuration entry works with servers of both eras.
+#[derive(Debug, Clone)]
 pub struct ConnectOptions {
     /// Client identity, capabilities and handler; its label and timeouts are set per server.
     pub client: ClientOptions,
@@ -105,6 +108,16 @@ pub struct ConnectOptions {
     pub list_limits: ListLimits,
     /// How remote servers are reconnected.
     pub reconnect: Backoff,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        Self {
+            client: ClientOptions { era: Era::Auto, ..ClientOptions::default() },
+            list_limits: ListLimits::default(),
+            reconnect: Backoff::default(),
+        }
+    }
 }
 
 /// Where a server stands after [`connect_all`].
@@ -318,7 +331,7 @@ pub async fn connect(spec: ServerSpec, options: &ConnectOptions) -> ServerConnec
     };
     let limits = options.list_limits;
     let startup = async {
-        client.initialize().await?;
+        client.open().await?;
         client.list_all_tools(limits).await
     };
     let outcome = tokio::time::timeout(spec.startup_timeout, startup).await;

@@ -10,7 +10,9 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use mcp_protocol::ServerNotification;
-use mcp_transport::{Client, ClientOptions, HttpConfig, HttpTransport, ListLimits, RequestOptions};
+use mcp_transport::{
+    Client, ClientOptions, Era, HttpConfig, HttpTransport, ListLimits, RequestOptions, StdioConfig, StdioTransport,
+};
 use serde_json::json;
 use tokio::process::{Child, Command};
 
@@ -134,7 +136,7 @@ async fn python_round_trip(flags: &[&str], get_stream: bool) {
     let (client, mut notes) = connect(format!("{}/mcp", peer.base)).await;
     let tools = client.list_all_tools(ListLimits::default()).await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
-    assert_eq!(names, ["echo", "add", "announce"]);
+    assert_eq!(names, ["echo", "add", "announce", "greet"]);
     let r = client.call_tool("echo", args(json!({"text": "py"})), RequestOptions::default()).await.unwrap();
     assert_eq!(r.joined_text(), "py");
     let r = client.call_tool("add", args(json!({"a": 2, "b": 40})), RequestOptions::default()).await.unwrap();
@@ -163,4 +165,107 @@ async fn python_json_answers() {
 async fn python_stateless() {
     // Stateless: no session, so no notification outside a request can reach us.
     python_round_trip(&["--stateless", "--json"], false).await;
+}
+
+// The automatic era: one option, both eras. PyPI `mcp` 2.3 servers answer `server/discover`
+// and speak 2026-07-28; TypeScript-SDK servers refuse it and get `initialize`.
+
+fn auto() -> ClientOptions {
+    ClientOptions { era: Era::Auto, ..ClientOptions::default() }
+}
+
+async fn auto_round_trip(client: Client, expected_version: &str, echo: (&str, &str, &str)) {
+    assert_eq!(client.protocol_version().unwrap().as_str(), expected_version);
+    let tools = client.list_all_tools(ListLimits::default()).await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "echo"), "{} tools", tools.len());
+    let (arg, text, expected) = echo;
+    let r = client.call_tool("echo", args(json!({ arg: text })), RequestOptions::default()).await.unwrap();
+    assert_eq!(r.joined_text(), expected);
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn auto_era_python_over_http_speaks_2026_07_28() {
+    let peer = python(&[]).await;
+    let transport = HttpTransport::new(HttpConfig::new(format!("{}/mcp", peer.base))).unwrap();
+    let client = Client::connect(transport, auto()).await.unwrap();
+    client.listen_for_changes().unwrap();
+    auto_round_trip(client, "2026-07-28", ("text", "modern", "modern")).await;
+}
+
+#[tokio::test]
+async fn auto_era_python_over_stdio_speaks_2026_07_28() {
+    let python = peers_dir().join("py/bin/python");
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/py_http_server.py");
+    let config = StdioConfig::new(
+        python.to_string_lossy().into_owned(),
+        [server.to_string_lossy().into_owned(), "stdio".to_owned()],
+    );
+    let client = Client::connect(StdioTransport::spawn(config).unwrap(), auto()).await.unwrap();
+    auto_round_trip(client, "2026-07-28", ("text", "stdio modern", "stdio modern")).await;
+}
+
+#[tokio::test]
+async fn auto_era_everything_over_http_falls_back_to_initialize() {
+    let peer = everything("streamableHttp").await;
+    let transport = HttpTransport::new(HttpConfig::new(format!("{}/mcp", peer.base))).unwrap();
+    let client = Client::connect(transport, auto()).await.unwrap();
+    auto_round_trip(client, "2025-11-25", ("message", "old", "Echo: old")).await;
+}
+
+#[tokio::test]
+async fn auto_era_everything_over_stdio_falls_back_to_initialize() {
+    let script = peers_dir().join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let config = StdioConfig::new("node", [script.to_string_lossy().into_owned(), "stdio".to_owned()]);
+    let client = Client::connect(StdioTransport::spawn(config).unwrap(), auto()).await.unwrap();
+    auto_round_trip(client, "2025-11-25", ("message", "old", "Echo: old")).await;
+}
+
+/// Answers elicitations with a name, counting them.
+#[derive(Default)]
+struct GivesName(std::sync::atomic::AtomicUsize);
+
+#[async_trait::async_trait]
+impl mcp_transport::ServerRequestHandler for GivesName {
+    async fn elicit(
+        &self,
+        _params: mcp_protocol::ElicitRequestParams,
+    ) -> Result<mcp_protocol::ElicitResult, mcp_protocol::ErrorObject> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(mcp_protocol::ElicitResult {
+            action: mcp_protocol::ElicitAction::Accept,
+            content: json!({"name": "Rust"}).as_object().cloned(),
+            extra: Default::default(),
+        })
+    }
+}
+
+/// The same elicitation, through the same handler port, in both eras: an input-required round
+/// trip under 2026-07-28, a mid-call server request under the handshake.
+async fn greet(era: Era, expected_version: &str) {
+    let peer = python(&[]).await;
+    let handler = std::sync::Arc::new(GivesName::default());
+    let options = ClientOptions {
+        era,
+        handler: handler.clone(),
+        capabilities: mcp_protocol::ClientCapabilities { elicitation: Some(json!({})), ..Default::default() },
+        ..ClientOptions::default()
+    };
+    let transport = HttpTransport::new(HttpConfig::new(format!("{}/mcp", peer.base))).unwrap();
+    let client = Client::connect(transport, options).await.unwrap();
+    assert_eq!(client.protocol_version().unwrap().as_str(), expected_version);
+    let r = client.call_tool("greet", None, RequestOptions::default()).await.unwrap();
+    assert_eq!(r.joined_text(), "Hello, Rust!", "{r:?}");
+    assert_eq!(handler.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn python_input_required_round_trip_in_2026_07_28() {
+    greet(Era::Auto, "2026-07-28").await;
+}
+
+#[tokio::test]
+async fn python_mid_call_elicitation_in_2025_11_25() {
+    greet(Era::Initialize, "2025-11-25").await;
 }

@@ -5,10 +5,11 @@
 //! are deliberately not covered, with the reason. A folder in neither list, or a listed folder that
 //! does not exist, fails the suite, so a renamed or new folder needs a decision.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use mcp_protocol::jsonrpc::to_raw;
+use mcp_protocol::modern::{DiscoverResult, InputRequest, InputRequiredResult, SubscriptionsListenRequestParams};
 use mcp_protocol::{
     CallToolRequestParams, CallToolResult, CancelledNotificationParams, ClientCapabilities, ContentBlock,
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult, ErrorObject, Extra,
@@ -103,20 +104,21 @@ const MODELLED: &[(&str, RoundTrip)] = &[
     ("CreateMessageRequest", embedded::<CreateMessageRequestParams>),
     ("ElicitRequest", embedded::<ElicitRequestParams>),
     ("ListRootsRequest", embedded::<Extra>),
+    // The stateless era.
+    ("DiscoverRequest", message::<Extra>),
+    ("DiscoverResult", typed::<DiscoverResult>),
+    ("DiscoverResultResponse", message::<DiscoverResult>),
+    ("InputRequests", typed::<BTreeMap<String, InputRequest>>),
+    ("InputRequiredResult", typed::<InputRequiredResult>),
+    ("InputResponses", typed::<serde_json::Map<String, Value>>),
+    ("SubscriptionsAcknowledgedNotification", message::<Extra>),
+    ("SubscriptionsListenRequest", message::<SubscriptionsListenRequestParams>),
+    ("SubscriptionsListenResult", typed::<Extra>),
+    ("SubscriptionsListenResultResponse", message::<Extra>),
 ];
 
 /// Example folders deliberately not covered, and why.
 const SKIPPED: &[(&str, &str)] = &[
-    ("DiscoverRequest", "2026-07-28 server/discover (stateless era); not implemented"),
-    ("DiscoverResult", "2026-07-28 server/discover; not implemented"),
-    ("DiscoverResultResponse", "2026-07-28 server/discover; not implemented"),
-    ("InputRequests", "2026-07-28 input-required results; not implemented"),
-    ("InputRequiredResult", "2026-07-28 input-required results; not implemented"),
-    ("InputResponses", "2026-07-28 input-required results; not implemented"),
-    ("SubscriptionsAcknowledgedNotification", "2026-07-28 subscriptions/listen; not implemented"),
-    ("SubscriptionsListenRequest", "2026-07-28 subscriptions/listen; not implemented"),
-    ("SubscriptionsListenResult", "2026-07-28 subscriptions/listen; not implemented"),
-    ("SubscriptionsListenResultResponse", "2026-07-28 subscriptions/listen; not implemented"),
     ("CompleteRequestParams", "completion/complete payloads are not modelled (the envelope is covered)"),
     ("CompleteResult", "completion/complete payloads are not modelled (the envelope is covered)"),
     ("ModelPreferences", "kept as raw JSON inside CreateMessageRequestParams"),

@@ -425,3 +425,47 @@ fn answers_to_server_requests_are_encoded() {
     );
     assert_eq!(line, r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"Method not found"}}"#);
 }
+
+#[test]
+fn discover_makes_a_modern_session_whose_requests_carry_the_envelope() {
+    let mut s: ClientSession<()> = ClientSession::new(config());
+    let (id, line) = s.start_discover(()).unwrap();
+    let sent = parse(&line);
+    assert_eq!(sent["method"], "server/discover");
+    assert_eq!(sent["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+    assert_eq!(sent["params"]["_meta"]["io.modelcontextprotocol/clientInfo"]["name"], "test-client");
+    let answer = json!({"resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "modern", "version": "9"}}});
+    let Incoming::Response { outcome: Ok(result), .. } =
+        s.receive(msg(&format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{answer}}}"#)))
+    else {
+        panic!("no discover result");
+    };
+    s.finish_discover(&result).unwrap();
+    assert_eq!(s.state(), SessionState::Ready);
+    assert_eq!(s.protocol_version(), Some(ProtocolVersion::MODERN));
+    assert_eq!(s.server().unwrap().server_info.name, "modern");
+    let (_, line) =
+        s.start_request("tools/call", Some(&json!({"name": "echo", "_meta": {"progressToken": 7}})), ()).unwrap();
+    let sent = parse(&line);
+    assert_eq!(sent["params"]["name"], "echo");
+    assert_eq!(sent["params"]["_meta"]["progressToken"], 7);
+    assert_eq!(sent["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+    assert!(sent["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"].is_object());
+}
+
+#[test]
+fn a_discover_answer_without_the_modern_revision_is_refused_and_initialize_may_follow() {
+    let mut s: ClientSession<()> = ClientSession::new(config());
+    let (id, _) = s.start_discover(()).unwrap();
+    let answer = json!({"supportedVersions": ["2025-11-25"], "capabilities": {}});
+    let Incoming::Response { outcome: Ok(result), .. } =
+        s.receive(msg(&format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{answer}}}"#)))
+    else {
+        panic!("no discover result");
+    };
+    assert!(matches!(s.finish_discover(&result), Err(SessionError::Negotiation(_))));
+    assert_eq!(s.state(), SessionState::Initializing);
+    let (_, line) = s.start_initialize(()).unwrap();
+    assert!(parse(&line)["params"].get("_meta").is_none(), "the handshake era has no envelope");
+}

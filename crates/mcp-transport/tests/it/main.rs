@@ -4,6 +4,7 @@
 
 mod http;
 mod memory;
+mod modern;
 mod stdio;
 mod ws;
 

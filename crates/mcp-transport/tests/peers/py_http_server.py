@@ -1,7 +1,9 @@
-"""Interop peer on PyPI `mcp` 2.x (MCPServer): echo(text), add(a, b), announce().
+"""Interop peer on PyPI `mcp` 2.x (MCPServer): echo(text), add(a, b), announce(), greet().
 
 `announce` sends notifications/tools/list_changed not tied to a request, so over Streamable
-HTTP it travels on the GET stream.
+HTTP it travels on the GET stream. `greet` asks the user for a name: under 2026-07-28 as an
+input-required result (the client retries with inputResponses), before it as a mid-call
+elicitation/create request.
 
   python py_http_server.py stdio
   python py_http_server.py streamable-http --port P [--json] [--stateless]
@@ -11,7 +13,11 @@ from __future__ import annotations
 
 import argparse
 
-from mcp.server.mcpserver import Context, MCPServer
+from typing import Annotated
+
+from pydantic import BaseModel
+
+from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
 
 mcp = MCPServer("py-interop", version="0.1.0")
 
@@ -33,6 +39,20 @@ async def announce(ctx: Context) -> str:
     """Send tools/list_changed (on the standalone stream over HTTP)."""
     await ctx.session.send_tool_list_changed()
     return "announced"
+
+
+class Name(BaseModel):
+    name: str
+
+
+def ask_name() -> Elicit[Name]:
+    return Elicit("What is your name?", Name)
+
+
+@mcp.tool()
+def greet(who: Annotated[Name, Resolve(ask_name)]) -> str:
+    """Greet the user, asking for their name."""
+    return f"Hello, {who.name}!"
 
 
 def main() -> None:
