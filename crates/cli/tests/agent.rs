@@ -230,3 +230,71 @@ fn a_real_provider_without_its_key_says_which_variable_to_set() {
         .clone();
     assert!(String::from_utf8(out.stderr).unwrap().contains("--script"));
 }
+
+/// Processes whose environment holds `marker` (our server children).
+fn processes_with(marker: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if let Ok(environ) = std::fs::read(entry.path().join("environ"))
+            && String::from_utf8_lossy(&environ).contains(marker)
+        {
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            let zombie = stat.rsplit(')').next().and_then(|r| r.split_whitespace().next()) == Some("Z");
+            if !zombie {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn ctrl_c_stops_a_task_cancels_its_call_and_closes_the_servers() {
+    let env = env();
+    let marker = format!("MCP_HARNESS_TEST_MARKER_{}", std::process::id());
+    let config = env.write(
+        "config.toml",
+        &format!(
+            "[servers.fx]\ncommand = \"$FX\"\nargs = [\"echo\"]\nenv = {{ {marker} = \"1\" }}\n[policy]\ndefault = \"allow\"\n"
+        ),
+    );
+    let script = env.write(
+        "script.json",
+        r#"{"turns": [{"tool_calls": [{"name": "mcp__fx__sleep", "input": {"ms": 30000}}]}, {"text": "never"}]}"#,
+    );
+    let binary = assert_cmd::cargo::cargo_bin!("mcp-harness");
+    let mut child = std::process::Command::new(binary)
+        .current_dir(env.work.path())
+        .env("MCP_HARNESS_DATA_DIR", env.data())
+        .env("RUST_LOG", "error")
+        .arg("--config")
+        .arg(&config)
+        .args(["run", "wait", "--provider", "scripted", "--script"])
+        .arg(&script)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the server is up and the call is in flight.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while processes_with(&marker).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!processes_with(&marker).is_empty(), "the server started");
+    std::thread::sleep(Duration::from_millis(500));
+    let status = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let started = std::time::Instant::now();
+    let output = loop {
+        if let Some(_status) = child.try_wait().unwrap() {
+            break child.wait_with_output().unwrap();
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "did not stop after Ctrl-C");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert!(processes_with(&marker).is_empty(), "the server was closed");
+}

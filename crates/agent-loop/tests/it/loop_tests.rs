@@ -281,3 +281,82 @@ async fn a_model_failure_ends_the_turn_with_an_error_not_a_panic() {
     let err = agent.run_turn(&mut Vec::new(), "go", &Events::default()).await.unwrap_err();
     assert!(err.to_string().contains("the script has 0 turns"), "{err}");
 }
+
+struct Clock;
+
+#[async_trait::async_trait]
+impl agent_loop::BuiltinTool for Clock {
+    fn spec(&self) -> tool_pool::BuiltinTool {
+        tool_pool::BuiltinTool {
+            name: "clock".into(),
+            description: "The time.".into(),
+            input_schema: json!({"type": "object", "properties": {"zone": {"type": "string"}}}),
+        }
+    }
+
+    async fn call(&self, input: &Value) -> Result<String, String> {
+        match input.get("zone").and_then(Value::as_str) {
+            Some("Mars/Olympus") => Err("no such zone".into()),
+            Some(zone) => Ok(format!("noon in {zone}")),
+            None => Ok("noon".into()),
+        }
+    }
+}
+
+struct BlockRm {
+    seen_after: std::sync::Mutex<Vec<(String, bool)>>,
+}
+
+#[async_trait::async_trait]
+impl agent_loop::Hooks for BlockRm {
+    async fn before_tool(&self, call: &agent_loop::CallInfo) -> agent_loop::HookVerdict {
+        if call.arguments.to_string().contains("/etc") {
+            agent_loop::HookVerdict::Block("paths under /etc are off limits".into())
+        } else {
+            agent_loop::HookVerdict::Continue
+        }
+    }
+
+    async fn after_tool(&self, call: &agent_loop::CallInfo, result: &str, is_error: bool) {
+        self.seen_after.lock().unwrap().push((format!("{}={result}", call.name), is_error));
+    }
+}
+
+#[tokio::test]
+async fn builtin_tools_come_first_and_obey_policy() {
+    let source = FakeSource::with(&[("s", vec![tool("read", text_schema())])]);
+    let model = Recording::new(turns(json!([
+        {"tool_calls": [{"name": "clock", "input": {"zone": "UTC"}}, {"name": "clock", "input": {"zone": "Mars/Olympus"}}]},
+        {"text": "ok"}
+    ])));
+    let agent = make_agent(model.clone(), source, policy(&[("@builtin", "clock", Decision::Allow)]))
+        .with_builtins(vec![Arc::new(Clock)]);
+    let mut conversation = Vec::new();
+    agent.run_turn(&mut conversation, "time?", &Events::default()).await.unwrap();
+    assert_eq!(model.tool_names(0), vec!["clock", "mcp__s__read"]);
+    assert_eq!(
+        results(&conversation),
+        vec![("noon in UTC".to_owned(), false), ("Error: no such zone".to_owned(), true)]
+    );
+}
+
+#[tokio::test]
+async fn hooks_can_block_a_call_and_see_every_result() {
+    let source = FakeSource::with(&[("fs", vec![tool("read", text_schema())])]);
+    let model = Recording::new(turns(json!([
+        {"tool_calls": [{"name": "mcp__fs__read", "input": {"text": "/etc/shadow"}}, {"name": "mcp__fs__read", "input": {"text": "notes.txt"}}]},
+        {"text": "ok"}
+    ])));
+    let hooks = Arc::new(BlockRm { seen_after: std::sync::Mutex::new(Vec::new()) });
+    let agent = make_agent(model, source.clone(), policy(&[("fs", "*", Decision::Allow)])).with_hooks(hooks.clone());
+    let events = Events::default();
+    let mut conversation = Vec::new();
+    agent.run_turn(&mut conversation, "read", &events).await.unwrap();
+    let results = results(&conversation);
+    assert!(results[0].0.contains("blocked: paths under /etc are off limits"), "{results:?}");
+    assert_eq!(source.calls.lock().unwrap().len(), 1, "the blocked call never reached the server");
+    assert_eq!(events.of("tool_call")[0]["decision"], "blocked");
+    let after = hooks.seen_after.lock().unwrap().clone();
+    assert_eq!(after.len(), 2);
+    assert!(after[0].1 && !after[1].1);
+}
