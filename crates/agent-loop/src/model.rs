@@ -95,7 +95,7 @@ pub struct ToolSpec {
 /// What the loop asks the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelRequest {
-    /// The model to use (provider-specific name).
+    /// The model to use (provider-specific name); empty means the adapter's own default.
     pub model: String,
     /// System prompt.
     pub system: String,
