@@ -123,7 +123,7 @@ impl HttpConfig {
 enum Event {
     Message(String),
     /// The transport cannot go on.
-    Fatal(String),
+    Fatal,
     /// Closed by the client.
     End,
 }
@@ -220,7 +220,9 @@ enum Failure {
     Status { status: StatusCode, body: String },
     /// The request carried a session id and got 404.
     SessionExpired,
-    /// The connection failed, or the answer could not be read.
+    /// The server could not be reached at all (after the connect retries).
+    Unreachable(String),
+    /// The answer could not be read.
     Transport(String),
     /// The stream ended before the answer and could not be resumed.
     NoAnswer(String),
@@ -232,7 +234,7 @@ impl Failure {
             Failure::Status { status, body } if body.is_empty() => format!("HTTP {status}"),
             Failure::Status { status, body } => format!("HTTP {status}: {body}"),
             Failure::SessionExpired => "HTTP 404: the session expired".to_owned(),
-            Failure::Transport(m) | Failure::NoAnswer(m) => m.clone(),
+            Failure::Unreachable(m) | Failure::Transport(m) | Failure::NoAnswer(m) => m.clone(),
         }
     }
 
@@ -312,9 +314,9 @@ impl Shared {
         if let Ok(mut r) = self.fatal_reason.lock()
             && r.is_none()
         {
-            *r = Some(reason.clone());
+            *r = Some(reason);
         }
-        let _ = self.events.send(Event::Fatal(reason)).await;
+        let _ = self.events.send(Event::Fatal).await;
     }
 
     /// Sends, retrying connection failures (never answered requests) with backoff.
@@ -459,7 +461,7 @@ impl Shared {
         let legacy = self.state().legacy_endpoint.clone();
         let url = legacy.clone().unwrap_or_else(|| self.url.clone());
         let had_session = self.state().session_id.is_some();
-        let resp = self.send_retrying(|| self.post(&url, text, head)).await.map_err(Failure::Transport)?;
+        let resp = self.send_retrying(|| self.post(&url, text, head)).await.map_err(Failure::Unreachable)?;
         let status = resp.status();
         if legacy.is_some() {
             // The old transport answers on its SSE stream; the POST only says "accepted".
@@ -614,6 +616,9 @@ impl Shared {
         };
         match outcome {
             Ok(()) => {}
+            // Nothing answers at that address: the connection is over, and every pending
+            // request fails with this reason (not with a made-up server error).
+            Err(Failure::Unreachable(reason)) => self.fatal(reason).await,
             Err(failure) => {
                 let message =
                     format!("{} {}: {}", head.method.as_deref().unwrap_or("message"), self.url, failure.describe());
@@ -624,11 +629,6 @@ impl Shared {
                         let _ = self.events.send(Event::Message(encode_error(id.clone(), error))).await;
                     }
                     _ => tracing::warn!(server = %self.label, "could not send {message}"),
-                }
-                if matches!(failure, Failure::Transport(_)) && !head.is_request() {
-                    // Nothing waits on a notification or a reply: an unreachable server must
-                    // still be noticed, so the connection fails.
-                    self.fatal(failure.describe()).await;
                 }
             }
         }
@@ -916,7 +916,8 @@ impl TransportStream for HttpStream {
     async fn recv(&mut self) -> Result<Option<String>, TransportError> {
         match self.events.recv().await {
             Some(Event::Message(text)) => Ok(Some(text)),
-            Some(Event::Fatal(reason)) => Err(TransportError::Closed(reason)),
+            // The stream ends; closed_reason() says why (the client asks it).
+            Some(Event::Fatal) => Ok(None),
             Some(Event::End) | None => Ok(None),
         }
     }

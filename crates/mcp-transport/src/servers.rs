@@ -253,22 +253,29 @@ impl ServerConnection {
 /// Whether the server refused for lack of credentials (the HTTP transport's error answer
 /// carries the status).
 fn needs_auth(error: &ClientError) -> bool {
-    match error {
-        ClientError::Server { error, .. } => {
-            error.code == HTTP_TRANSPORT_ERROR
-                && error
-                    .data
-                    .as_ref()
-                    .and_then(|d| d.get("httpStatus"))
-                    .and_then(serde_json::Value::as_u64)
-                    .is_some_and(|s| s == 401 || s == 403)
-        }
-        _ => false,
-    }
+    matches!(error, ClientError::Server { error, .. } if needs_auth_error(error))
+}
+
+fn needs_auth_error(error: &mcp_protocol::jsonrpc::ErrorObject) -> bool {
+    error.code == HTTP_TRANSPORT_ERROR
+        && error
+            .data
+            .as_ref()
+            .and_then(|d| d.get("httpStatus"))
+            .and_then(serde_json::Value::as_u64)
+            .is_some_and(|s| s == 401 || s == 403)
 }
 
 fn describe_startup_error(error: &ClientError) -> String {
     match error {
+        // The HTTP transport's own errors already say what happened, where.
+        ClientError::Server { error, .. } if error.code == HTTP_TRANSPORT_ERROR => {
+            if needs_auth_error(error) {
+                format!("{}; the server wants credentials (headers or a bearer token)", error.message)
+            } else {
+                error.message.clone()
+            }
+        }
         ClientError::Timeout { method, after } => {
             format!("timed out after {} waiting for the answer to {method} (startup timeout)", seconds(*after))
         }
