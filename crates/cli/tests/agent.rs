@@ -1,7 +1,7 @@
 //! End-to-end tests of `run`, `chat` and `demo` with the scripted provider: the binary, real
 //! fixture and demo servers over stdio, transcripts in a temporary data directory.
 //!
-//! Needs `cargo build -p mcp-fixtures -p demo-server` first (cargo xtask test does).
+//! Needs `cargo build -p mcp-fixtures` first (cargo xtask test does).
 
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -64,9 +64,9 @@ fn events(stdout: &[u8]) -> Vec<Value> {
 }
 
 fn demo_server_built() {
-    let exe = mcp_fixtures::server_binary().unwrap();
-    let demo = exe.with_file_name("mcp-demo-server");
-    assert!(demo.is_file(), "{} is missing: run `cargo build -p demo-server`", demo.display());
+    // A binary of this package: cargo builds it for these tests.
+    let demo = assert_cmd::cargo::cargo_bin!("mcp-demo-server");
+    assert!(demo.is_file(), "{} is missing", demo.display());
 }
 
 #[test]
