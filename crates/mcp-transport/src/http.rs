@@ -50,6 +50,8 @@ const MCP_METHOD: &str = "mcp-method";
 const MCP_NAME: &str = "mcp-name";
 /// How much of an error body is kept for the message.
 const ERROR_BODY_BYTES: usize = 1024;
+/// How long the writer waits for the HTTP answer to a notification or reply.
+const INLINE_SEND_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the legacy transport waits for its `endpoint` event.
 const ENDPOINT_WAIT: Duration = Duration::from_secs(15);
 
@@ -864,8 +866,12 @@ impl TransportSink for HttpSink {
                 self.shared.spawn(shared.deliver(text.clone(), head));
             } else {
                 // Notifications and replies are quick (202) and must keep their order relative
-                // to the requests that follow (`initialized` before `tools/list`).
-                Arc::clone(&self.shared).deliver(text.clone(), head).await;
+                // to the requests that follow (`initialized` before `tools/list`). A server
+                // that never answers one must not stall the writer (and with it cancellations).
+                let sending = Arc::clone(&self.shared).deliver(text.clone(), head);
+                if tokio::time::timeout(INLINE_SEND_TIMEOUT, sending).await.is_err() {
+                    tracing::warn!(server = %self.shared.label, "a notification got no HTTP answer within {INLINE_SEND_TIMEOUT:?}");
+                }
             }
         }
         Ok(())
