@@ -1,9 +1,13 @@
 //! MCP transports and the client connection.
 //!
 //! The [`Transport`] port carries encoded messages; [`stdio::StdioTransport`] runs a server as
-//! a child process and [`memory::memory_pair`] gives tests an in-process peer. [`Client`]
-//! drives the pure `mcp_protocol::ClientSession` over any transport: many requests in flight,
-//! timeouts that cancel, progress, server requests through the [`ServerRequestHandler`] port.
+//! a child process, [`http::HttpTransport`] reaches a remote one over Streamable HTTP (or the
+//! 2024-11-05 HTTP+SSE transport), [`ws::WebSocketTransport`] over WebSocket, and
+//! [`memory::memory_pair`] gives tests an in-process peer. [`Client`] drives the pure
+//! `mcp_protocol::ClientSession` over any transport: many requests in flight, timeouts that
+//! cancel, progress, server requests through the [`ServerRequestHandler`] port, and either era
+//! of the protocol ([`Era`]: the `initialize` handshake, 2026-07-28's `server/discover`, or a
+//! probe that picks).
 //!
 //! Over stdio, a server is a child process:
 //!

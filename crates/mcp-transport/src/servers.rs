@@ -1,10 +1,12 @@
 //! Connecting to many configured servers at once.
 //!
 //! [`connect_all`] starts every enabled server concurrently, each under its own startup
-//! timeout (initialize handshake and the full `tools/list` together), so one slow or broken
+//! timeout (opening the session and the full `tools/list` together), so one slow or broken
 //! server never holds up the others. Each ends up [`ServerState::Connected`], `Failed` with a
-//! reason, or `Disabled`. A server that fails is stopped at once (its process group killed);
-//! [`close_all`] closes the rest gracefully and reaps them.
+//! reason (`needs-auth` when a remote server refused us for lack of credentials), or
+//! `Disabled`. Sessions open in [`crate::Era::Auto`]: `server/discover`, else `initialize`.
+//! A server that fails is stopped at once (its process group killed); [`close_all`] closes the
+//! rest gracefully and reaps them.
 //!
 //! ```no_run
 //! use mcp_transport::servers::{ConnectOptions, ServerSpec, close_all, connect_all};
@@ -45,7 +47,8 @@ pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
 pub enum ServerTarget {
     /// A child process speaking stdio.
     Stdio(StdioConfig),
-    /// A remote server (not supported yet: reported as failed).
+    /// A remote server: `ws://` and `wss://` URLs over WebSocket, anything else over
+    /// Streamable HTTP (falling back to the 2024-11-05 HTTP+SSE transport on a 4xx).
     Remote {
         /// Its endpoint.
         url: String,
