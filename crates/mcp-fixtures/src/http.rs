@@ -8,7 +8,8 @@
 //!
 //! Faults: `expire_after` (the session expires after that many POSTs: 404), `drop_answer`
 //! (the answer stream of `tools/call` ends after its priming event; the answer is replayed to a
-//! GET with `Last-Event-ID`), `no_get` (GET gets 405), `token` (a bearer token is required:
+//! GET with `Last-Event-ID`), `no_get` (GET gets 405), `get_ends` (the GET stream ends after
+//! its priming event: the client must reconnect), `token` (a bearer token is required:
 //! 401 otherwise), `stateless` (no session ids).
 
 use std::collections::HashMap;
@@ -39,6 +40,9 @@ pub struct HttpOptions {
     pub retry_ms: u64,
     /// GET is refused with 405.
     pub no_get: bool,
+    /// The GET stream ends after its priming event (with an id and `retry:`) and whatever was
+    /// queued, so the client has to reconnect with `Last-Event-ID`.
+    pub get_ends: bool,
     /// Requests need `Authorization: Bearer <token>`.
     pub token: Option<String>,
     /// Only the 2024-11-05 HTTP+SSE transport.
@@ -66,6 +70,8 @@ pub struct Seen {
     pub authorization: Option<String>,
     /// The answer's status.
     pub status: u16,
+    /// When it arrived.
+    pub at: std::time::Instant,
 }
 
 #[derive(Default)]
@@ -189,6 +195,7 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
         last_event_id: header_of(&headers, "last-event-id"),
         authorization: header_of(&headers, "authorization"),
         status: 0,
+        at: std::time::Instant::now(),
     };
     let response = route(&inner, &parts.method, parts.uri.query(), &headers, parsed, &seen);
     seen.status = response.status().as_u16();
@@ -378,12 +385,20 @@ fn get(inner: &Arc<Inner>, seen: &Seen) -> Response {
     let mut sessions = lock(&inner.sessions);
     let Some(session) = sessions.get_mut(id) else { return status(StatusCode::NOT_FOUND, "Session not found") };
     let (tx, rx) = mpsc::unbounded_channel();
-    if let Some(last) = &seen.last_event_id {
-        // Resumption: replay what followed that event on its stream, then end.
-        if let Some(answer) = session.replay.remove(last) {
-            let _ = tx.send(event(Some(&format!("{last}-answer")), &answer));
-        }
+    if let Some(last) = &seen.last_event_id
+        && let Some(answer) = session.replay.remove(last)
+    {
+        // Resumption of an answer stream: replay what followed that event on it, then end.
+        let _ = tx.send(event(Some(&format!("{last}-answer")), &answer));
         return sse_body(rx);
+    }
+    if inner.options.get_ends {
+        let n = inner.counter.fetch_add(1, Ordering::SeqCst);
+        let _ = tx.send(Bytes::from(format!("id: get-{n}\nretry: {}\ndata: \n\n", inner.options.retry_ms)));
+        for note in session.queued.drain(..) {
+            let _ = tx.send(event(None, &note));
+        }
+        return sse_body(rx); // `tx` is dropped: the stream ends
     }
     for note in session.queued.drain(..) {
         let _ = tx.send(event(None, &note));

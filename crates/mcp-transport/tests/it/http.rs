@@ -244,3 +244,26 @@ async fn a_server_that_goes_away_fails_pending_and_later_requests() {
     assert!(started.elapsed() < Duration::from_secs(3));
     assert!(err.to_string().contains("could not reach") || err.to_string().contains("closed"), "{err}");
 }
+
+#[tokio::test]
+async fn an_ended_get_stream_reconnects_after_retry_with_last_event_id() {
+    let s = server(HttpOptions { get_ends: true, retry_ms: 200, ..HttpOptions::default() }).await;
+    let transport = HttpTransport::new(HttpConfig::new(s.url())).unwrap();
+    let client = Client::start(transport, ClientOptions::default());
+    let mut notes = client.subscribe();
+    client.initialize().await.unwrap();
+    let note = tokio::time::timeout(Duration::from_secs(5), notes.recv()).await.unwrap().unwrap();
+    assert!(matches!(note, ServerNotification::ToolsListChanged), "{note:?}");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let gets: Vec<_> = s.seen().into_iter().filter(|r| r.http_method == "GET").collect();
+    assert!(gets.len() >= 3, "the stream was reopened each time it ended: {gets:#?}");
+    assert!(gets[0].last_event_id.is_none());
+    for pair in gets.windows(2) {
+        let id = pair[1].last_event_id.as_deref().unwrap_or_default();
+        assert!(id.starts_with("get-"), "reconnects name the last event: {:?}", pair[1]);
+        let waited = pair[1].at - pair[0].at;
+        assert!(waited >= Duration::from_millis(190), "retry: 200 was honoured: {waited:?}");
+    }
+    assert!(gets.len() <= 5, "no faster than retry: {}", gets.len());
+    client.close().await.unwrap();
+}
