@@ -1,5 +1,5 @@
 //! Project automation: `cargo xtask test [--hermetic]`, `cargo xtask bench`, `cargo xtask peers`,
-//! `cargo xtask conformance [--all]`.
+//! `cargo xtask conformance [--all] [SCENARIO...]`.
 //!
 //! Std only, so `cargo xtask` starts fast. Every step prints what it runs; the first failure
 //! stops the run with a non-zero exit.
@@ -54,7 +54,10 @@ fn main() -> ExitCode {
         Some("purity") => purity(),
         Some("peers") => install_peers().map(|dir| println!("peers installed in {}", dir.display())),
         Some("bench") => bench::run(&args[1..]),
-        Some("conformance") => conformance::conformance(args[1..].iter().any(|a| a == "--all")),
+        Some("conformance") => {
+            let only: Vec<String> = args[1..].iter().filter(|a| !a.starts_with("--")).cloned().collect();
+            conformance::conformance(args[1..].iter().any(|a| a == "--all"), &only)
+        }
         _ => {
             eprintln!(
                 "usage: cargo xtask <task>\n\n\
@@ -63,8 +66,8 @@ fn main() -> ExitCode {
                  purity             check that mcp-protocol, tool-pool and policy do no I/O\n  \
                  peers              install the pinned third-party MCP servers into the cache\n  \
                  bench [--n N] [--rounds R]  stdio client vs a raw pipe, side by side\n  \
-                 conformance [--all]  the official MCP conformance harness against conformance-client\n                      \
-                 (--all adds the OAuth scenarios)"
+                 conformance [--all] [SCENARIO...]  the official MCP conformance harness against\n                      \
+                 conformance-client (--all adds the OAuth scenarios; names pick scenarios)"
             );
             Err("no task given".to_owned())
         }
@@ -185,7 +188,7 @@ fn test_steps(hermetic: bool, tally: &mut Tally) -> Result {
                 .env("MCP_PEERS_DIR", &peers),
             tally,
         )?;
-        conformance::conformance(false)?;
+        conformance::conformance(false, &[])?;
     }
     println!("\nxtask test: all steps passed in {:.0}s", started.elapsed().as_secs_f64());
     Ok(())
