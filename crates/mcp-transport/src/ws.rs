@@ -4,23 +4,26 @@
 //! The handshake asks for subprotocol `mcp` and refuses a server that does not choose it: a
 //! WebSocket endpoint that is not an MCP server should fail at once, not at the first message.
 //! Frames and messages are capped at `max_message_bytes` (tungstenite enforces it while
-//! reading). Connecting is retried with backoff when the server cannot be reached.
+//! reading). Connecting is retried with backoff when the server cannot be reached, and a
+//! socket that drops mid-session is reopened the same way (see `Supervisor`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use http::header::{AUTHORIZATION, HeaderName, HeaderValue, SEC_WEBSOCKET_PROTOCOL};
+use mcp_protocol::jsonrpc::{ErrorObject, RequestId};
+use mcp_protocol::session::encode_error;
 use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig as WsLimits;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use crate::backoff::Backoff;
-use crate::http::DEFAULT_MAX_MESSAGE_BYTES;
+use crate::http::{DEFAULT_MAX_MESSAGE_BYTES, HTTP_TRANSPORT_ERROR};
 use crate::transport::{Transport, TransportError, TransportSink, TransportStream};
 
 /// The subprotocol MCP over WebSocket negotiates.
@@ -72,13 +75,12 @@ impl WebSocketConfig {
 /// A connected WebSocket.
 pub struct WebSocketTransport {
     socket: Socket,
-    url: String,
-    max_bytes: usize,
+    dialer: Dialer,
 }
 
 impl std::fmt::Debug for WebSocketTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WebSocketTransport").field("url", &self.url).finish_non_exhaustive()
+        f.debug_struct("WebSocketTransport").field("url", &self.dialer.config.url).finish_non_exhaustive()
     }
 }
 
@@ -111,11 +113,28 @@ impl WebSocketTransport {
         let limits = WsLimits::default()
             .max_message_size(Some(config.max_message_bytes))
             .max_frame_size(Some(config.max_message_bytes));
+        let dialer = Dialer { request, limits, config };
+        let socket = dialer.dial().await?;
+        Ok(WebSocketTransport { socket, dialer })
+    }
+}
+
+/// What it takes to open the socket again.
+struct Dialer {
+    request: http::Request<()>,
+    limits: WsLimits,
+    config: WebSocketConfig,
+}
+
+impl Dialer {
+    /// Connects (retrying an unreachable server with backoff) and checks the subprotocol.
+    async fn dial(&self) -> Result<Socket, TransportError> {
+        let config = &self.config;
         let mut failed = 0;
         let (socket, response) = loop {
             let attempt = tokio::time::timeout(
                 config.connect_timeout,
-                tokio_tungstenite::connect_async_with_config(request.clone(), Some(limits), true),
+                tokio_tungstenite::connect_async_with_config(self.request.clone(), Some(self.limits), true),
             )
             .await;
             match attempt {
@@ -143,40 +162,241 @@ impl WebSocketTransport {
                 config.url
             )));
         }
-        Ok(WebSocketTransport { socket, url: config.url, max_bytes: config.max_message_bytes })
+        Ok(socket)
     }
 }
 
-struct WsSink(SplitSink<Socket, Message>);
+/// From the sink to the supervisor.
+enum Command {
+    Send(Vec<String>, oneshot::Sender<Result<(), TransportError>>),
+    Close(oneshot::Sender<()>),
+}
 
-struct WsStream {
-    inner: SplitStream<Socket>,
-    url: String,
-    max_bytes: usize,
-    reason: Option<String>,
+/// From the supervisor to the stream.
+enum Event {
+    Message(String),
+    NotUtf8,
+    End(String),
 }
 
 impl Transport for WebSocketTransport {
     fn split(self: Box<Self>) -> (Box<dyn TransportSink>, Box<dyn TransportStream>) {
-        let (sink, stream) = self.socket.split();
-        let stream = WsStream { inner: stream, url: self.url, max_bytes: self.max_bytes, reason: None };
-        (Box::new(WsSink(sink)), Box::new(stream))
+        let (commands, command_rx) = mpsc::channel(64);
+        let (events_tx, events) = mpsc::channel(1024);
+        let url = self.dialer.config.url.clone();
+        let supervisor = Supervisor {
+            dialer: self.dialer,
+            events: events_tx,
+            in_flight: HashSet::new(),
+            initialize: None,
+            initialized: None,
+        };
+        let task = tokio::spawn(supervisor.run(self.socket, command_rx));
+        (Box::new(WsSink { commands, task }), Box::new(WsStream { events, url, reason: None }))
     }
+}
+
+/// Owns the socket; reopens it when it drops.
+///
+/// Requests in flight when the socket drops get an error answer at once (they may or may not
+/// have run: a tool call is not retried behind the caller's back). The socket is reopened with
+/// backoff; the client's own `initialize` and `notifications/initialized` are replayed so the
+/// new connection is a session again (the replayed answer is swallowed). When reconnecting
+/// fails, the stream ends with the reason.
+struct Supervisor {
+    dialer: Dialer,
+    events: mpsc::Sender<Event>,
+    in_flight: HashSet<RequestId>,
+    initialize: Option<(RequestId, String)>,
+    initialized: Option<String>,
+}
+
+fn peek(text: &str) -> (Option<RequestId>, Option<String>) {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        id: Option<serde_json::Value>,
+        method: Option<String>,
+    }
+    match serde_json::from_str::<Head>(text) {
+        Ok(head) => (head.id.and_then(|id| serde_json::from_value(id).ok()), head.method),
+        Err(_) => (None, None),
+    }
+}
+
+impl Supervisor {
+    async fn run(mut self, mut socket: Socket, mut commands: mpsc::Receiver<Command>) {
+        loop {
+            let dropped = tokio::select! {
+                command = commands.recv() => match command {
+                    Some(Command::Send(messages, ack)) => {
+                        let result = self.write(&mut socket, messages).await;
+                        let dropped = result.as_ref().err().map(ToString::to_string);
+                        let _ = ack.send(result);
+                        dropped
+                    }
+                    Some(Command::Close(done)) => {
+                        self.close(&mut socket).await;
+                        let _ = done.send(());
+                        return;
+                    }
+                    None => {
+                        self.close(&mut socket).await;
+                        return;
+                    }
+                },
+                frame = socket.next() => self.read(frame).await,
+            };
+            let Some(why) = dropped else { continue };
+            match self.reopen(&why).await {
+                Ok(new) => socket = new,
+                Err(reason) => {
+                    let _ = self.events.send(Event::End(reason)).await;
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn close(&mut self, socket: &mut Socket) {
+        // A server that does not answer the close handshake must not hold us up.
+        let _ = tokio::time::timeout(Duration::from_secs(2), socket.close(None)).await;
+        let reason = format!("the WebSocket to {} was closed by the client", self.dialer.config.url);
+        let _ = self.events.send(Event::End(reason)).await;
+    }
+
+    /// Writes a batch (one flush), noting requests in flight and the handshake to replay.
+    async fn write(&mut self, socket: &mut Socket, messages: Vec<String>) -> Result<(), TransportError> {
+        for text in messages {
+            let (id, method) = peek(&text);
+            match (id, method.as_deref()) {
+                (Some(id), Some("initialize")) => {
+                    self.in_flight.insert(id.clone());
+                    self.initialize = Some((id, text.clone()));
+                }
+                (None, Some("notifications/initialized")) => self.initialized = Some(text.clone()),
+                (Some(id), Some(_)) => {
+                    self.in_flight.insert(id);
+                }
+                _ => {}
+            }
+            socket.feed(Message::text(text)).await.map_err(|e| io("sending a WebSocket frame", e))?;
+        }
+        socket.flush().await.map_err(|e| io("sending a WebSocket frame", e))
+    }
+
+    /// Handles one incoming frame; returns why the socket dropped, if it did.
+    async fn read(&mut self, frame: Option<Result<Message, WsError>>) -> Option<String> {
+        let text = match frame {
+            None => return Some("the server closed the WebSocket".to_owned()),
+            Some(Ok(Message::Text(text))) => text.as_str().to_owned(),
+            // MCP sends text frames; a binary frame holding UTF-8 JSON is read anyway.
+            Some(Ok(Message::Binary(bytes))) => match String::from_utf8(bytes.to_vec()) {
+                Ok(text) => text,
+                Err(_) => {
+                    let _ = self.events.send(Event::NotUtf8).await;
+                    return None;
+                }
+            },
+            Some(Ok(Message::Close(frame))) => {
+                return Some(match frame {
+                    Some(f) => format!("the server closed the WebSocket ({}: {})", f.code, f.reason),
+                    None => "the server closed the WebSocket".to_owned(),
+                });
+            }
+            // Pings are answered by tungstenite; pongs and raw frames mean nothing here.
+            Some(Ok(_)) => return None,
+            Some(Err(WsError::Capacity(e))) => {
+                return Some(format!(
+                    "the server sent a WebSocket message over {} bytes (max_message_bytes): {e}",
+                    self.dialer.config.max_message_bytes
+                ));
+            }
+            Some(Err(e)) => return Some(format!("the WebSocket to {} failed: {e}", self.dialer.config.url)),
+        };
+        if let (Some(id), None) = peek(&text) {
+            self.in_flight.remove(&id);
+        }
+        let _ = self.events.send(Event::Message(text)).await;
+        None
+    }
+
+    /// The socket dropped: fail what was in flight, reconnect, replay the handshake.
+    async fn reopen(&mut self, why: &str) -> Result<Socket, String> {
+        // Without a finished handshake there is no session to restore.
+        let session = self.initialize.as_ref().is_some_and(|(id, _)| !self.in_flight.contains(id));
+        for id in self.in_flight.drain() {
+            let mut error = ErrorObject::new(
+                HTTP_TRANSPORT_ERROR,
+                format!("{why}; the request may or may not have run (the connection is being reopened)"),
+            );
+            error.data = Some(serde_json::json!({ "httpStatus": null }));
+            let _ = self.events.send(Event::Message(encode_error(id, error))).await;
+        }
+        if self.dialer.config.reconnect.max_attempts == 0 || !session {
+            return Err(why.to_owned());
+        }
+        tracing::info!(url = %self.dialer.config.url, "{why}; reconnecting");
+        tokio::time::sleep(self.dialer.config.reconnect.delay(0)).await;
+        let mut socket = self.dialer.dial().await.map_err(|e| format!("{why}; reconnecting failed: {e}"))?;
+        if let Some((id, text)) = self.initialize.clone() {
+            socket.send(Message::text(text)).await.map_err(|e| format!("{why}; initializing again failed: {e}"))?;
+            // Wait for that answer (bounded); pass on anything else the server says meanwhile.
+            let answered = tokio::time::timeout(self.dialer.config.connect_timeout, async {
+                while let Some(Ok(frame)) = socket.next().await {
+                    if let Message::Text(text) = frame {
+                        match peek(text.as_str()) {
+                            (Some(answer), None) if answer == id => return true,
+                            _ => {
+                                let _ = self.events.send(Event::Message(text.as_str().to_owned())).await;
+                            }
+                        }
+                    }
+                }
+                false
+            })
+            .await;
+            if answered != Ok(true) {
+                return Err(format!("{why}; the new connection did not answer initialize"));
+            }
+            if let Some(initialized) = self.initialized.clone() {
+                socket.send(Message::text(initialized)).await.map_err(|e| format!("{why}; {e}"))?;
+            }
+        }
+        Ok(socket)
+    }
+}
+
+struct WsSink {
+    commands: mpsc::Sender<Command>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for WsSink {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+struct WsStream {
+    events: mpsc::Receiver<Event>,
+    url: String,
+    reason: Option<String>,
 }
 
 #[async_trait]
 impl TransportSink for WsSink {
     async fn send(&mut self, messages: &[String]) -> Result<(), TransportError> {
-        for text in messages {
-            // feed, then one flush for the batch.
-            self.0.feed(Message::text(text.clone())).await.map_err(|e| io("sending a WebSocket frame", e))?;
-        }
-        self.0.flush().await.map_err(|e| io("sending a WebSocket frame", e))
+        let (ack, done) = oneshot::channel();
+        let gone = || TransportError::Closed("the WebSocket is closed".to_owned());
+        self.commands.send(Command::Send(messages.to_vec(), ack)).await.map_err(|_| gone())?;
+        done.await.map_err(|_| gone())?
     }
 
     async fn close(&mut self) -> Result<(), TransportError> {
-        // A server that does not answer the close handshake must not hold us up.
-        let _ = tokio::time::timeout(Duration::from_secs(2), self.0.close()).await;
+        let (done, closed) = oneshot::channel();
+        if self.commands.send(Command::Close(done)).await.is_ok() {
+            let _ = tokio::time::timeout(Duration::from_secs(3), closed).await;
+        }
         Ok(())
     }
 }
@@ -188,38 +408,14 @@ fn io(context: &str, e: WsError) -> TransportError {
 #[async_trait]
 impl TransportStream for WsStream {
     async fn recv(&mut self) -> Result<Option<String>, TransportError> {
-        loop {
-            match self.inner.next().await {
-                None => return Ok(None),
-                Some(Ok(Message::Text(text))) => return Ok(Some(text.as_str().to_owned())),
-                Some(Ok(Message::Binary(bytes))) => match String::from_utf8(bytes.to_vec()) {
-                    // MCP sends text frames; a binary frame holding UTF-8 JSON is read anyway.
-                    Ok(text) => return Ok(Some(text)),
-                    Err(_) => return Err(TransportError::NotUtf8),
-                },
-                Some(Ok(Message::Close(frame))) => {
-                    self.reason = Some(match frame {
-                        Some(f) => format!("the server closed the WebSocket ({}: {})", f.code, f.reason),
-                        None => "the server closed the WebSocket".to_owned(),
-                    });
-                    return Ok(None);
-                }
-                // Pings are answered by tungstenite; pongs and raw frames mean nothing here.
-                Some(Ok(_)) => {}
-                Some(Err(WsError::Capacity(e))) => {
-                    let reason = format!(
-                        "the server sent a WebSocket message over {} bytes (max_message_bytes): {e}",
-                        self.max_bytes
-                    );
-                    self.reason = Some(reason.clone());
-                    return Err(TransportError::Closed(reason));
-                }
-                Some(Err(e)) => {
-                    let reason = format!("the WebSocket to {} failed: {e}", self.url);
-                    self.reason = Some(reason.clone());
-                    return Err(TransportError::Closed(reason));
-                }
+        match self.events.recv().await {
+            Some(Event::Message(text)) => Ok(Some(text)),
+            Some(Event::NotUtf8) => Err(TransportError::NotUtf8),
+            Some(Event::End(reason)) => {
+                self.reason = Some(reason);
+                Ok(None)
             }
+            None => Ok(None),
         }
     }
 

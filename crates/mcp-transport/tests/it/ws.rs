@@ -45,15 +45,38 @@ async fn a_message_over_the_limit_closes_the_connection_with_the_reason() {
 }
 
 #[tokio::test]
-async fn a_server_closing_fails_pending_requests_at_once() {
-    // initialize, initialized, then the first call makes the server close.
+async fn a_dropped_socket_fails_what_was_in_flight_at_once_then_reconnects_and_initializes_again() {
+    // initialize, initialized, then the first call makes the server close (on every connection).
     let s = start_ws(WsOptions { close_after: Some(2), ..WsOptions::default() }).await.unwrap();
-    let transport = WebSocketTransport::connect(WebSocketConfig::new(s.url())).await.unwrap();
+    let mut config = WebSocketConfig::new(s.url());
+    config.reconnect =
+        Backoff { initial_delay: Duration::from_millis(10), max_delay: Duration::from_millis(20), max_attempts: 2 };
+    let transport = WebSocketTransport::connect(config).await.unwrap();
     let client = Client::connect(transport, ClientOptions::default()).await.unwrap();
     let started = std::time::Instant::now();
     let err = client.call_tool("echo", args(json!({"text": "x"})), RequestOptions::default()).await.unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(2));
+    let text = err.to_string();
+    assert!(text.contains("closed the WebSocket") && text.contains("may or may not have run"), "{text}");
+    // The transport reopened the socket and replayed the handshake: the session goes on.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(client.is_open());
+    assert_eq!(s.requested_protocols().len(), 2, "one reconnection");
+    client.ping().await.unwrap_err(); // the third message on the new socket: closed again
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn without_reconnects_a_dropped_socket_ends_the_connection() {
+    let s = start_ws(WsOptions { close_after: Some(2), ..WsOptions::default() }).await.unwrap();
+    let mut config = WebSocketConfig::new(s.url());
+    config.reconnect.max_attempts = 0;
+    let transport = WebSocketTransport::connect(config).await.unwrap();
+    let client = Client::connect(transport, ClientOptions::default()).await.unwrap();
+    let err = client.call_tool("echo", args(json!({"text": "x"})), RequestOptions::default()).await.unwrap_err();
     assert!(err.to_string().contains("closed the WebSocket"), "{err}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!client.is_open());
 }
 
 #[tokio::test]
