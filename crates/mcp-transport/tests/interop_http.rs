@@ -269,3 +269,34 @@ async fn python_input_required_round_trip_in_2026_07_28() {
 async fn python_mid_call_elicitation_in_2025_11_25() {
     greet(Era::Initialize, "2025-11-25").await;
 }
+
+#[tokio::test]
+async fn python_subscriptions_listen_in_2026_07_28() {
+    let peer = python(&[]).await;
+    let transport = HttpTransport::new(HttpConfig::new(format!("{}/mcp", peer.base))).unwrap();
+    let client = Client::connect(transport, auto()).await.unwrap();
+    assert_eq!(client.protocol_version().unwrap().as_str(), "2026-07-28");
+    let mut notes = client.subscribe();
+    client.listen_for_changes().unwrap();
+    // The server acknowledges the subscription first; only then can it deliver to it.
+    let acknowledged = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match notes.recv().await {
+                Ok(ServerNotification::Other { method, .. })
+                    if method == "notifications/subscriptions/acknowledged" =>
+                {
+                    return true;
+                }
+                Ok(_) => continue,
+                Err(_) => return false,
+            }
+        }
+    })
+    .await
+    .unwrap_or(false);
+    assert!(acknowledged, "notifications/subscriptions/acknowledged");
+    let r = client.call_tool("announce", None, RequestOptions::default()).await.unwrap();
+    assert_eq!(r.joined_text(), "announced");
+    assert!(list_changed(&mut notes).await, "tools/list_changed arrived on the subscriptions/listen stream");
+    client.close().await.unwrap();
+}

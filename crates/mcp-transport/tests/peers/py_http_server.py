@@ -1,7 +1,7 @@
 """Interop peer on PyPI `mcp` 2.x (MCPServer): echo(text), add(a, b), announce(), greet().
 
-`announce` sends notifications/tools/list_changed not tied to a request, so over Streamable
-HTTP it travels on the GET stream. `greet` asks the user for a name: under 2026-07-28 as an
+`announce` sends notifications/tools/list_changed not tied to a request: over Streamable HTTP
+on the GET stream in the handshake era, on the subscriptions/listen stream in 2026-07-28. `greet` asks the user for a name: under 2026-07-28 as an
 input-required result (the client retries with inputResponses), before it as a mid-call
 elicitation/create request.
 
@@ -36,8 +36,10 @@ def add(a: int, b: int) -> int:
 
 @mcp.tool()
 async def announce(ctx: Context) -> str:
-    """Send tools/list_changed (on the standalone stream over HTTP)."""
+    """Send tools/list_changed: on the standalone stream (handshake era) and to
+    subscriptions/listen streams (2026-07-28); each era drops the other's."""
     await ctx.session.send_tool_list_changed()
+    await ctx.notify_tools_changed()
     return "announced"
 
 
