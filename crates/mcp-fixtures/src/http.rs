@@ -10,7 +10,8 @@
 //! (the answer stream of `tools/call` ends after its priming event; the answer is replayed to a
 //! GET with `Last-Event-ID`), `no_get` (GET gets 405), `get_ends` (the GET stream ends after
 //! its priming event: the client must reconnect), `token` (a bearer token is required:
-//! 401 otherwise), `stateless` (no session ids).
+//! 401 otherwise), `stateless` (no session ids), `wrong_id` (JSON answers to `tools/call`
+//! carry another id).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -47,6 +48,8 @@ pub struct HttpOptions {
     pub token: Option<String>,
     /// Only the 2024-11-05 HTTP+SSE transport.
     pub legacy: bool,
+    /// JSON answers to `tools/call` carry another id than the request's.
+    pub wrong_id: bool,
 }
 
 /// One HTTP request the server saw.
@@ -348,6 +351,10 @@ fn post(inner: &Arc<Inner>, headers: &HeaderMap, body: Option<Value>, seen: &See
     let Some(answer) = answer(&body, "2025-11-25") else {
         return status(StatusCode::ACCEPTED, "");
     };
+    let mut answer = answer;
+    if o.wrong_id && seen.method.as_deref() == Some("tools/call") {
+        answer["id"] = json!(987_654);
+    }
     let mut response = if o.json {
         let mut r = Response::new(Body::from(answer.to_string()));
         r.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));

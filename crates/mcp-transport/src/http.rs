@@ -530,7 +530,15 @@ impl Shared {
             return Ok(());
         }
         match read_bounded(resp, self.max_bytes).await {
-            Ok(Some(body)) => self.accept_json(&body, c).await.map_err(Failure::Transport),
+            Ok(Some(body)) => {
+                self.accept_json(&body, c).await.map_err(Failure::Transport)?;
+                if c.answered {
+                    Ok(())
+                } else {
+                    // Nothing else will answer it: fail it now rather than at its timeout.
+                    Err(Failure::NoAnswer("the JSON answer did not answer this request".to_owned()))
+                }
+            }
             Ok(None) => Err(Failure::Transport(format!(
                 "the answer was larger than {} bytes (max_message_bytes)",
                 self.max_bytes

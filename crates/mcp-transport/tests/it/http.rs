@@ -267,3 +267,16 @@ async fn an_ended_get_stream_reconnects_after_retry_with_last_event_id() {
     assert!(gets.len() <= 5, "no faster than retry: {}", gets.len());
     client.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_json_answer_that_does_not_answer_the_request_fails_it_at_once() {
+    let s = server(HttpOptions { json: true, wrong_id: true, ..HttpOptions::default() }).await;
+    let client = connect_to(s.url()).await;
+    let started = Instant::now();
+    let err = echo(&client, "x").await.unwrap_err();
+    assert!(err.to_string().contains("did not answer this request"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(echo(&client, "x").await.unwrap_err().to_string(), err.to_string(), "the connection stays usable");
+    client.ping().await.unwrap();
+    client.close().await.unwrap();
+}
