@@ -122,8 +122,12 @@ async fn everything_streamable_http() {
 #[tokio::test]
 async fn everything_legacy_sse_by_fallback() {
     let peer = everything("sse").await;
-    // POST /sse is refused with a 4xx, so the client falls back to the 2024-11-05 transport.
-    let (client, _) = connect(format!("{}/sse", peer.base)).await;
+    // The automatic era's server/discover probe and then initialize are refused with a 4xx
+    // (POST /sse), so the client falls back to initialize over the 2024-11-05 transport.
+    let transport = HttpTransport::new(HttpConfig::new(format!("{}/sse", peer.base))).unwrap();
+    let client = Client::connect(transport, auto()).await.unwrap();
+    // The TypeScript SDK negotiates its newest revision over the old transport too.
+    assert_eq!(client.protocol_version().unwrap().as_str(), "2025-11-25");
     let tools = client.list_all_tools(ListLimits::default()).await.unwrap();
     assert!(tools.iter().any(|t| t.name == "echo"));
     let r = client.call_tool("echo", args(json!({"message": "legacy"})), RequestOptions::default()).await.unwrap();
