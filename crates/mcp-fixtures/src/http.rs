@@ -11,7 +11,7 @@
 //! GET with `Last-Event-ID`), `no_get` (GET gets 405), `get_ends` (the GET stream ends after
 //! its priming event: the client must reconnect), `token` (a bearer token is required:
 //! 401 otherwise), `stateless` (no session ids), `wrong_id` (JSON answers to `tools/call`
-//! carry another id).
+//! carry another id), `huge_event` (an oversize SSE event before the answer).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -50,6 +50,8 @@ pub struct HttpOptions {
     pub legacy: bool,
     /// JSON answers to `tools/call` carry another id than the request's.
     pub wrong_id: bool,
+    /// SSE answers to `tools/call` start with a log notification of about this many bytes.
+    pub huge_event: Option<usize>,
 }
 
 /// One HTTP request the server saw.
@@ -372,6 +374,11 @@ fn post(inner: &Arc<Inner>, headers: &HeaderMap, body: Option<Value>, seen: &See
             }
             drop(tx); // the stream ends before the answer
         } else {
+            if let Some(n) = o.huge_event.filter(|_| seen.method.as_deref() == Some("tools/call")) {
+                let log = json!({"jsonrpc": "2.0", "method": "notifications/message",
+                    "params": {"level": "info", "data": "x".repeat(n)}});
+                let _ = tx.send(event(None, &log.to_string()));
+            }
             let _ = tx.send(event(Some(&format!("{prime}-answer")), &answer.to_string()));
         }
         sse_body(rx)

@@ -280,3 +280,14 @@ async fn a_json_answer_that_does_not_answer_the_request_fails_it_at_once() {
     client.ping().await.unwrap();
     client.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn an_sse_event_over_the_limit_fails_the_request_not_the_connection() {
+    let s = server(HttpOptions { huge_event: Some(64 * 1024), ..HttpOptions::default() }).await;
+    let config = HttpConfig { max_message_bytes: 16 * 1024, ..HttpConfig::new(s.url()) };
+    let client = client_for(config).await;
+    let err = echo(&client, "x").await.unwrap_err();
+    assert!(err.to_string().contains("more than 16384 bytes"), "{err}");
+    client.ping().await.unwrap();
+    client.close().await.unwrap();
+}
