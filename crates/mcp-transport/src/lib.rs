@@ -73,7 +73,8 @@ pub use handler::{DecliningHandler, ServerRequestHandler};
 pub use http::{HttpConfig, HttpMode, HttpTransport};
 pub use memory::{MemoryPeer, MemoryTransport, memory_pair};
 pub use servers::{
-    ConnectOptions, ServerConnection, ServerSpec, ServerState, ServerTarget, close_all, connect, connect_all,
+    ConnectOptions, RemoteOptions, ServerConnection, ServerSpec, ServerState, ServerTarget, close_all, connect,
+    connect_all,
 };
 pub use stdio::{StdioConfig, StdioTransport, env_allowed};
 pub use transport::{Transport, TransportError, TransportSink, TransportStream};

@@ -33,7 +33,7 @@ use tokio::task::JoinSet;
 
 use crate::backoff::Backoff;
 use crate::client::{Client, ClientError, ClientOptions, Era, ListLimits, RequestOptions};
-use crate::http::{HTTP_TRANSPORT_ERROR, HttpConfig, HttpTransport};
+use crate::http::{HTTP_TRANSPORT_ERROR, HttpConfig, HttpMode, HttpTransport};
 use crate::stdio::{StdioConfig, StdioTransport};
 use crate::ws::{WebSocketConfig, WebSocketTransport};
 
@@ -111,6 +111,9 @@ pub struct ConnectOptions {
     pub list_limits: ListLimits,
     /// How remote servers are reconnected.
     pub reconnect: Backoff,
+    /// Settings of remote servers, by server name, that [`ServerTarget::Remote`] has no room
+    /// for (it carries only the URL and headers).
+    pub remote: BTreeMap<String, RemoteOptions>,
 }
 
 impl Default for ConnectOptions {
@@ -119,7 +122,33 @@ impl Default for ConnectOptions {
             client: ClientOptions { era: Era::Auto, ..ClientOptions::default() },
             list_limits: ListLimits::default(),
             reconnect: Backoff::default(),
+            remote: BTreeMap::new(),
         }
+    }
+}
+
+/// Settings of one remote server beyond its URL and headers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RemoteOptions {
+    /// The name of an environment variable holding a bearer token, sent as
+    /// `Authorization: Bearer ...` (the token never appears in configuration).
+    pub bearer_token_env: Option<String>,
+    /// Which HTTP transport (`LegacySse` for a server configured as `type = "sse"`).
+    pub http_mode: HttpMode,
+}
+
+impl RemoteOptions {
+    /// Options with a bearer token read from environment variable `var`.
+    pub fn bearer_token_env(mut self, var: impl Into<String>) -> Self {
+        self.bearer_token_env = Some(var.into());
+        self
+    }
+
+    /// Options with the given HTTP transport.
+    pub fn http_mode(mut self, mode: HttpMode) -> Self {
+        self.http_mode = mode;
+        self
     }
 }
 
@@ -318,6 +347,9 @@ pub async fn connect(spec: ServerSpec, options: &ConnectOptions) -> ServerConnec
             let mut config = WebSocketConfig::new(url.clone());
             config.headers = headers.clone();
             config.reconnect = options.reconnect;
+            if let Some(remote) = options.remote.get(&spec.name) {
+                config.bearer_token_env = remote.bearer_token_env.clone();
+            }
             match tokio::time::timeout(spec.startup_timeout, WebSocketTransport::connect(config)).await {
                 Ok(Ok(t)) => (Client::start(t, client_options), None),
                 Ok(Err(e)) => return ServerConnection::without_client(&spec, failed(e.to_string())),
@@ -332,6 +364,10 @@ pub async fn connect(spec: ServerSpec, options: &ConnectOptions) -> ServerConnec
             config.headers = headers.clone();
             config.label = spec.name.clone();
             config.reconnect = options.reconnect;
+            if let Some(remote) = options.remote.get(&spec.name) {
+                config.bearer_token_env = remote.bearer_token_env.clone();
+                config.mode = remote.http_mode;
+            }
             let transport = match HttpTransport::new(config) {
                 Ok(t) => t,
                 Err(e) => return ServerConnection::without_client(&spec, failed(e.to_string())),

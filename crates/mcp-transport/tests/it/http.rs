@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use mcp_fixtures::http::{HttpOptions, RunningServer, start};
 use mcp_protocol::ServerNotification;
-use mcp_transport::servers::{ConnectOptions, ServerSpec, ServerTarget, connect};
+use mcp_transport::servers::{ConnectOptions, RemoteOptions, ServerSpec, ServerTarget, connect};
 use mcp_transport::{
     Backoff, Client, ClientError, ClientOptions, HttpConfig, HttpMode, HttpTransport, ListLimits, RequestOptions,
 };
@@ -290,4 +290,30 @@ async fn an_sse_event_over_the_limit_fails_the_request_not_the_connection() {
     assert!(err.to_string().contains("more than 16384 bytes"), "{err}");
     client.ping().await.unwrap();
     client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn servers_take_a_bearer_token_variable_and_the_legacy_mode_from_remote_options() {
+    let token = std::env::var("HOME").unwrap();
+    let locked = server(HttpOptions { token: Some(token.clone()), ..HttpOptions::default() }).await;
+    let legacy = server(HttpOptions { legacy: true, ..HttpOptions::default() }).await;
+    let mut options = ConnectOptions { reconnect: quick_backoff(), ..ConnectOptions::default() };
+    options.remote.insert("locked".into(), RemoteOptions::default().bearer_token_env("HOME"));
+    options.remote.insert("old".into(), RemoteOptions::default().http_mode(HttpMode::LegacySse));
+
+    let c = connect(remote("locked", locked.url(), BTreeMap::new()), &options).await;
+    assert_eq!(c.state().label(), "connected", "{}", c.state());
+    let bearer = format!("Bearer {token}");
+    assert!(locked.seen().iter().all(|r| r.authorization.as_deref() == Some(bearer.as_str())));
+    c.close().await;
+
+    let c = connect(remote("old", legacy.url(), BTreeMap::new()), &options).await;
+    assert_eq!(c.state().label(), "connected", "{}", c.state());
+    assert_eq!(legacy.seen()[0].http_method, "GET", "straight to the SSE stream, no POST probe");
+    c.close().await;
+
+    options.remote.insert("locked".into(), RemoteOptions::default().bearer_token_env("MCP_HARNESS_UNSET_VARIABLE"));
+    let c = connect(remote("locked", locked.url(), BTreeMap::new()), &options).await;
+    assert_eq!(c.state().label(), "failed");
+    assert!(c.state().to_string().contains("MCP_HARNESS_UNSET_VARIABLE"), "{}", c.state());
 }
