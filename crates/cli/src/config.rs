@@ -3,7 +3,7 @@
 //! Two formats, chosen by extension (`.toml`, `.json`) or else by content (`{` starts JSON):
 //!
 //! - TOML: `[servers.NAME]` tables with `command`, `args`, `env`, `cwd` (stdio) or `url`,
-//!   `headers` (remote), plus `enabled`, `startup_timeout_s`, `tool_timeout_s`; and `[policy]`
+//!   `headers`, `bearer_token_env_var`, `type` (remote), plus `enabled`, `startup_timeout_s`, `tool_timeout_s`; and `[policy]`
 //!   with `default` and `[[policy.rules]]` (`server`, `tool`, `decision`).
 //! - Claude Desktop JSON: `{"mcpServers": {NAME: {"command", "args", "env"} or {"url"}}}`,
 //!   read as it is; entries take the same keys as TOML servers (and Claude's `type`), and a
@@ -22,8 +22,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use mcp_transport::HttpMode;
 use mcp_transport::StdioConfig;
-use mcp_transport::servers::{DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerSpec, ServerTarget};
+use mcp_transport::servers::{DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, RemoteOptions, ServerSpec, ServerTarget};
 use policy::{Policy, PolicyConfig, PolicyError};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -40,6 +41,8 @@ pub(crate) struct Config {
     pub(crate) servers: Vec<ServerSpec>,
     /// The tool policy.
     pub(crate) policy: Policy,
+    /// Remote servers' settings beyond URL and headers (bearer token variable, transport).
+    pub(crate) remote: BTreeMap<String, RemoteOptions>,
 }
 
 /// Why the configuration cannot be used.
@@ -167,7 +170,7 @@ pub(crate) fn demo_config(server: &Path) -> Config {
         .map(|tool| policy::RuleConfig::new("notes", tool, policy::Decision::Allow))
         .collect();
     let policy = Policy::new(PolicyConfig { default: policy::Decision::Confirm, rules }).unwrap_or_default();
-    Config { servers: vec![ServerSpec::stdio("notes", stdio)], policy }
+    Config { servers: vec![ServerSpec::stdio("notes", stdio)], policy, remote: BTreeMap::new() }
 }
 
 /// Parses and validates `text`, which was read from `path` (used in messages, and as the base
@@ -210,10 +213,14 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     };
     let base = path.parent().unwrap_or(Path::new(""));
     let mut specs = Vec::with_capacity(servers.len());
+    let mut remote = BTreeMap::new();
     for (name, raw) in servers {
-        specs.push(
-            raw.into_spec(&name, base).map_err(|message| invalid(Some(server_key(format, &name)), message, None))?,
-        );
+        let (spec, options) =
+            raw.into_spec(&name, base).map_err(|message| invalid(Some(server_key(format, &name)), message, None))?;
+        if let Some(options) = options {
+            remote.insert(name.clone(), options);
+        }
+        specs.push(spec);
     }
     let policy = Policy::new(policy).map_err(|e| match e {
         PolicyError::InvalidPattern { index, field, pattern, reason } => invalid(
@@ -222,7 +229,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             None,
         ),
     })?;
-    Ok(Config { servers: specs, policy })
+    Ok(Config { servers: specs, policy, remote })
 }
 
 fn key_of(path: &serde_path_to_error::Path) -> Option<String> {
@@ -301,16 +308,21 @@ struct RawServer {
     /// Claude's transport type (`stdio`, `sse`, `http`); checked against command/url.
     #[serde(default, rename = "type")]
     kind: Option<String>,
+    /// The environment variable holding a bearer token for a remote server (the token itself
+    /// never belongs in a configuration file).
+    #[serde(default)]
+    bearer_token_env_var: Option<String>,
 }
 
 impl RawServer {
-    fn into_spec(self, name: &str, base: &Path) -> Result<ServerSpec, String> {
+    fn into_spec(self, name: &str, base: &Path) -> Result<(ServerSpec, Option<RemoteOptions>), String> {
         if name.is_empty() || name.chars().any(char::is_control) {
             return Err("a server name must be non-empty and free of control characters".to_owned());
         }
         let only_for = |present: bool, key: &str, kind: &str| {
             if present { Err(format!("`{key}` only applies to {kind} servers")) } else { Ok(()) }
         };
+        let mut remote = None;
         let target = match (self.command, self.url) {
             (Some(_), Some(_)) => {
                 return Err(
@@ -331,6 +343,7 @@ impl RawServer {
                     return Err("`command` is empty".into());
                 }
                 only_for(self.headers.is_some(), "headers", "remote (url)")?;
+                only_for(self.bearer_token_env_var.is_some(), "bearer_token_env_var", "remote (url)")?;
                 let mut config = StdioConfig::new(command, self.args.unwrap_or_default());
                 config.env = self.env.unwrap_or_default();
                 // Relative to the file, not to wherever the program happens to be started.
@@ -348,16 +361,29 @@ impl RawServer {
                 only_for(self.args.is_some(), "args", "stdio (command)")?;
                 only_for(self.env.is_some(), "env", "stdio (command)")?;
                 only_for(self.cwd.is_some(), "cwd", "stdio (command)")?;
+                let mut options = RemoteOptions::default();
+                if let Some(var) = self.bearer_token_env_var {
+                    if var.trim().is_empty() || var.contains(['=', '\0']) {
+                        return Err(format!("`bearer_token_env_var` must name an environment variable, not {var:?}"));
+                    }
+                    options = options.bearer_token_env(var);
+                }
+                // Claude's "sse" means the 2024-11-05 HTTP+SSE transport.
+                if self.kind.as_deref() == Some("sse") {
+                    options = options.http_mode(HttpMode::LegacySse);
+                }
+                remote = Some(options);
                 ServerTarget::Remote { url, headers: self.headers.unwrap_or_default() }
             }
         };
-        Ok(ServerSpec {
+        let spec = ServerSpec {
             name: name.to_owned(),
             target,
             enabled: self.enabled.unwrap_or(true),
             startup_timeout: self.startup_timeout_s.map_or(DEFAULT_STARTUP_TIMEOUT, |s| s.0),
             tool_timeout: self.tool_timeout_s.map_or(DEFAULT_TOOL_TIMEOUT, |s| s.0),
-        })
+        };
+        Ok((spec, remote))
     }
 }
 
@@ -511,6 +537,33 @@ mod tests {
         );
         assert_eq!(config.policy.default_decision(), policy::Decision::Deny);
         assert_eq!(config.policy.rule_count(), 1);
+    }
+
+    #[test]
+    fn remote_servers_take_a_token_variable_and_the_legacy_transport() {
+        let config = parse(
+            Path::new("/c/config.toml"),
+            "[servers.a]\nurl = \"https://a.example/mcp\"\nbearer_token_env_var = \"A_TOKEN\"\n\
+             [servers.b]\nurl = \"https://b.example/sse\"\ntype = \"sse\"\n\
+             [servers.c]\ncommand = \"c\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.remote["a"], RemoteOptions::default().bearer_token_env("A_TOKEN"));
+        assert_eq!(config.remote["b"], RemoteOptions::default().http_mode(HttpMode::LegacySse));
+        assert!(!config.remote.contains_key("c"), "stdio servers have no remote options");
+        let json = parse(
+            Path::new("/c/config.json"),
+            r#"{"mcpServers": {"b": {"type": "sse", "url": "https://b.example/sse"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(json.remote["b"].http_mode, HttpMode::LegacySse);
+        for (text, expected) in [
+            ("[servers.s]\ncommand = \"s\"\nbearer_token_env_var = \"T\"\n", "only applies to remote"),
+            ("[servers.r]\nurl = \"https://r\"\nbearer_token_env_var = \"\"\n", "must name an environment variable"),
+        ] {
+            let err = toml_err(text);
+            assert!(err.contains(expected), "{err}");
+        }
     }
 
     #[test]

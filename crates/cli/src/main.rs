@@ -44,8 +44,14 @@ CONFIGURATION
     tool = \"git_status\"
     decision = \"allow\"
 
-  Claude Desktop's JSON ({\"mcpServers\": {\"name\": {\"command\", \"args\", \"env\"}}}) is read as it is.
-  Remote (url) servers are not supported yet and are reported as failed.
+    [servers.docs]                   # a remote server: Streamable HTTP (falling back to the
+    url = \"https://docs.example/mcp\" # 2024-11-05 HTTP+SSE transport), or ws:// / wss://
+    headers = { X-Team = \"core\" }
+    bearer_token_env_var = \"DOCS_TOKEN\" # sent as Authorization: Bearer $DOCS_TOKEN
+    type = \"sse\"                     # optional: only the 2024-11-05 HTTP+SSE transport
+
+  Claude Desktop's JSON ({\"mcpServers\": {\"name\": {\"command\", \"args\", \"env\"} or {\"url\"}}}) is
+  read as it is.
 
 EXIT CODES
   0 success, 1 the tool reported an error, 2 usage, configuration, connection or refusal errors.

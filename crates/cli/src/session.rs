@@ -41,7 +41,8 @@ pub(crate) async fn connect(config: &Config) -> Vec<ServerConnection> {
         bar.enable_steady_tick(Duration::from_millis(100));
         bar
     });
-    let connections = connect_all(config.servers.clone(), &ConnectOptions::default()).await;
+    let options = ConnectOptions { remote: config.remote.clone(), ..ConnectOptions::default() };
+    let connections = connect_all(config.servers.clone(), &options).await;
     if let Some(bar) = spinner {
         bar.finish_and_clear();
     }
@@ -152,7 +153,8 @@ pub(crate) async fn servers_command(config: Config, as_json: bool) -> anyhow::Re
                         ]
                     }
                     ServerState::Failed { reason, .. } => {
-                        vec![c.name().to_owned(), "failed".into(), dash(), dash(), time, output::one_line(reason, 300)]
+                        let state = c.state().label().to_owned();
+                        vec![c.name().to_owned(), state, dash(), dash(), time, output::one_line(reason, 300)]
                     }
                     ServerState::Disabled => {
                         vec![c.name().to_owned(), "disabled".into(), dash(), dash(), dash(), String::new()]

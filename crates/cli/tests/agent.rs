@@ -298,3 +298,46 @@ fn ctrl_c_stops_a_task_cancels_its_call_and_closes_the_servers() {
     assert!(stderr.contains("interrupted"), "{stderr}");
     assert!(processes_with(&marker).is_empty(), "the server was closed");
 }
+
+/// A remote (HTTP) fixture server running in this test process.
+fn http_fixture(token: Option<&str>) -> (tokio::runtime::Runtime, mcp_fixtures::http::RunningServer) {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let options = mcp_fixtures::http::HttpOptions { token: token.map(str::to_owned), ..Default::default() };
+    let server = runtime.block_on(mcp_fixtures::http::start(options, 0)).unwrap();
+    (runtime, server)
+}
+
+#[test]
+fn servers_tools_and_call_work_with_a_remote_server_and_a_token_from_the_environment() {
+    let env = env();
+    let (_runtime, server) = http_fixture(Some("s3cret"));
+    let config = env.write(
+        "config.toml",
+        &format!(
+            "[servers.remote]\nurl = \"{}\"\nbearer_token_env_var = \"FX_TOKEN\"\n[policy]\ndefault = \"allow\"\n",
+            server.url()
+        ),
+    );
+    let out =
+        env.cmd().arg("--config").arg(&config).args(["servers", "--json"]).env("FX_TOKEN", "s3cret").assert().success();
+    let servers: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(servers["servers"][0]["state"], "connected", "{servers}");
+    let out = env.cmd().arg("--config").arg(&config).args(["tools"]).env("FX_TOKEN", "s3cret").assert().success();
+    assert!(String::from_utf8_lossy(&out.get_output().stdout).contains("mcp__remote__echo"));
+    env.cmd()
+        .arg("--config")
+        .arg(&config)
+        .args(["call", "mcp__remote__echo", "--args", r#"{"text":"over http"}"#])
+        .env("FX_TOKEN", "s3cret")
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("over http"));
+    // A wrong token: the table says the server needs authorization.
+    let out = env.cmd().arg("--config").arg(&config).arg("servers").env("FX_TOKEN", "wrong").assert().success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(text.contains("needs-auth"), "{text}");
+    // No token at all: the reason names the variable to set.
+    let out = env.cmd().arg("--config").arg(&config).arg("servers").env_remove("FX_TOKEN").assert().success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(text.contains("FX_TOKEN") && text.contains("not set"), "{text}");
+}
