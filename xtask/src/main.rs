@@ -156,7 +156,7 @@ fn test_steps(hermetic: bool, tally: &mut Tally) -> Result {
             "--workspace",
             "--all-targets",
             "--features",
-            "mcp-transport/interop",
+            "mcp-transport/interop,agent-loop/interop",
             "--",
             "-D",
             "warnings",
@@ -185,6 +185,14 @@ fn test_steps(hermetic: bool, tally: &mut Tally) -> Result {
                     "--test",
                     "interop_http",
                 ])
+                .env("MCP_PEERS_DIR", &peers),
+            tally,
+        )?;
+        // An agent session with the scripted model against a third-party server.
+        run_tests(
+            "agent interop",
+            cargo()
+                .args(["test", "-p", "agent-loop", "--features", "interop", "--test", "interop"])
                 .env("MCP_PEERS_DIR", &peers),
             tally,
         )?;
