@@ -72,6 +72,11 @@ impl ServerSet {
                 let changed = Arc::new(AtomicBool::new(connection.is_connected()));
                 let watcher = connection.client().map(|client| {
                     let mut notifications = client.subscribe();
+                    // 2026-07-28 servers announce list changes only on a subscriptions/listen
+                    // stream (a no-op for older servers).
+                    if let Err(e) = client.listen_for_changes() {
+                        tracing::warn!(server = %connection.name(), "cannot listen for tool changes: {e}");
+                    }
                     let changed = Arc::clone(&changed);
                     tokio::spawn(async move {
                         loop {
