@@ -206,9 +206,14 @@ type Reply = Result<Box<RawValue>, ClientError>;
 
 /// How often deadlines are checked: request timeouts fire up to this much late.
 ///
-/// One shared ticker instead of a timer per request: registering and dropping a tokio timer
-/// for every call cost about a fifth of the throughput of sequential calls.
+/// Deadlines are enforced by one watchdog thread for the whole process (see `watchdog`), not by
+/// tokio timers: a timer per request cost about a fifth of sequential throughput, and even one
+/// armed timer per connection made every idle wait of the runtime a timed one, which cost as
+/// much again when client and server run on different cores.
 pub const TIMEOUT_GRANULARITY: Duration = Duration::from_millis(10);
+
+/// Requests with a timeout this long (`subscriptions/listen`) never keep the watchdog awake.
+const NO_DEADLINE: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// What the session keeps for each pending request.
 #[derive(Debug)]
@@ -294,8 +299,6 @@ struct Inner {
     direct: Option<DirectPath>,
     notifications: broadcast::Sender<ServerNotification>,
     closed_reason: Mutex<Option<String>>,
-    /// Wakes the deadline ticker when a request starts while it sleeps.
-    activity: tokio::sync::Notify,
     options: ClientOptions,
 }
 
@@ -375,7 +378,6 @@ pub struct Client {
     inner: Arc<Inner>,
     writer: Mutex<Option<JoinHandle<()>>>,
     reader: JoinHandle<()>,
-    ticker: JoinHandle<()>,
     flusher: Option<JoinHandle<()>>,
 }
 
@@ -406,14 +408,13 @@ impl Client {
             direct,
             notifications,
             closed_reason: Mutex::new(None),
-            activity: tokio::sync::Notify::new(),
             options,
         });
         let writer = tokio::spawn(write_loop(Arc::clone(&inner), sink, outgoing_rx));
         let reader = tokio::spawn(read_loop(Arc::clone(&inner), stream));
-        let ticker = tokio::spawn(expire_loop(Arc::clone(&inner)));
+        watchdog::watch(&inner);
         let flusher = inner.direct.is_some().then(|| tokio::spawn(flush_loop(Arc::clone(&inner))));
-        Client { inner, writer: Mutex::new(Some(writer)), reader, ticker, flusher }
+        Client { inner, writer: Mutex::new(Some(writer)), reader, flusher }
     }
 
     /// Start and open the session the way [`ClientOptions::era`] says.
@@ -539,9 +540,9 @@ impl Client {
         rx: oneshot::Receiver<Reply>,
     ) -> Result<Box<RawValue>, ClientError> {
         let mut guard = PendingGuard { inner: &self.inner, id: Some(id) };
-        self.inner.activity.notify_one();
+        watchdog::wake();
         self.send(line).await?;
-        // The reader answers, or the ticker fails it with a timeout, or the connection's end
+        // The reader answers, or the watchdog fails it with a timeout, or the connection's end
         // drops the sender.
         let reply = rx.await;
         guard.id = None;
@@ -724,7 +725,6 @@ impl Client {
     pub async fn close(&self) -> Result<(), ClientError> {
         self.inner.shut_down("closed by the client".to_owned());
         self.reader.abort();
-        self.ticker.abort();
         // The writer waits for the direct path to drain, then closes the sink when it reads the close marker (an empty line).
         let _ = self.inner.outgoing.send(String::new()).await;
         let writer = self.writer.lock().ok().and_then(|mut w| w.take());
@@ -738,7 +738,6 @@ impl Client {
 impl Drop for Client {
     fn drop(&mut self) {
         self.reader.abort();
-        self.ticker.abort();
         if let Some(flusher) = &self.flusher {
             flusher.abort();
         }
@@ -749,36 +748,126 @@ impl Drop for Client {
     }
 }
 
-/// Fails requests whose deadline passed: each gets `Timeout`, and the server gets
-/// `notifications/cancelled`. Sleeps while nothing is pending.
-async fn expire_loop(inner: Arc<Inner>) {
-    let mut ticker = tokio::time::interval(TIMEOUT_GRANULARITY);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        if inner.session().pending_count() == 0 {
-            // A request started since the last check left a permit, so this returns at once.
-            inner.activity.notified().await;
-            ticker.reset();
-            continue;
+/// Fails this connection's requests whose deadline passed: each gets `Timeout`, and the server
+/// gets `notifications/cancelled`. Called by the watchdog thread.
+fn expire(inner: &Inner, now: Instant) {
+    let expired: Vec<(Waiter, Option<String>, String)> = {
+        let mut session = inner.session();
+        let ids = session.pending_where(|w| w.deadline <= now);
+        ids.iter()
+            .filter_map(|id| {
+                let method = session.pending_method(id)?.to_owned();
+                session.cancel(id, "timed out").map(|(waiter, line)| (waiter, line, method))
+            })
+            .collect()
+    };
+    for (waiter, line, method) in expired {
+        if let Some(line) = line {
+            inner.send_line(line);
         }
-        ticker.tick().await;
-        let now = Instant::now();
-        let expired: Vec<(Waiter, Option<String>, String)> = {
-            let mut session = inner.session();
-            let ids = session.pending_where(|w| w.deadline <= now);
-            ids.iter()
-                .filter_map(|id| {
-                    let method = session.pending_method(id)?.to_owned();
-                    let reason = "timed out";
-                    session.cancel(id, reason).map(|(waiter, line)| (waiter, line, method))
-                })
-                .collect()
-        };
-        for (waiter, line, method) in expired {
-            if let Some(line) = line {
-                inner.send_line(line);
+        let _ = waiter.reply.send(Err(ClientError::Timeout { method, after: waiter.timeout }));
+    }
+}
+
+/// One thread for the whole process that enforces every connection's request deadlines. It
+/// scans every [`TIMEOUT_GRANULARITY`] while some request has a deadline and sleeps on a
+/// condition variable otherwise; a starting request wakes it only when it sleeps, so the
+/// common path costs one atomic load.
+mod watchdog {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
+    use std::time::{Duration, Instant};
+
+    use super::{Inner, NO_DEADLINE, TIMEOUT_GRANULARITY, expire};
+
+    struct Registry {
+        clients: Mutex<Vec<Weak<Inner>>>,
+        wakeup: Condvar,
+        idle: AtomicBool,
+    }
+
+    static REGISTRY: OnceLock<Option<Registry>> = OnceLock::new();
+
+    fn registry() -> Option<&'static Registry> {
+        REGISTRY
+            .get_or_init(|| {
+                let spawned = std::thread::Builder::new().name("mcp-deadlines".into()).spawn(run);
+                match spawned {
+                    Ok(_) => Some(Registry {
+                        clients: Mutex::new(Vec::new()),
+                        wakeup: Condvar::new(),
+                        idle: AtomicBool::new(false),
+                    }),
+                    Err(e) => {
+                        tracing::error!("cannot start the request-deadline thread; timeouts will not fire: {e}");
+                        None
+                    }
+                }
+            })
+            .as_ref()
+    }
+
+    fn clients(registry: &Registry) -> MutexGuard<'_, Vec<Weak<Inner>>> {
+        registry.clients.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Watch a connection's deadlines from now on.
+    pub(super) fn watch(inner: &Arc<Inner>) {
+        if let Some(registry) = registry() {
+            clients(registry).push(Arc::downgrade(inner));
+            wake();
+        }
+    }
+
+    /// A request started: make sure its deadline is watched.
+    pub(super) fn wake() {
+        if let Some(registry) = REGISTRY.get().and_then(Option::as_ref)
+            && registry.idle.load(Ordering::SeqCst)
+        {
+            let _guard = clients(registry);
+            registry.wakeup.notify_one();
+        }
+    }
+
+    fn has_deadlines(inner: &Inner) -> bool {
+        !inner.session().pending_where(|w| w.timeout < NO_DEADLINE).is_empty()
+    }
+
+    fn run() {
+        // The registry is set right after this thread is spawned; wait for it.
+        let registry = loop {
+            match REGISTRY.get() {
+                Some(Some(registry)) => break registry,
+                Some(None) => return,
+                None => std::thread::sleep(Duration::from_millis(1)),
             }
-            let _ = waiter.reply.send(Err(ClientError::Timeout { method, after: waiter.timeout }));
+        };
+        loop {
+            let live: Vec<Arc<Inner>> = {
+                let mut guard = clients(registry);
+                guard.retain(|w| w.strong_count() > 0);
+                let live: Vec<Arc<Inner>> = guard.iter().filter_map(Weak::upgrade).collect();
+                // Publish "idle" before the last look, so a request that starts meanwhile either
+                // is seen here or sees the flag and wakes us (both sides use SeqCst).
+                registry.idle.store(true, Ordering::SeqCst);
+                if live.iter().any(|c| has_deadlines(c)) {
+                    registry.idle.store(false, Ordering::SeqCst);
+                    live
+                } else {
+                    drop(live);
+                    let (guard, _) =
+                        registry.wakeup.wait_timeout(guard, Duration::from_secs(1)).unwrap_or_else(|p| p.into_inner());
+                    drop(guard);
+                    registry.idle.store(false, Ordering::SeqCst);
+                    continue;
+                }
+            };
+            let now = Instant::now();
+            for inner in &live {
+                expire(inner, now);
+            }
+            drop(live);
+            std::thread::sleep(TIMEOUT_GRANULARITY);
         }
     }
 }
