@@ -1,14 +1,16 @@
 //! What every command shares: the configuration, the connections, the tool pool; and the
 //! `servers` command, which only reports the connections.
 
+use std::collections::BTreeSet;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use mcp_transport::servers::{ConnectOptions, ServerConnection, ServerState, close_all, connect_all};
+use mcp_transport::servers::{ConnectOptions, ServerConnection, ServerState, close_all};
 use serde_json::{Value, json};
 use tool_pool::{BuiltinTool, Options, Pool, ServerTools, assemble};
 
@@ -31,18 +33,42 @@ pub(crate) fn load_config(path: Option<&Path>, allow_workspace: bool) -> anyhow:
     Ok(config::load(&resolved)?)
 }
 
-/// Connects to every configured server, with a spinner on stderr when it is a terminal.
+/// Connects to every configured server at once (each under its own startup timeout), with a
+/// spinner on stderr when it is a terminal that names the servers still connecting.
 pub(crate) async fn connect(config: &Config) -> Vec<ServerConnection> {
     let enabled = config.servers.iter().filter(|s| s.enabled).count();
     let spinner = (enabled > 0 && std::io::stderr().is_terminal()).then(|| {
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
         bar.set_style(ProgressStyle::default_spinner());
-        bar.set_message(format!("connecting to {enabled} server(s)…"));
         bar.enable_steady_tick(Duration::from_millis(100));
         bar
     });
+    let connecting: Mutex<BTreeSet<String>> =
+        Mutex::new(config.servers.iter().filter(|s| s.enabled).map(|s| s.name.clone()).collect());
+    let show = |bar: &ProgressBar| {
+        let names = connecting.lock().map(|n| n.iter().cloned().collect::<Vec<_>>().join(", ")).unwrap_or_default();
+        let done = enabled - connecting.lock().map(|n| n.len()).unwrap_or(0);
+        bar.set_message(format!("connecting: {names} ({done} of {enabled} settled)…"));
+    };
+    if let Some(bar) = &spinner {
+        show(bar);
+    }
     let options = ConnectOptions { remote: config.remote.clone(), ..ConnectOptions::default() };
-    let connections = connect_all(config.servers.clone(), &options).await;
+    let connections = futures_util::future::join_all(config.servers.iter().cloned().map(|spec| {
+        let (options, connecting, spinner, show) = (&options, &connecting, &spinner, &show);
+        async move {
+            let name = spec.name.clone();
+            let connection = mcp_transport::servers::connect(spec, options).await;
+            if let Ok(mut names) = connecting.lock() {
+                names.remove(&name);
+            }
+            if let Some(bar) = spinner {
+                show(bar);
+            }
+            connection
+        }
+    }))
+    .await;
     if let Some(bar) = spinner {
         bar.finish_and_clear();
     }
