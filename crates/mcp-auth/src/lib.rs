@@ -1,0 +1,50 @@
+//! OAuth 2.1 groundwork for remote MCP servers: the parts that need no network and no browser.
+//!
+//! - [`www_authenticate`]: parse a `WWW-Authenticate` header value (RFC 9110 challenges) into a
+//!   [`BearerChallenge`] (`resource_metadata`, `scope`, `error`, `error_description`).
+//! - [`discovery`]: the order of URLs to try for protected resource metadata (RFC 9728) and
+//!   authorization server metadata (RFC 8414 / OpenID Connect Discovery), and the 2025-03-26
+//!   default endpoints.
+//! - [`resource`]: the canonical resource URI of an MCP server (RFC 8707) and the check that a
+//!   protected resource metadata document's `resource` identifies the server being reached.
+//! - [`pkce`]: PKCE S256 verifiers and challenges (RFC 7636).
+//! - [`scope`]: which scopes to request, and bounded step-up on `insufficient_scope`.
+//! - [`store`]: a token file per user, keyed by (issuer, resource), written atomically and
+//!   readable only by the user.
+//!
+//! Nothing here performs HTTP requests; the functions return what to ask for, in which order, and
+//! check what came back.
+//!
+//! # Example
+//!
+//! ```
+//! use mcp_auth::{BearerChallenge, discovery, pkce::Pkce};
+//! use url::Url;
+//!
+//! let header = r#"Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource", scope="files:read""#;
+//! let challenge = BearerChallenge::from_header(header).unwrap().unwrap();
+//! assert_eq!(challenge.scope.as_deref(), Some("files:read"));
+//!
+//! let server = Url::parse("https://mcp.example.com/public/mcp").unwrap();
+//! let hinted = challenge.resource_metadata.as_deref().map(Url::parse).transpose().unwrap();
+//! let urls = discovery::protected_resource_metadata_urls(&server, hinted.as_ref()).unwrap();
+//! assert_eq!(
+//!     urls.iter().map(Url::as_str).collect::<Vec<_>>(),
+//!     [
+//!         "https://mcp.example.com/.well-known/oauth-protected-resource",
+//!         "https://mcp.example.com/.well-known/oauth-protected-resource/public/mcp",
+//!     ]
+//! );
+//!
+//! let pkce = Pkce::from_verifier("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk").unwrap();
+//! assert_eq!(pkce.challenge(), "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM");
+//! ```
+
+pub mod discovery;
+pub mod pkce;
+pub mod resource;
+pub mod scope;
+pub mod store;
+pub mod www_authenticate;
+
+pub use www_authenticate::{BearerChallenge, Challenge, ChallengeError};
