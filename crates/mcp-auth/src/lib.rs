@@ -12,8 +12,11 @@
 //! - [`store`]: a token file per user, keyed by (issuer, resource), written atomically and
 //!   readable only by the user.
 //!
-//! Nothing here performs HTTP requests; the functions return what to ask for, in which order, and
-//! check what came back.
+//! - [`flow`]: the HTTP flows on top of these (reqwest): discovery, dynamic client registration,
+//!   the authorization URL, and token requests.
+//!
+//! Apart from [`flow`], nothing here performs HTTP requests; the functions return what to ask
+//! for, in which order, and check what came back.
 //!
 //! # Example
 //!
@@ -41,10 +44,15 @@
 //! ```
 
 pub mod discovery;
+pub mod flow;
 pub mod pkce;
 pub mod resource;
 pub mod scope;
 pub mod store;
 pub mod www_authenticate;
 
+pub use flow::{
+    ClientRegistration, Discovered, FlowError, TokenResponse, authorization_url, client_credentials, discover,
+    exchange_code, refresh, register,
+};
 pub use www_authenticate::{BearerChallenge, Challenge, ChallengeError};
