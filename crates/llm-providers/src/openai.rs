@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 use crate::Options;
 use crate::http::{
     ApiKey, Decoder, Endpoint, ReadError, Step, Wire, default_client, join_base, json_error_message, lookup_nonempty,
-    malformed, parse_json, snippet,
+    malformed, parse_json, request_body, snippet,
 };
 
 /// The environment variable holding the API key.
@@ -272,11 +272,7 @@ impl LanguageModel for OpenAiModel {
     }
 
     async fn complete(&self, request: &ModelRequest, stream: &dyn TextStream) -> Result<ModelResponse, ModelError> {
-        if request.model.is_empty() && self.model.is_empty() {
-            return Err(ModelError::Configuration("no model named: set one in the request or with with_model".into()));
-        }
-        let body = serde_json::to_vec(&self.body(request))
-            .map_err(|e| ModelError::Configuration(format!("could not encode the request: {e}")))?;
+        let body = request_body(&request.model, &self.model, &self.body(request))?;
         self.endpoint.call(&OpenAiWire, body, stream).await
     }
 }

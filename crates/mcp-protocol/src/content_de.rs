@@ -127,13 +127,30 @@ fn typed<T: de::DeserializeOwned, E: de::Error>(value: Option<Value>, field: &st
 }
 
 impl Members {
-    /// Put members that the block's type does not use back among the unknown ones.
-    fn keep_unused(&mut self, unused: Vec<(&'static str, Option<Value>)>) {
-        for (name, value) in unused {
+    /// Every member the block's type did not take, with the unknown ones: kept for the round trip.
+    fn rest(&mut self) -> Extra {
+        let mut rest = std::mem::take(&mut self.extra);
+        let known = [
+            ("text", self.text.take()),
+            ("data", self.data.take()),
+            ("mimeType", self.mime_type.take()),
+            ("uri", self.uri.take()),
+            ("name", self.name.take()),
+            ("title", self.title.take()),
+            ("description", self.description.take()),
+            ("annotations", self.annotations.take()),
+            ("resource", self.resource.take()),
+        ];
+        for (name, value) in known {
             if let Some(value) = value {
-                self.extra.insert(name.to_owned(), value);
+                rest.insert(name.to_owned(), value);
             }
         }
+        rest
+    }
+
+    fn annotations<E: de::Error>(&mut self) -> Result<Option<Annotations>, E> {
+        typed(self.annotations.take(), "annotations")
     }
 
     fn take_block<E: de::Error>(&mut self) -> Result<ContentBlock, E> {
@@ -142,43 +159,19 @@ impl Members {
             Some(other) => return Err(E::custom(format!("content \"type\" must be a string, got {other}"))),
             None => return Err(E::missing_field("type")),
         };
-        let annotations_raw = self.annotations.take();
         let block = match kind.as_str() {
             "text" => {
                 let text = string(required(self.text.take(), "text")?, "text")?;
-                let unused = vec![
-                    ("data", self.data.take()),
-                    ("mimeType", self.mime_type.take()),
-                    ("uri", self.uri.take()),
-                    ("name", self.name.take()),
-                    ("title", self.title.take()),
-                    ("description", self.description.take()),
-                    ("resource", self.resource.take()),
-                ];
-                self.keep_unused(unused);
-                ContentBlock::Text {
-                    text,
-                    annotations: typed::<Annotations, E>(annotations_raw, "annotations")?,
-                    extra: std::mem::take(&mut self.extra),
-                }
+                ContentBlock::Text { text, annotations: self.annotations()?, extra: self.rest() }
             }
             "image" | "audio" => {
                 let data = string(required(self.data.take(), "data")?, "data")?;
                 let mime_type = string(required(self.mime_type.take(), "mimeType")?, "mimeType")?;
-                let unused = vec![
-                    ("text", self.text.take()),
-                    ("uri", self.uri.take()),
-                    ("name", self.name.take()),
-                    ("title", self.title.take()),
-                    ("description", self.description.take()),
-                    ("resource", self.resource.take()),
-                ];
-                self.keep_unused(unused);
-                let annotations = typed::<Annotations, E>(annotations_raw, "annotations")?;
+                let (annotations, extra) = (self.annotations()?, self.rest());
                 if kind == "image" {
-                    ContentBlock::Image { data, mime_type, annotations, extra: std::mem::take(&mut self.extra) }
+                    ContentBlock::Image { data, mime_type, annotations, extra }
                 } else {
-                    ContentBlock::Audio { data, mime_type, annotations, extra: std::mem::take(&mut self.extra) }
+                    ContentBlock::Audio { data, mime_type, annotations, extra }
                 }
             }
             "resource_link" => {
@@ -187,57 +180,19 @@ impl Members {
                 let title = optional_string(self.title.take(), "title")?;
                 let description = optional_string(self.description.take(), "description")?;
                 let mime_type = optional_string(self.mime_type.take(), "mimeType")?;
-                let unused =
-                    vec![("text", self.text.take()), ("data", self.data.take()), ("resource", self.resource.take())];
-                self.keep_unused(unused);
-                let annotations = typed::<Annotations, E>(annotations_raw, "annotations")?;
-                ContentBlock::ResourceLink {
-                    uri,
-                    name,
-                    title,
-                    description,
-                    mime_type,
-                    annotations,
-                    extra: std::mem::take(&mut self.extra),
-                }
+                let (annotations, extra) = (self.annotations()?, self.rest());
+                ContentBlock::ResourceLink { uri, name, title, description, mime_type, annotations, extra }
             }
             "resource" => {
                 let resource: ResourceContents =
                     typed(self.resource.take(), "resource")?.ok_or_else(|| E::missing_field("resource"))?;
-                let unused = vec![
-                    ("text", self.text.take()),
-                    ("data", self.data.take()),
-                    ("mimeType", self.mime_type.take()),
-                    ("uri", self.uri.take()),
-                    ("name", self.name.take()),
-                    ("title", self.title.take()),
-                    ("description", self.description.take()),
-                ];
-                self.keep_unused(unused);
-                let annotations = typed::<Annotations, E>(annotations_raw, "annotations")?;
-                ContentBlock::Resource { resource, annotations, extra: std::mem::take(&mut self.extra) }
+                ContentBlock::Resource { resource, annotations: self.annotations()?, extra: self.rest() }
             }
             _ => {
                 // Unknown type: keep every member as it came.
                 let mut all = Map::new();
                 all.insert("type".to_owned(), Value::String(kind));
-                let known = vec![
-                    ("text", self.text.take()),
-                    ("data", self.data.take()),
-                    ("mimeType", self.mime_type.take()),
-                    ("uri", self.uri.take()),
-                    ("name", self.name.take()),
-                    ("title", self.title.take()),
-                    ("description", self.description.take()),
-                    ("annotations", annotations_raw),
-                    ("resource", self.resource.take()),
-                ];
-                for (name, value) in known {
-                    if let Some(value) = value {
-                        all.insert(name.to_owned(), value);
-                    }
-                }
-                all.extend(std::mem::take(&mut self.extra));
+                all.extend(self.rest());
                 ContentBlock::Other(all)
             }
         };
