@@ -14,9 +14,12 @@
 //!
 //! - [`flow`]: the HTTP flows on top of these (reqwest): discovery, dynamic client registration,
 //!   the authorization URL, and token requests.
+//! - [`grants`]: the machine-to-machine grants: ES256 client assertions (`private_key_jwt`),
+//!   client credentials with them, and cross-app access (token exchange for an ID-JAG at the
+//!   identity provider, then the JWT bearer grant).
 //!
-//! Apart from [`flow`], nothing here performs HTTP requests; the functions return what to ask
-//! for, in which order, and check what came back.
+//! Apart from [`flow`] and [`grants`], nothing here performs HTTP requests; the functions return
+//! what to ask for, in which order, and check what came back.
 //!
 //! # Example
 //!
@@ -45,6 +48,7 @@
 
 pub mod discovery;
 pub mod flow;
+pub mod grants;
 pub mod pkce;
 pub mod resource;
 pub mod scope;
@@ -55,4 +59,5 @@ pub use flow::{
     ClientRegistration, Discovered, FlowError, TokenResponse, authorization_url, client_credentials, discover,
     exchange_code, refresh, register,
 };
+pub use grants::{Es256Key, client_assertion, client_credentials_jwt, jwt_bearer_grant, request_id_jag};
 pub use www_authenticate::{BearerChallenge, Challenge, ChallengeError};
