@@ -1047,12 +1047,13 @@ fn answer_server_request(inner: &Arc<Inner>, id: RequestId, request: ServerReque
 /// follow) rather than "no server" (the connection is gone; a 401 needs credentials).
 fn discover_refused(error: &ClientError) -> bool {
     match error {
-        ClientError::Server { error, .. } => !error
-            .data
-            .as_ref()
-            .and_then(|d| d.get("httpStatus"))
-            .and_then(Value::as_u64)
-            .is_some_and(|s| s == 401 || s == 403),
+        ClientError::Server { error, .. } => {
+            let data = error.data.as_ref();
+            let auth_status =
+                data.and_then(|d| d.get("httpStatus")).and_then(Value::as_u64).is_some_and(|s| s == 401 || s == 403);
+            let auth_failed = data.and_then(|d| d.get("auth")).and_then(Value::as_bool).unwrap_or(false);
+            !(auth_status || auth_failed)
+        }
         ClientError::Timeout { .. } | ClientError::BadResult { .. } => true,
         ClientError::Session(SessionError::Negotiation(_) | SessionError::BadInitializeResult(_)) => true,
         _ => false,

@@ -23,7 +23,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures_util::StreamExt;
 use http::StatusCode;
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, WWW_AUTHENTICATE};
 use mcp_protocol::jsonrpc::{ErrorObject, RequestId};
 use mcp_protocol::session::encode_error;
 use serde_json::Value;
@@ -32,6 +32,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use url::Url;
 
+use crate::auth::{AuthChallenge, AuthError, Authorizer, MAX_AUTH_RETRIES};
 use crate::backoff::Backoff;
 use crate::sse::{EventStream, SseError};
 use crate::transport::{Transport, TransportError, TransportSink, TransportStream};
@@ -90,6 +91,9 @@ pub struct HttpConfig {
     pub connect_timeout: Duration,
     /// A label for logs (the server's configured name).
     pub label: String,
+    /// Supplies `Authorization` headers and answers 401/403 challenges (OAuth); `None` sends
+    /// only the configured headers.
+    pub auth: Option<Arc<dyn Authorizer>>,
 }
 
 impl std::fmt::Debug for HttpConfig {
@@ -101,6 +105,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("bearer_token_env", &self.bearer_token_env)
             .field("mode", &self.mode)
             .field("label", &self.label)
+            .field("auth", &self.auth.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -117,6 +122,7 @@ impl HttpConfig {
             reconnect: Backoff::default(),
             connect_timeout: Duration::from_secs(10),
             label: "server".to_owned(),
+            auth: None,
         }
     }
 }
@@ -157,6 +163,7 @@ struct Shared {
     reinit: tokio::sync::Mutex<()>,
     events: mpsc::Sender<Event>,
     fatal_reason: Mutex<Option<String>>,
+    auth: Option<Arc<dyn Authorizer>>,
 }
 
 /// What the transport learned from a message it sends.
@@ -228,6 +235,10 @@ enum Failure {
     Transport(String),
     /// The stream ended before the answer and could not be resumed.
     NoAnswer(String),
+    /// HTTP 401/403 while an authorizer is configured: ask it for a token and retry.
+    Unauthorized(AuthChallenge),
+    /// The authorizer could not obtain a token.
+    Auth { status: StatusCode, error: AuthError },
 }
 
 impl Failure {
@@ -237,6 +248,8 @@ impl Failure {
             Failure::Status { status, body } => format!("HTTP {status}: {body}"),
             Failure::SessionExpired => "HTTP 404: the session expired".to_owned(),
             Failure::Unreachable(m) | Failure::Transport(m) | Failure::NoAnswer(m) => m.clone(),
+            Failure::Unauthorized(c) => format!("HTTP {}: unauthorized", c.status),
+            Failure::Auth { status, error } => format!("HTTP {status}: {error}"),
         }
     }
 
@@ -244,6 +257,9 @@ impl Failure {
         match self {
             Failure::Status { status, .. } => Some(status.as_u16()),
             Failure::SessionExpired => Some(404),
+            Failure::Unauthorized(c) => Some(c.status),
+            // Shown as needs-auth only when logging in is the remedy.
+            Failure::Auth { status, error } if error.needs_login => Some(status.as_u16()),
             _ => None,
         }
     }
@@ -342,8 +358,24 @@ impl Shared {
         }
     }
 
-    fn common(&self, mut rb: reqwest::RequestBuilder, head: Option<&Head>) -> reqwest::RequestBuilder {
+    /// The authorizer's header for the next request, if there is an authorizer and a token.
+    async fn authorization(&self) -> Option<HeaderValue> {
+        let value = self.auth.as_ref()?.authorization().await?;
+        let mut value = HeaderValue::from_str(&value).ok()?;
+        value.set_sensitive(true);
+        Some(value)
+    }
+
+    fn common(
+        &self,
+        mut rb: reqwest::RequestBuilder,
+        head: Option<&Head>,
+        authz: Option<&HeaderValue>,
+    ) -> reqwest::RequestBuilder {
         rb = rb.headers(self.headers.clone());
+        if let Some(value) = authz {
+            rb = rb.header(AUTHORIZATION, value.clone());
+        }
         let state = self.state();
         if state.legacy_endpoint.is_some() {
             return rb;
@@ -367,22 +399,22 @@ impl Shared {
         rb
     }
 
-    fn post(&self, url: &Url, text: &str, head: &Head) -> reqwest::RequestBuilder {
+    fn post(&self, url: &Url, text: &str, head: &Head, authz: Option<&HeaderValue>) -> reqwest::RequestBuilder {
         let rb = self
             .http
             .post(url.clone())
             .header(ACCEPT, "application/json, text/event-stream")
             .header(CONTENT_TYPE, "application/json")
             .body(text.to_owned());
-        self.common(rb, Some(head))
+        self.common(rb, Some(head), authz)
     }
 
-    fn get(&self, last_event_id: Option<&str>) -> reqwest::RequestBuilder {
+    fn get(&self, last_event_id: Option<&str>, authz: Option<&HeaderValue>) -> reqwest::RequestBuilder {
         let mut rb = self.http.get(self.url.clone()).header(ACCEPT, "text/event-stream");
         if let Some(id) = last_event_id {
             rb = rb.header(LAST_EVENT_ID, id);
         }
-        self.common(rb, None)
+        self.common(rb, None, authz)
     }
 
     /// One message the server sent: passed to the client, or kept when captured.
@@ -463,8 +495,21 @@ impl Shared {
         let legacy = self.state().legacy_endpoint.clone();
         let url = legacy.clone().unwrap_or_else(|| self.url.clone());
         let had_session = self.state().session_id.is_some();
-        let resp = self.send_retrying(|| self.post(&url, text, head)).await.map_err(Failure::Unreachable)?;
+        let authz = self.authorization().await;
+        let resp =
+            self.send_retrying(|| self.post(&url, text, head, authz.as_ref())).await.map_err(Failure::Unreachable)?;
         let status = resp.status();
+        if self.auth.is_some() && matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
+            let www_authenticate = resp
+                .headers()
+                .get_all(WWW_AUTHENTICATE)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .map(str::to_owned)
+                .collect();
+            let refused = authz.as_ref().and_then(|v| v.to_str().ok()).map(str::to_owned);
+            return Err(Failure::Unauthorized(AuthChallenge { status: status.as_u16(), www_authenticate, refused }));
+        }
         if legacy.is_some() {
             // The old transport answers on its SSE stream; the POST only says "accepted".
             return if status.is_success() {
@@ -511,7 +556,8 @@ impl Shared {
                 // The server's `retry:` wins; without one, our own backoff.
                 tokio::time::sleep(cursor.retry.unwrap_or_else(|| self.backoff.delay(attempts))).await;
                 attempts += 1;
-                let resp = match self.get(Some(&last)).send().await {
+                let authz = self.authorization().await;
+                let resp = match self.get(Some(&last), authz.as_ref()).send().await {
                     Ok(resp) if resp.status().is_success() && is_event_stream(&resp) => resp,
                     Ok(resp) if resp.status() == StatusCode::NOT_FOUND && had_session => {
                         return Err(Failure::SessionExpired);
@@ -593,9 +639,28 @@ impl Shared {
             self.open_get_stream().await;
         }
         let mut retried = false;
+        let mut auth_retries = 0;
         let outcome = loop {
             let stale = self.state().session_id.clone();
             match self.exchange(&text, &head, &mut c).await {
+                Err(Failure::Unauthorized(challenge)) => {
+                    let status = StatusCode::from_u16(challenge.status).unwrap_or(StatusCode::UNAUTHORIZED);
+                    let Some(auth) = self.auth.clone() else {
+                        break Err(Failure::Status { status, body: String::new() });
+                    };
+                    if auth_retries >= MAX_AUTH_RETRIES {
+                        break Err(Failure::Auth {
+                            status,
+                            error: AuthError::failed(format!(
+                                "still refused after {auth_retries} new tokens; giving up"
+                            )),
+                        });
+                    }
+                    auth_retries += 1;
+                    if let Err(error) = auth.challenged(&challenge).await {
+                        break Err(Failure::Auth { status, error });
+                    }
+                }
                 Err(Failure::SessionExpired) if !retried && !c.initialize => {
                     retried = true;
                     if let Err(e) = self.reinitialize(stale).await {
@@ -635,7 +700,14 @@ impl Shared {
                 match (&head.id, head.is_request()) {
                     (Some(id), true) => {
                         let mut error = ErrorObject::new(HTTP_TRANSPORT_ERROR, message);
-                        error.data = Some(serde_json::json!({ "httpStatus": failure.status() }));
+                        error.data = Some(match &failure {
+                            // `auth` tells the client not to try another handshake: the
+                            // credentials, not the method, were refused.
+                            Failure::Auth { error: auth, .. } => serde_json::json!({
+                                "httpStatus": failure.status(), "auth": true, "needsLogin": auth.needs_login
+                            }),
+                            _ => serde_json::json!({ "httpStatus": failure.status() }),
+                        });
                         let _ = self.events.send(Event::Message(encode_error(id.clone(), error))).await;
                     }
                     _ => tracing::warn!(server = %self.label, "could not send {message}"),
@@ -661,7 +733,8 @@ impl Shared {
         let mut cursor = Cursor::default();
         let mut failed = 0;
         loop {
-            let sent = self.get(cursor.last_event_id.as_deref()).send().await;
+            let authz = self.authorization().await;
+            let sent = self.get(cursor.last_event_id.as_deref(), authz.as_ref()).send().await;
             if let Some(ready) = ready.take() {
                 let _ = ready.send(());
             }
@@ -709,9 +782,15 @@ impl Shared {
     /// The 2024-11-05 transport: GET the SSE stream, wait for its `endpoint` event, keep
     /// reading the stream (answers arrive on it) in a task.
     async fn open_legacy(self: &Arc<Self>) -> Result<(), String> {
+        let authz = self.authorization().await;
         let resp = self
             .send_retrying(|| {
-                self.http.get(self.url.clone()).headers(self.headers.clone()).header(ACCEPT, "text/event-stream")
+                let rb = self.http.get(self.url.clone()).headers(self.headers.clone());
+                let rb = match &authz {
+                    Some(value) => rb.header(AUTHORIZATION, value.clone()),
+                    None => rb,
+                };
+                rb.header(ACCEPT, "text/event-stream")
             })
             .await?;
         if !resp.status().is_success() || !is_event_stream(&resp) {
@@ -824,6 +903,7 @@ impl HttpTransport {
             reinit: tokio::sync::Mutex::new(()),
             events: tx,
             fatal_reason: Mutex::new(None),
+            auth: config.auth,
         });
         Ok(HttpTransport { shared, events: rx })
     }

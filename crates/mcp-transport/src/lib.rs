@@ -56,6 +56,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod auth;
 pub mod backoff;
 pub mod client;
 pub mod handler;
@@ -67,6 +68,7 @@ pub mod stdio;
 pub mod transport;
 pub mod ws;
 
+pub use auth::{AuthChallenge, AuthError, Authorizer};
 pub use backoff::Backoff;
 pub use client::{Client, ClientError, ClientOptions, Era, ListLimits, Progress, RequestOptions};
 pub use handler::{DecliningHandler, ServerRequestHandler};

@@ -31,6 +31,7 @@ use mcp_protocol::{CallToolResult, ProtocolVersion, Tool};
 use serde_json::{Map, Value};
 use tokio::task::JoinSet;
 
+use crate::auth::Authorizer;
 use crate::backoff::Backoff;
 use crate::client::{Client, ClientError, ClientOptions, Era, ListLimits, RequestOptions};
 use crate::http::{HTTP_TRANSPORT_ERROR, HttpConfig, HttpMode, HttpTransport};
@@ -114,6 +115,8 @@ pub struct ConnectOptions {
     /// Settings of remote servers, by server name, that [`ServerTarget::Remote`] has no room
     /// for (it carries only the URL and headers).
     pub remote: BTreeMap<String, RemoteOptions>,
+    /// Authorizers (OAuth) of HTTP servers, by server name.
+    pub authorizers: BTreeMap<String, Arc<dyn Authorizer>>,
 }
 
 impl Default for ConnectOptions {
@@ -123,6 +126,7 @@ impl Default for ConnectOptions {
             list_limits: ListLimits::default(),
             reconnect: Backoff::default(),
             remote: BTreeMap::new(),
+            authorizers: BTreeMap::new(),
         }
     }
 }
@@ -302,7 +306,9 @@ fn describe_startup_error(error: &ClientError) -> String {
     match error {
         // The HTTP transport's own errors already say what happened, where.
         ClientError::Server { error, .. } if error.code == HTTP_TRANSPORT_ERROR => {
-            if needs_auth_error(error) {
+            let needs_login =
+                error.data.as_ref().and_then(|d| d.get("needsLogin")).and_then(Value::as_bool).unwrap_or(false);
+            if needs_auth_error(error) && !needs_login {
                 format!("{}; the server wants credentials (headers or a bearer token)", error.message)
             } else {
                 error.message.clone()
@@ -368,6 +374,7 @@ pub async fn connect(spec: ServerSpec, options: &ConnectOptions) -> ServerConnec
                 config.bearer_token_env = remote.bearer_token_env.clone();
                 config.mode = remote.http_mode;
             }
+            config.auth = options.authorizers.get(&spec.name).cloned();
             let transport = match HttpTransport::new(config) {
                 Ok(t) => t,
                 Err(e) => return ServerConnection::without_client(&spec, failed(e.to_string())),

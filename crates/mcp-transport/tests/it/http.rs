@@ -317,3 +317,77 @@ async fn servers_take_a_bearer_token_variable_and_the_legacy_mode_from_remote_op
     assert_eq!(c.state().label(), "failed");
     assert!(c.state().to_string().contains("MCP_HARNESS_UNSET_VARIABLE"), "{}", c.state());
 }
+
+/// A fake authorizer: no token until challenged, then `token` (or `refuse` with a reason).
+#[derive(Debug, Default)]
+struct FakeAuthorizer {
+    token: String,
+    refuse: Option<(String, bool)>,
+    current: std::sync::Mutex<Option<String>>,
+    challenges: std::sync::Mutex<Vec<mcp_transport::AuthChallenge>>,
+}
+
+#[async_trait::async_trait]
+impl mcp_transport::Authorizer for FakeAuthorizer {
+    async fn authorization(&self) -> Option<String> {
+        self.current.lock().unwrap().clone()
+    }
+
+    async fn challenged(&self, challenge: &mcp_transport::AuthChallenge) -> Result<(), mcp_transport::AuthError> {
+        self.challenges.lock().unwrap().push(challenge.clone());
+        if let Some((reason, needs_login)) = &self.refuse {
+            return Err(mcp_transport::AuthError { message: reason.clone(), needs_login: *needs_login });
+        }
+        *self.current.lock().unwrap() = Some(format!("Bearer {}", self.token));
+        Ok(())
+    }
+}
+
+/// A 401 goes to the authorizer with the challenge; the request is sent again with the new
+/// token and every later request carries it.
+#[tokio::test]
+async fn a_401_asks_the_authorizer_and_retries_with_its_token() {
+    let locked = server(HttpOptions { token: Some("t1".into()), ..HttpOptions::default() }).await;
+    let auth = std::sync::Arc::new(FakeAuthorizer { token: "t1".into(), ..FakeAuthorizer::default() });
+    let mut config = HttpConfig { reconnect: quick_backoff(), ..HttpConfig::new(locked.url()) };
+    config.auth = Some(auth.clone());
+    let client = client_for(config).await;
+    assert_eq!(echo(&client, "in").await.unwrap(), "in");
+    client.close().await.unwrap();
+    let challenges = auth.challenges.lock().unwrap().clone();
+    assert_eq!(challenges.len(), 1, "{challenges:?}");
+    assert_eq!(challenges[0].status, 401);
+    assert_eq!(challenges[0].refused, None);
+    let seen = locked.seen();
+    let posts: Vec<_> = seen.iter().filter(|r| r.http_method == "POST").collect();
+    assert_eq!((posts[0].status, posts[0].authorization.as_deref()), (401, None));
+    assert!(posts[1..].iter().all(|p| p.authorization.as_deref() == Some("Bearer t1")), "{posts:?}");
+}
+
+/// An authorizer that cannot get a token: a login is needed (needs-auth, with its message),
+/// or something else failed (failed); either way the request is not retried forever.
+#[tokio::test]
+async fn an_authorizer_that_cannot_get_a_token_makes_the_server_need_auth_or_fail() {
+    let locked = server(HttpOptions { token: Some("t1".into()), ..HttpOptions::default() }).await;
+    for (needs_login, label) in [(true, "needs-auth"), (false, "failed")] {
+        let auth = std::sync::Arc::new(FakeAuthorizer {
+            refuse: Some(("run `mcp-harness login locked`".into(), needs_login)),
+            ..FakeAuthorizer::default()
+        });
+        let mut options = ConnectOptions { reconnect: quick_backoff(), ..ConnectOptions::default() };
+        options.authorizers.insert("locked".into(), auth.clone());
+        let c = connect(remote("locked", locked.url(), BTreeMap::new()), &options).await;
+        assert_eq!(c.state().label(), label, "{}", c.state());
+        assert!(c.state().to_string().contains("mcp-harness login locked"), "{}", c.state());
+        assert_eq!(auth.challenges.lock().unwrap().len(), 1);
+        c.close().await;
+    }
+    // A broken authorizer that "succeeds" with a token the server refuses is bounded.
+    let auth = std::sync::Arc::new(FakeAuthorizer { token: "wrong".into(), ..FakeAuthorizer::default() });
+    let mut options = ConnectOptions { reconnect: quick_backoff(), ..ConnectOptions::default() };
+    options.authorizers.insert("locked".into(), auth.clone());
+    let c = connect(remote("locked", locked.url(), BTreeMap::new()), &options).await;
+    assert_eq!(c.state().label(), "failed", "{}", c.state());
+    assert!(c.state().to_string().contains("giving up"), "{}", c.state());
+    assert_eq!(auth.challenges.lock().unwrap().len(), 4);
+}
