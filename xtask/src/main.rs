@@ -1,5 +1,5 @@
 //! Project automation: `cargo xtask test [--hermetic]`, `cargo xtask bench`, `cargo xtask peers`,
-//! `cargo xtask conformance [--all] [SCENARIO...]`.
+//! `cargo xtask conformance [SCENARIO...]`.
 //!
 //! Std only, so `cargo xtask` starts fast. Every step prints what it runs; the first failure
 //! stops the run with a non-zero exit.
@@ -56,7 +56,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(&args[1..]),
         Some("conformance") => {
             let only: Vec<String> = args[1..].iter().filter(|a| !a.starts_with("--")).cloned().collect();
-            conformance::conformance(args[1..].iter().any(|a| a == "--all"), &only)
+            conformance::conformance(&only)
         }
         _ => {
             eprintln!(
@@ -66,8 +66,8 @@ fn main() -> ExitCode {
                  purity             check that mcp-protocol, tool-pool and policy do no I/O\n  \
                  peers              install the pinned third-party MCP servers into the cache\n  \
                  bench [--n N] [--rounds R]  stdio client vs a raw pipe, side by side\n  \
-                 conformance [--all] [SCENARIO...]  the official MCP conformance harness against\n                      \
-                 conformance-client (--all adds the OAuth scenarios; names pick scenarios)"
+                 conformance [SCENARIO...]  the official MCP conformance harness against\n                      \
+                 conformance-client (every client scenario; names pick scenarios)"
             );
             Err("no task given".to_owned())
         }
@@ -196,7 +196,7 @@ fn test_steps(hermetic: bool, tally: &mut Tally) -> Result {
                 .env("MCP_PEERS_DIR", &peers),
             tally,
         )?;
-        conformance::conformance(false, &[])?;
+        conformance::conformance(&[])?;
     }
     println!("\nxtask test: all steps passed in {:.0}s", started.elapsed().as_secs_f64());
     Ok(())

@@ -3,6 +3,11 @@
 //! URL as the last argument and names the scenario in `MCP_CONFORMANCE_SCENARIO`; this program
 //! connects over Streamable HTTP with the library's own client, does what the scenario asks,
 //! and exits 0 on success, 1 on failure (the reason on stderr).
+//!
+//! Every connection carries the OAuth adapter ([`mcp_auth::OAuthAuthorizer`]): the harness's
+//! authorization servers approve at once, so the client follows the authorization URL itself
+//! ([`mcp_auth::FollowRedirects`]). `MCP_CONFORMANCE_CONTEXT` (JSON) supplies pre-registered or
+//! machine credentials for the scenarios that need them.
 #![allow(clippy::print_stderr)]
 
 use std::process::ExitCode;
@@ -10,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use mcp_auth::{ClientConfig, CrossAppConfig, Es256Key, FollowRedirects, Grant, OAuthAuthorizer, OAuthConfig};
 use mcp_protocol::jsonrpc::ErrorObject;
 use mcp_protocol::{ClientCapabilities, ElicitAction, ElicitRequestParams, ElicitResult};
 use mcp_transport::handler::schema_defaults;
@@ -17,6 +23,7 @@ use mcp_transport::{
     Client, ClientOptions, HttpConfig, HttpTransport, ListLimits, RequestOptions, ServerRequestHandler,
 };
 use serde_json::{Map, Value, json};
+use url::Url;
 
 /// Accepts every form elicitation with the defaults its schema declares (SEP-1034): the
 /// harness plays a user who agrees to everything.
@@ -40,6 +47,53 @@ fn scenario_call(scenario: &str) -> Option<(String, Value)> {
     }
 }
 
+/// The client ID metadata document URL the harness expects (it never fetches it, except in
+/// `auth/offline-access-scope`, which `cargo xtask conformance` skips for that reason).
+const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
+
+/// The scenario's context: credentials the harness hands the client.
+fn context() -> Result<Map<String, Value>, String> {
+    match std::env::var("MCP_CONFORMANCE_CONTEXT") {
+        Ok(text) => match serde_json::from_str(&text) {
+            Ok(Value::Object(map)) => Ok(map),
+            _ => Err("MCP_CONFORMANCE_CONTEXT is not a JSON object".to_owned()),
+        },
+        Err(_) => Ok(Map::new()),
+    }
+}
+
+/// The OAuth adapter for the scenario: client credentials, cross-app access or the
+/// authorization code flow, depending on what the context supplies.
+fn authorizer(url: &str, scenario: &str) -> Result<OAuthAuthorizer, String> {
+    let ctx = context()?;
+    let text = |key: &str| ctx.get(key).and_then(Value::as_str).map(str::to_owned);
+    let server_url = Url::parse(url).map_err(|e| format!("{url}: {e}"))?;
+    let mut config = OAuthConfig::new(server_url);
+    config.client_name = "mcp-harness-conformance-client".to_owned();
+    config.client = ClientConfig {
+        client_id: text("client_id"),
+        client_secret: text("client_secret"),
+        metadata_document_url: Some(CLIENT_METADATA_URL.to_owned()),
+    };
+    config.grant = if let Some(id_token) = text("idp_id_token") {
+        let endpoint = text("idp_token_endpoint").ok_or("the context lacks idp_token_endpoint")?;
+        Grant::CrossApp(CrossAppConfig {
+            idp_token_endpoint: Url::parse(&endpoint).map_err(|e| format!("idp_token_endpoint: {e}"))?,
+            idp_client_id: text("idp_client_id").ok_or("the context lacks idp_client_id")?,
+            idp_client_secret: text("idp_client_secret"),
+            id_token,
+        })
+    } else if let Some(pem) = text("private_key_pem") {
+        let key = Es256Key::from_pkcs8_pem(&pem).map_err(|e| format!("private_key_pem: {e}"))?;
+        Grant::ClientCredentials { private_key: Some(Arc::new(key)) }
+    } else if scenario.starts_with("auth/client-credentials") {
+        Grant::ClientCredentials { private_key: None }
+    } else {
+        Grant::AuthorizationCode { user_agent: Some(Arc::new(FollowRedirects::default())) }
+    };
+    OAuthAuthorizer::new(config).map_err(|e| e.to_string())
+}
+
 async fn run(url: String, scenario: &str) -> Result<(), String> {
     let options = ClientOptions {
         capabilities: ClientCapabilities { elicitation: Some(json!({})), ..ClientCapabilities::default() },
@@ -50,7 +104,9 @@ async fn run(url: String, scenario: &str) -> Result<(), String> {
         label: scenario.to_owned(),
         ..ClientOptions::default()
     };
-    let transport = HttpTransport::new(HttpConfig::new(url)).map_err(|e| e.to_string())?;
+    let mut config = HttpConfig::new(url.clone());
+    config.auth = Some(Arc::new(authorizer(&url, scenario)?));
+    let transport = HttpTransport::new(config).map_err(|e| e.to_string())?;
     let client = Client::connect(transport, options).await.map_err(|e| format!("initialize: {e}"))?;
     let outcome = exercise(&client, scenario).await;
     let _ = client.close().await;

@@ -115,7 +115,8 @@ pub enum FlowError {
     /// The authorization server offers no registration endpoint.
     #[error("the authorization server has no registration endpoint")]
     NoRegistrationEndpoint,
-    /// The authorization server lists PKCE methods, and S256 is not one of them.
+    /// The authorization server's metadata does not list PKCE S256 (an empty `supported`
+    /// means it lists no methods at all).
     #[error("the authorization server does not support PKCE S256 (supports {supported:?})")]
     PkceS256Unsupported {
         /// The methods it lists.
@@ -148,6 +149,25 @@ pub enum FlowError {
     MissingClientSecret {
         /// The method.
         method: String,
+    },
+    /// A private key for signing JWTs cannot be read or is not of the expected kind.
+    #[error("invalid private key: {reason}")]
+    InvalidKey {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Signing a JWT failed.
+    #[error("signing a JWT failed")]
+    SigningFailed,
+    /// A token exchange (RFC 8693) issued another token type than the one requested.
+    #[error("token exchange at {endpoint} issued token type {found:?}, expected {expected:?}")]
+    UnexpectedIssuedTokenType {
+        /// The endpoint URL.
+        endpoint: String,
+        /// The requested token type.
+        expected: String,
+        /// The `issued_token_type` received.
+        found: String,
     },
 }
 
@@ -237,11 +257,12 @@ pub struct Discovered {
 }
 
 /// A registered client. `Debug` redacts the secret.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClientRegistration {
     /// The client identifier.
     pub client_id: String,
     /// The client secret, for confidential clients.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_secret: Option<String>,
     /// How the client authenticates at the token endpoint: [`AUTH_NONE`],
     /// [`AUTH_CLIENT_SECRET_BASIC`] or [`AUTH_CLIENT_SECRET_POST`].
@@ -295,17 +316,18 @@ impl TokenResponse {
             refresh_token: self.refresh_token.clone(),
             expires_at_unix: self.expires_in.map(|s| now_unix.saturating_add(s)),
             scope: self.scope.clone(),
+            client: None,
         }
     }
 }
 
 /// A fetched response: status and a bounded body.
-struct Fetched {
-    status: u16,
-    body: Vec<u8>,
+pub(crate) struct Fetched {
+    pub(crate) status: u16,
+    pub(crate) body: Vec<u8>,
 }
 
-async fn read_bounded(url: &str, mut resp: reqwest::Response) -> Result<Fetched, FlowError> {
+pub(crate) async fn read_bounded(url: &str, mut resp: reqwest::Response) -> Result<Fetched, FlowError> {
     let status = resp.status().as_u16();
     if resp.content_length().is_some_and(|n| n > MAX_BODY_BYTES as u64) {
         return Err(FlowError::BodyTooLarge { url: url.to_owned(), limit: MAX_BODY_BYTES });
@@ -471,7 +493,7 @@ struct OAuthErrorBody {
     error_description: Option<String>,
 }
 
-fn oauth_error(endpoint: &Url, body: &[u8]) -> Option<FlowError> {
+pub(crate) fn oauth_error(endpoint: &Url, body: &[u8]) -> Option<FlowError> {
     let e: OAuthErrorBody = serde_json::from_slice(body).ok()?;
     Some(FlowError::OAuth { endpoint: endpoint.to_string(), error: e.error, description: e.error_description })
 }
@@ -494,6 +516,23 @@ struct RegistrationResponse {
     token_endpoint_auth_method: Option<String>,
 }
 
+/// The client authentication to register with: `none` (a public client, which is what a CLI
+/// is) unless the authorization server advertises methods without `none`; then the one it
+/// advertises of basic and post, basic first.
+fn registration_auth_method(discovered: &Discovered) -> &'static str {
+    let Some(methods) = &discovered.token_endpoint_auth_methods_supported else { return AUTH_NONE };
+    let has = |m: &str| methods.iter().any(|x| x == m);
+    if methods.is_empty() || has(AUTH_NONE) {
+        AUTH_NONE
+    } else if has(AUTH_CLIENT_SECRET_BASIC) {
+        AUTH_CLIENT_SECRET_BASIC
+    } else if has(AUTH_CLIENT_SECRET_POST) {
+        AUTH_CLIENT_SECRET_POST
+    } else {
+        AUTH_NONE
+    }
+}
+
 /// Registers a public client (RFC 7591): `redirect_uris` = `[redirect_uri]`, `grant_types`
 /// `authorization_code` and `refresh_token`, `response_types` `code`,
 /// `token_endpoint_auth_method` `none`.
@@ -512,7 +551,7 @@ pub async fn register(
         client_name,
         grant_types: ["authorization_code", "refresh_token"],
         response_types: ["code"],
-        token_endpoint_auth_method: AUTH_NONE,
+        token_endpoint_auth_method: registration_auth_method(discovered),
     };
     let resp = client
         .post(endpoint.clone())
@@ -543,8 +582,8 @@ pub async fn register(
 /// `code_challenge_method=S256`, `state`, `scope` when given, `resource`. Query parameters
 /// already on the authorization endpoint are kept.
 ///
-/// Refused with [`FlowError::PkceS256Unsupported`] when the authorization server lists
-/// `code_challenge_methods_supported` without `S256`.
+/// Refused with [`FlowError::PkceS256Unsupported`] when the authorization server's metadata
+/// lacks `S256` in `code_challenge_methods_supported` (or lacks the list).
 pub fn authorization_url(
     discovered: &Discovered,
     registration: &ClientRegistration,
@@ -554,10 +593,17 @@ pub fn authorization_url(
     scopes: Option<&str>,
     resource: &str,
 ) -> Result<Url, FlowError> {
-    if let Some(methods) = &discovered.code_challenge_methods_supported
-        && !methods.iter().any(|m| m == METHOD_S256)
-    {
-        return Err(FlowError::PkceS256Unsupported { supported: methods.clone() });
+    // MCP 2025-11-25: a server whose metadata does not list S256 cannot be trusted to
+    // enforce PKCE, so the client refuses. Only the 2025-03-26 default endpoints (no metadata
+    // at all) are used without the list.
+    match &discovered.code_challenge_methods_supported {
+        Some(methods) if !methods.iter().any(|m| m == METHOD_S256) => {
+            return Err(FlowError::PkceS256Unsupported { supported: methods.clone() });
+        }
+        None if discovered.authorization_server_metadata.is_some() => {
+            return Err(FlowError::PkceS256Unsupported { supported: Vec::new() });
+        }
+        _ => {}
     }
     let mut url = discovered.authorization_endpoint.clone();
     {
@@ -576,13 +622,13 @@ pub fn authorization_url(
     Ok(url)
 }
 
-fn form_encode(s: &str) -> String {
+pub(crate) fn form_encode(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
 #[derive(Deserialize)]
 #[serde(untagged)]
-enum NumOrString {
+pub(crate) enum NumOrString {
     Num(serde_json::Number),
     Str(String),
 }
@@ -600,7 +646,7 @@ struct RawTokenResponse {
     scope: Option<String>,
 }
 
-fn expires_in(v: Option<NumOrString>) -> Option<u64> {
+pub(crate) fn expires_in(v: Option<NumOrString>) -> Option<u64> {
     match v? {
         NumOrString::Num(n) => {
             n.as_u64().or_else(|| n.as_f64().filter(|f| *f >= 0.0 && f.is_finite()).map(|f| f as u64))
@@ -610,7 +656,7 @@ fn expires_in(v: Option<NumOrString>) -> Option<u64> {
 }
 
 /// POSTs `params` to the token endpoint with client authentication and parses the answer.
-async fn token_request(
+pub(crate) async fn token_request(
     client: &reqwest::Client,
     discovered: &Discovered,
     registration: &ClientRegistration,

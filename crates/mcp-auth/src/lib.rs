@@ -46,6 +46,7 @@
 //! assert_eq!(pkce.challenge(), "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM");
 //! ```
 
+pub mod authorizer;
 pub mod discovery;
 pub mod flow;
 pub mod grants;
@@ -53,11 +54,14 @@ pub mod pkce;
 pub mod resource;
 pub mod scope;
 pub mod store;
+pub mod user_agent;
 pub mod www_authenticate;
 
+pub use authorizer::{ClientConfig, CrossAppConfig, Grant, LogoutError, OAuthAuthorizer, OAuthConfig};
 pub use flow::{
     ClientRegistration, Discovered, FlowError, TokenResponse, authorization_url, client_credentials, discover,
     exchange_code, refresh, register,
 };
 pub use grants::{Es256Key, client_assertion, client_credentials_jwt, jwt_bearer_grant, request_id_jag};
+pub use user_agent::{FollowRedirects, LoopbackBrowser, PendingRedirect, Redirected, UserAgent, UserAgentError};
 pub use www_authenticate::{BearerChallenge, Challenge, ChallengeError};

@@ -38,6 +38,10 @@ pub struct StoredTokens {
     /// The granted scope, space-delimited, if known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
+    /// The client the tokens were issued to (needed to refresh them), if it was registered
+    /// dynamically or is otherwise not in the configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<crate::flow::ClientRegistration>,
 }
 
 impl StoredTokens {
@@ -55,6 +59,7 @@ impl fmt::Debug for StoredTokens {
             .field("refresh_token", &self.refresh_token.as_ref().map(|_| "<redacted>"))
             .field("expires_at_unix", &self.expires_at_unix)
             .field("scope", &self.scope)
+            .field("client", &self.client)
             .finish()
     }
 }
@@ -161,6 +166,12 @@ impl TokenStore {
         self.entries.insert((issuer.to_owned(), resource.to_owned()), tokens)
     }
 
+    /// The (issuer, tokens) stored for `resource` under any issuer: the first in issuer order.
+    /// A server's tokens are found before its authorization server is known.
+    pub fn find_resource(&self, resource: &str) -> Option<(&str, &StoredTokens)> {
+        self.entries.iter().find(|((_, r), _)| r == resource).map(|((i, _), t)| (i.as_str(), t))
+    }
+
     /// Removes the tokens for (`issuer`, `resource`), returning them.
     pub fn remove(&mut self, issuer: &str, resource: &str) -> Option<StoredTokens> {
         self.entries.remove(&(issuer.to_owned(), resource.to_owned()))
@@ -265,6 +276,7 @@ mod tests {
             refresh_token: Some(format!("{access}-refresh")),
             expires_at_unix: Some(1_767_225_600),
             scope: Some("files:read".into()),
+            client: None,
         }
     }
 
@@ -286,7 +298,13 @@ mod tests {
         store.insert(
             "https://auth.a",
             "https://mcp.y/",
-            StoredTokens { access_token: "C".into(), refresh_token: None, expires_at_unix: None, scope: None },
+            StoredTokens {
+                access_token: "C".into(),
+                refresh_token: None,
+                expires_at_unix: None,
+                scope: None,
+                client: None,
+            },
         );
         store.save().unwrap();
 

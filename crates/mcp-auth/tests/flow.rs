@@ -56,6 +56,7 @@ fn from_401_to_stored_tokens() {
         refresh_token: Some("rt".into()),
         expires_at_unix: Some(2_000_000_000),
         scope: next.to_param(),
+        client: None,
     };
     store.insert(issuer.as_str(), &resource, tokens.clone());
     store.save().unwrap();
