@@ -12,6 +12,9 @@
 //! its priming event: the client must reconnect), `token` (a bearer token is required:
 //! 401 otherwise), `stateless` (no session ids), `wrong_id` (JSON answers to `tools/call`
 //! carry another id), `huge_event` (an oversize SSE event before the answer).
+//!
+//! With `oauth`, the same origin is also an OAuth 2.1 authorization server and `/mcp` a
+//! protected resource that needs one of its access tokens (see [`crate::oauth`]).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -25,6 +28,8 @@ use axum::response::Response;
 use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+
+use crate::oauth::{AuthServer, OAuthEvent, OAuthOptions};
 
 /// What the server does.
 #[derive(Debug, Clone, Default)]
@@ -52,6 +57,9 @@ pub struct HttpOptions {
     pub wrong_id: bool,
     /// SSE answers to `tools/call` start with a log notification of about this many bytes.
     pub huge_event: Option<usize>,
+    /// An OAuth authorization server on the same origin; `/mcp` then needs its access tokens
+    /// (instead of `token`).
+    pub oauth: Option<OAuthOptions>,
 }
 
 /// One HTTP request the server saw.
@@ -96,6 +104,7 @@ struct Inner {
     counter: AtomicU64,
     /// Legacy transport: the SSE stream of each session.
     legacy: Mutex<HashMap<String, mpsc::UnboundedSender<Bytes>>>,
+    oauth: Option<AuthServer>,
 }
 
 /// A running server; it stops when dropped.
@@ -133,6 +142,11 @@ impl RunningServer {
     pub fn sessions(&self) -> usize {
         lock(&self.inner.sessions).len()
     }
+
+    /// What the OAuth authorization server and protected resource did (empty without `oauth`).
+    pub fn oauth_log(&self) -> Vec<OAuthEvent> {
+        self.inner.oauth.as_ref().map(AuthServer::log).unwrap_or_default()
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -143,12 +157,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub async fn start(options: HttpOptions, port: u16) -> std::io::Result<RunningServer> {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     let addr = listener.local_addr()?;
+    let oauth = options.oauth.clone().map(|o| AuthServer::new(o, format!("http://{addr}")));
     let inner = Arc::new(Inner {
         options,
         sessions: Mutex::new(HashMap::new()),
         seen: Mutex::new(Vec::new()),
         counter: AtomicU64::new(0),
         legacy: Mutex::new(HashMap::new()),
+        oauth,
     });
     let app = axum::Router::new().fallback(handle).with_state(Arc::clone(&inner));
     let task = tokio::spawn(async move {
@@ -188,6 +204,12 @@ fn event(id: Option<&str>, data: &str) -> Bytes {
 async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
+    if let Some(auth) = &inner.oauth
+        && AuthServer::is_endpoint(parts.uri.path())
+    {
+        let body = axum::body::to_bytes(body, crate::oauth::MAX_BODY).await.unwrap_or_default();
+        return auth.serve(&parts.method, parts.uri.path(), parts.uri.query(), &headers, &body);
+    }
     let body = axum::body::to_bytes(body, 1 << 20).await.unwrap_or_default();
     let parsed: Option<Value> = serde_json::from_slice(&body).ok();
     let mut seen = Seen {
@@ -217,7 +239,11 @@ fn route(
     seen: &Seen,
 ) -> Response {
     let o = &inner.options;
-    if let Some(token) = &o.token
+    if let Some(auth) = &inner.oauth {
+        if let Some(refusal) = auth.refuse_bearer(seen.authorization.as_deref()) {
+            return refusal;
+        }
+    } else if let Some(token) = &o.token
         && seen.authorization.as_deref() != Some(format!("Bearer {token}").as_str())
     {
         let mut r = status(StatusCode::UNAUTHORIZED, "unauthorized");

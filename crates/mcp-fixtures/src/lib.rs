@@ -17,7 +17,8 @@
 //! `ask_elicitation` (the server asks the client and returns the answer as text), `stderr {lines}`.
 //!
 //! [`http`] is an MCP server over HTTP with switchable faults, for the HTTP transports' tests
-//! (in-process) and, as `mcp-fixture-http-server`, by hand.
+//! (in-process) and, as `mcp-fixture-http-server`, by hand; with [`oauth`] it is also an OAuth
+//! 2.1 authorization server and `/mcp` a protected resource, for OAuth client tests.
 //!
 //! This library part also finds the stdio binary for tests:
 //!
@@ -29,6 +30,7 @@
 use std::path::PathBuf;
 
 pub mod http;
+pub mod oauth;
 pub mod ws;
 
 /// Where the fixture server binary is, next to the running test executable's target directory.

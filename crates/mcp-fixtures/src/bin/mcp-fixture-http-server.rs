@@ -1,9 +1,17 @@
 //! `mcp-fixture-http-server [--port P] [--json] [--stateless] [--legacy] [--no-get]
-//! [--drop-answer] [--expire-after N] [--token T]`: the HTTP fixture server (see
-//! `mcp_fixtures::http`) as a process, for trying the CLI against a remote server by hand.
+//! [--drop-answer] [--expire-after N] [--token T] [--oauth] [--oauth-expires-in N]`: the HTTP
+//! fixture server (see `mcp_fixtures::http`) as a process, for trying the CLI against a remote
+//! server by hand.
+//!
+//! `--oauth` makes the same origin an OAuth 2.1 authorization server (metadata, dynamic client
+//! registration, an authorization endpoint that approves at once, PKCE, refresh tokens; see
+//! `mcp_fixtures::oauth`) and `/mcp` a protected resource that needs its access tokens, e.g. for
+//! `mcp-harness login NAME`. `--oauth-expires-in N` (implies `--oauth`) makes access tokens
+//! expire after N seconds (default 3600).
 #![allow(clippy::print_stderr, clippy::print_stdout)]
 
 use mcp_fixtures::http::{HttpOptions, start};
+use mcp_fixtures::oauth::OAuthOptions;
 
 fn parse() -> Result<(HttpOptions, u16), String> {
     let mut o = HttpOptions { retry_ms: 100, ..HttpOptions::default() };
@@ -22,6 +30,13 @@ fn parse() -> Result<(HttpOptions, u16), String> {
                 o.expire_after = Some(value("--expire-after")?.parse().map_err(|_| "--expire-after needs a number")?)
             }
             "--token" => o.token = Some(value("--token")?),
+            "--oauth" => {
+                o.oauth.get_or_insert_with(OAuthOptions::new);
+            }
+            "--oauth-expires-in" => {
+                let n = value("--oauth-expires-in")?.parse().map_err(|_| "--oauth-expires-in needs a number")?;
+                o.oauth.get_or_insert_with(OAuthOptions::new).expires_in_s = n;
+            }
             other => return Err(format!("unknown flag {other:?}")),
         }
     }
