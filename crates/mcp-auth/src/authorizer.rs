@@ -37,7 +37,7 @@ use crate::user_agent::UserAgent;
 use crate::www_authenticate::{BearerChallenge, parse_challenges};
 
 /// A token is refreshed this long before it expires, so a request does not race its expiry.
-const REFRESH_SKEW_SECS: u64 = 60;
+const REFRESH_SKEW_SECS: u64 = 30;
 /// Re-authorizations for `insufficient_scope` before giving up: with the first authorization
 /// that makes at most three authorization requests for one server.
 const MAX_STEP_UPS: u32 = 2;

@@ -1,0 +1,169 @@
+//! `OAuthAuthorizer` through the HTTP transport against the OAuth fixture server (an
+//! authorization server and a protected MCP endpoint on one loopback port).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_auth::store::{FILE_NAME, TokenStore};
+use mcp_auth::{ClientConfig, FollowRedirects, Grant, OAuthAuthorizer, OAuthConfig};
+use mcp_fixtures::http::{HttpOptions, RunningServer, start};
+use mcp_fixtures::oauth::{OAuthEvent, OAuthOptions};
+use mcp_transport::servers::{ConnectOptions, ServerSpec, ServerTarget, connect};
+use mcp_transport::{Client, ClientOptions, HttpConfig, HttpTransport, ListLimits};
+use url::Url;
+
+async fn protected(options: OAuthOptions) -> RunningServer {
+    start(HttpOptions { json: true, oauth: Some(options), ..HttpOptions::default() }, 0).await.unwrap()
+}
+
+fn config(server: &RunningServer, store: Option<&std::path::Path>, interactive: bool) -> OAuthConfig {
+    let mut config = OAuthConfig::new(Url::parse(&server.url()).unwrap());
+    config.store_dir = store.map(std::path::Path::to_path_buf);
+    config.login_hint = "run `mcp-harness login fixture`".into();
+    if interactive {
+        config.grant = Grant::AuthorizationCode { user_agent: Some(Arc::new(FollowRedirects::default())) };
+    }
+    config
+}
+
+async fn client(server: &RunningServer, authorizer: Arc<OAuthAuthorizer>) -> Client {
+    let mut http = HttpConfig::new(server.url());
+    http.auth = Some(authorizer);
+    let options = ClientOptions { startup_timeout: Duration::from_secs(10), ..ClientOptions::default() };
+    Client::connect(HttpTransport::new(http).unwrap(), options).await.unwrap()
+}
+
+fn count(log: &[OAuthEvent], f: impl Fn(&OAuthEvent) -> bool) -> usize {
+    log.iter().filter(|e| f(e)).count()
+}
+
+/// A 401 leads to discovery, registration, an authorization with PKCE and `resource`, and a
+/// token; the token is stored (0600) and a later non-interactive authorizer uses it as it is.
+#[tokio::test]
+async fn logs_in_on_401_stores_the_tokens_and_reuses_them() {
+    let server = protected(OAuthOptions::new()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("oauth");
+    let authorizer = Arc::new(OAuthAuthorizer::new(config(&server, Some(&store), true)).unwrap());
+    let c = client(&server, authorizer.clone()).await;
+    assert_eq!(c.list_all_tools(ListLimits::default()).await.unwrap().len(), 2);
+    c.close().await.unwrap();
+
+    let log = server.oauth_log();
+    let resource = format!("http://{}/mcp", server.addr);
+    assert_eq!(count(&log, |e| matches!(e, OAuthEvent::Registered { .. })), 1, "{log:?}");
+    assert!(
+        log.iter().any(|e| matches!(e, OAuthEvent::Authorized { resource: Some(r), .. } if *r == resource)),
+        "{log:?}"
+    );
+    assert!(
+        log.iter().any(|e| matches!(e, OAuthEvent::Token { grant_type, ok: true, resource: Some(r), .. }
+            if grant_type == "authorization_code" && *r == resource)),
+        "{log:?}"
+    );
+    assert_eq!(authorizer.issuer().await.as_deref(), Some(format!("http://{}", server.addr).as_str()));
+
+    let file = store.join(FILE_NAME);
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains(&resource), "{text}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(std::fs::metadata(&store).unwrap().permissions().mode() & 0o777, 0o700);
+    }
+
+    // A new process (non-interactive): the stored token works without a new authorization.
+    let again = Arc::new(OAuthAuthorizer::new(config(&server, Some(&store), false)).unwrap());
+    let c = client(&server, again).await;
+    assert_eq!(c.list_all_tools(ListLimits::default()).await.unwrap().len(), 2);
+    c.close().await.unwrap();
+    let log = server.oauth_log();
+    assert_eq!(count(&log, |e| matches!(e, OAuthEvent::Authorized { .. })), 1, "{log:?}");
+
+    // Logging out forgets them: the next non-interactive connection needs a login.
+    assert_eq!(OAuthAuthorizer::logout(&store, &Url::parse(&server.url()).unwrap()).unwrap(), 1);
+    assert!(TokenStore::load(&store).unwrap().is_empty());
+}
+
+/// A token about to expire is refreshed before the request (with the stored client and the
+/// rotated refresh token), so the server never sees an expired token.
+#[tokio::test]
+async fn refreshes_an_expiring_token_before_sending() {
+    let server = protected(OAuthOptions { expires_in_s: 2, ..OAuthOptions::new() }).await;
+    let dir = tempfile::tempdir().unwrap();
+    let authorizer = Arc::new(OAuthAuthorizer::new(config(&server, Some(dir.path()), true)).unwrap());
+    let c = client(&server, authorizer).await;
+    for _ in 0..3 {
+        assert_eq!(c.list_all_tools(ListLimits::default()).await.unwrap().len(), 2);
+    }
+    c.close().await.unwrap();
+    let log = server.oauth_log();
+    let refreshes =
+        count(&log, |e| matches!(e, OAuthEvent::Token { grant_type, ok: true, .. } if grant_type == "refresh_token"));
+    assert!(refreshes >= 1, "{log:?}");
+    assert_eq!(count(&log, |e| matches!(e, OAuthEvent::Authorized { .. })), 1, "{log:?}");
+    assert_eq!(count(&log, |e| matches!(e, OAuthEvent::Token { ok: false, .. })), 0, "{log:?}");
+    assert!(
+        !log.iter().any(|e| matches!(e, OAuthEvent::Refused { reason, .. } if reason.contains("expired"))),
+        "{log:?}"
+    );
+}
+
+/// Without a user agent and without tokens, the server needs a login: `needs-auth` with the
+/// hint, and no authorization request is made.
+#[tokio::test]
+async fn without_a_user_agent_the_server_needs_a_login() {
+    let server = protected(OAuthOptions::new()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let authorizer = Arc::new(OAuthAuthorizer::new(config(&server, Some(dir.path()), false)).unwrap());
+    let mut spec = ServerSpec::stdio("fixture", mcp_transport::StdioConfig::new("unused", Vec::<String>::new()));
+    spec.target = ServerTarget::Remote { url: server.url(), headers: Default::default() };
+    spec.startup_timeout = Duration::from_secs(5);
+    let mut options = ConnectOptions::default();
+    options.authorizers.insert("fixture".into(), authorizer);
+    let c = connect(spec, &options).await;
+    assert_eq!(c.state().label(), "needs-auth", "{}", c.state());
+    assert!(c.state().to_string().contains("mcp-harness login fixture"), "{}", c.state());
+    c.close().await;
+    assert_eq!(count(&server.oauth_log(), |e| matches!(e, OAuthEvent::Authorized { .. })), 0);
+}
+
+/// Machine clients: client credentials with the configured id and secret (basic auth).
+#[tokio::test]
+async fn client_credentials_from_the_configuration() {
+    let server =
+        protected(OAuthOptions { pre_registered: Some(("machine".into(), "s3cret".into())), ..OAuthOptions::new() })
+            .await;
+    let mut config = config(&server, None, false);
+    config.client = ClientConfig {
+        client_id: Some("machine".into()),
+        client_secret: Some("s3cret".into()),
+        ..ClientConfig::default()
+    };
+    config.grant = Grant::ClientCredentials { private_key: None };
+    let c = client(&server, Arc::new(OAuthAuthorizer::new(config).unwrap())).await;
+    assert_eq!(c.list_all_tools(ListLimits::default()).await.unwrap().len(), 2);
+    c.close().await.unwrap();
+    let log = server.oauth_log();
+    assert!(
+        log.iter().any(|e| matches!(e, OAuthEvent::Token { grant_type, ok: true, client_id: Some(id), .. }
+            if grant_type == "client_credentials" && id == "machine")),
+        "{log:?}"
+    );
+    assert_eq!(count(&log, |e| matches!(e, OAuthEvent::Registered { .. })), 0, "{log:?}");
+}
+
+/// The user refuses in the browser: a clear error, not a retry loop.
+#[tokio::test]
+async fn a_refused_authorization_is_a_clear_error() {
+    let server = protected(OAuthOptions { deny: true, ..OAuthOptions::new() }).await;
+    let mut http = HttpConfig::new(server.url());
+    http.auth = Some(Arc::new(OAuthAuthorizer::new(config(&server, None, true)).unwrap()));
+    let options = ClientOptions { startup_timeout: Duration::from_secs(10), ..ClientOptions::default() };
+    let err = Client::connect(HttpTransport::new(http).unwrap(), options).await.unwrap_err().to_string();
+    assert!(err.contains("access_denied"), "{err}");
+    let log = server.oauth_log();
+    assert_eq!(count(&log, |e| matches!(e, OAuthEvent::Refused { path, .. } if path == "/authorize")), 1, "{log:?}");
+}
