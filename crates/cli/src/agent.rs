@@ -80,12 +80,7 @@ fn model(args: &AgentArgs, demo_script: Option<&str>) -> anyhow::Result<(Arc<dyn
 
 /// Where sessions are kept: the user's data directory, never the workspace.
 fn sessions_dir() -> anyhow::Result<PathBuf> {
-    if let Some(dir) = std::env::var_os("MCP_HARNESS_DATA_DIR") {
-        return Ok(PathBuf::from(dir).join("sessions"));
-    }
-    directories::ProjectDirs::from("", "", "mcp-harness")
-        .map(|d| d.data_dir().join("sessions"))
-        .context("cannot find your data directory (set MCP_HARNESS_DATA_DIR)")
+    Ok(crate::auth::data_dir()?.join("sessions"))
 }
 
 fn new_session_id() -> String {

@@ -3,7 +3,8 @@
 //! Two formats, chosen by extension (`.toml`, `.json`) or else by content (`{` starts JSON):
 //!
 //! - TOML: `[servers.NAME]` tables with `command`, `args`, `env`, `cwd` (stdio) or `url`,
-//!   `headers`, `bearer_token_env_var`, `type` (remote), plus `enabled`, `startup_timeout_s`, `tool_timeout_s`; and `[policy]`
+//!   `headers`, `bearer_token_env_var`, `type`, `[servers.NAME.oauth]` (remote), plus `enabled`,
+//!   `startup_timeout_s`, `tool_timeout_s`; and `[policy]`
 //!   with `default` and `[[policy.rules]]` (`server`, `tool`, `decision`).
 //! - Claude Desktop JSON: `{"mcpServers": {NAME: {"command", "args", "env"} or {"url"}}}`,
 //!   read as it is; entries take the same keys as TOML servers (and Claude's `type`), and a
@@ -43,6 +44,35 @@ pub(crate) struct Config {
     pub(crate) policy: Policy,
     /// Remote servers' settings beyond URL and headers (bearer token variable, transport).
     pub(crate) remote: BTreeMap<String, RemoteOptions>,
+    /// OAuth settings of the HTTP servers that use OAuth, by server name: every `http(s)`
+    /// server without `bearer_token_env_var`, an `Authorization` header or `oauth.enabled =
+    /// false`.
+    pub(crate) oauth: BTreeMap<String, OAuthSettings>,
+}
+
+/// How the client obtains tokens for a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum OAuthGrant {
+    /// A person logs in with a browser (`mcp-harness login NAME`).
+    #[default]
+    AuthorizationCode,
+    /// A machine client: `client_id` with a secret or a private key.
+    ClientCredentials,
+}
+
+/// A server's OAuth settings (`[servers.NAME.oauth]`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct OAuthSettings {
+    /// A pre-registered client id.
+    pub(crate) client_id: Option<String>,
+    /// The environment variable holding the client secret (never the secret itself).
+    pub(crate) client_secret_env_var: Option<String>,
+    /// A client ID metadata document URL, used where the authorization server supports it.
+    pub(crate) client_metadata_url: Option<String>,
+    /// Which grant.
+    pub(crate) grant: OAuthGrant,
+    /// A PKCS#8 PEM EC P-256 private key for `private_key_jwt` (client credentials).
+    pub(crate) private_key_file: Option<PathBuf>,
 }
 
 /// Why the configuration cannot be used.
@@ -170,7 +200,7 @@ pub(crate) fn demo_config(server: &Path) -> Config {
         .map(|tool| policy::RuleConfig::new("notes", tool, policy::Decision::Allow))
         .collect();
     let policy = Policy::new(PolicyConfig { default: policy::Decision::Confirm, rules }).unwrap_or_default();
-    Config { servers: vec![ServerSpec::stdio("notes", stdio)], policy, remote: BTreeMap::new() }
+    Config { servers: vec![ServerSpec::stdio("notes", stdio)], policy, remote: BTreeMap::new(), oauth: BTreeMap::new() }
 }
 
 /// Parses and validates `text`, which was read from `path` (used in messages, and as the base
@@ -214,11 +244,15 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     let base = path.parent().unwrap_or(Path::new(""));
     let mut specs = Vec::with_capacity(servers.len());
     let mut remote = BTreeMap::new();
+    let mut oauth = BTreeMap::new();
     for (name, raw) in servers {
-        let (spec, options) =
+        let (spec, options, settings) =
             raw.into_spec(&name, base).map_err(|message| invalid(Some(server_key(format, &name)), message, None))?;
         if let Some(options) = options {
             remote.insert(name.clone(), options);
+        }
+        if let Some(settings) = settings {
+            oauth.insert(name.clone(), settings);
         }
         specs.push(spec);
     }
@@ -229,7 +263,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             None,
         ),
     })?;
-    Ok(Config { servers: specs, policy, remote })
+    Ok(Config { servers: specs, policy, remote, oauth })
 }
 
 fn key_of(path: &serde_path_to_error::Path) -> Option<String> {
@@ -312,10 +346,81 @@ struct RawServer {
     /// never belongs in a configuration file).
     #[serde(default)]
     bearer_token_env_var: Option<String>,
+    /// OAuth settings of a remote server.
+    #[serde(default)]
+    oauth: Option<RawOAuth>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table of OAuth settings")]
+struct RawOAuth {
+    #[serde(default)]
+    enabled: Option<bool>,
+    #[serde(default)]
+    client_id: Option<String>,
+    #[serde(default)]
+    client_secret_env_var: Option<String>,
+    #[serde(default)]
+    client_metadata_url: Option<String>,
+    #[serde(default)]
+    grant: Option<String>,
+    #[serde(default)]
+    private_key_file: Option<PathBuf>,
+}
+
+impl RawOAuth {
+    fn into_settings(self, base: &Path) -> Result<Option<OAuthSettings>, String> {
+        if self.enabled == Some(false) {
+            return Ok(None);
+        }
+        let grant = match self.grant.as_deref() {
+            None | Some("authorization_code") => OAuthGrant::AuthorizationCode,
+            Some("client_credentials") => OAuthGrant::ClientCredentials,
+            Some(other) => {
+                return Err(format!(
+                    "`oauth.grant` must be \"authorization_code\" or \"client_credentials\", not {other:?}"
+                ));
+            }
+        };
+        if let Some(var) = &self.client_secret_env_var
+            && (var.trim().is_empty() || var.contains(['=', '\0']))
+        {
+            return Err(format!("`oauth.client_secret_env_var` must name an environment variable, not {var:?}"));
+        }
+        if let Some(url) = &self.client_metadata_url
+            && !url.starts_with("https://")
+        {
+            return Err(format!("`oauth.client_metadata_url` must be an https:// URL, not {url:?}"));
+        }
+        if grant == OAuthGrant::ClientCredentials {
+            if self.client_id.is_none() {
+                return Err("`oauth.grant = \"client_credentials\"` needs `oauth.client_id`".to_owned());
+            }
+            if self.client_secret_env_var.is_none() && self.private_key_file.is_none() {
+                return Err("`oauth.grant = \"client_credentials\"` needs `oauth.client_secret_env_var` or \
+                            `oauth.private_key_file`"
+                    .to_owned());
+            }
+        } else if self.private_key_file.is_some() {
+            return Err("`oauth.private_key_file` only applies to `oauth.grant = \"client_credentials\"`".to_owned());
+        }
+        Ok(Some(OAuthSettings {
+            client_id: self.client_id,
+            client_secret_env_var: self.client_secret_env_var,
+            client_metadata_url: self.client_metadata_url,
+            grant,
+            // Relative to the file, like `cwd`.
+            private_key_file: self.private_key_file.map(|p| base.join(p)),
+        }))
+    }
 }
 
 impl RawServer {
-    fn into_spec(self, name: &str, base: &Path) -> Result<(ServerSpec, Option<RemoteOptions>), String> {
+    fn into_spec(
+        self,
+        name: &str,
+        base: &Path,
+    ) -> Result<(ServerSpec, Option<RemoteOptions>, Option<OAuthSettings>), String> {
         if name.is_empty() || name.chars().any(char::is_control) {
             return Err("a server name must be non-empty and free of control characters".to_owned());
         }
@@ -323,6 +428,7 @@ impl RawServer {
             if present { Err(format!("`{key}` only applies to {kind} servers")) } else { Ok(()) }
         };
         let mut remote = None;
+        let mut oauth = None;
         let target = match (self.command, self.url) {
             (Some(_), Some(_)) => {
                 return Err(
@@ -344,6 +450,7 @@ impl RawServer {
                 }
                 only_for(self.headers.is_some(), "headers", "remote (url)")?;
                 only_for(self.bearer_token_env_var.is_some(), "bearer_token_env_var", "remote (url)")?;
+                only_for(self.oauth.is_some(), "oauth", "remote (url)")?;
                 let mut config = StdioConfig::new(command, self.args.unwrap_or_default());
                 config.env = self.env.unwrap_or_default();
                 // Relative to the file, not to wherever the program happens to be started.
@@ -372,8 +479,24 @@ impl RawServer {
                 if self.kind.as_deref() == Some("sse") {
                     options = options.http_mode(HttpMode::LegacySse);
                 }
+                let headers = self.headers.unwrap_or_default();
+                let credentials_given = options.bearer_token_env.is_some()
+                    || headers.keys().any(|k| k.eq_ignore_ascii_case("authorization"));
+                let http = url.starts_with("http://") || url.starts_with("https://");
+                oauth = match self.oauth {
+                    Some(raw) if raw.enabled != Some(false) && (credentials_given || !http) => {
+                        return Err(if http {
+                            "`oauth` cannot be combined with `bearer_token_env_var` or an Authorization header".into()
+                        } else {
+                            "`oauth` applies to http:// and https:// servers only".into()
+                        });
+                    }
+                    Some(raw) => raw.into_settings(base)?,
+                    None if http && !credentials_given => Some(OAuthSettings::default()),
+                    None => None,
+                };
                 remote = Some(options);
-                ServerTarget::Remote { url, headers: self.headers.unwrap_or_default() }
+                ServerTarget::Remote { url, headers }
             }
         };
         let spec = ServerSpec {
@@ -383,7 +506,7 @@ impl RawServer {
             startup_timeout: self.startup_timeout_s.map_or(DEFAULT_STARTUP_TIMEOUT, |s| s.0),
             tool_timeout: self.tool_timeout_s.map_or(DEFAULT_TOOL_TIMEOUT, |s| s.0),
         };
-        Ok((spec, remote))
+        Ok((spec, remote, oauth))
     }
 }
 
@@ -563,6 +686,55 @@ mod tests {
         ] {
             let err = toml_err(text);
             assert!(err.contains(expected), "{err}");
+        }
+    }
+
+    #[test]
+    fn http_servers_without_credentials_use_oauth_with_their_settings() {
+        let config = parse(
+            Path::new("/c/config.toml"),
+            "[servers.plain]\nurl = \"https://p.example/mcp\"\n\
+             [servers.token]\nurl = \"https://t.example/mcp\"\nbearer_token_env_var = \"T\"\n\
+             [servers.header]\nurl = \"https://h.example/mcp\"\nheaders = { authorization = \"Bearer x\" }\n\
+             [servers.socket]\nurl = \"wss://w.example/mcp\"\n\
+             [servers.off]\nurl = \"https://o.example/mcp\"\noauth = { enabled = false }\n\
+             [servers.machine]\nurl = \"https://m.example/mcp\"\n\
+             [servers.machine.oauth]\nclient_id = \"m\"\ngrant = \"client_credentials\"\nprivate_key_file = \"k.pem\"\n\
+             [servers.pre]\nurl = \"https://r.example/mcp\"\n\
+             [servers.pre.oauth]\nclient_id = \"c\"\nclient_secret_env_var = \"S\"\n\
+             client_metadata_url = \"https://me.example/client.json\"\n\
+             [servers.local]\ncommand = \"l\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.oauth.keys().collect::<Vec<_>>(), ["machine", "plain", "pre"]);
+        assert_eq!(config.oauth["plain"], OAuthSettings::default());
+        let machine = &config.oauth["machine"];
+        assert_eq!(machine.grant, OAuthGrant::ClientCredentials);
+        assert_eq!(machine.private_key_file.as_deref(), Some(Path::new("/c/k.pem")), "relative to the file");
+        let pre = &config.oauth["pre"];
+        assert_eq!(
+            (pre.client_id.as_deref(), pre.client_secret_env_var.as_deref(), pre.client_metadata_url.as_deref()),
+            (Some("c"), Some("S"), Some("https://me.example/client.json"))
+        );
+        for (text, expected) in [
+            ("[servers.s]\ncommand = \"s\"\noauth = {}\n", "only applies to remote"),
+            ("[servers.r]\nurl = \"https://r\"\nbearer_token_env_var = \"T\"\noauth = {}\n", "cannot be combined"),
+            ("[servers.w]\nurl = \"ws://w\"\noauth = {}\n", "http:// and https:// servers only"),
+            ("[servers.r]\nurl = \"https://r\"\noauth = { grant = \"implicit\" }\n", "must be \"authorization_code\""),
+            (
+                "[servers.r]\nurl = \"https://r\"\noauth = { grant = \"client_credentials\" }\n",
+                "needs `oauth.client_id`",
+            ),
+            (
+                "[servers.r]\nurl = \"https://r\"\noauth = { grant = \"client_credentials\", client_id = \"c\" }\n",
+                "needs `oauth.client_secret_env_var` or",
+            ),
+            ("[servers.r]\nurl = \"https://r\"\noauth = { private_key_file = \"k\" }\n", "only applies to"),
+            ("[servers.r]\nurl = \"https://r\"\noauth = { client_metadata_url = \"http://x\" }\n", "https:// URL"),
+            ("[servers.r]\nurl = \"https://r\"\noauth = { client_secret = \"s\" }\n", "unknown field `client_secret`"),
+        ] {
+            let err = toml_err(text);
+            assert!(err.contains(expected), "{text}: {err}");
         }
     }
 

@@ -5,6 +5,7 @@
 //! failed to connect, and still exit 0).
 
 mod agent;
+mod auth;
 mod call;
 mod config;
 mod output;
@@ -49,6 +50,16 @@ CONFIGURATION
     headers = { X-Team = \"core\" }
     bearer_token_env_var = \"DOCS_TOKEN\" # sent as Authorization: Bearer $DOCS_TOKEN
     type = \"sse\"                     # optional: only the 2024-11-05 HTTP+SSE transport
+
+    [servers.tracker]                # a server protected with OAuth: `mcp-harness login tracker`
+    url = \"https://tracker.example/mcp\"
+    [servers.tracker.oauth]          # optional; every http(s) server without credentials uses OAuth
+    client_id = \"my-client\"          # pre-registered client (else a metadata document or registration)
+    client_secret_env_var = \"TRACKER_SECRET\"
+    client_metadata_url = \"https://example.com/client.json\"  # client ID metadata document
+    grant = \"client_credentials\"     # machine clients (default: authorization_code, a browser login)
+    private_key_file = \"key.pem\"     # private_key_jwt (ES256) for client_credentials
+    enabled = false                  # no OAuth for this server
 
   Claude Desktop's JSON ({\"mcpServers\": {\"name\": {\"command\", \"args\", \"env\"} or {\"url\"}}}) is
   read as it is.
@@ -111,6 +122,20 @@ enum Command {
     Chat {
         #[command(flatten)]
         agent: agent::AgentArgs,
+    },
+    /// Log in to a remote server with OAuth (opens a browser; the tokens are kept in your data
+    /// directory).
+    Login {
+        /// The server's name in the configuration.
+        server: String,
+        /// Only print the URL; do not try to open a browser.
+        #[arg(long)]
+        no_browser: bool,
+    },
+    /// Forget the OAuth tokens kept for a server.
+    Logout {
+        /// The server's name in the configuration.
+        server: String,
     },
     /// The offline demo: our notes server and a scripted model (no configuration, no API key).
     /// With --provider anthropic|openai and a key, a real model does the same task.
@@ -178,5 +203,7 @@ async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Servers { json } => session::servers_command(config, json).await,
         Command::Tools { json } => tools::tools_command(config, json).await,
         Command::Call { name, args, yes, json } => call::call_command(config, &name, &args, yes, json).await,
+        Command::Login { server, no_browser } => auth::login_command(config, &server, !no_browser).await,
+        Command::Logout { server } => auth::logout_command(config, &server).await,
     }
 }

@@ -53,7 +53,11 @@ pub(crate) async fn connect(config: &Config) -> Vec<ServerConnection> {
     if let Some(bar) = &spinner {
         show(bar);
     }
-    let options = ConnectOptions { remote: config.remote.clone(), ..ConnectOptions::default() };
+    let options = ConnectOptions {
+        remote: config.remote.clone(),
+        authorizers: crate::auth::authorizers(config),
+        ..ConnectOptions::default()
+    };
     let connections = futures_util::future::join_all(config.servers.iter().cloned().map(|spec| {
         let (options, connecting, spinner, show) = (&options, &connecting, &spinner, &show);
         async move {

@@ -341,3 +341,91 @@ fn servers_tools_and_call_work_with_a_remote_server_and_a_token_from_the_environ
     let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
     assert!(text.contains("FX_TOKEN") && text.contains("not set"), "{text}");
 }
+
+/// A remote server protected with OAuth: `servers` shows it needs a login and says how;
+/// `login` prints the authorization URL, waits on a loopback port for the browser's redirect
+/// (this test plays the browser), and stores the tokens in the data directory (0600); then
+/// every command connects with them; `logout` forgets them.
+#[test]
+fn login_and_logout_with_oauth() {
+    use std::io::BufRead as _;
+
+    let env = env();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let options = mcp_fixtures::http::HttpOptions {
+        oauth: Some(mcp_fixtures::oauth::OAuthOptions::new()),
+        ..mcp_fixtures::http::HttpOptions::default()
+    };
+    let server = runtime.block_on(mcp_fixtures::http::start(options, 0)).unwrap();
+    let config = env.write(
+        "config.toml",
+        &format!("[servers.tracker]\nurl = \"{}\"\n[policy]\ndefault = \"allow\"\n", server.url()),
+    );
+    let state = |env: &Env| {
+        let out = env.cmd().arg("--config").arg(&config).args(["servers", "--json"]).assert().success();
+        let servers: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+        servers["servers"][0].clone()
+    };
+    let before = state(&env);
+    assert_eq!(before["state"], "needs-auth", "{before}");
+    assert!(before["reason"].as_str().unwrap().contains("run `mcp-harness login tracker`"), "{before}");
+
+    let binary = assert_cmd::cargo::cargo_bin!("mcp-harness");
+    let mut child = std::process::Command::new(binary)
+        .current_dir(env.work.path())
+        .env("MCP_HARNESS_DATA_DIR", env.data())
+        .env("RUST_LOG", "error")
+        .arg("--config")
+        .arg(&config)
+        .args(["login", "tracker", "--no-browser"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let url = std::io::BufReader::new(stderr)
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|line| line.trim().starts_with("http").then(|| line.trim().to_owned()))
+        .expect("login printed the authorization URL");
+    assert!(url.contains("/authorize?") && url.contains("code_challenge_method=S256"), "{url}");
+    // The browser: follows the authorization server's redirect to the loopback listener.
+    let page = runtime.block_on(async { reqwest::get(&url).await.unwrap().text().await.unwrap() });
+    assert!(page.contains("Logged in"), "{page}");
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success() && stdout.contains("logged in to tracker: 2 tools"), "{stdout}");
+
+    let file = env.data().join("oauth").join("oauth-tokens.json");
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    assert!(!file.starts_with(env.work.path()), "tokens stay out of the workspace");
+    let after = state(&env);
+    assert_eq!(after["state"], "connected", "{after}");
+    env.cmd()
+        .arg("--config")
+        .arg(&config)
+        .args(["call", "mcp__tracker__echo", "--args", r#"{"text":"with a token"}"#])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("with a token"));
+
+    env.cmd()
+        .arg("--config")
+        .arg(&config)
+        .args(["logout", "tracker"])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("logged out of tracker"));
+    assert_eq!(state(&env)["state"], "needs-auth");
+    env.cmd()
+        .arg("--config")
+        .arg(&config)
+        .args(["login", "nosuch"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("no server named \"nosuch\""));
+}
