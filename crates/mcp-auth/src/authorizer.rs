@@ -376,7 +376,8 @@ impl OAuthAuthorizer {
     }
 
     fn login_needed(&self) -> AuthError {
-        AuthError::needs_login(format!("{} requires authorization: {}", self.config.server_url, self.config.login_hint))
+        // The transport's message already names the server and its URL.
+        AuthError::needs_login(format!("not logged in: {}", self.config.login_hint))
     }
 
     /// A new authorization with the configured grant.

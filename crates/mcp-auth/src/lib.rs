@@ -1,4 +1,35 @@
-//! OAuth 2.1 groundwork for remote MCP servers: the parts that need no network and no browser.
+//! OAuth 2.1 for remote MCP servers.
+//!
+//! [`OAuthAuthorizer`] plugs into the HTTP transport's [`mcp_transport::Authorizer`] port: it
+//! sends the stored token, refreshes it before it expires, and on a 401 / 403 discovers the
+//! authorization server, identifies the client and obtains a token with the configured
+//! [`Grant`]. Who takes the user to the authorization URL is the [`UserAgent`] port
+//! ([`LoopbackBrowser`] for people, [`FollowRedirects`] for automated approval).
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use mcp_auth::{Grant, LoopbackBrowser, OAuthAuthorizer, OAuthConfig};
+//! use mcp_transport::{Client, ClientOptions, HttpConfig, HttpTransport};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let url = "https://mcp.example.com/mcp";
+//! let mut oauth = OAuthConfig::new(url::Url::parse(url)?);
+//! oauth.store_dir = Some("/home/me/.local/share/my-app/oauth".into());
+//! let browser = LoopbackBrowser {
+//!     show: Arc::new(|url: &url::Url| eprintln!("log in at {url}")),
+//!     open_browser: true,
+//!     timeout: std::time::Duration::from_secs(300),
+//! };
+//! oauth.grant = Grant::AuthorizationCode { user_agent: Some(Arc::new(browser)) };
+//! let mut http = HttpConfig::new(url);
+//! http.auth = Some(Arc::new(OAuthAuthorizer::new(oauth)?));
+//! let client = Client::connect(HttpTransport::new(http)?, ClientOptions::default()).await?;
+//! # client.close().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The building blocks:
 //!
 //! - [`www_authenticate`]: parse a `WWW-Authenticate` header value (RFC 9110 challenges) into a
 //!   [`BearerChallenge`] (`resource_metadata`, `scope`, `error`, `error_description`).
@@ -18,8 +49,11 @@
 //!   client credentials with them, and cross-app access (token exchange for an ID-JAG at the
 //!   identity provider, then the JWT bearer grant).
 //!
-//! Apart from [`flow`] and [`grants`], nothing here performs HTTP requests; the functions return
-//! what to ask for, in which order, and check what came back.
+//! - [`authorizer`]: [`OAuthAuthorizer`]; [`user_agent`]: the browser port and its adapters.
+//!
+//! Apart from [`flow`], [`grants`], [`authorizer`] and [`user_agent`], nothing here performs
+//! HTTP requests; the other modules return what to ask for, in which order, and check what came
+//! back.
 //!
 //! # Example
 //!

@@ -177,9 +177,11 @@ async fn accept_callback(listener: &TcpListener) -> Redirected {
             .map(|u| Redirected::from_url(&u))
             .filter(|r| r.code.is_some() || r.error.is_some());
         let (status, body) = match &redirected {
-            Some(r) if r.error.is_none() => ("200 OK", "Logged in. You can close this tab and return to the terminal."),
-            Some(_) => ("200 OK", "The authorization was refused. You can close this tab."),
-            None => ("404 Not Found", "Not the authorization callback."),
+            Some(r) if r.error.is_none() => {
+                ("200 OK", "Logged in. You can close this tab and return to the terminal.\n")
+            }
+            Some(_) => ("200 OK", "The authorization was refused. You can close this tab.\n"),
+            None => ("404 Not Found", "Not the authorization callback.\n"),
         };
         let response = format!(
             "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
