@@ -14,7 +14,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use base64::Engine as _;
@@ -38,6 +38,8 @@ use crate::www_authenticate::{BearerChallenge, parse_challenges};
 
 /// A token is refreshed this long before it expires, so a request does not race its expiry.
 const REFRESH_SKEW_SECS: u64 = 30;
+/// A token refused with 401 within this long of its authorization is not authorized again.
+const FRESH_TOKEN: Duration = Duration::from_secs(10);
 /// Re-authorizations for `insufficient_scope` before giving up: with the first authorization
 /// that makes at most three authorization requests for one server.
 const MAX_STEP_UPS: u32 = 2;
@@ -171,6 +173,10 @@ struct Inner {
     /// The scopes of the last authorization request.
     requested: Scopes,
     step_up: Option<StepUp>,
+    /// When the last new authorization completed: a 401 for a token this fresh means the
+    /// server will not accept what the authorization server issues, and another login (maybe
+    /// in a browser) would not change that.
+    authorized_at: Option<Instant>,
 }
 
 /// The OAuth 2.1 [`Authorizer`]. Share one per server connection; it serializes its own work.
@@ -515,6 +521,7 @@ impl OAuthAuthorizer {
             }
         };
         self.keep(inner, response, discovered, registration, Some(scopes), None);
+        inner.authorized_at = Some(Instant::now());
         Ok(())
     }
 }
@@ -579,8 +586,8 @@ impl Authorizer for OAuthAuthorizer {
             let held = inner.requested.union(&granted);
             if required.is_empty() || held.is_superset(&required) {
                 return Err(AuthError::failed(format!(
-                    "{} reports insufficient_scope for \"{}\", which was already granted; authorizing again would \
-                     not help",
+                    "{} reports insufficient_scope for \"{}\", which was already requested; authorizing again \
+                     would not help",
                     self.config.server_url,
                     required.to_param().unwrap_or_default()
                 )));
@@ -588,6 +595,13 @@ impl Authorizer for OAuthAuthorizer {
             let step_up = inner.step_up.get_or_insert_with(|| StepUp::new(MAX_STEP_UPS));
             let scopes = step_up.next(&held, &required).map_err(failed)?;
             return self.authorize(&mut inner, Some(&parsed), Some(scopes)).await;
+        }
+        if challenge.refused.is_some() && inner.authorized_at.is_some_and(|at| at.elapsed() < FRESH_TOKEN) {
+            return Err(AuthError::failed(format!(
+                "{} refused the token its authorization server has just issued (HTTP 401); authorizing again \
+                 would not help",
+                self.config.server_url
+            )));
         }
         // A refused token may only have expired early: a refresh is cheaper than a login.
         if challenge.refused.is_some() && inner.tokens.as_ref().is_some_and(|t| t.refresh_token.is_some()) {

@@ -167,3 +167,64 @@ async fn a_refused_authorization_is_a_clear_error() {
     let log = server.oauth_log();
     assert_eq!(count(&log, |e| matches!(e, OAuthEvent::Refused { path, .. } if path == "/authorize")), 1, "{log:?}");
 }
+
+/// Step-up: a 403 `insufficient_scope` on `tools/call` leads to a second authorization with
+/// the union of the scopes held and the scope asked for; the call then succeeds.
+#[tokio::test]
+async fn steps_up_on_insufficient_scope() {
+    let server = protected(OAuthOptions { call_scope: Some("mcp:admin".into()), ..OAuthOptions::new() }).await;
+    let authorizer = Arc::new(OAuthAuthorizer::new(config(&server, None, true)).unwrap());
+    let c = client(&server, authorizer).await;
+    let args = serde_json::json!({"text": "up"}).as_object().cloned();
+    let result = c.call_tool("echo", args, mcp_transport::RequestOptions::default()).await.unwrap();
+    assert_eq!(result.joined_text(), "up");
+    c.close().await.unwrap();
+    let log = server.oauth_log();
+    let scopes: Vec<Option<String>> = log
+        .iter()
+        .filter_map(|e| match e {
+            OAuthEvent::Authorized { scope, .. } => Some(scope.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(scopes, [Some("mcp:read mcp:write".into()), Some("mcp:read mcp:write mcp:admin".into())], "{log:?}");
+}
+
+/// A server that keeps refusing a scope the authorization server never grants: one step-up,
+/// then a clear error for that call; the connection stays usable.
+#[tokio::test]
+async fn gives_up_when_a_step_up_cannot_help() {
+    let server = protected(OAuthOptions {
+        call_scope: Some("mcp:admin".into()),
+        withheld_scope: Some("mcp:admin".into()),
+        ..OAuthOptions::new()
+    })
+    .await;
+    let authorizer = Arc::new(OAuthAuthorizer::new(config(&server, None, true)).unwrap());
+    let c = client(&server, authorizer).await;
+    let args = serde_json::json!({"text": "up"}).as_object().cloned();
+    let err =
+        c.call_tool("echo", args.clone(), mcp_transport::RequestOptions::default()).await.unwrap_err().to_string();
+    assert!(err.contains("insufficient_scope") && err.contains("mcp:admin"), "{err}");
+    // Again: no new authorization, the same answer.
+    let again = c.call_tool("echo", args, mcp_transport::RequestOptions::default()).await.unwrap_err().to_string();
+    assert!(again.contains("would not help"), "{again}");
+    assert_eq!(c.list_all_tools(ListLimits::default()).await.unwrap().len(), 2);
+    c.close().await.unwrap();
+    let log = server.oauth_log();
+    assert_eq!(count(&log, |e| matches!(e, OAuthEvent::Authorized { .. })), 2, "{log:?}");
+}
+
+/// A resource that refuses even a fresh token: one authorization, then a clear error (no
+/// loop of logins).
+#[tokio::test]
+async fn a_fresh_token_refused_with_401_is_not_authorized_again() {
+    let server = protected(OAuthOptions { reject_tokens: true, ..OAuthOptions::new() }).await;
+    let mut http = HttpConfig::new(server.url());
+    http.auth = Some(Arc::new(OAuthAuthorizer::new(config(&server, None, true)).unwrap()));
+    let options = ClientOptions { startup_timeout: Duration::from_secs(10), ..ClientOptions::default() };
+    let err = Client::connect(HttpTransport::new(http).unwrap(), options).await.unwrap_err().to_string();
+    assert!(err.contains("has just issued"), "{err}");
+    let log = server.oauth_log();
+    assert_eq!(count(&log, |e| matches!(e, OAuthEvent::Authorized { .. })), 1, "{log:?}");
+}

@@ -240,7 +240,7 @@ fn route(
 ) -> Response {
     let o = &inner.options;
     if let Some(auth) = &inner.oauth {
-        if let Some(refusal) = auth.refuse_bearer(seen.authorization.as_deref()) {
+        if let Some(refusal) = auth.refuse_bearer(seen.authorization.as_deref(), seen.method.as_deref()) {
             return refusal;
         }
     } else if let Some(token) = &o.token

@@ -70,6 +70,16 @@ pub struct OAuthOptions {
     pub pre_registered: Option<(String, String)>,
     /// `/authorize` redirects with `error=access_denied` instead of a code. Default false.
     pub deny: bool,
+    /// A scope `tools/call` needs beyond the others (step-up): a token without it gets 403
+    /// `insufficient_scope` naming it. It is not in the metadata but may be requested.
+    /// Default none.
+    pub call_scope: Option<String>,
+    /// A scope the authorization server never grants (left out of issued tokens), to see a
+    /// client give up on step-up. Default none.
+    pub withheld_scope: Option<String>,
+    /// `/mcp` refuses every token with 401, even fresh ones (a resource that does not trust
+    /// its authorization server). Default false.
+    pub reject_tokens: bool,
 }
 
 impl Default for OAuthOptions {
@@ -90,6 +100,9 @@ impl OAuthOptions {
             auth_methods: vec!["none".to_owned(), "client_secret_basic".to_owned()],
             pre_registered: None,
             deny: false,
+            call_scope: None,
+            withheld_scope: None,
+            reject_tokens: false,
         }
     }
 }
@@ -153,6 +166,8 @@ struct Code {
 
 struct Access {
     expires: Instant,
+    /// The granted scopes.
+    scope: Option<String>,
 }
 
 struct Refresh {
@@ -401,8 +416,12 @@ impl AuthServer {
             return Ok(());
         }
         let challenge = self.options.challenge_scope.as_deref().unwrap_or_default();
-        let known =
-            |s: &str| self.options.scopes_supported.iter().any(|k| k == s) || challenge.split(' ').any(|k| k == s);
+        let call = self.options.call_scope.as_deref().unwrap_or_default();
+        let known = |s: &str| {
+            self.options.scopes_supported.iter().any(|k| k == s)
+                || challenge.split(' ').any(|k| k == s)
+                || call.split(' ').any(|k| k == s)
+        };
         match scope.split(' ').filter(|s| !s.is_empty()).find(|s| !known(s)) {
             Some(unknown) => Err(bad("invalid_scope", format!("unknown scope {unknown:?}"))),
             None => Ok(()),
@@ -707,9 +726,15 @@ impl AuthServer {
             return Err(bad("temporarily_unavailable", "too many live tokens"));
         }
         let scope = scope.or_else(|| Some(self.options.scopes_supported.join(" ")).filter(|s| !s.is_empty()));
+        let scope = match (&self.options.withheld_scope, scope) {
+            (Some(withheld), Some(s)) => {
+                Some(s.split(' ').filter(|x| x != withheld).collect::<Vec<_>>().join(" ")).filter(|s| !s.is_empty())
+            }
+            (_, scope) => scope,
+        };
         let access = self.fresh(st, "access-");
         let expires = now.checked_add(Duration::from_secs(self.options.expires_in_s)).unwrap_or(now);
-        st.access.insert(access.clone(), Access { expires });
+        st.access.insert(access.clone(), Access { expires, scope: scope.clone() });
         let mut answer = json!({
             "access_token": access,
             "token_type": "Bearer",
@@ -726,8 +751,9 @@ impl AuthServer {
         Ok(answer)
     }
 
-    /// `None` when `authorization` carries a valid access token; otherwise the 401 to answer.
-    pub(crate) fn refuse_bearer(&self, authorization: Option<&str>) -> Option<Response> {
+    /// `None` when `authorization` carries a valid access token with the scope `method` needs;
+    /// otherwise the 401 (or, lacking `call_scope` for `tools/call`, the 403) to answer.
+    pub(crate) fn refuse_bearer(&self, authorization: Option<&str>, method: Option<&str>) -> Option<Response> {
         let token = authorization.and_then(|a| {
             let (scheme, token) = a.split_once(' ')?;
             scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
@@ -740,7 +766,22 @@ impl AuthServer {
                 Some(t) => match st.access.get(t) {
                     None => "unknown token",
                     Some(a) if Instant::now() >= a.expires => "expired token",
-                    Some(_) => return None,
+                    Some(_) if self.options.reject_tokens => "token rejected",
+                    Some(a) => {
+                        let needed = self.options.call_scope.as_deref().filter(|_| method == Some("tools/call"));
+                        let granted = a.scope.as_deref().unwrap_or_default();
+                        match needed {
+                            Some(n) if !n.split(' ').all(|x| granted.split(' ').any(|g| g == x)) => {
+                                st.log.push(OAuthEvent::Refused {
+                                    path: "/mcp".to_owned(),
+                                    reason: "insufficient scope".to_owned(),
+                                });
+                                drop(st);
+                                return Some(self.insufficient_scope(n));
+                            }
+                            _ => return None,
+                        }
+                    }
                 },
             };
             st.log.push(OAuthEvent::Refused { path: "/mcp".to_owned(), reason: reason.to_owned() });
@@ -757,6 +798,25 @@ impl AuthServer {
             r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
         }
         Some(r)
+    }
+}
+
+impl AuthServer {
+    /// 403 `insufficient_scope` asking for `scope` (RFC 6750 §3.1).
+    fn insufficient_scope(&self, scope: &str) -> Response {
+        let challenge = format!(
+            "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{}\"",
+            scope.replace(['"', '\\'], ""),
+            self.resource_metadata_url()
+        );
+        let mut r = json_response(
+            StatusCode::FORBIDDEN,
+            &json!({"error": "insufficient_scope", "error_description": format!("needs scope {scope}")}),
+        );
+        if let Ok(v) = HeaderValue::from_str(&challenge) {
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+        }
+        r
     }
 }
 
