@@ -12,8 +12,9 @@ use async_trait::async_trait;
 /// authorizer bounds its own step-ups; this only stops a broken one from looping.
 pub const MAX_AUTH_RETRIES: u32 = 4;
 
-/// A refusal from the server: its HTTP status and `WWW-Authenticate` header values.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A refusal from the server: its HTTP status and `WWW-Authenticate` header values. `Debug`
+/// redacts the refused credentials.
+#[derive(Clone, PartialEq, Eq)]
 pub struct AuthChallenge {
     /// 401 or 403.
     pub status: u16,
@@ -22,6 +23,16 @@ pub struct AuthChallenge {
     /// The `Authorization` header value that was refused, if one was sent: an authorizer
     /// serving several requests at once sees whether its token changed meanwhile.
     pub refused: Option<String>,
+}
+
+impl std::fmt::Debug for AuthChallenge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthChallenge")
+            .field("status", &self.status)
+            .field("www_authenticate", &self.www_authenticate)
+            .field("refused", &self.refused.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 /// Why no (better) token could be obtained.

@@ -366,16 +366,23 @@ impl Shared {
         Some(value)
     }
 
+    /// The configured headers, with the authorizer's `Authorization` in place of a configured
+    /// one (never both).
+    fn headers_with(&self, authz: Option<&HeaderValue>) -> HeaderMap {
+        let mut headers = self.headers.clone();
+        if let Some(value) = authz {
+            headers.insert(AUTHORIZATION, value.clone());
+        }
+        headers
+    }
+
     fn common(
         &self,
         mut rb: reqwest::RequestBuilder,
         head: Option<&Head>,
         authz: Option<&HeaderValue>,
     ) -> reqwest::RequestBuilder {
-        rb = rb.headers(self.headers.clone());
-        if let Some(value) = authz {
-            rb = rb.header(AUTHORIZATION, value.clone());
-        }
+        rb = rb.headers(self.headers_with(authz));
         let state = self.state();
         if state.legacy_endpoint.is_some() {
             return rb;
@@ -782,17 +789,42 @@ impl Shared {
     /// The 2024-11-05 transport: GET the SSE stream, wait for its `endpoint` event, keep
     /// reading the stream (answers arrive on it) in a task.
     async fn open_legacy(self: &Arc<Self>) -> Result<(), String> {
-        let authz = self.authorization().await;
-        let resp = self
-            .send_retrying(|| {
-                let rb = self.http.get(self.url.clone()).headers(self.headers.clone());
-                let rb = match &authz {
-                    Some(value) => rb.header(AUTHORIZATION, value.clone()),
-                    None => rb,
-                };
-                rb.header(ACCEPT, "text/event-stream")
-            })
-            .await?;
+        let mut auth_retries = 0;
+        let resp = loop {
+            let authz = self.authorization().await;
+            let resp = self
+                .send_retrying(|| {
+                    self.http
+                        .get(self.url.clone())
+                        .headers(self.headers_with(authz.as_ref()))
+                        .header(ACCEPT, "text/event-stream")
+                })
+                .await?;
+            let status = resp.status();
+            match &self.auth {
+                Some(auth)
+                    if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)
+                        && auth_retries < MAX_AUTH_RETRIES =>
+                {
+                    auth_retries += 1;
+                    let challenge = AuthChallenge {
+                        status: status.as_u16(),
+                        www_authenticate: resp
+                            .headers()
+                            .get_all(WWW_AUTHENTICATE)
+                            .iter()
+                            .filter_map(|v| v.to_str().ok())
+                            .map(str::to_owned)
+                            .collect(),
+                        refused: authz.as_ref().and_then(|v| v.to_str().ok()).map(str::to_owned),
+                    };
+                    auth.challenged(&challenge)
+                        .await
+                        .map_err(|e| format!("GET {} answered HTTP {status}: {e}", self.url))?;
+                }
+                _ => break resp,
+            }
+        };
         if !resp.status().is_success() || !is_event_stream(&resp) {
             return Err(format!("GET {} answered HTTP {} ({:?})", self.url, resp.status(), content_type(&resp)));
         }
@@ -979,12 +1011,22 @@ impl TransportSink for HttpSink {
         {
             // Tell the server the session is over; it may not allow that (405), and a server
             // that is gone must not hold up the close.
-            let delete = self.shared.http.delete(self.shared.url.clone()).headers(self.shared.headers.clone());
-            let mut delete = delete.header(SESSION_ID, session);
-            if let Some(version) = self.shared.state().protocol_version.clone() {
-                delete = delete.header(PROTOCOL_VERSION, version);
-            }
-            match tokio::time::timeout(Duration::from_secs(2), delete.send()).await {
+            let shared = &self.shared;
+            let version = shared.state().protocol_version.clone();
+            let delete = async {
+                // A protected server only ends a session for its owner.
+                let authz = shared.authorization().await;
+                let mut delete = shared
+                    .http
+                    .delete(shared.url.clone())
+                    .headers(shared.headers_with(authz.as_ref()))
+                    .header(SESSION_ID, session);
+                if let Some(version) = version {
+                    delete = delete.header(PROTOCOL_VERSION, version);
+                }
+                delete.send().await
+            };
+            match tokio::time::timeout(Duration::from_secs(2), delete).await {
                 Ok(Ok(resp)) => tracing::debug!(server = %self.shared.label, "DELETE session: HTTP {}", resp.status()),
                 Ok(Err(e)) => tracing::debug!(server = %self.shared.label, "DELETE session failed: {e}"),
                 Err(_) => tracing::debug!(server = %self.shared.label, "DELETE session timed out"),

@@ -391,3 +391,28 @@ async fn an_authorizer_that_cannot_get_a_token_makes_the_server_need_auth_or_fai
     assert!(c.state().to_string().contains("giving up"), "{}", c.state());
     assert_eq!(auth.challenges.lock().unwrap().len(), 4);
 }
+
+/// The authorizer's header replaces a configured `Authorization` header (never two), and a
+/// challenge's `Debug` does not show the refused credentials.
+#[tokio::test]
+async fn the_authorizer_header_replaces_a_configured_one_and_debug_hides_it() {
+    let locked = server(HttpOptions { token: Some("t1".into()), ..HttpOptions::default() }).await;
+    let auth = std::sync::Arc::new(FakeAuthorizer { token: "t1".into(), ..FakeAuthorizer::default() });
+    let mut config = HttpConfig { reconnect: quick_backoff(), ..HttpConfig::new(locked.url()) };
+    config.headers.insert("Authorization".into(), "Bearer stale-configured".into());
+    config.auth = Some(auth.clone());
+    let client = client_for(config).await;
+    assert_eq!(echo(&client, "once").await.unwrap(), "once");
+    client.close().await.unwrap();
+    let challenges = auth.challenges.lock().unwrap().clone();
+    assert_eq!(challenges.len(), 1);
+    // `refused` is what the authorizer supplied (nothing yet), not the configured header.
+    assert_eq!(challenges[0].refused, None);
+    let challenge = mcp_transport::AuthChallenge { refused: Some("Bearer s3cret".into()), ..challenges[0].clone() };
+    let shown = format!("{challenge:?}");
+    assert!(!shown.contains("s3cret") && shown.contains("<redacted>"), "{shown}");
+    let seen = locked.seen();
+    assert!(seen.iter().skip(1).all(|r| r.authorization.as_deref() == Some("Bearer t1")), "{seen:?}");
+    // The DELETE that ends the session carries the token too.
+    assert!(seen.iter().any(|r| r.http_method == "DELETE" && r.status / 100 == 2), "{seen:?}");
+}
