@@ -36,8 +36,13 @@ use crate::store::{StoredTokens, TokenStore};
 use crate::user_agent::UserAgent;
 use crate::www_authenticate::{BearerChallenge, parse_challenges};
 
-/// A token is refreshed this long before it expires, so a request does not race its expiry.
+/// A token is refreshed this long before it expires (or halfway through a shorter life), so a
+/// request does not race its expiry.
 const REFRESH_SKEW_SECS: u64 = 30;
+/// After a failed refresh, the next attempt waits this long (the token is used meanwhile).
+const REFRESH_RETRY: Duration = Duration::from_secs(30);
+/// Step-ups are counted within this window: a long session may need a few more later.
+const STEP_UP_WINDOW: Duration = Duration::from_secs(600);
 /// A token refused with 401 within this long of its authorization is not authorized again.
 const FRESH_TOKEN: Duration = Duration::from_secs(10);
 /// Re-authorizations for `insufficient_scope` before giving up: with the first authorization
@@ -177,6 +182,12 @@ struct Inner {
     /// server will not accept what the authorization server issues, and another login (maybe
     /// in a browser) would not change that.
     authorized_at: Option<Instant>,
+    /// When the step-up budget was last used.
+    step_up_at: Option<Instant>,
+    /// The access token's lifetime as issued, when known.
+    lifetime_secs: Option<u64>,
+    /// When a refresh last failed.
+    refresh_failed_at: Option<Instant>,
 }
 
 /// The OAuth 2.1 [`Authorizer`]. Share one per server connection; it serializes its own work.
@@ -259,14 +270,18 @@ impl OAuthAuthorizer {
             return;
         }
         inner.loaded = true;
-        let Some(dir) = self.config.store_dir.as_ref().filter(|_| !self.config.ignore_stored) else { return };
+        let Some(dir) = self.config.store_dir.as_ref() else { return };
         match TokenStore::load(dir) {
             Ok(store) => {
                 if let Some((issuer, tokens)) = store.find_resource(&self.resource) {
-                    inner.issuer = Some(issuer.to_owned());
-                    inner.registration = tokens.client.clone();
-                    inner.requested = tokens.scope.as_deref().map(Scopes::parse).unwrap_or_default();
-                    inner.tokens = Some(tokens.clone());
+                    let scope = |s: &Option<String>| s.as_deref().map(Scopes::parse).unwrap_or_default();
+                    // Even a fresh login asks again for the scopes a step-up found missing.
+                    inner.requested = scope(&tokens.scope).union(&scope(&tokens.wanted_scope));
+                    if !self.config.ignore_stored {
+                        inner.issuer = Some(issuer.to_owned());
+                        inner.registration = tokens.client.clone();
+                        inner.tokens = Some(tokens.clone());
+                    }
                 }
             }
             Err(e) => tracing::warn!("OAuth token store unusable, ignoring it: {e}"),
@@ -278,12 +293,32 @@ impl OAuthAuthorizer {
             return;
         };
         let saved = TokenStore::load(dir).and_then(|mut store| {
+            // One entry per resource: tokens of an earlier authorization server must not be
+            // found (and refreshed) by a later process.
+            store.remove_resource(&self.resource);
             store.insert(issuer, &self.resource, tokens.clone());
             store.save()
         });
         if let Err(e) = saved {
             tracing::warn!("could not save the OAuth tokens: {e}");
         }
+    }
+
+    /// Takes newer tokens another process stored for the same issuer (it may have rotated the
+    /// refresh token we hold). Whether it found any.
+    fn reload(&self, inner: &mut Inner) -> bool {
+        let Some(dir) = &self.config.store_dir else { return false };
+        let Ok(store) = TokenStore::load(dir) else { return false };
+        let Some((issuer, stored)) = store.find_resource(&self.resource) else { return false };
+        let newer = inner.issuer.as_deref() == Some(issuer)
+            && inner.tokens.as_ref().is_none_or(|t| t.access_token != stored.access_token);
+        if newer {
+            inner.tokens = Some(stored.clone());
+            if stored.client.is_some() {
+                inner.registration = stored.client.clone();
+            }
+        }
+        newer
     }
 
     /// The configured pre-registered client, with the auth method the server advertises.
@@ -337,6 +372,20 @@ impl OAuthAuthorizer {
             Some(d) => d,
             None => self.discover(None).await?,
         };
+        // The refresh token (and a registered client's secret) only ever go back to the
+        // authorization server that issued them.
+        if let Some(issuer) = inner.issuer.clone()
+            && issuer.trim_end_matches('/') != discovered.issuer.trim_end_matches('/')
+        {
+            inner.tokens = None;
+            inner.registration = None;
+            inner.issuer = None;
+            return Err(AuthError::failed(format!(
+                "the server now names another authorization server ({}) than the one that issued the tokens ({issuer}); \
+                 a new authorization is needed",
+                discovered.issuer
+            )));
+        }
         let registration = inner
             .registration
             .clone()
@@ -359,6 +408,8 @@ impl OAuthAuthorizer {
         requested: Option<Scopes>,
         previous_refresh_token: Option<String>,
     ) {
+        inner.lifetime_secs = response.expires_in;
+        inner.refresh_failed_at = None;
         let mut tokens = response.to_stored(now_unix());
         if tokens.refresh_token.is_none() {
             tokens.refresh_token = previous_refresh_token;
@@ -406,6 +457,8 @@ impl OAuthAuthorizer {
                 // A person should not have to log in again every hour.
                 interactive,
             )
+            // What earlier authorizations and step-ups found necessary stays requested.
+            .union(&inner.requested)
         });
         let scope_param = scopes.to_param();
         let resource = self.resource.clone();
@@ -427,15 +480,20 @@ impl OAuthAuthorizer {
                     &resource,
                 )
                 .map_err(failed)?;
-                let back = pending.complete(&url).await.map_err(failed)?;
-                if let Some(error) = back.error {
-                    let why = back.error_description.map(|d| format!(": {d}")).unwrap_or_default();
-                    return Err(AuthError::failed(format!("the authorization was refused ({error}){why}")));
-                }
+                let back = pending.complete(&url, &state).await.map_err(failed)?;
+                // Nothing from a redirect with another state is believed, not even its error.
                 if back.state.as_deref() != Some(state.as_str()) {
                     return Err(AuthError::failed(
                         "the authorization redirect carried another state than the request (possible CSRF); ignored",
                     ));
+                }
+                if let Some(error) = back.error {
+                    let why = back
+                        .error_description
+                        .map(|d| format!(": {}", flow::sanitize_server_text(&d, 300)))
+                        .unwrap_or_default();
+                    let error = flow::sanitize_server_text(&error, 100);
+                    return Err(AuthError::failed(format!("the authorization was refused ({error}){why}")));
                 }
                 let code = back.code.ok_or_else(|| AuthError::failed("the authorization redirect carried no code"))?;
                 let response =
@@ -548,27 +606,30 @@ impl Authorizer for OAuthAuthorizer {
         let mut inner = self.inner.lock().await;
         self.load(&mut inner);
         let now = now_unix();
+        let skew = inner.lifetime_secs.map_or(REFRESH_SKEW_SECS, |l| REFRESH_SKEW_SECS.min(l / 2));
         let (expiring, expired, refreshable) = match &inner.tokens {
-            Some(t) => (t.is_expired(now, REFRESH_SKEW_SECS), t.is_expired(now, 0), t.refresh_token.is_some()),
+            Some(t) => (t.is_expired(now, skew), t.is_expired(now, 0), t.refresh_token.is_some()),
             None => return None,
         };
-        if expiring && refreshable {
+        let backing_off = inner.refresh_failed_at.is_some_and(|at| at.elapsed() < REFRESH_RETRY) && !expired;
+        if expiring && refreshable && !backing_off {
             if let Err(e) = self.refresh(&mut inner).await {
                 tracing::info!(server = %self.config.server_url, "refreshing the access token failed: {e}");
-                if expired {
+                inner.refresh_failed_at = Some(Instant::now());
+                if !self.reload(&mut inner) && expired {
                     inner.tokens = None;
                 }
             }
-        } else if expired {
+        } else if expired && !self.reload(&mut inner) {
             inner.tokens = None;
         }
-        inner.tokens.as_ref().map(bearer)
+        inner.tokens.as_ref().filter(|t| !t.is_expired(now, 0)).map(bearer)
     }
 
     async fn challenged(&self, challenge: &AuthChallenge) -> Result<(), AuthError> {
         let mut inner = self.inner.lock().await;
         self.load(&mut inner);
-        let current = inner.tokens.as_ref().map(bearer);
+        let current = inner.tokens.as_ref().filter(|t| !t.is_expired(now_unix(), 0)).map(bearer);
         if current.is_some() && current != challenge.refused {
             // Another request obtained a new token meanwhile: try that one.
             return Ok(());
@@ -592,6 +653,24 @@ impl Authorizer for OAuthAuthorizer {
                     required.to_param().unwrap_or_default()
                 )));
             }
+            if let Grant::AuthorizationCode { user_agent: None } = &self.config.grant {
+                // Remember what is missing so the login asks for it.
+                let wanted = held.union(&required);
+                if let Some(tokens) = inner.tokens.as_mut() {
+                    tokens.wanted_scope = wanted.to_param();
+                }
+                inner.requested = wanted;
+                self.persist(&inner);
+                return Err(AuthError::needs_login(format!(
+                    "the server needs scope \"{}\": {}",
+                    required.to_param().unwrap_or_default(),
+                    self.config.login_hint
+                )));
+            }
+            if inner.step_up_at.is_some_and(|at| at.elapsed() > STEP_UP_WINDOW) {
+                inner.step_up = None;
+            }
+            inner.step_up_at = Some(Instant::now());
             let step_up = inner.step_up.get_or_insert_with(|| StepUp::new(MAX_STEP_UPS));
             let scopes = step_up.next(&held, &required).map_err(failed)?;
             return self.authorize(&mut inner, Some(&parsed), Some(scopes)).await;

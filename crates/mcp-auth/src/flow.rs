@@ -169,6 +169,14 @@ pub enum FlowError {
         /// The `issued_token_type` received.
         found: String,
     },
+    /// An authorization server endpoint is plain `http` to another host than loopback.
+    #[error("{field} {url} is not https: authorization endpoints must use https (plain http only on loopback)")]
+    InsecureEndpoint {
+        /// The URL.
+        url: String,
+        /// Which endpoint.
+        field: &'static str,
+    },
 }
 
 /// Protected resource metadata (RFC 9728 §2). Unknown fields are ignored.
@@ -317,6 +325,7 @@ impl TokenResponse {
             expires_at_unix: self.expires_in.map(|s| now_unix.saturating_add(s)),
             scope: self.scope.clone(),
             client: None,
+            wanted_scope: None,
         }
     }
 }
@@ -374,10 +383,44 @@ async fn first_document<T: serde::de::DeserializeOwned>(
 }
 
 fn http_url(s: Option<&str>, meta_url: &Url, field: &'static str) -> Result<Url, FlowError> {
-    s.and_then(|s| Url::parse(s).ok())
+    let url = s
+        .and_then(|s| Url::parse(s).ok())
         .filter(|u| matches!(u.scheme(), "http" | "https") && u.has_host())
-        .ok_or_else(|| FlowError::InvalidMetadata { url: meta_url.to_string(), field })
+        .ok_or_else(|| FlowError::InvalidMetadata { url: meta_url.to_string(), field })?;
+    if !is_secure_endpoint(&url) {
+        return Err(FlowError::InsecureEndpoint { url: url.to_string(), field });
+    }
+    Ok(url)
 }
+
+/// Whether codes, tokens and secrets may be sent to `url`: `https`, or plain `http` to a
+/// loopback host (which never leaves the machine). MCP requires HTTPS for every authorization
+/// server endpoint.
+pub fn is_secure_endpoint(url: &Url) -> bool {
+    match url.scheme() {
+        "https" => true,
+        "http" => match url.host() {
+            Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+            None => false,
+        },
+        _ => false,
+    }
+}
+
+/// Text from a server (an OAuth `error_description`) made fit for a terminal and a log line:
+/// control characters dropped, at most `max` characters.
+pub fn sanitize_server_text(text: &str, max: usize) -> String {
+    let clean: String = text.chars().filter(|c| !c.is_control()).collect();
+    match clean.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &clean[..cut]),
+        None => clean,
+    }
+}
+
+/// The longest `error_description` kept.
+const MAX_DESCRIPTION_CHARS: usize = 300;
 
 fn trim_slash(s: &str) -> &str {
     s.trim_end_matches('/')
@@ -460,6 +503,10 @@ fn from_as_metadata(
 }
 
 async fn legacy(client: &reqwest::Client, server_url: &Url, resource: String) -> Result<Discovered, FlowError> {
+    // The 2025-03-26 fallback puts the endpoints on the server's own origin.
+    if !is_secure_endpoint(server_url) {
+        return Err(FlowError::InsecureEndpoint { url: server_url.to_string(), field: "server url" });
+    }
     let meta_url = DefaultEndpoints::legacy_metadata_url(server_url)?;
     if let Some((as_url, mut asm)) =
         first_document::<AuthorizationServerMetadata>(client, std::slice::from_ref(&meta_url)).await?
@@ -495,7 +542,11 @@ struct OAuthErrorBody {
 
 pub(crate) fn oauth_error(endpoint: &Url, body: &[u8]) -> Option<FlowError> {
     let e: OAuthErrorBody = serde_json::from_slice(body).ok()?;
-    Some(FlowError::OAuth { endpoint: endpoint.to_string(), error: e.error, description: e.error_description })
+    Some(FlowError::OAuth {
+        endpoint: endpoint.to_string(),
+        error: sanitize_server_text(&e.error, 100),
+        description: e.error_description.map(|d| sanitize_server_text(&d, MAX_DESCRIPTION_CHARS)),
+    })
 }
 
 #[derive(Serialize)]
@@ -655,6 +706,42 @@ pub(crate) fn expires_in(v: Option<NumOrString>) -> Option<u64> {
     }
 }
 
+/// POSTs a form to a token endpoint, with HTTP Basic client authentication (`basic`: client id
+/// and secret, each form-encoded as RFC 6749 §2.3.1 says) when given; the body of a 200 answer,
+/// or the OAuth error the endpoint gave.
+pub(crate) async fn post_form(
+    client: &reqwest::Client,
+    endpoint: &Url,
+    params: Vec<(&str, &str)>,
+    basic: Option<(&str, &str)>,
+) -> Result<Vec<u8>, FlowError> {
+    if !is_secure_endpoint(endpoint) {
+        return Err(FlowError::InsecureEndpoint { url: endpoint.to_string(), field: "token endpoint" });
+    }
+    let body: String = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(params).finish();
+    let mut req = client
+        .post(endpoint.clone())
+        .header(reqwest::header::ACCEPT, "application/json")
+        .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(body);
+    if let Some((id, secret)) = basic {
+        let creds = format!("{}:{}", form_encode(id), form_encode(secret));
+        let mut value = reqwest::header::HeaderValue::from_str(&format!("Basic {}", STANDARD.encode(creds)))
+            .map_err(|_| FlowError::UnsupportedAuthMethod { method: AUTH_CLIENT_SECRET_BASIC.to_owned() })?;
+        value.set_sensitive(true);
+        req = req.header(reqwest::header::AUTHORIZATION, value);
+    }
+    let resp = req.send().await.map_err(|source| FlowError::Http { url: endpoint.to_string(), source })?;
+    let fetched = read_bounded(endpoint.as_str(), resp).await?;
+    if let Some(e) = oauth_error(endpoint, &fetched.body) {
+        return Err(e);
+    }
+    if fetched.status != 200 {
+        return Err(FlowError::Status { url: endpoint.to_string(), status: fetched.status });
+    }
+    Ok(fetched.body)
+}
+
 /// POSTs `params` to the token endpoint with client authentication and parses the answer.
 pub(crate) async fn token_request(
     client: &reqwest::Client,
@@ -677,34 +764,12 @@ pub(crate) async fn token_request(
             params.push(("client_id", &registration.client_id));
             params.push(("client_secret", secret()?));
         }
-        AUTH_CLIENT_SECRET_BASIC => {
-            let creds = format!("{}:{}", form_encode(&registration.client_id), form_encode(secret()?));
-            basic = Some(format!("Basic {}", STANDARD.encode(creds)));
-        }
+        AUTH_CLIENT_SECRET_BASIC => basic = Some((registration.client_id.as_str(), secret()?)),
         other => return Err(FlowError::UnsupportedAuthMethod { method: other.to_owned() }),
     }
-    let body: String = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(params).finish();
-    let mut req = client
-        .post(endpoint.clone())
-        .header(reqwest::header::ACCEPT, "application/json")
-        .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .body(body);
-    if let Some(b) = basic {
-        let mut value = reqwest::header::HeaderValue::from_str(&b)
-            .map_err(|_| FlowError::UnsupportedAuthMethod { method: method.to_owned() })?;
-        value.set_sensitive(true);
-        req = req.header(reqwest::header::AUTHORIZATION, value);
-    }
-    let resp = req.send().await.map_err(|source| FlowError::Http { url: endpoint.to_string(), source })?;
-    let fetched = read_bounded(endpoint.as_str(), resp).await?;
-    if let Some(e) = oauth_error(endpoint, &fetched.body) {
-        return Err(e);
-    }
-    if fetched.status != 200 {
-        return Err(FlowError::Status { url: endpoint.to_string(), status: fetched.status });
-    }
-    let raw: RawTokenResponse = serde_json::from_slice(&fetched.body)
-        .map_err(|source| FlowError::InvalidJson { url: endpoint.to_string(), source })?;
+    let body = post_form(client, endpoint, params, basic).await?;
+    let raw: RawTokenResponse =
+        serde_json::from_slice(&body).map_err(|source| FlowError::InvalidJson { url: endpoint.to_string(), source })?;
     let token_type = raw.token_type.unwrap_or_default();
     if !token_type.eq_ignore_ascii_case("bearer") {
         return Err(FlowError::NotBearer { token_type });
@@ -810,6 +875,35 @@ mod tests {
         assert_eq!(m.token_endpoint.as_deref(), Some("https://a/t"));
         let p: ProtectedResourceMetadata = serde_json::from_str(r#"{"resource":"https://r","z":null}"#).unwrap();
         assert!(p.authorization_servers.is_empty());
+    }
+
+    #[test]
+    fn only_https_or_loopback_endpoints_are_accepted() {
+        for ok in [
+            "https://as.example/token",
+            "http://127.0.0.1:9/t",
+            "http://localhost/t",
+            "http://[::1]:8/t",
+            "http://127.9.9.9/t",
+        ] {
+            assert!(is_secure_endpoint(&Url::parse(ok).unwrap()), "{ok}");
+        }
+        for bad in ["http://as.example/token", "http://10.0.0.1/t", "http://localhost.evil.example/t", "ftp://x/y"] {
+            assert!(!is_secure_endpoint(&Url::parse(bad).unwrap()), "{bad}");
+        }
+        let meta = Url::parse("https://as.example/.well-known/oauth-authorization-server").unwrap();
+        let err = http_url(Some("http://as.example/token"), &meta, "token_endpoint").unwrap_err();
+        assert!(matches!(err, FlowError::InsecureEndpoint { field: "token_endpoint", .. }), "{err}");
+    }
+
+    #[test]
+    fn server_text_in_errors_is_cleaned_and_capped() {
+        let body = format!(r#"{{"error":"bad\u001b[31m","error_description":"{}\u0007"}}"#, "x".repeat(5000));
+        let e = oauth_error(&Url::parse("https://a/token").unwrap(), body.as_bytes()).unwrap();
+        let shown = e.to_string();
+        assert!(!shown.chars().any(char::is_control), "{shown:?}");
+        assert!(shown.chars().count() < 400, "{}", shown.len());
+        assert_eq!(sanitize_server_text("héllo", 2), "hé…");
     }
 
     #[test]

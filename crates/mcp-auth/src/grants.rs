@@ -20,14 +20,11 @@ use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
 use base64::Engine as _;
 use base64::alphabet;
 use base64::engine::DecodePaddingMode;
-use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, URL_SAFE_NO_PAD};
 use serde::Deserialize;
 use url::Url;
 
-use crate::flow::{
-    AUTH_NONE, ClientRegistration, Discovered, FlowError, TokenResponse, form_encode, oauth_error, read_bounded,
-    token_request,
-};
+use crate::flow::{AUTH_NONE, ClientRegistration, Discovered, FlowError, TokenResponse, post_form, token_request};
 
 /// `client_assertion_type` of a JWT client assertion (RFC 7523 §2.2).
 pub const CLIENT_ASSERTION_TYPE_JWT_BEARER: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
@@ -211,28 +208,9 @@ pub async fn request_id_jag(
         params.push(("scope", s));
     }
     params.push(("client_id", idp_client_id));
-    let body: String = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(params).finish();
-    let mut req = client
-        .post(idp_token_endpoint.clone())
-        .header(reqwest::header::ACCEPT, "application/json")
-        .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .body(body);
-    if let Some(secret) = idp_client_secret {
-        let creds = format!("{}:{}", form_encode(idp_client_id), form_encode(secret));
-        let mut value = reqwest::header::HeaderValue::from_str(&format!("Basic {}", STANDARD.encode(creds)))
-            .map_err(|_| FlowError::UnsupportedAuthMethod { method: "client_secret_basic".to_owned() })?;
-        value.set_sensitive(true);
-        req = req.header(reqwest::header::AUTHORIZATION, value);
-    }
-    let resp = req.send().await.map_err(|source| FlowError::Http { url: idp_token_endpoint.to_string(), source })?;
-    let fetched = read_bounded(idp_token_endpoint.as_str(), resp).await?;
-    if let Some(e) = oauth_error(idp_token_endpoint, &fetched.body) {
-        return Err(e);
-    }
-    if fetched.status != 200 {
-        return Err(FlowError::Status { url: idp_token_endpoint.to_string(), status: fetched.status });
-    }
-    let answer: TokenExchangeResponse = serde_json::from_slice(&fetched.body)
+    let basic = idp_client_secret.map(|secret| (idp_client_id, secret));
+    let body = post_form(client, idp_token_endpoint, params, basic).await?;
+    let answer: TokenExchangeResponse = serde_json::from_slice(&body)
         .map_err(|source| FlowError::InvalidJson { url: idp_token_endpoint.to_string(), source })?;
     if let Some(issued) = answer.issued_token_type
         && issued != TOKEN_TYPE_ID_JAG

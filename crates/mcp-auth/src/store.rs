@@ -25,7 +25,7 @@ pub const FILE_NAME: &str = "oauth-tokens.json";
 const VERSION: u32 = 1;
 
 /// Tokens for one (issuer, resource). `Debug` redacts the tokens.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredTokens {
     /// The access token.
     pub access_token: String,
@@ -42,6 +42,10 @@ pub struct StoredTokens {
     /// dynamically or is otherwise not in the configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<crate::flow::ClientRegistration>,
+    /// Scopes the server asked for (a step-up) that these tokens lack, space-delimited: the
+    /// next login requests them too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wanted_scope: Option<String>,
 }
 
 impl StoredTokens {
@@ -60,6 +64,7 @@ impl fmt::Debug for StoredTokens {
             .field("expires_at_unix", &self.expires_at_unix)
             .field("scope", &self.scope)
             .field("client", &self.client)
+            .field("wanted_scope", &self.wanted_scope)
             .finish()
     }
 }
@@ -277,6 +282,7 @@ mod tests {
             expires_at_unix: Some(1_767_225_600),
             scope: Some("files:read".into()),
             client: None,
+            wanted_scope: None,
         }
     }
 
@@ -304,6 +310,7 @@ mod tests {
                 expires_at_unix: None,
                 scope: None,
                 client: None,
+                wanted_scope: None,
             },
         );
         store.save().unwrap();

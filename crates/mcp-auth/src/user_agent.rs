@@ -82,8 +82,9 @@ pub trait PendingRedirect: Send {
     /// The redirect URI to register and to send in the authorization request.
     fn redirect_uri(&self) -> &str;
 
-    /// Takes the user to `authorization_url` and waits for the redirect back.
-    async fn complete(self: Box<Self>, authorization_url: &Url) -> Result<Redirected, UserAgentError>;
+    /// Takes the user to `authorization_url` and waits for the redirect back carrying
+    /// `state` (a redirect with another state is not ours: a listener ignores it).
+    async fn complete(self: Box<Self>, authorization_url: &Url, state: &str) -> Result<Redirected, UserAgentError>;
 }
 
 /// How [`LoopbackBrowser`] shows the authorization URL (a CLI prints it to stderr).
@@ -138,22 +139,27 @@ impl PendingRedirect for LoopbackPending {
         &self.redirect_uri
     }
 
-    async fn complete(self: Box<Self>, authorization_url: &Url) -> Result<Redirected, UserAgentError> {
+    async fn complete(self: Box<Self>, authorization_url: &Url, state: &str) -> Result<Redirected, UserAgentError> {
         (self.browser.show)(authorization_url);
         if self.browser.open_browser {
             open_in_browser(authorization_url);
         }
         let timeout = self.browser.timeout;
-        tokio::time::timeout(timeout, accept_callback(&self.listener))
+        tokio::time::timeout(timeout, accept_callback(&self.listener, state))
             .await
             .map_err(|_| UserAgentError::TimedOut(timeout))
     }
 }
 
-/// Serves connections until one is a GET of `/callback` carrying a code or an error.
-async fn accept_callback(listener: &TcpListener) -> Redirected {
+/// Serves connections until one is a GET of `/callback` carrying a code or an error and our
+/// `state`; anything else (another local program, a stale tab) gets an error page.
+async fn accept_callback(listener: &TcpListener, state: &str) -> Redirected {
     loop {
-        let Ok((mut stream, _)) = listener.accept().await else { continue };
+        let Ok((mut stream, _)) = listener.accept().await else {
+            // Out of file descriptors and the like: do not spin.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
         let mut buf = Vec::new();
         let mut chunk = [0u8; 2048];
         // A stalled browser connection must not block the next one forever.
@@ -175,13 +181,14 @@ async fn accept_callback(listener: &TcpListener) -> Redirected {
             .and_then(|t| Url::parse(&format!("http://127.0.0.1{t}")).ok())
             .filter(|u| u.path() == "/callback")
             .map(|u| Redirected::from_url(&u))
-            .filter(|r| r.code.is_some() || r.error.is_some());
+            .filter(|r| r.code.is_some() || r.error.is_some())
+            .filter(|r| r.state.as_deref() == Some(state));
         let (status, body) = match &redirected {
             Some(r) if r.error.is_none() => {
                 ("200 OK", "Logged in. You can close this tab and return to the terminal.\n")
             }
             Some(_) => ("200 OK", "The authorization was refused. You can close this tab.\n"),
-            None => ("404 Not Found", "Not the authorization callback.\n"),
+            None => ("400 Bad Request", "Not the authorization callback this login waits for.\n"),
         };
         let response = format!(
             "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -245,7 +252,8 @@ impl PendingRedirect for FollowPending {
         &self.redirect_uri
     }
 
-    async fn complete(self: Box<Self>, authorization_url: &Url) -> Result<Redirected, UserAgentError> {
+    async fn complete(self: Box<Self>, authorization_url: &Url, _state: &str) -> Result<Redirected, UserAgentError> {
+        // The caller checks the state of what comes back.
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(30))

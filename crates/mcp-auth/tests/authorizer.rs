@@ -95,14 +95,22 @@ async fn refreshes_an_expiring_token_before_sending() {
     let dir = tempfile::tempdir().unwrap();
     let authorizer = Arc::new(OAuthAuthorizer::new(config(&server, Some(dir.path()), true)).unwrap());
     let c = client(&server, authorizer).await;
-    for _ in 0..3 {
-        assert_eq!(c.list_all_tools(ListLimits::default()).await.unwrap().len(), 2);
-    }
+    let refreshes = || {
+        count(
+            &server.oauth_log(),
+            |e| matches!(e, OAuthEvent::Token { grant_type, ok: true, .. } if grant_type == "refresh_token"),
+        )
+    };
+    // A 2-second token is refreshed in its last second, not before.
+    assert_eq!(c.list_all_tools(ListLimits::default()).await.unwrap().len(), 2);
+    assert_eq!(refreshes(), 0);
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(c.list_all_tools(ListLimits::default()).await.unwrap().len(), 2);
+    assert_eq!(refreshes(), 1);
+    assert_eq!(c.list_all_tools(ListLimits::default()).await.unwrap().len(), 2);
+    assert_eq!(refreshes(), 1, "the new token is not refreshed at once");
     c.close().await.unwrap();
     let log = server.oauth_log();
-    let refreshes =
-        count(&log, |e| matches!(e, OAuthEvent::Token { grant_type, ok: true, .. } if grant_type == "refresh_token"));
-    assert!(refreshes >= 1, "{log:?}");
     assert_eq!(count(&log, |e| matches!(e, OAuthEvent::Authorized { .. })), 1, "{log:?}");
     assert_eq!(count(&log, |e| matches!(e, OAuthEvent::Token { ok: false, .. })), 0, "{log:?}");
     assert!(
@@ -227,4 +235,140 @@ async fn a_fresh_token_refused_with_401_is_not_authorized_again() {
     assert!(err.contains("has just issued"), "{err}");
     let log = server.oauth_log();
     assert_eq!(count(&log, |e| matches!(e, OAuthEvent::Authorized { .. })), 1, "{log:?}");
+}
+
+/// Several requests refused at once (the token expired, no refresh token): one new
+/// authorization, and every request goes through with its token.
+#[tokio::test]
+async fn concurrent_refusals_lead_to_one_authorization() {
+    let server = protected(OAuthOptions { expires_in_s: 1, refresh_tokens: false, ..OAuthOptions::new() }).await;
+    let authorizer = Arc::new(OAuthAuthorizer::new(config(&server, None, true)).unwrap());
+    let c = Arc::new(client(&server, authorizer).await);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let calls: Vec<_> = (0..5)
+        .map(|i| {
+            let c = Arc::clone(&c);
+            tokio::spawn(async move {
+                let args = serde_json::json!({"text": format!("n{i}")}).as_object().cloned();
+                c.call_tool("echo", args, mcp_transport::RequestOptions::default()).await.map(|r| r.joined_text())
+            })
+        })
+        .collect();
+    for (i, call) in calls.into_iter().enumerate() {
+        assert_eq!(call.await.unwrap().unwrap(), format!("n{i}"));
+    }
+    let log = server.oauth_log();
+    assert_eq!(count(&log, |e| matches!(e, OAuthEvent::Authorized { .. })), 2, "{log:?}");
+}
+
+/// Tokens stored for another authorization server than the one the server names now are not
+/// refreshed there (the refresh token never reaches it); a new authorization replaces them.
+#[tokio::test]
+async fn tokens_of_another_authorization_server_are_not_sent_to_the_new_one() {
+    let server = protected(OAuthOptions::new()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let resource = format!("http://{}/mcp", server.addr);
+    let mut store = TokenStore::load(dir.path()).unwrap();
+    let old = mcp_auth::store::StoredTokens {
+        access_token: "old-access".into(),
+        refresh_token: Some("old-refresh".into()),
+        expires_at_unix: Some(1),
+        client: Some(mcp_auth::ClientRegistration {
+            client_id: "old-client".into(),
+            client_secret: Some("old-secret".into()),
+            token_endpoint_auth_method: "client_secret_basic".into(),
+        }),
+        ..Default::default()
+    };
+    store.insert("https://old-issuer.example", &resource, old);
+    store.save().unwrap();
+    let authorizer = Arc::new(OAuthAuthorizer::new(config(&server, Some(dir.path()), true)).unwrap());
+    let c = client(&server, authorizer).await;
+    c.close().await.unwrap();
+    let log = server.oauth_log();
+    assert!(
+        !log.iter().any(|e| matches!(e, OAuthEvent::Token { grant_type, .. } if grant_type == "refresh_token")),
+        "{log:?}"
+    );
+    assert_eq!(count(&log, |e| matches!(e, OAuthEvent::Authorized { .. })), 1, "{log:?}");
+    let store = TokenStore::load(dir.path()).unwrap();
+    let keys: Vec<(String, String)> = store.keys().map(|(i, r)| (i.to_owned(), r.to_owned())).collect();
+    assert_eq!(keys, [(format!("http://{}", server.addr), resource)], "the stale entry is gone");
+}
+
+/// Without a browser, a step-up cannot happen: the server needs a login, which then asks for
+/// the larger scope set.
+#[tokio::test]
+async fn a_step_up_without_a_browser_is_remembered_for_the_next_login() {
+    let server = protected(OAuthOptions { call_scope: Some("mcp:admin".into()), ..OAuthOptions::new() }).await;
+    let dir = tempfile::tempdir().unwrap();
+    let login = Arc::new(OAuthAuthorizer::new(config(&server, Some(dir.path()), true)).unwrap());
+    client(&server, login).await.close().await.unwrap();
+
+    let quiet = Arc::new(OAuthAuthorizer::new(config(&server, Some(dir.path()), false)).unwrap());
+    let c = client(&server, quiet).await;
+    let args = serde_json::json!({"text": "x"}).as_object().cloned();
+    let err = c.call_tool("echo", args, mcp_transport::RequestOptions::default()).await.unwrap_err().to_string();
+    assert!(err.contains("needs scope \"mcp:admin\"") && err.contains("mcp-harness login fixture"), "{err}");
+    c.close().await.unwrap();
+
+    let mut again = config(&server, Some(dir.path()), true);
+    again.ignore_stored = true;
+    let c = client(&server, Arc::new(OAuthAuthorizer::new(again).unwrap())).await;
+    let args = serde_json::json!({"text": "y"}).as_object().cloned();
+    assert_eq!(c.call_tool("echo", args, mcp_transport::RequestOptions::default()).await.unwrap().joined_text(), "y");
+    c.close().await.unwrap();
+    let scopes: Vec<Option<String>> = server
+        .oauth_log()
+        .iter()
+        .filter_map(|e| match e {
+            OAuthEvent::Authorized { scope, .. } => Some(scope.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(scopes, [Some("mcp:read mcp:write".into()), Some("mcp:read mcp:write mcp:admin".into())]);
+}
+
+/// Nothing secret reaches the logs: a whole login, a refresh and a call with every target at
+/// TRACE, and neither the access token nor the refresh token appears, nor any `Bearer` value.
+#[tokio::test]
+async fn no_token_reaches_the_logs() {
+    #[derive(Clone, Default)]
+    struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let server = protected(OAuthOptions { expires_in_s: 2, ..OAuthOptions::new() }).await;
+    let dir = tempfile::tempdir().unwrap();
+    let authorizer = Arc::new(OAuthAuthorizer::new(config(&server, Some(dir.path()), true)).unwrap());
+    let c = client(&server, authorizer).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(c.list_all_tools(ListLimits::default()).await.unwrap().len(), 2);
+    c.close().await.unwrap();
+
+    let logs = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
+    assert!(!logs.is_empty(), "the subscriber captured something");
+    let stored = std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
+    let stored: serde_json::Value = serde_json::from_str(&stored).unwrap();
+    let tokens = &stored["entries"][0]["tokens"];
+    for secret in [&tokens["access_token"], &tokens["refresh_token"]] {
+        let secret = secret.as_str().unwrap();
+        assert!(!logs.contains(secret), "{secret} appears in the logs");
+    }
+    assert!(!logs.contains("Bearer "), "an Authorization header value appears in the logs");
 }

@@ -57,6 +57,7 @@ fn from_401_to_stored_tokens() {
         expires_at_unix: Some(2_000_000_000),
         scope: next.to_param(),
         client: None,
+        wanted_scope: None,
     };
     store.insert(issuer.as_str(), &resource, tokens.clone());
     store.save().unwrap();
