@@ -69,6 +69,7 @@ fn oauth_config(
     config.client_name = format!("mcp-harness ({name})");
     config.login_hint = format!("run `mcp-harness login {name}`");
     config.store_dir = Some(token_dir().map_err(|e| e.to_string())?);
+    config.expected_issuer = settings.issuer.clone();
     let client_secret = match &settings.client_secret_env_var {
         Some(var) => Some(std::env::var(var).map_err(|_| {
             format!("the environment variable {var} (oauth.client_secret_env_var of server {name:?}) is not set")

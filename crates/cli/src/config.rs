@@ -73,6 +73,8 @@ pub(crate) struct OAuthSettings {
     pub(crate) grant: OAuthGrant,
     /// A PKCS#8 PEM EC P-256 private key for `private_key_jwt` (client credentials).
     pub(crate) private_key_file: Option<PathBuf>,
+    /// The only authorization server to send credentials to.
+    pub(crate) issuer: Option<String>,
 }
 
 /// Why the configuration cannot be used.
@@ -366,6 +368,8 @@ struct RawOAuth {
     grant: Option<String>,
     #[serde(default)]
     private_key_file: Option<PathBuf>,
+    #[serde(default)]
+    issuer: Option<String>,
 }
 
 impl RawOAuth {
@@ -386,6 +390,13 @@ impl RawOAuth {
             && (var.trim().is_empty() || var.contains(['=', '\0']))
         {
             return Err(format!("`oauth.client_secret_env_var` must name an environment variable, not {var:?}"));
+        }
+        if let Some(issuer) = &self.issuer
+            && !issuer.starts_with("https://")
+            && !issuer.starts_with("http://127.0.0.1")
+            && !issuer.starts_with("http://localhost")
+        {
+            return Err(format!("`oauth.issuer` must be an https:// URL, not {issuer:?}"));
         }
         if let Some(url) = &self.client_metadata_url
             && !url.starts_with("https://")
@@ -411,6 +422,7 @@ impl RawOAuth {
             grant,
             // Relative to the file, like `cwd`.
             private_key_file: self.private_key_file.map(|p| base.join(p)),
+            issuer: self.issuer,
         }))
     }
 }
@@ -702,7 +714,7 @@ mod tests {
              [servers.machine.oauth]\nclient_id = \"m\"\ngrant = \"client_credentials\"\nprivate_key_file = \"k.pem\"\n\
              [servers.pre]\nurl = \"https://r.example/mcp\"\n\
              [servers.pre.oauth]\nclient_id = \"c\"\nclient_secret_env_var = \"S\"\n\
-             client_metadata_url = \"https://me.example/client.json\"\n\
+             client_metadata_url = \"https://me.example/client.json\"\nissuer = \"https://login.example\"\n\
              [servers.local]\ncommand = \"l\"\n",
         )
         .unwrap();
@@ -716,6 +728,7 @@ mod tests {
             (pre.client_id.as_deref(), pre.client_secret_env_var.as_deref(), pre.client_metadata_url.as_deref()),
             (Some("c"), Some("S"), Some("https://me.example/client.json"))
         );
+        assert_eq!(pre.issuer.as_deref(), Some("https://login.example"));
         for (text, expected) in [
             ("[servers.s]\ncommand = \"s\"\noauth = {}\n", "only applies to remote"),
             ("[servers.r]\nurl = \"https://r\"\nbearer_token_env_var = \"T\"\noauth = {}\n", "cannot be combined"),
@@ -731,6 +744,7 @@ mod tests {
             ),
             ("[servers.r]\nurl = \"https://r\"\noauth = { private_key_file = \"k\" }\n", "only applies to"),
             ("[servers.r]\nurl = \"https://r\"\noauth = { client_metadata_url = \"http://x\" }\n", "https:// URL"),
+            ("[servers.r]\nurl = \"https://r\"\noauth = { issuer = \"http://login.example\" }\n", "https:// URL"),
             ("[servers.r]\nurl = \"https://r\"\noauth = { client_secret = \"s\" }\n", "unknown field `client_secret`"),
         ] {
             let err = toml_err(text);

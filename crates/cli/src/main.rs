@@ -57,6 +57,7 @@ CONFIGURATION
     client_id = \"my-client\"          # pre-registered client (else a metadata document or registration)
     client_secret_env_var = \"TRACKER_SECRET\"
     client_metadata_url = \"https://example.com/client.json\"  # client ID metadata document
+    issuer = \"https://login.example.com\"  # send credentials to this authorization server only
     grant = \"client_credentials\"     # machine clients (default: authorization_code, a browser login)
     private_key_file = \"key.pem\"     # private_key_jwt (ES256) for client_credentials
     enabled = false                  # no OAuth for this server

@@ -149,6 +149,9 @@ pub struct OAuthConfig {
     pub login_hint: String,
     /// Timeout of each request to the authorization server.
     pub request_timeout: Duration,
+    /// The only authorization server (issuer) to use: credentials are never sent to another
+    /// one, whatever the server's metadata names. Worth setting with a client secret or key.
+    pub expected_issuer: Option<String>,
 }
 
 impl OAuthConfig {
@@ -164,6 +167,7 @@ impl OAuthConfig {
             ignore_stored: false,
             login_hint: "log in first".to_owned(),
             request_timeout: Duration::from_secs(30),
+            expected_issuer: None,
         }
     }
 }
@@ -355,10 +359,19 @@ impl OAuthAuthorizer {
     }
 
     async fn discover(&self, challenge: Option<&BearerChallenge>) -> Result<Discovered, AuthError> {
-        flow::discover(&self.http, &self.config.server_url, challenge).await.map_err(|e| match e {
+        let discovered = flow::discover(&self.http, &self.config.server_url, challenge).await.map_err(|e| match e {
             FlowError::ResourceMismatch { .. } => AuthError::failed(format!("refusing to authorize: {e}")),
             e => AuthError::failed(format!("OAuth discovery for {} failed: {e}", self.config.server_url)),
-        })
+        })?;
+        if let Some(expected) = &self.config.expected_issuer
+            && expected.trim_end_matches('/') != discovered.issuer.trim_end_matches('/')
+        {
+            return Err(AuthError::failed(format!(
+                "refusing to authorize: {} names the authorization server {}, but the configuration allows only {expected}",
+                self.config.server_url, discovered.issuer
+            )));
+        }
+        Ok(discovered)
     }
 
     /// Uses the refresh token; on success the new tokens are in `inner`.

@@ -372,3 +372,27 @@ async fn no_token_reaches_the_logs() {
     }
     assert!(!logs.contains("Bearer "), "an Authorization header value appears in the logs");
 }
+
+/// A configured issuer pins the authorization server: another one is refused before any
+/// credential is sent.
+#[tokio::test]
+async fn an_expected_issuer_refuses_another_authorization_server() {
+    let server =
+        protected(OAuthOptions { pre_registered: Some(("machine".into(), "s3cret".into())), ..OAuthOptions::new() })
+            .await;
+    let mut config = config(&server, None, false);
+    config.client = ClientConfig {
+        client_id: Some("machine".into()),
+        client_secret: Some("s3cret".into()),
+        ..ClientConfig::default()
+    };
+    config.grant = Grant::ClientCredentials { private_key: None };
+    config.expected_issuer = Some("https://login.example.com".into());
+    let mut http = HttpConfig::new(server.url());
+    http.auth = Some(Arc::new(OAuthAuthorizer::new(config).unwrap()));
+    let options = ClientOptions { startup_timeout: Duration::from_secs(10), ..ClientOptions::default() };
+    let err = Client::connect(HttpTransport::new(http).unwrap(), options).await.unwrap_err().to_string();
+    assert!(err.contains("allows only https://login.example.com"), "{err}");
+    let log = server.oauth_log();
+    assert!(!log.iter().any(|e| matches!(e, OAuthEvent::Token { .. })), "{log:?}");
+}
