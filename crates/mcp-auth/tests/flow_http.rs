@@ -4,14 +4,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+mod common;
+use common::Server;
 
-use axum::Router;
-use axum::body::to_bytes;
-use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use mcp_auth::BearerChallenge;
 use mcp_auth::flow::{
@@ -22,80 +17,7 @@ use mcp_auth::pkce::{Pkce, s256_challenge};
 use serde_json::{Value, json};
 use url::Url;
 
-#[derive(Debug, Clone)]
-struct Seen {
-    method: String,
-    path: String,
-    authorization: Option<String>,
-    body: String,
-}
-
-impl Seen {
-    fn form(&self) -> HashMap<String, String> {
-        url::form_urlencoded::parse(self.body.as_bytes()).into_owned().collect()
-    }
-}
-
-#[derive(Clone, Default)]
-struct Fake {
-    routes: Arc<Mutex<HashMap<String, (u16, String)>>>,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
-
-async fn handle(State(fake): State<Fake>, req: Request) -> Response {
-    let (parts, body) = req.into_parts();
-    let body = to_bytes(body, usize::MAX).await.unwrap();
-    let path = parts.uri.path_and_query().map(|p| p.as_str().to_owned()).unwrap_or_default();
-    fake.seen.lock().unwrap().push(Seen {
-        method: parts.method.to_string(),
-        path: path.clone(),
-        authorization: parts.headers.get(header::AUTHORIZATION).map(|v| v.to_str().unwrap().to_owned()),
-        body: String::from_utf8_lossy(&body).into_owned(),
-    });
-    match fake.routes.lock().unwrap().get(&path) {
-        Some((status, body)) => {
-            (StatusCode::from_u16(*status).unwrap(), [(header::CONTENT_TYPE, "application/json")], body.clone())
-                .into_response()
-        }
-        None => StatusCode::NOT_FOUND.into_response(),
-    }
-}
-
-struct Server {
-    base: String,
-    fake: Fake,
-}
-
 impl Server {
-    async fn start() -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let fake = Fake::default();
-        let app = Router::new().fallback(handle).with_state(fake.clone());
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        Self { base, fake }
-    }
-
-    fn route(&self, path: &str, status: u16, body: impl Into<String>) {
-        self.fake.routes.lock().unwrap().insert(path.to_owned(), (status, body.into()));
-    }
-
-    fn json(&self, path: &str, status: u16, body: &Value) {
-        self.route(path, status, body.to_string());
-    }
-
-    fn url(&self, path: &str) -> Url {
-        Url::parse(&format!("{}{path}", self.base)).unwrap()
-    }
-
-    fn paths(&self) -> Vec<String> {
-        self.fake.seen.lock().unwrap().iter().map(|s| s.path.clone()).collect()
-    }
-
-    fn last(&self) -> Seen {
-        self.fake.seen.lock().unwrap().last().cloned().unwrap()
-    }
-
     fn as_metadata(&self, issuer: &str) -> Value {
         json!({
             "issuer": issuer,

@@ -4,18 +4,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+use common::Server;
+
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 
 use aws_lc_rs::signature::{
     ECDSA_P256_SHA256_FIXED, ECDSA_P256_SHA256_FIXED_SIGNING, ECDSA_P384_SHA384_FIXED_SIGNING, EcdsaKeyPair,
     KeyPair as _, UnparsedPublicKey,
 };
-use axum::Router;
-use axum::body::to_bytes;
-use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use mcp_auth::flow::{AUTH_CLIENT_SECRET_BASIC, ClientRegistration, Discovered, FlowError};
@@ -25,7 +22,6 @@ use mcp_auth::grants::{
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use url::Url;
 
 /// A throwaway P-256 test key, exported as PKCS#8 PEM by Node's WebCrypto (what
 /// `jose.exportPKCS8` writes for the harness), and its public key as an uncompressed point.
@@ -165,76 +161,7 @@ proptest! {
     }
 }
 
-#[derive(Debug, Clone)]
-struct Seen {
-    path: String,
-    authorization: Option<String>,
-    content_type: Option<String>,
-    body: String,
-}
-
-impl Seen {
-    fn form(&self) -> HashMap<String, String> {
-        let pairs: Vec<(String, String)> = url::form_urlencoded::parse(self.body.as_bytes()).into_owned().collect();
-        let form: HashMap<String, String> = pairs.iter().cloned().collect();
-        assert_eq!(form.len(), pairs.len(), "no repeated parameters: {}", self.body);
-        form
-    }
-}
-
-#[derive(Clone, Default)]
-struct Fake {
-    routes: Arc<Mutex<HashMap<String, (u16, String)>>>,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
-
-async fn handle(State(fake): State<Fake>, req: Request) -> Response {
-    let (parts, body) = req.into_parts();
-    let body = to_bytes(body, usize::MAX).await.unwrap();
-    let path = parts.uri.path().to_owned();
-    let text = |name: header::HeaderName| parts.headers.get(name).map(|v| v.to_str().unwrap().to_owned());
-    fake.seen.lock().unwrap().push(Seen {
-        path: path.clone(),
-        authorization: text(header::AUTHORIZATION),
-        content_type: text(header::CONTENT_TYPE),
-        body: String::from_utf8_lossy(&body).into_owned(),
-    });
-    match fake.routes.lock().unwrap().get(&path) {
-        Some((status, body)) => {
-            (StatusCode::from_u16(*status).unwrap(), [(header::CONTENT_TYPE, "application/json")], body.clone())
-                .into_response()
-        }
-        None => StatusCode::NOT_FOUND.into_response(),
-    }
-}
-
-struct Server {
-    base: String,
-    fake: Fake,
-}
-
 impl Server {
-    async fn start() -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let fake = Fake::default();
-        let app = Router::new().fallback(handle).with_state(fake.clone());
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        Self { base, fake }
-    }
-
-    fn json(&self, path: &str, status: u16, body: &Value) {
-        self.fake.routes.lock().unwrap().insert(path.to_owned(), (status, body.to_string()));
-    }
-
-    fn url(&self, path: &str) -> Url {
-        Url::parse(&format!("{}{path}", self.base)).unwrap()
-    }
-
-    fn last(&self) -> Seen {
-        self.fake.seen.lock().unwrap().last().cloned().unwrap()
-    }
-
     /// What discovery would find: this server as the authorization server (issuer = base URL).
     fn discovered(&self) -> Discovered {
         Discovered {
