@@ -429,3 +429,57 @@ fn login_and_logout_with_oauth() {
         .code(2)
         .stderr(predicates::str::contains("no server named \"nosuch\""));
 }
+
+/// A machine client: `grant = "client_credentials"` with the secret from the environment
+/// connects without any login; a missing secret variable or an unusable key file is a failed
+/// server whose reason says what to fix.
+#[test]
+fn client_credentials_from_the_configuration() {
+    let env = env();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let options = mcp_fixtures::http::HttpOptions {
+        oauth: Some(mcp_fixtures::oauth::OAuthOptions {
+            pre_registered: Some(("machine".into(), "s3cret".into())),
+            ..mcp_fixtures::oauth::OAuthOptions::new()
+        }),
+        ..mcp_fixtures::http::HttpOptions::default()
+    };
+    let server = runtime.block_on(mcp_fixtures::http::start(options, 0)).unwrap();
+    std::fs::write(env.dir.path().join("bad.pem"), "not a key").unwrap();
+    let config = env.write(
+        "config.toml",
+        &format!(
+            "[servers.bot]\nurl = \"{url}\"\n[servers.bot.oauth]\ngrant = \"client_credentials\"\nclient_id = \"machine\"\n\
+             client_secret_env_var = \"BOT_SECRET\"\n\
+             [servers.keyed]\nurl = \"{url}\"\n[servers.keyed.oauth]\ngrant = \"client_credentials\"\nclient_id = \"machine\"\n\
+             private_key_file = \"bad.pem\"\n",
+            url = server.url()
+        ),
+    );
+    let states = |secret: Option<&str>| {
+        let mut cmd = env.cmd();
+        cmd.arg("--config").arg(&config).args(["servers", "--json"]);
+        match secret {
+            Some(s) => cmd.env("BOT_SECRET", s),
+            None => cmd.env_remove("BOT_SECRET"),
+        };
+        let out = cmd.assert().success();
+        let v: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+        v["servers"].as_array().unwrap().clone()
+    };
+    let with = states(Some("s3cret"));
+    assert_eq!(with[0]["name"], "bot");
+    assert_eq!(with[0]["state"], "connected", "{with:?}");
+    assert_eq!(with[1]["state"], "failed", "{with:?}");
+    assert!(with[1]["reason"].as_str().unwrap().contains("oauth.private_key_file"), "{with:?}");
+    let without = states(None);
+    assert_eq!(without[0]["state"], "failed", "{without:?}");
+    assert!(without[0]["reason"].as_str().unwrap().contains("BOT_SECRET"), "{without:?}");
+    assert!(
+        !env.data().join("oauth").join("oauth-tokens.json").exists() || {
+            let text = std::fs::read_to_string(env.data().join("oauth").join("oauth-tokens.json")).unwrap();
+            !text.contains("s3cret")
+        },
+        "a configured secret is not copied into the token file"
+    );
+}
