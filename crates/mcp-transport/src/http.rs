@@ -287,6 +287,21 @@ fn content_type(resp: &reqwest::Response) -> Option<String> {
     resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(|s| s.trim().to_ascii_lowercase())
 }
 
+/// The refusal in a 401/403 answer, for the authorizer.
+fn challenge_of(resp: &reqwest::Response, authz: Option<&HeaderValue>) -> AuthChallenge {
+    AuthChallenge {
+        status: resp.status().as_u16(),
+        www_authenticate: resp
+            .headers()
+            .get_all(WWW_AUTHENTICATE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .collect(),
+        refused: authz.and_then(|v| v.to_str().ok()).map(str::to_owned),
+    }
+}
+
 /// Reads at most `limit` bytes of a body; `None` when it is longer.
 async fn read_bounded(resp: reqwest::Response, limit: usize) -> Result<Option<Vec<u8>>, String> {
     let mut body = Vec::new();
@@ -507,15 +522,7 @@ impl Shared {
             self.send_retrying(|| self.post(&url, text, head, authz.as_ref())).await.map_err(Failure::Unreachable)?;
         let status = resp.status();
         if self.auth.is_some() && matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
-            let www_authenticate = resp
-                .headers()
-                .get_all(WWW_AUTHENTICATE)
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .map(str::to_owned)
-                .collect();
-            let refused = authz.as_ref().and_then(|v| v.to_str().ok()).map(str::to_owned);
-            return Err(Failure::Unauthorized(AuthChallenge { status: status.as_u16(), www_authenticate, refused }));
+            return Err(Failure::Unauthorized(challenge_of(&resp, authz.as_ref())));
         }
         if legacy.is_some() {
             // The old transport answers on its SSE stream; the POST only says "accepted".
@@ -761,6 +768,19 @@ impl Shared {
                         _ => failed += 1,
                     }
                 }
+                // The token expired while the stream was open: renew it (without a browser,
+                // the authorizer refuses) and reconnect, counted like a failure.
+                Ok(resp)
+                    if matches!(resp.status(), StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)
+                        && let Some(auth) = self.auth.clone() =>
+                {
+                    let challenge = challenge_of(&resp, authz.as_ref());
+                    if let Err(e) = auth.challenged(&challenge).await {
+                        tracing::info!(server = %self.label, "GET stream refused and no new token: {e}");
+                        return;
+                    }
+                    failed += 1;
+                }
                 Ok(resp) => {
                     tracing::debug!(server = %self.label, "GET stream refused: HTTP {}", resp.status());
                     return;
@@ -807,17 +827,7 @@ impl Shared {
                         && auth_retries < MAX_AUTH_RETRIES =>
                 {
                     auth_retries += 1;
-                    let challenge = AuthChallenge {
-                        status: status.as_u16(),
-                        www_authenticate: resp
-                            .headers()
-                            .get_all(WWW_AUTHENTICATE)
-                            .iter()
-                            .filter_map(|v| v.to_str().ok())
-                            .map(str::to_owned)
-                            .collect(),
-                        refused: authz.as_ref().and_then(|v| v.to_str().ok()).map(str::to_owned),
-                    };
+                    let challenge = challenge_of(&resp, authz.as_ref());
                     auth.challenged(&challenge)
                         .await
                         .map_err(|e| format!("GET {} answered HTTP {status}: {e}", self.url))?;
