@@ -47,6 +47,22 @@ impl Env {
         cmd
     }
 
+    /// The binary as a child process with piped output (for tests that act while it runs).
+    fn spawn(&self, config: &Path, args: &[&str]) -> std::process::Child {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin!("mcp-harness"))
+            .current_dir(self.work.path())
+            .env("MCP_HARNESS_DATA_DIR", self.data())
+            .env("RUST_LOG", "error")
+            .arg("--config")
+            .arg(config)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
     fn sessions(&self) -> Vec<PathBuf> {
         let mut files: Vec<PathBuf> = std::fs::read_dir(self.data().join("sessions"))
             .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "jsonl")).collect())
@@ -263,20 +279,8 @@ fn ctrl_c_stops_a_task_cancels_its_call_and_closes_the_servers() {
         "script.json",
         r#"{"turns": [{"tool_calls": [{"name": "mcp__fx__sleep", "input": {"ms": 30000}}]}, {"text": "never"}]}"#,
     );
-    let binary = assert_cmd::cargo::cargo_bin!("mcp-harness");
-    let mut child = std::process::Command::new(binary)
-        .current_dir(env.work.path())
-        .env("MCP_HARNESS_DATA_DIR", env.data())
-        .env("RUST_LOG", "error")
-        .arg("--config")
-        .arg(&config)
-        .args(["run", "wait", "--provider", "scripted", "--script"])
-        .arg(&script)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child =
+        env.spawn(&config, &["run", "wait", "--provider", "scripted", "--script", script.to_str().unwrap()]);
     // Wait until the server is up and the call is in flight.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while processes_with(&marker).is_empty() && std::time::Instant::now() < deadline {
@@ -370,19 +374,7 @@ fn login_and_logout_with_oauth() {
     assert_eq!(before["state"], "needs-auth", "{before}");
     assert!(before["reason"].as_str().unwrap().contains("run `mcp-harness login tracker`"), "{before}");
 
-    let binary = assert_cmd::cargo::cargo_bin!("mcp-harness");
-    let mut child = std::process::Command::new(binary)
-        .current_dir(env.work.path())
-        .env("MCP_HARNESS_DATA_DIR", env.data())
-        .env("RUST_LOG", "error")
-        .arg("--config")
-        .arg(&config)
-        .args(["login", "tracker", "--no-browser"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = env.spawn(&config, &["login", "tracker", "--no-browser"]);
     let stderr = child.stderr.take().unwrap();
     let url = std::io::BufReader::new(stderr)
         .lines()

@@ -34,6 +34,14 @@ async fn client(server: &RunningServer, authorizer: Arc<OAuthAuthorizer>) -> Cli
     Client::connect(HttpTransport::new(http).unwrap(), options).await.unwrap()
 }
 
+/// Connecting fails: the error as text.
+async fn connect_error(server: &RunningServer, config: OAuthConfig) -> String {
+    let mut http = HttpConfig::new(server.url());
+    http.auth = Some(Arc::new(OAuthAuthorizer::new(config).unwrap()));
+    let options = ClientOptions { startup_timeout: Duration::from_secs(10), ..ClientOptions::default() };
+    Client::connect(HttpTransport::new(http).unwrap(), options).await.unwrap_err().to_string()
+}
+
 fn count(log: &[OAuthEvent], f: impl Fn(&OAuthEvent) -> bool) -> usize {
     log.iter().filter(|e| f(e)).count()
 }
@@ -167,10 +175,7 @@ async fn client_credentials_from_the_configuration() {
 #[tokio::test]
 async fn a_refused_authorization_is_a_clear_error() {
     let server = protected(OAuthOptions { deny: true, ..OAuthOptions::new() }).await;
-    let mut http = HttpConfig::new(server.url());
-    http.auth = Some(Arc::new(OAuthAuthorizer::new(config(&server, None, true)).unwrap()));
-    let options = ClientOptions { startup_timeout: Duration::from_secs(10), ..ClientOptions::default() };
-    let err = Client::connect(HttpTransport::new(http).unwrap(), options).await.unwrap_err().to_string();
+    let err = connect_error(&server, config(&server, None, true)).await;
     assert!(err.contains("access_denied"), "{err}");
     let log = server.oauth_log();
     assert_eq!(count(&log, |e| matches!(e, OAuthEvent::Refused { path, .. } if path == "/authorize")), 1, "{log:?}");
@@ -228,10 +233,7 @@ async fn gives_up_when_a_step_up_cannot_help() {
 #[tokio::test]
 async fn a_fresh_token_refused_with_401_is_not_authorized_again() {
     let server = protected(OAuthOptions { reject_tokens: true, ..OAuthOptions::new() }).await;
-    let mut http = HttpConfig::new(server.url());
-    http.auth = Some(Arc::new(OAuthAuthorizer::new(config(&server, None, true)).unwrap()));
-    let options = ClientOptions { startup_timeout: Duration::from_secs(10), ..ClientOptions::default() };
-    let err = Client::connect(HttpTransport::new(http).unwrap(), options).await.unwrap_err().to_string();
+    let err = connect_error(&server, config(&server, None, true)).await;
     assert!(err.contains("has just issued"), "{err}");
     let log = server.oauth_log();
     assert_eq!(count(&log, |e| matches!(e, OAuthEvent::Authorized { .. })), 1, "{log:?}");
@@ -388,10 +390,7 @@ async fn an_expected_issuer_refuses_another_authorization_server() {
     };
     config.grant = Grant::ClientCredentials { private_key: None };
     config.expected_issuer = Some("https://login.example.com".into());
-    let mut http = HttpConfig::new(server.url());
-    http.auth = Some(Arc::new(OAuthAuthorizer::new(config).unwrap()));
-    let options = ClientOptions { startup_timeout: Duration::from_secs(10), ..ClientOptions::default() };
-    let err = Client::connect(HttpTransport::new(http).unwrap(), options).await.unwrap_err().to_string();
+    let err = connect_error(&server, config).await;
     assert!(err.contains("allows only https://login.example.com"), "{err}");
     let log = server.oauth_log();
     assert!(!log.iter().any(|e| matches!(e, OAuthEvent::Token { .. })), "{log:?}");
