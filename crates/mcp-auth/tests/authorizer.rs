@@ -34,6 +34,22 @@ async fn client(server: &RunningServer, authorizer: Arc<OAuthAuthorizer>) -> Cli
     Client::connect(HttpTransport::new(http).unwrap(), options).await.unwrap()
 }
 
+/// A server with a pre-registered machine client, and the client-credentials configuration
+/// for it.
+async fn machine_client() -> (RunningServer, OAuthConfig) {
+    let server =
+        protected(OAuthOptions { pre_registered: Some(("machine".into(), "s3cret".into())), ..OAuthOptions::new() })
+            .await;
+    let mut config = config(&server, None, false);
+    config.client = ClientConfig {
+        client_id: Some("machine".into()),
+        client_secret: Some("s3cret".into()),
+        ..ClientConfig::default()
+    };
+    config.grant = Grant::ClientCredentials { private_key: None };
+    (server, config)
+}
+
 /// Connecting fails: the error as text.
 async fn connect_error(server: &RunningServer, config: OAuthConfig) -> String {
     let mut http = HttpConfig::new(server.url());
@@ -149,16 +165,7 @@ async fn without_a_user_agent_the_server_needs_a_login() {
 /// Machine clients: client credentials with the configured id and secret (basic auth).
 #[tokio::test]
 async fn client_credentials_from_the_configuration() {
-    let server =
-        protected(OAuthOptions { pre_registered: Some(("machine".into(), "s3cret".into())), ..OAuthOptions::new() })
-            .await;
-    let mut config = config(&server, None, false);
-    config.client = ClientConfig {
-        client_id: Some("machine".into()),
-        client_secret: Some("s3cret".into()),
-        ..ClientConfig::default()
-    };
-    config.grant = Grant::ClientCredentials { private_key: None };
+    let (server, config) = machine_client().await;
     let c = client(&server, Arc::new(OAuthAuthorizer::new(config).unwrap())).await;
     assert_eq!(c.list_all_tools(ListLimits::default()).await.unwrap().len(), 2);
     c.close().await.unwrap();
@@ -379,16 +386,7 @@ async fn no_token_reaches_the_logs() {
 /// credential is sent.
 #[tokio::test]
 async fn an_expected_issuer_refuses_another_authorization_server() {
-    let server =
-        protected(OAuthOptions { pre_registered: Some(("machine".into(), "s3cret".into())), ..OAuthOptions::new() })
-            .await;
-    let mut config = config(&server, None, false);
-    config.client = ClientConfig {
-        client_id: Some("machine".into()),
-        client_secret: Some("s3cret".into()),
-        ..ClientConfig::default()
-    };
-    config.grant = Grant::ClientCredentials { private_key: None };
+    let (server, mut config) = machine_client().await;
     config.expected_issuer = Some("https://login.example.com".into());
     let err = connect_error(&server, config).await;
     assert!(err.contains("allows only https://login.example.com"), "{err}");
