@@ -14,7 +14,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use agent_loop::{Agent, AgentConfig, NoEvents, ScriptedModel, source::Listing, ToolSource};
+//! use agent_loop::{Agent, AgentConfig, NoEvents, ScriptedModel, Listing, ToolSource};
 //!
 //! struct NoTools;
 //! #[async_trait::async_trait]
@@ -54,5 +54,5 @@ pub use ports::{
     HookVerdict, Hooks, NoEvents, NoHooks, RefuseAll,
 };
 pub use scripted::{Script, ScriptedModel};
-pub use source::{ServerSet, ToolSource};
+pub use source::{Listing, ToolSource};
 pub use transcript::{Transcript, load_messages};

@@ -8,11 +8,10 @@ use std::sync::{Arc, Mutex};
 
 use agent_loop::{
     Agent, AgentConfig, AgentEvent, ApprovalAnswer, ApprovalRequest, Approver, Block, EventSink, Role, ScriptedModel,
-    ServerSet,
 };
 use async_trait::async_trait;
+use mcp_client::{ConnectOptions, ServerSet, ServerSpec, connect_all};
 use mcp_transport::StdioConfig;
-use mcp_transport::servers::{ConnectOptions, ServerSpec, connect_all};
 use policy::{Decision, Policy, PolicyConfig, RuleConfig};
 
 fn everything() -> StdioConfig {
@@ -48,7 +47,7 @@ impl EventSink for Kinds {
 #[tokio::test]
 async fn a_scripted_session_with_server_everything() {
     let connections =
-        connect_all(vec![ServerSpec::stdio("everything", everything())], &ConnectOptions::default()).await;
+        connect_all(vec![ServerSpec::new("everything", Arc::new(everything()))], &ConnectOptions::default()).await;
     assert!(connections[0].is_connected(), "{:?}", connections[0].state());
     let servers = Arc::new(ServerSet::new(connections));
     let model = ScriptedModel::from_json(

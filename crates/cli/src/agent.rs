@@ -1,6 +1,7 @@
 //! `run`, `chat` and `demo`: the agent loop wired to the configured servers, a model provider,
 //! a terminal approver, a transcript, and human or JSON output.
 
+use mcp_client::ServerSet;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -8,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use agent_loop::{
     Agent, AgentConfig, AgentEvent, ApprovalAnswer, ApprovalRequest, ApproveAll, Approver, CallDecision, EventSink,
-    LanguageModel, Message, RefuseAll, ScriptedModel, ServerSet, Transcript, load_messages,
+    LanguageModel, Message, RefuseAll, ScriptedModel, Transcript, load_messages,
 };
 use anyhow::{Context as _, bail};
 use async_trait::async_trait;

@@ -13,12 +13,12 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use async_trait::async_trait;
 use mcp_auth::{ClientConfig, Es256Key, Grant, LoopbackBrowser, OAuthAuthorizer, OAuthConfig, UserAgent};
-use mcp_transport::servers::{ConnectOptions, ServerState, ServerTarget};
-use mcp_transport::{AuthChallenge, AuthError, Authorizer};
+use mcp_client::{AuthChallenge, AuthError, Authorizer, ConnectOptions, ServerState};
+use mcp_safety::Secret;
 use url::Url;
 
 use crate::Outcome;
-use crate::config::{Config, OAuthGrant, OAuthSettings};
+use crate::config::{Config, OAuthGrant, OAuthSettings, ServerTarget};
 use crate::output;
 
 /// The environment variable that moves the user's data directory (sessions, tokens).
@@ -48,7 +48,7 @@ struct Misconfigured(String);
 
 #[async_trait]
 impl Authorizer for Misconfigured {
-    async fn authorization(&self) -> Option<String> {
+    async fn authorization(&self) -> Option<Secret> {
         None
     }
 
@@ -169,14 +169,13 @@ pub(crate) async fn login_command(config: Config, name: &str, open_browser: bool
     // A login replaces whatever was stored.
     oauth.ignore_stored = true;
     let authorizer = OAuthAuthorizer::new(oauth).context("setting up OAuth")?;
-    let Some(mut spec) = config.servers.iter().find(|s| s.name == name).cloned() else {
+    let Some(server) = config.servers.iter().find(|s| s.name == name) else {
         bail!("no server named {name:?} is configured");
     };
+    let mut spec = server.client_spec(config.remote.get(name), Some(Arc::new(authorizer)));
     spec.enabled = true;
     spec.startup_timeout = spec.startup_timeout.max(LOGIN_TIMEOUT + Duration::from_secs(30));
-    let mut options = ConnectOptions { remote: config.remote.clone(), ..ConnectOptions::default() };
-    options.authorizers.insert(name.to_owned(), Arc::new(authorizer));
-    let connection = mcp_transport::servers::connect(spec, &options).await;
+    let connection = mcp_client::connect(spec, &ConnectOptions::default()).await;
     let state = connection.state().clone();
     connection.close().await;
     match state {
@@ -190,6 +189,7 @@ pub(crate) async fn login_command(config: Config, name: &str, open_browser: bool
         }
         ServerState::Failed { reason, .. } => bail!("logging in to {name} failed: {reason}"),
         ServerState::Disabled => bail!("server {name:?} is disabled"),
+        other => bail!("logging in to {name} failed: the server is {}", other.label()),
     }
 }
 

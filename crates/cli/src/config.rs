@@ -21,11 +21,11 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_transport::HttpMode;
-use mcp_transport::StdioConfig;
-use mcp_transport::servers::{DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, RemoteOptions, ServerSpec, ServerTarget};
+use mcp_client::{Authorizer, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT};
+use mcp_transport::{HttpMode, RemoteOptions, RemoteServer, StdioConfig};
 use policy::{Policy, PolicyConfig, PolicyError};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -35,11 +35,91 @@ pub(crate) const CONFIG_ENV: &str = "MCP_HARNESS_CONFIG";
 /// Longest accepted timeout; longer ones are surely typos (and would overflow a deadline).
 const MAX_TIMEOUT_S: f64 = 7.0 * 24.0 * 3600.0;
 
+/// How a configured server is reached.
+#[derive(Clone)]
+pub(crate) enum ServerTarget {
+    /// A child process speaking stdio.
+    Stdio(StdioConfig),
+    /// A remote server by URL (HTTP, or WebSocket for `ws://` and `wss://`).
+    Remote {
+        /// Its endpoint.
+        url: String,
+        /// HTTP headers to send (often credentials).
+        headers: BTreeMap<String, String>,
+    },
+}
+
+impl std::fmt::Debug for ServerTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Stdio(config) => f.debug_tuple("Stdio").field(config).finish(),
+            // Header values are often tokens: never print them.
+            Self::Remote { url, headers } => f
+                .debug_struct("Remote")
+                .field("url", url)
+                .field("headers", &headers.keys().collect::<Vec<_>>())
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+/// One configured server.
+#[derive(Debug, Clone)]
+pub(crate) struct ServerConfig {
+    /// Its name (the tool pool names its tools after it).
+    pub(crate) name: String,
+    /// How to reach it.
+    pub(crate) target: ServerTarget,
+    /// Disabled servers are reported, not started.
+    pub(crate) enabled: bool,
+    /// Time to start, initialize and list tools.
+    pub(crate) startup_timeout: Duration,
+    /// Time one tool call may take.
+    pub(crate) tool_timeout: Duration,
+}
+
+impl ServerConfig {
+    /// An enabled stdio server with default timeouts.
+    pub(crate) fn stdio(name: &str, config: StdioConfig) -> Self {
+        Self {
+            name: name.to_owned(),
+            target: ServerTarget::Stdio(config),
+            enabled: true,
+            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+            tool_timeout: DEFAULT_TOOL_TIMEOUT,
+        }
+    }
+
+    /// What the client library connects: the transport's connector with the remote options
+    /// and the authorizer (OAuth) this server uses.
+    pub(crate) fn client_spec(
+        &self,
+        remote: Option<&RemoteOptions>,
+        authorizer: Option<Arc<dyn Authorizer>>,
+    ) -> mcp_client::ServerSpec {
+        let connector: Arc<dyn mcp_client::Connector> = match &self.target {
+            ServerTarget::Stdio(config) => Arc::new(config.clone()),
+            ServerTarget::Remote { url, headers } => {
+                let mut server = RemoteServer::new(url.clone());
+                server.headers = headers.clone();
+                server.options = remote.cloned().unwrap_or_default();
+                server.authorizer = authorizer;
+                Arc::new(server)
+            }
+        };
+        let mut spec = mcp_client::ServerSpec::new(self.name.clone(), connector);
+        spec.enabled = self.enabled;
+        spec.startup_timeout = self.startup_timeout;
+        spec.tool_timeout = self.tool_timeout;
+        spec
+    }
+}
+
 /// A loaded, validated configuration.
 #[derive(Debug)]
 pub(crate) struct Config {
     /// Every configured server, sorted by name.
-    pub(crate) servers: Vec<ServerSpec>,
+    pub(crate) servers: Vec<ServerConfig>,
     /// The tool policy.
     pub(crate) policy: Policy,
     /// Remote servers' settings beyond URL and headers (bearer token variable, transport).
@@ -202,7 +282,12 @@ pub(crate) fn demo_config(server: &Path) -> Config {
         .map(|tool| policy::RuleConfig::new("notes", tool, policy::Decision::Allow))
         .collect();
     let policy = Policy::new(PolicyConfig { default: policy::Decision::Confirm, rules }).unwrap_or_default();
-    Config { servers: vec![ServerSpec::stdio("notes", stdio)], policy, remote: BTreeMap::new(), oauth: BTreeMap::new() }
+    Config {
+        servers: vec![ServerConfig::stdio("notes", stdio)],
+        policy,
+        remote: BTreeMap::new(),
+        oauth: BTreeMap::new(),
+    }
 }
 
 /// Parses and validates `text`, which was read from `path` (used in messages, and as the base
@@ -432,7 +517,7 @@ impl RawServer {
         self,
         name: &str,
         base: &Path,
-    ) -> Result<(ServerSpec, Option<RemoteOptions>, Option<OAuthSettings>), String> {
+    ) -> Result<(ServerConfig, Option<RemoteOptions>, Option<OAuthSettings>), String> {
         if name.is_empty() || name.chars().any(char::is_control) {
             return Err("a server name must be non-empty and free of control characters".to_owned());
         }
@@ -511,7 +596,7 @@ impl RawServer {
                 ServerTarget::Remote { url, headers }
             }
         };
-        let spec = ServerSpec {
+        let spec = ServerConfig {
             name: name.to_owned(),
             target,
             enabled: self.enabled.unwrap_or(true),
@@ -622,7 +707,7 @@ mod tests {
         parse(Path::new("/x/claude.json"), text).unwrap_err().to_string()
     }
 
-    fn stdio(spec: &ServerSpec) -> &StdioConfig {
+    fn stdio(spec: &ServerConfig) -> &StdioConfig {
         match &spec.target {
             ServerTarget::Stdio(c) => c,
             ServerTarget::Remote { .. } => panic!("expected stdio"),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use mcp_transport::servers::{ConnectOptions, ServerConnection, ServerState, close_all};
+use mcp_client::{ConnectOptions, ServerConnection, ServerState, close_all};
 use serde_json::{Value, json};
 use tool_pool::{BuiltinTool, Options, Pool, ServerTools, assemble};
 
@@ -53,16 +53,18 @@ pub(crate) async fn connect(config: &Config) -> Vec<ServerConnection> {
     if let Some(bar) = &spinner {
         show(bar);
     }
-    let options = ConnectOptions {
-        remote: config.remote.clone(),
-        authorizers: crate::auth::authorizers(config),
-        ..ConnectOptions::default()
-    };
-    let connections = futures_util::future::join_all(config.servers.iter().cloned().map(|spec| {
+    let options = ConnectOptions::default();
+    let mut authorizers = crate::auth::authorizers(config);
+    let specs: Vec<mcp_client::ServerSpec> = config
+        .servers
+        .iter()
+        .map(|server| server.client_spec(config.remote.get(&server.name), authorizers.remove(&server.name)))
+        .collect();
+    let connections = futures_util::future::join_all(specs.into_iter().map(|spec| {
         let (options, connecting, spinner, show) = (&options, &connecting, &spinner, &show);
         async move {
             let name = spec.name.clone();
-            let connection = mcp_transport::servers::connect(spec, options).await;
+            let connection = mcp_client::connect(spec, options).await;
             if let Ok(mut names) = connecting.lock() {
                 names.remove(&name);
             }
@@ -142,7 +144,7 @@ fn state_json(c: &ServerConnection) -> Value {
     let (protocol, tools, reason) = match c.state() {
         ServerState::Connected { protocol, tools, .. } => (Some(protocol.as_str()), Some(*tools), None),
         ServerState::Failed { reason, .. } => (None, None, Some(reason.as_str())),
-        ServerState::Disabled => (None, None, None),
+        _ => (None, None, None),
     };
     json!({
         "name": c.name(),
@@ -186,8 +188,8 @@ pub(crate) async fn servers_command(config: Config, as_json: bool) -> anyhow::Re
                         let state = c.state().label().to_owned();
                         vec![c.name().to_owned(), state, dash(), dash(), time, output::one_line(reason, 300)]
                     }
-                    ServerState::Disabled => {
-                        vec![c.name().to_owned(), "disabled".into(), dash(), dash(), dash(), String::new()]
+                    other => {
+                        vec![c.name().to_owned(), other.label().into(), dash(), dash(), dash(), String::new()]
                     }
                 }
             })

@@ -16,12 +16,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use mcp_auth::{ClientConfig, CrossAppConfig, Es256Key, FollowRedirects, Grant, OAuthAuthorizer, OAuthConfig};
+use mcp_client::{Client, ClientOptions, ListLimits, RequestOptions, ServerRequestHandler, schema_defaults};
 use mcp_protocol::jsonrpc::ErrorObject;
 use mcp_protocol::{ClientCapabilities, ElicitAction, ElicitRequestParams, ElicitResult};
-use mcp_transport::handler::schema_defaults;
-use mcp_transport::{
-    Client, ClientOptions, HttpConfig, HttpTransport, ListLimits, RequestOptions, ServerRequestHandler,
-};
+use mcp_transport::{HttpConfig, HttpTransport};
 use serde_json::{Map, Value, json};
 use url::Url;
 

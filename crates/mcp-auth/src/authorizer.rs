@@ -19,7 +19,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use mcp_transport::{AuthChallenge, AuthError, Authorizer};
+use mcp_client::{AuthChallenge, AuthError, Authorizer};
+use mcp_safety::Secret;
 use rand::RngExt as _;
 use tokio::sync::Mutex;
 use url::Url;
@@ -212,8 +213,8 @@ fn now_unix() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-fn bearer(tokens: &StoredTokens) -> String {
-    format!("Bearer {}", tokens.access_token)
+fn bearer(tokens: &StoredTokens) -> Secret {
+    Secret::new(format!("Bearer {}", tokens.access_token))
 }
 
 fn failed(e: impl std::fmt::Display) -> AuthError {
@@ -615,7 +616,7 @@ fn bearer_challenge(values: &[String]) -> Option<BearerChallenge> {
 
 #[async_trait]
 impl Authorizer for OAuthAuthorizer {
-    async fn authorization(&self) -> Option<String> {
+    async fn authorization(&self) -> Option<Secret> {
         let mut inner = self.inner.lock().await;
         self.load(&mut inner);
         let now = now_unix();

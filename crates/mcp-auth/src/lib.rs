@@ -1,6 +1,6 @@
 //! OAuth 2.1 for remote MCP servers.
 //!
-//! [`OAuthAuthorizer`] plugs into the HTTP transport's [`mcp_transport::Authorizer`] port: it
+//! [`OAuthAuthorizer`] plugs into the HTTP transport's [`mcp_client::Authorizer`] port: it
 //! sends the stored token, refreshes it before it expires, and on a 401 / 403 discovers the
 //! authorization server, identifies the client and obtains a token with the configured
 //! [`Grant`]. Who takes the user to the authorization URL is the [`UserAgent`] port
@@ -9,7 +9,8 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use mcp_auth::{Grant, LoopbackBrowser, OAuthAuthorizer, OAuthConfig};
-//! use mcp_transport::{Client, ClientOptions, HttpConfig, HttpTransport};
+//! use mcp_client::{Client, ClientOptions};
+//! use mcp_transport::{HttpConfig, HttpTransport};
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let url = "https://mcp.example.com/mcp";

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use mcp_auth::store::{FILE_NAME, TokenStore};
 use mcp_auth::{ClientConfig, FollowRedirects, Grant, OAuthAuthorizer, OAuthConfig};
+use mcp_client::{Client, ClientOptions, ConnectOptions, ListLimits, ServerSpec, connect};
 use mcp_fixtures::http::{HttpOptions, RunningServer, start};
 use mcp_fixtures::oauth::{OAuthEvent, OAuthOptions};
-use mcp_transport::servers::{ConnectOptions, ServerSpec, ServerTarget, connect};
-use mcp_transport::{Client, ClientOptions, HttpConfig, HttpTransport, ListLimits};
+use mcp_transport::{HttpConfig, HttpTransport, RemoteServer};
 use url::Url;
 
 async fn protected(options: OAuthOptions) -> RunningServer {
@@ -150,12 +150,11 @@ async fn without_a_user_agent_the_server_needs_a_login() {
     let server = protected(OAuthOptions::new()).await;
     let dir = tempfile::tempdir().unwrap();
     let authorizer = Arc::new(OAuthAuthorizer::new(config(&server, Some(dir.path()), false)).unwrap());
-    let mut spec = ServerSpec::stdio("fixture", mcp_transport::StdioConfig::new("unused", Vec::<String>::new()));
-    spec.target = ServerTarget::Remote { url: server.url(), headers: Default::default() };
+    let mut remote = RemoteServer::new(server.url());
+    remote.authorizer = Some(authorizer);
+    let mut spec = ServerSpec::new("fixture", Arc::new(remote));
     spec.startup_timeout = Duration::from_secs(5);
-    let mut options = ConnectOptions::default();
-    options.authorizers.insert("fixture".into(), authorizer);
-    let c = connect(spec, &options).await;
+    let c = connect(spec, &ConnectOptions::default()).await;
     assert_eq!(c.state().label(), "needs-auth", "{}", c.state());
     assert!(c.state().to_string().contains("mcp-harness login fixture"), "{}", c.state());
     c.close().await;
@@ -196,7 +195,7 @@ async fn steps_up_on_insufficient_scope() {
     let authorizer = Arc::new(OAuthAuthorizer::new(config(&server, None, true)).unwrap());
     let c = client(&server, authorizer).await;
     let args = serde_json::json!({"text": "up"}).as_object().cloned();
-    let result = c.call_tool("echo", args, mcp_transport::RequestOptions::default()).await.unwrap();
+    let result = c.call_tool("echo", args, mcp_client::RequestOptions::default()).await.unwrap();
     assert_eq!(result.joined_text(), "up");
     c.close().await.unwrap();
     let log = server.oauth_log();
@@ -223,11 +222,10 @@ async fn gives_up_when_a_step_up_cannot_help() {
     let authorizer = Arc::new(OAuthAuthorizer::new(config(&server, None, true)).unwrap());
     let c = client(&server, authorizer).await;
     let args = serde_json::json!({"text": "up"}).as_object().cloned();
-    let err =
-        c.call_tool("echo", args.clone(), mcp_transport::RequestOptions::default()).await.unwrap_err().to_string();
+    let err = c.call_tool("echo", args.clone(), mcp_client::RequestOptions::default()).await.unwrap_err().to_string();
     assert!(err.contains("insufficient_scope") && err.contains("mcp:admin"), "{err}");
     // Again: no new authorization, the same answer.
-    let again = c.call_tool("echo", args, mcp_transport::RequestOptions::default()).await.unwrap_err().to_string();
+    let again = c.call_tool("echo", args, mcp_client::RequestOptions::default()).await.unwrap_err().to_string();
     assert!(again.contains("would not help"), "{again}");
     assert_eq!(c.list_all_tools(ListLimits::default()).await.unwrap().len(), 2);
     c.close().await.unwrap();
@@ -259,7 +257,7 @@ async fn concurrent_refusals_lead_to_one_authorization() {
             let c = Arc::clone(&c);
             tokio::spawn(async move {
                 let args = serde_json::json!({"text": format!("n{i}")}).as_object().cloned();
-                c.call_tool("echo", args, mcp_transport::RequestOptions::default()).await.map(|r| r.joined_text())
+                c.call_tool("echo", args, mcp_client::RequestOptions::default()).await.map(|r| r.joined_text())
             })
         })
         .collect();
@@ -317,7 +315,7 @@ async fn a_step_up_without_a_browser_is_remembered_for_the_next_login() {
     let quiet = Arc::new(OAuthAuthorizer::new(config(&server, Some(dir.path()), false)).unwrap());
     let c = client(&server, quiet).await;
     let args = serde_json::json!({"text": "x"}).as_object().cloned();
-    let err = c.call_tool("echo", args, mcp_transport::RequestOptions::default()).await.unwrap_err().to_string();
+    let err = c.call_tool("echo", args, mcp_client::RequestOptions::default()).await.unwrap_err().to_string();
     assert!(err.contains("needs scope \"mcp:admin\"") && err.contains("mcp-harness login fixture"), "{err}");
     c.close().await.unwrap();
 
@@ -325,7 +323,7 @@ async fn a_step_up_without_a_browser_is_remembered_for_the_next_login() {
     again.ignore_stored = true;
     let c = client(&server, Arc::new(OAuthAuthorizer::new(again).unwrap())).await;
     let args = serde_json::json!({"text": "y"}).as_object().cloned();
-    assert_eq!(c.call_tool("echo", args, mcp_transport::RequestOptions::default()).await.unwrap().joined_text(), "y");
+    assert_eq!(c.call_tool("echo", args, mcp_client::RequestOptions::default()).await.unwrap().joined_text(), "y");
     c.close().await.unwrap();
     let scopes: Vec<Option<String>> = server
         .oauth_log()

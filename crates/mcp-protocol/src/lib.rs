@@ -27,14 +27,16 @@
 
 mod content_de;
 pub mod jsonrpc;
-pub mod modern;
+mod outgoing;
 pub mod session;
+pub mod stateless;
 pub mod types;
 pub mod version;
 
 pub use jsonrpc::{
     DecodeError, DecodeErrorKind, ErrorObject, ErrorResponse, Message, Notification, Request, RequestId, Response,
 };
+pub use outgoing::Outgoing;
 pub use session::{
     ClientSession, Incoming, Pending, ServerNotification, ServerRequest, SessionConfig, SessionError, SessionState,
 };

@@ -13,6 +13,7 @@ use serde_json::value::RawValue;
 use crate::jsonrpc::{
     ErrorObject, ErrorResponse, Message, Notification, Request, RequestId, Response, error_codes, to_raw,
 };
+use crate::outgoing::Outgoing;
 use crate::types::{
     CancelledNotificationParams, ClientCapabilities, CreateMessageRequestParams, ElicitRequestParams, Implementation,
     InitializeRequestParams, InitializeResult, LoggingMessageNotificationParams, ProgressNotificationParams,
@@ -147,8 +148,8 @@ pub enum Incoming<P> {
     },
     /// A server request whose params were invalid; `reply` is the -32602 error line to send.
     InvalidRequest {
-        /// The error response line to send back.
-        reply: String,
+        /// The error response to send back.
+        reply: Outgoing,
     },
     /// A notification.
     Notification(ServerNotification),
@@ -243,8 +244,8 @@ impl<P> ClientSession<P> {
         RequestId::Number(self.next_id + 1)
     }
 
-    /// Start the `initialize` request; returns its id and the line to send.
-    pub fn start_initialize(&mut self, payload: P) -> Result<(RequestId, String), SessionError> {
+    /// Start the `initialize` request; returns its id and the message to send.
+    pub fn start_initialize(&mut self, payload: P) -> Result<(RequestId, Outgoing), SessionError> {
         if self.state == SessionState::Closed {
             return Err(SessionError::Closed);
         }
@@ -261,17 +262,17 @@ impl<P> ClientSession<P> {
     }
 
     /// Start `server/discover` (the 2026-07-28 revision's replacement for `initialize`); returns
-    /// its id and the line to send. Finish with [`ClientSession::finish_discover`]; if the server
+    /// its id and the message to send. Finish with [`ClientSession::finish_discover`]; if the server
     /// does not know it, [`ClientSession::start_initialize`] may follow.
-    pub fn start_discover(&mut self, payload: P) -> Result<(RequestId, String), SessionError> {
+    pub fn start_discover(&mut self, payload: P) -> Result<(RequestId, Outgoing), SessionError> {
         if self.state == SessionState::Closed {
             return Err(SessionError::Closed);
         }
         if self.state != SessionState::Initializing {
             return Err(SessionError::AlreadyInitialized);
         }
-        let params = crate::modern::add_envelope(None, &self.envelope(ProtocolVersion::MODERN));
-        self.push_request(crate::modern::SERVER_DISCOVER, Some(&params), payload)
+        let params = crate::stateless::add_envelope(None, &self.envelope(ProtocolVersion::STATELESS));
+        self.push_request(crate::stateless::SERVER_DISCOVER, Some(&params), payload)
     }
 
     /// Accept the raw result of `server/discover`: when the server speaks 2026-07-28, the
@@ -283,38 +284,38 @@ impl<P> ClientSession<P> {
         if self.state != SessionState::Initializing {
             return Err(SessionError::AlreadyInitialized);
         }
-        let result: crate::modern::DiscoverResult =
+        let result: crate::stateless::DiscoverResult =
             serde_json::from_str(result.get()).map_err(SessionError::BadInitializeResult)?;
-        let modern = ProtocolVersion::MODERN;
-        if !result.supported_versions.iter().any(|v| v == modern.as_str()) {
+        let stateless = ProtocolVersion::STATELESS;
+        if !result.supported_versions.iter().any(|v| v == stateless.as_str()) {
             return Err(NegotiationError {
-                offered: modern,
+                offered: stateless,
                 answered: result.supported_versions.join(", "),
-                supported: vec![modern],
+                supported: vec![stateless],
             }
             .into());
         }
         let server_info = result.server_info().unwrap_or_else(|| Implementation::new("unknown", "unknown"));
         self.server = Some(InitializeResult {
-            protocol_version: modern.as_str().to_owned(),
+            protocol_version: stateless.as_str().to_owned(),
             capabilities: result.capabilities,
             server_info,
             instructions: result.instructions,
             meta: result.meta,
             extra: result.extra,
         });
-        self.negotiated = Some(modern);
+        self.negotiated = Some(stateless);
         self.state = SessionState::Ready;
         Ok(())
     }
 
     fn envelope(&self, version: ProtocolVersion) -> serde_json::Map<String, serde_json::Value> {
-        crate::modern::envelope(version.as_str(), &self.config.client_info, &self.config.capabilities)
+        crate::stateless::envelope(version.as_str(), &self.config.client_info, &self.config.capabilities)
     }
 
     /// Accept the raw result of `initialize`: negotiate the revision, move to `Ready`, and
-    /// return the `notifications/initialized` line to send.
-    pub fn finish_initialize(&mut self, result: &RawValue) -> Result<String, SessionError> {
+    /// return the `notifications/initialized` message to send.
+    pub fn finish_initialize(&mut self, result: &RawValue) -> Result<Outgoing, SessionError> {
         if self.state == SessionState::Closed {
             return Err(SessionError::Closed);
         }
@@ -327,24 +328,56 @@ impl<P> ClientSession<P> {
         self.negotiated = Some(version);
         self.server = Some(result);
         self.state = SessionState::Ready;
-        Ok(Message::Notification(Notification { method: methods::INITIALIZED.to_owned(), params: None }).encode())
+        let text =
+            Message::Notification(Notification { method: methods::INITIALIZED.to_owned(), params: None }).encode();
+        Ok(Outgoing::notification(text, methods::INITIALIZED))
     }
 
-    /// Start a request; returns its id and the line to send.
+    /// Start a request; returns its id and the message to send.
     pub fn start_request<T: Serialize + ?Sized>(
         &mut self,
         method: &str,
         params: Option<&T>,
         payload: P,
-    ) -> Result<(RequestId, String), SessionError> {
-        match self.state {
-            SessionState::Closed => return Err(SessionError::Closed),
-            SessionState::Initializing if method != methods::PING => {
-                return Err(SessionError::NotReady { method: method.to_owned() });
-            }
-            _ => {}
-        }
+    ) -> Result<(RequestId, Outgoing), SessionError> {
+        self.check_ready(method)?;
         self.push_request(method, params, payload)
+    }
+
+    /// Start a request whose progress the server may report: `params._meta.progressToken` is
+    /// the request's own id, so progress notifications find the pending request without a
+    /// second table. Params that are not an object are replaced by one carrying the token.
+    pub fn start_request_with_progress<T: Serialize + ?Sized>(
+        &mut self,
+        method: &str,
+        params: Option<&T>,
+        payload: P,
+    ) -> Result<(RequestId, Outgoing), SessionError> {
+        self.check_ready(method)?;
+        let encode_error = |source| SessionError::Encode { method: method.to_owned(), source };
+        let mut params = match params.map(serde_json::to_value).transpose().map_err(encode_error)? {
+            Some(serde_json::Value::Object(map)) => map,
+            _ => serde_json::Map::new(),
+        };
+        let token = serde_json::to_value(self.peek_next_id()).map_err(encode_error)?;
+        let meta = params.entry("_meta").or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
+        if !meta.is_object() {
+            *meta = serde_json::Value::Object(serde_json::Map::new());
+        }
+        if let serde_json::Value::Object(meta) = meta {
+            meta.insert("progressToken".to_owned(), token);
+        }
+        self.push_request(method, Some(&params), payload)
+    }
+
+    fn check_ready(&self, method: &str) -> Result<(), SessionError> {
+        match self.state {
+            SessionState::Closed => Err(SessionError::Closed),
+            SessionState::Initializing if method != methods::PING => {
+                Err(SessionError::NotReady { method: method.to_owned() })
+            }
+            _ => Ok(()),
+        }
     }
 
     fn push_request<T: Serialize + ?Sized>(
@@ -352,27 +385,33 @@ impl<P> ClientSession<P> {
         method: &str,
         params: Option<&T>,
         payload: P,
-    ) -> Result<(RequestId, String), SessionError> {
+    ) -> Result<(RequestId, Outgoing), SessionError> {
         let id = RequestId::Number(self.next_id + 1);
         let encode_error = |source| SessionError::Encode { method: method.to_owned(), source };
+        // Before negotiation, only `server/discover` carries an envelope (of the stateless revision).
+        let envelope_version = match self.negotiated {
+            Some(version) if version.is_stateless() => Some(version),
+            None if method == crate::stateless::SERVER_DISCOVER => Some(ProtocolVersion::STATELESS),
+            _ => None,
+        };
         let line = match self.negotiated {
             // The stateless era: every request says who we are and what we can do.
-            Some(version) if version.is_modern() => {
+            Some(version) if version.is_stateless() => {
                 let params = params.map(serde_json::to_value).transpose().map_err(encode_error)?;
-                let params = crate::modern::add_envelope(params, &self.envelope(version));
+                let params = crate::stateless::add_envelope(params, &self.envelope(version));
                 crate::jsonrpc::encode_request(&id, method, Some(&params)).map_err(encode_error)?
             }
             _ => crate::jsonrpc::encode_request(&id, method, params).map_err(encode_error)?,
         };
         self.next_id += 1;
         self.pending.insert(id.clone(), Pending { method: method.to_owned(), payload });
-        Ok((id, line))
+        Ok((id.clone(), Outgoing::request(line, id, method, envelope_version)))
     }
 
     /// Give up on a pending request: returns its payload and the `notifications/cancelled`
-    /// line to send, or `None` if it is no longer pending. `initialize` is never cancelled
+    /// message to send, or `None` if it is no longer pending. `initialize` is never cancelled
     /// by notification (the specification forbids it); its payload is still returned.
-    pub fn cancel(&mut self, id: &RequestId, reason: &str) -> Option<(P, Option<String>)> {
+    pub fn cancel(&mut self, id: &RequestId, reason: &str) -> Option<(P, Option<Outgoing>)> {
         let pending = self.pending.remove(id)?;
         if pending.method == methods::INITIALIZE || self.state == SessionState::Closed {
             return Some((pending.payload, None));
@@ -383,13 +422,19 @@ impl<P> ClientSession<P> {
             extra: Default::default(),
         };
         let line = encode_notification(methods::CANCELLED, Some(&params)).ok();
-        Some((pending.payload, line))
+        Some((pending.payload, line.map(|text| Outgoing::notification(text, methods::CANCELLED))))
     }
 
     /// The ids of pending requests whose payload satisfies `pred` (for example, whose deadline
     /// passed); give each up with [`ClientSession::cancel`].
     pub fn pending_where(&self, mut pred: impl FnMut(&P) -> bool) -> Vec<RequestId> {
         self.pending.iter().filter(|(_, p)| pred(&p.payload)).map(|(id, _)| id.clone()).collect()
+    }
+
+    /// Take a pending request that will never be answered (the transport could not deliver it
+    /// or its answer): returns it so its waiter can be told; no cancellation is sent.
+    pub fn fail(&mut self, id: &RequestId) -> Option<Pending<P>> {
+        self.pending.remove(id)
     }
 
     /// Close the session: every pending request is returned so its waiter can be told.
@@ -435,9 +480,10 @@ fn classify_request<P>(request: Request) -> Incoming<P> {
     };
     match parsed {
         Ok(request) => Incoming::Request { id, request },
-        Err(e) => Incoming::InvalidRequest {
-            reply: encode_error(id, ErrorObject::new(error_codes::INVALID_PARAMS, format!("Invalid params: {e}"))),
-        },
+        Err(e) => {
+            let error = ErrorObject::new(error_codes::INVALID_PARAMS, format!("Invalid params: {e}"));
+            Incoming::InvalidRequest { reply: Outgoing::response(encode_error(id.clone(), error), id) }
+        }
     }
 }
 

@@ -31,11 +31,11 @@ impl ProtocolVersion {
     pub const LATEST: ProtocolVersion = ProtocolVersion::V2025_11_25;
 
     /// The revision of the stateless era, reached through `server/discover`.
-    pub const MODERN: ProtocolVersion = ProtocolVersion::V2026_07_28;
+    pub const STATELESS: ProtocolVersion = ProtocolVersion::V2026_07_28;
 
     /// Whether this revision is of the stateless era (no `initialize`, an envelope on every request).
-    pub fn is_modern(self) -> bool {
-        self >= ProtocolVersion::MODERN
+    pub fn is_stateless(self) -> bool {
+        self >= ProtocolVersion::STATELESS
     }
 
     /// The revision's date string.
@@ -51,7 +51,7 @@ impl ProtocolVersion {
 
     /// Parse a revision's date string.
     pub fn parse(s: &str) -> Option<ProtocolVersion> {
-        Self::ALL.into_iter().chain([Self::MODERN]).find(|v| v.as_str() == s)
+        Self::ALL.into_iter().chain([Self::STATELESS]).find(|v| v.as_str() == s)
     }
 }
 

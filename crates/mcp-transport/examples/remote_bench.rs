@@ -7,11 +7,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use mcp_client::{Client, ClientOptions, RequestOptions};
 use mcp_fixtures::http::{HttpOptions, start};
 use mcp_fixtures::ws::{WsOptions, start_ws};
-use mcp_transport::{
-    Client, ClientOptions, HttpConfig, HttpTransport, RequestOptions, WebSocketConfig, WebSocketTransport,
-};
+use mcp_transport::{HttpConfig, HttpTransport, WebSocketConfig, WebSocketTransport};
 use serde_json::json;
 
 async fn measure(label: &str, client: Client, n: usize) -> Result<(), String> {

@@ -1,6 +1,6 @@
 //! `stdio_bench [-n 2000] [--concurrency 1] [--tool echo] [--arg-name text] [--warmup 50] -- SERVER CMD...`
 //!
-//! Calls one tool n times through [`mcp_transport::Client`] over stdio (one at a time, or
+//! Calls one tool n times through [`mcp_client::Client`] over stdio (one at a time, or
 //! keeping `--concurrency` calls in flight), checks every reply, prints one JSON line.
 #![allow(clippy::print_stdout, clippy::print_stderr, missing_docs, unreachable_pub)]
 
@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use mcp_transport::{Client, ClientOptions, RequestOptions, StdioConfig, StdioTransport};
+use mcp_client::{Client, ClientOptions, RequestOptions};
+use mcp_transport::{StdioConfig, StdioTransport};
 use serde_json::{Map, Value};
 
 fn main() -> std::process::ExitCode {

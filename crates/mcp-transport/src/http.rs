@@ -11,10 +11,11 @@
 //! request carrying a session id means the session expired: the transport initializes again
 //! (replaying the client's own `initialize`) and retries that message once.
 //!
-//! The transport knows nothing about pending requests: it learns what it needs (the session,
-//! the revision, the request ids it waits for) by peeking at the messages that pass through.
-//! An HTTP failure of one request becomes a JSON-RPC error answer to that request (with
-//! `data.httpStatus`), so its caller fails at once instead of waiting for a timeout.
+//! The transport knows nothing about pending requests: what it routes on (the request's id and
+//! method, the revision, the `Mcp-Name`) comes with each outgoing message from the session,
+//! and it learns the session id and negotiated revision from the answers. An HTTP failure of
+//! one request fails that request at once (`Inbound::Failed`, with the status), so its caller
+//! does not wait for a timeout and never mistakes it for an error answered by the server.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -24,25 +25,20 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 use http::StatusCode;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, WWW_AUTHENTICATE};
-use mcp_protocol::jsonrpc::{ErrorObject, RequestId};
-use mcp_protocol::session::encode_error;
+use mcp_client::{
+    AuthChallenge, AuthError, Authorizer, Connector, Inbound, MAX_AUTH_RETRIES, Opened, Transport, TransportError,
+    TransportSink, TransportStream,
+};
+use mcp_protocol::{Outgoing, RequestId};
+use mcp_safety::Backoff;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use url::Url;
 
-use crate::auth::{AuthChallenge, AuthError, Authorizer, MAX_AUTH_RETRIES};
-use crate::backoff::Backoff;
+use crate::DEFAULT_MAX_MESSAGE_BYTES;
 use crate::sse::{EventStream, SseError};
-use crate::transport::{Transport, TransportError, TransportSink, TransportStream};
-
-/// Error code of the JSON-RPC errors this transport makes up when HTTP fails for a request.
-/// `data.httpStatus` holds the status when there was one.
-pub const HTTP_TRANSPORT_ERROR: i64 = -32050;
-
-/// Default limit on one message (a JSON body or one SSE event), like stdio's.
-pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
 const SESSION_ID: &str = "mcp-session-id";
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
@@ -130,6 +126,8 @@ impl HttpConfig {
 /// What the reader half receives.
 enum Event {
     Message(String),
+    /// One request failed; the connection goes on.
+    Failed(RequestId, TransportError),
     /// The transport cannot go on.
     Fatal,
     /// Closed by the client.
@@ -141,9 +139,9 @@ struct State {
     session_id: Option<String>,
     protocol_version: Option<String>,
     /// The client's `initialize` request, replayed when the session expires.
-    initialize: Option<String>,
+    initialize: Option<Outgoing>,
     /// The client's `notifications/initialized`, replayed after it.
-    initialized: Option<String>,
+    initialized: Option<Outgoing>,
     /// Set once the legacy transport is in use: where messages are POSTed.
     legacy_endpoint: Option<Url>,
     tasks: Vec<JoinHandle<()>>,
@@ -164,43 +162,6 @@ struct Shared {
     events: mpsc::Sender<Event>,
     fatal_reason: Mutex<Option<String>>,
     auth: Option<Arc<dyn Authorizer>>,
-}
-
-/// What the transport learned from a message it sends.
-#[derive(Debug, Default)]
-struct Head {
-    id: Option<RequestId>,
-    method: Option<String>,
-    /// `params.name` of `tools/call` (and of prompts/get): the `Mcp-Name` header.
-    name: Option<String>,
-    /// `params._meta["io.modelcontextprotocol/protocolVersion"]` (2026-07-28 requests).
-    meta_version: Option<String>,
-}
-
-impl Head {
-    fn of(text: &str) -> Head {
-        let Ok(Value::Object(map)) = serde_json::from_str::<Value>(text) else { return Head::default() };
-        let id = map.get("id").and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok());
-        let method = map.get("method").and_then(Value::as_str).map(str::to_owned);
-        let params = map.get("params");
-        let name = match method.as_deref() {
-            Some("tools/call" | "prompts/get") => {
-                params.and_then(|p| p.get("name")).and_then(Value::as_str).map(str::to_owned)
-            }
-            Some("resources/read") => params.and_then(|p| p.get("uri")).and_then(Value::as_str).map(str::to_owned),
-            _ => None,
-        };
-        let meta_version = params
-            .and_then(|p| p.get("_meta"))
-            .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        Head { id, method, name, meta_version }
-    }
-
-    fn is_request(&self) -> bool {
-        self.id.is_some() && self.method.is_some()
-    }
 }
 
 /// Where the messages read for one exchange go.
@@ -242,6 +203,19 @@ enum Failure {
 }
 
 impl Failure {
+    /// The typed error one request fails with; `message` says what was sent where.
+    fn into_error(self, message: String) -> TransportError {
+        match self {
+            Failure::Status { status, .. } => TransportError::HttpStatus { status: status.as_u16(), message },
+            Failure::SessionExpired => TransportError::HttpStatus { status: 404, message },
+            Failure::Unauthorized(challenge) => TransportError::HttpStatus { status: challenge.status, message },
+            Failure::Auth { status, error } => {
+                TransportError::Unauthorized { status: status.as_u16(), message, needs_login: error.needs_login }
+            }
+            Failure::Unreachable(_) | Failure::Transport(_) | Failure::NoAnswer(_) => TransportError::NoAnswer(message),
+        }
+    }
+
     fn describe(&self) -> String {
         match self {
             Failure::Status { status, body } if body.is_empty() => format!("HTTP {status}"),
@@ -250,17 +224,6 @@ impl Failure {
             Failure::Unreachable(m) | Failure::Transport(m) | Failure::NoAnswer(m) => m.clone(),
             Failure::Unauthorized(c) => format!("HTTP {}: unauthorized", c.status),
             Failure::Auth { status, error } => format!("HTTP {status}: {error}"),
-        }
-    }
-
-    fn status(&self) -> Option<u16> {
-        match self {
-            Failure::Status { status, .. } => Some(status.as_u16()),
-            Failure::SessionExpired => Some(404),
-            Failure::Unauthorized(c) => Some(c.status),
-            // Shown as needs-auth only when logging in is the remedy.
-            Failure::Auth { status, error } if error.needs_login => Some(status.as_u16()),
-            _ => None,
         }
     }
 }
@@ -298,7 +261,7 @@ fn challenge_of(resp: &reqwest::Response, authz: Option<&HeaderValue>) -> AuthCh
             .filter_map(|v| v.to_str().ok())
             .map(str::to_owned)
             .collect(),
-        refused: authz.and_then(|v| v.to_str().ok()).map(str::to_owned),
+        refused: authz.and_then(|v| v.to_str().ok()).map(mcp_safety::Secret::from),
     }
 }
 
@@ -361,7 +324,7 @@ impl Shared {
                 // Only a failed connect is safe to repeat: the server never saw the message.
                 Err(e) if e.is_connect() && self.backoff.allows(failed + 1) => {
                     tracing::debug!(server = %self.label, "connecting failed, retrying: {}", error_chain(&e));
-                    tokio::time::sleep(self.backoff.delay(failed)).await;
+                    tokio::time::sleep(self.backoff.delay(failed, rand::random())).await;
                     failed += 1;
                 }
                 Err(e) => {
@@ -376,7 +339,7 @@ impl Shared {
     /// The authorizer's header for the next request, if there is an authorizer and a token.
     async fn authorization(&self) -> Option<HeaderValue> {
         let value = self.auth.as_ref()?.authorization().await?;
-        let mut value = HeaderValue::from_str(&value).ok()?;
+        let mut value = HeaderValue::from_str(value.expose()).ok()?;
         value.set_sensitive(true);
         Some(value)
     }
@@ -394,7 +357,7 @@ impl Shared {
     fn common(
         &self,
         mut rb: reqwest::RequestBuilder,
-        head: Option<&Head>,
+        message: Option<&Outgoing>,
         authz: Option<&HeaderValue>,
     ) -> reqwest::RequestBuilder {
         rb = rb.headers(self.headers_with(authz));
@@ -405,30 +368,34 @@ impl Shared {
         if let Some(session) = &state.session_id {
             rb = rb.header(SESSION_ID, session);
         }
-        let version = head.and_then(|h| h.meta_version.as_ref()).or(state.protocol_version.as_ref());
-        if let Some(version) = version {
-            rb = rb.header(PROTOCOL_VERSION, version);
+        match message.and_then(Outgoing::protocol_version) {
+            Some(version) => rb = rb.header(PROTOCOL_VERSION, version.as_str()),
+            None => {
+                if let Some(version) = &state.protocol_version {
+                    rb = rb.header(PROTOCOL_VERSION, version);
+                }
+            }
         }
-        if let Some(head) = head {
-            if let Some(method) = &head.method {
+        if let Some(message) = message {
+            if let Some(method) = message.method() {
                 rb = rb.header(MCP_METHOD, method);
             }
             // Header values must be visible ASCII; a name that is not stays out of the header.
-            if let Some(name) = head.name.as_deref().filter(|n| HeaderValue::from_str(n).is_ok()) {
+            if let Some(name) = message.routing_name().filter(|n| HeaderValue::from_str(n).is_ok()) {
                 rb = rb.header(MCP_NAME, name);
             }
         }
         rb
     }
 
-    fn post(&self, url: &Url, text: &str, head: &Head, authz: Option<&HeaderValue>) -> reqwest::RequestBuilder {
+    fn post(&self, url: &Url, message: &Outgoing, authz: Option<&HeaderValue>) -> reqwest::RequestBuilder {
         let rb = self
             .http
             .post(url.clone())
             .header(ACCEPT, "application/json, text/event-stream")
             .header(CONTENT_TYPE, "application/json")
-            .body(text.to_owned());
-        self.common(rb, Some(head), authz)
+            .body(message.text().to_owned());
+        self.common(rb, Some(message), authz)
     }
 
     fn get(&self, last_event_id: Option<&str>, authz: Option<&HeaderValue>) -> reqwest::RequestBuilder {
@@ -513,13 +480,13 @@ impl Shared {
     }
 
     /// POSTs one message and reads what comes back, resuming a dropped answer stream.
-    async fn exchange(&self, text: &str, head: &Head, c: &mut Collector) -> Result<(), Failure> {
+    async fn exchange(&self, message: &Outgoing, c: &mut Collector) -> Result<(), Failure> {
         let legacy = self.state().legacy_endpoint.clone();
         let url = legacy.clone().unwrap_or_else(|| self.url.clone());
         let had_session = self.state().session_id.is_some();
         let authz = self.authorization().await;
         let resp =
-            self.send_retrying(|| self.post(&url, text, head, authz.as_ref())).await.map_err(Failure::Unreachable)?;
+            self.send_retrying(|| self.post(&url, message, authz.as_ref())).await.map_err(Failure::Unreachable)?;
         let status = resp.status();
         if self.auth.is_some() && matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
             return Err(Failure::Unauthorized(challenge_of(&resp, authz.as_ref())));
@@ -538,7 +505,7 @@ impl Shared {
         if !status.is_success() {
             return Err(Failure::Status { status, body: error_body(resp).await });
         }
-        if head.method.as_deref() == Some("initialize")
+        if message.method() == Some("initialize")
             && let Some(session) = resp.headers().get(SESSION_ID).and_then(|v| v.to_str().ok())
         {
             self.state().session_id = Some(session.to_owned());
@@ -568,7 +535,7 @@ impl Shared {
                     )));
                 }
                 // The server's `retry:` wins; without one, our own backoff.
-                tokio::time::sleep(cursor.retry.unwrap_or_else(|| self.backoff.delay(attempts))).await;
+                tokio::time::sleep(cursor.retry.unwrap_or_else(|| self.backoff.delay(attempts, rand::random()))).await;
                 attempts += 1;
                 let authz = self.authorization().await;
                 let resp = match self.get(Some(&last), authz.as_ref()).send().await {
@@ -622,9 +589,9 @@ impl Shared {
             return Err(Failure::Transport("the session expired before it was initialized".to_owned()));
         };
         tracing::info!(server = %self.label, "the session expired; initializing again");
-        let head = Head::of(&initialize);
-        let mut c = Collector { awaited: head.id.clone(), initialize: true, capture: true, ..Collector::default() };
-        self.exchange(&initialize, &head, &mut c).await?;
+        let mut c =
+            Collector { awaited: initialize.id().cloned(), initialize: true, capture: true, ..Collector::default() };
+        self.exchange(&initialize, &mut c).await?;
         if let Some(answer) = c.captured.as_deref()
             && serde_json::from_str::<Value>(answer).ok().and_then(|v| v.get("error").cloned()).is_some()
         {
@@ -632,21 +599,20 @@ impl Shared {
         }
         if let Some(initialized) = initialized {
             self.open_get_stream().await;
-            let head = Head::of(&initialized);
-            self.exchange(&initialized, &head, &mut Collector::default()).await?;
+            self.exchange(&initialized, &mut Collector::default()).await?;
         }
         Ok(())
     }
 
     /// Sends one message the client wrote, with the session-expiry retry and the legacy
     /// fallback; a failed request gets an error answer.
-    async fn deliver(self: Arc<Self>, text: String, head: Head) {
+    async fn deliver(self: Arc<Self>, message: Outgoing) {
         let mut c = Collector {
-            awaited: if head.is_request() { head.id.clone() } else { None },
-            initialize: head.method.as_deref() == Some("initialize"),
+            awaited: if message.is_request() { message.id().cloned() } else { None },
+            initialize: message.method() == Some("initialize"),
             ..Collector::default()
         };
-        if head.method.as_deref() == Some("notifications/initialized") {
+        if message.method() == Some("notifications/initialized") {
             // Open the GET stream first: servers announce things right after `initialized`
             // (server-everything its added tools), and what they send before the stream is
             // open is lost.
@@ -656,7 +622,7 @@ impl Shared {
         let mut auth_retries = 0;
         let outcome = loop {
             let stale = self.state().session_id.clone();
-            match self.exchange(&text, &head, &mut c).await {
+            match self.exchange(&message, &mut c).await {
                 Err(Failure::Unauthorized(challenge)) => {
                     let status = StatusCode::from_u16(challenge.status).unwrap_or(StatusCode::UNAUTHORIZED);
                     let Some(auth) = self.auth.clone() else {
@@ -709,22 +675,14 @@ impl Shared {
             // request fails with this reason (not with a made-up server error).
             Err(Failure::Unreachable(reason)) => self.fatal(reason).await,
             Err(failure) => {
-                let message =
-                    format!("{} {}: {}", head.method.as_deref().unwrap_or("message"), self.url, failure.describe());
-                match (&head.id, head.is_request()) {
-                    (Some(id), true) => {
-                        let mut error = ErrorObject::new(HTTP_TRANSPORT_ERROR, message);
-                        error.data = Some(match &failure {
-                            // `auth` tells the client not to try another handshake: the
-                            // credentials, not the method, were refused.
-                            Failure::Auth { error: auth, .. } => serde_json::json!({
-                                "httpStatus": failure.status(), "auth": true, "needsLogin": auth.needs_login
-                            }),
-                            _ => serde_json::json!({ "httpStatus": failure.status() }),
-                        });
-                        let _ = self.events.send(Event::Message(encode_error(id.clone(), error))).await;
+                let described =
+                    format!("{} {}: {}", message.method().unwrap_or("message"), self.url, failure.describe());
+                match message.id().filter(|_| message.is_request()) {
+                    Some(id) => {
+                        let error = failure.into_error(described);
+                        let _ = self.events.send(Event::Failed(id.clone(), error)).await;
                     }
-                    _ => tracing::warn!(server = %self.label, "could not send {message}"),
+                    None => tracing::warn!(server = %self.label, "could not send {described}"),
                 }
             }
         }
@@ -801,7 +759,7 @@ impl Shared {
             if !self.backoff.allows(failed) {
                 return;
             }
-            let floor = self.backoff.delay(failed.saturating_sub(1));
+            let floor = self.backoff.delay(failed.saturating_sub(1), rand::random());
             tokio::time::sleep(cursor.retry.map_or(floor, |r| r.max(Duration::from_millis(10)))).await;
         }
     }
@@ -884,6 +842,15 @@ impl Shared {
         state.legacy_endpoint = Some(endpoint);
         state.session_id = None;
         Ok(())
+    }
+}
+
+#[async_trait]
+impl Connector for HttpConfig {
+    async fn open(&self, name: &str) -> Result<Opened, TransportError> {
+        let mut config = self.clone();
+        config.label = name.to_owned();
+        Ok(Opened::new(HttpTransport::new(config)?))
     }
 }
 
@@ -975,30 +942,29 @@ impl Transport for HttpTransport {
 
 #[async_trait]
 impl TransportSink for HttpSink {
-    async fn send(&mut self, messages: &[String]) -> Result<(), TransportError> {
+    async fn send(&mut self, messages: &[Outgoing]) -> Result<(), TransportError> {
         if self.shared.mode == HttpMode::LegacySse && !self.legacy_opened {
             self.shared.open_legacy().await.map_err(TransportError::Closed)?;
             self.legacy_opened = true;
         }
-        for text in messages {
-            let head = Head::of(text);
+        for message in messages {
             {
                 let mut state = self.shared.state();
-                match head.method.as_deref() {
-                    Some("initialize") => state.initialize = Some(text.clone()),
-                    Some("notifications/initialized") => state.initialized = Some(text.clone()),
+                match message.method() {
+                    Some("initialize") => state.initialize = Some(message.clone()),
+                    Some("notifications/initialized") => state.initialized = Some(message.clone()),
                     _ => {}
                 }
             }
-            if head.is_request() {
+            if message.is_request() {
                 // Requests run side by side: a slow tool call must not hold up the others.
                 let shared = Arc::clone(&self.shared);
-                self.shared.spawn(shared.deliver(text.clone(), head));
+                self.shared.spawn(shared.deliver(message.clone()));
             } else {
                 // Notifications and replies are quick (202) and must keep their order relative
                 // to the requests that follow (`initialized` before `tools/list`). A server
                 // that never answers one must not stall the writer (and with it cancellations).
-                let sending = Arc::clone(&self.shared).deliver(text.clone(), head);
+                let sending = Arc::clone(&self.shared).deliver(message.clone());
                 if tokio::time::timeout(INLINE_SEND_TIMEOUT, sending).await.is_err() {
                     tracing::warn!(server = %self.shared.label, "a notification got no HTTP answer within {INLINE_SEND_TIMEOUT:?}");
                 }
@@ -1059,9 +1025,10 @@ impl Drop for HttpSink {
 
 #[async_trait]
 impl TransportStream for HttpStream {
-    async fn recv(&mut self) -> Result<Option<String>, TransportError> {
+    async fn recv(&mut self) -> Result<Option<Inbound>, TransportError> {
         match self.events.recv().await {
-            Some(Event::Message(text)) => Ok(Some(text)),
+            Some(Event::Message(text)) => Ok(Some(Inbound::Message(text))),
+            Some(Event::Failed(id, error)) => Ok(Some(Inbound::Failed { id, error })),
             // The stream ends; closed_reason() says why (the client asks it).
             Some(Event::Fatal) => Ok(None),
             Some(Event::End) | None => Ok(None),

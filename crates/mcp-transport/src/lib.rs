@@ -1,18 +1,17 @@
-//! MCP transports and the client connection.
+//! MCP transport adapters for the ports of `mcp-client`, each behind a cargo feature:
+//! [`StdioTransport`] runs a server as a child process (`stdio`), [`HttpTransport`] reaches a
+//! remote one over Streamable HTTP or the 2024-11-05 HTTP+SSE transport (`http`), and
+//! [`WebSocketTransport`] over WebSocket (`ws`). All three are on by default.
 //!
-//! The [`Transport`] port carries encoded messages; [`stdio::StdioTransport`] runs a server as
-//! a child process, [`http::HttpTransport`] reaches a remote one over Streamable HTTP (or the
-//! 2024-11-05 HTTP+SSE transport), [`ws::WebSocketTransport`] over WebSocket, and
-//! [`memory::memory_pair`] gives tests an in-process peer. [`Client`] drives the pure
-//! `mcp_protocol::ClientSession` over any transport: many requests in flight, timeouts that
-//! cancel, progress, server requests through the [`ServerRequestHandler`] port, and either era
-//! of the protocol ([`Era`]: the `initialize` handshake, 2026-07-28's `server/discover`, or a
-//! probe that picks).
+//! Each configuration is also a `mcp_client::Connector`, so the multi-server layer opens (and
+//! reopens) them; `RemoteServer` (features `http` and `ws`) picks HTTP or WebSocket by the
+//! URL's scheme.
 //!
 //! Over stdio, a server is a child process:
 //!
 //! ```no_run
-//! use mcp_transport::{Client, ClientOptions, ListLimits, RequestOptions, StdioConfig, StdioTransport};
+//! use mcp_client::{Client, ClientOptions, ListLimits, RequestOptions};
+//! use mcp_transport::{StdioConfig, StdioTransport};
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let transport = StdioTransport::spawn(StdioConfig::new("mcp-fixture-server", ["echo"]))?;
@@ -25,59 +24,27 @@
 //! client.close().await?;
 //! # Ok(()) }
 //! ```
-//!
-//! The same client over the in-memory transport, with this example playing the server:
-//!
-//! ```
-//! use mcp_transport::{Client, ClientOptions, RequestOptions, memory_pair};
-//! use serde_json::{Value, json};
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let (transport, mut server) = memory_pair();
-//! tokio::spawn(async move {
-//!     while let Some(line) = server.incoming.recv().await {
-//!         let request: Value = serde_json::from_str(&line).unwrap();
-//!         let result = match request["method"].as_str() {
-//!             Some("initialize") => json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
-//!                                          "serverInfo": {"name": "example", "version": "1"}}),
-//!             Some("tools/call") => json!({"content": [{"type": "text", "text": "pong"}]}),
-//!             _ => continue, // notifications
-//!         };
-//!         let reply = json!({"jsonrpc": "2.0", "id": request["id"], "result": result});
-//!         server.outgoing.send(reply.to_string()).unwrap();
-//!     }
-//! });
-//! let client = Client::connect(transport, ClientOptions::default()).await?;
-//! assert_eq!(client.protocol_version().unwrap().as_str(), "2025-06-18");
-//! let result = client.call_tool("ping-tool", None, RequestOptions::default()).await?;
-//! assert_eq!(result.joined_text(), "pong");
-//! client.close().await?;
-//! # Ok(()) }
-//! ```
 
-pub mod auth;
-pub mod backoff;
-pub mod client;
-pub mod handler;
-pub mod http;
-pub mod memory;
-pub mod servers;
+#[cfg(feature = "http")]
+mod http;
+#[cfg(all(feature = "http", feature = "ws"))]
+mod remote;
+#[cfg(feature = "http")]
 mod sse;
-pub mod stdio;
-pub mod transport;
-pub mod ws;
+#[cfg(feature = "stdio")]
+mod stdio;
+#[cfg(feature = "ws")]
+mod ws;
 
-pub use auth::{AuthChallenge, AuthError, Authorizer};
-pub use backoff::Backoff;
-pub use client::{Client, ClientError, ClientOptions, Era, ListLimits, Progress, RequestOptions};
-pub use handler::{DecliningHandler, ServerRequestHandler};
+/// Default limit on one incoming message (a line, a JSON body, an SSE event, a WebSocket
+/// message), for every transport.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+#[cfg(feature = "http")]
 pub use http::{HttpConfig, HttpMode, HttpTransport};
-pub use memory::{MemoryPeer, MemoryTransport, memory_pair};
-pub use servers::{
-    ConnectOptions, RemoteOptions, ServerConnection, ServerSpec, ServerState, ServerTarget, close_all, connect,
-    connect_all,
-};
-pub use stdio::{StdioConfig, StdioTransport, env_allowed};
-pub use transport::{Transport, TransportError, TransportSink, TransportStream};
-pub use ws::{WebSocketConfig, WebSocketTransport};
+#[cfg(all(feature = "http", feature = "ws"))]
+pub use remote::{RemoteOptions, RemoteServer};
+#[cfg(feature = "stdio")]
+pub use stdio::{DEFAULT_STDERR_BUFFER_BYTES, StderrTail, StdioConfig, StdioTransport, env_allowed};
+#[cfg(feature = "ws")]
+pub use ws::{SUBPROTOCOL, WebSocketConfig, WebSocketTransport};

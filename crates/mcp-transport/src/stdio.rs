@@ -12,14 +12,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use mcp_client::{
+    Connector, DirectWrite, Inbound, Opened, StderrSource, Transport, TransportError, TransportSink, TransportStream,
+};
+use mcp_protocol::Outgoing;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader};
 use tokio::net::unix::pipe;
 use tokio::process::{Child, ChildStdout, Command};
 
-use crate::transport::{DirectWrite, Transport, TransportError, TransportSink, TransportStream};
+use crate::DEFAULT_MAX_MESSAGE_BYTES;
 
-/// Default cap on one incoming message.
-pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 /// Default size of the kept stderr tail.
 pub const DEFAULT_STDERR_BUFFER_BYTES: usize = 64 * 1024;
 const STDERR_LINE_BYTES: usize = 8 * 1024;
@@ -159,9 +161,43 @@ impl std::fmt::Debug for StdioTransport {
     }
 }
 
+impl StderrSource for StderrTail {
+    fn last_lines(&self, n: usize) -> String {
+        self.last(n)
+    }
+}
+
+#[async_trait]
+impl Connector for StdioConfig {
+    async fn open(&self, name: &str) -> Result<Opened, TransportError> {
+        let mut config = self.clone();
+        config.label = name.to_owned();
+        let transport = StdioTransport::spawn(config)?;
+        let stderr: Arc<dyn StderrSource> = Arc::new(transport.stderr_tail());
+        Ok(Opened { transport: Box::new(transport), stderr: Some(stderr) })
+    }
+
+    fn is_local(&self) -> bool {
+        true
+    }
+}
+
 impl StdioTransport {
     /// Start the server.
     pub fn spawn(config: StdioConfig) -> Result<Self, TransportError> {
+        let command_line = || {
+            std::iter::once(config.command.as_str())
+                .chain(config.args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        // A missing directory makes spawn fail with "No such file or directory", which reads
+        // as if the program were missing: say which one it is.
+        if let Some(cwd) = &config.cwd
+            && !cwd.is_dir()
+        {
+            return Err(TransportError::MissingDirectory { command: command_line(), cwd: cwd.display().to_string() });
+        }
         let mut command = Command::new(&config.command);
         command
             .args(&config.args)
@@ -176,13 +212,7 @@ impl StdioTransport {
         if let Some(cwd) = &config.cwd {
             command.current_dir(cwd);
         }
-        let mut child = command.spawn().map_err(|source| TransportError::Spawn {
-            command: std::iter::once(config.command.as_str())
-                .chain(config.args.iter().map(String::as_str))
-                .collect::<Vec<_>>()
-                .join(" "),
-            source,
-        })?;
+        let mut child = command.spawn().map_err(|source| TransportError::Spawn { command: command_line(), source })?;
         let missing = |what: &str| TransportError::Closed(format!("the child's {what} was not captured"));
         let stdin = child.stdin.take().ok_or_else(|| missing("stdin"))?;
         // A pipe sender can be written from any task without blocking (`try_write`), which lets
@@ -365,10 +395,10 @@ impl TransportSink for StdioSink {
         Some(Arc::clone(&self.stdin) as Arc<dyn DirectWrite>)
     }
 
-    async fn send(&mut self, messages: &[String]) -> Result<(), TransportError> {
+    async fn send(&mut self, messages: &[Outgoing]) -> Result<(), TransportError> {
         self.buffer.clear();
         for m in messages {
-            self.buffer.extend_from_slice(m.as_bytes());
+            self.buffer.extend_from_slice(m.text().as_bytes());
             self.buffer.push(b'\n');
         }
         let io = |source| TransportError::Io { context: "writing to the server's stdin".into(), source };
@@ -422,7 +452,7 @@ impl Drop for StdioSink {
 
 #[async_trait]
 impl TransportStream for StdioStream {
-    async fn recv(&mut self) -> Result<Option<String>, TransportError> {
+    async fn recv(&mut self) -> Result<Option<Inbound>, TransportError> {
         loop {
             match read_line_bounded(&mut self.stdout, &mut self.line, self.max).await {
                 Ok(Some(())) => {
@@ -431,7 +461,7 @@ impl TransportStream for StdioStream {
                     }
                     // Copy out at the exact size and keep the grown buffer for the next line.
                     return match std::str::from_utf8(&self.line) {
-                        Ok(text) => Ok(Some(text.to_owned())),
+                        Ok(text) => Ok(Some(Inbound::Message(text.to_owned()))),
                         Err(_) => Err(TransportError::NotUtf8),
                     };
                 }

@@ -13,8 +13,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures_util::{SinkExt, StreamExt};
 use http::header::{AUTHORIZATION, HeaderName, HeaderValue, SEC_WEBSOCKET_PROTOCOL};
-use mcp_protocol::jsonrpc::{ErrorObject, RequestId};
-use mcp_protocol::session::encode_error;
+use mcp_client::{Connector, Inbound, Opened, Transport, TransportError, TransportSink, TransportStream};
+use mcp_protocol::{Outgoing, RequestId};
+use mcp_safety::Backoff;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -22,9 +23,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig as WsLimits;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use crate::backoff::Backoff;
-use crate::http::{DEFAULT_MAX_MESSAGE_BYTES, HTTP_TRANSPORT_ERROR};
-use crate::transport::{Transport, TransportError, TransportSink, TransportStream};
+use crate::DEFAULT_MAX_MESSAGE_BYTES;
 
 /// The subprotocol MCP over WebSocket negotiates.
 pub const SUBPROTOCOL: &str = "mcp";
@@ -76,6 +75,13 @@ impl WebSocketConfig {
 pub struct WebSocketTransport {
     socket: Socket,
     dialer: Dialer,
+}
+
+#[async_trait]
+impl Connector for WebSocketConfig {
+    async fn open(&self, _name: &str) -> Result<Opened, TransportError> {
+        Ok(Opened::new(WebSocketTransport::connect(self.clone()).await?))
+    }
 }
 
 impl std::fmt::Debug for WebSocketTransport {
@@ -140,7 +146,7 @@ impl Dialer {
             match attempt {
                 Ok(Ok(connected)) => break connected,
                 Ok(Err(e)) if is_unreachable(&e) && config.reconnect.allows(failed + 1) => {
-                    tokio::time::sleep(config.reconnect.delay(failed)).await;
+                    tokio::time::sleep(config.reconnect.delay(failed, rand::random())).await;
                     failed += 1;
                 }
                 Ok(Err(e)) => {
@@ -168,13 +174,14 @@ impl Dialer {
 
 /// From the sink to the supervisor.
 enum Command {
-    Send(Vec<String>, oneshot::Sender<Result<(), TransportError>>),
+    Send(Vec<Outgoing>, oneshot::Sender<Result<(), TransportError>>),
     Close(oneshot::Sender<()>),
 }
 
 /// From the supervisor to the stream.
 enum Event {
     Message(String),
+    Failed(RequestId, TransportError),
     NotUtf8,
     End(String),
 }
@@ -265,21 +272,20 @@ impl Supervisor {
     }
 
     /// Writes a batch (one flush), noting requests in flight and the handshake to replay.
-    async fn write(&mut self, socket: &mut Socket, messages: Vec<String>) -> Result<(), TransportError> {
-        for text in messages {
-            let (id, method) = peek(&text);
-            match (id, method.as_deref()) {
+    async fn write(&mut self, socket: &mut Socket, messages: Vec<Outgoing>) -> Result<(), TransportError> {
+        for message in messages {
+            match (message.id(), message.method()) {
                 (Some(id), Some("initialize")) => {
                     self.in_flight.insert(id.clone());
-                    self.initialize = Some((id, text.clone()));
+                    self.initialize = Some((id.clone(), message.text().to_owned()));
                 }
-                (None, Some("notifications/initialized")) => self.initialized = Some(text.clone()),
+                (None, Some("notifications/initialized")) => self.initialized = Some(message.text().to_owned()),
                 (Some(id), Some(_)) => {
-                    self.in_flight.insert(id);
+                    self.in_flight.insert(id.clone());
                 }
                 _ => {}
             }
-            socket.feed(Message::text(text)).await.map_err(|e| io("sending a WebSocket frame", e))?;
+            socket.feed(Message::text(message.into_text())).await.map_err(|e| io("sending a WebSocket frame", e))?;
         }
         socket.flush().await.map_err(|e| io("sending a WebSocket frame", e))
     }
@@ -325,18 +331,16 @@ impl Supervisor {
         // Without a finished handshake there is no session to restore.
         let session = self.initialize.as_ref().is_some_and(|(id, _)| !self.in_flight.contains(id));
         for id in self.in_flight.drain() {
-            let mut error = ErrorObject::new(
-                HTTP_TRANSPORT_ERROR,
-                format!("{why}; the request may or may not have run (the connection is being reopened)"),
-            );
-            error.data = Some(serde_json::json!({ "httpStatus": null }));
-            let _ = self.events.send(Event::Message(encode_error(id, error))).await;
+            let error = TransportError::NoAnswer(format!(
+                "{why}; the request may or may not have run (the connection is being reopened)"
+            ));
+            let _ = self.events.send(Event::Failed(id, error)).await;
         }
         if self.dialer.config.reconnect.max_attempts == 0 || !session {
             return Err(why.to_owned());
         }
         tracing::info!(url = %self.dialer.config.url, "{why}; reconnecting");
-        tokio::time::sleep(self.dialer.config.reconnect.delay(0)).await;
+        tokio::time::sleep(self.dialer.config.reconnect.delay(0, rand::random())).await;
         let mut socket = self.dialer.dial().await.map_err(|e| format!("{why}; reconnecting failed: {e}"))?;
         if let Some((id, text)) = self.initialize.clone() {
             socket.send(Message::text(text)).await.map_err(|e| format!("{why}; initializing again failed: {e}"))?;
@@ -385,7 +389,7 @@ struct WsStream {
 
 #[async_trait]
 impl TransportSink for WsSink {
-    async fn send(&mut self, messages: &[String]) -> Result<(), TransportError> {
+    async fn send(&mut self, messages: &[Outgoing]) -> Result<(), TransportError> {
         let (ack, done) = oneshot::channel();
         let gone = || TransportError::Closed("the WebSocket is closed".to_owned());
         self.commands.send(Command::Send(messages.to_vec(), ack)).await.map_err(|_| gone())?;
@@ -407,9 +411,10 @@ fn io(context: &str, e: WsError) -> TransportError {
 
 #[async_trait]
 impl TransportStream for WsStream {
-    async fn recv(&mut self) -> Result<Option<String>, TransportError> {
+    async fn recv(&mut self) -> Result<Option<Inbound>, TransportError> {
         match self.events.recv().await {
-            Some(Event::Message(text)) => Ok(Some(text)),
+            Some(Event::Message(text)) => Ok(Some(Inbound::Message(text))),
+            Some(Event::Failed(id, error)) => Ok(Some(Inbound::Failed { id, error })),
             Some(Event::NotUtf8) => Err(TransportError::NotUtf8),
             Some(Event::End(reason)) => {
                 self.reason = Some(reason);

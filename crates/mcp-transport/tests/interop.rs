@@ -10,15 +10,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use mcp_client::{
+    Client, ClientError, ClientOptions, DecliningHandler, ListLimits, RequestOptions, ServerRequestHandler,
+};
 use mcp_protocol::jsonrpc::ErrorObject;
 use mcp_protocol::{
     ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
     ListRootsResult, Root, RootsCapability, ServerNotification,
 };
-use mcp_transport::{
-    Client, ClientError, ClientOptions, DecliningHandler, ListLimits, RequestOptions, ServerRequestHandler,
-    StdioConfig, StdioTransport,
-};
+use mcp_transport::{StdioConfig, StdioTransport};
 use serde_json::json;
 
 fn peers_dir() -> PathBuf {

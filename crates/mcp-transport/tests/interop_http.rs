@@ -9,10 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use mcp_client::{Client, ClientOptions, Era, ListLimits, RequestOptions};
 use mcp_protocol::ServerNotification;
-use mcp_transport::{
-    Client, ClientOptions, Era, HttpConfig, HttpTransport, ListLimits, RequestOptions, StdioConfig, StdioTransport,
-};
+use mcp_transport::{HttpConfig, HttpTransport, StdioConfig, StdioTransport};
 use serde_json::json;
 use tokio::process::{Child, Command};
 
@@ -230,7 +229,7 @@ async fn auto_era_everything_over_stdio_falls_back_to_initialize() {
 struct GivesName(std::sync::atomic::AtomicUsize);
 
 #[async_trait::async_trait]
-impl mcp_transport::ServerRequestHandler for GivesName {
+impl mcp_client::ServerRequestHandler for GivesName {
     async fn elicit(
         &self,
         _params: mcp_protocol::ElicitRequestParams,

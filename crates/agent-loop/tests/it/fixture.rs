@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use agent_loop::{Agent, AgentConfig, Block, Role, ServerSet};
+use agent_loop::{Agent, AgentConfig, Block, Role};
+use mcp_client::{ConnectOptions, ServerSet, ServerSpec, connect_all};
 use mcp_transport::StdioConfig;
-use mcp_transport::servers::{ConnectOptions, ServerSpec, connect_all};
 use policy::{Decision, Policy, PolicyConfig, RuleConfig};
 use serde_json::json;
 
@@ -13,7 +13,8 @@ use crate::fake::{Events, Recording};
 async fn fixture_set(mode: &str) -> ServerSet {
     let binary = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}"));
     let config = StdioConfig::new(binary.to_string_lossy().into_owned(), [mode]);
-    let connections = connect_all(vec![ServerSpec::stdio("fx", config)], &ConnectOptions::default()).await;
+    let connections =
+        connect_all(vec![ServerSpec::new("fx", std::sync::Arc::new(config))], &ConnectOptions::default()).await;
     assert!(connections[0].is_connected(), "{:?}", connections[0].state());
     ServerSet::new(connections)
 }

@@ -61,7 +61,7 @@ fn the_handshake_moves_to_ready() {
     };
     assert_eq!((got, method.as_str(), payload), (id, "initialize", "init"));
     let initialized = s.finish_initialize(&result).unwrap();
-    assert_eq!(initialized, r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    assert_eq!(initialized.text(), r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
     assert_eq!(s.state(), SessionState::Ready);
     assert_eq!(s.protocol_version(), Some(ProtocolVersion::V2025_03_26));
     assert_eq!(s.server().unwrap().server_info.name, "srv");
@@ -427,7 +427,7 @@ fn answers_to_server_requests_are_encoded() {
 }
 
 #[test]
-fn discover_makes_a_modern_session_whose_requests_carry_the_envelope() {
+fn discover_makes_a_stateless_session_whose_requests_carry_the_envelope() {
     let mut s: ClientSession<()> = ClientSession::new(config());
     let (id, line) = s.start_discover(()).unwrap();
     let sent = parse(&line);
@@ -443,7 +443,7 @@ fn discover_makes_a_modern_session_whose_requests_carry_the_envelope() {
     };
     s.finish_discover(&result).unwrap();
     assert_eq!(s.state(), SessionState::Ready);
-    assert_eq!(s.protocol_version(), Some(ProtocolVersion::MODERN));
+    assert_eq!(s.protocol_version(), Some(ProtocolVersion::STATELESS));
     assert_eq!(s.server().unwrap().server_info.name, "modern");
     let (_, line) =
         s.start_request("tools/call", Some(&json!({"name": "echo", "_meta": {"progressToken": 7}})), ()).unwrap();
@@ -455,7 +455,7 @@ fn discover_makes_a_modern_session_whose_requests_carry_the_envelope() {
 }
 
 #[test]
-fn a_discover_answer_without_the_modern_revision_is_refused_and_initialize_may_follow() {
+fn a_discover_answer_without_the_stateless_revision_is_refused_and_initialize_may_follow() {
     let mut s: ClientSession<()> = ClientSession::new(config());
     let (id, _) = s.start_discover(()).unwrap();
     let answer = json!({"supportedVersions": ["2025-11-25"], "capabilities": {}});

@@ -10,8 +10,8 @@ fn revisions_parse_print_and_order() {
     }
     assert!(V::ALL.windows(2).all(|w| w[0] < w[1] && w[0].as_str() < w[1].as_str()), "ALL is oldest first");
     assert_eq!(V::LATEST, *V::ALL.last().unwrap());
-    assert_eq!(V::parse("2026-07-28"), Some(V::MODERN));
-    assert!(V::MODERN.is_modern() && !V::LATEST.is_modern() && !V::ALL.contains(&V::MODERN));
+    assert_eq!(V::parse("2026-07-28"), Some(V::STATELESS));
+    assert!(V::STATELESS.is_stateless() && !V::LATEST.is_stateless() && !V::ALL.contains(&V::STATELESS));
     for bad in ["", "2025-06-18 ", "2025-6-18", "2026-7-28", "latest"] {
         assert_eq!(V::parse(bad), None, "{bad:?}");
     }

@@ -3,12 +3,12 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use mcp_client::{Client, ClientError, ClientOptions, ListLimits, RequestOptions};
+use mcp_client::{ConnectOptions, ServerSpec, connect};
 use mcp_fixtures::http::{HttpOptions, RunningServer, start};
 use mcp_protocol::ServerNotification;
-use mcp_transport::servers::{ConnectOptions, RemoteOptions, ServerSpec, ServerTarget, connect};
-use mcp_transport::{
-    Backoff, Client, ClientError, ClientOptions, HttpConfig, HttpMode, HttpTransport, ListLimits, RequestOptions,
-};
+use mcp_safety::Backoff;
+use mcp_transport::{HttpConfig, HttpMode, HttpTransport, RemoteOptions, RemoteServer};
 use serde_json::json;
 
 use crate::args;
@@ -193,18 +193,31 @@ async fn headers_and_a_bearer_token_from_the_environment() {
     assert!(!format!("{shown:?}").contains("s3cret"));
 }
 
-fn remote(name: &str, url: String, headers: BTreeMap<String, String>) -> ServerSpec {
-    let mut spec = ServerSpec::stdio(name, mcp_transport::StdioConfig::new("unused", Vec::<String>::new()));
-    spec.target = ServerTarget::Remote { url, headers };
+/// A remote server at `url` with headers, retried quickly, configured by `setup`.
+fn remote_with(
+    name: &str,
+    url: String,
+    headers: BTreeMap<String, String>,
+    setup: impl FnOnce(&mut RemoteServer),
+) -> ServerSpec {
+    let mut server = RemoteServer::new(url);
+    server.headers = headers;
+    server.reconnect = quick_backoff();
+    setup(&mut server);
+    let mut spec = ServerSpec::new(name, std::sync::Arc::new(server));
     spec.startup_timeout = Duration::from_secs(5);
     spec
+}
+
+fn remote(name: &str, url: String, headers: BTreeMap<String, String>) -> ServerSpec {
+    remote_with(name, url, headers, |_| {})
 }
 
 #[tokio::test]
 async fn servers_report_connected_needs_auth_and_failed() {
     let open = server(HttpOptions::default()).await;
     let locked = server(HttpOptions { token: Some("t".into()), ..HttpOptions::default() }).await;
-    let options = ConnectOptions { reconnect: quick_backoff(), ..ConnectOptions::default() };
+    let options = ConnectOptions::default();
 
     let c = connect(remote("open", open.url(), BTreeMap::new()), &options).await;
     assert_eq!(c.state().label(), "connected", "{}", c.state());
@@ -297,23 +310,24 @@ async fn servers_take_a_bearer_token_variable_and_the_legacy_mode_from_remote_op
     let token = std::env::var("HOME").unwrap();
     let locked = server(HttpOptions { token: Some(token.clone()), ..HttpOptions::default() }).await;
     let legacy = server(HttpOptions { legacy: true, ..HttpOptions::default() }).await;
-    let mut options = ConnectOptions { reconnect: quick_backoff(), ..ConnectOptions::default() };
-    options.remote.insert("locked".into(), RemoteOptions::default().bearer_token_env("HOME"));
-    options.remote.insert("old".into(), RemoteOptions::default().http_mode(HttpMode::LegacySse));
+    let options = ConnectOptions::default();
+    let with =
+        |var: &'static str| move |s: &mut RemoteServer| s.options = RemoteOptions::default().bearer_token_env(var);
 
-    let c = connect(remote("locked", locked.url(), BTreeMap::new()), &options).await;
+    let c = connect(remote_with("locked", locked.url(), BTreeMap::new(), with("HOME")), &options).await;
     assert_eq!(c.state().label(), "connected", "{}", c.state());
     let bearer = format!("Bearer {token}");
     assert!(locked.seen().iter().all(|r| r.authorization.as_deref() == Some(bearer.as_str())));
     c.close().await;
 
-    let c = connect(remote("old", legacy.url(), BTreeMap::new()), &options).await;
+    let legacy_mode = |s: &mut RemoteServer| s.options = RemoteOptions::default().http_mode(HttpMode::LegacySse);
+    let c = connect(remote_with("old", legacy.url(), BTreeMap::new(), legacy_mode), &options).await;
     assert_eq!(c.state().label(), "connected", "{}", c.state());
     assert_eq!(legacy.seen()[0].http_method, "GET", "straight to the SSE stream, no POST probe");
     c.close().await;
 
-    options.remote.insert("locked".into(), RemoteOptions::default().bearer_token_env("MCP_HARNESS_UNSET_VARIABLE"));
-    let c = connect(remote("locked", locked.url(), BTreeMap::new()), &options).await;
+    let unset = with("MCP_HARNESS_UNSET_VARIABLE");
+    let c = connect(remote_with("locked", locked.url(), BTreeMap::new(), unset), &options).await;
     assert_eq!(c.state().label(), "failed");
     assert!(c.state().to_string().contains("MCP_HARNESS_UNSET_VARIABLE"), "{}", c.state());
 }
@@ -324,19 +338,19 @@ struct FakeAuthorizer {
     token: String,
     refuse: Option<(String, bool)>,
     current: std::sync::Mutex<Option<String>>,
-    challenges: std::sync::Mutex<Vec<mcp_transport::AuthChallenge>>,
+    challenges: std::sync::Mutex<Vec<mcp_client::AuthChallenge>>,
 }
 
 #[async_trait::async_trait]
-impl mcp_transport::Authorizer for FakeAuthorizer {
-    async fn authorization(&self) -> Option<String> {
-        self.current.lock().unwrap().clone()
+impl mcp_client::Authorizer for FakeAuthorizer {
+    async fn authorization(&self) -> Option<mcp_safety::Secret> {
+        self.current.lock().unwrap().clone().map(mcp_safety::Secret::from)
     }
 
-    async fn challenged(&self, challenge: &mcp_transport::AuthChallenge) -> Result<(), mcp_transport::AuthError> {
+    async fn challenged(&self, challenge: &mcp_client::AuthChallenge) -> Result<(), mcp_client::AuthError> {
         self.challenges.lock().unwrap().push(challenge.clone());
         if let Some((reason, needs_login)) = &self.refuse {
-            return Err(mcp_transport::AuthError { message: reason.clone(), needs_login: *needs_login });
+            return Err(mcp_client::AuthError { message: reason.clone(), needs_login: *needs_login });
         }
         *self.current.lock().unwrap() = Some(format!("Bearer {}", self.token));
         Ok(())
@@ -374,9 +388,9 @@ async fn an_authorizer_that_cannot_get_a_token_makes_the_server_need_auth_or_fai
             refuse: Some(("run `mcp-harness login locked`".into(), needs_login)),
             ..FakeAuthorizer::default()
         });
-        let mut options = ConnectOptions { reconnect: quick_backoff(), ..ConnectOptions::default() };
-        options.authorizers.insert("locked".into(), auth.clone());
-        let c = connect(remote("locked", locked.url(), BTreeMap::new()), &options).await;
+        let authorizer: std::sync::Arc<dyn mcp_client::Authorizer> = auth.clone();
+        let spec = remote_with("locked", locked.url(), BTreeMap::new(), |s| s.authorizer = Some(authorizer));
+        let c = connect(spec, &ConnectOptions::default()).await;
         assert_eq!(c.state().label(), label, "{}", c.state());
         assert!(c.state().to_string().contains("mcp-harness login locked"), "{}", c.state());
         assert_eq!(auth.challenges.lock().unwrap().len(), 1);
@@ -384,9 +398,9 @@ async fn an_authorizer_that_cannot_get_a_token_makes_the_server_need_auth_or_fai
     }
     // A broken authorizer that "succeeds" with a token the server refuses is bounded.
     let auth = std::sync::Arc::new(FakeAuthorizer { token: "wrong".into(), ..FakeAuthorizer::default() });
-    let mut options = ConnectOptions { reconnect: quick_backoff(), ..ConnectOptions::default() };
-    options.authorizers.insert("locked".into(), auth.clone());
-    let c = connect(remote("locked", locked.url(), BTreeMap::new()), &options).await;
+    let authorizer: std::sync::Arc<dyn mcp_client::Authorizer> = auth.clone();
+    let spec = remote_with("locked", locked.url(), BTreeMap::new(), |s| s.authorizer = Some(authorizer));
+    let c = connect(spec, &ConnectOptions::default()).await;
     assert_eq!(c.state().label(), "failed", "{}", c.state());
     assert!(c.state().to_string().contains("giving up"), "{}", c.state());
     assert_eq!(auth.challenges.lock().unwrap().len(), 4);
@@ -408,7 +422,7 @@ async fn the_authorizer_header_replaces_a_configured_one_and_debug_hides_it() {
     assert_eq!(challenges.len(), 1);
     // `refused` is what the authorizer supplied (nothing yet), not the configured header.
     assert_eq!(challenges[0].refused, None);
-    let challenge = mcp_transport::AuthChallenge { refused: Some("Bearer s3cret".into()), ..challenges[0].clone() };
+    let challenge = mcp_client::AuthChallenge { refused: Some("Bearer s3cret".into()), ..challenges[0].clone() };
     let shown = format!("{challenge:?}");
     assert!(!shown.contains("s3cret") && shown.contains("<redacted>"), "{shown}");
     let seen = locked.seen();

@@ -4,13 +4,14 @@
 
 mod http;
 mod memory;
-mod modern;
+mod stateless;
 mod stdio;
 mod ws;
 
 use std::time::Duration;
 
-use mcp_transport::{Client, ClientOptions, StdioConfig, StdioTransport};
+use mcp_client::{Client, ClientOptions};
+use mcp_transport::{StdioConfig, StdioTransport};
 
 /// A stdio config for the fixture server in `mode` with extra flags.
 pub fn fixture(mode: &str, flags: &[&str]) -> StdioConfig {

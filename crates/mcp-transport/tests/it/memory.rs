@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
+use mcp_client::{Client, ClientError, ClientOptions, MemoryPeer, RequestOptions, memory_pair};
 use mcp_protocol::{NegotiationError, SessionError};
-use mcp_transport::{Client, ClientError, ClientOptions, MemoryPeer, RequestOptions, memory_pair};
 use serde_json::{Value, json};
 
 async fn next(peer: &mut MemoryPeer) -> Value {

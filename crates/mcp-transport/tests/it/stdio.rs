@@ -4,11 +4,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use mcp_client::{Client, ClientError, ClientOptions, ListLimits, RequestOptions, ServerRequestHandler};
 use mcp_protocol::jsonrpc::ErrorObject;
 use mcp_protocol::{ClientCapabilities, ListRootsResult, Root, RootsCapability, ServerNotification};
-use mcp_transport::{
-    Client, ClientError, ClientOptions, ListLimits, RequestOptions, ServerRequestHandler, StdioTransport,
-};
+use mcp_transport::StdioTransport;
 use serde_json::json;
 use tokio::sync::mpsc;
 
@@ -310,7 +309,7 @@ async fn close_escalates_to_sigkill_for_a_process_that_ignores_eof_and_sigterm()
     config.close_grace = Duration::from_millis(300);
     let transport = StdioTransport::spawn(config).unwrap();
     let pid = transport.pid().unwrap();
-    let (mut sink, _stream) = mcp_transport::Transport::split(Box::new(transport));
+    let (mut sink, _stream) = mcp_client::Transport::split(Box::new(transport));
     let started = Instant::now();
     sink.close().await.unwrap();
     assert!(process_gone(pid), "pid {pid} survived");

@@ -1,12 +1,13 @@
 //! The WebSocket transport against the in-process WebSocket fixture server.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
+use mcp_client::{Client, ClientOptions, ListLimits, RequestOptions};
+use mcp_client::{ConnectOptions, ServerSpec, connect};
 use mcp_fixtures::ws::{WsOptions, start_ws};
 use mcp_protocol::ServerNotification;
-use mcp_transport::servers::{ConnectOptions, ServerSpec, ServerTarget, connect};
-use mcp_transport::{Backoff, Client, ClientOptions, ListLimits, RequestOptions, WebSocketConfig, WebSocketTransport};
+use mcp_safety::Backoff;
+use mcp_transport::{WebSocketConfig, WebSocketTransport};
 use serde_json::json;
 
 use crate::args;
@@ -84,17 +85,19 @@ async fn servers_connect_ws_urls_and_give_up_on_unreachable_ones() {
     let s = start_ws(WsOptions::default()).await.unwrap();
     let quick =
         Backoff { initial_delay: Duration::from_millis(10), max_delay: Duration::from_millis(20), max_attempts: 2 };
-    let options = ConnectOptions { reconnect: quick, ..ConnectOptions::default() };
-    let mut spec = ServerSpec::stdio("ws", mcp_transport::StdioConfig::new("unused", Vec::<String>::new()));
-    spec.target = ServerTarget::Remote { url: s.url(), headers: BTreeMap::new() };
-    let c = connect(spec.clone(), &options).await;
+    let options = ConnectOptions::default();
+    let at = |url: String| {
+        let mut server = mcp_transport::RemoteServer::new(url);
+        server.reconnect = quick;
+        ServerSpec::new("ws", std::sync::Arc::new(server))
+    };
+    let c = connect(at(s.url()), &options).await;
     assert_eq!(c.state().label(), "connected", "{}", c.state());
     assert_eq!(c.tools().len(), 2);
     c.close().await;
 
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    spec.target = ServerTarget::Remote { url: format!("ws://127.0.0.1:{port}/mcp"), headers: BTreeMap::new() };
-    let c = connect(spec, &options).await;
+    let c = connect(at(format!("ws://127.0.0.1:{port}/mcp")), &options).await;
     assert_eq!(c.state().label(), "failed");
     assert!(c.state().to_string().contains("after 2 attempts"), "{}", c.state());
 }

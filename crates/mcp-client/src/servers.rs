@@ -1,84 +1,110 @@
 //! Connecting to many configured servers at once.
 //!
 //! [`connect_all`] starts every enabled server concurrently, each under its own startup
-//! timeout (opening the session and the full `tools/list` together), so one slow or broken
-//! server never holds up the others. Each ends up [`ServerState::Connected`], `Failed` with a
-//! reason (`needs-auth` when a remote server refused us for lack of credentials), or
-//! `Disabled`. Sessions open in [`crate::Era::Auto`]: `server/discover`, else `initialize`.
-//! A server that fails is stopped at once (its process group killed); [`close_all`] closes the
-//! rest gracefully and reaps them.
+//! timeout (opening the transport, the session and the full `tools/list` together), so one
+//! slow or broken server never holds up the others. Each ends up [`ServerState::Connected`],
+//! `Failed` with a reason (`needs-auth` when a remote server refused us for lack of
+//! credentials), or `Disabled`. Sessions open in [`crate::Era::Auto`]: `server/discover`,
+//! else `initialize`. A server that fails is stopped at once (its process group killed);
+//! [`close_all`] closes the rest gracefully and reaps them.
 //!
-//! ```no_run
-//! use mcp_transport::servers::{ConnectOptions, ServerSpec, close_all, connect_all};
-//! use mcp_transport::StdioConfig;
+//! How a server is reached is its [`Connector`]: `mcp-transport` has them for stdio, HTTP and
+//! WebSocket, and any transport of your own works the same way. Here the in-memory transport
+//! plays a server that never answers, so it fails its startup timeout:
 //!
-//! # async fn demo() {
-//! let specs = vec![ServerSpec::stdio("fx", StdioConfig::new("mcp-fixture-server", ["echo"]))];
-//! let connections = connect_all(specs, &ConnectOptions::default()).await;
-//! for c in &connections {
-//!     println!("{}: {} ({} tools)", c.name(), c.state(), c.tools().len());
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use mcp_client::{ConnectOptions, Connector, Opened, ServerSpec, TransportError, close_all, connect_all, memory_pair};
+//!
+//! #[derive(Debug)]
+//! struct Silent;
+//! #[async_trait::async_trait]
+//! impl Connector for Silent {
+//!     async fn open(&self, _name: &str) -> Result<Opened, TransportError> {
+//!         let (transport, peer) = memory_pair();
+//!         std::mem::forget(peer); // keep the other end open, unanswered
+//!         Ok(Opened::new(transport))
+//!     }
 //! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let mut spec = ServerSpec::new("quiet", Arc::new(Silent));
+//! spec.startup_timeout = Duration::from_millis(50);
+//! let connections = connect_all(vec![spec], &ConnectOptions::default()).await;
+//! assert_eq!(connections[0].state().label(), "failed");
 //! close_all(connections).await;
 //! # }
 //! ```
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use mcp_protocol::{CallToolResult, ProtocolVersion, Tool};
 use serde_json::{Map, Value};
 use tokio::task::JoinSet;
 
-use crate::auth::Authorizer;
-use crate::backoff::Backoff;
 use crate::client::{Client, ClientError, ClientOptions, Era, ListLimits, RequestOptions};
-use crate::http::{HTTP_TRANSPORT_ERROR, HttpConfig, HttpMode, HttpTransport};
-use crate::stdio::{StdioConfig, StdioTransport};
-use crate::ws::{WebSocketConfig, WebSocketTransport};
+use crate::transport::{Transport, TransportError};
 
 /// Default time a server gets to start: spawn, initialize and list its tools.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default time one tool call may take.
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// How to reach a server.
-#[derive(Clone)]
-pub enum ServerTarget {
-    /// A child process speaking stdio.
-    Stdio(StdioConfig),
-    /// A remote server: `ws://` and `wss://` URLs over WebSocket, anything else over
-    /// Streamable HTTP (falling back to the 2024-11-05 HTTP+SSE transport on a 4xx).
-    Remote {
-        /// Its endpoint.
-        url: String,
-        /// HTTP headers to send (often credentials).
-        headers: BTreeMap<String, String>,
-    },
+/// Where a server's own diagnostics can be read when it fails (a stdio server's stderr).
+pub trait StderrSource: Send + Sync {
+    /// Its last `n` lines, joined for an error message (empty when it said nothing).
+    fn last_lines(&self, n: usize) -> String;
 }
 
-impl fmt::Debug for ServerTarget {
+/// A transport just opened by a [`Connector`].
+pub struct Opened {
+    /// The transport.
+    pub transport: Box<dyn Transport>,
+    /// The server's diagnostics, for failure reports.
+    pub stderr: Option<Arc<dyn StderrSource>>,
+}
+
+impl fmt::Debug for Opened {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Stdio(config) => f.debug_tuple("Stdio").field(config).finish(),
-            // Header values are often tokens: never print them.
-            Self::Remote { url, headers } => f
-                .debug_struct("Remote")
-                .field("url", url)
-                .field("headers", &headers.keys().collect::<Vec<_>>())
-                .finish_non_exhaustive(),
-        }
+        f.debug_struct("Opened").field("stderr", &self.stderr.is_some()).finish_non_exhaustive()
+    }
+}
+
+impl Opened {
+    /// A transport without diagnostics.
+    pub fn new(transport: impl Transport + 'static) -> Self {
+        Self { transport: Box::new(transport), stderr: None }
+    }
+}
+
+/// How to reach one server: opens a fresh transport each time it is asked (a restart or a
+/// reconnect asks again). The port through which any transport, including one written outside
+/// this workspace, joins the multi-server layer.
+#[async_trait]
+pub trait Connector: fmt::Debug + Send + Sync {
+    /// Opens a transport to the server configured as `name` (for labels and logs). Runs
+    /// under the server's startup timeout.
+    async fn open(&self, name: &str) -> Result<Opened, TransportError>;
+
+    /// Whether the server is a process on this machine (stdio) rather than a remote one.
+    fn is_local(&self) -> bool {
+        false
     }
 }
 
 /// One configured server.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ServerSpec {
     /// Its configured name (labels logs; the tool pool names its tools after it).
     pub name: String,
     /// How to reach it.
-    pub target: ServerTarget,
+    pub connector: Arc<dyn Connector>,
     /// Disabled servers are reported, not started.
     pub enabled: bool,
     /// Time to start, initialize and list tools.
@@ -88,11 +114,11 @@ pub struct ServerSpec {
 }
 
 impl ServerSpec {
-    /// An enabled stdio server with default timeouts.
-    pub fn stdio(name: impl Into<String>, config: StdioConfig) -> Self {
+    /// An enabled server with default timeouts.
+    pub fn new(name: impl Into<String>, connector: Arc<dyn Connector>) -> Self {
         Self {
             name: name.into(),
-            target: ServerTarget::Stdio(config),
+            connector,
             enabled: true,
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
             tool_timeout: DEFAULT_TOOL_TIMEOUT,
@@ -110,13 +136,6 @@ pub struct ConnectOptions {
     pub client: ClientOptions,
     /// Limits on each server's `tools/list`.
     pub list_limits: ListLimits,
-    /// How remote servers are reconnected.
-    pub reconnect: Backoff,
-    /// Settings of remote servers, by server name, that [`ServerTarget::Remote`] has no room
-    /// for (it carries only the URL and headers).
-    pub remote: BTreeMap<String, RemoteOptions>,
-    /// Authorizers (OAuth) of HTTP servers, by server name.
-    pub authorizers: BTreeMap<String, Arc<dyn Authorizer>>,
 }
 
 impl Default for ConnectOptions {
@@ -124,40 +143,13 @@ impl Default for ConnectOptions {
         Self {
             client: ClientOptions { era: Era::Auto, ..ClientOptions::default() },
             list_limits: ListLimits::default(),
-            reconnect: Backoff::default(),
-            remote: BTreeMap::new(),
-            authorizers: BTreeMap::new(),
         }
-    }
-}
-
-/// Settings of one remote server beyond its URL and headers.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RemoteOptions {
-    /// The name of an environment variable holding a bearer token, sent as
-    /// `Authorization: Bearer ...` (the token never appears in configuration).
-    pub bearer_token_env: Option<String>,
-    /// Which HTTP transport (`LegacySse` for a server configured as `type = "sse"`).
-    pub http_mode: HttpMode,
-}
-
-impl RemoteOptions {
-    /// Options with a bearer token read from environment variable `var`.
-    pub fn bearer_token_env(mut self, var: impl Into<String>) -> Self {
-        self.bearer_token_env = Some(var.into());
-        self
-    }
-
-    /// Options with the given HTTP transport.
-    pub fn http_mode(mut self, mode: HttpMode) -> Self {
-        self.http_mode = mode;
-        self
     }
 }
 
 /// Where a server stands after [`connect_all`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ServerState {
     /// Initialized and its tools listed.
     Connected {
@@ -232,8 +224,21 @@ impl fmt::Debug for ServerConnection {
 }
 
 impl ServerConnection {
+    /// A connected server: its client and the tools it listed. For connections made outside
+    /// [`connect`] (a server in the same process, say).
+    pub fn connected(name: impl Into<String>, client: Client, tools: Vec<Tool>, tool_timeout: Duration) -> Self {
+        let protocol = client.protocol_version().unwrap_or(ProtocolVersion::LATEST);
+        let state = ServerState::Connected { protocol, tools: tools.len(), elapsed: Duration::ZERO };
+        Self { name: name.into(), state, client: Some(client), tools: tools.into(), tool_timeout }
+    }
+
+    /// A server without a connection (failed or disabled).
+    pub fn unavailable(name: impl Into<String>, state: ServerState, tool_timeout: Duration) -> Self {
+        Self { name: name.into(), state, client: None, tools: Arc::new([]), tool_timeout }
+    }
+
     fn without_client(spec: &ServerSpec, state: ServerState) -> Self {
-        Self { name: spec.name.clone(), state, client: None, tools: Arc::new([]), tool_timeout: spec.tool_timeout }
+        Self::unavailable(spec.name.clone(), state, spec.tool_timeout)
     }
 
     /// The configured name.
@@ -286,34 +291,18 @@ impl ServerConnection {
     }
 }
 
-/// Whether the server refused for lack of credentials (the HTTP transport's error answer
-/// carries the status).
+/// Whether the server refused us for lack of credentials.
 fn needs_auth(error: &ClientError) -> bool {
-    matches!(error, ClientError::Server { error, .. } if needs_auth_error(error))
-}
-
-fn needs_auth_error(error: &mcp_protocol::jsonrpc::ErrorObject) -> bool {
-    error.code == HTTP_TRANSPORT_ERROR
-        && error
-            .data
-            .as_ref()
-            .and_then(|d| d.get("httpStatus"))
-            .and_then(serde_json::Value::as_u64)
-            .is_some_and(|s| s == 401 || s == 403)
+    matches!(error, ClientError::Transport(e) if e.needs_auth())
 }
 
 fn describe_startup_error(error: &ClientError) -> String {
     match error {
-        // The HTTP transport's own errors already say what happened, where.
-        ClientError::Server { error, .. } if error.code == HTTP_TRANSPORT_ERROR => {
-            let needs_login =
-                error.data.as_ref().and_then(|d| d.get("needsLogin")).and_then(Value::as_bool).unwrap_or(false);
-            if needs_auth_error(error) && !needs_login {
-                format!("{}; the server wants credentials (headers or a bearer token)", error.message)
-            } else {
-                error.message.clone()
-            }
+        // The transport's own errors already say what happened, where.
+        ClientError::Transport(e @ TransportError::HttpStatus { .. }) if e.needs_auth() => {
+            format!("{e}; the server wants credentials (headers or a bearer token)")
         }
+        ClientError::Transport(e) => e.to_string(),
         ClientError::Timeout { method, after } => {
             format!("timed out after {} waiting for the answer to {method} (startup timeout)", seconds(*after))
         }
@@ -338,56 +327,24 @@ pub async fn connect(spec: ServerSpec, options: &ConnectOptions) -> ServerConnec
     client_options.label = spec.name.clone();
     client_options.startup_timeout = spec.startup_timeout;
     client_options.request_timeout = spec.tool_timeout;
-    let (client, stderr) = match &spec.target {
-        ServerTarget::Stdio(config) => {
-            let mut stdio = config.clone();
-            stdio.label = spec.name.clone();
-            let transport = match StdioTransport::spawn(stdio) {
-                Ok(t) => t,
-                Err(e) => return ServerConnection::without_client(&spec, failed(e.to_string())),
-            };
-            let stderr = transport.stderr_tail();
-            (Client::start(transport, client_options), Some(stderr))
-        }
-        ServerTarget::Remote { url, headers } if url.starts_with("ws://") || url.starts_with("wss://") => {
-            let mut config = WebSocketConfig::new(url.clone());
-            config.headers = headers.clone();
-            config.reconnect = options.reconnect;
-            if let Some(remote) = options.remote.get(&spec.name) {
-                config.bearer_token_env = remote.bearer_token_env.clone();
-            }
-            match tokio::time::timeout(spec.startup_timeout, WebSocketTransport::connect(config)).await {
-                Ok(Ok(t)) => (Client::start(t, client_options), None),
-                Ok(Err(e)) => return ServerConnection::without_client(&spec, failed(e.to_string())),
-                Err(_) => {
-                    let reason = format!("timed out after {} while connecting", seconds(spec.startup_timeout));
-                    return ServerConnection::without_client(&spec, failed(reason));
-                }
-            }
-        }
-        ServerTarget::Remote { url, headers } => {
-            let mut config = HttpConfig::new(url.clone());
-            config.headers = headers.clone();
-            config.label = spec.name.clone();
-            config.reconnect = options.reconnect;
-            if let Some(remote) = options.remote.get(&spec.name) {
-                config.bearer_token_env = remote.bearer_token_env.clone();
-                config.mode = remote.http_mode;
-            }
-            config.auth = options.authorizers.get(&spec.name).cloned();
-            let transport = match HttpTransport::new(config) {
-                Ok(t) => t,
-                Err(e) => return ServerConnection::without_client(&spec, failed(e.to_string())),
-            };
-            (Client::start(transport, client_options), None)
+    let opened = match tokio::time::timeout(spec.startup_timeout, spec.connector.open(&spec.name)).await {
+        Ok(Ok(opened)) => opened,
+        Ok(Err(e)) => return ServerConnection::without_client(&spec, failed(e.to_string())),
+        Err(_) => {
+            let reason = format!("timed out after {} while connecting", seconds(spec.startup_timeout));
+            return ServerConnection::without_client(&spec, failed(reason));
         }
     };
+    let stderr = opened.stderr;
+    let client = Client::start(opened.transport, client_options);
     let limits = options.list_limits;
     let startup = async {
         client.open().await?;
         client.list_all_tools(limits).await
     };
-    let outcome = tokio::time::timeout(spec.startup_timeout, startup).await;
+    // One startup budget for opening the transport and the session together.
+    let remaining = spec.startup_timeout.saturating_sub(started.elapsed());
+    let outcome = tokio::time::timeout(remaining, startup).await;
     let tools = match outcome {
         Ok(Ok(tools)) => tools,
         Ok(Err(e)) => {
@@ -405,7 +362,7 @@ pub async fn connect(spec: ServerSpec, options: &ConnectOptions) -> ServerConnec
                 // stderr (a missing module, a bad flag) is what the user needs. Give the stderr
                 // reader a moment to catch up.
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                let tail = stderr.last(5);
+                let tail = stderr.last_lines(5);
                 if !tail.is_empty() {
                     reason.push_str("; its last stderr lines: ");
                     reason.push_str(&tail);
@@ -480,95 +437,4 @@ pub async fn close_all(connections: Vec<ServerConnection>) {
         set.spawn(connection.close());
     }
     while set.join_next().await.is_some() {}
-}
-
-#[cfg(test)]
-#[cfg(unix)]
-mod tests {
-    use super::*;
-
-    fn fixture() -> String {
-        mcp_fixtures::server_binary().unwrap().display().to_string()
-    }
-
-    fn spec(name: &str, command: &str, args: &[&str]) -> ServerSpec {
-        let mut spec = ServerSpec::stdio(name, StdioConfig::new(command, args.iter().copied()));
-        spec.startup_timeout = Duration::from_secs(10);
-        spec
-    }
-
-    #[tokio::test]
-    async fn connects_all_concurrently_with_per_server_outcomes() {
-        let fx = fixture();
-        let mut slow = spec("slow", "sh", &["-c", &format!("sleep 30; exec {fx} echo")]);
-        slow.startup_timeout = Duration::from_millis(500);
-        let mut off = spec("off", &fx, &["echo"]);
-        off.enabled = false;
-        let remote = ServerSpec {
-            target: ServerTarget::Remote { url: "ws://127.0.0.1:9/mcp".into(), headers: BTreeMap::new() },
-            ..spec("remote", "unused", &[])
-        };
-        let specs = vec![
-            spec("good", &fx, &["echo"]),
-            spec("missing", "/nonexistent/mcp-server", &[]),
-            slow,
-            off,
-            remote,
-            spec("crashing", "sh", &["-c", "echo oops >&2; exit 7"]),
-        ];
-        let started = Instant::now();
-        let quick =
-            Backoff { initial_delay: Duration::from_millis(10), max_delay: Duration::from_millis(50), max_attempts: 3 };
-        let connections = connect_all(specs, &ConnectOptions { reconnect: quick, ..ConnectOptions::default() }).await;
-        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
-        let states: Vec<(&str, &str)> = connections.iter().map(|c| (c.name(), c.state().label())).collect();
-        assert_eq!(
-            states,
-            [
-                ("good", "connected"),
-                ("missing", "failed"),
-                ("slow", "failed"),
-                ("off", "disabled"),
-                ("remote", "failed"),
-                ("crashing", "failed")
-            ]
-        );
-        let ServerState::Connected { tools, protocol, .. } = connections[0].state() else { unreachable!() };
-        assert_eq!(*tools, connections[0].tools().len());
-        assert!(*tools >= 5);
-        assert_eq!(*protocol, ProtocolVersion::LATEST);
-        let reason = |i: usize| connections[i].state().to_string();
-        assert!(reason(1).contains("/nonexistent/mcp-server"), "{}", reason(1));
-        assert!(reason(2).contains("timed out after 0.5s"), "{}", reason(2));
-        assert!(reason(4).contains("ws://127.0.0.1:9/mcp"), "{}", reason(4));
-        assert!(reason(5).contains("oops") || reason(5).contains("status 7"), "{}", reason(5));
-
-        let result = connections[0].call_tool("echo", serde_json::json!({"text": "hi"}).as_object().cloned()).await;
-        assert_eq!(result.unwrap().joined_text(), "hi");
-        let err = connections[1].call_tool("echo", None).await.unwrap_err();
-        assert!(err.to_string().contains("not connected"), "{err}");
-        close_all(connections).await;
-    }
-
-    #[tokio::test]
-    async fn tool_timeout_applies_to_calls() {
-        let fx = fixture();
-        let mut s = spec("fx", &fx, &["echo"]);
-        s.tool_timeout = Duration::from_millis(200);
-        let c = connect(s, &ConnectOptions::default()).await;
-        assert!(c.is_connected(), "{}", c.state());
-        let err = c.call_tool("sleep", serde_json::json!({"ms": 3000}).as_object().cloned()).await.unwrap_err();
-        assert!(matches!(err, ClientError::Timeout { .. }), "{err}");
-        c.close().await;
-    }
-
-    #[test]
-    fn remote_headers_are_not_printed() {
-        let target = ServerTarget::Remote {
-            url: "https://x.invalid".into(),
-            headers: BTreeMap::from([("Authorization".to_owned(), "Bearer secret".to_owned())]),
-        };
-        let shown = format!("{target:?}");
-        assert!(shown.contains("Authorization") && !shown.contains("secret"), "{shown}");
-    }
 }

@@ -7,14 +7,14 @@
 //! `mcp-auth` provides the OAuth 2.1 adapter; tests and machine clients can plug in their own.
 
 use async_trait::async_trait;
+use mcp_safety::Secret;
 
 /// How many times one message is retried after the authorizer obtained a new token. The
 /// authorizer bounds its own step-ups; this only stops a broken one from looping.
 pub const MAX_AUTH_RETRIES: u32 = 4;
 
-/// A refusal from the server: its HTTP status and `WWW-Authenticate` header values. `Debug`
-/// redacts the refused credentials.
-#[derive(Clone, PartialEq, Eq)]
+/// A refusal from the server: its HTTP status and `WWW-Authenticate` header values.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuthChallenge {
     /// 401 or 403.
     pub status: u16,
@@ -22,17 +22,7 @@ pub struct AuthChallenge {
     pub www_authenticate: Vec<String>,
     /// The `Authorization` header value that was refused, if one was sent: an authorizer
     /// serving several requests at once sees whether its token changed meanwhile.
-    pub refused: Option<String>,
-}
-
-impl std::fmt::Debug for AuthChallenge {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AuthChallenge")
-            .field("status", &self.status)
-            .field("www_authenticate", &self.www_authenticate)
-            .field("refused", &self.refused.as_ref().map(|_| "<redacted>"))
-            .finish()
-    }
+    pub refused: Option<Secret>,
 }
 
 /// Why no (better) token could be obtained.
@@ -65,7 +55,7 @@ pub trait Authorizer: std::fmt::Debug + Send + Sync + 'static {
     /// The `Authorization` header value for the next request (`Bearer ...`), or `None` to
     /// send the request without one (the server will say whether it needs one). May refresh
     /// a token that expired or is about to.
-    async fn authorization(&self) -> Option<String>;
+    async fn authorization(&self) -> Option<Secret>;
 
     /// The server refused a request. Obtain a new or broader token and return `Ok(())` to
     /// have the request sent again, or say why not.

@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 
 use mcp_protocol::jsonrpc::{ErrorObject, Message, RequestId, error_codes};
 use mcp_protocol::session::{encode_error, encode_notification, encode_result};
+use mcp_protocol::stateless::{self, ResultKind};
 use mcp_protocol::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientSession, Implementation, Incoming,
-    InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParams, ProtocolVersion,
+    InitializeResult, ListToolsResult, Outgoing, PaginatedRequestParams, ProgressNotificationParams, ProtocolVersion,
     ServerNotification, ServerRequest, SessionConfig, SessionError, SessionState, Tool, methods,
 };
 use serde::Serialize;
@@ -22,14 +23,16 @@ use serde_json::{Map, Value};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::deadlines::{self, Expiring};
 use crate::handler::{DecliningHandler, ServerRequestHandler};
-use crate::transport::{DirectWrite, Transport, TransportError, TransportStream};
+use crate::transport::{DirectWrite, Inbound, Transport, TransportError, TransportSink, TransportStream};
 
 /// Why a client operation failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClientError {
-    /// The transport failed.
+    /// The transport failed (for this request, or the whole connection): the server did not
+    /// answer with an error; no answer came at all.
     #[error(transparent)]
     Transport(#[from] TransportError),
     /// The connection is gone; every pending request fails with this.
@@ -46,7 +49,8 @@ pub enum ClientError {
         /// The timeout.
         after: Duration,
     },
-    /// The server answered with a JSON-RPC error.
+    /// The server answered with a JSON-RPC error (only then: failures of the transport are
+    /// [`ClientError::Transport`]).
     #[error("the server answered {method} with an error: {error}")]
     Server {
         /// The method.
@@ -204,14 +208,6 @@ impl Default for ListLimits {
 
 type Reply = Result<Box<RawValue>, ClientError>;
 
-/// How often deadlines are checked: request timeouts fire up to this much late.
-///
-/// Deadlines are enforced by one watchdog thread for the whole process (see `watchdog`), not by
-/// tokio timers: a timer per request cost about a fifth of sequential throughput, and even one
-/// armed timer per connection made every idle wait of the runtime a timed one, which cost as
-/// much again when client and server run on different cores.
-pub const TIMEOUT_GRANULARITY: Duration = Duration::from_millis(10);
-
 /// Requests with a timeout this long (`subscriptions/listen`) never keep the watchdog awake.
 const NO_DEADLINE: Duration = Duration::from_secs(365 * 24 * 3600);
 
@@ -262,8 +258,8 @@ impl DirectPath {
     }
 
     /// Write one message (a newline is added), or queue it behind earlier ones.
-    fn push(&self, line: String) -> Result<(), String> {
-        let mut bytes = line.into_bytes();
+    fn push(&self, message: Outgoing) -> Result<(), String> {
+        let mut bytes = message.into_text().into_bytes();
         bytes.push(b'\n');
         let mut state = self.state();
         if state.backlog.is_empty() && !state.busy {
@@ -295,7 +291,8 @@ impl DirectPath {
 
 struct Inner {
     session: Mutex<ClientSession<Waiter>>,
-    outgoing: mpsc::Sender<String>,
+    /// `None` asks the writer to close the sink and stop.
+    outgoing: mpsc::Sender<Option<Outgoing>>,
     direct: Option<DirectPath>,
     notifications: broadcast::Sender<ServerNotification>,
     closed_reason: Mutex<Option<String>>,
@@ -332,17 +329,44 @@ impl Inner {
         }
     }
 
-    fn send_line(&self, line: String) {
+    fn send_line(&self, message: Outgoing) {
         if let Some(direct) = &self.direct {
-            if let Err(reason) = direct.push(line) {
+            if let Err(reason) = direct.push(message) {
                 self.shut_down(reason);
             }
             return;
         }
-        // Fire-and-forget lines (cancellations, replies) must not block the reader; if the
+        // Fire-and-forget messages (cancellations, replies) must not block the reader; if the
         // writer's queue is full or gone the connection is failing anyway.
-        if let Err(e) = self.outgoing.try_send(line) {
+        if let Err(e) = self.outgoing.try_send(Some(message)) {
             tracing::debug!(server = %self.options.label, "dropped an outgoing line: {e}");
+        }
+    }
+}
+
+impl Expiring for Inner {
+    fn has_deadlines(&self) -> bool {
+        !self.session().pending_where(|w| w.timeout < NO_DEADLINE).is_empty()
+    }
+
+    /// Fails the requests whose deadline passed: each gets `Timeout`, and the server gets
+    /// `notifications/cancelled`.
+    fn expire(&self, now: Instant) {
+        let expired: Vec<(Waiter, Option<Outgoing>, String)> = {
+            let mut session = self.session();
+            let ids = session.pending_where(|w| w.deadline <= now);
+            ids.iter()
+                .filter_map(|id| {
+                    let method = session.pending_method(id)?.to_owned();
+                    session.cancel(id, "timed out").map(|(waiter, line)| (waiter, line, method))
+                })
+                .collect()
+        };
+        for (waiter, line, method) in expired {
+            if let Some(line) = line {
+                self.send_line(line);
+            }
+            let _ = waiter.reply.send(Err(ClientError::Timeout { method, after: waiter.timeout }));
         }
     }
 }
@@ -391,7 +415,7 @@ impl Client {
     /// Start the connection's tasks without the handshake (subscribe first, then
     /// [`Client::initialize`], to see notifications sent right after it).
     pub fn start(transport: impl Transport + 'static, options: ClientOptions) -> Client {
-        let (sink, stream) = Box::new(transport).split();
+        let (sink, stream): (Box<dyn TransportSink>, Box<dyn TransportStream>) = Box::new(transport).split();
         let mut config = SessionConfig::new(options.client_info.clone(), options.capabilities.clone());
         config.offered_version = options.offered_version;
         let (outgoing, outgoing_rx) = mpsc::channel(4096);
@@ -412,7 +436,8 @@ impl Client {
         });
         let writer = tokio::spawn(write_loop(Arc::clone(&inner), sink, outgoing_rx));
         let reader = tokio::spawn(read_loop(Arc::clone(&inner), stream));
-        watchdog::watch(&inner);
+        let watched: Arc<dyn Expiring> = inner.clone();
+        deadlines::watch(Arc::downgrade(&watched));
         let flusher = inner.direct.is_some().then(|| tokio::spawn(flush_loop(Arc::clone(&inner))));
         Client { inner, writer: Mutex::new(Some(writer)), reader, flusher }
     }
@@ -451,7 +476,7 @@ impl Client {
         let (id, line) = self.inner.session().start_discover(Waiter::new(reply, None, timeout))?;
         let raw = self.wait(id, line, rx).await.map_err(|e| match e {
             ClientError::Server { error, .. } => {
-                ClientError::Server { method: mcp_protocol::modern::SERVER_DISCOVER.to_owned(), error }
+                ClientError::Server { method: stateless::SERVER_DISCOVER.to_owned(), error }
             }
             other => other,
         })?;
@@ -463,7 +488,7 @@ impl Client {
     /// they arrive through [`Client::subscribe`]. The request stays open until the connection
     /// closes. Does nothing in the handshake era, where those notifications need no request.
     pub fn listen_for_changes(&self) -> Result<(), ClientError> {
-        if !self.protocol_version().is_some_and(ProtocolVersion::is_modern) {
+        if !self.protocol_version().is_some_and(ProtocolVersion::is_stateless) {
             return Ok(());
         }
         let params = serde_json::json!({"notifications": {
@@ -471,8 +496,7 @@ impl Client {
         let (reply, rx) = oneshot::channel();
         // No deadline: the stream is meant to stay open.
         let waiter = Waiter::new(reply, None, Duration::MAX);
-        let (_, line) =
-            self.inner.session().start_request(mcp_protocol::modern::SUBSCRIPTIONS_LISTEN, Some(&params), waiter)?;
+        let (_, line) = self.inner.session().start_request(stateless::SUBSCRIPTIONS_LISTEN, Some(&params), waiter)?;
         self.inner.send_line(line);
         let label = self.inner.options.label.clone();
         tokio::spawn(async move {
@@ -520,7 +544,7 @@ impl Client {
         self.inner.session().pending_count()
     }
 
-    async fn send(&self, line: String) -> Result<(), ClientError> {
+    async fn send(&self, line: Outgoing) -> Result<(), ClientError> {
         if let Some(direct) = &self.inner.direct {
             if self.inner.session().state() == SessionState::Closed {
                 return Err(self.inner.closed_error());
@@ -530,17 +554,17 @@ impl Client {
                 self.inner.closed_error()
             });
         }
-        self.inner.outgoing.send(line).await.map_err(|_| self.inner.closed_error())
+        self.inner.outgoing.send(Some(line)).await.map_err(|_| self.inner.closed_error())
     }
 
     async fn wait(
         &self,
         id: RequestId,
-        line: String,
+        line: Outgoing,
         rx: oneshot::Receiver<Reply>,
     ) -> Result<Box<RawValue>, ClientError> {
         let mut guard = PendingGuard { inner: &self.inner, id: Some(id) };
-        watchdog::wake();
+        deadlines::wake();
         self.send(line).await?;
         // The reader answers, or the watchdog fails it with a timeout, or the connection's end
         // drops the sender.
@@ -561,38 +585,29 @@ impl Client {
         let timeout = options.timeout;
         let progress = options.progress.clone();
         let raw = self.request_once(method, params, options).await?;
-        if mcp_protocol::modern::result_kind(&raw) != mcp_protocol::modern::ResultKind::InputRequired {
+        if stateless::result_kind(&raw) != ResultKind::InputRequired {
             return Ok(raw);
         }
         let input_error = |reason: String| ClientError::InputRequired { method: method.to_owned(), reason };
-        let mut params = match params.map(serde_json::to_value).transpose() {
-            Ok(Some(Value::Object(map))) => map,
-            Ok(_) => Map::new(),
-            Err(source) => return Err(SessionError::Encode { method: method.to_owned(), source }.into()),
-        };
+        let original = params
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|source| SessionError::Encode { method: method.to_owned(), source })?;
         let mut raw = raw;
         for _ in 0..MAX_INPUT_ROUNDS {
-            let asked: mcp_protocol::modern::InputRequiredResult =
+            let asked: stateless::InputRequiredResult =
                 serde_json::from_str(raw.get()).map_err(|e| input_error(format!("malformed input request: {e}")))?;
             let mut responses = Map::new();
             for (key, request) in asked.input_requests.unwrap_or_default() {
-                let request: mcp_protocol::modern::InputRequest = serde_json::from_value(request)
+                let request: stateless::InputRequest = serde_json::from_value(request)
                     .map_err(|e| input_error(format!("input request {key:?} is malformed: {e}")))?;
                 let answer = self.answer_input(request).await.map_err(|e| input_error(format!("{key}: {e}")))?;
                 responses.insert(key, answer);
             }
-            params.insert("inputResponses".to_owned(), Value::Object(responses));
-            match asked.request_state {
-                Some(state) => params.insert("requestState".to_owned(), Value::String(state)),
-                None => params.remove("requestState"),
-            };
-            // The envelope is added again by the session; the old one must not linger.
-            if let Some(Value::Object(meta)) = params.get_mut("_meta") {
-                meta.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
-            }
+            let params = stateless::retry_params(original.clone(), responses, asked.request_state);
             let options = RequestOptions { timeout, progress: progress.clone() };
             raw = self.request_once(method, Some(&params), options).await?;
-            if mcp_protocol::modern::result_kind(&raw) != mcp_protocol::modern::ResultKind::InputRequired {
+            if stateless::result_kind(&raw) != ResultKind::InputRequired {
                 return Ok(raw);
             }
         }
@@ -600,7 +615,7 @@ impl Client {
     }
 
     /// One input request, through the same handler as the handshake era's server requests.
-    async fn answer_input(&self, request: mcp_protocol::modern::InputRequest) -> Result<Value, String> {
+    async fn answer_input(&self, request: stateless::InputRequest) -> Result<Value, String> {
         let handler = Arc::clone(&self.inner.options.handler);
         let params = request.params.unwrap_or(Value::Null);
         let to_value = |r: Result<Value, serde_json::Error>| r.map_err(|e| e.to_string());
@@ -633,21 +648,11 @@ impl Client {
         let timeout = options.timeout.unwrap_or(self.inner.options.request_timeout);
         let (id, line) = {
             let mut session = self.inner.session();
-            if options.progress.is_some() {
-                // The progress token is the request's own id, so routing needs no second table.
-                let mut params = match params.map(serde_json::to_value).transpose() {
-                    Ok(Some(Value::Object(map))) => map,
-                    Ok(_) => Map::new(),
-                    Err(source) => return Err(SessionError::Encode { method: method.to_owned(), source }.into()),
-                };
-                let token = session.peek_next_id();
-                let meta = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
-                if let Value::Object(meta) = meta {
-                    meta.insert("progressToken".to_owned(), serde_json::to_value(&token).unwrap_or(Value::Null));
+            match options.progress {
+                Some(progress) => {
+                    session.start_request_with_progress(method, params, Waiter::new(reply, Some(progress), timeout))?
                 }
-                session.start_request(method, Some(&params), Waiter::new(reply, options.progress, timeout))?
-            } else {
-                session.start_request(method, params, Waiter::new(reply, None, timeout))?
+                None => session.start_request(method, params, Waiter::new(reply, None, timeout))?,
             }
         };
         self.wait(id, line, rx).await.map_err(|e| match e {
@@ -671,7 +676,7 @@ impl Client {
     pub async fn notify<T: Serialize + ?Sized>(&self, method: &str, params: Option<&T>) -> Result<(), ClientError> {
         let line = encode_notification(method, params)
             .map_err(|source| SessionError::Encode { method: method.to_owned(), source })?;
-        self.send(line).await
+        self.send(Outgoing::notification(line, method)).await
     }
 
     /// `ping`.
@@ -725,8 +730,8 @@ impl Client {
     pub async fn close(&self) -> Result<(), ClientError> {
         self.inner.shut_down("closed by the client".to_owned());
         self.reader.abort();
-        // The writer waits for the direct path to drain, then closes the sink when it reads the close marker (an empty line).
-        let _ = self.inner.outgoing.send(String::new()).await;
+        // The writer waits for the direct path to drain, then closes the sink when it reads the close marker.
+        let _ = self.inner.outgoing.send(None).await;
         let writer = self.writer.lock().ok().and_then(|mut w| w.take());
         if let Some(writer) = writer {
             let _ = writer.await;
@@ -745,130 +750,6 @@ impl Drop for Client {
             writer.abort();
         }
         self.inner.shut_down("the client was dropped".to_owned());
-    }
-}
-
-/// Fails this connection's requests whose deadline passed: each gets `Timeout`, and the server
-/// gets `notifications/cancelled`. Called by the watchdog thread.
-fn expire(inner: &Inner, now: Instant) {
-    let expired: Vec<(Waiter, Option<String>, String)> = {
-        let mut session = inner.session();
-        let ids = session.pending_where(|w| w.deadline <= now);
-        ids.iter()
-            .filter_map(|id| {
-                let method = session.pending_method(id)?.to_owned();
-                session.cancel(id, "timed out").map(|(waiter, line)| (waiter, line, method))
-            })
-            .collect()
-    };
-    for (waiter, line, method) in expired {
-        if let Some(line) = line {
-            inner.send_line(line);
-        }
-        let _ = waiter.reply.send(Err(ClientError::Timeout { method, after: waiter.timeout }));
-    }
-}
-
-/// One thread for the whole process that enforces every connection's request deadlines. It
-/// scans every [`TIMEOUT_GRANULARITY`] while some request has a deadline and sleeps on a
-/// condition variable otherwise; a starting request wakes it only when it sleeps, so the
-/// common path costs one atomic load.
-mod watchdog {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
-    use std::time::{Duration, Instant};
-
-    use super::{Inner, NO_DEADLINE, TIMEOUT_GRANULARITY, expire};
-
-    struct Registry {
-        clients: Mutex<Vec<Weak<Inner>>>,
-        wakeup: Condvar,
-        idle: AtomicBool,
-    }
-
-    static REGISTRY: OnceLock<Option<Registry>> = OnceLock::new();
-
-    fn registry() -> Option<&'static Registry> {
-        REGISTRY
-            .get_or_init(|| {
-                let spawned = std::thread::Builder::new().name("mcp-deadlines".into()).spawn(run);
-                match spawned {
-                    Ok(_) => Some(Registry {
-                        clients: Mutex::new(Vec::new()),
-                        wakeup: Condvar::new(),
-                        idle: AtomicBool::new(false),
-                    }),
-                    Err(e) => {
-                        tracing::error!("cannot start the request-deadline thread; timeouts will not fire: {e}");
-                        None
-                    }
-                }
-            })
-            .as_ref()
-    }
-
-    fn clients(registry: &Registry) -> MutexGuard<'_, Vec<Weak<Inner>>> {
-        registry.clients.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Watch a connection's deadlines from now on.
-    pub(super) fn watch(inner: &Arc<Inner>) {
-        if let Some(registry) = registry() {
-            clients(registry).push(Arc::downgrade(inner));
-            wake();
-        }
-    }
-
-    /// A request started: make sure its deadline is watched.
-    pub(super) fn wake() {
-        if let Some(registry) = REGISTRY.get().and_then(Option::as_ref)
-            && registry.idle.load(Ordering::SeqCst)
-        {
-            let _guard = clients(registry);
-            registry.wakeup.notify_one();
-        }
-    }
-
-    fn has_deadlines(inner: &Inner) -> bool {
-        !inner.session().pending_where(|w| w.timeout < NO_DEADLINE).is_empty()
-    }
-
-    fn run() {
-        // The registry is set right after this thread is spawned; wait for it.
-        let registry = loop {
-            match REGISTRY.get() {
-                Some(Some(registry)) => break registry,
-                Some(None) => return,
-                None => std::thread::sleep(Duration::from_millis(1)),
-            }
-        };
-        loop {
-            let live: Vec<Arc<Inner>> = {
-                let mut guard = clients(registry);
-                guard.retain(|w| w.strong_count() > 0);
-                let live: Vec<Arc<Inner>> = guard.iter().filter_map(Weak::upgrade).collect();
-                // Publish "idle" before the last look, so a request that starts meanwhile either
-                // is seen here or sees the flag and wakes us (both sides use SeqCst).
-                registry.idle.store(true, Ordering::SeqCst);
-                if live.iter().any(|c| has_deadlines(c)) {
-                    registry.idle.store(false, Ordering::SeqCst);
-                    live
-                } else {
-                    drop(live);
-                    let (guard, _) =
-                        registry.wakeup.wait_timeout(guard, Duration::from_secs(1)).unwrap_or_else(|p| p.into_inner());
-                    drop(guard);
-                    registry.idle.store(false, Ordering::SeqCst);
-                    continue;
-                }
-            };
-            let now = Instant::now();
-            for inner in &live {
-                expire(inner, now);
-            }
-            drop(live);
-            std::thread::sleep(TIMEOUT_GRANULARITY);
-        }
     }
 }
 
@@ -906,19 +787,20 @@ async fn flush_loop(inner: Arc<Inner>) {
     }
 }
 
-/// An empty line asks the writer to close the sink and stop.
-async fn write_loop(inner: Arc<Inner>, mut sink: Box<dyn crate::TransportSink>, mut rx: mpsc::Receiver<String>) {
-    let mut batch: Vec<String> = Vec::with_capacity(64);
+/// Writes what callers queued, batching whatever is waiting; `None` asks it to close the sink.
+async fn write_loop(inner: Arc<Inner>, mut sink: Box<dyn TransportSink>, mut rx: mpsc::Receiver<Option<Outgoing>>) {
+    let mut batch: Vec<Outgoing> = Vec::with_capacity(64);
     let mut closing = false;
     while !closing {
         match rx.recv().await {
-            Some(line) => push_or_close(&mut batch, line, &mut closing),
-            None => closing = true,
+            Some(Some(message)) => batch.push(message),
+            Some(None) | None => closing = true,
         }
         // Take whatever else is already queued, so concurrent callers share one write.
         while batch.len() < 1024 && !closing {
             match rx.try_recv() {
-                Ok(line) => push_or_close(&mut batch, line, &mut closing),
+                Ok(Some(message)) => batch.push(message),
+                Ok(None) => closing = true,
                 Err(_) => break,
             }
         }
@@ -944,19 +826,20 @@ async fn write_loop(inner: Arc<Inner>, mut sink: Box<dyn crate::TransportSink>, 
     }
 }
 
-fn push_or_close(batch: &mut Vec<String>, line: String, closing: &mut bool) {
-    if line.is_empty() {
-        *closing = true;
-    } else {
-        batch.push(line);
-    }
-}
-
 async fn read_loop(inner: Arc<Inner>, mut stream: Box<dyn TransportStream>) {
     let label = inner.options.label.clone();
     loop {
         match stream.recv().await {
-            Ok(Some(text)) => handle_incoming(&inner, &text),
+            Ok(Some(Inbound::Message(text))) => handle_incoming(&inner, &text),
+            Ok(Some(Inbound::Failed { id, error })) => {
+                let pending = inner.session().fail(&id);
+                match pending {
+                    Some(pending) => {
+                        let _ = pending.payload.reply.send(Err(ClientError::Transport(error)));
+                    }
+                    None => tracing::debug!(server = %label, "a failure for no pending request ({id:?}): {error}"),
+                }
+            }
             Ok(None) => {
                 let reason = stream.closed_reason().await;
                 inner.shut_down(reason);
@@ -980,7 +863,7 @@ fn handle_incoming(inner: &Arc<Inner>, text: &str) {
             let shown: String = text.chars().take(200).collect();
             tracing::warn!(server = %label, "skipped a line that is not JSON-RPC ({e}): {shown}");
             if let Some(id) = e.id.clone() {
-                inner.send_line(encode_error(id, e.to_error_object()));
+                inner.send_line(Outgoing::response(encode_error(id.clone(), e.to_error_object()), id));
             }
             return;
         }
@@ -1021,10 +904,10 @@ fn handle_incoming(inner: &Arc<Inner>, text: &str) {
 
 fn answer_server_request(inner: &Arc<Inner>, id: RequestId, request: ServerRequest) {
     match request {
-        ServerRequest::Ping => inner.send_line(encode_result(id, &serde_json::json!({}))),
-        ServerRequest::Unknown { method } => inner.send_line(encode_error(
+        ServerRequest::Ping => inner.send_line(reply_line(id, Ok(serde_json::json!({})))),
+        ServerRequest::Unknown { method } => inner.send_line(reply_line::<Value>(
             id,
-            ErrorObject::new(error_codes::METHOD_NOT_FOUND, format!("Method not found: {method}")),
+            Err(ErrorObject::new(error_codes::METHOD_NOT_FOUND, format!("Method not found: {method}"))),
         )),
         request => {
             // Handlers may ask a person; never block the reader on them.
@@ -1047,22 +930,21 @@ fn answer_server_request(inner: &Arc<Inner>, id: RequestId, request: ServerReque
 /// follow) rather than "no server" (the connection is gone; a 401 needs credentials).
 fn discover_refused(error: &ClientError) -> bool {
     match error {
-        ClientError::Server { error, .. } => {
-            let data = error.data.as_ref();
-            let auth_status =
-                data.and_then(|d| d.get("httpStatus")).and_then(Value::as_u64).is_some_and(|s| s == 401 || s == 403);
-            let auth_failed = data.and_then(|d| d.get("auth")).and_then(Value::as_bool).unwrap_or(false);
-            !(auth_status || auth_failed)
+        ClientError::Server { .. } | ClientError::Timeout { .. } | ClientError::BadResult { .. } => true,
+        // An HTTP server that does not route the method answers with a status; credentials
+        // refused are not a refusal of the method.
+        ClientError::Transport(e @ (TransportError::HttpStatus { .. } | TransportError::NoAnswer(_))) => {
+            !e.is_auth_refusal()
         }
-        ClientError::Timeout { .. } | ClientError::BadResult { .. } => true,
         ClientError::Session(SessionError::Negotiation(_) | SessionError::BadInitializeResult(_)) => true,
         _ => false,
     }
 }
 
-fn reply_line<T: Serialize>(id: RequestId, result: Result<T, ErrorObject>) -> String {
-    match result {
-        Ok(result) => encode_result(id, &result),
-        Err(error) => encode_error(id, error),
-    }
+fn reply_line<T: Serialize>(id: RequestId, result: Result<T, ErrorObject>) -> Outgoing {
+    let text = match result {
+        Ok(result) => encode_result(id.clone(), &result),
+        Err(error) => encode_error(id.clone(), error),
+    };
+    Outgoing::response(text, id)
 }

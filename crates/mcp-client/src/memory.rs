@@ -1,9 +1,12 @@
-//! An in-memory transport for tests: the other end is a pair of channels a test drives.
+//! An in-memory transport for tests and examples: the other end is a pair of channels a test
+//! drives. It is the port's test double, so it lives beside the port rather than with the
+//! adapters in `mcp-transport`.
 
 use async_trait::async_trait;
+use mcp_protocol::Outgoing;
 use tokio::sync::mpsc;
 
-use crate::transport::{Transport, TransportError, TransportSink, TransportStream};
+use crate::transport::{Inbound, Transport, TransportError, TransportSink, TransportStream};
 
 /// The client's end of an in-memory transport.
 #[derive(Debug)]
@@ -33,10 +36,10 @@ struct MemoryStream(mpsc::UnboundedReceiver<String>);
 
 #[async_trait]
 impl TransportSink for MemorySink {
-    async fn send(&mut self, messages: &[String]) -> Result<(), TransportError> {
+    async fn send(&mut self, messages: &[Outgoing]) -> Result<(), TransportError> {
         let sender = self.0.as_ref().ok_or_else(|| TransportError::Closed("closed by the client".into()))?;
         for m in messages {
-            sender.send(m.clone()).map_err(|_| TransportError::Closed("the peer went away".into()))?;
+            sender.send(m.text().to_owned()).map_err(|_| TransportError::Closed("the peer went away".into()))?;
         }
         Ok(())
     }
@@ -49,8 +52,8 @@ impl TransportSink for MemorySink {
 
 #[async_trait]
 impl TransportStream for MemoryStream {
-    async fn recv(&mut self) -> Result<Option<String>, TransportError> {
-        Ok(self.0.recv().await)
+    async fn recv(&mut self) -> Result<Option<Inbound>, TransportError> {
+        Ok(self.0.recv().await.map(Inbound::Message))
     }
 }
 

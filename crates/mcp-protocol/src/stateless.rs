@@ -59,6 +59,39 @@ pub fn add_envelope(params: Option<Value>, envelope: &Map<String, Value>) -> Val
     Value::Object(params)
 }
 
+/// The prefix of `_meta` keys the protocol reserves for itself (the envelope).
+pub const RESERVED_META_PREFIX: &str = "io.modelcontextprotocol/";
+
+/// `params` without the reserved `_meta` keys (a previous envelope must not linger when a
+/// request is sent again: the session adds a fresh one). Other `_meta` keys stay.
+pub fn strip_reserved_meta(params: &mut Map<String, Value>) {
+    if let Some(Value::Object(meta)) = params.get_mut("_meta") {
+        meta.retain(|k, _| !k.starts_with(RESERVED_META_PREFIX));
+    }
+}
+
+/// The params of a request sent again after an input-required result: the original params
+/// with `inputResponses` (the answers, under the keys the server used), the server's
+/// `requestState` when it sent one (removed otherwise), and no previous envelope.
+/// Params that were not an object are replaced by one.
+pub fn retry_params(
+    original: Option<Value>,
+    responses: Map<String, Value>,
+    request_state: Option<String>,
+) -> Map<String, Value> {
+    let mut params = match original {
+        Some(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
+    params.insert("inputResponses".to_owned(), Value::Object(responses));
+    match request_state {
+        Some(state) => params.insert("requestState".to_owned(), Value::String(state)),
+        None => params.remove("requestState"),
+    };
+    strip_reserved_meta(&mut params);
+    params
+}
+
 /// The result of `server/discover`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -189,6 +222,25 @@ mod tests {
         );
         assert_eq!(add_envelope(None, &env), json!({"_meta": Value::Object(env.clone())}));
         assert_eq!(add_envelope(Some(json!({"_meta": 5})), &env), json!({"_meta": Value::Object(env)}));
+    }
+
+    #[test]
+    fn retried_params_carry_the_answers_and_state_but_no_old_envelope() {
+        let original = json!({"name": "t", "requestState": "old", "inputResponses": {"stale": 1},
+            "_meta": {"progressToken": 3, META_PROTOCOL_VERSION: "2026-07-28", META_CLIENT_INFO: {}}});
+        let answers = Map::from_iter([("k".to_owned(), json!({"action": "accept"}))]);
+        let params = retry_params(Some(original.clone()), answers.clone(), Some("new".into()));
+        assert_eq!(
+            Value::Object(params),
+            json!({"name": "t", "requestState": "new", "inputResponses": {"k": {"action": "accept"}},
+                "_meta": {"progressToken": 3}})
+        );
+        let params = retry_params(Some(original), answers, None);
+        assert!(!params.contains_key("requestState"));
+        assert_eq!(
+            retry_params(Some(json!(5)), Map::new(), None),
+            Map::from_iter([("inputResponses".to_owned(), json!({}))])
+        );
     }
 
     #[test]

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use mcp_protocol::jsonrpc::ErrorObject;
-use mcp_protocol::{ClientCapabilities, ElicitAction, ElicitRequestParams, ElicitResult, ServerNotification};
-use mcp_transport::{
+use mcp_client::{
     Client, ClientError, ClientOptions, Era, MemoryPeer, RequestOptions, ServerRequestHandler, memory_pair,
 };
+use mcp_protocol::jsonrpc::ErrorObject;
+use mcp_protocol::{ClientCapabilities, ElicitAction, ElicitRequestParams, ElicitResult, ServerNotification};
 use serde_json::{Value, json};
 
 use crate::args;
@@ -43,7 +43,7 @@ impl ServerRequestHandler for Agrees {
     }
 }
 
-fn modern_options() -> ClientOptions {
+fn stateless_options() -> ClientOptions {
     ClientOptions {
         era: Era::Discover,
         handler: Arc::new(Agrees),
@@ -68,7 +68,7 @@ async fn discovered(options: ClientOptions) -> (Client, MemoryPeer) {
 
 #[tokio::test]
 async fn discover_then_requests_carry_the_envelope() {
-    let (client, mut peer) = discovered(modern_options()).await;
+    let (client, mut peer) = discovered(stateless_options()).await;
     assert_eq!(client.protocol_version().unwrap().as_str(), "2026-07-28");
     assert_eq!(client.server_info().unwrap().server_info.name, "modern");
     let call = tokio::spawn(async move {
@@ -85,7 +85,7 @@ async fn discover_then_requests_carry_the_envelope() {
 
 #[tokio::test]
 async fn an_input_required_result_is_answered_through_the_handler_and_the_request_retried() {
-    let (client, mut peer) = discovered(modern_options()).await;
+    let (client, mut peer) = discovered(stateless_options()).await;
     let server = tokio::spawn(async move {
         let first = next(&mut peer).await;
         assert_eq!(first["params"]["name"], "book");
@@ -117,7 +117,7 @@ async fn an_input_required_result_is_answered_through_the_handler_and_the_reques
 
 #[tokio::test]
 async fn a_server_that_always_wants_input_is_given_up_on() {
-    let (client, mut peer) = discovered(modern_options()).await;
+    let (client, mut peer) = discovered(stateless_options()).await;
     let server = tokio::spawn(async move {
         let mut rounds = 0;
         while let Ok(Some(line)) = tokio::time::timeout(Duration::from_secs(2), peer.incoming.recv()).await {
@@ -130,12 +130,12 @@ async fn a_server_that_always_wants_input_is_given_up_on() {
     let err = client.call_tool("loop", None, RequestOptions::default()).await.unwrap_err();
     assert!(matches!(err, ClientError::InputRequired { .. }), "{err}");
     drop(client);
-    assert_eq!(server.await.unwrap(), 1 + mcp_transport::client::MAX_INPUT_ROUNDS);
+    assert_eq!(server.await.unwrap(), 1 + mcp_client::MAX_INPUT_ROUNDS);
 }
 
 #[tokio::test]
 async fn listen_for_changes_opens_a_subscription_whose_notifications_reach_subscribers() {
-    let (client, mut peer) = discovered(modern_options()).await;
+    let (client, mut peer) = discovered(stateless_options()).await;
     let mut notes = client.subscribe();
     client.listen_for_changes().unwrap();
     let request = next(&mut peer).await;

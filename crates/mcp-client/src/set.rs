@@ -1,0 +1,155 @@
+//! Connected servers watched for changes: each server's tool listing is re-listed when it
+//! announces `notifications/tools/list_changed`, and carries a generation that changes exactly
+//! when the listing does (callers refuse calls prepared against an older generation).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use mcp_protocol::{CallToolResult, ServerNotification, Tool};
+use serde_json::{Map, Value};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::task::JoinHandle;
+
+use crate::client::{ClientError, ListLimits};
+use crate::servers::ServerConnection;
+
+/// One connected server's current tools and the generation of that listing.
+#[derive(Debug, Clone)]
+pub struct ServerListing {
+    /// The server's configured name.
+    pub name: String,
+    /// Its tools.
+    pub tools: Arc<[Tool]>,
+    /// Changes whenever the listing changes.
+    pub generation: u64,
+}
+
+struct Watched {
+    connection: ServerConnection,
+    listing: Mutex<(Arc<[Tool]>, u64)>,
+    changed: Arc<AtomicBool>,
+    watcher: Option<JoinHandle<()>>,
+}
+
+/// Servers connected with [`crate::connect_all`], watched for tool changes.
+pub struct ServerSet {
+    servers: Vec<Watched>,
+    limits: ListLimits,
+}
+
+impl std::fmt::Debug for ServerSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.servers.iter().map(|w| w.connection.name())).finish()
+    }
+}
+
+impl ServerSet {
+    /// Watch these connections (the ones not connected contribute no tools).
+    pub fn new(connections: Vec<ServerConnection>) -> Self {
+        let servers = connections
+            .into_iter()
+            .map(|connection| {
+                // A change announced while the server was being listed at startup would be
+                // lost, so every server is re-listed once at the first refresh.
+                let changed = Arc::new(AtomicBool::new(connection.is_connected()));
+                let watcher = connection.client().map(|client| {
+                    let mut notifications = client.subscribe();
+                    // 2026-07-28 servers announce list changes only on a subscriptions/listen
+                    // stream (a no-op for older servers).
+                    if let Err(e) = client.listen_for_changes() {
+                        tracing::warn!(server = %connection.name(), "cannot listen for tool changes: {e}");
+                    }
+                    let changed = Arc::clone(&changed);
+                    tokio::spawn(async move {
+                        loop {
+                            match notifications.recv().await {
+                                Ok(ServerNotification::ToolsListChanged) | Err(RecvError::Lagged(_)) => {
+                                    changed.store(true, Ordering::SeqCst);
+                                }
+                                Ok(_) => {}
+                                Err(RecvError::Closed) => return,
+                            }
+                        }
+                    })
+                });
+                let listing = Mutex::new((Arc::clone(connection.tools()), 1));
+                Watched { connection, listing, changed, watcher }
+            })
+            .collect();
+        Self { servers, limits: ListLimits::default() }
+    }
+
+    /// The connections, for reporting.
+    pub fn connections(&self) -> impl Iterator<Item = &ServerConnection> {
+        self.servers.iter().map(|w| &w.connection)
+    }
+
+    /// Close every server (children reaped).
+    pub async fn close(self) {
+        for watched in self.servers {
+            if let Some(watcher) = watched.watcher {
+                watcher.abort();
+            }
+            watched.connection.close().await;
+        }
+    }
+
+    fn find(&self, server: &str) -> Option<&Watched> {
+        self.servers.iter().find(|w| w.connection.name() == server)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl ServerSet {
+    /// Every connected server's current listing, after re-listing the servers that announced
+    /// a change. A failed re-listing keeps the previous one (with a warning).
+    pub async fn refresh(&self) -> Vec<ServerListing> {
+        let mut listings = Vec::with_capacity(self.servers.len());
+        for watched in &self.servers {
+            let Some(client) = watched.connection.client() else { continue };
+            if watched.changed.swap(false, Ordering::SeqCst) {
+                match client.list_all_tools(self.limits).await {
+                    Ok(tools) => {
+                        let mut current = lock(&watched.listing);
+                        if *current.0 != *tools {
+                            *current = (Arc::from(tools), current.1 + 1);
+                        }
+                    }
+                    Err(e) => tracing::warn!(
+                        server = %watched.connection.name(),
+                        "could not re-list tools after a change; keeping the previous list: {e}"
+                    ),
+                }
+            }
+            let (tools, generation) = lock(&watched.listing).clone();
+            listings.push(ServerListing { name: watched.connection.name().to_owned(), tools, generation });
+        }
+        listings
+    }
+
+    /// The generation of `server`'s listing now; `u64::MAX` when a change was announced and
+    /// not listed yet (any snapshot is stale then). `None` for an unknown server.
+    pub fn generation(&self, server: &str) -> Option<u64> {
+        let watched = self.find(server)?;
+        if watched.changed.load(Ordering::SeqCst) {
+            return Some(u64::MAX);
+        }
+        Some(lock(&watched.listing).1)
+    }
+
+    /// Calls tool `tool` (its raw name) of `server` under the server's tool timeout.
+    pub async fn call(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Option<Map<String, Value>>,
+    ) -> Result<CallToolResult, ClientError> {
+        match self.find(server) {
+            Some(watched) => watched.connection.call_tool(tool, arguments).await,
+            None => Err(ClientError::ConnectionClosed { reason: format!("no server named {server:?}") }),
+        }
+    }
+}

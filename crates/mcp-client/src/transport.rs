@@ -1,0 +1,180 @@
+//! The transport port: something that carries encoded JSON-RPC messages both ways.
+//!
+//! A transport splits into a sink (one writer) and a stream (one reader) so that the client
+//! connection can write and read at the same time without a lock around the wire. Failures
+//! are typed: a transport fails one request ([`Inbound::Failed`], the connection goes on) or
+//! the whole connection (an error from [`TransportStream::recv`], or its end); it never dresses
+//! a failure of its own as an error answer from the server.
+
+use async_trait::async_trait;
+use mcp_protocol::{Outgoing, RequestId};
+
+/// Why a transport could not carry a message, or one request.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// The server process could not be started.
+    #[error("could not start {command:?}: {source}")]
+    Spawn {
+        /// The command that failed.
+        command: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The server's working directory does not exist (or is not a directory).
+    #[error("could not start {command:?}: its working directory {cwd:?} does not exist or is not a directory")]
+    MissingDirectory {
+        /// The command.
+        command: String,
+        /// The configured working directory.
+        cwd: String,
+    },
+    /// An incoming message exceeded the size limit; it was discarded.
+    #[error("a message of more than {limit} bytes was discarded (the limit is max_message_bytes)")]
+    MessageTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// An incoming line was not UTF-8; it was discarded (not fatal).
+    #[error("a line that is not UTF-8 was discarded")]
+    NotUtf8,
+    /// Reading or writing failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The transport's configuration is unusable (a bad URL, header, missing token variable).
+    #[error("{0}")]
+    Config(String),
+    /// The transport is closed.
+    #[error("the transport is closed: {0}")]
+    Closed(String),
+    /// The server answered a request with an HTTP error status.
+    #[error("{message}")]
+    HttpStatus {
+        /// The status.
+        status: u16,
+        /// What was sent where, and what came back (the body's start, cleaned).
+        message: String,
+    },
+    /// The server refused the credentials and no (better) ones could be obtained.
+    #[error("{message}")]
+    Unauthorized {
+        /// 401 or 403.
+        status: u16,
+        /// What happened and what to do.
+        message: String,
+        /// Logging in (interactively) is the remedy: shown as `needs-auth`.
+        needs_login: bool,
+    },
+    /// The request was sent (or may have been) but its answer cannot come: the answer stream
+    /// broke, or what came back was not an answer.
+    #[error("{0}")]
+    NoAnswer(String),
+}
+
+impl TransportError {
+    /// Whether the transport is unusable after this error (otherwise only a message or one
+    /// request was lost).
+    pub fn is_fatal(&self) -> bool {
+        !matches!(
+            self,
+            TransportError::MessageTooLarge { .. }
+                | TransportError::NotUtf8
+                | TransportError::HttpStatus { .. }
+                | TransportError::Unauthorized { .. }
+                | TransportError::NoAnswer(_)
+        )
+    }
+
+    /// Whether the server refused us for lack of credentials: the fix is a token (or a
+    /// login), not a restart.
+    pub fn needs_auth(&self) -> bool {
+        match self {
+            TransportError::HttpStatus { status, .. } => matches!(status, 401 | 403),
+            TransportError::Unauthorized { needs_login, .. } => *needs_login,
+            _ => false,
+        }
+    }
+
+    /// Whether credentials were refused (with or without a remedy).
+    pub fn is_auth_refusal(&self) -> bool {
+        matches!(self, TransportError::Unauthorized { .. } | TransportError::HttpStatus { status: 401 | 403, .. })
+    }
+}
+
+/// What a transport's stream yields.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Inbound {
+    /// A message from the server (encoded JSON text).
+    Message(String),
+    /// The transport could not deliver request `id`, or cannot deliver its answer: that
+    /// request fails with `error` at once; the connection goes on.
+    Failed {
+        /// The request.
+        id: RequestId,
+        /// Why.
+        error: TransportError,
+    },
+}
+
+/// A non-blocking write path a transport may offer beside its sink, so that a caller can put
+/// its message on the wire at once instead of handing it to the writer task (stdio pipes do).
+///
+/// Both methods take `&self`: callers and the writer task share it. Writes are synchronous, so a
+/// caller that stops waiting can never leave half a message behind.
+#[async_trait]
+pub trait DirectWrite: Send + Sync {
+    /// Write what can be written now, without blocking; returns how many bytes were taken.
+    /// `ErrorKind::WouldBlock` means none.
+    fn try_write(&self, bytes: &[u8]) -> std::io::Result<usize>;
+
+    /// Wait until a write may make progress.
+    async fn writable(&self) -> std::io::Result<()>;
+}
+
+/// The writing half of a transport.
+#[async_trait]
+pub trait TransportSink: Send {
+    /// The direct write path, if this transport has one. When it does, the client writes every
+    /// message through it (newline-delimited) and uses [`TransportSink::send`] for nothing.
+    fn direct(&self) -> Option<std::sync::Arc<dyn DirectWrite>> {
+        None
+    }
+
+    /// Send a batch of messages, in order. Each carries what a transport routes on (id,
+    /// method, revision), so none has to parse the text again.
+    async fn send(&mut self, messages: &[Outgoing]) -> Result<(), TransportError>;
+
+    /// Close the transport and release what it holds (for stdio: the child process, reaped).
+    async fn close(&mut self) -> Result<(), TransportError>;
+}
+
+/// The reading half of a transport.
+#[async_trait]
+pub trait TransportStream: Send {
+    /// The next message or failed request; `Ok(None)` when the peer closed the stream.
+    /// Non-fatal errors (see [`TransportError::is_fatal`]) may be followed by more.
+    async fn recv(&mut self) -> Result<Option<Inbound>, TransportError>;
+
+    /// Why the stream ended, for error messages (for stdio: exit status and the stderr tail).
+    async fn closed_reason(&mut self) -> String {
+        "the server closed the connection".to_owned()
+    }
+}
+
+/// A transport ready to be driven by a [`crate::Client`].
+pub trait Transport: Send {
+    /// Split into the writing and reading halves.
+    fn split(self: Box<Self>) -> (Box<dyn TransportSink>, Box<dyn TransportStream>);
+}
+
+impl Transport for Box<dyn Transport> {
+    fn split(self: Box<Self>) -> (Box<dyn TransportSink>, Box<dyn TransportStream>) {
+        (*self).split()
+    }
+}

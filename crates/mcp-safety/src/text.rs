@@ -1,0 +1,156 @@
+//! Untrusted text (from a server, a model, a configuration file someone else wrote) made safe
+//! to show: to a terminal, where escape sequences could drive it, and to a model, where
+//! invisible characters could hide instructions.
+
+/// Characters removed from untrusted text: controls other than `\n` and `\t` (ESC, BEL, CR,
+/// C1 controls such as CSI), bidirectional overrides, isolates and marks (they make text read
+/// differently from what it says), and zero-width characters (they hide text or split words
+/// to dodge filters).
+pub fn is_stripped(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t')
+        || matches!(
+            c,
+            '\u{202A}'..='\u{202E}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{200E}'
+                | '\u{200F}'
+                | '\u{061C}'
+                | '\u{200B}'..='\u{200D}'
+                | '\u{2060}'
+                | '\u{FEFF}'
+        )
+}
+
+/// Appended when text was cut, so a reader knows something is missing.
+pub const ELLIPSIS: char = '…';
+
+/// `text` without stripped characters; newlines and tabs stay.
+pub fn terminal_safe(text: &str) -> String {
+    sanitize(text, usize::MAX)
+}
+
+/// `text` without stripped characters, on one line (runs of whitespace become one space), cut
+/// to at most `max` characters (the last being `…` when cut).
+pub fn one_line(text: &str, max: usize) -> String {
+    let mut flat = String::with_capacity(text.len().min(max.saturating_mul(4)));
+    for word in text.split(|c: char| c.is_whitespace() || is_stripped(c) && c.is_control()).filter(|w| !w.is_empty()) {
+        if !flat.is_empty() {
+            flat.push(' ');
+        }
+        flat.extend(word.chars().filter(|&c| !is_stripped(c)));
+        if flat.len() > max.saturating_mul(4) {
+            break;
+        }
+    }
+    cut(&flat, max)
+}
+
+/// `text` cut to at most `max` characters, the last being `…` when anything was cut (nothing
+/// at all when `max` is 0). Never splits a character.
+pub fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_owned(),
+        Some(_) if max == 0 => String::new(),
+        Some(_) => {
+            let keep = text.char_indices().nth(max - 1).map_or(text.len(), |(i, _)| i);
+            let mut out = String::with_capacity(keep + ELLIPSIS.len_utf8());
+            out.push_str(&text[..keep]);
+            out.push(ELLIPSIS);
+            out
+        }
+    }
+}
+
+/// `text` without stripped characters, cut to at most `cap` characters (the last of which is
+/// `…` when anything was cut, unless `cap` is 0). Stripping comes first, so invisible
+/// characters cannot eat the budget. Never splits a character.
+pub fn sanitize(text: &str, cap: usize) -> String {
+    let mut out = String::new();
+    sanitize_into(&mut out, text, cap);
+    out
+}
+
+/// [`sanitize`], appending to `out`.
+pub fn sanitize_into(out: &mut String, text: &str, cap: usize) {
+    // Fast path for the common case, short printable ASCII: every byte is one character and
+    // nothing needs stripping.
+    if text.len() <= cap && is_plain_ascii(text.as_bytes()) {
+        out.push_str(text);
+        return;
+    }
+    let mut before_last = out.len();
+    for (kept, c) in text.chars().filter(|&c| !is_stripped(c)).enumerate() {
+        if kept == cap {
+            // One character too many: replace the last kept one with the ellipsis.
+            if cap > 0 {
+                out.truncate(before_last);
+                out.push(ELLIPSIS);
+            }
+            return;
+        }
+        before_last = out.len();
+        out.push(c);
+    }
+}
+
+/// Whether every byte is printable ASCII, `\n` or `\t`. Eight bytes at a time: this runs over
+/// every description of every pool assembly, and a byte loop was the largest cost there.
+pub fn is_plain_ascii(bytes: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let plain_byte = |b: u8| (0x20..0x7f).contains(&b) || b == b'\n' || b == b'\t';
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(word);
+        // Some byte is >= 0x80, < 0x20 or == 0x7f (classic "has byte less than" / "has zero
+        // byte" tricks); only then look at the bytes, since `\n` and `\t` are fine.
+        let suspicious =
+            (w | (w.wrapping_sub(ONES * 0x20) & !w) | ((w ^ (ONES * 0x7f)).wrapping_sub(ONES) & !(w ^ (ONES * 0x7f))))
+                & HIGHS;
+        if suspicious != 0 && !chunk.iter().all(|&b| plain_byte(b)) {
+            return false;
+        }
+    }
+    chunks.remainder().iter().all(|&b| plain_byte(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn escapes_bidi_and_invisibles_are_removed() {
+        assert_eq!(terminal_safe("a\u{1b}[31mred\u{7}\nb\tc\u{202e}\r\u{9b}2J"), "a[31mred\nb\tc2J");
+        assert_eq!(sanitize("a\u{202E}b\u{200B}c\u{7}d\r\n\te\u{FEFF}\u{85}", 100), "abcd\n\te");
+        assert_eq!(one_line("a\n  b\u{1b}", 10), "a b");
+        assert_eq!(one_line("over\rwrite", 20), "over write");
+        assert_eq!(cut("abcdef", 4), "abc…");
+        assert_eq!(cut("abc", 0), "");
+        assert_eq!(cut("ééé", 3), "ééé");
+    }
+
+    #[test]
+    fn caps_in_characters_without_splitting() {
+        assert_eq!(sanitize("ééééé", 5), "ééééé");
+        assert_eq!(sanitize("éééééé", 5), "éééé…");
+        assert_eq!(sanitize("abc", 0), "");
+        assert_eq!(sanitize("a\u{200B}\u{200B}\u{200B}bc", 3), "abc");
+    }
+
+    proptest! {
+        #[test]
+        fn nothing_stripped_survives_and_caps_hold(text in any::<String>(), cap in 0usize..50) {
+            let s = sanitize(&text, cap);
+            prop_assert!(!s.chars().any(is_stripped));
+            prop_assert!(s.chars().count() <= cap);
+            let line = one_line(&text, cap);
+            prop_assert!(!line.chars().any(|c| is_stripped(c) || c == '\n'));
+            prop_assert!(line.chars().count() <= cap);
+            prop_assert_eq!(is_plain_ascii(text.as_bytes()), text.bytes().all(|b| (0x20..0x7f).contains(&b) || b == b'\n' || b == b'\t'));
+        }
+    }
+}
