@@ -1,21 +1,18 @@
 //! The loop: each step refreshes the tool pool, asks the model with exactly that snapshot's
 //! tools, and runs every tool call of the answer against the same snapshot.
 
-use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use policy::{Decision, Policy};
+use policy::Policy;
 use serde_json::Value;
-use tool_pool::{ArgumentChecker, CheckError, Origin, Pool, assemble};
+use tool_pool::Pool;
 
+use crate::gate::{Admission, Binding, CallGate, CallRequest, Catalog, Ran};
 use crate::model::{
     Block, LanguageModel, Message, ModelError, ModelRequest, Role, StopReason, TextStream, ToolSpec, Usage,
 };
-use crate::ports::{
-    AgentEvent, ApprovalAnswer, ApprovalRequest, Approver, BuiltinTool, CallDecision, CallInfo, EventSink, HookVerdict,
-    Hooks, NoHooks, RefuseAll,
-};
+use crate::ports::{AgentEvent, Approver, BuiltinTool, CallInfo, EventSink, Hooks};
 use crate::results::{error_text, fit_budget, render};
 use crate::source::ToolSource;
 use crate::transcript::Transcript;
@@ -80,30 +77,13 @@ pub enum AgentError {
     Pool(String),
 }
 
-/// One step's view of the tools: the pool, and the listing generations it was built from.
-struct Snapshot {
-    pool: Arc<Pool>,
-    generations: BTreeMap<String, u64>,
-}
-
-struct State {
-    revision: u64,
-    snapshot: Option<Arc<Snapshot>>,
-    approved_for_session: HashSet<String>,
-}
-
 /// The agent: a model, tools, policy, an approver, hooks.
 pub struct Agent {
     model: Arc<dyn LanguageModel>,
     source: Arc<dyn ToolSource>,
-    builtins: Vec<Arc<dyn BuiltinTool>>,
-    builtin_specs: Arc<[tool_pool::BuiltinTool]>,
-    policy: Policy,
-    approver: Arc<dyn Approver>,
-    hooks: Arc<dyn Hooks>,
+    catalog: Catalog,
+    gate: CallGate,
     config: AgentConfig,
-    checker: ArgumentChecker,
-    state: Mutex<State>,
     transcript: Option<Mutex<Transcript>>,
 }
 
@@ -126,13 +106,6 @@ impl TextStream for TextEvents<'_> {
     }
 }
 
-/// A call after the checks, ready to run.
-enum Prepared {
-    Done(String),
-    Builtin(Arc<dyn BuiltinTool>, Value),
-    Mcp { server: String, tool: String, arguments: Option<serde_json::Map<String, Value>> },
-}
-
 impl Agent {
     /// An agent with no built-in tools, no hooks, refusing every `confirm` call; see the
     /// `with_*` methods.
@@ -142,37 +115,27 @@ impl Agent {
         policy: Policy,
         config: AgentConfig,
     ) -> Self {
-        Self {
-            model,
-            source,
-            builtins: Vec::new(),
-            builtin_specs: Arc::from(Vec::new()),
-            policy,
-            approver: Arc::new(RefuseAll),
-            hooks: Arc::new(NoHooks),
-            config,
-            checker: ArgumentChecker::new(),
-            state: Mutex::new(State { revision: 0, snapshot: None, approved_for_session: HashSet::new() }),
-            transcript: None,
-        }
+        let catalog = Catalog::new(Arc::from(Vec::new()), policy, config.pool.clone());
+        Self { model, source, catalog, gate: CallGate::default(), config, transcript: None }
     }
 
     /// Who approves `confirm` calls.
     pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Self {
-        self.approver = approver;
+        self.gate.set_approver(approver);
         self
     }
 
     /// Hooks around tool calls.
     pub fn with_hooks(mut self, hooks: Arc<dyn Hooks>) -> Self {
-        self.hooks = hooks;
+        self.gate.set_hooks(hooks);
         self
     }
 
     /// Built-in tools (they come first in the pool and keep their names on collisions).
     pub fn with_builtins(mut self, builtins: Vec<Arc<dyn BuiltinTool>>) -> Self {
-        self.builtin_specs = builtins.iter().map(|b| b.spec()).collect::<Vec<_>>().into();
-        self.builtins = builtins;
+        self.gate = std::mem::take(&mut self.gate).with_builtins(builtins);
+        let policy = self.catalog.policy().clone();
+        self.catalog = Catalog::new(self.gate.builtin_specs(), policy, self.config.pool.clone());
         self
     }
 
@@ -184,7 +147,7 @@ impl Agent {
 
     /// The pool the next step would use (refreshed now).
     pub async fn pool(&self) -> Result<Arc<Pool>, AgentError> {
-        Ok(Arc::clone(&self.snapshot().await?.pool))
+        Ok(Arc::clone(self.snapshot().await?.pool()))
     }
 
     fn record_message(&self, message: &Message) {
@@ -204,21 +167,10 @@ impl Agent {
         events.event(&event);
     }
 
-    /// Refresh the listing; build a new pool (with the next revision) only when something changed.
-    async fn snapshot(&self) -> Result<Arc<Snapshot>, AgentError> {
-        let listing = self.source.refresh().await;
-        let mut state = lock(&self.state);
-        if let Some(current) = &state.snapshot
-            && current.generations == listing.generations
-        {
-            return Ok(Arc::clone(current));
-        }
-        state.revision += 1;
-        let pool = assemble(&self.builtin_specs, &listing.servers, &self.policy, &self.config.pool, state.revision)
-            .map_err(|e| AgentError::Pool(e.to_string()))?;
-        let snapshot = Arc::new(Snapshot { pool: Arc::new(pool), generations: listing.generations });
-        state.snapshot = Some(Arc::clone(&snapshot));
-        Ok(snapshot)
+    /// Refresh the listing and bind it; a new pool (with the next revision) only when
+    /// something changed.
+    async fn snapshot(&self) -> Result<Arc<Binding>, AgentError> {
+        self.catalog.bind(self.source.as_ref()).await.map_err(|e| AgentError::Pool(e.to_string()))
     }
 
     /// Run one user turn to its end: the model is called until it stops asking for tools (or
@@ -236,7 +188,7 @@ impl Agent {
         for step in 1..=self.config.max_steps {
             let snapshot = self.snapshot().await?;
             let tools: Vec<ToolSpec> = snapshot
-                .pool
+                .pool()
                 .iter()
                 .map(|e| ToolSpec {
                     name: e.name().to_owned(),
@@ -244,7 +196,7 @@ impl Agent {
                     input_schema: e.input_schema().clone(),
                 })
                 .collect();
-            self.emit(events, AgentEvent::Step { step, pool_revision: snapshot.pool.revision(), tools: tools.len() });
+            self.emit(events, AgentEvent::Step { step, pool_revision: snapshot.pool().revision(), tools: tools.len() });
             let request = ModelRequest {
                 model: self.config.model.clone(),
                 system: self.config.system.clone(),
@@ -289,41 +241,37 @@ impl Agent {
     /// ones concurrently; results keep the calls' order.
     async fn run_calls(
         &self,
-        snapshot: &Snapshot,
+        snapshot: &Binding,
         calls: Vec<(String, String, Value)>,
         events: &dyn EventSink,
     ) -> Vec<Block> {
-        let mut prepared = Vec::with_capacity(calls.len());
+        let mut admitted = Vec::with_capacity(calls.len());
         for (id, name, input) in &calls {
-            let (decision, reason, job) = self.prepare(snapshot, id, name, input).await;
+            let call = CallRequest { id, name, arguments: input };
+            let admission = self.gate.admit(snapshot, self.source.as_ref(), call).await;
+            let (decision, reason) = match &admission {
+                Admission::Run { decision, reason, .. } => (decision.clone(), reason.clone()),
+                Admission::Refused(refusal) => (refusal.decision(), refusal.reason()),
+            };
             self.emit(
                 events,
-                AgentEvent::ToolCall {
-                    id: id.clone(),
-                    name: name.clone(),
-                    arguments: input.clone(),
-                    decision: decision.clone(),
-                    reason,
-                },
+                AgentEvent::ToolCall { id: id.clone(), name: name.clone(), arguments: input.clone(), decision, reason },
             );
             let info = CallInfo {
                 id: id.clone(),
                 name: name.clone(),
-                server: snapshot.pool.get(name).and_then(|e| e.server().map(str::to_owned)),
+                server: snapshot.pool().get(name).and_then(|e| e.server().map(str::to_owned)),
                 arguments: input.clone(),
             };
-            prepared.push((info, job));
+            admitted.push((info, admission));
         }
-        let runs = prepared.into_iter().map(|(info, job)| async move {
-            let (text, is_error) = match job {
-                Prepared::Done(text) => (text, true),
-                Prepared::Builtin(tool, input) => match tool.call(&input).await {
-                    Ok(text) => (text, false),
-                    Err(message) => (error_text(&message), true),
-                },
-                Prepared::Mcp { server, tool, arguments } => match self.source.call(&server, &tool, arguments).await {
-                    Ok(result) => (render(&result), result.is_error()),
-                    Err(message) => (error_text(&message), true),
+        let runs = admitted.into_iter().map(|(info, admission)| async move {
+            let (text, is_error) = match admission {
+                Admission::Refused(refusal) => (error_text(&refusal.to_string()), true),
+                Admission::Run { job, .. } => match self.gate.run(self.source.as_ref(), job).await {
+                    Ran::Builtin(Ok(text)) => (text, false),
+                    Ran::Mcp(Ok(result)) => (render(&result), result.is_error()),
+                    Ran::Builtin(Err(message)) | Ran::Mcp(Err(message)) => (error_text(&message), true),
                 },
             };
             (info, text, is_error)
@@ -337,7 +285,7 @@ impl Agent {
                 self.config.session_dir.as_deref().map(|d| d.join("tool-results")).as_deref(),
                 &info.id,
             );
-            self.hooks.after_tool(&info, &text, is_error).await;
+            self.gate.finished(&info, &text, is_error).await;
             self.emit(
                 events,
                 AgentEvent::ToolResult {
@@ -350,101 +298,5 @@ impl Agent {
             blocks.push(Block::ToolResult { tool_use_id: info.id, content: text, is_error });
         }
         blocks
-    }
-
-    /// The checks, in order: the name is in this snapshot; its server's tools have not changed
-    /// since; the arguments match the schema the model saw; policy (and the approver); hooks.
-    async fn prepare(
-        &self,
-        snapshot: &Snapshot,
-        id: &str,
-        name: &str,
-        input: &Value,
-    ) -> (CallDecision, String, Prepared) {
-        let rejected =
-            |message: String| (CallDecision::Rejected, message.clone(), Prepared::Done(error_text(&message)));
-        let Some(entry) = snapshot.pool.get(name) else {
-            let known: Vec<&str> = snapshot.pool.iter().map(|e| e.name()).take(20).collect();
-            return rejected(format!(
-                "there is no tool named {name:?} in this session's tool list (revision {}); available: {}",
-                snapshot.pool.revision(),
-                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
-            ));
-        };
-        if let Some(server) = entry.server() {
-            let seen = snapshot.generations.get(server).copied();
-            if self.source.generation(server) != seen {
-                return rejected(format!(
-                    "the tools of server {server:?} changed after you were shown them (tool list revision {}); \
-                     {name} was not called. Look at the updated tool list and try again.",
-                    snapshot.pool.revision()
-                ));
-            }
-        }
-        match self.checker.check(&snapshot.pool, name, input) {
-            Ok(()) => {}
-            Err(CheckError::Problems(problems)) => {
-                let listed: Vec<String> = problems.iter().map(ToString::to_string).collect();
-                return rejected(format!(
-                    "the arguments for {name} do not match its input schema:\n- {}",
-                    listed.join("\n- ")
-                ));
-            }
-            Err(CheckError::UnknownTool) => return rejected(format!("there is no tool named {name:?}")),
-        }
-        let rule = entry.verdict().source.to_string();
-        let (decision, reason) = match entry.decision() {
-            Decision::Allow => (CallDecision::Allowed, format!("allowed by {rule}")),
-            // Denied tools are not in the pool; a deny here would be a pool bug, so refuse.
-            Decision::Deny => (CallDecision::Refused, format!("denied by {rule}")),
-            Decision::Confirm => {
-                let already = lock(&self.state).approved_for_session.contains(name);
-                if already {
-                    (CallDecision::Approved, "approved earlier in this session".to_owned())
-                } else {
-                    let request = ApprovalRequest {
-                        name: name.to_owned(),
-                        server: entry.server().map(str::to_owned),
-                        tool: entry.tool().to_owned(),
-                        arguments: input.clone(),
-                        rule: rule.clone(),
-                    };
-                    match self.approver.approve(&request).await {
-                        ApprovalAnswer::Yes => (CallDecision::Approved, format!("approved (asked by {rule})")),
-                        ApprovalAnswer::YesForSession => {
-                            lock(&self.state).approved_for_session.insert(name.to_owned());
-                            (CallDecision::Approved, format!("approved for this session (asked by {rule})"))
-                        }
-                        ApprovalAnswer::No => (CallDecision::Refused, format!("refused by the user (asked by {rule})")),
-                    }
-                }
-            }
-        };
-        if decision == CallDecision::Refused {
-            let text = error_text(&format!("the call to {name} was not run: {reason}."));
-            return (decision, reason, Prepared::Done(text));
-        }
-        let info = CallInfo {
-            id: id.to_owned(),
-            name: name.to_owned(),
-            server: entry.server().map(str::to_owned),
-            arguments: input.clone(),
-        };
-        if let HookVerdict::Block(why) = self.hooks.before_tool(&info).await {
-            let text = error_text(&format!("the call to {name} was blocked: {why}"));
-            return (CallDecision::Blocked, why, Prepared::Done(text));
-        }
-        let job = match entry.origin() {
-            Origin::Builtin(spec) => match self.builtins.iter().find(|b| b.spec().name == spec.name) {
-                Some(tool) => Prepared::Builtin(Arc::clone(tool), input.clone()),
-                None => Prepared::Done(error_text(&format!("built-in tool {name} has no handler"))),
-            },
-            Origin::Mcp { server, tool } => Prepared::Mcp {
-                server: server.to_owned(),
-                tool: tool.name.clone(),
-                arguments: input.as_object().cloned(),
-            },
-        };
-        (decision, reason, job)
     }
 }

@@ -37,6 +37,7 @@
 //! ```
 
 pub mod agent;
+pub mod gate;
 pub mod model;
 pub mod ports;
 pub mod results;
@@ -45,6 +46,7 @@ pub mod source;
 pub mod transcript;
 
 pub use agent::{Agent, AgentConfig, AgentError, TurnOutcome};
+pub use gate::{Admission, Binding, CallGate, CallRequest, Catalog, CatalogError, Job, Ran, Refusal};
 pub use model::{
     Block, LanguageModel, Message, ModelError, ModelRequest, ModelResponse, NoStream, Role, StopReason, TextStream,
     ToolSpec, Usage,

@@ -8,8 +8,9 @@ use serde_json::Value;
 use crate::model::{StopReason, Usage};
 
 /// What a person answered when asked to approve a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ApprovalAnswer {
     /// Run this call.
     Yes,
@@ -17,6 +18,9 @@ pub enum ApprovalAnswer {
     No,
     /// Run this call and every later call of the same tool in this session.
     YesForSession,
+    /// Nobody could be asked; the call is refused, and this says why and what to do (for
+    /// example "there is no terminal to ask on; rerun with --yes to approve this call").
+    Unanswered(String),
 }
 
 /// A call waiting for approval.
@@ -88,6 +92,7 @@ pub struct CallInfo {
 
 /// What a hook decides before a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HookVerdict {
     /// Go on.
     Continue,
@@ -116,6 +121,7 @@ impl Hooks for NoHooks {}
 /// How a call was decided.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum CallDecision {
     /// Policy allows it.
     Allowed,
@@ -132,6 +138,7 @@ pub enum CallDecision {
 /// What the loop reports as it goes (for a terminal, `--json`, or a UI).
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum AgentEvent {
     /// A step starts: the model is about to be called with this pool.
     Step {

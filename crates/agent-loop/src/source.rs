@@ -28,6 +28,12 @@ pub trait ToolSource: Send + Sync {
     /// The generation of `server`'s listing now (to refuse calls prepared against an older one).
     fn generation(&self, server: &str) -> Option<u64>;
 
+    /// The generation once an announced change has been listed: a source that re-lists on
+    /// demand does it here, and a change that left the listing as it was keeps the generation.
+    async fn settled_generation(&self, server: &str) -> Option<u64> {
+        self.generation(server)
+    }
+
     /// Call a tool under its raw name, within the server's tool timeout.
     async fn call(
         &self,
@@ -52,6 +58,10 @@ impl ToolSource for ServerSet {
         ServerSet::generation(self, server)
     }
 
+    async fn settled_generation(&self, server: &str) -> Option<u64> {
+        ServerSet::settled_generation(self, server).await
+    }
+
     async fn call(
         &self,
         server: &str,
@@ -60,7 +70,7 @@ impl ToolSource for ServerSet {
     ) -> Result<CallToolResult, String> {
         ServerSet::call(self, server, tool, arguments).await.map_err(|e| match e {
             ClientError::Timeout { after, .. } => {
-                format!("the tool did not answer within {after:?} (the server's tool timeout); the call was cancelled")
+                format!("the tool got no answer within {after:?} (the server's tool timeout); the call was cancelled")
             }
             other => other.to_string(),
         })

@@ -8,11 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use agent_loop::{
-    Agent, AgentConfig, AgentEvent, ApprovalAnswer, ApprovalRequest, ApproveAll, Approver, CallDecision, EventSink,
-    LanguageModel, Message, RefuseAll, ScriptedModel, Transcript, load_messages,
+    Agent, AgentConfig, AgentEvent, CallDecision, EventSink, LanguageModel, Message, ScriptedModel, Transcript,
+    load_messages,
 };
 use anyhow::{Context as _, bail};
-use async_trait::async_trait;
 
 use crate::config::Config;
 use crate::{Outcome, output, session};
@@ -143,7 +142,7 @@ impl EventSink for Human {
                 self.line(&self.paint("33", &format!("stopped: the step limit ({steps}) was reached")));
             }
             AgentEvent::Finished { .. } => self.line(""),
-            AgentEvent::Step { .. } => {}
+            _ => {}
         }
     }
 }
@@ -156,49 +155,6 @@ impl EventSink for Json {
         if let Ok(line) = serde_json::to_string(event) {
             let _ = output::stdout(&format!("{line}\n"));
         }
-    }
-}
-
-/// Asks on the terminal: yes, no, or yes for the rest of the session.
-struct TerminalApprover;
-
-#[async_trait]
-impl Approver for TerminalApprover {
-    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
-        let origin = match &request.server {
-            Some(server) => format!("tool {:?} of server {server:?}", request.tool),
-            None => "a built-in tool".to_owned(),
-        };
-        let prompt = format!(
-            "Run {} ({origin}) with {}? ({})",
-            request.name,
-            output::one_line(&request.arguments.to_string(), 200),
-            request.rule
-        );
-        let answer = tokio::task::spawn_blocking(move || {
-            dialoguer::Select::new()
-                .with_prompt(prompt)
-                .items(["no", "yes", "yes, and for the rest of this session"])
-                .default(0)
-                .interact_on_opt(&dialoguer::console::Term::stderr())
-        })
-        .await;
-        match answer {
-            Ok(Ok(Some(1))) => ApprovalAnswer::Yes,
-            Ok(Ok(Some(2))) => ApprovalAnswer::YesForSession,
-            _ => ApprovalAnswer::No,
-        }
-    }
-}
-
-fn approver(yes: bool) -> Arc<dyn Approver> {
-    if yes {
-        Arc::new(ApproveAll)
-    } else if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
-        Arc::new(TerminalApprover)
-    } else {
-        // Nobody to ask: confirm means no (the model is told, and --yes changes it).
-        Arc::new(RefuseAll)
     }
 }
 
@@ -237,7 +193,7 @@ async fn prepare(config: &Config, args: &AgentArgs, demo_script: Option<&str>) -
         ..AgentConfig::default()
     };
     let agent = Agent::new(model, servers.clone(), config.policy.clone(), agent_config)
-        .with_approver(approver(args.yes))
+        .with_approver(crate::approve::for_session(args.yes))
         .with_transcript(transcript);
     let events: Box<dyn EventSink> =
         if args.json { Box::new(Json) } else { Box::new(Human { color: colors(), at_line_start: Mutex::new(true) }) };

@@ -1,21 +1,18 @@
-//! `mcp-harness call`: one tool call through the path the agent loop takes: pool lookup,
-//! argument check against the input schema, policy, then the call under the raw tool name.
+//! `mcp-harness call`: one tool call through the gate the agent loop uses (`agent_loop::CallGate`):
+//! lookup in the pool, the server's generation, the argument check against the input schema,
+//! policy and approval, hooks; then the call under the raw tool name.
 
-use std::io::IsTerminal;
-
+use agent_loop::{Admission, CallGate, CallRequest, Catalog, NoHooks, Ran, Refusal};
 use anyhow::{Context as _, bail};
+use mcp_client::ServerSet;
 use mcp_protocol::{CallToolResult, ContentBlock};
-use policy::Decision;
 use serde_json::Value;
-use tool_pool::{PoolEntry, check_arguments};
+use std::sync::Arc;
 
 use crate::Outcome;
 use crate::config::Config;
 use crate::output;
-use crate::session::Session;
-
-/// Longest rendering of the arguments in a confirmation prompt.
-const PROMPT_ARGS_CHARS: usize = 500;
+use crate::session::{self, Session};
 
 /// `mcp-harness call NAME --args JSON [--yes] [--json]`.
 pub(crate) async fn call_command(
@@ -27,37 +24,41 @@ pub(crate) async fn call_command(
 ) -> anyhow::Result<Outcome> {
     // Bad JSON needs no server: fail before starting any.
     let args: Value = serde_json::from_str(args).context("--args is not valid JSON")?;
-    let session = Session::open(&config).await?;
-    let result = call(&session, name, args, yes, as_json).await;
-    session.close().await;
+    let connections = session::connect(&config).await;
+    let unavailable = Session::unavailable_of(&connections);
+    let servers = ServerSet::new(connections);
+    let result = call(&config, &servers, &unavailable, name, &args, yes, as_json).await;
+    servers.close().await;
     result
 }
 
-async fn call(session: &Session, name: &str, args: Value, yes: bool, as_json: bool) -> anyhow::Result<Outcome> {
-    let Some(entry) = session.pool.get(name) else {
-        bail!(unknown_tool(session, name));
+async fn call(
+    config: &Config,
+    servers: &ServerSet,
+    unavailable: &[String],
+    name: &str,
+    args: &Value,
+    yes: bool,
+    as_json: bool,
+) -> anyhow::Result<Outcome> {
+    let catalog = Catalog::new(Arc::new([]), config.policy.clone(), tool_pool::Options::default());
+    let binding = catalog.bind(servers).await?;
+    let gate = CallGate::new(crate::approve::for_one_call(yes), Arc::new(NoHooks));
+    let request = CallRequest { id: "call", name, arguments: args };
+    let job = match gate.admit(&binding, servers, request).await {
+        Admission::Run { job, .. } => job,
+        Admission::Refused(refusal) => bail!(refusal_text(&refusal, unavailable)),
+        _ => bail!("the call to {name} was not run"),
     };
-    if let Err(problems) = check_arguments(entry.input_schema(), &args) {
-        let list: String = problems.iter().map(|p| format!("\n  {}", output::one_line(&p.to_string(), 500))).collect();
-        bail!("the arguments for {name} do not match its input schema:{list}");
-    }
-    approve(&entry, &args, yes).await?;
-    let Some(server) = entry.server() else {
-        bail!("{name} is a built-in tool; built-in tools cannot be called yet");
+    let server = binding.pool().get(name).and_then(|e| e.server().map(str::to_owned));
+    let tool = binding.pool().get(name).map(|e| e.tool().to_owned()).unwrap_or_default();
+    let result = match gate.run(servers, job).await {
+        Ran::Mcp(result) => result.map_err(anyhow::Error::msg).with_context(|| match &server {
+            Some(server) => format!("calling tool {tool:?} of server {server:?}"),
+            None => format!("calling {name}"),
+        })?,
+        _ => bail!("{name} is a built-in tool; built-in tools cannot be called from the command line"),
     };
-    let connection = session
-        .connections
-        .iter()
-        .find(|c| c.name() == server)
-        .with_context(|| format!("server {server:?} of {name} has no connection"))?;
-    let Value::Object(arguments) = args else {
-        // check_arguments accepts only objects.
-        bail!("the arguments must be a JSON object");
-    };
-    let result = connection
-        .call_tool(entry.tool(), Some(arguments))
-        .await
-        .with_context(|| format!("calling tool {:?} of server {server:?}", entry.tool()))?;
     if as_json {
         let mut text = serde_json::to_string_pretty(&result)?;
         text.push('\n');
@@ -66,105 +67,28 @@ async fn call(session: &Session, name: &str, args: Value, yes: bool, as_json: bo
         output::stdout(&render(&result))?;
     }
     if result.is_error() {
-        output::stderr(&format!("error: {name} reported an error\n"))?;
+        output::stderr(&format!("error: {} reported an error\n", output::one_line(name, 200)))?;
         return Ok(Outcome::ToolError);
     }
     Ok(Outcome::Success)
 }
 
-/// Applies the policy's decision: allow runs, confirm asks (or takes `--yes`). Deny never gets
-/// here: denied tools are not in the pool.
-async fn approve(entry: &PoolEntry<'_>, args: &Value, yes: bool) -> anyhow::Result<()> {
-    let verdict = entry.verdict();
-    match verdict.decision {
-        Decision::Allow => Ok(()),
-        Decision::Confirm if yes => Ok(()),
-        Decision::Confirm => {
-            let name = entry.name();
-            if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
-                bail!(
-                    "{name} needs confirmation ({verdict}) and there is no terminal to ask on; \
-                     rerun with --yes to approve this call"
-                );
-            }
-            let origin = match entry.server() {
-                Some(server) => format!("tool {:?} of server {server:?}", entry.tool()),
-                None => "a built-in tool".to_owned(),
-            };
-            let shown = output::one_line(&args.to_string(), PROMPT_ARGS_CHARS);
-            let prompt = format!("Run {name} ({origin}) with {shown}?");
-            // The prompt blocks on the terminal; keep it off the async workers.
-            let answer = tokio::task::spawn_blocking(move || {
-                dialoguer::Confirm::new()
-                    .with_prompt(prompt)
-                    .default(false)
-                    .interact_on_opt(&dialoguer::console::Term::stderr())
-            })
-            .await
-            .context("the confirmation prompt failed")?
-            .context("the confirmation prompt failed")?;
-            match answer {
-                Some(true) => Ok(()),
-                _ => bail!("{name} was not approved; nothing was called"),
-            }
-        }
-        Decision::Deny => bail!("{} is denied by policy ({})", entry.name(), verdict.source),
-    }
-}
-
-/// Why `name` is not in the pool: denied by a rule, or unknown (with close matches).
-fn unknown_tool(session: &Session, name: &str) -> String {
-    if let Some(hidden) = session.pool.hidden().iter().find(|h| {
-        let model = match &h.server {
-            Some(server) => tool_pool::model_name(server, &h.tool),
-            None => Some(h.tool.clone()),
-        };
-        model.as_deref() == Some(name)
-    }) {
-        let who = match &hidden.server {
-            Some(server) => format!("tool {:?} of server {server:?}", hidden.tool),
-            None => format!("built-in tool {:?}", hidden.tool),
-        };
-        let why = match &hidden.rule {
-            policy::DecisionSource::Default => "the policy's default".to_owned(),
-            rule => format!("policy {rule}"),
-        };
-        return output::one_line(&format!("{name} ({who}) is denied by {why}; nothing was called"), 500);
-    }
-    let mut message = format!("unknown tool {name:?}");
-    let suggestions = close_matches(session, name);
-    if suggestions.is_empty() {
-        message.push_str(&format!("; `mcp-harness tools` lists the {} available tool(s)", session.pool.len()));
-    } else {
-        message.push_str(&format!("; did you mean {}?", suggestions.join(", ")));
-    }
-    let unavailable: Vec<String> = session.unavailable().iter().map(|(s, _)| format!("{s:?}")).collect();
-    if !unavailable.is_empty() {
-        message.push_str(&format!(
+/// The gate's refusal for a person: one line, and for an unknown tool the servers whose tools
+/// are missing because they did not connect.
+fn refusal_text(refusal: &Refusal, unavailable: &[String]) -> String {
+    let mut text = refusal.to_string();
+    if matches!(refusal, Refusal::UnknownTool { .. }) && !unavailable.is_empty() {
+        let names: Vec<String> = unavailable.iter().map(|s| format!("{s:?}")).collect();
+        text.push_str(&format!(
             " (server(s) {} failed to connect, so their tools are missing; see `mcp-harness servers`)",
-            unavailable.join(", ")
+            names.join(", ")
         ));
     }
-    message
-}
-
-/// Up to three pool names near `name`: the raw tool name given alone, a substring, or a small
-/// edit distance.
-fn close_matches(session: &Session, name: &str) -> Vec<String> {
-    let wanted = name.to_lowercase();
-    let mut scored: Vec<(usize, &str)> = session
-        .pool
-        .iter()
-        .filter_map(|e| {
-            let candidate = e.name().to_lowercase();
-            let distance = strsim::levenshtein(&wanted, &candidate);
-            let near = distance <= (wanted.chars().count() / 5).max(2);
-            let related = e.tool().eq_ignore_ascii_case(name) || (wanted.len() >= 3 && candidate.contains(&wanted));
-            (near || related).then_some((if related { 0 } else { distance }, e.name()))
-        })
-        .collect();
-    scored.sort();
-    scored.into_iter().take(3).map(|(_, n)| n.to_owned()).collect()
+    if matches!(refusal, Refusal::BadArguments { .. }) {
+        // One problem a line, as the gate lists them.
+        return output::clean(&text);
+    }
+    output::one_line(&text, 2000)
 }
 
 /// Text content as is, other content summarized, structured content as pretty JSON.

@@ -5,6 +5,7 @@
 //! failed to connect, and still exit 0).
 
 mod agent;
+mod approve;
 mod auth;
 mod call;
 mod config;

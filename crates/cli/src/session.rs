@@ -118,6 +118,15 @@ impl Session {
             .collect()
     }
 
+    /// The names of the servers among `connections` that were meant to run but did not.
+    pub(crate) fn unavailable_of(connections: &[ServerConnection]) -> Vec<String> {
+        connections
+            .iter()
+            .filter(|c| matches!(c.state(), ServerState::Failed { .. }))
+            .map(|c| c.name().to_owned())
+            .collect()
+    }
+
     /// Diagnostics for the unavailable servers, shaped like the pool's.
     pub(crate) fn unavailable_diagnostics(&self) -> Vec<Value> {
         self.unavailable()

@@ -43,8 +43,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use mcp_protocol::{CallToolResult, ProtocolVersion, Tool};
+use mcp_protocol::{CallToolResult, ProtocolVersion, ServerNotification, Tool};
 use serde_json::{Map, Value};
+use tokio::sync::broadcast;
+use tokio::sync::broadcast::error::TryRecvError;
 use tokio::task::JoinSet;
 
 use crate::client::{Client, ClientError, ClientOptions, Era, ListLimits, RequestOptions};
@@ -211,6 +213,10 @@ pub struct ServerConnection {
     client: Option<Client>,
     tools: Arc<[Tool]>,
     tool_timeout: Duration,
+    /// Subscribed before the tools were listed, so no change announced since is missed.
+    notifications: Option<broadcast::Receiver<ServerNotification>>,
+    /// A change was announced while the tools were being listed: the listing may be stale.
+    stale: bool,
 }
 
 impl fmt::Debug for ServerConnection {
@@ -229,12 +235,30 @@ impl ServerConnection {
     pub fn connected(name: impl Into<String>, client: Client, tools: Vec<Tool>, tool_timeout: Duration) -> Self {
         let protocol = client.protocol_version().unwrap_or(ProtocolVersion::LATEST);
         let state = ServerState::Connected { protocol, tools: tools.len(), elapsed: Duration::ZERO };
-        Self { name: name.into(), state, client: Some(client), tools: tools.into(), tool_timeout }
+        let notifications = Some(client.subscribe());
+        // Changes before now are unknown to us: treat the listing as possibly stale.
+        Self {
+            name: name.into(),
+            state,
+            client: Some(client),
+            tools: tools.into(),
+            tool_timeout,
+            notifications,
+            stale: true,
+        }
     }
 
     /// A server without a connection (failed or disabled).
     pub fn unavailable(name: impl Into<String>, state: ServerState, tool_timeout: Duration) -> Self {
-        Self { name: name.into(), state, client: None, tools: Arc::new([]), tool_timeout }
+        Self {
+            name: name.into(),
+            state,
+            client: None,
+            tools: Arc::new([]),
+            tool_timeout,
+            notifications: None,
+            stale: false,
+        }
     }
 
     fn without_client(spec: &ServerSpec, state: ServerState) -> Self {
@@ -264,6 +288,12 @@ impl ServerConnection {
     /// The tools it listed at startup (empty unless connected), shared for the tool pool.
     pub fn tools(&self) -> &Arc<[Tool]> {
         &self.tools
+    }
+
+    /// The server's notifications from before its tools were listed on (taken once), and
+    /// whether a change was announced while they were being listed.
+    pub fn take_notifications(&mut self) -> (Option<broadcast::Receiver<ServerNotification>>, bool) {
+        (self.notifications.take(), self.stale)
     }
 
     /// Its tool-call timeout.
@@ -337,6 +367,7 @@ pub async fn connect(spec: ServerSpec, options: &ConnectOptions) -> ServerConnec
     };
     let stderr = opened.stderr;
     let client = Client::start(opened.transport, client_options);
+    let mut notifications = client.subscribe();
     let limits = options.list_limits;
     let startup = async {
         client.open().await?;
@@ -381,12 +412,24 @@ pub async fn connect(spec: ServerSpec, options: &ConnectOptions) -> ServerConnec
         return ServerConnection::without_client(&spec, failed("the connection closed after initialize".to_owned()));
     };
     let state = ServerState::Connected { protocol, tools: tools.len(), elapsed: started.elapsed() };
+    // What arrived while listing came before the last page's answer; a change among it may
+    // have split the pages, so the listing counts as stale (one re-list), conservatively.
+    let mut stale = false;
+    loop {
+        match notifications.try_recv() {
+            Ok(ServerNotification::ToolsListChanged) | Err(TryRecvError::Lagged(_)) => stale = true,
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
     ServerConnection {
         name: spec.name,
         state,
         client: Some(client),
         tools: tools.into(),
         tool_timeout: spec.tool_timeout,
+        notifications: Some(notifications),
+        stale,
     }
 }
 
@@ -415,16 +458,10 @@ pub async fn connect_all(specs: Vec<ServerSpec>, options: &ConnectOptions) -> Ve
         .into_iter()
         .zip(names)
         .map(|(slot, (name, tool_timeout))| {
-            slot.unwrap_or_else(|| ServerConnection {
-                name,
-                state: ServerState::Failed {
-                    reason: "internal error: the connection task panicked".to_owned(),
-                    elapsed: Duration::ZERO,
-                    needs_auth: false,
-                },
-                client: None,
-                tools: Arc::new([]),
-                tool_timeout,
+            slot.unwrap_or_else(|| {
+                let reason = "internal error: the connection task panicked".to_owned();
+                let state = ServerState::Failed { reason, elapsed: Duration::ZERO, needs_auth: false };
+                ServerConnection::unavailable(name, state, tool_timeout)
             })
         })
         .collect()

@@ -48,12 +48,13 @@ impl ServerSet {
     pub fn new(connections: Vec<ServerConnection>) -> Self {
         let servers = connections
             .into_iter()
-            .map(|connection| {
-                // A change announced while the server was being listed at startup would be
-                // lost, so every server is re-listed once at the first refresh.
-                let changed = Arc::new(AtomicBool::new(connection.is_connected()));
+            .map(|mut connection| {
+                // The connection subscribed before it listed its tools, so a change announced
+                // since is waiting in `notifications`, and one during the listing made it stale.
+                let (subscribed, stale) = connection.take_notifications();
+                let changed = Arc::new(AtomicBool::new(stale));
                 let watcher = connection.client().map(|client| {
-                    let mut notifications = client.subscribe();
+                    let mut notifications = subscribed.unwrap_or_else(|| client.subscribe());
                     // 2026-07-28 servers announce list changes only on a subscriptions/listen
                     // stream (a no-op for older servers).
                     if let Err(e) = client.listen_for_changes() {
@@ -109,25 +110,43 @@ impl ServerSet {
     pub async fn refresh(&self) -> Vec<ServerListing> {
         let mut listings = Vec::with_capacity(self.servers.len());
         for watched in &self.servers {
-            let Some(client) = watched.connection.client() else { continue };
-            if watched.changed.swap(false, Ordering::SeqCst) {
-                match client.list_all_tools(self.limits).await {
-                    Ok(tools) => {
-                        let mut current = lock(&watched.listing);
-                        if *current.0 != *tools {
-                            *current = (Arc::from(tools), current.1 + 1);
-                        }
-                    }
-                    Err(e) => tracing::warn!(
-                        server = %watched.connection.name(),
-                        "could not re-list tools after a change; keeping the previous list: {e}"
-                    ),
-                }
+            if watched.connection.client().is_none() {
+                continue;
             }
+            self.relist_if_changed(watched).await;
             let (tools, generation) = lock(&watched.listing).clone();
             listings.push(ServerListing { name: watched.connection.name().to_owned(), tools, generation });
         }
         listings
+    }
+
+    /// Re-lists a server that announced a change; the generation moves only when the listing
+    /// really differs (a `list_changed` that changed nothing costs no refusals).
+    async fn relist_if_changed(&self, watched: &Watched) {
+        let Some(client) = watched.connection.client() else { return };
+        if !watched.changed.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        match client.list_all_tools(self.limits).await {
+            Ok(tools) => {
+                let mut current = lock(&watched.listing);
+                if *current.0 != *tools {
+                    *current = (Arc::from(tools), current.1 + 1);
+                }
+            }
+            Err(e) => tracing::warn!(
+                server = %watched.connection.name(),
+                "could not re-list tools after a change; keeping the previous list: {e}"
+            ),
+        }
+    }
+
+    /// The generation of `server`'s listing once any announced change has been listed (the
+    /// server is re-listed now if it announced one). `None` for an unknown server.
+    pub async fn settled_generation(&self, server: &str) -> Option<u64> {
+        let watched = self.find(server)?;
+        self.relist_if_changed(watched).await;
+        self.generation(server)
     }
 
     /// The generation of `server`'s listing now; `u64::MAX` when a change was announced and

@@ -176,7 +176,7 @@ impl Counting {
 impl Approver for Counting {
     async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
         self.asked.lock().unwrap().push(request.clone());
-        self.answer
+        self.answer.clone()
     }
 }
 

@@ -360,3 +360,30 @@ async fn hooks_can_block_a_call_and_see_every_result() {
     assert_eq!(after.len(), 2);
     assert!(after[0].1 && !after[1].1);
 }
+
+/// Approves, but changes the server's tools while "the person is being asked".
+struct ChangesWhileAsking(Arc<FakeSource>);
+
+#[async_trait::async_trait]
+impl agent_loop::Approver for ChangesWhileAsking {
+    async fn approve(&self, _request: &agent_loop::ApprovalRequest) -> ApprovalAnswer {
+        self.0.change("s", vec![tool("w", json!({"type": "object", "properties": {"x": {"type": "integer"}}}))]);
+        ApprovalAnswer::Yes
+    }
+}
+
+#[tokio::test]
+async fn a_change_while_the_user_is_asked_refuses_the_call_before_anything_is_sent() {
+    let source = FakeSource::with(&[("s", vec![tool("w", json!({"type": "object"}))])]);
+    let model = Recording::new(turns(json!([
+        {"tool_calls": [{"name": "mcp__s__w", "input": {"x": "not checked against the new schema"}}]},
+        {"text": "done"}
+    ])));
+    let agent = make_agent(model.clone(), source.clone(), policy(&[]))
+        .with_approver(Arc::new(ChangesWhileAsking(source.clone())));
+    let mut conversation = Vec::new();
+    agent.run_turn(&mut conversation, "go", &Events::default()).await.unwrap();
+    let results = results(&conversation);
+    assert!(results[0].1 && results[0].0.contains("changed after you were shown them"), "{results:?}");
+    assert!(source.calls.lock().unwrap().is_empty(), "nothing was sent to the changed server");
+}

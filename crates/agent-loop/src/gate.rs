@@ -1,0 +1,500 @@
+//! The one gate every tool call passes, whoever asked for it: the model in the loop, or a
+//! person with `mcp-harness call`.
+//!
+//! A [`Catalog`] binds what the caller was shown: a [`Binding`] is one immutable pool snapshot
+//! and the listing generation of each server it was built from. [`CallGate::admit`] checks a
+//! call against that binding, in order: the name is in the pool (else why not: unknown, with
+//! close matches, or denied by policy); its server's tools have not changed since; the
+//! arguments match the schema that was shown; policy (and the approver, for `confirm`);
+//! hooks. [`CallGate::run`] checks the server's generation once more at the last moment and
+//! sends the call.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use mcp_protocol::CallToolResult;
+use policy::{Decision, DecisionSource, Policy};
+use serde_json::{Map, Value};
+use tool_pool::{ArgumentChecker, CheckError, Origin, Pool, assemble};
+
+use crate::ports::{
+    ApprovalAnswer, ApprovalRequest, Approver, BuiltinTool, CallDecision, CallInfo, HookVerdict, Hooks, NoHooks,
+    RefuseAll,
+};
+use crate::source::ToolSource;
+
+/// How many names an unknown-tool refusal lists at most.
+const LISTED_NAMES: usize = 20;
+/// How many close matches an unknown-tool refusal suggests at most.
+const SUGGESTIONS: usize = 3;
+
+/// What a caller was shown: one pool snapshot and the generations of the server listings it
+/// was built from. Immutable; a call is checked against the binding it was prepared with.
+#[derive(Debug)]
+pub struct Binding {
+    pool: Arc<Pool>,
+    generations: BTreeMap<String, u64>,
+}
+
+impl Binding {
+    /// The pool snapshot.
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+
+    /// The generation of `server`'s listing this binding was built from.
+    pub fn generation(&self, server: &str) -> Option<u64> {
+        self.generations.get(server).copied()
+    }
+}
+
+/// Builds bindings from a [`ToolSource`]: a new pool revision only when some server's listing
+/// generation changed, else the same binding again.
+#[derive(Debug)]
+pub struct Catalog {
+    builtins: Arc<[tool_pool::BuiltinTool]>,
+    policy: Policy,
+    options: tool_pool::Options,
+    state: Mutex<(u64, Option<Arc<Binding>>)>,
+}
+
+/// The tool pool could not be assembled (strict options).
+#[derive(Debug, thiserror::Error)]
+#[error("the tool pool could not be assembled: {0}")]
+pub struct CatalogError(String);
+
+impl Catalog {
+    /// A catalog of these built-in tools (they come first) and the servers' tools, under `policy`.
+    pub fn new(builtins: Arc<[tool_pool::BuiltinTool]>, policy: Policy, options: tool_pool::Options) -> Self {
+        Self { builtins, policy, options, state: Mutex::new((0, None)) }
+    }
+
+    /// The policy the pools are built under.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Refreshes the source's listing and binds it.
+    pub async fn bind(&self, source: &dyn ToolSource) -> Result<Arc<Binding>, CatalogError> {
+        let listing = source.refresh().await;
+        let mut state = lock(&self.state);
+        if let Some(current) = &state.1
+            && current.generations == listing.generations
+        {
+            return Ok(Arc::clone(current));
+        }
+        state.0 += 1;
+        let pool = assemble(&self.builtins, &listing.servers, &self.policy, &self.options, state.0)
+            .map_err(|e| CatalogError(e.to_string()))?;
+        let binding = Arc::new(Binding { pool: Arc::new(pool), generations: listing.generations });
+        state.1 = Some(Arc::clone(&binding));
+        Ok(binding)
+    }
+}
+
+/// One call as it was asked for.
+#[derive(Debug, Clone, Copy)]
+pub struct CallRequest<'a> {
+    /// The caller's id of the call (the model's tool-use id).
+    pub id: &'a str,
+    /// The model-visible name.
+    pub name: &'a str,
+    /// The arguments.
+    pub arguments: &'a Value,
+}
+
+/// Why a call was not run. Its text is what the model reads (after `Error: `) and what a
+/// person sees.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// No such name in the binding's pool.
+    #[error("{}", unknown_text(.name, *.revision, .suggestions, .available))]
+    UnknownTool {
+        /// The name asked for.
+        name: String,
+        /// The pool revision.
+        revision: u64,
+        /// Close matches.
+        suggestions: Vec<String>,
+        /// Some of the names that do exist.
+        available: Vec<String>,
+    },
+    /// The name belongs to a tool policy denies (denied tools are never in the pool).
+    #[error(
+        "there is no tool named {name:?} to call: {who} is denied by {why}; nothing was called",
+        why = denial_source(.rule)
+    )]
+    Denied {
+        /// The name asked for.
+        name: String,
+        /// Which tool it is (`tool "x" of server "y"`).
+        who: String,
+        /// The rule that denies it.
+        rule: DecisionSource,
+    },
+    /// The server's tools changed after the caller was shown them.
+    #[error(
+        "the tools of server {server:?} changed after you were shown them (tool list revision {revision}); \
+         {name} was not called. Look at the updated tool list and try again."
+    )]
+    Stale {
+        /// The server.
+        server: String,
+        /// The name asked for.
+        name: String,
+        /// The revision the caller was shown.
+        revision: u64,
+    },
+    /// The arguments do not match the input schema the caller was shown.
+    #[error("the arguments for {name} do not match its input schema:\n- {}", .problems.join("\n- "))]
+    BadArguments {
+        /// The name asked for.
+        name: String,
+        /// Each problem, one line.
+        problems: Vec<String>,
+    },
+    /// Policy said `confirm` and the call was not approved.
+    #[error("the call to {name} was not run: {reason}.")]
+    NotApproved {
+        /// The name asked for.
+        name: String,
+        /// Who refused, or why nobody could be asked.
+        reason: String,
+    },
+    /// A hook blocked it.
+    #[error("the call to {name} was blocked: {why}")]
+    Blocked {
+        /// The name asked for.
+        name: String,
+        /// The hook's reason.
+        why: String,
+    },
+    /// A built-in tool in the pool has no handler (a wiring mistake of the host).
+    #[error("built-in tool {name} has no handler")]
+    NoHandler {
+        /// The name asked for.
+        name: String,
+    },
+}
+
+fn unknown_text(name: &str, revision: u64, suggestions: &[String], available: &[String]) -> String {
+    if suggestions.is_empty() {
+        let listed = if available.is_empty() { "none".to_owned() } else { available.join(", ") };
+        format!(
+            "unknown tool {name:?}; no tool named {name:?} is in this session's tool list (revision {revision}); \
+             available: {listed}"
+        )
+    } else {
+        format!(
+            "unknown tool {name:?}; did you mean {}? (no tool named {name:?} is in this session's tool list, \
+             revision {revision})",
+            suggestions.join(", ")
+        )
+    }
+}
+
+fn denial_source(rule: &DecisionSource) -> String {
+    match rule {
+        DecisionSource::Default => "the policy's default".to_owned(),
+        rule => format!("policy {rule}"),
+    }
+}
+
+impl Refusal {
+    /// How the refusal is reported as a decision.
+    pub fn decision(&self) -> CallDecision {
+        match self {
+            Refusal::NotApproved { .. } | Refusal::Denied { .. } => CallDecision::Refused,
+            Refusal::Blocked { .. } => CallDecision::Blocked,
+            _ => CallDecision::Rejected,
+        }
+    }
+
+    /// The short reason shown beside the call (the full text is the refusal itself).
+    pub fn reason(&self) -> String {
+        match self {
+            Refusal::NotApproved { reason, .. } => reason.clone(),
+            Refusal::Blocked { why, .. } => why.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// A call that passed the gate, ready to run.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum Job {
+    /// A built-in tool.
+    Builtin {
+        /// Its handler.
+        tool: Arc<dyn BuiltinTool>,
+        /// Its input.
+        input: Value,
+    },
+    /// A tool of an MCP server.
+    Mcp {
+        /// The server.
+        server: String,
+        /// The tool's own (raw) name.
+        tool: String,
+        /// The arguments.
+        arguments: Option<Map<String, Value>>,
+        /// The server's listing generation the call was checked against.
+        generation: Option<u64>,
+        /// The pool revision the caller was shown.
+        revision: u64,
+        /// The model-visible name.
+        name: String,
+    },
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Job::Builtin { input, .. } => f.debug_struct("Builtin").field("input", input).finish_non_exhaustive(),
+            Job::Mcp { server, tool, .. } => {
+                f.debug_struct("Mcp").field("server", server).field("tool", tool).finish_non_exhaustive()
+            }
+        }
+    }
+}
+
+/// What the gate decided about one call.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Admission {
+    /// Run it.
+    Run {
+        /// Allowed by policy or approved by a person.
+        decision: CallDecision,
+        /// Why (the rule, the approval).
+        reason: String,
+        /// What to run.
+        job: Job,
+    },
+    /// Do not run it.
+    Refused(Refusal),
+}
+
+/// What running a job gave.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Ran {
+    /// A built-in tool's text, or its failure.
+    Builtin(Result<String, String>),
+    /// An MCP tool's result, or why there is none (the server failed, the call timed out, its
+    /// server changed at the last moment).
+    Mcp(Result<Box<CallToolResult>, String>),
+}
+
+/// The checks every call passes, with the approver, the hooks and the built-in tools' handlers.
+pub struct CallGate {
+    checker: ArgumentChecker,
+    approver: Arc<dyn Approver>,
+    hooks: Arc<dyn Hooks>,
+    builtins: Vec<Arc<dyn BuiltinTool>>,
+    approved_for_session: Mutex<HashSet<String>>,
+}
+
+impl std::fmt::Debug for CallGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallGate").field("builtins", &self.builtins.len()).finish_non_exhaustive()
+    }
+}
+
+impl Default for CallGate {
+    fn default() -> Self {
+        Self::new(Arc::new(RefuseAll), Arc::new(NoHooks))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl CallGate {
+    /// A gate that asks `approver` about `confirm` calls and runs `hooks` around allowed ones.
+    pub fn new(approver: Arc<dyn Approver>, hooks: Arc<dyn Hooks>) -> Self {
+        Self {
+            checker: ArgumentChecker::new(),
+            approver,
+            hooks,
+            builtins: Vec::new(),
+            approved_for_session: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// The handlers of built-in tools.
+    pub fn with_builtins(mut self, builtins: Vec<Arc<dyn BuiltinTool>>) -> Self {
+        self.builtins = builtins;
+        self
+    }
+
+    /// The specs of the built-in tools, for a [`Catalog`].
+    pub fn builtin_specs(&self) -> Arc<[tool_pool::BuiltinTool]> {
+        self.builtins.iter().map(|b| b.spec()).collect::<Vec<_>>().into()
+    }
+
+    /// Replaces the approver.
+    pub fn set_approver(&mut self, approver: Arc<dyn Approver>) {
+        self.approver = approver;
+    }
+
+    /// Replaces the hooks.
+    pub fn set_hooks(&mut self, hooks: Arc<dyn Hooks>) {
+        self.hooks = hooks;
+    }
+
+    /// The checks, in order: the name is in the binding's pool; its server's tools have not
+    /// changed since; the arguments match the schema that was shown; policy (and the approver);
+    /// hooks.
+    pub async fn admit(&self, binding: &Binding, source: &dyn ToolSource, call: CallRequest<'_>) -> Admission {
+        let CallRequest { id, name, arguments } = call;
+        let pool = &binding.pool;
+        let Some(entry) = pool.get(name) else {
+            return Admission::Refused(missing(pool, name));
+        };
+        if let Some(server) = entry.server()
+            && source.settled_generation(server).await != binding.generation(server)
+        {
+            return Admission::Refused(Refusal::Stale {
+                server: server.to_owned(),
+                name: name.to_owned(),
+                revision: pool.revision(),
+            });
+        }
+        match self.checker.check(pool, name, arguments) {
+            Ok(()) => {}
+            Err(CheckError::Problems(problems)) => {
+                let problems = problems.iter().map(|p| mcp_safety::text::one_line(&p.to_string(), 500)).collect();
+                return Admission::Refused(Refusal::BadArguments { name: name.to_owned(), problems });
+            }
+            Err(_) => return Admission::Refused(missing(pool, name)),
+        }
+        let rule = entry.verdict().source.to_string();
+        let (decision, reason) = match entry.decision() {
+            Decision::Allow => (CallDecision::Allowed, format!("allowed by {rule}")),
+            // Denied tools are not in the pool; a deny here would be a pool bug, so refuse.
+            Decision::Deny => {
+                return Admission::Refused(Refusal::NotApproved {
+                    name: name.to_owned(),
+                    reason: format!("denied by {rule}"),
+                });
+            }
+            Decision::Confirm if lock(&self.approved_for_session).contains(name) => {
+                (CallDecision::Approved, "approved earlier in this session".to_owned())
+            }
+            Decision::Confirm => {
+                let request = ApprovalRequest {
+                    name: name.to_owned(),
+                    server: entry.server().map(str::to_owned),
+                    tool: entry.tool().to_owned(),
+                    arguments: arguments.clone(),
+                    rule: rule.clone(),
+                };
+                match self.approver.approve(&request).await {
+                    ApprovalAnswer::Yes => (CallDecision::Approved, format!("approved (asked by {rule})")),
+                    ApprovalAnswer::YesForSession => {
+                        lock(&self.approved_for_session).insert(name.to_owned());
+                        (CallDecision::Approved, format!("approved for this session (asked by {rule})"))
+                    }
+                    ApprovalAnswer::No => {
+                        let reason = format!("refused by the user (asked by {rule})");
+                        return Admission::Refused(Refusal::NotApproved { name: name.to_owned(), reason });
+                    }
+                    ApprovalAnswer::Unanswered(why) => {
+                        let reason = format!("{name} needs confirmation ({}) and {why}", entry.verdict());
+                        return Admission::Refused(Refusal::NotApproved { name: name.to_owned(), reason });
+                    }
+                }
+            }
+        };
+        let info = CallInfo {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            server: entry.server().map(str::to_owned),
+            arguments: arguments.clone(),
+        };
+        if let HookVerdict::Block(why) = self.hooks.before_tool(&info).await {
+            return Admission::Refused(Refusal::Blocked { name: name.to_owned(), why });
+        }
+        let job = match entry.origin() {
+            Origin::Builtin(spec) => match self.builtins.iter().find(|b| b.spec().name == spec.name) {
+                Some(tool) => Job::Builtin { tool: Arc::clone(tool), input: arguments.clone() },
+                None => return Admission::Refused(Refusal::NoHandler { name: name.to_owned() }),
+            },
+            Origin::Mcp { server, tool } => Job::Mcp {
+                server: server.to_owned(),
+                tool: tool.name.clone(),
+                arguments: arguments.as_object().cloned(),
+                generation: binding.generation(server),
+                revision: pool.revision(),
+                name: name.to_owned(),
+            },
+        };
+        Admission::Run { decision, reason, job }
+    }
+
+    /// Runs an admitted job. An MCP call is refused (not sent) when its server's tools changed
+    /// since the binding, however late that happened (an approval prompt can take minutes).
+    pub async fn run(&self, source: &dyn ToolSource, job: Job) -> Ran {
+        match job {
+            Job::Builtin { tool, input } => Ran::Builtin(tool.call(&input).await),
+            Job::Mcp { server, tool, arguments, generation, revision, name } => {
+                if source.settled_generation(&server).await != generation {
+                    return Ran::Mcp(Err(Refusal::Stale { server, name, revision }.to_string()));
+                }
+                Ran::Mcp(source.call(&server, &tool, arguments).await.map(Box::new))
+            }
+        }
+    }
+
+    /// Tells the hooks how a call ended, with the text the caller will read.
+    pub async fn finished(&self, info: &CallInfo, text: &str, is_error: bool) {
+        self.hooks.after_tool(info, text, is_error).await;
+    }
+}
+
+/// Why `name` is not in the pool: a denied tool (named with its rule), or unknown with close
+/// matches.
+fn missing(pool: &Pool, name: &str) -> Refusal {
+    let denied = pool.hidden().iter().find(|h| {
+        let model = match &h.server {
+            Some(server) => tool_pool::model_name(server, &h.tool),
+            None => Some(h.tool.clone()),
+        };
+        model.as_deref() == Some(name)
+    });
+    if let Some(hidden) = denied {
+        let who = match &hidden.server {
+            Some(server) => format!("tool {:?} of server {server:?}", hidden.tool),
+            None => format!("built-in tool {:?}", hidden.tool),
+        };
+        return Refusal::Denied { name: name.to_owned(), who, rule: hidden.rule.clone() };
+    }
+    Refusal::UnknownTool {
+        name: name.to_owned(),
+        revision: pool.revision(),
+        suggestions: close_matches(pool, name),
+        available: pool.iter().map(|e| e.name().to_owned()).take(LISTED_NAMES).collect(),
+    }
+}
+
+/// Up to [`SUGGESTIONS`] pool names near `name`: the raw tool name given alone, a substring,
+/// or a small edit distance.
+fn close_matches(pool: &Pool, name: &str) -> Vec<String> {
+    let wanted = name.to_lowercase();
+    let mut scored: Vec<(usize, &str)> = pool
+        .iter()
+        .filter_map(|e| {
+            let candidate = e.name().to_lowercase();
+            let distance = strsim::levenshtein(&wanted, &candidate);
+            let near = distance <= (wanted.chars().count() / 5).max(2);
+            let related = e.tool().eq_ignore_ascii_case(name) || (wanted.len() >= 3 && candidate.contains(&wanted));
+            (near || related).then_some((if related { 0 } else { distance }, e.name()))
+        })
+        .collect();
+    scored.sort();
+    scored.into_iter().take(SUGGESTIONS).map(|(_, n)| n.to_owned()).collect()
+}

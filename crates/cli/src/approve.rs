@@ -1,0 +1,95 @@
+//! Who approves `confirm` calls from the command line: a prompt on the terminal, `--yes`, or
+//! nobody (then the call is refused, and the reason says so).
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+
+use agent_loop::{ApprovalAnswer, ApprovalRequest, ApproveAll, Approver, RefuseAll};
+use async_trait::async_trait;
+
+use crate::output;
+
+/// Longest rendering of the arguments in a prompt.
+const PROMPT_ARGS_CHARS: usize = 500;
+
+/// Asks on the terminal (stderr): yes or no, and for a session also "yes for the rest of it".
+struct TerminalApprover {
+    session: bool,
+}
+
+#[async_trait]
+impl Approver for TerminalApprover {
+    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
+        let origin = match &request.server {
+            Some(server) => format!("tool {:?} of server {server:?}", output::one_line(&request.tool, 100)),
+            None => "a built-in tool".to_owned(),
+        };
+        let prompt = format!(
+            "Run {} ({origin}) with {}? ({})",
+            output::one_line(&request.name, 100),
+            output::one_line(&request.arguments.to_string(), PROMPT_ARGS_CHARS),
+            request.rule
+        );
+        let session = self.session;
+        // The prompt blocks on the terminal; keep it off the async workers.
+        let answer = tokio::task::spawn_blocking(move || {
+            let term = dialoguer::console::Term::stderr();
+            if session {
+                dialoguer::Select::new()
+                    .with_prompt(prompt)
+                    .items(["no", "yes", "yes, and for the rest of this session"])
+                    .default(0)
+                    .interact_on_opt(&term)
+            } else {
+                dialoguer::Confirm::new()
+                    .with_prompt(prompt)
+                    .default(false)
+                    .interact_on_opt(&term)
+                    .map(|a| a.map(usize::from))
+            }
+        })
+        .await;
+        match answer {
+            Ok(Ok(Some(1))) => ApprovalAnswer::Yes,
+            Ok(Ok(Some(2))) => ApprovalAnswer::YesForSession,
+            _ => ApprovalAnswer::No,
+        }
+    }
+}
+
+/// Nobody can be asked: the call is refused with what to do instead.
+struct NoTerminal;
+
+#[async_trait]
+impl Approver for NoTerminal {
+    async fn approve(&self, _request: &ApprovalRequest) -> ApprovalAnswer {
+        ApprovalAnswer::Unanswered("there is no terminal to ask on; rerun with --yes to approve this call".to_owned())
+    }
+}
+
+fn can_ask() -> bool {
+    std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+}
+
+/// For `run`, `chat` and `demo`: `--yes`, the terminal, or (nobody to ask) a refusal the model
+/// is told about.
+pub(crate) fn for_session(yes: bool) -> Arc<dyn Approver> {
+    if yes {
+        Arc::new(ApproveAll)
+    } else if can_ask() {
+        Arc::new(TerminalApprover { session: true })
+    } else {
+        Arc::new(RefuseAll)
+    }
+}
+
+/// For `call`: `--yes`, the terminal, or an error that says to rerun with `--yes`.
+pub(crate) fn for_one_call(yes: bool) -> Arc<dyn Approver> {
+    if yes {
+        Arc::new(ApproveAll)
+    } else if can_ask() {
+        Arc::new(TerminalApprover { session: false })
+    } else {
+        Arc::new(NoTerminal)
+    }
+}
