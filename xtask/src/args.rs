@@ -20,8 +20,7 @@ tasks:
                                conformance scenarios; ends with one line that counts them all
                                and names what failed or did not run (non-zero exit if anything
                                did). --hermetic skips what needs npm and PyPI, and says so.
-  purity                       the pure crates (mcp-protocol, tool-pool, policy) do no I/O
-                               (tidy's workspace::purity tests)
+  purity                       the pure crates do no I/O (tidy's workspace::purity tests)
   peers                        install the pinned third-party MCP servers into target/peers
   bench [--n N] [--rounds R]   stdio client vs a raw pipe, side by side (default 2000 calls, 3 rounds)
   conformance [SCENARIO...]    the official MCP conformance harness against conformance-client

@@ -1,5 +1,6 @@
 //! The rules against this workspace. A failure lists every violation as `file:line: [rule]
 //! message`; fix the source (or, for a deliberate exception, the allowlist the message names).
+//! `cargo xtask purity` runs the tests whose names start with `workspace::purity`.
 
 use tidy::{
     Crate, PURE_CRATES, Violation, non_exhaustive, one_path, pure_dependencies, pure_sources, workspace_crates,
