@@ -25,17 +25,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() { 0.0 } else { v[v.len() / 2] }
 }
 
-pub(crate) fn run(args: &[String]) -> Result {
-    let mut n = 2000usize;
-    let mut rounds = 3usize;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--n" => n = it.next().and_then(|v| v.parse().ok()).ok_or("--n needs a number")?,
-            "--rounds" => rounds = it.next().and_then(|v| v.parse().ok()).ok_or("--rounds needs a number")?,
-            other => return Err(format!("unknown bench argument {other:?}")),
-        }
-    }
+pub(crate) fn run(n: usize, rounds: usize) -> Result {
     crate::run(
         "build (release)",
         cargo().args([

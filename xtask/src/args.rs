@@ -1,0 +1,125 @@
+//! The command line: a task and its flags. Unknown tasks and flags are errors, so a typo never
+//! starts a multi-minute run; `--help` (anywhere) prints the usage of every task.
+
+/// What `cargo xtask` was asked to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Task {
+    Help,
+    Test { hermetic: bool },
+    Purity,
+    Peers,
+    Bench { n: usize, rounds: usize },
+    Conformance { only: Vec<String> },
+}
+
+pub(crate) const USAGE: &str = "\
+usage: cargo xtask <task> [flags]
+
+tasks:
+  test [--hermetic]            fmt, clippy, purity, every test, the interop suite and the
+                               conformance scenarios; ends with one line that counts them all
+                               and names what failed or did not run (non-zero exit if anything
+                               did). --hermetic skips what needs npm and PyPI, and says so.
+  purity                       the pure crates do no I/O (tidy's workspace::purity tests)
+  peers                        install the pinned third-party MCP servers into target/peers
+  bench [--n N] [--rounds R]   stdio client vs a raw pipe, side by side (default 2000 calls, 3 rounds)
+  conformance [SCENARIO...]    the official MCP conformance harness against conformance-client
+                               (every client scenario; names pick scenarios)
+  help, --help, -h             this text";
+
+/// Parses the arguments after `cargo xtask`.
+pub(crate) fn parse(args: &[String]) -> Result<Task, String> {
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        return Ok(Task::Help);
+    }
+    let Some((task, rest)) = args.split_first() else { return Err("no task given".to_owned()) };
+    let unknown = |arg: &str| format!("unknown argument `{arg}` for `{task}`");
+    match task.as_str() {
+        "help" => Ok(Task::Help),
+        "test" => {
+            let mut hermetic = false;
+            for arg in rest {
+                match arg.as_str() {
+                    "--hermetic" => hermetic = true,
+                    other => return Err(unknown(other)),
+                }
+            }
+            Ok(Task::Test { hermetic })
+        }
+        "purity" | "peers" => match rest.first() {
+            Some(arg) => Err(unknown(arg)),
+            None if task == "purity" => Ok(Task::Purity),
+            None => Ok(Task::Peers),
+        },
+        "bench" => {
+            let (mut n, mut rounds) = (2000, 3);
+            let mut it = rest.iter();
+            while let Some(arg) = it.next() {
+                let mut number = |flag: &str| -> Result<usize, String> {
+                    it.next()
+                        .and_then(|v| v.parse().ok())
+                        .filter(|v| *v > 0)
+                        .ok_or_else(|| format!("{flag} needs a positive number"))
+                };
+                match arg.as_str() {
+                    "--n" => n = number("--n")?,
+                    "--rounds" => rounds = number("--rounds")?,
+                    other => return Err(unknown(other)),
+                }
+            }
+            Ok(Task::Bench { n, rounds })
+        }
+        "conformance" => match rest.iter().find(|a| a.starts_with('-')) {
+            Some(flag) => Err(unknown(flag)),
+            None => Ok(Task::Conformance { only: rest.to_vec() }),
+        },
+        other => Err(format!("unknown task `{other}`")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(line: &str) -> Result<Task, String> {
+        parse(&line.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn tasks_and_their_flags() {
+        assert_eq!(parse_str("test"), Ok(Task::Test { hermetic: false }));
+        assert_eq!(parse_str("test --hermetic"), Ok(Task::Test { hermetic: true }));
+        assert_eq!(parse_str("purity"), Ok(Task::Purity));
+        assert_eq!(parse_str("peers"), Ok(Task::Peers));
+        assert_eq!(parse_str("bench"), Ok(Task::Bench { n: 2000, rounds: 3 }));
+        assert_eq!(parse_str("bench --n 5000 --rounds 7"), Ok(Task::Bench { n: 5000, rounds: 7 }));
+        assert_eq!(parse_str("conformance"), Ok(Task::Conformance { only: vec![] }));
+        assert_eq!(
+            parse_str("conformance initialize auth/basic-cimd"),
+            Ok(Task::Conformance { only: vec!["initialize".into(), "auth/basic-cimd".into()] })
+        );
+    }
+
+    #[test]
+    fn help_anywhere_wins() {
+        for line in
+            ["help", "--help", "-h", "test --help", "test --hermetic -h", "bench --n 5 --help", "nonsense --help"]
+        {
+            assert_eq!(parse_str(line), Ok(Task::Help), "{line}");
+        }
+    }
+
+    #[test]
+    fn unknown_tasks_and_flags_are_errors() {
+        assert_eq!(parse_str(""), Err("no task given".to_owned()));
+        assert_eq!(parse_str("tset"), Err("unknown task `tset`".to_owned()));
+        assert_eq!(parse_str("test --hermitic"), Err("unknown argument `--hermitic` for `test`".to_owned()));
+        assert_eq!(parse_str("test hermetic"), Err("unknown argument `hermetic` for `test`".to_owned()));
+        assert_eq!(parse_str("purity --fast"), Err("unknown argument `--fast` for `purity`".to_owned()));
+        assert_eq!(parse_str("peers x"), Err("unknown argument `x` for `peers`".to_owned()));
+        assert_eq!(parse_str("conformance --all"), Err("unknown argument `--all` for `conformance`".to_owned()));
+        assert_eq!(parse_str("bench --n"), Err("--n needs a positive number".to_owned()));
+        assert_eq!(parse_str("bench --n 0"), Err("--n needs a positive number".to_owned()));
+        assert_eq!(parse_str("bench --warmup 5"), Err("unknown argument `--warmup` for `bench`".to_owned()));
+    }
+}
