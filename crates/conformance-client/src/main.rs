@@ -17,7 +17,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use mcp_auth::{ClientConfig, CrossAppConfig, Es256Key, FollowRedirects, Grant, OAuthAuthorizer, OAuthConfig};
 use mcp_client::{Client, ClientOptions, ListLimits, RequestOptions, ServerRequestHandler, schema_defaults};
-use mcp_protocol::jsonrpc::ErrorObject;
+use mcp_protocol::ErrorObject;
 use mcp_protocol::{ClientCapabilities, ElicitAction, ElicitRequestParams, ElicitResult};
 use mcp_transport::{HttpConfig, HttpTransport};
 use serde_json::{Map, Value, json};

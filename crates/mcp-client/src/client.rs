@@ -8,14 +8,14 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use mcp_protocol::jsonrpc::{ErrorObject, Message, RequestId, error_codes};
-use mcp_protocol::session::{encode_error, encode_notification, encode_result};
 use mcp_protocol::stateless::{self, ResultKind};
 use mcp_protocol::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientSession, Implementation, Incoming,
     InitializeResult, ListToolsResult, Outgoing, PaginatedRequestParams, ProgressNotificationParams, ProtocolVersion,
     ServerNotification, ServerRequest, SessionConfig, SessionError, SessionState, Tool, methods,
 };
+use mcp_protocol::{ErrorObject, Message, RequestId, error_codes};
+use mcp_protocol::{encode_error, encode_notification, encode_result};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;

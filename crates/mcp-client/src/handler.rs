@@ -1,7 +1,7 @@
 //! The port through which a server's requests reach the host: roots, sampling, elicitation.
 
 use async_trait::async_trait;
-use mcp_protocol::jsonrpc::ErrorObject;
+use mcp_protocol::ErrorObject;
 use mcp_protocol::{
     CreateMessageRequestParams, CreateMessageResult, ElicitAction, ElicitRequestParams, ElicitResult, ListRootsResult,
 };

@@ -26,19 +26,21 @@
 //! ```
 
 mod content_de;
-pub mod jsonrpc;
+mod jsonrpc;
 mod outgoing;
-pub mod session;
+mod session;
 pub mod stateless;
-pub mod types;
-pub mod version;
+mod types;
+mod version;
 
 pub use jsonrpc::{
     DecodeError, DecodeErrorKind, ErrorObject, ErrorResponse, Message, Notification, Request, RequestId, Response,
+    empty_object, encode_request, error_codes, to_raw,
 };
 pub use outgoing::Outgoing;
 pub use session::{
     ClientSession, Incoming, Pending, ServerNotification, ServerRequest, SessionConfig, SessionError, SessionState,
+    encode_error, encode_notification, encode_result,
 };
 pub use types::*;
 pub use version::{NegotiationError, ProtocolVersion, negotiate};

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use mcp_client::{
     Client, ClientError, ClientOptions, DecliningHandler, ListLimits, RequestOptions, ServerRequestHandler,
 };
-use mcp_protocol::jsonrpc::ErrorObject;
+use mcp_protocol::ErrorObject;
 use mcp_protocol::{
     ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
     ListRootsResult, Root, RootsCapability, ServerNotification,

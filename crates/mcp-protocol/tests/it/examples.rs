@@ -8,8 +8,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use mcp_protocol::jsonrpc::to_raw;
 use mcp_protocol::stateless::{DiscoverResult, InputRequest, InputRequiredResult, SubscriptionsListenRequestParams};
+use mcp_protocol::to_raw;
 use mcp_protocol::{
     CallToolRequestParams, CallToolResult, CancelledNotificationParams, ClientCapabilities, ContentBlock,
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult, ErrorObject, Extra,

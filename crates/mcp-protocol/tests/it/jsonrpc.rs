@@ -1,14 +1,14 @@
 //! JSON-RPC framing: how bytes are classified, ids, round trips, unknown fields, and snapshots of
 //! the exact wire form of a few messages.
 
-use mcp_protocol::jsonrpc::{empty_object, error_codes, to_raw};
-use mcp_protocol::session::encode_error;
-use mcp_protocol::types::methods;
+use mcp_protocol::encode_error;
+use mcp_protocol::methods;
 use mcp_protocol::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientSession, ContentBlock, DecodeError,
     DecodeErrorKind, ErrorObject, ErrorResponse, Extra, Implementation, InitializeResult, Message, Notification,
     Request, RequestId, Response, RootsCapability, SessionConfig, Tool,
 };
+use mcp_protocol::{empty_object, error_codes, to_raw};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
@@ -463,7 +463,7 @@ fn wire_snapshots() {
 
 #[test]
 fn encode_request_escapes_what_needs_escaping() {
-    use mcp_protocol::jsonrpc::encode_request;
+    use mcp_protocol::encode_request;
     for method in ["tools/call", "we\"ird", "back\\slash", "tab\there", "ünïcode", "nul\u{0}", ""] {
         for id in [RequestId::Number(-7), RequestId::Number(i64::MAX), RequestId::String("a\"b".into())] {
             let line = encode_request(&id, method, Some(&json!({"x": [1, "two"]}))).unwrap();

@@ -1,6 +1,6 @@
 //! Property tests: the decoder never panics, and encode → decode → encode is stable.
 
-use mcp_protocol::jsonrpc::to_raw;
+use mcp_protocol::to_raw;
 use mcp_protocol::{ErrorObject, ErrorResponse, Message, Notification, Request, RequestId, Response};
 use proptest::prelude::*;
 use serde_json::{Map, Value};

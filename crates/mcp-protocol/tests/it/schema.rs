@@ -9,9 +9,8 @@
 use std::sync::OnceLock;
 
 use jsonschema::{Draft, ValidatorMap};
-use mcp_protocol::jsonrpc::error_codes;
-use mcp_protocol::session::{encode_error, encode_notification, encode_result};
-use mcp_protocol::types::methods;
+use mcp_protocol::error_codes;
+use mcp_protocol::methods;
 use mcp_protocol::{
     Annotations, CallToolRequestParams, CallToolResult, ClientCapabilities, ClientSession, ContentBlock,
     CreateMessageResult, ElicitAction, ElicitResult, ErrorObject, Extra, GetPromptRequestParams, GetPromptResult, Icon,
@@ -21,6 +20,7 @@ use mcp_protocol::{
     ReadResourceResult, RequestId, Resource, ResourceContents, ResourceTemplate, ResourcesCapability, Root,
     RootsCapability, ServerCapabilities, SessionConfig, Tool, ToolAnnotations,
 };
+use mcp_protocol::{encode_error, encode_notification, encode_result};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 

@@ -1,13 +1,13 @@
 //! The sans-I/O client session: ids, pending requests, lifecycle, and classification of what the
 //! server sends.
 
-use mcp_protocol::jsonrpc::{error_codes, to_raw};
-use mcp_protocol::session::encode_result;
-use mcp_protocol::types::methods;
+use mcp_protocol::encode_result;
+use mcp_protocol::methods;
 use mcp_protocol::{
     ClientCapabilities, ClientSession, ElicitAction, ElicitResult, ErrorObject, Implementation, Incoming, Message,
     ProtocolVersion, RequestId, ServerNotification, ServerRequest, SessionConfig, SessionError, SessionState,
 };
+use mcp_protocol::{error_codes, to_raw};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use mcp_client::{
     Client, ClientError, ClientOptions, Era, MemoryPeer, RequestOptions, ServerRequestHandler, memory_pair,
 };
-use mcp_protocol::jsonrpc::ErrorObject;
+use mcp_protocol::ErrorObject;
 use mcp_protocol::{ClientCapabilities, ElicitAction, ElicitRequestParams, ElicitResult, ServerNotification};
 use serde_json::{Value, json};
 

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use mcp_client::{Client, ClientError, ClientOptions, ListLimits, RequestOptions, ServerRequestHandler};
-use mcp_protocol::jsonrpc::ErrorObject;
+use mcp_protocol::ErrorObject;
 use mcp_protocol::{ClientCapabilities, ListRootsResult, Root, RootsCapability, ServerNotification};
 use mcp_transport::StdioTransport;
 use serde_json::json;
