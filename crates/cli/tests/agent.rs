@@ -96,17 +96,23 @@ fn events(stdout: &[u8]) -> Vec<Value> {
         .collect()
 }
 
-fn demo_server_built() {
-    // A binary of this package: cargo builds it for these tests.
-    let demo = assert_cmd::cargo::cargo_bin!("mcp-demo-server");
-    assert!(demo.is_file(), "{} is missing", demo.display());
-}
-
+/// The demo needs nothing but the `mcp-harness` binary (as after `cargo run -- demo`): a copy
+/// alone in a directory of its own, with an empty PATH, runs it.
 #[test]
 fn the_offline_demo_allows_one_call_asks_about_another_and_answers() {
-    demo_server_built();
     let env = env();
-    let out = env.cmd().arg("demo").assert().success().get_output().clone();
+    let alone = env.dir.path().join("bin");
+    std::fs::create_dir(&alone).unwrap();
+    let harness = alone.join(format!("mcp-harness{}", std::env::consts::EXE_SUFFIX));
+    std::fs::copy(assert_cmd::cargo::cargo_bin!("mcp-harness"), &harness).unwrap();
+    let mut cmd = Command::new(&harness);
+    cmd.current_dir(env.work.path())
+        .env_clear()
+        .env("MCP_HARNESS_DATA_DIR", env.data())
+        .env("NO_COLOR", "1")
+        .envs(env.homes())
+        .timeout(Duration::from_secs(60));
+    let out = cmd.arg("demo").assert().success().get_output().clone();
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("→ mcp__notes__read_note"), "{text}");
     assert!(text.contains("✗ mcp__notes__write_note") && text.contains("refused by the user"), "{text}");
@@ -116,7 +122,6 @@ fn the_offline_demo_allows_one_call_asks_about_another_and_answers() {
 
 #[test]
 fn the_demo_with_yes_runs_the_confirm_call_and_json_prints_events() {
-    demo_server_built();
     let env = env();
     let out = env.cmd().args(["demo", "--yes", "--json"]).assert().success().get_output().clone();
     let events = events(&out.stdout);
