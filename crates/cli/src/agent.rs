@@ -3,7 +3,7 @@
 
 use mcp_client::ServerSet;
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -269,8 +269,8 @@ pub(crate) const DEMO_TASK: &str = "Summarize my \"ideas\" note and save the sum
 /// `mcp-harness demo`: our notes server, the scripted model (or a real one with --provider),
 /// one call allowed by policy, one that asks, and an answer. No configuration file is read.
 pub(crate) async fn demo_command(args: &AgentArgs) -> anyhow::Result<Outcome> {
-    let server = demo_server_path()?;
-    let config = crate::config::demo_config(&server);
+    let this = std::env::current_exe().context("cannot locate this program to run the demo's notes server")?;
+    let config = crate::config::demo_config(&this);
     if !args.json {
         let _ = output::stderr(&format!("demo task: {DEMO_TASK}\n"));
     }
@@ -278,18 +278,4 @@ pub(crate) async fn demo_command(args: &AgentArgs) -> anyhow::Result<Outcome> {
     let result = one_turn(&mut prepared, DEMO_TASK).await;
     finish(prepared).await;
     result.map(|_| Outcome::Success)
-}
-
-/// The demo server is built next to this binary (`cargo build --workspace`).
-fn demo_server_path() -> anyhow::Result<PathBuf> {
-    let name = format!("mcp-demo-server{}", std::env::consts::EXE_SUFFIX);
-    let exe = std::env::current_exe().context("cannot locate this program")?;
-    let beside = exe.parent().map(|d| d.join(&name)).filter(|p| p.is_file());
-    beside.or_else(|| find_in_path(&name)).with_context(|| {
-        format!("{name} was not found beside {} or on PATH; build it with `cargo build --workspace`", exe.display())
-    })
-}
-
-fn find_in_path(name: &str) -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(name)).find(|p| Path::new(p).is_file())
 }

@@ -272,10 +272,10 @@ fn format_of(path: &Path, text: &str) -> Format {
     }
 }
 
-/// The offline demo's setup, built in code (no file to trust): the notes server, reading
-/// allowed, writing left to the default (confirm).
-pub(crate) fn demo_config(server: &Path) -> Config {
-    let mut stdio = StdioConfig::new(server.to_string_lossy().into_owned(), Vec::<String>::new());
+/// The offline demo's setup, built in code (no file to trust): the notes server (`harness`,
+/// this program, as `demo-server`), reading allowed, writing left to the default (confirm).
+pub(crate) fn demo_config(harness: &Path) -> Config {
+    let mut stdio = StdioConfig::new(harness.to_string_lossy().into_owned(), ["demo-server"]);
     stdio.label = "notes".to_owned();
     let rules = ["list_notes", "read_note"]
         .into_iter()

@@ -9,6 +9,7 @@ mod approve;
 mod auth;
 mod call;
 mod config;
+mod demo_server;
 mod output;
 mod session;
 mod tools;
@@ -145,6 +146,9 @@ enum Command {
         #[command(flatten)]
         agent: agent::AgentArgs,
     },
+    /// The demo's notes server over stdio (`demo` runs it).
+    #[command(hide = true)]
+    DemoServer,
 }
 
 /// The process's outcome.
@@ -156,6 +160,11 @@ pub(crate) enum Outcome {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::DemoServer = cli.command {
+        // Synchronous and silent: its stdout is the protocol.
+        demo_server::serve();
+        return ExitCode::SUCCESS;
+    }
     init_logging();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -172,7 +181,7 @@ fn main() -> ExitCode {
     }
 }
 
-/// `demo` returns before the configuration is read.
+/// `demo` and `demo-server` return before the configuration is read.
 fn unreachable_demo() -> anyhow::Result<Outcome> {
     Err(anyhow::anyhow!("internal error: demo reached the configured commands"))
 }
@@ -199,7 +208,7 @@ async fn run(cli: Cli) -> anyhow::Result<Outcome> {
     }
     let config = session::load_config(cli.config.as_deref(), cli.allow_workspace_config)?;
     match cli.command {
-        Command::Demo { .. } => unreachable_demo(),
+        Command::Demo { .. } | Command::DemoServer => unreachable_demo(),
         Command::Run { task, agent } => agent::run_command(config, &task, &agent).await,
         Command::Chat { agent } => agent::chat_command(config, &agent).await,
         Command::Servers { json } => session::servers_command(config, json).await,

@@ -16,10 +16,13 @@ use tempfile::TempDir;
 struct Env {
     dir: TempDir,
     work: TempDir,
+    /// The binary's HOME (and XDG base directories): the data directory is given explicitly,
+    /// so nothing should be written here.
+    home: TempDir,
 }
 
 fn env() -> Env {
-    Env { dir: tempfile::tempdir().unwrap(), work: tempfile::tempdir().unwrap() }
+    Env { dir: tempfile::tempdir().unwrap(), work: tempfile::tempdir().unwrap(), home: tempfile::tempdir().unwrap() }
 }
 
 impl Env {
@@ -34,6 +37,18 @@ impl Env {
         self.dir.path().join("data")
     }
 
+    /// HOME and the XDG base directories of the binary, all inside `home`.
+    fn homes(&self) -> [(&'static str, PathBuf); 5] {
+        let home = self.home.path();
+        [
+            ("HOME", home.to_path_buf()),
+            ("XDG_DATA_HOME", home.join(".local/share")),
+            ("XDG_CONFIG_HOME", home.join(".config")),
+            ("XDG_STATE_HOME", home.join(".local/state")),
+            ("XDG_CACHE_HOME", home.join(".cache")),
+        ]
+    }
+
     fn cmd(&self) -> Command {
         let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("mcp-harness");
         cmd.current_dir(self.work.path())
@@ -43,6 +58,7 @@ impl Env {
             .env("MCP_HARNESS_DATA_DIR", self.data())
             .env("RUST_LOG", "error")
             .env("NO_COLOR", "1")
+            .envs(self.homes())
             .timeout(Duration::from_secs(60));
         cmd
     }
@@ -53,6 +69,7 @@ impl Env {
             .current_dir(self.work.path())
             .env("MCP_HARNESS_DATA_DIR", self.data())
             .env("RUST_LOG", "error")
+            .envs(self.homes())
             .arg("--config")
             .arg(config)
             .args(args)
@@ -79,17 +96,23 @@ fn events(stdout: &[u8]) -> Vec<Value> {
         .collect()
 }
 
-fn demo_server_built() {
-    // A binary of this package: cargo builds it for these tests.
-    let demo = assert_cmd::cargo::cargo_bin!("mcp-demo-server");
-    assert!(demo.is_file(), "{} is missing", demo.display());
-}
-
+/// The demo needs nothing but the `mcp-harness` binary (as after `cargo run -- demo`): a copy
+/// alone in a directory of its own, with an empty PATH, runs it.
 #[test]
 fn the_offline_demo_allows_one_call_asks_about_another_and_answers() {
-    demo_server_built();
     let env = env();
-    let out = env.cmd().arg("demo").assert().success().get_output().clone();
+    let alone = env.dir.path().join("bin");
+    std::fs::create_dir(&alone).unwrap();
+    let harness = alone.join(format!("mcp-harness{}", std::env::consts::EXE_SUFFIX));
+    std::fs::copy(assert_cmd::cargo::cargo_bin!("mcp-harness"), &harness).unwrap();
+    let mut cmd = Command::new(&harness);
+    cmd.current_dir(env.work.path())
+        .env_clear()
+        .env("MCP_HARNESS_DATA_DIR", env.data())
+        .env("NO_COLOR", "1")
+        .envs(env.homes())
+        .timeout(Duration::from_secs(60));
+    let out = cmd.arg("demo").assert().success().get_output().clone();
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("→ mcp__notes__read_note"), "{text}");
     assert!(text.contains("✗ mcp__notes__write_note") && text.contains("refused by the user"), "{text}");
@@ -99,7 +122,6 @@ fn the_offline_demo_allows_one_call_asks_about_another_and_answers() {
 
 #[test]
 fn the_demo_with_yes_runs_the_confirm_call_and_json_prints_events() {
-    demo_server_built();
     let env = env();
     let out = env.cmd().args(["demo", "--yes", "--json"]).assert().success().get_output().clone();
     let events = events(&out.stdout);
@@ -394,7 +416,13 @@ fn login_and_logout_with_oauth() {
         use std::os::unix::fs::PermissionsExt as _;
         assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
     }
-    assert!(!file.starts_with(env.work.path()), "tokens stay out of the workspace");
+    // Stored where told, and nowhere else: the workspace and HOME stay empty.
+    let entries = |dir: &Path| -> Vec<String> {
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
+    };
+    assert_eq!(entries(&env.data().join("oauth")), ["oauth-tokens.json"]);
+    assert_eq!(entries(env.work.path()), Vec::<String>::new(), "nothing in the workspace");
+    assert_eq!(entries(env.home.path()), Vec::<String>::new(), "nothing under HOME");
     let after = state(&env);
     assert_eq!(after["state"], "connected", "{after}");
     env.cmd()
@@ -420,6 +448,7 @@ fn login_and_logout_with_oauth() {
         .assert()
         .code(2)
         .stderr(predicates::str::contains("no server named \"nosuch\""));
+    assert_eq!(entries(env.home.path()), Vec::<String>::new(), "still nothing under HOME");
 }
 
 /// A machine client: `grant = "client_credentials"` with the secret from the environment

@@ -10,11 +10,12 @@
 //! it; dynamic client registration otherwise.
 //!
 //! Tokens are kept in memory and, with a store directory, in a [`TokenStore`] keyed by
-//! (issuer, resource). Nothing here logs a token or a secret.
+//! (issuer, resource). Nothing here logs a token or a secret. Time is read through the
+//! [`Clock`] port of the configuration.
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use base64::Engine as _;
@@ -25,6 +26,7 @@ use rand::RngExt as _;
 use tokio::sync::Mutex;
 use url::Url;
 
+use crate::clock::{Clock, SystemClock};
 use crate::flow::{
     self, AUTH_CLIENT_SECRET_BASIC, AUTH_CLIENT_SECRET_POST, AUTH_NONE, ClientRegistration, Discovered, FlowError,
     TokenResponse,
@@ -39,7 +41,7 @@ use crate::www_authenticate::{BearerChallenge, parse_challenges};
 
 /// A token is refreshed this long before it expires (or halfway through a shorter life), so a
 /// request does not race its expiry.
-const REFRESH_SKEW_SECS: u64 = 30;
+const REFRESH_SKEW_MS: u64 = 30_000;
 /// After a failed refresh, the next attempt waits this long (the token is used meanwhile).
 const REFRESH_RETRY: Duration = Duration::from_secs(30);
 /// Step-ups are counted within this window: a long session may need a few more later.
@@ -153,6 +155,9 @@ pub struct OAuthConfig {
     /// The only authorization server (issuer) to use: credentials are never sent to another
     /// one, whatever the server's metadata names. Worth setting with a client secret or key.
     pub expected_issuer: Option<String>,
+    /// Where time is read (token expiry, refresh back-off, step-up window): the system clock,
+    /// or one a test moves forward.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl OAuthConfig {
@@ -169,6 +174,7 @@ impl OAuthConfig {
             login_hint: "log in first".to_owned(),
             request_timeout: Duration::from_secs(30),
             expected_issuer: None,
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -209,10 +215,6 @@ impl std::fmt::Debug for OAuthAuthorizer {
     }
 }
 
-fn now_unix() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
 fn bearer(tokens: &StoredTokens) -> Secret {
     Secret::new(format!("Bearer {}", tokens.access_token))
 }
@@ -246,6 +248,15 @@ impl OAuthAuthorizer {
             .build()
             .map_err(|source| FlowError::Http { url: config.server_url.to_string(), source })?;
         Ok(Self { config, resource, http, inner: Mutex::new(Inner::default()) })
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.config.clock.unix_ms()
+    }
+
+    /// How long ago `at` was, by the configured clock.
+    fn since(&self, at: Instant) -> Duration {
+        self.config.clock.instant().saturating_duration_since(at)
     }
 
     /// The resource identifier (the canonical server URL) tokens are stored under.
@@ -424,7 +435,7 @@ impl OAuthAuthorizer {
     ) {
         inner.lifetime_secs = response.expires_in;
         inner.refresh_failed_at = None;
-        let mut tokens = response.to_stored(now_unix());
+        let mut tokens = response.to_stored(self.now_ms());
         if tokens.refresh_token.is_none() {
             tokens.refresh_token = previous_refresh_token;
         }
@@ -530,7 +541,7 @@ impl OAuthAuthorizer {
                             key,
                             scope_param.as_deref(),
                             &resource,
-                            now_unix(),
+                            self.now_ms() / 1000,
                         )
                         .await
                         .map_err(failed)?;
@@ -593,7 +604,7 @@ impl OAuthAuthorizer {
             }
         };
         self.keep(inner, response, discovered, registration, Some(scopes), None);
-        inner.authorized_at = Some(Instant::now());
+        inner.authorized_at = Some(self.config.clock.instant());
         Ok(())
     }
 }
@@ -619,17 +630,17 @@ impl Authorizer for OAuthAuthorizer {
     async fn authorization(&self) -> Option<Secret> {
         let mut inner = self.inner.lock().await;
         self.load(&mut inner);
-        let now = now_unix();
-        let skew = inner.lifetime_secs.map_or(REFRESH_SKEW_SECS, |l| REFRESH_SKEW_SECS.min(l / 2));
+        let now = self.now_ms();
+        let skew = inner.lifetime_secs.map_or(REFRESH_SKEW_MS, |l| REFRESH_SKEW_MS.min(l.saturating_mul(1000) / 2));
         let (expiring, expired, refreshable) = match &inner.tokens {
             Some(t) => (t.is_expired(now, skew), t.is_expired(now, 0), t.refresh_token.is_some()),
             None => return None,
         };
-        let backing_off = inner.refresh_failed_at.is_some_and(|at| at.elapsed() < REFRESH_RETRY) && !expired;
+        let backing_off = inner.refresh_failed_at.is_some_and(|at| self.since(at) < REFRESH_RETRY) && !expired;
         if expiring && refreshable && !backing_off {
             if let Err(e) = self.refresh(&mut inner).await {
                 tracing::info!(server = %self.config.server_url, "refreshing the access token failed: {e}");
-                inner.refresh_failed_at = Some(Instant::now());
+                inner.refresh_failed_at = Some(self.config.clock.instant());
                 if !self.reload(&mut inner) && expired {
                     inner.tokens = None;
                 }
@@ -643,7 +654,7 @@ impl Authorizer for OAuthAuthorizer {
     async fn challenged(&self, challenge: &AuthChallenge) -> Result<(), AuthError> {
         let mut inner = self.inner.lock().await;
         self.load(&mut inner);
-        let current = inner.tokens.as_ref().filter(|t| !t.is_expired(now_unix(), 0)).map(bearer);
+        let current = inner.tokens.as_ref().filter(|t| !t.is_expired(self.now_ms(), 0)).map(bearer);
         if current.is_some() && current != challenge.refused {
             // Another request obtained a new token meanwhile: try that one.
             return Ok(());
@@ -681,15 +692,15 @@ impl Authorizer for OAuthAuthorizer {
                     self.config.login_hint
                 )));
             }
-            if inner.step_up_at.is_some_and(|at| at.elapsed() > STEP_UP_WINDOW) {
+            if inner.step_up_at.is_some_and(|at| self.since(at) > STEP_UP_WINDOW) {
                 inner.step_up = None;
             }
-            inner.step_up_at = Some(Instant::now());
+            inner.step_up_at = Some(self.config.clock.instant());
             let step_up = inner.step_up.get_or_insert_with(|| StepUp::new(MAX_STEP_UPS));
             let scopes = step_up.next(&held, &required).map_err(failed)?;
             return self.authorize(&mut inner, Some(&parsed), Some(scopes)).await;
         }
-        if challenge.refused.is_some() && inner.authorized_at.is_some_and(|at| at.elapsed() < FRESH_TOKEN) {
+        if challenge.refused.is_some() && inner.authorized_at.is_some_and(|at| self.since(at) < FRESH_TOKEN) {
             return Err(AuthError::failed(format!(
                 "{} refused the token its authorization server has just issued (HTTP 401); authorizing again \
                  would not help",

@@ -12,7 +12,7 @@
 //!
 //! Every response body is read up to [`MAX_BODY_BYTES`]; larger bodies are refused. Tokens and
 //! client secrets never appear in `Debug` output or error messages. No clock is read: token
-//! expiry is computed from a `now_unix` the caller passes.
+//! expiry is computed from a `now_ms` the caller passes.
 
 use std::fmt;
 
@@ -315,14 +315,15 @@ impl fmt::Debug for TokenResponse {
 }
 
 impl TokenResponse {
-    /// The tokens to store, with `expires_at_unix = now_unix + expires_in`.
+    /// The tokens to store, with `expires_at_ms = now_ms + expires_in` (`now_ms` in
+    /// milliseconds since the Unix epoch, when the response arrived).
     ///
     /// A refresh response may omit `refresh_token`; the caller then keeps the previous one.
-    pub fn to_stored(&self, now_unix: u64) -> StoredTokens {
+    pub fn to_stored(&self, now_ms: u64) -> StoredTokens {
         StoredTokens {
             access_token: self.access_token.clone(),
             refresh_token: self.refresh_token.clone(),
-            expires_at_unix: self.expires_in.map(|s| now_unix.saturating_add(s)),
+            expires_at_ms: self.expires_in.map(|s| now_ms.saturating_add(s.saturating_mul(1000))),
             scope: self.scope.clone(),
             client: None,
             wanted_scope: None,
@@ -863,7 +864,7 @@ mod tests {
             refresh_token: Some("RT-SECRET".into()),
             scope: None,
         };
-        assert_eq!(t.to_stored(10).expires_at_unix, Some(u64::MAX));
+        assert_eq!(t.to_stored(10).expires_at_ms, Some(u64::MAX));
         let dbg = format!("{t:?} {:?}", t.to_stored(0));
         assert!(!dbg.contains("AT-SECRET") && !dbg.contains("RT-SECRET"), "{dbg}");
     }

@@ -50,7 +50,8 @@
 //!   client credentials with them, and cross-app access (token exchange for an ID-JAG at the
 //!   identity provider, then the JWT bearer grant).
 //!
-//! - [`authorizer`]: [`OAuthAuthorizer`]; [`user_agent`]: the browser port and its adapters.
+//! - [`authorizer`]: [`OAuthAuthorizer`]; [`user_agent`]: the browser port and its adapters;
+//!   [`clock`]: the time port ([`SystemClock`] by default; tests move their own forward).
 //!
 //! Apart from [`flow`], [`grants`], [`authorizer`] and [`user_agent`], nothing here performs
 //! HTTP requests; the other modules return what to ask for, in which order, and check what came
@@ -82,6 +83,7 @@
 //! ```
 
 pub mod authorizer;
+pub mod clock;
 pub mod discovery;
 pub mod flow;
 pub mod grants;
@@ -93,6 +95,7 @@ pub mod user_agent;
 pub mod www_authenticate;
 
 pub use authorizer::{ClientConfig, CrossAppConfig, Grant, LogoutError, OAuthAuthorizer, OAuthConfig};
+pub use clock::{Clock, SystemClock};
 pub use flow::{
     ClientRegistration, Discovered, FlowError, TokenResponse, authorization_url, client_credentials, discover,
     exchange_code, refresh, register,

@@ -9,8 +9,14 @@
 //!
 //! ```json
 //! {"version":1,"entries":[{"issuer":"https://auth.example.com","resource":"https://mcp.example.com/mcp",
-//!   "tokens":{"access_token":"…","refresh_token":"…","expires_at_unix":1767225600,"scope":"files:read"}}]}
+//!   "tokens":{"access_token":"…","refresh_token":"…","expires_at_ms":1767225600250,
+//!             "expires_at_unix":1767225600,"scope":"files:read"}}]}
 //! ```
+//!
+//! Expiry is `expires_at_ms` (milliseconds since the Unix epoch). Files written before it
+//! existed have only `expires_at_unix` (whole seconds), which is read when `expires_at_ms` is
+//! absent; it is still written, rounded down, so an older reader sees the expiry too (a little
+//! early, never late).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -26,33 +32,74 @@ const VERSION: u32 = 1;
 
 /// Tokens for one (issuer, resource). `Debug` redacts the tokens.
 #[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "TokensOnDisk", into = "TokensOnDisk")]
 pub struct StoredTokens {
     /// The access token.
     pub access_token: String,
     /// The refresh token, if one was issued.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refresh_token: Option<String>,
-    /// Expiry as seconds since the Unix epoch, if known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_at_unix: Option<u64>,
+    /// Expiry in milliseconds since the Unix epoch, if known.
+    pub expires_at_ms: Option<u64>,
     /// The granted scope, space-delimited, if known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
     /// The client the tokens were issued to (needed to refresh them), if it was registered
     /// dynamically or is otherwise not in the configuration.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<crate::flow::ClientRegistration>,
     /// Scopes the server asked for (a step-up) that these tokens lack, space-delimited: the
     /// next login requests them too.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wanted_scope: Option<String>,
 }
 
 impl StoredTokens {
-    /// Whether the access token is expired at `now_unix`, or will be within `skew_secs`.
-    /// Unknown expiry counts as not expired.
-    pub fn is_expired(&self, now_unix: u64, skew_secs: u64) -> bool {
-        self.expires_at_unix.is_some_and(|exp| now_unix.saturating_add(skew_secs) >= exp)
+    /// Whether the access token is expired at `now_ms` (milliseconds since the Unix epoch), or
+    /// will be within `skew_ms`. Unknown expiry counts as not expired.
+    pub fn is_expired(&self, now_ms: u64, skew_ms: u64) -> bool {
+        self.expires_at_ms.is_some_and(|exp| now_ms.saturating_add(skew_ms) >= exp)
+    }
+}
+
+/// [`StoredTokens`] as the file has them: both forms of the expiry (see the module docs).
+#[derive(Serialize, Deserialize)]
+struct TokensOnDisk {
+    access_token: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    refresh_token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expires_at_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expires_at_unix: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    scope: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    client: Option<crate::flow::ClientRegistration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    wanted_scope: Option<String>,
+}
+
+impl From<TokensOnDisk> for StoredTokens {
+    fn from(t: TokensOnDisk) -> Self {
+        Self {
+            access_token: t.access_token,
+            refresh_token: t.refresh_token,
+            expires_at_ms: t.expires_at_ms.or_else(|| t.expires_at_unix.map(|s| s.saturating_mul(1000))),
+            scope: t.scope,
+            client: t.client,
+            wanted_scope: t.wanted_scope,
+        }
+    }
+}
+
+impl From<StoredTokens> for TokensOnDisk {
+    fn from(t: StoredTokens) -> Self {
+        Self {
+            access_token: t.access_token,
+            refresh_token: t.refresh_token,
+            expires_at_ms: t.expires_at_ms,
+            expires_at_unix: t.expires_at_ms.map(|ms| ms / 1000),
+            scope: t.scope,
+            client: t.client,
+            wanted_scope: t.wanted_scope,
+        }
     }
 }
 
@@ -61,7 +108,7 @@ impl fmt::Debug for StoredTokens {
         f.debug_struct("StoredTokens")
             .field("access_token", &"<redacted>")
             .field("refresh_token", &self.refresh_token.as_ref().map(|_| "<redacted>"))
-            .field("expires_at_unix", &self.expires_at_unix)
+            .field("expires_at_ms", &self.expires_at_ms)
             .field("scope", &self.scope)
             .field("client", &self.client)
             .field("wanted_scope", &self.wanted_scope)
@@ -279,7 +326,7 @@ mod tests {
         StoredTokens {
             access_token: access.into(),
             refresh_token: Some(format!("{access}-refresh")),
-            expires_at_unix: Some(1_767_225_600),
+            expires_at_ms: Some(1_767_225_600_250),
             scope: Some("files:read".into()),
             client: None,
             wanted_scope: None,
@@ -307,7 +354,7 @@ mod tests {
             StoredTokens {
                 access_token: "C".into(),
                 refresh_token: None,
-                expires_at_unix: None,
+                expires_at_ms: None,
                 scope: None,
                 client: None,
                 wanted_scope: None,
@@ -372,13 +419,45 @@ mod tests {
     }
 
     #[test]
-    fn expiry() {
+    fn expiry_to_the_millisecond() {
         let t = tokens("a");
-        assert!(!t.is_expired(1_767_225_000, 60));
-        assert!(t.is_expired(1_767_225_550, 60));
-        assert!(t.is_expired(1_767_225_600, 0));
-        assert!(!StoredTokens { expires_at_unix: None, ..t.clone() }.is_expired(u64::MAX, u64::MAX));
+        assert!(!t.is_expired(1_767_225_000_000, 60_000));
+        assert!(t.is_expired(1_767_225_550_000, 60_000));
+        assert!(!t.is_expired(1_767_225_600_249, 0), "a quarter second left");
+        assert!(t.is_expired(1_767_225_600_250, 0));
+        assert!(!StoredTokens { expires_at_ms: None, ..t.clone() }.is_expired(u64::MAX, u64::MAX));
         assert!(t.is_expired(u64::MAX, u64::MAX));
+    }
+
+    #[test]
+    fn expiry_is_stored_in_milliseconds_and_whole_seconds_are_still_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = TokenStore::load(tmp.path()).unwrap();
+        store.insert("i", "r", tokens("a"));
+        store.save().unwrap();
+        let text = fs::read_to_string(store.path()).unwrap();
+        let file: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let written = &file["entries"][0]["tokens"];
+        assert_eq!(written["expires_at_ms"], 1_767_225_600_250_u64, "{text}");
+        // For readers that know only whole seconds: rounded down, so never later than the truth.
+        assert_eq!(written["expires_at_unix"], 1_767_225_600_u64, "{text}");
+        assert_eq!(TokenStore::load(tmp.path()).unwrap().get("i", "r"), Some(&tokens("a")));
+
+        // A file from before milliseconds.
+        fs::write(
+            store.path(),
+            br#"{"version":1,"entries":[{"issuer":"i","resource":"r","tokens":{"access_token":"old","expires_at_unix":1767225600}}]}"#,
+        )
+        .unwrap();
+        let old = TokenStore::load(tmp.path()).unwrap();
+        assert_eq!(old.get("i", "r").unwrap().expires_at_ms, Some(1_767_225_600_000));
+        // Both present: the precise one wins.
+        fs::write(
+            store.path(),
+            br#"{"version":1,"entries":[{"issuer":"i","resource":"r","tokens":{"access_token":"new","expires_at_unix":1,"expires_at_ms":1500}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(TokenStore::load(tmp.path()).unwrap().get("i", "r").unwrap().expires_at_ms, Some(1500));
     }
 
     #[cfg(unix)]

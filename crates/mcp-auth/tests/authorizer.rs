@@ -2,53 +2,20 @@
 //! authorization server and a protected MCP endpoint on one loopback port).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod oauth_fixture;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_auth::store::{FILE_NAME, TokenStore};
-use mcp_auth::{ClientConfig, FollowRedirects, Grant, OAuthAuthorizer, OAuthConfig};
-use mcp_client::{Client, ClientOptions, ConnectOptions, ListLimits, ServerSpec, connect};
-use mcp_fixtures::http::{HttpOptions, RunningServer, start};
+use mcp_auth::{Clock as _, OAuthAuthorizer, OAuthConfig};
+use mcp_client::{Client, ClientOptions, ListLimits};
+use mcp_client::{ConnectOptions, ServerSpec, connect};
+use mcp_fixtures::http::RunningServer;
 use mcp_fixtures::oauth::{OAuthEvent, OAuthOptions};
 use mcp_transport::{HttpConfig, HttpTransport, RemoteServer};
+use oauth_fixture::{TestClock, client, config, count, machine_client, protected, refreshes};
 use url::Url;
-
-async fn protected(options: OAuthOptions) -> RunningServer {
-    start(HttpOptions { json: true, oauth: Some(options), ..HttpOptions::default() }, 0).await.unwrap()
-}
-
-fn config(server: &RunningServer, store: Option<&std::path::Path>, interactive: bool) -> OAuthConfig {
-    let mut config = OAuthConfig::new(Url::parse(&server.url()).unwrap());
-    config.store_dir = store.map(std::path::Path::to_path_buf);
-    config.login_hint = "run `mcp-harness login fixture`".into();
-    if interactive {
-        config.grant = Grant::AuthorizationCode { user_agent: Some(Arc::new(FollowRedirects::default())) };
-    }
-    config
-}
-
-async fn client(server: &RunningServer, authorizer: Arc<OAuthAuthorizer>) -> Client {
-    let mut http = HttpConfig::new(server.url());
-    http.auth = Some(authorizer);
-    let options = ClientOptions { startup_timeout: Duration::from_secs(10), ..ClientOptions::default() };
-    Client::connect(HttpTransport::new(http).unwrap(), options).await.unwrap()
-}
-
-/// A server with a pre-registered machine client, and the client-credentials configuration
-/// for it.
-async fn machine_client() -> (RunningServer, OAuthConfig) {
-    let server =
-        protected(OAuthOptions { pre_registered: Some(("machine".into(), "s3cret".into())), ..OAuthOptions::new() })
-            .await;
-    let mut config = config(&server, None, false);
-    config.client = ClientConfig {
-        client_id: Some("machine".into()),
-        client_secret: Some("s3cret".into()),
-        ..ClientConfig::default()
-    };
-    config.grant = Grant::ClientCredentials { private_key: None };
-    (server, config)
-}
 
 /// Connecting fails: the error as text.
 async fn connect_error(server: &RunningServer, config: OAuthConfig) -> String {
@@ -56,10 +23,6 @@ async fn connect_error(server: &RunningServer, config: OAuthConfig) -> String {
     http.auth = Some(Arc::new(OAuthAuthorizer::new(config).unwrap()));
     let options = ClientOptions { startup_timeout: Duration::from_secs(10), ..ClientOptions::default() };
     Client::connect(HttpTransport::new(http).unwrap(), options).await.unwrap_err().to_string()
-}
-
-fn count(log: &[OAuthEvent], f: impl Fn(&OAuthEvent) -> bool) -> usize {
-    log.iter().filter(|e| f(e)).count()
 }
 
 /// A 401 leads to discovery, registration, an authorization with PKCE and `resource`, and a
@@ -88,9 +51,17 @@ async fn logs_in_on_401_stores_the_tokens_and_reuses_them() {
     );
     assert_eq!(authorizer.issuer().await.as_deref(), Some(format!("http://{}", server.addr).as_str()));
 
+    // Stored where told and nowhere else under the temporary directory: the given directory
+    // holds the token file alone (no temporary file left behind). The library has no default
+    // location to fall back on: `store_dir: None` keeps tokens in memory.
     let file = store.join(FILE_NAME);
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(text.contains(&resource), "{text}");
+    let names = |d: &std::path::Path| -> Vec<String> {
+        std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
+    };
+    assert_eq!(names(dir.path()), ["oauth"]);
+    assert_eq!(names(&store), [FILE_NAME]);
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt as _;
@@ -112,35 +83,53 @@ async fn logs_in_on_401_stores_the_tokens_and_reuses_them() {
 }
 
 /// A token about to expire is refreshed before the request (with the stored client and the
-/// rotated refresh token), so the server never sees an expired token.
+/// rotated refresh token), so the server never sees an expired token. A 120 s token is
+/// refreshed 30 s before it expires, to the millisecond: not at 89.999 s, at 90 s.
 #[tokio::test]
 async fn refreshes_an_expiring_token_before_sending() {
-    let server = protected(OAuthOptions { expires_in_s: 2, ..OAuthOptions::new() }).await;
+    let server = protected(OAuthOptions { expires_in_s: 120, ..OAuthOptions::new() }).await;
     let dir = tempfile::tempdir().unwrap();
-    let authorizer = Arc::new(OAuthAuthorizer::new(config(&server, Some(dir.path()), true)).unwrap());
-    let c = client(&server, authorizer).await;
-    let refreshes = || {
-        count(
-            &server.oauth_log(),
-            |e| matches!(e, OAuthEvent::Token { grant_type, ok: true, .. } if grant_type == "refresh_token"),
-        )
+    let clock = TestClock::new();
+    let mut config = config(&server, Some(dir.path()), true);
+    config.clock = clock.clone();
+    let c = client(&server, Arc::new(OAuthAuthorizer::new(config).unwrap())).await;
+    let list = || async { assert_eq!(c.list_all_tools(ListLimits::default()).await.unwrap().len(), 2) };
+    // The token the last tools/list carried.
+    let sent = || {
+        let seen = server.seen();
+        let last = seen.iter().rev().find(|s| s.method.as_deref() == Some("tools/list")).unwrap();
+        last.authorization.clone().unwrap()
     };
-    // A 2-second token is refreshed in its last second, not before.
-    assert_eq!(c.list_all_tools(ListLimits::default()).await.unwrap().len(), 2);
-    assert_eq!(refreshes(), 0);
-    tokio::time::sleep(Duration::from_millis(1200)).await;
-    assert_eq!(c.list_all_tools(ListLimits::default()).await.unwrap().len(), 2);
-    assert_eq!(refreshes(), 1);
-    assert_eq!(c.list_all_tools(ListLimits::default()).await.unwrap().len(), 2);
-    assert_eq!(refreshes(), 1, "the new token is not refreshed at once");
+    let issued = |i: usize| format!("Bearer {}", server.oauth_secrets().access_tokens[i]);
+    let expiry = || {
+        TokenStore::load(dir.path())
+            .unwrap()
+            .find_resource(&format!("http://{}/mcp", server.addr))
+            .unwrap()
+            .1
+            .expires_at_ms
+    };
+    let first_expiry = clock.unix_ms() + 120_000;
+    assert_eq!(expiry(), Some(first_expiry), "stored to the millisecond");
+
+    list().await;
+    assert_eq!((refreshes(&server), sent()), (0, issued(0)));
+    clock.advance(Duration::from_millis(89_999));
+    list().await;
+    assert_eq!((refreshes(&server), sent()), (0, issued(0)), "not refreshed before its last 30 s");
+    clock.advance(Duration::from_millis(1));
+    list().await;
+    assert_eq!((refreshes(&server), sent()), (1, issued(1)), "refreshed before sending");
+    assert_eq!(expiry(), Some(first_expiry + 90_000));
+    list().await;
+    assert_eq!((refreshes(&server), sent()), (1, issued(1)), "the new token is not refreshed at once");
     c.close().await.unwrap();
     let log = server.oauth_log();
     assert_eq!(count(&log, |e| matches!(e, OAuthEvent::Authorized { .. })), 1, "{log:?}");
     assert_eq!(count(&log, |e| matches!(e, OAuthEvent::Token { ok: false, .. })), 0, "{log:?}");
-    assert!(
-        !log.iter().any(|e| matches!(e, OAuthEvent::Refused { reason, .. } if reason.contains("expired"))),
-        "{log:?}"
-    );
+    // The only refusal is of the first request, which had no token yet.
+    let refusals: Vec<_> = log.iter().filter(|e| matches!(e, OAuthEvent::Refused { .. })).collect();
+    assert_eq!(refusals, [&OAuthEvent::Refused { path: "/mcp".into(), reason: "no bearer token".into() }]);
 }
 
 /// Without a user agent and without tokens, the server needs a login: `needs-auth` with the
@@ -244,28 +233,54 @@ async fn a_fresh_token_refused_with_401_is_not_authorized_again() {
     assert_eq!(count(&log, |e| matches!(e, OAuthEvent::Authorized { .. })), 1, "{log:?}");
 }
 
-/// Several requests refused at once (the token expired, no refresh token): one new
-/// authorization, and every request goes through with its token.
+/// Several requests refused at once (no refresh token): one new authorization, and every
+/// request goes through with its token. Twice: when the server ends the tokens' life early
+/// while the client still holds them, and when the client's clock says its token expired (it
+/// sends none).
 #[tokio::test]
 async fn concurrent_refusals_lead_to_one_authorization() {
-    let server = protected(OAuthOptions { expires_in_s: 1, refresh_tokens: false, ..OAuthOptions::new() }).await;
-    let authorizer = Arc::new(OAuthAuthorizer::new(config(&server, None, true)).unwrap());
-    let c = Arc::new(client(&server, authorizer).await);
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let calls: Vec<_> = (0..5)
-        .map(|i| {
-            let c = Arc::clone(&c);
-            tokio::spawn(async move {
-                let args = serde_json::json!({"text": format!("n{i}")}).as_object().cloned();
-                c.call_tool("echo", args, mcp_client::RequestOptions::default()).await.map(|r| r.joined_text())
+    let server = protected(OAuthOptions { expires_in_s: 60, refresh_tokens: false, ..OAuthOptions::new() }).await;
+    let clock = TestClock::new();
+    let mut config = config(&server, None, true);
+    config.clock = clock.clone();
+    let c = Arc::new(client(&server, Arc::new(OAuthAuthorizer::new(config).unwrap())).await);
+    let five_calls = || async {
+        let calls: Vec<_> = (0..5)
+            .map(|i| {
+                let c = Arc::clone(&c);
+                tokio::spawn(async move {
+                    let args = serde_json::json!({"text": format!("n{i}")}).as_object().cloned();
+                    c.call_tool("echo", args, mcp_client::RequestOptions::default()).await.map(|r| r.joined_text())
+                })
             })
-        })
-        .collect();
-    for (i, call) in calls.into_iter().enumerate() {
-        assert_eq!(call.await.unwrap().unwrap(), format!("n{i}"));
-    }
-    let log = server.oauth_log();
-    assert_eq!(count(&log, |e| matches!(e, OAuthEvent::Authorized { .. })), 2, "{log:?}");
+            .collect();
+        for (i, call) in calls.into_iter().enumerate() {
+            assert_eq!(call.await.unwrap().unwrap(), format!("n{i}"));
+        }
+    };
+    let authorizations = || count(&server.oauth_log(), |e| matches!(e, OAuthEvent::Authorized { .. }));
+    let refused = |reason: &str| {
+        count(
+            &server.oauth_log(),
+            |e| matches!(e, OAuthEvent::Refused { path, reason: r } if path == "/mcp" && r == reason),
+        )
+    };
+    assert_eq!(authorizations(), 1);
+
+    // Past the window in which a refused token counts as "just issued" (then a new
+    // authorization would not help), and the server drops the token.
+    clock.advance(Duration::from_secs(11));
+    server.expire_access_tokens();
+    five_calls().await;
+    assert!(refused("expired token") >= 1, "{:?}", server.oauth_log());
+    assert_eq!(authorizations(), 2, "{:?}", server.oauth_log());
+
+    // The new token's 60 s pass by the client's clock: it sends none.
+    clock.advance(Duration::from_secs(60));
+    let before = refused("no bearer token");
+    five_calls().await;
+    assert!(refused("no bearer token") > before, "{:?}", server.oauth_log());
+    assert_eq!(authorizations(), 3, "{:?}", server.oauth_log());
 }
 
 /// Tokens stored for another authorization server than the one the server names now are not
@@ -279,7 +294,7 @@ async fn tokens_of_another_authorization_server_are_not_sent_to_the_new_one() {
     let old = mcp_auth::store::StoredTokens {
         access_token: "old-access".into(),
         refresh_token: Some("old-refresh".into()),
-        expires_at_unix: Some(1),
+        expires_at_ms: Some(1),
         client: Some(mcp_auth::ClientRegistration {
             client_id: "old-client".into(),
             client_secret: Some("old-secret".into()),
@@ -334,50 +349,6 @@ async fn a_step_up_without_a_browser_is_remembered_for_the_next_login() {
         })
         .collect();
     assert_eq!(scopes, [Some("mcp:read mcp:write".into()), Some("mcp:read mcp:write mcp:admin".into())]);
-}
-
-/// Nothing secret reaches the logs: a whole login, a refresh and a call with every target at
-/// TRACE, and neither the access token nor the refresh token appears, nor any `Bearer` value.
-#[tokio::test]
-async fn no_token_reaches_the_logs() {
-    #[derive(Clone, Default)]
-    struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-    impl std::io::Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
-
-    let server = protected(OAuthOptions { expires_in_s: 2, ..OAuthOptions::new() }).await;
-    let dir = tempfile::tempdir().unwrap();
-    let authorizer = Arc::new(OAuthAuthorizer::new(config(&server, Some(dir.path()), true)).unwrap());
-    let c = client(&server, authorizer).await;
-    tokio::time::sleep(Duration::from_millis(1200)).await;
-    assert_eq!(c.list_all_tools(ListLimits::default()).await.unwrap().len(), 2);
-    c.close().await.unwrap();
-
-    let logs = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
-    assert!(!logs.is_empty(), "the subscriber captured something");
-    let stored = std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
-    let stored: serde_json::Value = serde_json::from_str(&stored).unwrap();
-    let tokens = &stored["entries"][0]["tokens"];
-    for secret in [&tokens["access_token"], &tokens["refresh_token"]] {
-        let secret = secret.as_str().unwrap();
-        assert!(!logs.contains(secret), "{secret} appears in the logs");
-    }
-    assert!(!logs.contains("Bearer "), "an Authorization header value appears in the logs");
 }
 
 /// A configured issuer pins the authorization server: another one is refused before any

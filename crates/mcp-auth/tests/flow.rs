@@ -54,7 +54,7 @@ fn from_401_to_stored_tokens() {
     let tokens = StoredTokens {
         access_token: "at".into(),
         refresh_token: Some("rt".into()),
-        expires_at_unix: Some(2_000_000_000),
+        expires_at_ms: Some(2_000_000_000_000),
         scope: next.to_param(),
         client: None,
         wanted_scope: None,

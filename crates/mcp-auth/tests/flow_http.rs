@@ -340,8 +340,8 @@ async fn exchange_code_sends_verifier_and_resource() {
     let dbg = format!("{tokens:?}");
     assert!(!dbg.contains("at-123") && !dbg.contains("rt-456"), "{dbg}");
 
-    let stored = tokens.to_stored(1_000);
-    assert_eq!(stored.expires_at_unix, Some(4_600));
+    let stored = tokens.to_stored(1_000_000);
+    assert_eq!(stored.expires_at_ms, Some(4_600_000));
     assert_eq!(stored.access_token, "at-123");
     assert_eq!(stored.refresh_token.as_deref(), Some("rt-456"));
 }

@@ -29,7 +29,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::oauth::{AuthServer, OAuthEvent, OAuthOptions};
+use crate::oauth::{AuthServer, OAuthEvent, OAuthOptions, OAuthSecrets};
 
 /// What the server does.
 #[derive(Debug, Clone, Default)]
@@ -146,6 +146,19 @@ impl RunningServer {
     /// What the OAuth authorization server and protected resource did (empty without `oauth`).
     pub fn oauth_log(&self) -> Vec<OAuthEvent> {
         self.inner.oauth.as_ref().map(AuthServer::log).unwrap_or_default()
+    }
+
+    /// Every secret the OAuth authorization server issued or accepted (empty without `oauth`).
+    pub fn oauth_secrets(&self) -> OAuthSecrets {
+        self.inner.oauth.as_ref().map(AuthServer::secrets).unwrap_or_default()
+    }
+
+    /// Ends the life of every access token issued so far, as though it had run out: `/mcp`
+    /// refuses them with "expired token" (nothing without `oauth`).
+    pub fn expire_access_tokens(&self) {
+        if let Some(auth) = &self.inner.oauth {
+            auth.expire_access_tokens();
+        }
     }
 }
 

@@ -19,7 +19,10 @@
 //! expired; otherwise it answers 401 with `WWW-Authenticate: Bearer error="invalid_token",
 //! resource_metadata="<base>/.well-known/oauth-protected-resource/mcp"`.
 //!
-//! What happened is recorded as [`OAuthEvent`]s (see `RunningServer::oauth_log`). Bodies over
+//! What happened is recorded as [`OAuthEvent`]s (see `RunningServer::oauth_log`), and every
+//! secret value that changed hands as [`OAuthSecrets`] (`RunningServer::oauth_secrets`), so a
+//! test can check that none of them leaks. `RunningServer::expire_access_tokens` ends the life
+//! of every access token issued so far, for tests of expiry that must not wait. Bodies over
 //! 64 KiB are ignored (read as empty); nothing a client sends makes the server panic. This is a
 //! test fixture: nothing is persisted, there is no consent screen, tokens are opaque strings.
 
@@ -51,7 +54,8 @@ const CODE_LIFETIME: Duration = Duration::from_secs(600);
 #[derive(Debug, Clone)]
 pub struct OAuthOptions {
     /// Lifetime of access tokens in seconds, as `expires_in` says and `/mcp` enforces. Default
-    /// 3600; 1 lets a test see a token expire.
+    /// 3600. A test that needs a token to expire calls `RunningServer::expire_access_tokens`
+    /// rather than waiting.
     pub expires_in_s: u64,
     /// Whether the `authorization_code` grant also gives a refresh token. Default true.
     pub refresh_tokens: bool,
@@ -145,6 +149,32 @@ pub enum OAuthEvent {
     },
 }
 
+/// Every secret value the authorization server issued or accepted, by kind, in the order they
+/// changed hands.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OAuthSecrets {
+    /// Client secrets: issued at registration, and the pre-registered client's.
+    pub client_secrets: Vec<String>,
+    /// Authorization codes issued by `/authorize`.
+    pub codes: Vec<String>,
+    /// PKCE code verifiers that redeemed a code.
+    pub code_verifiers: Vec<String>,
+    /// Access tokens issued.
+    pub access_tokens: Vec<String>,
+    /// Refresh tokens issued.
+    pub refresh_tokens: Vec<String>,
+}
+
+impl OAuthSecrets {
+    /// All of them, whatever their kind.
+    pub fn all(&self) -> impl Iterator<Item = &str> {
+        [&self.client_secrets, &self.codes, &self.code_verifiers, &self.access_tokens, &self.refresh_tokens]
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+    }
+}
+
 struct Client {
     /// None for a public client.
     secret: Option<String>,
@@ -183,6 +213,7 @@ struct AsState {
     access: HashMap<String, Access>,
     refresh: HashMap<String, Refresh>,
     log: Vec<OAuthEvent>,
+    secrets: OAuthSecrets,
     counter: u64,
 }
 
@@ -217,6 +248,7 @@ impl AuthServer {
         let mut state = AsState::default();
         if let Some((id, secret)) = &options.pre_registered {
             let secret = Some(secret.clone()).filter(|s| !s.is_empty());
+            state.secrets.client_secrets.extend(secret.clone());
             state.clients.insert(id.clone(), Client { secret, redirect_uris: Vec::new(), any_loopback: true });
         }
         let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
@@ -232,6 +264,20 @@ impl AuthServer {
     /// Everything logged so far.
     pub(crate) fn log(&self) -> Vec<OAuthEvent> {
         self.lock().log.clone()
+    }
+
+    /// Every secret that changed hands so far.
+    pub(crate) fn secrets(&self) -> OAuthSecrets {
+        self.lock().secrets.clone()
+    }
+
+    /// Every access token issued so far is expired from now on (`/mcp` refuses it with
+    /// "expired token"); refresh tokens still work.
+    pub(crate) fn expire_access_tokens(&self) {
+        let now = Instant::now();
+        for access in self.lock().access.values_mut() {
+            access.expires = access.expires.min(now);
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, AsState> {
@@ -384,6 +430,7 @@ impl AuthServer {
         }
         let client_id = self.fresh(&mut st, "client-");
         let secret = (method != "none").then(|| self.fresh(&mut st, "secret-"));
+        st.secrets.client_secrets.extend(secret.clone());
         st.clients.insert(
             client_id.clone(),
             Client { secret: secret.clone(), redirect_uris: redirect_uris.clone(), any_loopback: false },
@@ -521,6 +568,7 @@ impl AuthServer {
             return fail(bad("temporarily_unavailable", "too many outstanding codes"));
         }
         let code = self.fresh(&mut st, "code-");
+        st.secrets.codes.push(code.clone());
         st.codes.insert(
             code.clone(),
             Code {
@@ -614,6 +662,7 @@ impl AuthServer {
                 let resource = p.get("resource").cloned().or_else(|| grant.resource.clone());
                 *logged_resource = resource.clone();
                 st.codes.remove(code);
+                st.secrets.code_verifiers.push(verifier.clone());
                 self.issue(&mut st, client_id, scope, resource, self.options.refresh_tokens)
             }
             "refresh_token" => {
@@ -735,6 +784,7 @@ impl AuthServer {
         let access = self.fresh(st, "access-");
         let expires = now.checked_add(Duration::from_secs(self.options.expires_in_s)).unwrap_or(now);
         st.access.insert(access.clone(), Access { expires, scope: scope.clone() });
+        st.secrets.access_tokens.push(access.clone());
         let mut answer = json!({
             "access_token": access,
             "token_type": "Bearer",
@@ -743,6 +793,7 @@ impl AuthServer {
         if with_refresh {
             let refresh = self.fresh(st, "refresh-");
             st.refresh.insert(refresh.clone(), Refresh { client_id, scope: scope.clone(), resource });
+            st.secrets.refresh_tokens.push(refresh.clone());
             answer["refresh_token"] = json!(refresh);
         }
         if let Some(s) = scope {

@@ -4,7 +4,6 @@
 #![allow(missing_docs, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
@@ -275,12 +274,12 @@ async fn the_whole_authorization_code_flow_by_hand() {
 
 #[tokio::test]
 async fn an_expired_token_gives_401_and_a_refresh_gives_a_new_one() {
-    let (server, base) = server(OAuthOptions { expires_in_s: 1, ..OAuthOptions::new() }).await;
+    let (server, base) = server(OAuthOptions::new()).await;
     let (client_id, tokens) = public_client_tokens(&base).await;
-    assert_eq!(tokens["expires_in"], 1);
+    assert_eq!(tokens["expires_in"], 3600);
     let access = tokens["access_token"].as_str().unwrap();
     assert_eq!(initialize(&server.url(), Some(access)).await.0, 200);
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    server.expire_access_tokens();
     let (status, www, body) = initialize(&server.url(), Some(access)).await;
     assert_eq!(status, 401);
     assert!(www.unwrap().starts_with("Bearer error=\"invalid_token\""));
@@ -292,6 +291,23 @@ async fn an_expired_token_gives_401_and_a_refresh_gives_a_new_one() {
     assert_eq!(status, 200, "{fresh}");
     assert_eq!(initialize(&server.url(), fresh["access_token"].as_str()).await.0, 200);
     assert!(server.oauth_log().contains(&OAuthEvent::Refused { path: "/mcp".into(), reason: "expired token".into() }));
+    // What changed hands, in order.
+    let secrets = server.oauth_secrets();
+    assert_eq!(secrets.access_tokens, [access, fresh["access_token"].as_str().unwrap()]);
+    assert_eq!(secrets.refresh_tokens, [refresh, fresh["refresh_token"].as_str().unwrap()]);
+    assert_eq!(secrets.codes.len(), 1);
+    assert_eq!(secrets.code_verifiers, [VERIFIER]);
+    assert!(secrets.client_secrets.is_empty(), "a public client has no secret");
+}
+
+/// `expires_in_s` is the lifetime `/mcp` enforces: a token issued for 0 s is refused at once.
+#[tokio::test]
+async fn a_token_is_refused_once_its_lifetime_has_passed() {
+    let (server, base) = server(OAuthOptions { expires_in_s: 0, ..OAuthOptions::new() }).await;
+    let (_, tokens) = public_client_tokens(&base).await;
+    assert_eq!(tokens["expires_in"], 0);
+    let (status, _, body) = initialize(&server.url(), tokens["access_token"].as_str()).await;
+    assert_eq!((status, body["error_description"].as_str()), (401, Some("expired token")));
 }
 
 #[tokio::test]
@@ -383,6 +399,10 @@ async fn confidential_registration_and_client_secret_post() {
     let (status, tokens) = token(&base, &pairs, None).await;
     assert_eq!(status, 200, "{tokens}");
     assert!(tokens.get("refresh_token").is_none());
+    let secrets = server.oauth_secrets();
+    assert_eq!(secrets.client_secrets, [secret]);
+    assert!(secrets.refresh_tokens.is_empty());
+    assert_eq!(secrets.all().count(), 4, "a secret, a code, a verifier, an access token: {secrets:?}");
 }
 
 #[tokio::test]

@@ -1,8 +1,8 @@
 //! Integration tests of `mcp-protocol`: JSON-RPC framing, schema conformance of everything the crate
 //! encodes, the official examples, version negotiation, the sans-I/O session, and property tests.
 //!
-//! The specification data (schemas and examples) lives outside the repository; see
-//! [`support::shared_dir`] for how it is found (`MCP_SHARED_DIR`).
+//! The specification data (the official schemas and examples) is test data of this crate, in
+//! `tests/spec` (its NOTICE names the source, commit and licence).
 #![allow(missing_docs, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 mod content;

@@ -1,8 +1,8 @@
-//! `mcp-demo-server`: a notes server for the offline demo, over stdio.
+//! The notes server of the offline demo, over stdio: `mcp-harness demo` runs this same binary
+//! as `mcp-harness demo-server` (a hidden command), so the demo needs nothing else built.
 //!
 //! Tools: `list_notes`, `read_note {name}`, `write_note {name, text}`. The notes live in memory
 //! and start with a few examples, so the demo touches nothing on disk.
-#![allow(clippy::print_stderr)]
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
@@ -48,7 +48,8 @@ fn call(notes: &mut BTreeMap<String, String>, name: &str, args: &Value) -> Value
     }
 }
 
-fn main() {
+/// Serves newline-delimited JSON-RPC on stdin / stdout until stdin ends.
+pub(crate) fn serve() {
     let mut notes = BTreeMap::from([
         (
             "ideas".to_owned(),
@@ -62,7 +63,7 @@ fn main() {
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
         let Ok(msg) = serde_json::from_str::<Value>(&line) else {
-            eprintln!("mcp-demo-server: skipped a line that is not JSON");
+            let _ = crate::output::stderr("mcp-harness demo-server: skipped a line that is not JSON\n");
             continue;
         };
         let Some(id) = msg.get("id").cloned() else { continue }; // notifications need no answer
