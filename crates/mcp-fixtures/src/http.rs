@@ -11,7 +11,9 @@
 //! GET with `Last-Event-ID`), `no_get` (GET gets 405), `get_ends` (the GET stream ends after
 //! its priming event: the client must reconnect), `token` (a bearer token is required:
 //! 401 otherwise), `stateless` (no session ids), `wrong_id` (JSON answers to `tools/call`
-//! carry another id), `huge_event` (an oversize SSE event before the answer).
+//! carry another id), `huge_event` (an oversize SSE event before the answer). A call of the
+//! unlisted tool `hang` never gets an answer, and [`RunningServer::go_away`] cuts every
+//! connection at once, so tests can take the server away while a request is pending.
 //!
 //! With `oauth`, the same origin is also an OAuth 2.1 authorization server and `/mcp` a
 //! protected resource that needs one of its access tokens (see [`crate::oauth`]).
@@ -27,7 +29,7 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::oauth::{AuthServer, OAuthEvent, OAuthOptions, OAuthSecrets};
 
@@ -81,6 +83,8 @@ pub struct Seen {
     pub last_event_id: Option<String>,
     /// The `Authorization` header.
     pub authorization: Option<String>,
+    /// Every header, names in lower case, in the order received.
+    pub headers: Vec<(String, String)>,
     /// The answer's status.
     pub status: u16,
     /// When it arrived.
@@ -113,6 +117,7 @@ pub struct RunningServer {
     pub addr: SocketAddr,
     inner: Arc<Inner>,
     task: tokio::task::JoinHandle<()>,
+    gone: watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for RunningServer {
@@ -123,7 +128,7 @@ impl std::fmt::Debug for RunningServer {
 
 impl Drop for RunningServer {
     fn drop(&mut self) {
-        self.task.abort();
+        self.go_away();
     }
 }
 
@@ -131,6 +136,13 @@ impl RunningServer {
     /// The MCP endpoint.
     pub fn url(&self) -> String {
         format!("http://{}/mcp", self.addr)
+    }
+
+    /// Stops listening and cuts every open connection, answers in the middle included, as a
+    /// server that crashed or lost its network would.
+    pub fn go_away(&self) {
+        self.task.abort();
+        let _ = self.gone.send(true);
     }
 
     /// Every request seen so far.
@@ -180,10 +192,107 @@ pub async fn start(options: HttpOptions, port: u16) -> std::io::Result<RunningSe
         oauth,
     });
     let app = axum::Router::new().fallback(handle).with_state(Arc::clone(&inner));
+    let (gone, cut) = watch::channel(false);
+    let listener = CuttableListener { inner: listener, cut };
     let task = tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
-    Ok(RunningServer { addr, inner, task })
+    Ok(RunningServer { addr, inner, task, gone })
+}
+
+/// Accepts connections that [`RunningServer::go_away`] can cut.
+struct CuttableListener {
+    inner: tokio::net::TcpListener,
+    cut: watch::Receiver<bool>,
+}
+
+impl axum::serve::Listener for CuttableListener {
+    type Io = Cuttable;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            match self.inner.accept().await {
+                Ok((stream, addr)) => {
+                    let mut cut = self.cut.clone();
+                    let signal = Box::pin(async move {
+                        let _ = cut.wait_for(|gone| *gone).await;
+                    });
+                    return (Cuttable { stream, signal, cut: false }, addr);
+                }
+                // Out of file descriptors and the like: try again shortly, as axum does.
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.inner.local_addr()
+    }
+}
+
+/// A connection whose reads and writes fail once the server went away, so hyper drops it
+/// and the client sees it close, whatever was in flight on it.
+struct Cuttable {
+    stream: tokio::net::TcpStream,
+    signal: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    cut: bool,
+}
+
+impl Cuttable {
+    fn is_cut(&mut self, cx: &mut std::task::Context<'_>) -> bool {
+        if !self.cut && self.signal.as_mut().poll(cx).is_ready() {
+            self.cut = true;
+        }
+        self.cut
+    }
+}
+
+fn gone() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::ConnectionReset, "the server went away")
+}
+
+impl tokio::io::AsyncRead for Cuttable {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if self.is_cut(cx) {
+            return std::task::Poll::Ready(Err(gone()));
+        }
+        std::pin::Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Cuttable {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self.is_cut(cx) {
+            return std::task::Poll::Ready(Err(gone()));
+        }
+        std::pin::Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if self.is_cut(cx) {
+            return std::task::Poll::Ready(Err(gone()));
+        }
+        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
 }
 
 fn header_of(headers: &HeaderMap, name: &str) -> Option<String> {
@@ -234,6 +343,10 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
         mcp_name: header_of(&headers, "mcp-name"),
         last_event_id: header_of(&headers, "last-event-id"),
         authorization: header_of(&headers, "authorization"),
+        headers: headers
+            .iter()
+            .map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
+            .collect(),
         status: 0,
         at: std::time::Instant::now(),
     };
@@ -389,6 +502,11 @@ fn post(inner: &Arc<Inner>, headers: &HeaderMap, body: Option<Value>, seen: &See
             None => session.queued.push(note),
         }
     }
+    let hang = seen.method.as_deref() == Some("tools/call")
+        && body.get("params").and_then(|p| p.get("name")).and_then(Value::as_str) == Some("hang");
+    if hang {
+        return never_answered(o.json);
+    }
     let Some(answer) = answer(&body, "2025-11-25") else {
         return status(StatusCode::ACCEPTED, "");
     };
@@ -428,6 +546,18 @@ fn post(inner: &Arc<Inner>, headers: &HeaderMap, body: Option<Value>, seen: &See
         response.headers_mut().insert("mcp-session-id", v);
     }
     response
+}
+
+/// An answer that starts (headers, and for SSE a priming event) and never goes on.
+fn never_answered(json: bool) -> Response {
+    let start: Vec<Result<Bytes, std::convert::Infallible>> =
+        if json { Vec::new() } else { vec![Ok(Bytes::from_static(b"id: hang-0\nretry: 100\ndata: \n\n"))] };
+    let body =
+        futures_util::stream::StreamExt::chain(futures_util::stream::iter(start), futures_util::stream::pending());
+    let mut r = Response::new(Body::from_stream(body));
+    let kind = if json { "application/json" } else { "text/event-stream" };
+    r.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static(kind));
+    r
 }
 
 fn get(inner: &Arc<Inner>, seen: &Seen) -> Response {

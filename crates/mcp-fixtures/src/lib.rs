@@ -11,14 +11,26 @@
 //! | `paginate` | `tools/list` in pages of `--page-size` (default 2); `--repeat-cursor` and `--endless` misbehave |
 //! | `list-changing` | sends `notifications/tools/list_changed` after `initialized` and whenever `add_tool` runs |
 //! | `garbage` | writes non-JSON lines, invalid JSON-RPC and, with `--huge-line BYTES`, one oversize line before answering |
+//! | `gather` | every call waits until `--peers N` (default 2) calls are in flight together, else fails (after 60 s) |
+//!
+//! Flags of every mode, for tests that wait for what the server saw rather than for a time:
+//! `--record FILE` appends every line received to `FILE`; `--linger` keeps the server running
+//! after the end of its stdin until its calls in flight are done (as a busy server does);
+//! `--rendezvous DIR` answers `initialize` only once `--peers N` servers have started with the
+//! same directory (so only servers started together get past it).
 //!
 //! Tools: `echo {text}`, `add {a,b}`, `sleep {ms}` (progress when a token is given, stops on
-//! cancel), `env {name}`, `crash`, `add_tool {name}`, `ask_roots`, `ask_sampling`,
-//! `ask_elicitation` (the server asks the client and returns the answer as text), `stderr {lines}`.
+//! cancel), `env {name}`, `crash` (a line on stderr, then exit status 3), `add_tool {name}`
+//! (registers the tool unless it exists, and announces `list_changed` either way), `ask_roots`,
+//! `ask_sampling`, `ask_elicitation` (the server asks the client and returns the answer as text),
+//! `stderr {lines}`.
 //!
 //! [`http`] is an MCP server over HTTP with switchable faults, for the HTTP transports' tests
 //! (in-process) and, as `mcp-fixture-http-server`, by hand; with [`oauth`] it is also an OAuth
 //! 2.1 authorization server and `/mcp` a protected resource, for OAuth client tests.
+//!
+//! [`wait_until`] is how tests wait for something to happen (a request seen, a process gone)
+//! instead of sleeping for a time that a loaded machine may not honour.
 //!
 //! This library part also finds the stdio binary for tests:
 //!
@@ -28,6 +40,7 @@
 //! ```
 
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 pub mod http;
 pub mod oauth;
@@ -54,4 +67,53 @@ pub fn server_binary() -> Result<PathBuf, String> {
             candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
         )
     })
+}
+
+/// How long a test waits for an event before calling it missing: long, because a loaded
+/// machine can be slow; an event that happens ends the wait at once.
+pub const EVENT_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How often [`wait_until`] looks again.
+const POLL: Duration = Duration::from_millis(5);
+
+/// Waits until `ready` returns true, looking again every few milliseconds, for at most
+/// `deadline`; whether it became true. Assert on the result, naming what was awaited:
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let done = Arc::new(AtomicBool::new(false));
+/// let flag = Arc::clone(&done);
+/// tokio::spawn(async move { flag.store(true, Ordering::SeqCst) });
+/// let seen = mcp_fixtures::wait_until(mcp_fixtures::EVENT_DEADLINE, || done.load(Ordering::SeqCst)).await;
+/// assert!(seen, "the task ran");
+/// # }
+/// ```
+pub async fn wait_until(deadline: Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + deadline;
+    loop {
+        if ready() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// [`wait_until`] for a test without an async runtime (it blocks the thread).
+pub fn wait_until_blocking(deadline: Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + deadline;
+    loop {
+        if ready() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(POLL);
+    }
 }

@@ -9,7 +9,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use mcp_client::{
@@ -25,6 +25,8 @@ use crate::DEFAULT_MAX_MESSAGE_BYTES;
 /// Default size of the kept stderr tail.
 pub const DEFAULT_STDERR_BUFFER_BYTES: usize = 64 * 1024;
 const STDERR_LINE_BYTES: usize = 8 * 1024;
+/// How long the reason for a closed stdout waits for the exit status and the end of stderr.
+const DEATH_REPORT_WAIT: Duration = Duration::from_secs(2);
 
 /// Host variables a server inherits; everything else (API keys included) stays with the host
 /// unless the server's config sets it.
@@ -112,11 +114,24 @@ impl StdioConfig {
 pub struct StderrTail {
     inner: Arc<Mutex<(VecDeque<String>, usize)>>,
     limit: usize,
+    /// Set once stderr was read to its end.
+    ended: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl StderrTail {
     fn new(limit: usize) -> Self {
-        Self { inner: Arc::default(), limit }
+        Self { inner: Arc::default(), limit, ended: Arc::new(tokio::sync::watch::Sender::new(false)) }
+    }
+
+    fn end(&self) {
+        self.ended.send_replace(true);
+    }
+
+    /// Waits until stderr was read to its end (the server and everything it started closed
+    /// it), for at most `bound`; whether it ended.
+    pub async fn wait_ended(&self, bound: Duration) -> bool {
+        let mut ended = self.ended.subscribe();
+        matches!(tokio::time::timeout(bound, ended.wait_for(|e| *e)).await, Ok(Ok(_)))
     }
 
     fn push(&self, line: String) {
@@ -242,6 +257,7 @@ impl StdioTransport {
                     Err(LineError::Io(_)) => break,
                 }
             }
+            tail.end();
         });
         Ok(Self {
             pid: child.id(),
@@ -476,14 +492,18 @@ impl TransportStream for StdioStream {
 
     async fn closed_reason(&mut self) -> String {
         // stdout closing usually means the process is exiting; give it a moment so the
-        // reason can name the exit status and stderr has been read to its end.
-        let mut status = None;
-        for _ in 0..50 {
-            status = self.child.lock().ok().and_then(|mut c| c.as_mut().and_then(|c| c.try_wait().ok().flatten()));
-            if status.is_some() {
-                break;
+        // reason can name the exit status and what it said last on stderr (read to its end:
+        // the reader of stderr may be behind the reader of stdout).
+        let deadline = Instant::now() + DEATH_REPORT_WAIT;
+        let status = loop {
+            let status = self.child.lock().ok().and_then(|mut c| c.as_mut().and_then(|c| c.try_wait().ok().flatten()));
+            if status.is_some() || Instant::now() >= deadline {
+                break status;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        if status.is_some() {
+            self.stderr_tail.wait_ended(deadline.saturating_duration_since(Instant::now())).await;
         }
         let mut reason = match status {
             Some(status) => format!("the server exited ({})", describe_status(status)),

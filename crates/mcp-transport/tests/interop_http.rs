@@ -74,7 +74,14 @@ async fn connect(url: String) -> (Client, tokio::sync::broadcast::Receiver<Serve
 }
 
 async fn list_changed(notes: &mut tokio::sync::broadcast::Receiver<ServerNotification>) -> bool {
-    tokio::time::timeout(Duration::from_secs(10), async {
+    list_changed_within(notes, Duration::from_secs(10)).await
+}
+
+async fn list_changed_within(
+    notes: &mut tokio::sync::broadcast::Receiver<ServerNotification>,
+    within: Duration,
+) -> bool {
+    tokio::time::timeout(within, async {
         loop {
             match notes.recv().await {
                 Ok(ServerNotification::ToolsListChanged) => return true,
@@ -145,11 +152,16 @@ async fn python_round_trip(flags: &[&str], get_stream: bool) {
     let r = client.call_tool("add", args(json!({"a": 2, "b": 40})), RequestOptions::default()).await.unwrap();
     assert_eq!(r.joined_text(), "42");
     if get_stream {
-        // Give the GET stream a moment to be open before the server has something to say.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let r = client.call_tool("announce", None, RequestOptions::default()).await.unwrap();
-        assert_eq!(r.joined_text(), "announced");
-        assert!(list_changed(&mut notes).await, "tools/list_changed arrived on the GET stream");
+        // The server drops what it announces while no GET stream is open, and nothing tells
+        // the client when the stream is open: announce until one arrives.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut arrived = false;
+        while !arrived && Instant::now() < deadline {
+            let r = client.call_tool("announce", None, RequestOptions::default()).await.unwrap();
+            assert_eq!(r.joined_text(), "announced");
+            arrived = list_changed_within(&mut notes, Duration::from_millis(500)).await;
+        }
+        assert!(arrived, "tools/list_changed arrived on the GET stream");
     }
     client.close().await.unwrap();
 }

@@ -4,10 +4,11 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -19,7 +20,11 @@ enum Mode {
     Paginate,
     ListChanging,
     Garbage,
+    Gather,
 }
+
+/// How long a waiting fixture waits for the others before it gives up (`gather`, `--rendezvous`).
+const GATHER_LIMIT: Duration = Duration::from_secs(60);
 
 struct Options {
     mode: Mode,
@@ -29,6 +34,14 @@ struct Options {
     endless: bool,
     huge_line: usize,
     extra_tools: usize,
+    /// `gather`: calls wait until this many are in flight together.
+    peers: usize,
+    /// Every line received is appended to this file.
+    record: Option<PathBuf>,
+    /// Wait for calls in flight before exiting at the end of stdin.
+    linger: bool,
+    /// Answer `initialize` only once `peers` servers have started in this directory.
+    rendezvous: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -40,6 +53,7 @@ fn parse_args() -> Result<Options, String> {
         Some("paginate") => Mode::Paginate,
         Some("list-changing") => Mode::ListChanging,
         Some("garbage") => Mode::Garbage,
+        Some("gather") => Mode::Gather,
         Some(other) => return Err(format!("unknown mode {other:?}")),
     };
     let mut o = Options {
@@ -50,6 +64,10 @@ fn parse_args() -> Result<Options, String> {
         endless: false,
         huge_line: 0,
         extra_tools: 0,
+        peers: 2,
+        record: None,
+        linger: false,
+        rendezvous: None,
     };
     while let Some(flag) = args.next() {
         let mut num = |name: &str| -> Result<u64, String> {
@@ -62,6 +80,10 @@ fn parse_args() -> Result<Options, String> {
             "--endless" => o.endless = true,
             "--huge-line" => o.huge_line = num("--huge-line")? as usize,
             "--extra-tools" => o.extra_tools = num("--extra-tools")? as usize,
+            "--peers" => o.peers = num("--peers")? as usize,
+            "--linger" => o.linger = true,
+            "--record" => o.record = Some(args.next().ok_or("--record needs a path")?.into()),
+            "--rendezvous" => o.rendezvous = Some(args.next().ok_or("--rendezvous needs a directory")?.into()),
             other => return Err(format!("unknown flag {other:?}")),
         }
     }
@@ -111,6 +133,12 @@ struct Server {
     cancelled: Mutex<HashSet<String>>,
     next_server_id: AtomicI64,
     waiting: Mutex<HashMap<i64, mpsc::Sender<Value>>>,
+    /// Calls running on threads of their own, for `gather` and `--linger`.
+    in_flight: Mutex<usize>,
+    in_flight_changed: Condvar,
+    /// `gather`: how many calls have arrived so far.
+    gathered: Mutex<usize>,
+    gathered_changed: Condvar,
 }
 
 impl Server {
@@ -157,11 +185,16 @@ impl Server {
         let args = params.get("arguments").cloned().unwrap_or(json!({}));
         let token = params.get("_meta").and_then(|m| m.get("progressToken")).cloned();
         if self.opts.mode == Mode::Crash {
-            std::process::exit(3);
+            crash();
         }
-        if self.opts.mode == Mode::Slow || name == "sleep" || name.starts_with("ask_") {
+        if matches!(self.opts.mode, Mode::Slow | Mode::Gather) || name == "sleep" || name.starts_with("ask_") {
             let me = Arc::clone(self);
-            std::thread::spawn(move || me.call_tool_blocking(id, &name, &args, token, false));
+            *lock(&self.in_flight) += 1;
+            std::thread::spawn(move || {
+                me.call_tool_blocking(id, &name, &args, token, false);
+                *lock(&me.in_flight) -= 1;
+                me.in_flight_changed.notify_all();
+            });
             return;
         }
         self.call_tool_blocking(id, &name, &args, token, true);
@@ -170,6 +203,13 @@ impl Server {
     fn call_tool_blocking(&self, id: Value, name: &str, args: &Value, token: Option<Value>, inline: bool) {
         if self.opts.mode == Mode::Slow {
             std::thread::sleep(Duration::from_millis(self.opts.delay_ms));
+        }
+        if self.opts.mode == Mode::Gather
+            && let Err(arrived) = self.gather()
+        {
+            let text = format!("only {arrived} of {} calls were in flight together", self.opts.peers);
+            self.respond(&id, error_result(text), true);
+            return;
         }
         let result = match name {
             "echo" => match args.get("text").and_then(Value::as_str) {
@@ -199,10 +239,12 @@ impl Server {
                 let key = args.get("name").and_then(Value::as_str).unwrap_or_default();
                 text_result(std::env::var(key).unwrap_or_else(|_| "<unset>".to_owned()))
             }
-            "crash" => std::process::exit(3),
+            "crash" => crash(),
             "add_tool" => {
                 let new = args.get("name").and_then(Value::as_str).unwrap_or("added").to_owned();
-                if let Ok(mut t) = self.tools.lock() {
+                if let Ok(mut t) = self.tools.lock()
+                    && !t.iter().any(|x| x["name"] == new.as_str())
+                {
                     t.push(json!({"name": new, "inputSchema": {"type": "object"}}));
                 }
                 send(&self.out, &json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}), true);
@@ -242,6 +284,69 @@ impl Server {
         // Inline answers are flushed by the read loop once no more input is buffered.
         self.respond(&id, result, !inline);
     }
+
+    /// `gather`: waits until `peers` calls have arrived; `Err` with how many did if they did
+    /// not within [`GATHER_LIMIT`].
+    fn gather(&self) -> Result<(), usize> {
+        let mut arrived = lock(&self.gathered);
+        *arrived += 1;
+        self.gathered_changed.notify_all();
+        let deadline = Instant::now() + GATHER_LIMIT;
+        while *arrived < self.opts.peers {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(*arrived);
+            }
+            arrived =
+                self.gathered_changed.wait_timeout(arrived, left).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+        }
+        Ok(())
+    }
+
+    /// `--linger`: the end of stdin does not end the server while calls are running.
+    fn wait_for_calls(&self) {
+        let mut running = lock(&self.in_flight);
+        while *running > 0 {
+            running = self.in_flight_changed.wait(running).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// `--record`: appends a received line to the record file.
+    fn record(&self, line: &str) {
+        let Some(path) = &self.opts.record else { return };
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(path);
+        if let Ok(mut file) = file {
+            let _ = writeln!(file, "{}", line.trim_end());
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Exits with status 3, saying so on stderr first (tests check that the tail reaches the client).
+fn crash() -> ! {
+    eprintln!("fixture crashing on purpose");
+    std::process::exit(3);
+}
+
+/// `--rendezvous DIR`: marks this server as started in `dir` and waits until `peers` have,
+/// so servers started one after another would never get past it.
+fn rendezvous(dir: &std::path::Path, peers: usize) -> Result<(), String> {
+    let me = dir.join(format!("started-{}", std::process::id()));
+    std::fs::write(&me, b"").map_err(|e| format!("cannot write {}: {e}", me.display()))?;
+    let deadline = Instant::now() + GATHER_LIMIT;
+    loop {
+        let started = std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0);
+        if started >= peers {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("only {started} of {peers} servers started together"));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 fn main() {
@@ -262,6 +367,10 @@ fn main() {
         cancelled: Mutex::new(HashSet::new()),
         next_server_id: AtomicI64::new(1),
         waiting: Mutex::new(HashMap::new()),
+        in_flight: Mutex::new(0),
+        in_flight_changed: Condvar::new(),
+        gathered: Mutex::new(0),
+        gathered_changed: Condvar::new(),
         opts,
     });
     if server.opts.huge_line > 0
@@ -285,6 +394,7 @@ fn main() {
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
+        server.record(&line);
         let msg: Value = match serde_json::from_str(line.trim()) {
             Ok(v) => v,
             Err(_) => {
@@ -303,6 +413,10 @@ fn main() {
     if let Ok(mut w) = server.out.lock() {
         let _ = w.flush();
     }
+    if server.opts.linger {
+        eprintln!("stdin closed; finishing the calls in flight first");
+        server.wait_for_calls();
+    }
 }
 
 fn handle(server: &Arc<Server>, msg: Value, flush: bool) {
@@ -320,6 +434,12 @@ fn handle(server: &Arc<Server>, msg: Value, flush: bool) {
     }
     match (method.as_deref(), id) {
         (Some("initialize"), Some(id)) => {
+            if let Some(dir) = &server.opts.rendezvous
+                && let Err(e) = rendezvous(dir, server.opts.peers)
+            {
+                server.respond_error(&id, -32603, &e);
+                return;
+            }
             let requested = params.get("protocolVersion").and_then(Value::as_str).unwrap_or("2025-11-25");
             let known = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
             let version = if known.contains(&requested) { requested } else { "2025-11-25" };

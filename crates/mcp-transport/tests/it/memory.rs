@@ -81,9 +81,13 @@ async fn timeout_sends_cancelled_with_the_request_id() {
     assert_eq!(cancelled["method"], "notifications/cancelled");
     assert_eq!(cancelled["params"]["requestId"], request["id"]);
     assert!(cancelled["params"]["reason"].as_str().unwrap().contains("timed out"));
-    // A late answer is ignored, and nothing is left pending.
+    // A late answer is ignored, and nothing is left pending. The client reads in order, so
+    // once it has answered a ping sent after the late answer, it has processed that answer.
     answer(&peer, &request["id"], json!({"content": []}));
+    peer.outgoing.send(r#"{"jsonrpc":"2.0","id":"after","method":"ping"}"#.into()).unwrap();
+    assert_eq!(next(&mut peer).await, json!({"jsonrpc": "2.0", "id": "after", "result": {}}));
     assert_eq!(client.pending_requests(), 0);
+    assert!(client.is_open(), "the late answer did not break the connection");
 }
 
 #[tokio::test]
