@@ -258,7 +258,7 @@ impl DirectPath {
     }
 
     /// Write one message (a newline is added), or queue it behind earlier ones.
-    fn push(&self, message: Outgoing) -> Result<(), String> {
+    fn push(&self, message: Outgoing) -> Result<(), PushError> {
         let mut bytes = message.into_text().into_bytes();
         bytes.push(b'\n');
         let mut state = self.state();
@@ -267,14 +267,14 @@ impl DirectPath {
                 Ok(n) if n == bytes.len() => return Ok(()),
                 Ok(n) => state.backlog.extend_from_slice(&bytes[n..]),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => state.backlog = bytes,
-                Err(e) => return Err(format!("could not write to the server: {e}")),
+                Err(e) => return Err(PushError::failed_write(&e)),
             }
         } else if state.backlog.len() + bytes.len() > self.max_backlog {
-            return Err(format!(
+            return Err(PushError::Fatal(format!(
                 "the server is not reading its input: {} bytes are waiting (limit {}, max_backlog_bytes)",
                 state.backlog.len(),
                 self.max_backlog
-            ));
+            )));
         } else {
             state.backlog.extend_from_slice(&bytes);
         }
@@ -289,6 +289,25 @@ impl DirectPath {
     }
 }
 
+/// Why [`DirectPath::push`] could not take a message.
+enum PushError {
+    /// Fail at once (the server does not read its input, or the write failed oddly).
+    Fatal(String),
+    /// The pipe broke: the server is probably exiting, and the reader will say how.
+    Broken(String),
+}
+
+impl PushError {
+    fn failed_write(e: &std::io::Error) -> Self {
+        let reason = format!("could not write to the server: {e}");
+        if e.kind() == std::io::ErrorKind::BrokenPipe { Self::Broken(reason) } else { Self::Fatal(reason) }
+    }
+}
+
+/// How long a failed write waits for the reader's account of the server's end (exit status,
+/// stderr) before failing everything with the write error itself.
+const WRITE_FAILURE_GRACE: Duration = Duration::from_secs(5);
+
 struct Inner {
     session: Mutex<ClientSession<Waiter>>,
     /// `None` asks the writer to close the sink and stop.
@@ -296,6 +315,8 @@ struct Inner {
     direct: Option<DirectPath>,
     notifications: broadcast::Sender<ServerNotification>,
     closed_reason: Mutex<Option<String>>,
+    /// Set once the connection is shut down.
+    closed: tokio::sync::watch::Sender<bool>,
     options: ClientOptions,
 }
 
@@ -327,11 +348,21 @@ impl Inner {
         for (_, pending) in pending {
             let _ = pending.payload.reply.send(Err(ClientError::ConnectionClosed { reason: reason.clone() }));
         }
+        self.closed.send_replace(true);
+    }
+
+    /// A write failed: the server is most likely gone, and the reader is about to say how (a
+    /// stdio server's exit status and stderr), which tells the user more than "broken pipe".
+    /// Let it, for a moment; then shut down with the write error if it has not.
+    async fn write_failed(&self, reason: String) {
+        let mut closed = self.closed.subscribe();
+        let _ = tokio::time::timeout(WRITE_FAILURE_GRACE, closed.wait_for(|c| *c)).await;
+        self.shut_down(reason);
     }
 
     fn send_line(&self, message: Outgoing) {
         if let Some(direct) = &self.direct {
-            if let Err(reason) = direct.push(message) {
+            if let Err(PushError::Fatal(reason) | PushError::Broken(reason)) = direct.push(message) {
                 self.shut_down(reason);
             }
             return;
@@ -432,6 +463,7 @@ impl Client {
             direct,
             notifications,
             closed_reason: Mutex::new(None),
+            closed: tokio::sync::watch::Sender::new(false),
             options,
         });
         let writer = tokio::spawn(write_loop(Arc::clone(&inner), sink, outgoing_rx));
@@ -549,10 +581,17 @@ impl Client {
             if self.inner.session().state() == SessionState::Closed {
                 return Err(self.inner.closed_error());
             }
-            return direct.push(line).map_err(|reason| {
-                self.inner.shut_down(reason);
-                self.inner.closed_error()
-            });
+            return match direct.push(line) {
+                Ok(()) => Ok(()),
+                Err(PushError::Fatal(reason)) => {
+                    self.inner.shut_down(reason);
+                    Err(self.inner.closed_error())
+                }
+                Err(PushError::Broken(reason)) => {
+                    self.inner.write_failed(reason).await;
+                    Err(self.inner.closed_error())
+                }
+            };
         }
         self.inner.outgoing.send(Some(line)).await.map_err(|_| self.inner.closed_error())
     }
@@ -778,7 +817,10 @@ async fn flush_loop(inner: Arc<Inner>) {
                     Ok(n) => written += n,
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                     Err(e) => {
-                        inner.shut_down(format!("could not write to the server: {e}"));
+                        match PushError::failed_write(&e) {
+                            PushError::Broken(reason) => inner.write_failed(reason).await,
+                            PushError::Fatal(reason) => inner.shut_down(reason),
+                        }
                         return;
                     }
                 }
@@ -806,7 +848,13 @@ async fn write_loop(inner: Arc<Inner>, mut sink: Box<dyn TransportSink>, mut rx:
         }
         if !batch.is_empty() {
             if let Err(e) = sink.send(&batch).await {
-                inner.shut_down(format!("could not write to the server: {e}"));
+                let reason = format!("could not write to the server: {e}");
+                match e {
+                    TransportError::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe => {
+                        inner.write_failed(reason).await;
+                    }
+                    _ => inner.shut_down(reason),
+                }
                 closing = true;
             }
             batch.clear();

@@ -389,10 +389,9 @@ pub async fn connect(spec: ServerSpec, options: &ConnectOptions) -> ServerConnec
             if let Some(stderr) =
                 stderr.as_ref().filter(|_| !matches!(e, ClientError::Timeout { .. }) && !reason.contains("stderr"))
             {
-                // The write may fail before the reader sees the exit; what the server said on
-                // stderr (a missing module, a bad flag) is what the user needs. Give the stderr
-                // reader a moment to catch up.
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                // What the server said on stderr (a missing module, a bad flag) is what the
+                // user needs; a server that died has it in the reason already (its transport
+                // reads stderr to the end), one that answered badly has it here.
                 let tail = stderr.last_lines(5);
                 if !tail.is_empty() {
                     reason.push_str("; its last stderr lines: ");
