@@ -285,7 +285,10 @@ impl Agent {
                 self.config.session_dir.as_deref().map(|d| d.join("tool-results")).as_deref(),
                 &info.id,
             );
-            self.gate.finished(&info, &text, is_error).await;
+            let (text, is_error) = match self.gate.finished(&info, &text, is_error).await {
+                Ok(()) => (text, is_error),
+                Err(why) => (error_text(&why), true),
+            };
             self.emit(
                 events,
                 AgentEvent::ToolResult {

@@ -10,7 +10,10 @@
 //! sends the call.
 
 use std::collections::{BTreeMap, HashSet};
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
+
+use futures_util::FutureExt as _;
 
 use mcp_protocol::CallToolResult;
 use policy::{Decision, DecisionSource, Policy};
@@ -416,8 +419,15 @@ impl CallGate {
             server: entry.server().map(str::to_owned),
             arguments: arguments.clone(),
         };
-        if let HookVerdict::Block(why) = self.hooks.before_tool(&info).await {
-            return Admission::Refused(Refusal::Blocked { name: name.to_owned(), why });
+        // A hook that panics blocks the call (it may be the one that guards it) instead of
+        // taking the whole turn down.
+        match AssertUnwindSafe(self.hooks.before_tool(&info)).catch_unwind().await {
+            Ok(HookVerdict::Continue) => {}
+            Ok(HookVerdict::Block(why)) => return Admission::Refused(Refusal::Blocked { name: name.to_owned(), why }),
+            Err(panic) => {
+                let why = format!("the before_tool hook failed ({})", panic_message(panic.as_ref()));
+                return Admission::Refused(Refusal::Blocked { name: name.to_owned(), why });
+            }
         }
         let job = match entry.origin() {
             Origin::Builtin(spec) => match self.builtins.iter().find(|b| b.spec().name == spec.name) {
@@ -438,22 +448,47 @@ impl CallGate {
 
     /// Runs an admitted job. An MCP call is refused (not sent) when its server's tools changed
     /// since the binding, however late that happened (an approval prompt can take minutes).
+    ///
+    /// A tool that panics (a built-in's handler, or the tool source) fails this call only.
     pub async fn run(&self, source: &dyn ToolSource, job: Job) -> Ran {
         match job {
-            Job::Builtin { tool, input } => Ran::Builtin(tool.call(&input).await),
+            Job::Builtin { tool, input } => {
+                let ran = AssertUnwindSafe(tool.call(&input)).catch_unwind().await;
+                Ran::Builtin(ran.unwrap_or_else(|panic| {
+                    Err(format!("the built-in tool {} failed ({})", tool.spec().name, panic_message(panic.as_ref())))
+                }))
+            }
             Job::Mcp { server, tool, arguments, generation, revision, name } => {
                 if source.settled_generation(&server).await != generation {
                     return Ran::Mcp(Err(Refusal::Stale { server, name, revision }.to_string()));
                 }
-                Ran::Mcp(source.call(&server, &tool, arguments).await.map(Box::new))
+                let ran = AssertUnwindSafe(source.call(&server, &tool, arguments)).catch_unwind().await;
+                Ran::Mcp(match ran {
+                    Ok(result) => result.map(Box::new),
+                    Err(panic) => Err(format!("calling {name} failed ({})", panic_message(panic.as_ref()))),
+                })
             }
         }
     }
 
-    /// Tells the hooks how a call ended, with the text the caller will read.
-    pub async fn finished(&self, info: &CallInfo, text: &str, is_error: bool) {
-        self.hooks.after_tool(info, text, is_error).await;
+    /// Tells the hooks how a call ended, with the text the caller will read. `Err` says why
+    /// the caller must not read it after all: the hook failed (panicked), and a hook that sees
+    /// results may be the one that audits or redacts them.
+    pub async fn finished(&self, info: &CallInfo, text: &str, is_error: bool) -> Result<(), String> {
+        AssertUnwindSafe(self.hooks.after_tool(info, text, is_error)).catch_unwind().await.map_err(|panic| {
+            format!(
+                "{} ran, but the after_tool hook failed ({}); its result is withheld",
+                info.name,
+                panic_message(panic.as_ref())
+            )
+        })
     }
+}
+
+/// What a panic said, on one bounded line.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let said = panic.downcast_ref::<&str>().copied().or_else(|| panic.downcast_ref::<String>().map(String::as_str));
+    format!("it panicked: {}", mcp_safety::text::one_line(said.unwrap_or("no message"), 300))
 }
 
 /// Why `name` is not in the pool: a denied tool (named with its rule), or unknown with close

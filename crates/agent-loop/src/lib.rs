@@ -8,9 +8,9 @@
 //! model saw, policy decides (deny, confirm through the approver, allow), and allowed calls run
 //! concurrently with their results kept in order.
 //!
-//! **Invariant:** errors stay at the tool boundary. A failing server, a bad argument, a denial or
-//! a timeout becomes a tool result starting with `Error:` that the model can read; the loop
-//! itself never ends because a tool failed.
+//! **Invariant:** errors stay at the tool boundary. A failing server, a bad argument, a denial,
+//! a timeout, or a built-in tool or hook that panics becomes a tool result starting with
+//! `Error:` that the model can read; the loop itself never ends because a tool failed.
 //!
 //! ```
 //! use std::sync::Arc;

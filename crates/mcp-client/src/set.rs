@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use mcp_protocol::{CallToolResult, ServerNotification, Tool};
 use serde_json::{Map, Value};
-use tokio::sync::broadcast::error::RecvError;
-use tokio::task::JoinHandle;
+use tokio::sync::broadcast;
+use tokio::sync::broadcast::error::TryRecvError;
 
 use crate::client::{ClientError, ListLimits};
 use crate::servers::ServerConnection;
@@ -27,8 +27,29 @@ pub struct ServerListing {
 struct Watched {
     connection: ServerConnection,
     listing: Mutex<(Arc<[Tool]>, u64)>,
-    changed: Arc<AtomicBool>,
-    watcher: Option<JoinHandle<()>>,
+    /// The server's notifications, read whenever a generation is asked for: a change the
+    /// client has received is known at once. (A task reading them in the background could
+    /// lag behind a call that the change should refuse.)
+    notifications: Mutex<Option<broadcast::Receiver<ServerNotification>>>,
+    changed: AtomicBool,
+}
+
+impl Watched {
+    /// Takes in what the server announced since the last look.
+    fn catch_up(&self) {
+        let mut notifications = lock(&self.notifications);
+        let Some(receiver) = notifications.as_mut() else { return };
+        loop {
+            match receiver.try_recv() {
+                // Lagging lost some notifications: one of them may have been a change.
+                Ok(ServerNotification::ToolsListChanged) | Err(TryRecvError::Lagged(_)) => {
+                    self.changed.store(true, Ordering::SeqCst);
+                }
+                Ok(_) => {}
+                Err(TryRecvError::Empty | TryRecvError::Closed) => return,
+            }
+        }
+    }
 }
 
 /// Servers connected with [`crate::connect_all`], watched for tool changes.
@@ -52,29 +73,21 @@ impl ServerSet {
                 // The connection subscribed before it listed its tools, so a change announced
                 // since is waiting in `notifications`, and one during the listing made it stale.
                 let (subscribed, stale) = connection.take_notifications();
-                let changed = Arc::new(AtomicBool::new(stale));
-                let watcher = connection.client().map(|client| {
-                    let mut notifications = subscribed.unwrap_or_else(|| client.subscribe());
+                let notifications = connection.client().map(|client| {
                     // 2026-07-28 servers announce list changes only on a subscriptions/listen
                     // stream (a no-op for older servers).
                     if let Err(e) = client.listen_for_changes() {
                         tracing::warn!(server = %connection.name(), "cannot listen for tool changes: {e}");
                     }
-                    let changed = Arc::clone(&changed);
-                    tokio::spawn(async move {
-                        loop {
-                            match notifications.recv().await {
-                                Ok(ServerNotification::ToolsListChanged) | Err(RecvError::Lagged(_)) => {
-                                    changed.store(true, Ordering::SeqCst);
-                                }
-                                Ok(_) => {}
-                                Err(RecvError::Closed) => return,
-                            }
-                        }
-                    })
+                    subscribed.unwrap_or_else(|| client.subscribe())
                 });
                 let listing = Mutex::new((Arc::clone(connection.tools()), 1));
-                Watched { connection, listing, changed, watcher }
+                Watched {
+                    connection,
+                    listing,
+                    notifications: Mutex::new(notifications),
+                    changed: AtomicBool::new(stale),
+                }
             })
             .collect();
         Self { servers, limits: ListLimits::default() }
@@ -88,9 +101,6 @@ impl ServerSet {
     /// Close every server (children reaped).
     pub async fn close(self) {
         for watched in self.servers {
-            if let Some(watcher) = watched.watcher {
-                watcher.abort();
-            }
             watched.connection.close().await;
         }
     }
@@ -124,6 +134,7 @@ impl ServerSet {
     /// really differs (a `list_changed` that changed nothing costs no refusals).
     async fn relist_if_changed(&self, watched: &Watched) {
         let Some(client) = watched.connection.client() else { return };
+        watched.catch_up();
         if !watched.changed.swap(false, Ordering::SeqCst) {
             return;
         }
@@ -153,6 +164,7 @@ impl ServerSet {
     /// not listed yet (any snapshot is stale then). `None` for an unknown server.
     pub fn generation(&self, server: &str) -> Option<u64> {
         let watched = self.find(server)?;
+        watched.catch_up();
         if watched.changed.load(Ordering::SeqCst) {
             return Some(u64::MAX);
         }

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use agent_loop::source::Listing;
 use agent_loop::{
@@ -38,8 +37,14 @@ pub enum Behaviour {
     Echo,
     Fail(String),
     ToolError(String),
-    Slow(Duration),
     Big(usize),
+    /// Answers only once every call sharing `barrier` is running (an error if they never all
+    /// are), then waits for `after` if given, and signals `then` when done.
+    Together {
+        barrier: Arc<tokio::sync::Barrier>,
+        after: Option<Arc<tokio::sync::Notify>>,
+        then: Option<Arc<tokio::sync::Notify>>,
+    },
 }
 
 #[derive(Default)]
@@ -47,6 +52,8 @@ pub struct FakeSource {
     pub servers: Mutex<BTreeMap<String, (Vec<Tool>, u64)>>,
     pub behaviour: Mutex<BTreeMap<String, Behaviour>>,
     pub calls: Mutex<Vec<Call>>,
+    /// Tools in the order their calls finished.
+    pub finished: Mutex<Vec<String>>,
     /// Bump this server's generation when `call` is next invoked for any tool (a change that
     /// lands while the model is thinking is simulated by `bump`).
     pub refreshes: AtomicUsize,
@@ -106,8 +113,17 @@ impl ToolSource for FakeSource {
             Behaviour::Echo => Ok(text(format!("{tool} got {}", Value::Object(arguments.unwrap_or_default())))),
             Behaviour::Fail(message) => Err(message),
             Behaviour::ToolError(message) => Ok(CallToolResult { is_error: Some(true), ..text(message) }),
-            Behaviour::Slow(d) => {
-                tokio::time::sleep(d).await;
+            Behaviour::Together { barrier, after, then } => {
+                if tokio::time::timeout(mcp_fixtures::EVENT_DEADLINE, barrier.wait()).await.is_err() {
+                    return Err(format!("{tool} ran alone: the calls did not run together"));
+                }
+                if let Some(after) = after {
+                    after.notified().await;
+                }
+                self.finished.lock().unwrap().push(tool.to_owned());
+                if let Some(then) = then {
+                    then.notify_one();
+                }
                 Ok(text(format!("{tool} done")))
             }
             Behaviour::Big(n) => Ok(text("z".repeat(n))),

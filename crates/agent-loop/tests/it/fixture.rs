@@ -1,22 +1,133 @@
 //! The loop against the Rust fixture server over stdio, through `ServerSet`.
 
+use std::path::Path;
 use std::sync::Arc;
 
-use agent_loop::{Agent, AgentConfig, Block, Role};
+use agent_loop::{
+    Agent, AgentConfig, Block, LanguageModel, Message, ModelError, ModelRequest, ModelResponse, Role, ScriptedModel,
+    TextStream,
+};
+use async_trait::async_trait;
 use mcp_client::{ConnectOptions, ServerSet, ServerSpec, connect_all};
 use mcp_transport::StdioConfig;
 use policy::{Decision, Policy, PolicyConfig, RuleConfig};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::fake::{Events, Recording};
 
 async fn fixture_set(mode: &str) -> ServerSet {
+    fixture_set_with(mode, &[]).await
+}
+
+async fn fixture_set_with(mode: &str, flags: &[&str]) -> ServerSet {
     let binary = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}"));
-    let config = StdioConfig::new(binary.to_string_lossy().into_owned(), [mode]);
+    let args = std::iter::once(mode).chain(flags.iter().copied());
+    let config = StdioConfig::new(binary.to_string_lossy().into_owned(), args);
     let connections =
         connect_all(vec![ServerSpec::new("fx", std::sync::Arc::new(config))], &ConnectOptions::default()).await;
     assert!(connections[0].is_connected(), "{:?}", connections[0].state());
     ServerSet::new(connections)
+}
+
+fn tool_results(conversation: &[Message]) -> Vec<(String, bool)> {
+    conversation
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .flat_map(|m| m.content.iter())
+        .filter_map(|b| match b {
+            Block::ToolResult { content, is_error, .. } => Some((content.clone(), *is_error)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The `tools/call` requests the fixture received (from its `--record` file): tool names.
+fn calls_received(record: &Path) -> Vec<String> {
+    std::fs::read_to_string(record)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["method"] == "tools/call")
+        .map(|m| m["params"]["name"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// A scripted model that, while it "thinks" about its first answer (after the loop took its
+/// snapshot and before it checks the answer's calls), has the fixture server run `add_tool`
+/// with `name`: the server announces `notifications/tools/list_changed`, which the client has
+/// received by the time `add_tool`'s answer (sent after it) comes back.
+struct ChangesWhileThinking {
+    script: ScriptedModel,
+    set: Arc<ServerSet>,
+    name: &'static str,
+    asked: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait]
+impl LanguageModel for ChangesWhileThinking {
+    fn name(&self) -> &str {
+        "changes-while-thinking"
+    }
+
+    async fn complete(&self, request: &ModelRequest, stream: &dyn TextStream) -> Result<ModelResponse, ModelError> {
+        if self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            let arguments = json!({"name": self.name}).as_object().cloned();
+            let added = self.set.call("fx", "add_tool", arguments).await.unwrap();
+            assert_eq!(added.joined_text(), format!("added {}", self.name));
+        }
+        self.script.complete(request, stream).await
+    }
+}
+
+/// Runs one turn whose first answer calls `echo` while `add_tool(name)` runs on the server;
+/// returns the tool results, the `tools/call`s the server received and the pool revisions.
+async fn race_a_list_change_with_a_call(name: &'static str) -> (Vec<(String, bool)>, Vec<String>, Vec<u64>) {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("received.jsonl");
+    let set = Arc::new(fixture_set_with("echo", &["--record", record.to_str().unwrap()]).await);
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "mcp__fx__echo", "input": {"text": "sent"}}]},
+        {"tool_calls": [{"name": "mcp__fx__echo", "input": {"text": "again"}}]},
+        {"text": "done"}
+    ]});
+    let model = ChangesWhileThinking {
+        script: ScriptedModel::from_json(&script.to_string()).unwrap(),
+        set: Arc::clone(&set),
+        name,
+        asked: Default::default(),
+    };
+    let policy = Policy::new(PolicyConfig { default: Decision::Allow, rules: vec![] }).unwrap();
+    let agent = Agent::new(Arc::new(model), set.clone(), policy, AgentConfig::default());
+    let events = Events::default();
+    let mut conversation = Vec::new();
+    let outcome = agent.run_turn(&mut conversation, "go", &events).await.unwrap();
+    assert_eq!(outcome.final_text, "done");
+    let revisions = events.of("step").iter().map(|e| e["pool_revision"].as_u64().unwrap()).collect();
+    drop(agent);
+    Arc::try_unwrap(set).unwrap().close().await;
+    (tool_results(&conversation), calls_received(&record), revisions)
+}
+
+/// The invariant against the real server set, which learns of changes from the server's
+/// notifications: a `list_changed` that changes the tools and lands between the snapshot and
+/// the call refuses the call, and nothing reaches the server. (With a background task reading
+/// the notifications, about one run in 150 under load sent the call.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_list_change_between_snapshot_and_call_refuses_the_call() {
+    let (results, received, revisions) = race_a_list_change_with_a_call("fresh").await;
+    assert!(results[0].1 && results[0].0.contains("changed after you were shown them"), "{results:?}");
+    assert_eq!(results[1], ("again".to_owned(), false), "the next step sees the new listing");
+    assert_eq!(received, ["add_tool", "echo"], "the refused call never reached the server");
+    assert_eq!(revisions, [1, 2, 2], "a new pool revision for the change");
+}
+
+/// A `list_changed` after which the listing is the same keeps the generation: the call runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_change_that_changes_nothing_does_not_refuse_the_call() {
+    let (results, received, revisions) = race_a_list_change_with_a_call("echo").await;
+    assert_eq!(results, [("sent".to_owned(), false), ("again".to_owned(), false)]);
+    assert_eq!(received, ["add_tool", "echo", "echo"]);
+    assert_eq!(revisions, [1, 1, 1], "no new revision: nothing changed");
 }
 
 #[tokio::test]

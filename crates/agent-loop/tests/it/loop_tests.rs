@@ -1,7 +1,6 @@
 //! The loop's behaviour with an in-memory tool source.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use agent_loop::{Agent, AgentConfig, ApprovalAnswer, ApproveAll, Block, Message, RefuseAll, Role, StopReason};
 use mcp_protocol::ToolAnnotations;
@@ -157,20 +156,30 @@ async fn allowed_calls_run_concurrently_and_results_keep_their_order() {
             tool("c", json!({"type": "object"})),
         ],
     )]);
-    source.set_behaviour("a", Behaviour::Slow(Duration::from_millis(400)));
-    source.set_behaviour("b", Behaviour::Slow(Duration::from_millis(200)));
-    source.set_behaviour("c", Behaviour::Slow(Duration::from_millis(300)));
+    // No call answers before all three run at once; `a` finishes only after `c` has.
+    let barrier = Arc::new(tokio::sync::Barrier::new(3));
+    let c_done = Arc::new(tokio::sync::Notify::new());
+    let together = |after: Option<Arc<tokio::sync::Notify>>, then: Option<Arc<tokio::sync::Notify>>| {
+        Behaviour::Together { barrier: barrier.clone(), after, then }
+    };
+    source.set_behaviour("a", together(Some(c_done.clone()), None));
+    source.set_behaviour("b", together(None, None));
+    source.set_behaviour("c", together(None, Some(c_done)));
     let model = Recording::new(turns(json!([
         {"tool_calls": [{"name": "mcp__s__a"}, {"name": "mcp__s__b"}, {"name": "mcp__s__c"}]},
         {"text": "all done"}
     ])));
-    let agent = make_agent(model, source, policy(&[("s", "*", Decision::Allow)]));
+    let agent = make_agent(model, source.clone(), policy(&[("s", "*", Decision::Allow)]));
     let mut conversation = Vec::new();
-    let started = Instant::now();
     agent.run_turn(&mut conversation, "go", &Events::default()).await.unwrap();
-    assert!(started.elapsed() < Duration::from_millis(850), "ran together: {:?}", started.elapsed());
-    let texts: Vec<String> = results(&conversation).into_iter().map(|(t, _)| t).collect();
-    assert_eq!(texts, vec!["a done", "b done", "c done"]);
+    let finished = source.finished.lock().unwrap().clone();
+    let position = |t: &str| finished.iter().position(|f| f == t);
+    assert!(position("c") < position("a"), "a finished after c: {finished:?}");
+    assert_eq!(
+        results(&conversation),
+        vec![("a done".to_owned(), false), ("b done".to_owned(), false), ("c done".to_owned(), false)],
+        "all ran together, and the results are in the calls' order"
+    );
 }
 
 #[tokio::test]
@@ -386,4 +395,87 @@ async fn a_change_while_the_user_is_asked_refuses_the_call_before_anything_is_se
     let results = results(&conversation);
     assert!(results[0].1 && results[0].0.contains("changed after you were shown them"), "{results:?}");
     assert!(source.calls.lock().unwrap().is_empty(), "nothing was sent to the changed server");
+}
+
+/// Panics on every call: a built-in tool with a bug.
+struct Panics;
+
+#[async_trait::async_trait]
+impl agent_loop::BuiltinTool for Panics {
+    fn spec(&self) -> tool_pool::BuiltinTool {
+        tool_pool::BuiltinTool {
+            name: "boom".into(),
+            description: "Always panics.".into(),
+            input_schema: json!({"type": "object"}),
+        }
+    }
+
+    async fn call(&self, _input: &Value) -> Result<String, String> {
+        panic!("the built-in blew up")
+    }
+}
+
+/// Hooks with bugs: `before_tool` panics for tool `guarded`, `after_tool` for tool `audited`.
+struct PanickyHooks;
+
+#[async_trait::async_trait]
+impl agent_loop::Hooks for PanickyHooks {
+    async fn before_tool(&self, call: &agent_loop::CallInfo) -> agent_loop::HookVerdict {
+        if call.name == "mcp__s__guarded" {
+            panic!("before_tool blew up");
+        }
+        agent_loop::HookVerdict::Continue
+    }
+
+    async fn after_tool(&self, call: &agent_loop::CallInfo, _result: &str, _is_error: bool) {
+        if call.name == "mcp__s__audited" {
+            panic!("after_tool blew up");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_panicking_builtin_tool_or_hook_becomes_an_error_result_and_the_turn_goes_on() {
+    let source = FakeSource::with(&[(
+        "s",
+        vec![
+            tool("guarded", json!({"type": "object"})),
+            tool("audited", json!({"type": "object"})),
+            tool("fine", json!({"type": "object"})),
+        ],
+    )]);
+    let model = Recording::new(turns(json!([
+        {"tool_calls": [{"name": "boom"}, {"name": "mcp__s__guarded"}, {"name": "mcp__s__audited"}, {"name": "mcp__s__fine"}]},
+        {"text": "Three of four failed."}
+    ])));
+    let agent =
+        make_agent(model, source.clone(), policy(&[("*", "*", Decision::Allow), ("@builtin", "*", Decision::Allow)]))
+            .with_builtins(vec![Arc::new(Panics)])
+            .with_hooks(Arc::new(PanickyHooks));
+    let events = Events::default();
+    let mut conversation = Vec::new();
+    let outcome = agent.run_turn(&mut conversation, "go", &events).await.unwrap();
+    assert_eq!(outcome.final_text, "Three of four failed.");
+    assert_eq!(
+        results(&conversation),
+        vec![
+            ("Error: the built-in tool boom failed (it panicked: the built-in blew up)".to_owned(), true),
+            (
+                "Error: the call to mcp__s__guarded was blocked: the before_tool hook failed (it panicked: \
+                 before_tool blew up)"
+                    .to_owned(),
+                true
+            ),
+            (
+                "Error: mcp__s__audited ran, but the after_tool hook failed (it panicked: after_tool blew up); its \
+                 result is withheld"
+                    .to_owned(),
+                true
+            ),
+            ("fine got {}".to_owned(), false),
+        ]
+    );
+    let sent: Vec<String> = source.calls.lock().unwrap().iter().map(|c| c.1.clone()).collect();
+    assert_eq!(sent, ["audited", "fine"], "the call whose guard failed was not sent");
+    assert_eq!(events.of("tool_call")[1]["decision"], "blocked");
 }
