@@ -894,7 +894,8 @@ mod tests {
             ("enabled not a bool", "[servers.s]\ncommand = \"s\"\nenabled = \"yes\"\n"),
             ("server not a table", "servers.s = 3\n"),
             ("empty command", "[servers.s]\ncommand = \" \"\n"),
-            ("odd server name", "[servers.\"a b\"]\n"),
+            ("empty server name", "[servers.\"\"]\ncommand = \"s\"\n"),
+            ("control character in a server name", "[servers.\"a\\u0007b\"]\ncommand = \"s\"\n"),
             ("bad policy decision", "[policy]\ndefault = \"maybe\"\n"),
             ("typo in policy", "[policy]\ndefualt = \"allow\"\n"),
             ("bad rule pattern", "[[policy.rules]]\nserver = \"git\"\ntool = \"[a]\"\ndecision = \"allow\"\n"),
@@ -903,6 +904,13 @@ mod tests {
         ];
         let report: String = cases.iter().map(|(name, text)| format!("{name}:\n  {}\n", toml_err(text))).collect();
         insta::assert_snapshot!(report);
+    }
+
+    #[test]
+    fn odd_server_names_are_fine_unless_empty_or_with_control_characters() {
+        let config = parse(Path::new("/x/config.toml"), "[servers.\"a b.é\"]\ncommand = \"s\"\n").unwrap();
+        assert_eq!(config.servers[0].name, "a b.é");
+        // The refused ones are in toml_error_messages.
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use assert_cmd::Command;
+use mcp_fixtures::{EVENT_DEADLINE, wait_until_blocking};
 use serde_json::Value;
 use tempfile::TempDir;
 
@@ -291,10 +292,12 @@ fn processes_with(marker: &str) -> Vec<u32> {
 fn ctrl_c_stops_a_task_cancels_its_call_and_closes_the_servers() {
     let env = env();
     let marker = format!("MCP_HARNESS_TEST_MARKER_{}", std::process::id());
+    let record = env.dir.path().join("received.jsonl");
     let config = env.write(
         "config.toml",
         &format!(
-            "[servers.fx]\ncommand = \"$FX\"\nargs = [\"echo\"]\nenv = {{ {marker} = \"1\" }}\n[policy]\ndefault = \"allow\"\n"
+            "[servers.fx]\ncommand = \"$FX\"\nargs = [\"echo\", \"--record\", {record:?}]\nenv = {{ {marker} = \"1\" }}\n\
+             [policy]\ndefault = \"allow\"\n"
         ),
     );
     let script = env.write(
@@ -303,26 +306,28 @@ fn ctrl_c_stops_a_task_cancels_its_call_and_closes_the_servers() {
     );
     let mut child =
         env.spawn(&config, &["run", "wait", "--provider", "scripted", "--script", script.to_str().unwrap()]);
-    // Wait until the server is up and the call is in flight.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while processes_with(&marker).is_empty() && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(!processes_with(&marker).is_empty(), "the server started");
-    std::thread::sleep(Duration::from_millis(500));
+    // What the server received, one JSON-RPC message a line.
+    let received = || -> Vec<Value> {
+        std::fs::read_to_string(&record)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    };
+    let call_id = || received().into_iter().find(|m| m["method"] == "tools/call").map(|m| m["id"].clone());
+    assert!(wait_until_blocking(EVENT_DEADLINE, || call_id().is_some()), "the call reached the server");
+    let call_id = call_id().unwrap();
     let status = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(status.success());
-    let started = std::time::Instant::now();
-    let output = loop {
-        if let Some(_status) = child.try_wait().unwrap() {
-            break child.wait_with_output().unwrap();
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "did not stop after Ctrl-C");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let exited = wait_until_blocking(EVENT_DEADLINE, || child.try_wait().unwrap().is_some());
+    assert!(exited, "did not stop after Ctrl-C");
+    let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("interrupted"), "{stderr}");
-    assert!(processes_with(&marker).is_empty(), "the server was closed");
+    let cancelled: Vec<Value> = received().into_iter().filter(|m| m["method"] == "notifications/cancelled").collect();
+    assert_eq!(cancelled.len(), 1, "{cancelled:?}");
+    assert_eq!(cancelled[0]["params"]["requestId"], call_id, "the call in flight was cancelled at the server");
+    assert!(processes_with(&marker).is_empty(), "the server was closed before the command ended");
 }
 
 /// A remote (HTTP) fixture server running in this test process.
