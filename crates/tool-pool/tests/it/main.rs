@@ -260,22 +260,64 @@ proptest! {
         prop_assert_eq!(pool.len() - 2 + collided, offered);
     }
 
+    /// Server order does not matter, duplicated server names included: of the listings under
+    /// one name the first is kept (the one calls under that name reach), so reordering that
+    /// keeps same-named listings in their order changes nothing, and the pool is that of the
+    /// first listings alone plus one diagnostic per listing left out.
     #[test]
     fn independent_of_server_order(
-        (servers, shuffled) in servers_strategy().prop_flat_map(|m| {
-            let v: Vec<(String, Vec<String>)> = m.into_iter().collect();
-            (Just(v.clone()), Just(v).prop_shuffle())
+        (servers, order) in listings_strategy().prop_flat_map(|v| {
+            let n = v.len();
+            (Just(v), Just((0..n).collect::<Vec<usize>>()).prop_shuffle())
         })
     ) {
-        let policy = fixture_policy();
-        let build = |servers: &[(String, Vec<String>)]| {
-            let tools: Vec<(String, Vec<Tool>)> = servers
-                .iter()
-                .map(|(s, ts)| (s.clone(), ts.iter().map(|t| Tool::new(t.as_str(), obj())).collect()))
-                .collect();
-            let pool = assemble(&builtins(), &share(&tools), &policy, &Options::default(), 9).unwrap();
-            serde_json::to_value(&pool).unwrap()
-        };
-        prop_assert_eq!(build(&servers), build(&shuffled));
+        let shuffled = reorder_keeping_same_names_in_order(&servers, &order);
+        prop_assert_eq!(pool_json(&servers), pool_json(&shuffled));
+
+        let mut firsts: Vec<(String, Vec<String>)> = Vec::new();
+        for (server, tools) in &servers {
+            if !firsts.iter().any(|(s, _)| s == server) {
+                firsts.push((server.clone(), tools.clone()));
+            }
+        }
+        let mut with_duplicates = pool_json(&servers);
+        let diagnostics = with_duplicates["diagnostics"].as_array_mut().unwrap();
+        let before = diagnostics.len();
+        diagnostics.retain(|d| d["kind"] != "duplicate_server");
+        prop_assert_eq!(before - diagnostics.len(), servers.len() - firsts.len(), "one per listing left out");
+        prop_assert_eq!(with_duplicates, pool_json(&firsts));
     }
+}
+
+/// Server listings whose names are often the same (one of four short names).
+fn listings_strategy() -> impl Strategy<Value = Vec<(String, Vec<String>)>> {
+    let server = prop_oneof![3 => "[ab._]", 1 => name_strategy()];
+    proptest::collection::vec((server, proptest::collection::vec(name_strategy(), 0..6)), 0..8)
+}
+
+/// `servers` put in the order `order` gives their names, with the listings of each name in
+/// their original order.
+fn reorder_keeping_same_names_in_order(
+    servers: &[(String, Vec<String>)],
+    order: &[usize],
+) -> Vec<(String, Vec<String>)> {
+    let mut next_of: BTreeMap<&str, std::collections::VecDeque<&Vec<String>>> = BTreeMap::new();
+    for (server, tools) in servers {
+        next_of.entry(server.as_str()).or_default().push_back(tools);
+    }
+    order
+        .iter()
+        .map(|&i| {
+            let name = servers[i].0.as_str();
+            let tools = next_of.get_mut(name).and_then(|q| q.pop_front()).unwrap();
+            (name.to_owned(), tools.clone())
+        })
+        .collect()
+}
+
+fn pool_json(servers: &[(String, Vec<String>)]) -> Value {
+    let tools: Vec<(String, Vec<Tool>)> =
+        servers.iter().map(|(s, ts)| (s.clone(), ts.iter().map(|t| Tool::new(t.as_str(), obj())).collect())).collect();
+    let pool = assemble(&builtins(), &share(&tools), &fixture_policy(), &Options::default(), 9).unwrap();
+    serde_json::to_value(&pool).unwrap()
 }
