@@ -87,7 +87,7 @@ async fn notification_on_the_get_stream() {
     let client = Client::start(transport, ClientOptions::default());
     let mut notes = client.subscribe();
     client.initialize().await.unwrap();
-    let note = tokio::time::timeout(Duration::from_secs(5), notes.recv()).await.unwrap().unwrap();
+    let note = tokio::time::timeout(EVENT_DEADLINE, notes.recv()).await.unwrap().unwrap();
     assert!(matches!(note, ServerNotification::ToolsListChanged), "{note:?}");
     assert!(s.seen().iter().any(|r| r.http_method == "GET" && r.status == 200));
     client.close().await.unwrap();
@@ -289,7 +289,7 @@ async fn an_ended_get_stream_reconnects_after_retry_with_last_event_id() {
     let client = Client::start(transport, ClientOptions::default());
     let mut notes = client.subscribe();
     client.initialize().await.unwrap();
-    let note = tokio::time::timeout(Duration::from_secs(5), notes.recv()).await.unwrap().unwrap();
+    let note = tokio::time::timeout(EVENT_DEADLINE, notes.recv()).await.unwrap().unwrap();
     assert!(matches!(note, ServerNotification::ToolsListChanged), "{note:?}");
     let gets = || s.seen().into_iter().filter(|r| r.http_method == "GET").collect::<Vec<_>>();
     assert!(wait_until(EVENT_DEADLINE, || gets().len() >= 3).await, "the stream was reopened: {:#?}", gets());

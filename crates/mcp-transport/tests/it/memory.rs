@@ -3,11 +3,12 @@
 use std::time::Duration;
 
 use mcp_client::{Client, ClientError, ClientOptions, MemoryPeer, RequestOptions, memory_pair};
+use mcp_fixtures::EVENT_DEADLINE;
 use mcp_protocol::{NegotiationError, SessionError};
 use serde_json::{Value, json};
 
 async fn next(peer: &mut MemoryPeer) -> Value {
-    let line = tokio::time::timeout(Duration::from_secs(5), peer.incoming.recv()).await.unwrap().unwrap();
+    let line = tokio::time::timeout(EVENT_DEADLINE, peer.incoming.recv()).await.unwrap().unwrap();
     serde_json::from_str(&line).unwrap()
 }
 
@@ -113,7 +114,7 @@ async fn transport_death_fails_pending_requests_at_once() {
     };
     let _request = next(&mut peer).await;
     drop(peer);
-    let err = tokio::time::timeout(Duration::from_secs(2), call).await.unwrap().unwrap().unwrap_err();
+    let err = tokio::time::timeout(EVENT_DEADLINE, call).await.unwrap().unwrap().unwrap_err();
     assert!(matches!(err, ClientError::ConnectionClosed { .. }), "{err:?}");
     assert!(err.to_string().contains("closed"), "{err}");
 }

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use mcp_client::{
     Client, ClientError, ClientOptions, Era, MemoryPeer, RequestOptions, ServerRequestHandler, memory_pair,
 };
+use mcp_fixtures::EVENT_DEADLINE;
 use mcp_protocol::ErrorObject;
 use mcp_protocol::{ClientCapabilities, ElicitAction, ElicitRequestParams, ElicitResult, ServerNotification};
 use serde_json::{Value, json};
@@ -16,7 +17,7 @@ use serde_json::{Value, json};
 use crate::args;
 
 async fn next(peer: &mut MemoryPeer) -> Value {
-    let line = tokio::time::timeout(Duration::from_secs(5), peer.incoming.recv()).await.unwrap().unwrap();
+    let line = tokio::time::timeout(EVENT_DEADLINE, peer.incoming.recv()).await.unwrap().unwrap();
     serde_json::from_str(&line).unwrap()
 }
 
@@ -120,7 +121,7 @@ async fn a_server_that_always_wants_input_is_given_up_on() {
     let (client, mut peer) = discovered(stateless_options()).await;
     let server = tokio::spawn(async move {
         let mut rounds = 0;
-        while let Ok(Some(line)) = tokio::time::timeout(Duration::from_secs(2), peer.incoming.recv()).await {
+        while let Ok(Some(line)) = tokio::time::timeout(EVENT_DEADLINE, peer.incoming.recv()).await {
             let request: Value = serde_json::from_str(&line).unwrap();
             rounds += 1;
             reply(&peer, &request["id"], json!({"resultType": "input_required", "inputRequests": {}}));
@@ -143,7 +144,7 @@ async fn listen_for_changes_opens_a_subscription_whose_notifications_reach_subsc
     assert_eq!(request["params"]["notifications"]["toolsListChanged"], true);
     assert_eq!(meta_version(&request), "2026-07-28");
     peer.outgoing.send(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}).to_string()).unwrap();
-    let note = tokio::time::timeout(Duration::from_secs(5), notes.recv()).await.unwrap().unwrap();
+    let note = tokio::time::timeout(EVENT_DEADLINE, notes.recv()).await.unwrap().unwrap();
     assert!(matches!(note, ServerNotification::ToolsListChanged), "{note:?}");
     assert_eq!(client.pending_requests(), 1, "the listen request stays open");
 }

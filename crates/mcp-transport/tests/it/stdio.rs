@@ -136,11 +136,11 @@ async fn list_changed_reaches_subscribers() {
     let client = Client::start(transport, ClientOptions::default());
     let mut notifications = client.subscribe();
     client.initialize().await.unwrap();
-    let first = tokio::time::timeout(Duration::from_secs(5), notifications.recv()).await.unwrap().unwrap();
+    let first = tokio::time::timeout(EVENT_DEADLINE, notifications.recv()).await.unwrap().unwrap();
     assert!(matches!(first, ServerNotification::ToolsListChanged), "{first:?}");
     let before = client.list_all_tools(ListLimits::default()).await.unwrap().len();
     client.call_tool("add_tool", args(json!({"name": "fresh"})), RequestOptions::default()).await.unwrap();
-    let next = tokio::time::timeout(Duration::from_secs(5), notifications.recv()).await.unwrap().unwrap();
+    let next = tokio::time::timeout(EVENT_DEADLINE, notifications.recv()).await.unwrap().unwrap();
     assert!(matches!(next, ServerNotification::ToolsListChanged), "{next:?}");
     let after = client.list_all_tools(ListLimits::default()).await.unwrap();
     assert_eq!(after.len(), before + 1);

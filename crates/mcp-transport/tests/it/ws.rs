@@ -20,7 +20,7 @@ async fn handshake_list_call_and_a_notification() {
     let client = Client::start(transport, ClientOptions::default());
     let mut notes = client.subscribe();
     client.initialize().await.unwrap();
-    let note = tokio::time::timeout(Duration::from_secs(5), notes.recv()).await.unwrap().unwrap();
+    let note = tokio::time::timeout(EVENT_DEADLINE, notes.recv()).await.unwrap().unwrap();
     assert!(matches!(note, ServerNotification::ToolsListChanged), "{note:?}");
     assert_eq!(client.list_all_tools(ListLimits::default()).await.unwrap().len(), 2);
     let r = client.call_tool("echo", args(json!({"text": "über ws"})), RequestOptions::default()).await.unwrap();
