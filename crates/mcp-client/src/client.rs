@@ -494,7 +494,16 @@ impl Client {
                     Ok(result) => Ok(result),
                     Err(e) if discover_refused(&e) => {
                         tracing::debug!(server = %self.inner.options.label, "server/discover refused ({e}); initialize");
-                        self.initialize().await
+                        match self.initialize().await {
+                            // A server slower to start than the probe waited (a Python server
+                            // on a loaded machine) took up the probe after all and now serves
+                            // 2026-07-28 only; as its error asks, retry with that version.
+                            Err(ClientError::Server { error, .. }) if serves_stateless(&error) => {
+                                tracing::debug!(server = %self.inner.options.label, "initialize refused ({error}); server/discover");
+                                self.discover(self.inner.options.startup_timeout).await
+                            }
+                            other => other,
+                        }
                     }
                     Err(e) => Err(e),
                 }
@@ -972,6 +981,18 @@ fn answer_server_request(inner: &Arc<Inner>, id: RequestId, request: ServerReque
             });
         }
     }
+}
+
+/// The 2026-07-28 error for a request in a protocol version the server does not serve.
+const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+
+/// Whether an error refuses a request's protocol version and names 2026-07-28 among the ones
+/// the server supports.
+fn serves_stateless(error: &ErrorObject) -> bool {
+    let supported = error.data.as_ref().and_then(|d| d.get("supported")).and_then(Value::as_array);
+    error.code == UNSUPPORTED_PROTOCOL_VERSION
+        && supported
+            .is_some_and(|versions| versions.iter().any(|v| v.as_str() == Some(ProtocolVersion::STATELESS.as_str())))
 }
 
 /// Whether a failed `server/discover` means "not a 2026-07-28 server" (so `initialize` may

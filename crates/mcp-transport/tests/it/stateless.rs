@@ -208,3 +208,32 @@ async fn auto_falls_back_when_the_probe_gets_no_answer() {
     assert_eq!(client.protocol_version().unwrap().as_str(), "2025-06-18");
     server.await.unwrap();
 }
+
+/// A server slower to start than the probe waits (seen with the Python SDK's stdio server on a
+/// loaded machine) takes up the probe's `server/discover` after all, and then refuses
+/// `initialize` with -32022 naming 2026-07-28: the client retries with `server/discover`.
+#[tokio::test]
+async fn auto_retries_discover_when_initialize_is_refused_for_2026_07_28() {
+    let (transport, mut peer) = memory_pair();
+    let options =
+        ClientOptions { era: Era::Auto, startup_timeout: Duration::from_millis(300), ..ClientOptions::default() };
+    let client = Client::start(transport, options);
+    let server = tokio::spawn(async move {
+        let probe = next(&mut peer).await;
+        assert_eq!(probe["method"], "server/discover");
+        assert_eq!(next(&mut peer).await["method"], "notifications/cancelled");
+        let init = next(&mut peer).await;
+        assert_eq!(init["method"], "initialize");
+        let refusal = json!({"jsonrpc": "2.0", "id": init["id"], "error": {"code": -32022,
+            "message": "connection is serving the 2026-07-28 protocol; the initialize handshake is not accepted",
+            "data": {"supported": ["2026-07-28"], "requested": "2025-11-25"}}});
+        peer.outgoing.send(refusal.to_string()).unwrap();
+        let again = next(&mut peer).await;
+        assert_eq!(again["method"], "server/discover");
+        reply(&peer, &again["id"], discover_result());
+        peer
+    });
+    client.open().await.unwrap();
+    assert_eq!(client.protocol_version().unwrap().as_str(), "2026-07-28");
+    server.await.unwrap();
+}
