@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use async_trait::async_trait;
-use mcp_auth::{ClientConfig, Es256Key, Grant, LoopbackBrowser, OAuthAuthorizer, OAuthConfig, UserAgent};
+use mcp_auth::grants::Es256Key;
+use mcp_auth::{ClientConfig, Grant, LoopbackBrowser, OAuthAuthorizer, OAuthConfig, UserAgent};
 use mcp_client::{AuthChallenge, AuthError, Authorizer, ConnectOptions, ServerState};
 use mcp_safety::Secret;
 use url::Url;

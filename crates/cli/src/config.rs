@@ -349,6 +349,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             format!("invalid pattern {pattern:?}: {reason}"),
             None,
         ),
+        other => invalid(Some("policy".to_owned()), other.to_string(), None),
     })?;
     Ok(Config { servers: specs, policy, remote, oauth })
 }

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use mcp_auth::{ClientConfig, CrossAppConfig, Es256Key, FollowRedirects, Grant, OAuthAuthorizer, OAuthConfig};
+use mcp_auth::grants::Es256Key;
+use mcp_auth::{ClientConfig, CrossAppConfig, FollowRedirects, Grant, OAuthAuthorizer, OAuthConfig};
 use mcp_client::{Client, ClientOptions, ListLimits, RequestOptions, ServerRequestHandler, schema_defaults};
 use mcp_protocol::ErrorObject;
 use mcp_protocol::{ClientCapabilities, ElicitAction, ElicitRequestParams, ElicitResult};

@@ -16,11 +16,11 @@ use crate::http::{
 };
 
 /// The environment variable holding the API key.
-pub const API_KEY_VARIABLE: &str = "OPENAI_API_KEY";
+pub(crate) const API_KEY_VARIABLE: &str = "OPENAI_API_KEY";
 /// The environment variable holding the base URL (ending in `/v1`, as the official SDKs read it).
-pub const BASE_URL_VARIABLE: &str = "OPENAI_BASE_URL";
+pub(crate) const BASE_URL_VARIABLE: &str = "OPENAI_BASE_URL";
 /// The base URL used when [`BASE_URL_VARIABLE`] is not set.
-pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+pub(crate) const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
 /// Which body field carries the output budget.
 ///

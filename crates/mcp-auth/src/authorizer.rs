@@ -611,6 +611,7 @@ impl OAuthAuthorizer {
 
 /// `logout` failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LogoutError {
     /// The server URL identifies no resource.
     #[error(transparent)]

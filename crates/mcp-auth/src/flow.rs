@@ -21,11 +21,11 @@ use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-use crate::BearerChallenge;
 use crate::discovery::{self, DefaultEndpoints, DiscoveryError};
 use crate::pkce::{METHOD_S256, Pkce};
 use crate::resource::{ResourceError, canonical_resource, resource_matches};
 use crate::store::StoredTokens;
+use crate::www_authenticate::BearerChallenge;
 
 /// The largest response body read from a metadata, registration or token endpoint: 1 MiB.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -39,6 +39,7 @@ pub const AUTH_NONE: &str = "none";
 
 /// What went wrong in an HTTP flow.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum FlowError {
     /// A URL cannot be used for discovery.
     #[error(transparent)]

@@ -24,6 +24,7 @@ pub const METHOD_S256: &str = "S256";
 
 /// A verifier that breaks the RFC 7636 grammar, or a length outside 43..=128.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PkceError {
     /// Length outside 43..=128.
     #[error("a PKCE code verifier must be 43 to 128 characters long, not {len}")]

@@ -118,6 +118,7 @@ impl fmt::Debug for StoredTokens {
 
 /// A token store that could not be read or written. Messages name the file, never a token.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// An I/O error on `path`.
     #[error("token store {}: {source}", path.display())]

@@ -53,6 +53,7 @@ impl Redirected {
 
 /// Why the user agent could not complete the authorization.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum UserAgentError {
     /// The loopback listener could not be started.
     #[error("could not listen for the authorization redirect on 127.0.0.1: {0}")]

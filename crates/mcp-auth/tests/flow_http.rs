@@ -8,12 +8,12 @@ mod common;
 use common::Server;
 
 use base64::Engine as _;
-use mcp_auth::BearerChallenge;
 use mcp_auth::flow::{
     self, AUTH_CLIENT_SECRET_BASIC, AUTH_CLIENT_SECRET_POST, AUTH_NONE, ClientRegistration, Discovered, FlowError,
     MAX_BODY_BYTES,
 };
 use mcp_auth::pkce::{Pkce, s256_challenge};
+use mcp_auth::www_authenticate::BearerChallenge;
 use serde_json::{Value, json};
 use url::Url;
 

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_loop::source::Listing;
+use agent_loop::Listing;
 use agent_loop::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, Approver, EventSink, LanguageModel, ModelError, ModelRequest,
     ModelResponse, ScriptedModel, TextStream, ToolSource,
