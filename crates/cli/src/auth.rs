@@ -72,9 +72,9 @@ fn oauth_config(
     config.store_dir = Some(token_dir().map_err(|e| e.to_string())?);
     config.expected_issuer = settings.issuer.clone();
     let client_secret = match &settings.client_secret_env_var {
-        Some(var) => Some(std::env::var(var).map_err(|_| {
+        Some(var) => Some(Secret::new(std::env::var(var).map_err(|_| {
             format!("the environment variable {var} (oauth.client_secret_env_var of server {name:?}) is not set")
-        })?),
+        })?)),
         None => None,
     };
     config.client = ClientConfig {

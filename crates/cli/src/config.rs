@@ -478,9 +478,7 @@ impl RawOAuth {
             return Err(format!("`oauth.client_secret_env_var` must name an environment variable, not {var:?}"));
         }
         if let Some(issuer) = &self.issuer
-            && !issuer.starts_with("https://")
-            && !issuer.starts_with("http://127.0.0.1")
-            && !issuer.starts_with("http://localhost")
+            && !url::Url::parse(issuer).is_ok_and(|u| mcp_auth::flow::is_secure_endpoint(&u))
         {
             return Err(format!("`oauth.issuer` must be an https:// URL, not {issuer:?}"));
         }

@@ -76,7 +76,7 @@ fn authorizer(url: &str, scenario: &str) -> Result<OAuthAuthorizer, String> {
     config.client_name = "mcp-harness-conformance-client".to_owned();
     config.client = ClientConfig {
         client_id: text("client_id"),
-        client_secret: text("client_secret"),
+        client_secret: text("client_secret").map(mcp_safety::Secret::new),
         metadata_document_url: (!WITHOUT_METADATA_URL.contains(&scenario)).then(|| CLIENT_METADATA_URL.to_owned()),
     };
     config.grant = if let Some(id_token) = text("idp_id_token") {

@@ -71,6 +71,6 @@ pub use arguments::{
     ArgumentChecker, ArgumentProblem, ArgumentProblemKind, CheckError, CompiledSchema, MAX_PROBLEMS, check_arguments,
 };
 pub use assemble::{BuiltinTool, Options, ServerTools, StrictError, assemble};
-pub use description::{DEFAULT_DESCRIPTION_CAP, is_stripped, mark, sanitize};
+pub use description::{DEFAULT_DESCRIPTION_CAP, mark};
 pub use name::{MAX_NAME_LEN, MCP_PREFIX, is_valid_model_name, model_name, normalize};
 pub use pool::{Diagnostic, DiagnosticKind, HiddenTool, Iter, Origin, Pool, PoolEntry};
