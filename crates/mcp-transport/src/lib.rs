@@ -78,6 +78,6 @@ pub use servers::{
     ConnectOptions, RemoteOptions, ServerConnection, ServerSpec, ServerState, ServerTarget, close_all, connect,
     connect_all,
 };
-pub use stdio::{StdioConfig, StdioTransport, env_allowed};
+pub use stdio::{StdioConfig, StdioSandbox, StdioTransport, env_allowed};
 pub use transport::{Transport, TransportError, TransportSink, TransportStream};
 pub use ws::{WebSocketConfig, WebSocketTransport};

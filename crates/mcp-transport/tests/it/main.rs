@@ -5,6 +5,7 @@
 mod http;
 mod memory;
 mod modern;
+mod sandbox;
 mod stdio;
 mod ws;
 
