@@ -9,6 +9,7 @@ mod auth;
 mod call;
 mod config;
 mod output;
+mod sandbox;
 mod session;
 mod tools;
 
@@ -37,6 +38,12 @@ CONFIGURATION
     enabled = true
     startup_timeout_s = 30           # spawn + initialize + tools/list
     tool_timeout_s = 60
+    sandbox = { write = [\"/path/to/repo\"], network = false }  # standard, extended; or \"off\"
+    sandbox_required = true          # never run it unconfined (a kernel without Landlock)
+
+    [sandbox]                        # the default for every stdio server
+    default = \"standard\"           # read the system, write the cwd and a private temp; no secrets
+    required = false
 
     [policy]
     default = \"confirm\"              # allow | confirm | deny
@@ -154,6 +161,7 @@ pub(crate) enum Outcome {
 }
 
 fn main() -> ExitCode {
+    sandbox::launch_if_asked();
     let cli = Cli::parse();
     init_logging();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

@@ -23,6 +23,7 @@
 //!     cwd: PathBuf::from("/home/u/project"),
 //!     temp: PathBuf::from("/tmp/mcp-sandbox-1"),
 //!     program: vec![PathBuf::from("/usr/bin/node")],
+//!     files: vec![],
 //! };
 //! let policy = Sandbox::standard().policy(&ctx)?;
 //! let granted = |p: &str| policy.grants.iter().any(|g| g.path == PathBuf::from(p));

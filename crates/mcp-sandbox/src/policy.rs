@@ -168,6 +168,9 @@ pub struct Context {
     /// The program, absolute: as found on PATH and with symbolic links resolved (both, when they
     /// differ: a Python virtual environment links to its interpreter).
     pub program: Vec<PathBuf>,
+    /// Files the command line names (absolute paths of existing files, such as a script):
+    /// readable, each file alone.
+    pub files: Vec<PathBuf>,
 }
 
 /// One grant of the resolved policy.
@@ -265,6 +268,9 @@ impl Sandbox {
             if let Some(dir) = installation(program, home.as_deref()) {
                 add(dir, false, false);
             }
+        }
+        for file in &ctx.files {
+            add(file.clone(), false, false);
         }
         add(ctx.temp.clone(), true, true);
         let cwd = normalize(&ctx.cwd);

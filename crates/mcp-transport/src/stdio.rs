@@ -169,14 +169,14 @@ fn find_program(command: &str, path: Option<&std::ffi::OsStr>, cwd: &Path) -> st
     };
     if command.contains('/') {
         let p = cwd.join(command);
-        return if p.exists() { Ok(p) } else { Err(std::io::ErrorKind::NotFound.into()) };
+        return if p.exists() { Ok(p) } else { Err(nix::errno::Errno::ENOENT.into()) };
     }
     path.into_iter()
         .flat_map(std::env::split_paths)
         .filter(|dir| !dir.as_os_str().is_empty())
         .map(|dir| cwd.join(dir).join(command))
         .find(|p| executable(p))
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "not found on the server's PATH"))
+        .ok_or_else(|| nix::errno::Errno::ENOENT.into())
 }
 
 impl StdioConfig {
@@ -198,7 +198,9 @@ impl StdioConfig {
         let temp = TempDir::create().map_err(|e| {
             spawn_error(std::io::Error::new(e.kind(), format!("cannot make its temporary directory: {e}")))
         })?;
-        let context = Context { home: var(env, "HOME").map(PathBuf::from), cwd, temp: temp.0.clone(), program };
+        // A script named on the command line is part of the server.
+        let files = self.args.iter().map(PathBuf::from).filter(|p| p.is_absolute() && p.is_file()).collect();
+        let context = Context { home: var(env, "HOME").map(PathBuf::from), cwd, temp: temp.0.clone(), program, files };
         let policy = sandbox.sandbox.policy(&context).map_err(|e| spawn_error(std::io::Error::other(e)))?;
         for name in ["TMPDIR", "TMP", "TEMP"] {
             if !self.env.contains_key(name) {

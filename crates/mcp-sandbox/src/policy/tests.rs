@@ -11,6 +11,7 @@ fn ctx(home: &str, cwd: &str) -> Context {
         cwd: PathBuf::from(cwd),
         temp: PathBuf::from("/tmp/mcp-sandbox-1"),
         program: vec![PathBuf::from("/usr/bin/node")],
+        files: vec![PathBuf::from("/srv/app/server.js"), PathBuf::from("/home/u/.ssh/id_ed25519")],
     }
 }
 
@@ -29,6 +30,9 @@ fn standard_reads_the_system_and_caches_writes_its_own_places_and_protects_the_s
         assert!(g.contains(&(write.to_owned(), true)), "{write} writable");
     }
     assert!(!g.iter().any(|(p, _)| p == "/home/u" || p == "/" || p == "/home" || p == "/tmp"), "{g:?}");
+    // A file the command line names is readable, unless it is protected.
+    assert!(g.contains(&("/srv/app/server.js".to_owned(), false)));
+    assert!(!g.iter().any(|(p, _)| p.contains(".ssh")), "{g:?}");
     for secret in [".ssh", ".gnupg", ".aws", ".config/gcloud", ".config/mcp-harness", ".local/share/mcp-harness"] {
         assert!(policy.protected.contains(&PathBuf::from("/home/u").join(secret)), "{secret} protected");
     }
@@ -100,6 +104,7 @@ fn the_program_brings_its_installation_but_never_home() {
 fn without_home_only_the_named_secrets_are_protected() {
     let mut c = ctx("/home/u", "/srv");
     c.home = None;
+    c.files.clear();
     let sandbox = Sandbox { protect: vec![PathBuf::from("/etc/host/secret")], ..Sandbox::standard() };
     let policy = sandbox.policy(&c).unwrap();
     assert_eq!(policy.protected, [PathBuf::from("/etc/host/secret")]);
