@@ -1,5 +1,7 @@
-//! Confining stdio servers: the configured sandbox put on each server's start (the launcher
-//! is this binary, under a hidden argument), the kernel probed once, and what `servers` shows.
+//! Confining stdio servers: the configured sandbox put on each server's start, the kernel
+//! probed once, and what `servers` shows. The launcher is `mcp-harness-sandbox` beside this
+//! binary (installed with it), else this binary under a hidden argument: it works too, but
+//! starting the whole host costs more.
 
 use std::ffi::OsStr;
 use std::path::PathBuf;
@@ -75,11 +77,16 @@ pub(crate) fn apply(mut spec: ServerSpec, config: &Config) -> ServerSpec {
     {
         let mut sandbox = sandbox.clone();
         sandbox.protect.extend(host_secrets(config));
-        // The kernel's name for this very program, should the path be unknown.
-        let program = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
-        stdio.sandbox = Some(StdioSandbox { sandbox, launcher: Launcher::new(program, [LAUNCH_ARG]) });
+        stdio.sandbox = Some(StdioSandbox { sandbox, launcher: launcher() });
     }
     spec
+}
+
+fn launcher() -> Launcher {
+    // The kernel's name for this very program, should the path be unknown.
+    let host = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+    let small = host.with_file_name(format!("mcp-harness-sandbox{}", std::env::consts::EXE_SUFFIX));
+    if small.is_file() { Launcher::new(small, Vec::<String>::new()) } else { Launcher::new(host, [LAUNCH_ARG]) }
 }
 
 /// The host's own configuration (the file in use and the default directory) and data

@@ -10,8 +10,10 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use mcp_protocol::ServerNotification;
+use mcp_sandbox::{Launcher, Sandbox};
 use mcp_transport::{
-    Client, ClientOptions, Era, HttpConfig, HttpTransport, ListLimits, RequestOptions, StdioConfig, StdioTransport,
+    Client, ClientOptions, Era, HttpConfig, HttpTransport, ListLimits, RequestOptions, StdioConfig, StdioSandbox,
+    StdioTransport,
 };
 use serde_json::json;
 use tokio::process::{Child, Command};
@@ -21,6 +23,15 @@ fn peers_dir() -> PathBuf {
         Some(dir) => PathBuf::from(dir),
         None => panic!("MCP_PEERS_DIR is not set: run the interop suite through `cargo xtask test`"),
     }
+}
+
+/// A stdio peer in the standard sandbox, reading the peers and this crate's peer scripts.
+fn confined(mut config: StdioConfig) -> StdioConfig {
+    let launcher = mcp_fixtures::launcher_binary().unwrap_or_else(|e| panic!("{e}"));
+    let read = vec![peers_dir(), Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers")];
+    let sandbox = Sandbox { read, ..Sandbox::standard() };
+    config.sandbox = Some(StdioSandbox { sandbox, launcher: Launcher::new(launcher, Vec::<String>::new()) });
+    config
 }
 
 fn free_port() -> u16 {
@@ -205,7 +216,7 @@ async fn auto_era_python_over_stdio_speaks_2026_07_28() {
         python.to_string_lossy().into_owned(),
         [server.to_string_lossy().into_owned(), "stdio".to_owned()],
     );
-    let client = Client::connect(StdioTransport::spawn(config).unwrap(), auto()).await.unwrap();
+    let client = Client::connect(StdioTransport::spawn(confined(config)).unwrap(), auto()).await.unwrap();
     auto_round_trip(client, "2026-07-28", ("text", "stdio modern", "stdio modern")).await;
 }
 
@@ -221,7 +232,7 @@ async fn auto_era_everything_over_http_falls_back_to_initialize() {
 async fn auto_era_everything_over_stdio_falls_back_to_initialize() {
     let script = peers_dir().join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     let config = StdioConfig::new("node", [script.to_string_lossy().into_owned(), "stdio".to_owned()]);
-    let client = Client::connect(StdioTransport::spawn(config).unwrap(), auto()).await.unwrap();
+    let client = Client::connect(StdioTransport::spawn(confined(config)).unwrap(), auto()).await.unwrap();
     auto_round_trip(client, "2025-11-25", ("message", "old", "Echo: old")).await;
 }
 
