@@ -77,7 +77,7 @@ pub(crate) fn apply(mut spec: ServerSpec, config: &Config) -> ServerSpec {
     {
         let mut sandbox = sandbox.clone();
         sandbox.protect.extend(host_secrets(config));
-        stdio.sandbox = Some(StdioSandbox { sandbox, launcher: launcher() });
+        stdio.sandbox = Some(Box::new(StdioSandbox { sandbox, launcher: launcher() }));
     }
     spec
 }

@@ -219,6 +219,21 @@ fn network_off_in_the_configuration_reaches_no_listener() {
     assert!(matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock));
 }
 
+#[test]
+fn the_host_binary_is_a_launcher_too_under_its_hidden_argument() {
+    // What `mcp-harness` starts servers with when `mcp-harness-sandbox` is not beside it: a
+    // failure before the server runs is one line the stdio adapter recognises, and status 126.
+    let out = assert_cmd::cargo::cargo_bin_cmd!("mcp-harness")
+        .args(["__sandbox-launch", "--read", "/nonexistent/launcher-test", "--", "/bin/true"])
+        .assert()
+        .code(126)
+        .get_output()
+        .stdout
+        .clone();
+    let line = String::from_utf8(out).unwrap();
+    assert!(line.starts_with("\0mcp-sandbox-launch: sandbox path /nonexistent/launcher-test"), "{line:?}");
+}
+
 const POLICY: &str = r#"
 [servers.fx]
 command = "$FX"

@@ -67,7 +67,7 @@ async fn run(args: Args) -> Result<(), String> {
     let with = |sandbox: Sandbox| {
         let mut config = base.clone();
         config.cwd = Some(std::env::temp_dir());
-        config.sandbox = Some(StdioSandbox { sandbox, launcher: launcher.clone() });
+        config.sandbox = Some(Box::new(StdioSandbox { sandbox, launcher: launcher.clone() }));
         config
     };
     let variants = [

@@ -83,8 +83,8 @@ pub struct StdioConfig {
     pub close_grace: Duration,
     /// A label for logs (the server's configured name).
     pub label: String,
-    /// The confinement it runs in; `None`: unconfined.
-    pub sandbox: Option<StdioSandbox>,
+    /// The confinement it runs in; `None`: unconfined. (Boxed: most configs have none.)
+    pub sandbox: Option<Box<StdioSandbox>>,
 }
 
 /// A stdio server's confinement: what it may do, and the launcher that applies it.

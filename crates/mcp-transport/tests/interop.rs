@@ -43,7 +43,7 @@ fn confined(mut config: StdioConfig, write: &[&Path], protect: &[&Path]) -> Stdi
         protect: protect.iter().map(|p| p.to_path_buf()).collect(),
         ..Sandbox::standard()
     };
-    config.sandbox = Some(StdioSandbox { sandbox, launcher: Launcher::new(launcher, Vec::<String>::new()) });
+    config.sandbox = Some(Box::new(StdioSandbox { sandbox, launcher: Launcher::new(launcher, Vec::<String>::new()) }));
     config
 }
 

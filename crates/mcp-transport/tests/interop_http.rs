@@ -30,7 +30,7 @@ fn confined(mut config: StdioConfig) -> StdioConfig {
     let launcher = mcp_fixtures::launcher_binary().unwrap_or_else(|e| panic!("{e}"));
     let read = vec![peers_dir(), Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers")];
     let sandbox = Sandbox { read, ..Sandbox::standard() };
-    config.sandbox = Some(StdioSandbox { sandbox, launcher: Launcher::new(launcher, Vec::<String>::new()) });
+    config.sandbox = Some(Box::new(StdioSandbox { sandbox, launcher: Launcher::new(launcher, Vec::<String>::new()) }));
     config
 }
 
