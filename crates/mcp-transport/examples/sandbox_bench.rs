@@ -1,8 +1,8 @@
 //! `sandbox_bench [-n 40] [--launcher PATH] [-- SERVER CMD...]`
 //!
 //! What confinement costs at start: the time from spawn to the answer to `initialize`, for the
-//! same server unconfined, under `standard`, and under `standard` with `network = false`, runs
-//! interleaved; prints the medians and the differences. Defaults: the fixture server (`echo`)
+//! same server unconfined, under `standard`, under `standard` with `network = false` and without
+//! a process limit, runs interleaved; prints the medians and the differences. Defaults: the fixture server (`echo`)
 //! and `mcp-sandbox-launch`, found next to this example (`cargo build -p mcp-fixtures -p
 //! mcp-sandbox`; use `--release` for figures).
 #![allow(clippy::print_stdout, clippy::print_stderr, missing_docs, unreachable_pub)]
@@ -74,6 +74,12 @@ async fn run(args: Args) -> Result<(), String> {
         ("unconfined", base.clone()),
         ("standard", with(Sandbox::standard())),
         ("standard, network off", with(Sandbox { network: false, ..Sandbox::standard() })),
+        // For root the process limit is a PID namespace, whose init is a second launcher stage.
+        ("standard, no process limit", {
+            let mut sandbox = Sandbox::standard();
+            sandbox.limits.processes = None;
+            with(sandbox)
+        }),
     ];
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); variants.len()];
     // One warm-up round (page cache, first exec), then rounds interleaved so load drifts evenly.

@@ -9,7 +9,8 @@
 //! of the protocol ([`Era`]: the `initialize` handshake, 2026-07-28's `server/discover`, or a
 //! probe that picks).
 //!
-//! Over stdio, a server is a child process:
+//! Over stdio, a server is a child process; with [`StdioSandbox`] it runs confined (Landlock,
+//! namespaces, limits; see the `mcp-sandbox` crate), started through the sandbox launcher:
 //!
 //! ```no_run
 //! use mcp_transport::{Client, ClientOptions, ListLimits, RequestOptions, StdioConfig, StdioTransport};
