@@ -11,6 +11,7 @@ mod call;
 mod config;
 mod demo_server;
 mod output;
+mod sandbox;
 mod session;
 mod tools;
 
@@ -39,6 +40,12 @@ CONFIGURATION
     enabled = true
     startup_timeout_s = 30           # spawn + initialize + tools/list
     tool_timeout_s = 60
+    sandbox = { write = [\"/path/to/repo\"], network = false }  # standard, extended; or \"off\"
+    sandbox_required = true          # never run it unconfined (a kernel without Landlock)
+
+    [sandbox]                        # the default for every stdio server
+    default = \"standard\"           # read the system, write the cwd and a private temp; no secrets
+    required = false
 
     [policy]
     default = \"confirm\"              # allow | confirm | deny
@@ -159,6 +166,7 @@ pub(crate) enum Outcome {
 }
 
 fn main() -> ExitCode {
+    sandbox::launch_if_asked();
     let cli = Cli::parse();
     if let Command::DemoServer = cli.command {
         // Synchronous and silent: its stdout is the protocol.
