@@ -110,9 +110,10 @@ pub enum Era {
     Initialize,
     /// `server/discover` only (2026-07-28).
     Discover,
-    /// Probe `server/discover`; if the server does not speak 2026-07-28 (an error, a refusal
-    /// or no answer within [`DISCOVER_PROBE_TIMEOUT`]), `initialize`. One configuration entry
-    /// then works with servers of both eras.
+    /// Probe `server/discover`; if the server does not speak 2026-07-28 (an error or a
+    /// refusal), `initialize`; when it is slow to answer (past [`ClientOptions::probe_timeout`]),
+    /// both, and the first success wins. One configuration entry then works with servers of
+    /// both eras.
     Auto,
 }
 
@@ -146,6 +147,9 @@ pub struct ClientOptions {
     pub label: String,
     /// Bytes that may wait for a server that does not read its input before sends fail.
     pub max_backlog_bytes: usize,
+    /// How long [`Era::Auto`] waits for `server/discover` alone before also trying
+    /// `initialize` (default [`DISCOVER_PROBE_TIMEOUT`]).
+    pub probe_timeout: Duration,
 }
 
 impl std::fmt::Debug for ClientOptions {
@@ -175,6 +179,7 @@ impl Default for ClientOptions {
             notification_capacity: 256,
             label: "server".to_owned(),
             max_backlog_bytes: DEFAULT_MAX_BACKLOG_BYTES,
+            probe_timeout: DISCOVER_PROBE_TIMEOUT,
         }
     }
 }
@@ -456,31 +461,87 @@ impl Client {
         match self.inner.options.era {
             Era::Initialize => self.initialize().await,
             Era::Discover => self.discover(self.inner.options.startup_timeout).await,
-            Era::Auto => {
-                let probe = DISCOVER_PROBE_TIMEOUT.min(self.inner.options.startup_timeout);
-                match self.discover(probe).await {
-                    Ok(result) => Ok(result),
-                    Err(e) if discover_refused(&e) => {
-                        tracing::debug!(server = %self.inner.options.label, "server/discover refused ({e}); initialize");
-                        self.initialize().await
+            Era::Auto => self.probe().await,
+        }
+    }
+
+    /// [`Era::Auto`]: `server/discover` alone for [`DISCOVER_PROBE_TIMEOUT`]; a refusal means
+    /// `initialize`. A server that is only slow (a Python server still starting) may yet answer
+    /// the probe, and once it has seen `server/discover` it may refuse `initialize`; so after
+    /// the probe time both requests are in flight and the first success wins, a failure of one
+    /// waiting for the other.
+    async fn probe(&self) -> Result<InitializeResult, ClientError> {
+        let label = &self.inner.options.label;
+        let startup = self.inner.options.startup_timeout;
+        let probe = self.inner.options.probe_timeout;
+        if startup <= probe {
+            // No room for both: the probe gets the whole budget, then initialize its own.
+            return match self.discover(startup).await {
+                Err(e) if discover_refused(&e) => self.initialize().await,
+                other => other,
+            };
+        }
+        let discover = self.discover_raw(startup);
+        tokio::pin!(discover);
+        let first = tokio::time::timeout(probe, &mut discover).await;
+        match first {
+            Ok(Ok(raw)) => match self.finish_discover(&raw) {
+                Err(e) if discover_refused(&e) => return self.initialize().await,
+                other => return other,
+            },
+            Ok(Err(e)) if discover_refused(&e) => {
+                tracing::debug!(server = %label, "server/discover refused ({e}); initialize");
+                return self.initialize().await;
+            }
+            Ok(Err(e)) => return Err(e),
+            Err(_) => tracing::debug!(server = %label, "server/discover is slow; initialize as well"),
+        }
+        let initialize = self.initialize_raw();
+        tokio::pin!(initialize);
+        let (mut discover_failed, mut initialize_failed) = (None, None);
+        loop {
+            tokio::select! {
+                answer = &mut discover, if discover_failed.is_none() => {
+                    let outcome = match answer {
+                        Ok(raw) => self.finish_discover(&raw),
+                        Err(e) => Err(e),
+                    };
+                    match outcome {
+                        Ok(result) => return Ok(result),
+                        Err(e) if !discover_refused(&e) => return Err(e),
+                        Err(e) => discover_failed = Some(e),
                     }
-                    Err(e) => Err(e),
                 }
+                answer = &mut initialize, if initialize_failed.is_none() => match answer {
+                    Ok(raw) => return self.finish_initialize(&raw).await,
+                    Err(e) => initialize_failed = Some(e),
+                },
+            }
+            if discover_failed.is_some()
+                && let Some(e) = initialize_failed.take()
+            {
+                return Err(e);
             }
         }
     }
 
     /// `server/discover` (2026-07-28) within `timeout`.
     pub async fn discover(&self, timeout: Duration) -> Result<InitializeResult, ClientError> {
+        let raw = self.discover_raw(timeout).await?;
+        self.finish_discover(&raw)
+    }
+
+    async fn discover_raw(&self, timeout: Duration) -> Result<Box<RawValue>, ClientError> {
         let (reply, rx) = oneshot::channel();
         let (id, line) = self.inner.session().start_discover(Waiter::new(reply, None, timeout))?;
-        let raw = self.wait(id, line, rx).await.map_err(|e| match e {
-            ClientError::Server { error, .. } => {
-                ClientError::Server { method: stateless::SERVER_DISCOVER.to_owned(), error }
-            }
+        self.wait(id, line, rx).await.map_err(|e| match e {
+            ClientError::Server { error, .. } => ClientError::Server { method: stateless::SERVER_DISCOVER.to_owned(), error },
             other => other,
-        })?;
-        self.inner.session().finish_discover(&raw)?;
+        })
+    }
+
+    fn finish_discover(&self, raw: &RawValue) -> Result<InitializeResult, ClientError> {
+        self.inner.session().finish_discover(raw)?;
         self.inner.session().server().cloned().ok_or_else(|| self.inner.closed_error())
     }
 
@@ -509,11 +570,19 @@ impl Client {
 
     /// Perform the initialize handshake (within the startup timeout), whatever the era option.
     pub async fn initialize(&self) -> Result<InitializeResult, ClientError> {
+        let raw = self.initialize_raw().await?;
+        self.finish_initialize(&raw).await
+    }
+
+    async fn initialize_raw(&self) -> Result<Box<RawValue>, ClientError> {
         let (reply, rx) = oneshot::channel();
         let timeout = self.inner.options.startup_timeout;
         let (id, line) = self.inner.session().start_initialize(Waiter::new(reply, None, timeout))?;
-        let raw = self.wait(id, line, rx).await?;
-        let initialized = self.inner.session().finish_initialize(&raw)?;
+        self.wait(id, line, rx).await
+    }
+
+    async fn finish_initialize(&self, raw: &RawValue) -> Result<InitializeResult, ClientError> {
+        let initialized = self.inner.session().finish_initialize(raw)?;
         self.send(initialized).await?;
         self.inner.session().server().cloned().ok_or_else(|| self.inner.closed_error())
     }
