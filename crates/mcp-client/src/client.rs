@@ -535,7 +535,9 @@ impl Client {
         let (reply, rx) = oneshot::channel();
         let (id, line) = self.inner.session().start_discover(Waiter::new(reply, None, timeout))?;
         self.wait(id, line, rx).await.map_err(|e| match e {
-            ClientError::Server { error, .. } => ClientError::Server { method: stateless::SERVER_DISCOVER.to_owned(), error },
+            ClientError::Server { error, .. } => {
+                ClientError::Server { method: stateless::SERVER_DISCOVER.to_owned(), error }
+            }
             other => other,
         })
     }

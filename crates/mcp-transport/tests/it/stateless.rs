@@ -246,8 +246,12 @@ async fn a_server_that_ignores_the_probe_is_initialized() {
         assert_eq!(discover["method"], "server/discover");
         let initialize = next(&mut peer).await;
         assert_eq!(initialize["method"], "initialize");
-        reply(&peer, &initialize["id"], json!({"protocolVersion": "2025-06-18", "capabilities": {},
-            "serverInfo": {"name": "old", "version": "1"}}));
+        reply(
+            &peer,
+            &initialize["id"],
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+            "serverInfo": {"name": "old", "version": "1"}}),
+        );
         peer
     });
     let result = client.open().await.unwrap();
