@@ -64,13 +64,25 @@
 mod arguments;
 mod assemble;
 mod description;
+mod exposure;
 mod name;
 mod pool;
+mod search;
+mod text;
 
 pub use arguments::{
     ArgumentChecker, ArgumentProblem, ArgumentProblemKind, CheckError, CompiledSchema, MAX_PROBLEMS, check_arguments,
 };
 pub use assemble::{BuiltinTool, Options, ServerTools, StrictError, assemble};
 pub use description::{DEFAULT_DESCRIPTION_CAP, is_stripped, mark, sanitize};
+pub use exposure::{
+    BYTES_PER_TOKEN, DEFAULT_POOL_BUDGET, DEFAULT_TOOL_BUDGET, Exposure, ExposureDiagnostic, ExposureOptions,
+    ExposureReason, ExposureState, SearchMode, ServerExposure, ToolExposure, auto_threshold_for_context,
+    definition_size, expose,
+};
 pub use name::{MAX_NAME_LEN, MCP_PREFIX, is_valid_model_name, model_name, normalize};
 pub use pool::{Diagnostic, DiagnosticKind, HiddenTool, Iter, Origin, Pool, PoolEntry};
+pub use search::{
+    DEFAULT_LIMIT, MAX_FIELD_CHARS, MAX_LIMIT, MAX_PARAMETERS, MAX_QUERY_CHARS, MAX_QUERY_TERMS, ONE_LINE_CHARS,
+    SELECT_PREFIX, SearchHit, SearchIndex, SearchQuery, SearchResults,
+};

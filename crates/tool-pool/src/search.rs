@@ -1,0 +1,511 @@
+//! Tool search: a ranked index over the tools the model may load, and the `select:` form.
+//!
+//! Ranking is BM25F (BM25 over several fields, each with its weight and length normalization)
+//! over what a tool says about itself: its name split into words (snake_case, camelCase, dots,
+//! dashes, digits), its server's name, its description, its parameters' names and their
+//! descriptions; with stop words dropped and a light stemmer (`text.rs`). A query that names a
+//! tool ranks it first: the model name, or the raw name, compared without case and separators
+//! (`exact`); next come tools every word of whose name is in the query (`near-exact`).
+//!
+//! Bounded: queries are cut to [`MAX_QUERY_CHARS`] characters and their [`MAX_QUERY_TERMS`]
+//! rarest words; results to [`MAX_LIMIT`]; the text indexed per tool to [`MAX_FIELD_CHARS`] per
+//! field and its first [`MAX_PARAMETERS`] parameters.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::description::mark;
+use crate::exposure::{Exposure, ExposureState};
+use crate::pool::{Pool, PoolEntry};
+use crate::text::{Split, compact, is_stop_word, stem, words};
+
+/// Longest query looked at, in characters; the rest is ignored.
+pub const MAX_QUERY_CHARS: usize = 1_000;
+/// Most distinct words of a query used for ranking (its rarest ones).
+pub const MAX_QUERY_TERMS: usize = 64;
+/// Results when the caller gives no limit.
+pub const DEFAULT_LIMIT: usize = 5;
+/// Most results of one search, and most names in one `select:`.
+pub const MAX_LIMIT: usize = 25;
+/// Longest text indexed from one field of one tool, in characters.
+pub const MAX_FIELD_CHARS: usize = 4_000;
+/// Most parameters (top-level properties of the input schema) indexed per tool.
+pub const MAX_PARAMETERS: usize = 64;
+/// Longest one-line description in a result, in characters.
+pub const ONE_LINE_CHARS: usize = 200;
+/// Prefix of a query that loads tools by exact name: `select:NAME[,NAME...]`.
+pub const SELECT_PREFIX: &str = "select:";
+
+/// The fields of a tool that are indexed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Name = 0,
+    Server = 1,
+    Description = 2,
+    ParamNames = 3,
+    ParamDescriptions = 4,
+}
+
+const FIELDS: usize = 5;
+
+/// How text becomes terms and terms become scores.
+#[derive(Debug, Clone, PartialEq)]
+struct Ranking {
+    split: Split,
+    stem: bool,
+    stop_words: bool,
+    /// Where each source field's words go (`None`: not indexed). The plain baseline puts the
+    /// name and the description in one field.
+    fields: [Option<Field>; FIELDS],
+    weights: [f32; FIELDS],
+    /// Length normalization per field (BM25's `b`).
+    b: [f32; FIELDS],
+    k1: f32,
+    /// Exact and near-exact name matches first.
+    name_matches: bool,
+}
+
+impl Ranking {
+    /// The project's ranking. Weights were tuned on the `dev` split of the evaluation set.
+    fn tuned() -> Self {
+        Self {
+            split: Split::Identifiers,
+            stem: true,
+            stop_words: true,
+            fields: [
+                Some(Field::Name),
+                Some(Field::Server),
+                Some(Field::Description),
+                Some(Field::ParamNames),
+                Some(Field::ParamDescriptions),
+            ],
+            weights: [3.0, 1.0, 1.0, 0.5, 0.3],
+            b: [0.5, 0.3, 0.75, 0.5, 0.75],
+            k1: 1.2,
+            name_matches: true,
+        }
+    }
+
+    /// Textbook BM25 (k1 1.2, b 0.75) over one field made of the raw tool name and the
+    /// description, split into runs of letters and digits, lowercased; no stemming, no stop
+    /// words, no name matching. What the anchors' tool search does.
+    fn plain() -> Self {
+        Self {
+            split: Split::Plain,
+            stem: false,
+            stop_words: false,
+            fields: [Some(Field::Description), None, Some(Field::Description), None, None],
+            weights: [0.0, 0.0, 1.0, 0.0, 0.0],
+            b: [0.75; FIELDS],
+            k1: 1.2,
+            name_matches: false,
+        }
+    }
+
+    /// Calls `emit` with each term of `text`.
+    fn terms(&self, text: &str, mut emit: impl FnMut(&str)) {
+        words(text, self.split, |w| {
+            if self.stop_words && is_stop_word(w) {
+                return;
+            }
+            if self.stem { emit(&stem(w)) } else { emit(w) }
+        });
+    }
+}
+
+/// Bonus of a tool every word of whose name is in the query, as a multiple of its text score.
+const NEAR_EXACT_FACTOR: f32 = 1.0;
+/// Score added to an exact name match: more than any text score can reach.
+const EXACT_BONUS: f32 = 1.0e6;
+
+/// One searchable tool.
+#[derive(Debug, Clone)]
+struct Doc {
+    name: Arc<str>,
+    server: Option<Arc<str>>,
+    /// Byte range of its description (sanitized, unmarked) in `SearchIndex::text`.
+    description: (usize, usize),
+    /// Distinct terms of its name, for the near-exact match.
+    name_terms: u16,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Posting {
+    doc: u32,
+    /// BM25F's saturated term frequency, `tf (k1 + 1) / (tf + k1)`, with `tf` the weighted,
+    /// length-normalized sum over fields.
+    weight: f32,
+    in_name: bool,
+}
+
+/// A found tool.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchHit {
+    /// Its model name, the name to call it by.
+    pub name: Arc<str>,
+    /// Its server, `None` for a built-in.
+    pub server: Option<Arc<str>>,
+    /// The first line of its (sanitized) description, at most [`ONE_LINE_CHARS`] characters.
+    pub description: String,
+    /// Its score; higher is better, comparable only within one search.
+    pub score: f32,
+}
+
+/// What a search found.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SearchResults {
+    /// Best first; for `select:`, in the order named.
+    pub hits: Vec<SearchHit>,
+    /// Names a `select:` asked for that are not searchable (sanitized, at most 64 characters
+    /// each, since they are the model's text).
+    pub unknown: Vec<String>,
+}
+
+/// A parsed query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SearchQuery<'a> {
+    /// Words to rank tools by.
+    Text(&'a str),
+    /// `select:A,B`: these exact model names, at most [`MAX_LIMIT`] of them, without repeats.
+    Select(Vec<&'a str>),
+}
+
+impl<'a> SearchQuery<'a> {
+    /// Parses `query`: `select:` (any case, after leading spaces) then names separated by
+    /// commas (spaces around them ignored), or else free text.
+    pub fn parse(query: &'a str) -> Self {
+        let trimmed = query.trim_start();
+        let Some(head) = trimmed.get(..SELECT_PREFIX.len()) else { return Self::Text(query) };
+        if !head.eq_ignore_ascii_case(SELECT_PREFIX) {
+            return Self::Text(query);
+        }
+        let mut names: Vec<&str> = Vec::new();
+        for name in trimmed[SELECT_PREFIX.len()..].split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            if names.len() == MAX_LIMIT {
+                break;
+            }
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        Self::Select(names)
+    }
+}
+
+/// A search index over some of a pool's entries. Immutable once built; built per pool revision.
+#[derive(Debug, Clone)]
+pub struct SearchIndex {
+    ranking: Ranking,
+    docs: Vec<Doc>,
+    text: String,
+    terms: HashMap<Box<str>, u32>,
+    postings: Vec<Vec<Posting>>,
+    idf: Vec<f32>,
+    by_name: HashMap<Arc<str>, u32>,
+    /// Compact model names and raw names (see [`compact`]) to the tools that have them.
+    by_compact: HashMap<Box<str>, Vec<u32>>,
+}
+
+impl SearchIndex {
+    /// The index of what the model may search in `pool`: the MCP tools that `exposure` does not
+    /// hide. Tools the policy denies are not in the pool, so never here; built-ins are always
+    /// loaded, so not here either.
+    pub fn new(pool: &Pool, exposure: &Exposure) -> Self {
+        let searchable = pool.iter().filter(|e| {
+            e.server().is_some() && exposure.state(e.name()).is_some_and(|s| s != ExposureState::Hidden)
+        });
+        Self::build(Ranking::tuned(), searchable)
+    }
+
+    /// The index of exactly `entries`, ranked like [`SearchIndex::new`].
+    pub fn from_entries<'a>(entries: impl IntoIterator<Item = PoolEntry<'a>>) -> Self {
+        Self::build(Ranking::tuned(), entries)
+    }
+
+    /// A plain BM25 index of `entries`, the baseline the evaluation compares with: one field
+    /// made of the raw tool name and the description, split into runs of letters and digits
+    /// and lowercased (so `get_weather` is two words and `getWeather` one), no stemming, no
+    /// stop words, no name matching, k1 1.2 and b 0.75.
+    pub fn plain_bm25<'a>(entries: impl IntoIterator<Item = PoolEntry<'a>>) -> Self {
+        Self::build(Ranking::plain(), entries)
+    }
+
+    /// Number of searchable tools.
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    /// Whether nothing is searchable.
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+
+    fn build<'a>(ranking: Ranking, entries: impl IntoIterator<Item = PoolEntry<'a>>) -> Self {
+        let entries = entries.into_iter();
+        let mut index = Self {
+            ranking,
+            docs: Vec::with_capacity(entries.size_hint().0),
+            text: String::new(),
+            terms: HashMap::new(),
+            postings: Vec::new(),
+            idf: Vec::new(),
+            by_name: HashMap::new(),
+            by_compact: HashMap::new(),
+        };
+        // Per posting, the term frequency in each field until lengths are known.
+        let mut raw: Vec<Vec<(u32, [u16; FIELDS])>> = Vec::new();
+        let mut lengths: Vec<[u32; FIELDS]> = Vec::new();
+        let mut pairs: Vec<(u32, u8)> = Vec::new();
+        let mut params = String::new();
+        let mut param_descriptions = String::new();
+        for entry in entries {
+            let Ok(doc) = u32::try_from(index.docs.len()) else { break };
+            if index.by_name.contains_key(entry.name()) {
+                continue;
+            }
+            let description = unmarked(&entry);
+            parameters(entry.input_schema(), &mut params, &mut param_descriptions);
+            let sources: [&str; FIELDS] =
+                [entry.tool(), entry.server().unwrap_or_default(), description, &params, &param_descriptions];
+            pairs.clear();
+            let mut length = [0u32; FIELDS];
+            for (source, text) in sources.iter().enumerate() {
+                let Some(field) = index.ranking.fields[source] else { continue };
+                let text = cut(text, MAX_FIELD_CHARS);
+                let (terms, ranking) = (&mut index.terms, &index.ranking);
+                ranking.terms(text, |t| {
+                    let id = match terms.get(t) {
+                        Some(&id) => id,
+                        None => {
+                            let id = u32::try_from(terms.len()).unwrap_or(u32::MAX);
+                            terms.insert(t.into(), id);
+                            id
+                        }
+                    };
+                    pairs.push((id, field as u8));
+                    length[field as usize] += 1;
+                });
+            }
+            pairs.sort_unstable();
+            let mut name_terms = 0u16;
+            let mut i = 0;
+            while i < pairs.len() {
+                let term = pairs[i].0;
+                let mut tf = [0u16; FIELDS];
+                while i < pairs.len() && pairs[i].0 == term {
+                    let f = usize::from(pairs[i].1);
+                    tf[f] = tf[f].saturating_add(1);
+                    i += 1;
+                }
+                if tf[Field::Name as usize] > 0 {
+                    name_terms = name_terms.saturating_add(1);
+                }
+                let t = term as usize;
+                if raw.len() <= t {
+                    raw.resize_with(t + 1, Vec::new);
+                }
+                raw[t].push((doc, tf));
+            }
+            lengths.push(length);
+            let name: Arc<str> = Arc::from(entry.name());
+            index.by_name.insert(Arc::clone(&name), doc);
+            if index.ranking.name_matches {
+                for key in [compact(entry.name()), compact(entry.tool())] {
+                    let docs = index.by_compact.entry(key.into_boxed_str()).or_default();
+                    if docs.last() != Some(&doc) {
+                        docs.push(doc);
+                    }
+                }
+            }
+            let start = index.text.len();
+            index.text.push_str(description);
+            index.docs.push(Doc {
+                name,
+                server: entry.server().map(Arc::from),
+                description: (start, index.text.len()),
+                name_terms,
+            });
+        }
+
+        let n = lengths.len().max(1) as f32;
+        let mut average = [0f32; FIELDS];
+        for l in &lengths {
+            for f in 0..FIELDS {
+                average[f] += l[f] as f32;
+            }
+        }
+        average.iter_mut().for_each(|a| *a = (*a / n).max(1.0));
+        let r = &index.ranking;
+        index.idf = raw.iter().map(|p| (1.0 + (n - p.len() as f32 + 0.5) / (p.len() as f32 + 0.5)).ln()).collect();
+        index.postings = raw
+            .into_iter()
+            .map(|list| {
+                list.into_iter()
+                    .map(|(doc, tf)| {
+                        let length = &lengths[doc as usize];
+                        let mut t = 0f32;
+                        for f in 0..FIELDS {
+                            if tf[f] > 0 {
+                                let norm = 1.0 - r.b[f] + r.b[f] * length[f] as f32 / average[f];
+                                t += r.weights[f] * f32::from(tf[f]) / norm;
+                            }
+                        }
+                        let weight = t * (r.k1 + 1.0) / (t + r.k1);
+                        Posting { doc, weight, in_name: tf[Field::Name as usize] > 0 }
+                    })
+                    .collect()
+            })
+            .collect();
+        index
+    }
+
+    /// Searches: `query` is free text or `select:NAME[,NAME...]` (see [`SearchQuery::parse`]);
+    /// `limit` defaults to [`DEFAULT_LIMIT`] and is at most [`MAX_LIMIT`]. Best first; ties in
+    /// pool order. Never fails: a query that matches nothing finds nothing.
+    pub fn search(&self, query: &str, limit: Option<usize>) -> SearchResults {
+        let limit = limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT);
+        match SearchQuery::parse(query) {
+            SearchQuery::Select(names) => self.select(&names),
+            SearchQuery::Text(text) => {
+                let hits = self.rank(text, limit).into_iter().map(|(doc, score)| self.hit(doc, score)).collect();
+                SearchResults { hits, unknown: Vec::new() }
+            }
+        }
+    }
+
+    fn select(&self, names: &[&str]) -> SearchResults {
+        let mut results = SearchResults::default();
+        for name in names {
+            match self.by_name.get(*name) {
+                Some(&doc) => results.hits.push(self.hit(doc, 0.0)),
+                None => results.unknown.push(crate::description::sanitize(name, 64)),
+            }
+        }
+        results
+    }
+
+    /// The best `limit` documents for `text`, with their scores.
+    fn rank(&self, text: &str, limit: usize) -> Vec<(u32, f32)> {
+        if limit == 0 || self.docs.is_empty() {
+            return Vec::new();
+        }
+        let text = cut(text, MAX_QUERY_CHARS);
+        let mut query: Vec<u32> = Vec::new();
+        self.ranking.terms(text, |t| {
+            if let Some(&id) = self.terms.get(t) {
+                query.push(id);
+            }
+        });
+        query.sort_unstable();
+        query.dedup();
+        if query.len() > MAX_QUERY_TERMS {
+            // The rarest words say the most; ties by term id, so the choice is deterministic.
+            query.sort_by(|a, b| self.idf[*b as usize].total_cmp(&self.idf[*a as usize]).then(a.cmp(b)));
+            query.truncate(MAX_QUERY_TERMS);
+            query.sort_unstable();
+        }
+
+        let mut scores = vec![0f32; self.docs.len()];
+        let mut name_hits = vec![0u16; if self.ranking.name_matches { self.docs.len() } else { 0 }];
+        for &term in &query {
+            let idf = self.idf[term as usize];
+            for p in &self.postings[term as usize] {
+                scores[p.doc as usize] += idf * p.weight;
+                if p.in_name && let Some(h) = name_hits.get_mut(p.doc as usize) {
+                    *h += 1;
+                }
+            }
+        }
+        if self.ranking.name_matches {
+            for (doc, hits) in name_hits.iter().enumerate() {
+                let name_terms = self.docs[doc].name_terms;
+                if name_terms > 0 && *hits == name_terms {
+                    scores[doc] *= 1.0 + NEAR_EXACT_FACTOR;
+                }
+            }
+            if let Some(docs) = self.by_compact.get(compact(text).as_str()) {
+                docs.iter().for_each(|&d| scores[d as usize] += EXACT_BONUS);
+            }
+        }
+
+        let mut ranked: Vec<(u32, f32)> =
+            scores.into_iter().enumerate().filter(|(_, s)| *s > 0.0).map(|(d, s)| (d as u32, s)).collect();
+        let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        if ranked.len() > limit {
+            ranked.select_nth_unstable_by(limit - 1, order);
+            ranked.truncate(limit);
+        }
+        ranked.sort_unstable_by(order);
+        ranked
+    }
+
+    fn hit(&self, doc: u32, score: f32) -> SearchHit {
+        let d = &self.docs[doc as usize];
+        let (start, end) = d.description;
+        SearchHit {
+            name: Arc::clone(&d.name),
+            server: d.server.clone(),
+            description: one_line(&self.text[start..end]),
+            score,
+        }
+    }
+}
+
+/// The entry's description without the `[from MCP server "…"]` mark (still sanitized).
+fn unmarked<'a>(entry: &PoolEntry<'a>) -> &'a str {
+    let description = entry.description();
+    match entry.server() {
+        Some(server) => {
+            let prefix = mark(server, None, 0);
+            description.strip_prefix(prefix.as_str()).map_or(description, str::trim_start)
+        }
+        None => description,
+    }
+}
+
+/// The names and the descriptions of the first [`MAX_PARAMETERS`] top-level properties of
+/// `schema`, each list space-separated.
+fn parameters(schema: &Value, names: &mut String, descriptions: &mut String) {
+    names.clear();
+    descriptions.clear();
+    let Some(Value::Object(properties)) = schema.get("properties") else { return };
+    for (name, property) in properties.iter().take(MAX_PARAMETERS) {
+        names.push_str(name);
+        names.push(' ');
+        if let Some(Value::String(d)) = property.get("description")
+            && descriptions.len() < MAX_FIELD_CHARS
+        {
+            descriptions.push_str(cut(d, MAX_FIELD_CHARS));
+            descriptions.push(' ');
+        }
+    }
+}
+
+/// At most `max` characters of `text`.
+fn cut(text: &str, max: usize) -> &str {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => &text[..i],
+        None => text,
+    }
+}
+
+/// The first non-empty line of `text`, whitespace collapsed, at most [`ONE_LINE_CHARS`]
+/// characters (the last one `…` when cut).
+fn one_line(text: &str) -> String {
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default();
+    let mut out = String::new();
+    for (i, word) in line.split_whitespace().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    if out.chars().count() > ONE_LINE_CHARS {
+        out = out.chars().take(ONE_LINE_CHARS - 1).collect();
+        out.push('…');
+    }
+    out
+}
