@@ -80,13 +80,14 @@ fn main() -> Result<(), Box<dyn Error>> {
         tool.description = Some(row.description);
         servers.entry(row.server).or_default().push(tool);
     }
-    let queries: Vec<QueryRow> =
-        read("queries.jsonl")?.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+    let queries: Vec<QueryRow> = read("queries.jsonl")?.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
 
     let listings: Vec<ServerTools> = servers.into_iter().map(|(s, t)| ServerTools::new(s, t)).collect();
     let pool = assemble(&Vec::new().into(), &listings, &Policy::default(), &Options::default(), 1)?;
     if let Some(d) = pool.diagnostics().first() {
-        return Err(format!("the set does not assemble cleanly ({} problems), first: {d}", pool.diagnostics().len()).into());
+        return Err(
+            format!("the set does not assemble cleanly ({} problems), first: {d}", pool.diagnostics().len()).into()
+        );
     }
     let model_name: HashMap<(String, String), String> = pool
         .iter()
@@ -102,7 +103,11 @@ fn main() -> Result<(), Box<dyn Error>> {
             .targets
             .iter()
             .map(|alternatives| {
-                alternatives.iter().filter_map(|(s, t)| model_name.get(&(s.clone(), t.clone()))).map(String::as_str).collect()
+                alternatives
+                    .iter()
+                    .filter_map(|(s, t)| model_name.get(&(s.clone(), t.clone())))
+                    .map(String::as_str)
+                    .collect()
             })
             .collect();
         if targets.iter().any(Vec::is_empty) {
@@ -117,7 +122,8 @@ fn main() -> Result<(), Box<dyn Error>> {
             })
         };
         let (b, o) = (recall(&plain), recall(&ours));
-        for key in [(q.split.clone(), q.source.clone()), (q.split.clone(), "all".into()), ("all".into(), "all".into())] {
+        for key in [(q.split.clone(), q.source.clone()), (q.split.clone(), "all".into()), ("all".into(), "all".into())]
+        {
             let row = table.entry(key).or_default();
             row.0.add(b);
             row.1.add(o);
@@ -137,12 +143,17 @@ fn main() -> Result<(), Box<dyn Error>> {
     );
     for ((split, source), (b, o)) in &table {
         let fmt = |s: &Sums| format!("{:5.1} {:5.1} {:5.1}", s.mean(0), s.mean(1), s.mean(2));
-        let diff = format!("{:+5.1} {:+5.1} {:+5.1}", o.mean(0) - b.mean(0), o.mean(1) - b.mean(1), o.mean(2) - b.mean(2));
+        let diff =
+            format!("{:+5.1} {:+5.1} {:+5.1}", o.mean(0) - b.mean(0), o.mean(1) - b.mean(1), o.mean(2) - b.mean(2));
         println!("{split:<6} {source:<16} {:>7}  {:>23}  {:>23}  {:>20}", b.queries, fmt(b), fmt(o), diff);
     }
     if let Some((b, o)) = table.get(&("test".to_owned(), "all".to_owned())) {
         let gain = o.mean(1) - b.mean(1);
-        println!("\nheld-out test split: recall@5 {:.1} vs {:.1} (plain BM25), {gain:+.1} points (goal: +5)", o.mean(1), b.mean(1));
+        println!(
+            "\nheld-out test split: recall@5 {:.1} vs {:.1} (plain BM25), {gain:+.1} points (goal: +5)",
+            o.mean(1),
+            b.mean(1)
+        );
     }
     Ok(())
 }

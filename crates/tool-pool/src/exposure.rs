@@ -184,7 +184,10 @@ impl fmt::Display for ExposureReason {
                 "its definition ({size} bytes) does not fit in its server's budget ({used} of {budget} bytes used)"
             ),
             Self::OverPoolBudget { size, used, budget } => {
-                write!(f, "its definition ({size} bytes) does not fit in the pool budget ({used} of {budget} bytes used)")
+                write!(
+                    f,
+                    "its definition ({size} bytes) does not fit in the pool budget ({used} of {budget} bytes used)"
+                )
             }
         }
     }

@@ -82,8 +82,8 @@ impl Ranking {
                 Some(Field::ParamNames),
                 Some(Field::ParamDescriptions),
             ],
-            weights: [3.0, 1.0, 1.0, 0.5, 0.3],
-            b: [0.5, 0.3, 0.75, 0.5, 0.75],
+            weights: [2.0, 1.0, 1.0, 1.0, 0.4],
+            b: [0.5, 0.3, 0.6, 0.5, 0.6],
             k1: 1.2,
             name_matches: true,
         }
@@ -116,8 +116,12 @@ impl Ranking {
     }
 }
 
-/// Bonus of a tool every word of whose name is in the query, as a multiple of its text score.
-const NEAR_EXACT_FACTOR: f32 = 1.0;
+/// Score added to a tool whose name (of two words or more) is in the query as a phrase: about
+/// what one more rare word in common adds.
+const PHRASE_BONUS: f32 = 3.0;
+/// Score added to a near-exact name match (the query is the name's words): more than any text
+/// score, less than an exact match.
+const NEAR_EXACT_BONUS: f32 = 1.0e3;
 /// Score added to an exact name match: more than any text score can reach.
 const EXACT_BONUS: f32 = 1.0e6;
 
@@ -130,6 +134,8 @@ struct Doc {
     description: (usize, usize),
     /// Distinct terms of its name, for the near-exact match.
     name_terms: u16,
+    /// Range of its name's terms, in order, in `SearchIndex::name_sequences`.
+    name_sequence: (usize, usize),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -205,6 +211,8 @@ pub struct SearchIndex {
     postings: Vec<Vec<Posting>>,
     idf: Vec<f32>,
     by_name: HashMap<Arc<str>, u32>,
+    /// Every tool's name as a sequence of term ids, back to back.
+    name_sequences: Vec<u32>,
     /// Compact model names and raw names (see [`compact`]) to the tools that have them.
     by_compact: HashMap<Box<str>, Vec<u32>>,
 }
@@ -214,9 +222,9 @@ impl SearchIndex {
     /// hide. Tools the policy denies are not in the pool, so never here; built-ins are always
     /// loaded, so not here either.
     pub fn new(pool: &Pool, exposure: &Exposure) -> Self {
-        let searchable = pool.iter().filter(|e| {
-            e.server().is_some() && exposure.state(e.name()).is_some_and(|s| s != ExposureState::Hidden)
-        });
+        let searchable = pool
+            .iter()
+            .filter(|e| e.server().is_some() && exposure.state(e.name()).is_some_and(|s| s != ExposureState::Hidden));
         Self::build(Ranking::tuned(), searchable)
     }
 
@@ -253,6 +261,7 @@ impl SearchIndex {
             postings: Vec::new(),
             idf: Vec::new(),
             by_name: HashMap::new(),
+            name_sequences: Vec::new(),
             by_compact: HashMap::new(),
         };
         // Per posting, the term frequency in each field until lengths are known.
@@ -271,11 +280,12 @@ impl SearchIndex {
             let sources: [&str; FIELDS] =
                 [entry.tool(), entry.server().unwrap_or_default(), description, &params, &param_descriptions];
             pairs.clear();
+            let sequence_start = index.name_sequences.len();
             let mut length = [0u32; FIELDS];
             for (source, text) in sources.iter().enumerate() {
                 let Some(field) = index.ranking.fields[source] else { continue };
                 let text = cut(text, MAX_FIELD_CHARS);
-                let (terms, ranking) = (&mut index.terms, &index.ranking);
+                let (terms, ranking, sequence) = (&mut index.terms, &index.ranking, &mut index.name_sequences);
                 ranking.terms(text, |t| {
                     let id = match terms.get(t) {
                         Some(&id) => id,
@@ -286,6 +296,9 @@ impl SearchIndex {
                         }
                     };
                     pairs.push((id, field as u8));
+                    if source == Field::Name as usize {
+                        sequence.push(id);
+                    }
                     length[field as usize] += 1;
                 });
             }
@@ -327,6 +340,7 @@ impl SearchIndex {
                 server: entry.server().map(Arc::from),
                 description: (start, index.text.len()),
                 name_terms,
+                name_sequence: (sequence_start, index.name_sequences.len()),
             });
         }
 
@@ -393,12 +407,10 @@ impl SearchIndex {
             return Vec::new();
         }
         let text = cut(text, MAX_QUERY_CHARS);
-        let mut query: Vec<u32> = Vec::new();
-        self.ranking.terms(text, |t| {
-            if let Some(&id) = self.terms.get(t) {
-                query.push(id);
-            }
-        });
+        // In order, unknown words as `None`, for phrase matches of names.
+        let mut sequence: Vec<Option<u32>> = Vec::new();
+        self.ranking.terms(text, |t| sequence.push(self.terms.get(t).copied()));
+        let mut query: Vec<u32> = sequence.iter().flatten().copied().collect();
         query.sort_unstable();
         query.dedup();
         if query.len() > MAX_QUERY_TERMS {
@@ -414,16 +426,26 @@ impl SearchIndex {
             let idf = self.idf[term as usize];
             for p in &self.postings[term as usize] {
                 scores[p.doc as usize] += idf * p.weight;
-                if p.in_name && let Some(h) = name_hits.get_mut(p.doc as usize) {
+                if p.in_name
+                    && let Some(h) = name_hits.get_mut(p.doc as usize)
+                {
                     *h += 1;
                 }
             }
         }
         if self.ranking.name_matches {
+            let whole_query_known = !sequence.is_empty() && sequence.iter().all(Option::is_some);
             for (doc, hits) in name_hits.iter().enumerate() {
-                let name_terms = self.docs[doc].name_terms;
-                if name_terms > 0 && *hits == name_terms {
-                    scores[doc] *= 1.0 + NEAR_EXACT_FACTOR;
+                let d = &self.docs[doc];
+                if d.name_terms == 0 || *hits != d.name_terms {
+                    continue;
+                }
+                let name = &self.name_sequences[d.name_sequence.0..d.name_sequence.1];
+                if whole_query_known && query.len() == usize::from(d.name_terms) {
+                    // The query is the name's words and nothing else: near-exact.
+                    scores[doc] += NEAR_EXACT_BONUS;
+                } else if name.len() >= 2 && contains_phrase(&sequence, name) {
+                    scores[doc] += PHRASE_BONUS;
                 }
             }
             if let Some(docs) = self.by_compact.get(compact(text).as_str()) {
@@ -452,6 +474,11 @@ impl SearchIndex {
             score,
         }
     }
+}
+
+/// Whether `phrase` occurs in `sequence` as consecutive terms.
+fn contains_phrase(sequence: &[Option<u32>], phrase: &[u32]) -> bool {
+    sequence.windows(phrase.len()).any(|w| w.iter().zip(phrase).all(|(a, b)| *a == Some(*b)))
 }
 
 /// The entry's description without the `[from MCP server "…"]` mark (still sanitized).

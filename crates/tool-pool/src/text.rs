@@ -17,38 +17,45 @@ pub(crate) enum Split {
     Identifiers,
 }
 
+/// Runs of letters and digits longer than this many bytes are not split by [`Split::Identifiers`]:
+/// they are data (hashes, base64, ids), and their pieces would match tools at random.
+const MAX_IDENTIFIER_LEN: usize = 48;
+
 /// Calls `emit` with each word of `text`, lowercased, in order.
 pub(crate) fn words(text: &str, split: Split, mut emit: impl FnMut(&str)) {
     let mut word = String::new();
-    // The previous character of the current word and its class, for the splitting rules.
-    let mut prev: Option<char> = None;
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if !c.is_alphanumeric() {
+    for run in text.split(|c: char| !c.is_alphanumeric()).filter(|r| !r.is_empty()) {
+        if split == Split::Plain || run.len() > MAX_IDENTIFIER_LEN {
+            push_lower(&mut word, run);
             flush(&mut word, &mut emit);
-            prev = None;
             continue;
         }
-        if split == Split::Identifiers
-            && let Some(p) = prev
-        {
-            let boundary = (p.is_numeric() != c.is_numeric())
-                // camelCase: a lower-case letter then an upper-case one.
-                || (p.is_lowercase() && c.is_uppercase())
-                // HTTPServer: the last capital of a run starts the next word.
-                || (p.is_uppercase() && c.is_uppercase() && chars.peek().is_some_and(|n| n.is_lowercase()));
-            if boundary {
-                flush(&mut word, &mut emit);
+        let mut prev: Option<char> = None;
+        let mut chars = run.chars().peekable();
+        while let Some(c) = chars.next() {
+            if let Some(p) = prev {
+                let boundary = (p.is_numeric() != c.is_numeric())
+                    // camelCase: a lower-case letter then an upper-case one.
+                    || (p.is_lowercase() && c.is_uppercase())
+                    // HTTPServer: the last capital of a run starts the next word.
+                    || (p.is_uppercase() && c.is_uppercase() && chars.peek().is_some_and(|n| n.is_lowercase()));
+                if boundary {
+                    flush(&mut word, &mut emit);
+                }
             }
+            push_lower(&mut word, c.encode_utf8(&mut [0; 4]));
+            prev = Some(c);
         }
-        if c.is_ascii() {
-            word.push(c.to_ascii_lowercase());
-        } else {
-            word.extend(c.to_lowercase());
-        }
-        prev = Some(c);
+        flush(&mut word, &mut emit);
     }
-    flush(&mut word, &mut emit);
+}
+
+fn push_lower(out: &mut String, text: &str) {
+    if text.is_ascii() {
+        out.extend(text.bytes().map(|b| char::from(b.to_ascii_lowercase())));
+    } else {
+        out.extend(text.chars().flat_map(char::to_lowercase));
+    }
 }
 
 fn flush(word: &mut String, emit: &mut impl FnMut(&str)) {
@@ -78,11 +85,11 @@ const STOP_WORDS: &[&str] = &[
     "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "during", "each", "either", "etc",
     "for", "from", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in",
     "into", "is", "it", "its", "itself", "just", "let", "may", "me", "might", "mine", "more", "most", "must", "my",
-    "myself", "no", "nor", "not", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "out", "over", "own",
-    "please", "same", "shall", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them",
-    "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "us", "very",
-    "via", "was", "we", "were", "what", "when", "where", "whether", "which", "while", "who", "whom", "whose", "why",
-    "will", "with", "within", "would", "you", "your", "yours", "yourself",
+    "myself", "no", "nor", "not", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "out", "over",
+    "own", "please", "same", "shall", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs",
+    "them", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "us",
+    "very", "via", "was", "we", "were", "what", "when", "where", "whether", "which", "while", "who", "whom", "whose",
+    "why", "will", "with", "within", "would", "you", "your", "yours", "yourself",
 ];
 
 /// Whether `word` (lowercase) is a stop word.
@@ -104,9 +111,8 @@ pub(crate) fn stem(word: &str) -> Cow<'_, str> {
     }
     let mut w = word;
     // Plurals and the third person: queries -> queri, matches -> match, files -> file.
-    if w.ends_with("ies") && w.len() > 4 {
-        w = &w[..w.len() - 2];
-    } else if w.strip_suffix("es").is_some_and(|s| ends_with_any(s, &["ss", "sh", "ch", "x", "z"])) {
+    let es = w.strip_suffix("es").is_some_and(|s| ends_with_any(s, &["ss", "sh", "ch", "x", "z"]));
+    if (w.ends_with("ies") && w.len() > 4) || es {
         w = &w[..w.len() - 2];
     } else if w.ends_with('s') && !ends_with_any(w, &["ss", "us", "is"]) {
         w = &w[..w.len() - 1];
@@ -122,10 +128,18 @@ pub(crate) fn stem(word: &str) -> Cow<'_, str> {
             }
         }
     }
+    // musical -> music, payment -> pay; not where too little would be left (final, comment).
+    for suffix in ["ment", "al"] {
+        if w.strip_suffix(suffix).is_some_and(|s| s.len() >= 4) {
+            w = &w[..w.len() - suffix.len()];
+            break;
+        }
+    }
     // creation, creator -> creat, like create.
     for suffix in ["ation", "ator"] {
         if w.strip_suffix(suffix).is_some_and(|s| s.len() >= 3) {
-            w = &w[..w.len() - 3];
+            // Keep the `at`.
+            w = &w[..w.len() - suffix.len() + 2];
             break;
         }
     }
@@ -201,7 +215,7 @@ mod tests {
     #[test]
     fn stems_conflate_inflections() {
         let same = |words: &[&str]| {
-            let stems: Vec<&str> = words.iter().map(|w| stem(w)).collect();
+            let stems: Vec<Cow<'_, str>> = words.iter().map(|w| stem(w)).collect();
             assert!(stems.windows(2).all(|s| s[0] == s[1]), "{words:?} -> {stems:?}");
         };
         same(&["file", "files"]);
@@ -220,7 +234,8 @@ mod tests {
         same(&["match", "matches"]);
         same(&["install", "installed", "installing"]);
         // Left alone: short words, words that end in s without being plurals, non-ASCII.
-        for w in ["bus", "gas", "status", "analysis", "class", "process", "install", "ünïcodes", "it", "string", "need"] {
+        for w in ["bus", "gas", "status", "analysis", "class", "process", "install", "ünïcodes", "it", "string", "need"]
+        {
             assert_eq!(stem(w), w);
         }
     }
