@@ -12,31 +12,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::error::Error;
-use std::path::PathBuf;
 
-use mcp_protocol::Tool;
 use policy::Policy;
-use serde::Deserialize;
-use serde_json::Value;
 use tool_pool::{Options, SearchIndex, ServerTools, assemble};
 
-#[derive(Deserialize)]
-struct ToolRow {
-    server: String,
-    name: String,
-    description: String,
-    input_schema: Value,
-}
-
-#[derive(Deserialize)]
-struct QueryRow {
-    id: String,
-    source: String,
-    split: String,
-    query: String,
-    /// Each target is a list of acceptable (server, tool) pairs.
-    targets: Vec<Vec<(String, String)>>,
-}
+#[path = "support/dataset.rs"]
+mod dataset;
 
 const KS: [usize; 3] = [1, 5, 10];
 
@@ -61,7 +42,7 @@ impl Sums {
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
-    let mut data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data").join("search-eval");
+    let mut data = dataset::default_dir();
     let mut split = "all".to_owned();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -71,16 +52,8 @@ fn main() -> Result<(), Box<dyn Error>> {
             other => return Err(format!("unknown argument {other:?}").into()),
         }
     }
-
-    let read = |file: &str| std::fs::read_to_string(data.join(file)).map_err(|e| format!("{file}: {e}"));
-    let mut servers: BTreeMap<String, Vec<Tool>> = BTreeMap::new();
-    for line in read("tools.jsonl")?.lines() {
-        let row: ToolRow = serde_json::from_str(line)?;
-        let mut tool = Tool::new(row.name, row.input_schema);
-        tool.description = Some(row.description);
-        servers.entry(row.server).or_default().push(tool);
-    }
-    let queries: Vec<QueryRow> = read("queries.jsonl")?.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+    let servers = dataset::tools(&data)?;
+    let queries = dataset::queries(&data)?;
 
     let listings: Vec<ServerTools> = servers.into_iter().map(|(s, t)| ServerTools::new(s, t)).collect();
     let pool = assemble(&Vec::new().into(), &listings, &Policy::default(), &Options::default(), 1)?;

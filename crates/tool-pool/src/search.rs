@@ -11,7 +11,9 @@
 //! rarest words; results to [`MAX_LIMIT`]; the text indexed per tool to [`MAX_FIELD_CHARS`] per
 //! field and its first [`MAX_PARAMETERS`] parameters.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -20,7 +22,7 @@ use serde_json::Value;
 use crate::description::mark;
 use crate::exposure::{Exposure, ExposureState};
 use crate::pool::{Pool, PoolEntry};
-use crate::text::{Split, compact, is_stop_word, stem, words};
+use crate::text::{Split, compact, compact_into, is_stop_word, stem, words};
 
 /// Longest query looked at, in characters; the rest is ignored.
 pub const MAX_QUERY_CHARS: usize = 1_000;
@@ -105,14 +107,139 @@ impl Ranking {
         }
     }
 
-    /// Calls `emit` with each term of `text`.
-    fn terms(&self, text: &str, mut emit: impl FnMut(&str)) {
-        words(text, self.split, |w| {
-            if self.stop_words && is_stop_word(w) {
-                return;
-            }
-            if self.stem { emit(&stem(w)) } else { emit(w) }
+    /// The term of `word`, `None` for a stop word.
+    fn term<'w>(&self, word: &'w str) -> Option<Cow<'w, str>> {
+        if self.stop_words && is_stop_word(word) {
+            return None;
+        }
+        Some(if self.stem { stem(word) } else { Cow::Borrowed(word) })
+    }
+}
+
+/// The maps of an index hash a word per word of every tool's text, which made SipHash the
+/// largest cost of building. foldhash is several times faster; its seed comes from std's
+/// `RandomState` (the OS's randomness), so a server cannot aim at collisions in advance.
+#[derive(Debug, Clone)]
+struct Hasher(foldhash::fast::FixedState);
+
+impl Default for Hasher {
+    fn default() -> Self {
+        Self(foldhash::fast::FixedState::with_seed(RandomState::new().hash_one(0x5eed_u64)))
+    }
+}
+
+impl BuildHasher for Hasher {
+    type Hasher = foldhash::fast::FoldHasher<'static>;
+
+    fn build_hasher(&self) -> Self::Hasher {
+        self.0.build_hasher()
+    }
+}
+
+type Map<K, V> = HashMap<K, V, Hasher>;
+
+/// What a word of a query is to the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lookup {
+    Stop,
+    Unknown,
+    Term(u32),
+}
+
+/// The id of the stop-word pseudo-term in [`Dictionary::words`].
+const STOP: u32 = u32::MAX;
+
+/// Words to term ids. Each distinct word is analyzed (stop word? stem?) once: a cache from the
+/// word as written, in front of the map from stems.
+#[derive(Debug, Clone, Default)]
+struct Dictionary {
+    /// Words of at most 15 bytes (nearly all), packed into one integer: hashing and comparing
+    /// them costs a fraction of what strings cost, and this lookup runs for every word indexed.
+    short: Map<(u64, u64), u32>,
+    long: Map<Box<str>, u32>,
+    stems: Map<Box<str>, u32>,
+}
+
+/// Entries of the cache in front of [`Dictionary::intern`]: 24 KiB.
+const RECENT: usize = 1024;
+
+/// `word` packed with its length when it has at most 15 bytes (two `u64`s rather than a `u128`:
+/// eight-byte alignment makes the table's entries smaller).
+fn pack(word: &str) -> Option<(u64, u64)> {
+    let b = word.as_bytes();
+    if b.len() > 15 {
+        return None;
+    }
+    let mut bytes = [0u8; 16];
+    bytes[..b.len()].copy_from_slice(b);
+    bytes[15] = b.len() as u8;
+    let [a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7] = bytes;
+    Some((u64::from_le_bytes([a0, a1, a2, a3, a4, a5, a6, a7]), u64::from_le_bytes([b0, b1, b2, b3, b4, b5, b6, b7])))
+}
+
+impl Dictionary {
+    fn cached(&self, word: &str) -> Option<u32> {
+        match pack(word) {
+            Some(key) => self.short.get(&key).copied(),
+            None => self.long.get(word).copied(),
+        }
+    }
+
+    /// The term id of `word`, added if new; [`STOP`] for a stop word. `recent` is a small
+    /// direct-mapped cache in front of the maps: word frequencies are skewed, and it hits for
+    /// most words while staying in the processor's nearest cache.
+    fn intern(&mut self, ranking: &Ranking, word: &str, recent: &mut [((u64, u64), u32); RECENT]) -> u32 {
+        let packed = pack(word);
+        let slot = packed.map(|(a, b)| {
+            let mixed = (a ^ b.rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            (mixed >> (64 - RECENT.trailing_zeros())) as usize
         });
+        if let (Some(key), Some(slot)) = (packed, slot)
+            && let Some((k, id)) = recent.get(slot)
+            && *k == key
+        {
+            return *id;
+        }
+        let id = self.intern_slow(ranking, word);
+        if let (Some(key), Some(slot)) = (packed, slot)
+            && let Some(entry) = recent.get_mut(slot)
+        {
+            *entry = (key, id);
+        }
+        id
+    }
+
+    fn intern_slow(&mut self, ranking: &Ranking, word: &str) -> u32 {
+        if let Some(id) = self.cached(word) {
+            return id;
+        }
+        let id = match ranking.term(word) {
+            None => STOP,
+            Some(term) => match self.stems.get(&*term) {
+                Some(&id) => id,
+                None => {
+                    let id = u32::try_from(self.stems.len()).unwrap_or(STOP - 1).min(STOP - 1);
+                    self.stems.insert(term.into(), id);
+                    id
+                }
+            },
+        };
+        match pack(word) {
+            Some(key) => self.short.insert(key, id),
+            None => self.long.insert(word.into(), id),
+        };
+        id
+    }
+
+    fn lookup(&self, ranking: &Ranking, word: &str) -> Lookup {
+        match self.cached(word) {
+            Some(STOP) => Lookup::Stop,
+            Some(id) => Lookup::Term(id),
+            None => match ranking.term(word) {
+                None => Lookup::Stop,
+                Some(term) => self.stems.get(&*term).map_or(Lookup::Unknown, |&id| Lookup::Term(id)),
+            },
+        }
     }
 }
 
@@ -207,14 +334,17 @@ pub struct SearchIndex {
     ranking: Ranking,
     docs: Vec<Doc>,
     text: String,
-    terms: HashMap<Box<str>, u32>,
-    postings: Vec<Vec<Posting>>,
+    dictionary: Dictionary,
+    /// Every term's postings, back to back, in document order within a term.
+    postings: Vec<Posting>,
+    /// Where each term's postings start in `postings`; one more entry than terms.
+    offsets: Vec<usize>,
     idf: Vec<f32>,
-    by_name: HashMap<Arc<str>, u32>,
+    by_name: Map<Arc<str>, u32>,
     /// Every tool's name as a sequence of term ids, back to back.
     name_sequences: Vec<u32>,
     /// Compact model names and raw names (see [`compact`]) to the tools that have them.
-    by_compact: HashMap<Box<str>, Vec<u32>>,
+    by_compact: Map<Box<str>, Vec<u32>>,
 }
 
 impl SearchIndex {
@@ -222,10 +352,14 @@ impl SearchIndex {
     /// hide. Tools the policy denies are not in the pool, so never here; built-ins are always
     /// loaded, so not here either.
     pub fn new(pool: &Pool, exposure: &Exposure) -> Self {
-        let searchable = pool
-            .iter()
-            .filter(|e| e.server().is_some() && exposure.state(e.name()).is_some_and(|s| s != ExposureState::Hidden));
-        Self::build(Ranking::tuned(), searchable)
+        // An exposure lists a pool's entries in pool order: walked side by side, no lookups.
+        // One computed for another pool (names differ) makes nothing searchable rather than
+        // guess.
+        let same_pool = exposure.revision() == pool.revision() && exposure.iter().len() == pool.len();
+        let searchable = pool.iter().zip(exposure.iter()).filter(|(e, x)| {
+            same_pool && e.server().is_some() && *e.name() == *x.name && x.state != ExposureState::Hidden
+        });
+        Self::build(Ranking::tuned(), searchable.map(|(e, _)| e))
     }
 
     /// The index of exactly `entries`, ranked like [`SearchIndex::new`].
@@ -257,79 +391,96 @@ impl SearchIndex {
             ranking,
             docs: Vec::with_capacity(entries.size_hint().0),
             text: String::new(),
-            terms: HashMap::new(),
+            dictionary: Dictionary::default(),
             postings: Vec::new(),
+            offsets: Vec::new(),
             idf: Vec::new(),
-            by_name: HashMap::new(),
+            by_name: Map::default(),
             name_sequences: Vec::new(),
-            by_compact: HashMap::new(),
+            by_compact: Map::default(),
         };
         // Per posting, the term frequency in each field until lengths are known.
-        let mut raw: Vec<Vec<(u32, [u16; FIELDS])>> = Vec::new();
+        // (term, tool, frequency per field), in tool order; grouped by term at the end. One
+        // sequential list: a list per term, grown as tools come, cost cache misses on every push.
+        let mut found: Vec<(u32, u32, [u16; FIELDS])> = Vec::new();
         let mut lengths: Vec<[u32; FIELDS]> = Vec::new();
-        let mut pairs: Vec<(u32, u8)> = Vec::new();
+        // Term frequencies of the current tool, by term id, and the terms it has: accumulated
+        // in place rather than sorted (sorting was a visible part of building).
+        let mut tf: Vec<[u16; FIELDS]> = Vec::new();
+        let mut touched: Vec<u32> = Vec::new();
         let mut params = String::new();
         let mut param_descriptions = String::new();
+        let mut current: Option<(Arc<str>, Arc<str>, String)> = None;
+        let mut key = String::new();
+        // Empty words never occur, so the all-zero key matches nothing.
+        let mut recent = [((0u64, 0u64), STOP); RECENT];
         for entry in entries {
             let Ok(doc) = u32::try_from(index.docs.len()) else { break };
             if index.by_name.contains_key(entry.name()) {
                 continue;
             }
-            let description = unmarked(&entry);
+            // Entries come server by server: the server's name and mark are made once.
+            if let Some(server) = entry.server()
+                && current.as_ref().is_none_or(|(name, _, _)| **name != *server)
+            {
+                current = Some((Arc::from(server), Arc::from(server), mark(server, None, 0)));
+            }
+            let (server, mark) = match (entry.server(), &current) {
+                (Some(_), Some((_, arc, mark))) => (Some(Arc::clone(arc)), mark.as_str()),
+                _ => (None, ""),
+            };
+            let description = unmarked(&entry, mark);
             parameters(entry.input_schema(), &mut params, &mut param_descriptions);
             let sources: [&str; FIELDS] =
                 [entry.tool(), entry.server().unwrap_or_default(), description, &params, &param_descriptions];
-            pairs.clear();
             let sequence_start = index.name_sequences.len();
             let mut length = [0u32; FIELDS];
             for (source, text) in sources.iter().enumerate() {
                 let Some(field) = index.ranking.fields[source] else { continue };
                 let text = cut(text, MAX_FIELD_CHARS);
-                let (terms, ranking, sequence) = (&mut index.terms, &index.ranking, &mut index.name_sequences);
-                ranking.terms(text, |t| {
-                    let id = match terms.get(t) {
-                        Some(&id) => id,
-                        None => {
-                            let id = u32::try_from(terms.len()).unwrap_or(u32::MAX);
-                            terms.insert(t.into(), id);
-                            id
-                        }
-                    };
-                    pairs.push((id, field as u8));
+                let (dictionary, ranking, sequence) =
+                    (&mut index.dictionary, &index.ranking, &mut index.name_sequences);
+                words(text, ranking.split, |w| {
+                    let id = dictionary.intern(ranking, w, &mut recent);
+                    if id == STOP {
+                        return;
+                    }
+                    let t = id as usize;
+                    if tf.len() <= t {
+                        tf.resize(t + 1, [0; FIELDS]);
+                    }
+                    if tf[t] == [0; FIELDS] {
+                        touched.push(id);
+                    }
+                    tf[t][field as usize] = tf[t][field as usize].saturating_add(1);
                     if source == Field::Name as usize {
                         sequence.push(id);
                     }
                     length[field as usize] += 1;
                 });
             }
-            pairs.sort_unstable();
             let mut name_terms = 0u16;
-            let mut i = 0;
-            while i < pairs.len() {
-                let term = pairs[i].0;
-                let mut tf = [0u16; FIELDS];
-                while i < pairs.len() && pairs[i].0 == term {
-                    let f = usize::from(pairs[i].1);
-                    tf[f] = tf[f].saturating_add(1);
-                    i += 1;
-                }
-                if tf[Field::Name as usize] > 0 {
+            for &term in &touched {
+                let t = term as usize;
+                if tf[t][Field::Name as usize] > 0 {
                     name_terms = name_terms.saturating_add(1);
                 }
-                let t = term as usize;
-                if raw.len() <= t {
-                    raw.resize_with(t + 1, Vec::new);
-                }
-                raw[t].push((doc, tf));
+                found.push((term, doc, tf[t]));
+                tf[t] = [0; FIELDS];
             }
+            touched.clear();
             lengths.push(length);
             let name: Arc<str> = Arc::from(entry.name());
             index.by_name.insert(Arc::clone(&name), doc);
             if index.ranking.name_matches {
-                for key in [compact(entry.name()), compact(entry.tool())] {
-                    let docs = index.by_compact.entry(key.into_boxed_str()).or_default();
-                    if docs.last() != Some(&doc) {
-                        docs.push(doc);
+                for name in [entry.name(), entry.tool()] {
+                    compact_into(&mut key, name);
+                    match index.by_compact.get_mut(key.as_str()) {
+                        Some(docs) if !docs.contains(&doc) => docs.push(doc),
+                        Some(_) => {}
+                        None => {
+                            index.by_compact.insert(Box::from(key.as_str()), vec![doc]);
+                        }
                     }
                 }
             }
@@ -337,7 +488,7 @@ impl SearchIndex {
             index.text.push_str(description);
             index.docs.push(Doc {
                 name,
-                server: entry.server().map(Arc::from),
+                server,
                 description: (start, index.text.len()),
                 name_terms,
                 name_sequence: (sequence_start, index.name_sequences.len()),
@@ -352,27 +503,39 @@ impl SearchIndex {
             }
         }
         average.iter_mut().for_each(|a| *a = (*a / n).max(1.0));
-        let r = &index.ranking;
-        index.idf = raw.iter().map(|p| (1.0 + (n - p.len() as f32 + 0.5) / (p.len() as f32 + 0.5)).ln()).collect();
-        index.postings = raw
-            .into_iter()
-            .map(|list| {
-                list.into_iter()
-                    .map(|(doc, tf)| {
-                        let length = &lengths[doc as usize];
-                        let mut t = 0f32;
-                        for f in 0..FIELDS {
-                            if tf[f] > 0 {
-                                let norm = 1.0 - r.b[f] + r.b[f] * length[f] as f32 / average[f];
-                                t += r.weights[f] * f32::from(tf[f]) / norm;
-                            }
-                        }
-                        let weight = t * (r.k1 + 1.0) / (t + r.k1);
-                        Posting { doc, weight, in_name: tf[Field::Name as usize] > 0 }
-                    })
-                    .collect()
-            })
+        // Counting sort by term, BM25F weights computed on the way.
+        let terms = index.dictionary.stems.len();
+        let mut offsets = vec![0usize; terms + 1];
+        for &(term, _, _) in &found {
+            offsets[term as usize + 1] += 1;
+        }
+        for t in 0..terms {
+            offsets[t + 1] += offsets[t];
+        }
+        index.idf = offsets
+            .windows(2)
+            .map(|w| (w[1] - w[0]) as f32)
+            .map(|df| (1.0 + (n - df + 0.5) / (df + 0.5)).ln())
             .collect();
+        let r = &index.ranking;
+        let mut next = offsets.clone();
+        let mut postings = vec![Posting { doc: 0, weight: 0.0, in_name: false }; found.len()];
+        for (term, doc, tf) in found {
+            let length = &lengths[doc as usize];
+            let mut t = 0f32;
+            for f in 0..FIELDS {
+                if tf[f] > 0 {
+                    let norm = 1.0 - r.b[f] + r.b[f] * length[f] as f32 / average[f];
+                    t += r.weights[f] * f32::from(tf[f]) / norm;
+                }
+            }
+            let weight = t * (r.k1 + 1.0) / (t + r.k1);
+            let slot = &mut next[term as usize];
+            postings[*slot] = Posting { doc, weight, in_name: tf[Field::Name as usize] > 0 };
+            *slot += 1;
+        }
+        index.postings = postings;
+        index.offsets = offsets;
         index
     }
 
@@ -409,7 +572,11 @@ impl SearchIndex {
         let text = cut(text, MAX_QUERY_CHARS);
         // In order, unknown words as `None`, for phrase matches of names.
         let mut sequence: Vec<Option<u32>> = Vec::new();
-        self.ranking.terms(text, |t| sequence.push(self.terms.get(t).copied()));
+        words(text, self.ranking.split, |w| match self.dictionary.lookup(&self.ranking, w) {
+            Lookup::Stop => {}
+            Lookup::Unknown => sequence.push(None),
+            Lookup::Term(id) => sequence.push(Some(id)),
+        });
         let mut query: Vec<u32> = sequence.iter().flatten().copied().collect();
         query.sort_unstable();
         query.dedup();
@@ -424,7 +591,8 @@ impl SearchIndex {
         let mut name_hits = vec![0u16; if self.ranking.name_matches { self.docs.len() } else { 0 }];
         for &term in &query {
             let idf = self.idf[term as usize];
-            for p in &self.postings[term as usize] {
+            let (start, end) = (self.offsets[term as usize], self.offsets[term as usize + 1]);
+            for p in &self.postings[start..end] {
                 scores[p.doc as usize] += idf * p.weight;
                 if p.in_name
                     && let Some(h) = name_hits.get_mut(p.doc as usize)
@@ -481,14 +649,12 @@ fn contains_phrase(sequence: &[Option<u32>], phrase: &[u32]) -> bool {
     sequence.windows(phrase.len()).any(|w| w.iter().zip(phrase).all(|(a, b)| *a == Some(*b)))
 }
 
-/// The entry's description without the `[from MCP server "…"]` mark (still sanitized).
-fn unmarked<'a>(entry: &PoolEntry<'a>) -> &'a str {
+/// The entry's description without its server's `[from MCP server "…"]` mark, `mark` (still
+/// sanitized).
+fn unmarked<'a>(entry: &PoolEntry<'a>, mark: &str) -> &'a str {
     let description = entry.description();
     match entry.server() {
-        Some(server) => {
-            let prefix = mark(server, None, 0);
-            description.strip_prefix(prefix.as_str()).map_or(description, str::trim_start)
-        }
+        Some(_) => description.strip_prefix(mark).map_or(description, str::trim_start),
         None => description,
     }
 }
@@ -498,11 +664,12 @@ fn unmarked<'a>(entry: &PoolEntry<'a>) -> &'a str {
 fn parameters(schema: &Value, names: &mut String, descriptions: &mut String) {
     names.clear();
     descriptions.clear();
-    let Some(Value::Object(properties)) = schema.get("properties") else { return };
+    // Schemas have a handful of keys: a scan beats hashing (serde_json's maps hash with SipHash).
+    let Some(Value::Object(properties)) = field(schema, "properties") else { return };
     for (name, property) in properties.iter().take(MAX_PARAMETERS) {
         names.push_str(name);
         names.push(' ');
-        if let Some(Value::String(d)) = property.get("description")
+        if let Some(Value::String(d)) = field(property, "description")
             && descriptions.len() < MAX_FIELD_CHARS
         {
             descriptions.push_str(cut(d, MAX_FIELD_CHARS));
@@ -511,8 +678,16 @@ fn parameters(schema: &Value, names: &mut String, descriptions: &mut String) {
     }
 }
 
+/// The value of `key` in `value`, if that is an object.
+fn field<'v>(value: &'v Value, key: &str) -> Option<&'v Value> {
+    value.as_object()?.iter().find_map(|(k, v)| (k == key).then_some(v))
+}
+
 /// At most `max` characters of `text`.
 fn cut(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
     match text.char_indices().nth(max) {
         Some((i, _)) => &text[..i],
         None => text,

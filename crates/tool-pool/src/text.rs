@@ -21,62 +21,148 @@ pub(crate) enum Split {
 /// they are data (hashes, base64, ids), and their pieces would match tools at random.
 const MAX_IDENTIFIER_LEN: usize = 48;
 
+/// Classes of ASCII bytes, for the tokenizer's hot loops: one table load instead of several
+/// range checks per byte.
+const ALNUM: u8 = 1;
+const UPPER: u8 = 2;
+const LOWER: u8 = 4;
+const DIGIT: u8 = 8;
+const CLASS: [u8; 128] = {
+    let mut table = [0u8; 128];
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8;
+        table[b] = if c.is_ascii_uppercase() {
+            ALNUM | UPPER
+        } else if c.is_ascii_lowercase() {
+            ALNUM | LOWER
+        } else if c.is_ascii_digit() {
+            ALNUM | DIGIT
+        } else {
+            0
+        };
+        b += 1;
+    }
+    table
+};
+
+/// The class of `b`; 0 for a byte that is not an ASCII letter or digit.
+fn class(b: u8) -> u8 {
+    CLASS.get(usize::from(b)).copied().unwrap_or(0)
+}
+
 /// Calls `emit` with each word of `text`, lowercased, in order.
 pub(crate) fn words(text: &str, split: Split, mut emit: impl FnMut(&str)) {
-    let mut word = String::new();
-    for run in text.split(|c: char| !c.is_alphanumeric()).filter(|r| !r.is_empty()) {
-        if split == Split::Plain || run.len() > MAX_IDENTIFIER_LEN {
-            push_lower(&mut word, run);
-            flush(&mut word, &mut emit);
+    let bytes = text.as_bytes();
+    let mut buf = String::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b.is_ascii() && class(b) == 0 {
+            i += 1;
             continue;
         }
-        let mut prev: Option<char> = None;
-        let mut chars = run.chars().peekable();
-        while let Some(c) = chars.next() {
-            if let Some(p) = prev {
-                let boundary = (p.is_numeric() != c.is_numeric())
-                    // camelCase: a lower-case letter then an upper-case one.
-                    || (p.is_lowercase() && c.is_uppercase())
-                    // HTTPServer: the last capital of a run starts the next word.
-                    || (p.is_uppercase() && c.is_uppercase() && chars.peek().is_some_and(|n| n.is_lowercase()));
-                if boundary {
-                    flush(&mut word, &mut emit);
-                }
-            }
-            push_lower(&mut word, c.encode_utf8(&mut [0; 4]));
-            prev = Some(c);
+        let start = i;
+        while i < bytes.len() && class(bytes[i]) != 0 {
+            i += 1;
         }
-        flush(&mut word, &mut emit);
+        if i < bytes.len() && !bytes[i].is_ascii() {
+            // A run with other letters or digits than ASCII ones (or none): found and split on
+            // characters. Rare, so slower.
+            let rest = &text[start..];
+            let end = rest.char_indices().find(|(_, c)| !c.is_alphanumeric()).map_or(rest.len(), |(j, _)| j);
+            let run = &rest[..end];
+            i = start + end.max(rest.chars().next().map_or(1, char::len_utf8));
+            if !run.is_empty() {
+                split_chars(run, split, &mut buf, &mut emit);
+            }
+            continue;
+        }
+        split_ascii(&text[start..i], split, &mut buf, &mut emit);
     }
 }
 
-fn push_lower(out: &mut String, text: &str) {
-    if text.is_ascii() {
-        out.extend(text.bytes().map(|b| char::from(b.to_ascii_lowercase())));
-    } else {
-        out.extend(text.chars().flat_map(char::to_lowercase));
+/// [`words`] of one run of ASCII letters and digits, in one pass over its bytes. Words are
+/// handed out as slices of `run` where already lowercase (most are), else copied into `buf`.
+fn split_ascii(run: &str, split: Split, buf: &mut String, emit: &mut impl FnMut(&str)) {
+    let b = run.as_bytes();
+    let mut emit_word = |word: &str, upper: bool| {
+        if upper {
+            buf.clear();
+            buf.push_str(word);
+            buf.make_ascii_lowercase();
+            emit(buf);
+        } else {
+            emit(word);
+        }
+    };
+    if split == Split::Plain || run.len() > MAX_IDENTIFIER_LEN {
+        emit_word(run, b.iter().any(u8::is_ascii_uppercase));
+        return;
     }
+    let mut start = 0;
+    let mut classes = 0u8;
+    let mut prev = b.first().map_or(0, |&c| class(c));
+    for j in 1..b.len() {
+        let c = class(b[j]);
+        // Between a letter and a digit; camelCase (a lower-case letter, then an upper-case
+        // one); HTTPServer (the last capital of a run starts the next word).
+        let boundary = (prev ^ c) & DIGIT != 0
+            || (c & UPPER != 0
+                && (prev & LOWER != 0 || (prev & UPPER != 0 && b.get(j + 1).is_some_and(|&n| class(n) & LOWER != 0))));
+        classes |= prev;
+        if boundary {
+            emit_word(&run[start..j], classes & UPPER != 0);
+            start = j;
+            classes = 0;
+        }
+        prev = c;
+    }
+    emit_word(&run[start..], (classes | prev) & UPPER != 0);
 }
 
-fn flush(word: &mut String, emit: &mut impl FnMut(&str)) {
-    if !word.is_empty() {
-        emit(word);
-        word.clear();
+/// [`words`] of one run of letters and digits, on characters.
+fn split_chars(run: &str, split: Split, buf: &mut String, emit: &mut impl FnMut(&str)) {
+    buf.clear();
+    if split == Split::Plain || run.len() > MAX_IDENTIFIER_LEN {
+        buf.extend(run.chars().flat_map(char::to_lowercase));
+        emit(buf);
+        return;
     }
+    let mut prev: Option<char> = None;
+    let mut chars = run.chars().peekable();
+    while let Some(c) = chars.next() {
+        if let Some(p) = prev {
+            let boundary = (p.is_numeric() != c.is_numeric())
+                || (p.is_lowercase() && c.is_uppercase())
+                || (p.is_uppercase() && c.is_uppercase() && chars.peek().is_some_and(|n| n.is_lowercase()));
+            if boundary {
+                emit(buf);
+                buf.clear();
+            }
+        }
+        buf.extend(c.to_lowercase());
+        prev = Some(c);
+    }
+    emit(buf);
 }
 
 /// Lowercase letters and digits of `text` only: `Get-Weather` and `get_weather` are both
 /// `getweather`. Used to compare a query with names regardless of separators and case.
 pub(crate) fn compact(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    for c in text.chars().filter(|c| c.is_alphanumeric()) {
-        if c.is_ascii() {
-            out.push(c.to_ascii_lowercase());
-        } else {
-            out.extend(c.to_lowercase());
-        }
-    }
+    compact_into(&mut out, text);
     out
+}
+
+/// [`compact`] into `out` (cleared first).
+pub(crate) fn compact_into(out: &mut String, text: &str) {
+    out.clear();
+    if text.is_ascii() {
+        out.extend(text.bytes().filter(u8::is_ascii_alphanumeric).map(|b| char::from(b.to_ascii_lowercase())));
+    } else {
+        out.extend(text.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase));
+    }
 }
 
 /// English function words that say nothing about what a tool does. Sorted, for binary search.
