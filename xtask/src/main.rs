@@ -1,5 +1,5 @@
 //! Project automation: `cargo xtask test [--hermetic]`, `cargo xtask bench`, `cargo xtask peers`,
-//! `cargo xtask conformance [SCENARIO...]`.
+//! `cargo xtask conformance [SCENARIO...]`, `cargo xtask search-eval`.
 //!
 //! Std only, so `cargo xtask` starts fast. Every step prints what it runs; the first failure
 //! stops the run with a non-zero exit.
@@ -54,6 +54,12 @@ fn main() -> ExitCode {
         Some("purity") => purity(),
         Some("peers") => install_peers().map(|dir| println!("peers installed in {}", dir.display())),
         Some("bench") => bench::run(&args[1..]),
+        Some("search-eval") => run(
+            "search-eval",
+            cargo()
+                .args(["run", "--release", "-q", "-p", "tool-pool", "--example", "search_eval", "--"])
+                .args(&args[1..]),
+        ),
         Some("conformance") => {
             let only: Vec<String> = args[1..].iter().filter(|a| !a.starts_with("--")).cloned().collect();
             conformance::conformance(&only)
@@ -66,6 +72,7 @@ fn main() -> ExitCode {
                  purity             check that mcp-protocol, tool-pool and policy do no I/O\n  \
                  peers              install the pinned third-party MCP servers into the cache\n  \
                  bench [--n N] [--rounds R]  stdio client vs a raw pipe, side by side\n  \
+                 search-eval [--split dev|test]  tool search recall beside plain BM25 (labelled set)\n  \
                  conformance [SCENARIO...]  the official MCP conformance harness against\n                      \
                  conformance-client (every client scenario; names pick scenarios)"
             );

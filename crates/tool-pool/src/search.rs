@@ -619,6 +619,11 @@ impl SearchIndex {
             if let Some(docs) = self.by_compact.get(compact(text).as_str()) {
                 docs.iter().for_each(|&d| scores[d as usize] += EXACT_BONUS);
             }
+            // The model name itself, as written: first even among names that compare equal
+            // without case and separators.
+            if let Some(&d) = self.by_name.get(text.trim()) {
+                scores[d as usize] += EXACT_BONUS;
+            }
         }
 
         let mut ranked: Vec<(u32, f32)> =
