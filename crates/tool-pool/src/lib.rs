@@ -20,6 +20,15 @@
 //! - **Policy.** Tools the policy denies are not in the pool at all ([`Pool::hidden`] lists
 //!   them for the user). Server annotations are passed to the policy, which ignores them.
 //!
+//! Between the pool and the model, [`expose`] decides per entry whether its definition is sent
+//! every step ([`ExposureState::Loaded`]), waits behind tool search (`Deferred`) or is left out
+//! (`Hidden`), from per-tool and pool budgets in bytes ([`definition_size`]), per-server
+//! overrides, `always_load` servers, the search mode ([`SearchMode`]) and the tools the model
+//! loaded earlier in the session. [`SearchIndex`] ranks what may be searched (never denied or
+//! hidden tools): BM25F over the name's words, the server's name, the description and the
+//! parameters, with stemming and stop words, exact and near-exact name matches first, and
+//! `select:NAME[,NAME]`.
+//!
 //! # Example
 //!
 //! ```

@@ -288,6 +288,21 @@ mod tests {
     }
 
     #[test]
+    fn data_runs_are_not_split() {
+        let blob = "iVBORw0KGgoAAAANSUhEUgAAAgAAAAIACAYAAAD0eNT6AAAABHNCSVQ";
+        assert_eq!(split(&format!("see {blob}!"), Split::Identifiers), ["see", &blob.to_lowercase()]);
+    }
+
+    #[test]
+    fn mixed_scripts_and_odd_characters() {
+        let s = |t| split(t, Split::Identifiers);
+        assert_eq!(s("caféCrème—x\u{202E}y"), ["café", "crème", "x", "y"]);
+        assert_eq!(s("a\u{0}b\u{FEFF}c"), ["a", "b", "c"]);
+        assert_eq!(s("—"), Vec::<String>::new());
+        assert_eq!(compact("Get-Weather_v2 日本"), "getweatherv2日本");
+    }
+
+    #[test]
     fn plain_split_keeps_identifiers_whole() {
         assert_eq!(split("getWeather_v2 (Paris)", Split::Plain), ["getweather", "v2", "paris"]);
     }
