@@ -318,8 +318,9 @@ enum Priority {
 /// tool); names the pool no longer has are ignored. Built-ins are always loaded and count
 /// against the pool budget first. A tool over its per-tool budget is hidden. The others are
 /// deferred when their server's search mode says so, unless their server is `always_load` or
-/// they are in `loaded`; the rest are loaded in [`Priority`] order while the pool and server
-/// budgets allow, and past a budget deferred, or hidden when search is off for their server.
+/// they are in `loaded`; the rest are loaded (always-loaded servers first, then tools loaded in
+/// the session, then the others, each in pool order) while the pool and server budgets allow,
+/// and past a budget deferred, or hidden when search is off for their server.
 pub fn expose(pool: &Pool, options: &ExposureOptions, loaded: &BTreeSet<String>) -> Exposure {
     let none = ServerExposure::default();
     let settings = |entry: &PoolEntry<'_>| entry.server().and_then(|s| options.servers.get(s)).unwrap_or(&none);

@@ -4,8 +4,10 @@
 //! over what a tool says about itself: its name split into words (snake_case, camelCase, dots,
 //! dashes, digits), its server's name, its description, its parameters' names and their
 //! descriptions; with stop words dropped and a light stemmer (`text.rs`). A query that names a
-//! tool ranks it first: the model name, or the raw name, compared without case and separators
-//! (`exact`); next come tools every word of whose name is in the query (`near-exact`).
+//! tool ranks it first: the model name as written, or the model or raw name compared without
+//! case and separators (exact); next, tools whose name's words are exactly the query's words,
+//! in any order and inflection (near-exact). A name of two words or more found as a phrase in a
+//! longer query adds to its tool's score.
 //!
 //! Bounded: queries are cut to [`MAX_QUERY_CHARS`] characters and their [`MAX_QUERY_TERMS`]
 //! rarest words; results to [`MAX_LIMIT`]; the text indexed per tool to [`MAX_FIELD_CHARS`] per
@@ -399,7 +401,6 @@ impl SearchIndex {
             name_sequences: Vec::new(),
             by_compact: Map::default(),
         };
-        // Per posting, the term frequency in each field until lengths are known.
         // (term, tool, frequency per field), in tool order; grouped by term at the end. One
         // sequential list: a list per term, grown as tools come, cost cache misses on every push.
         let mut found: Vec<(u32, u32, [u16; FIELDS])> = Vec::new();
@@ -410,7 +411,7 @@ impl SearchIndex {
         let mut touched: Vec<u32> = Vec::new();
         let mut params = String::new();
         let mut param_descriptions = String::new();
-        let mut current: Option<(Arc<str>, Arc<str>, String)> = None;
+        let mut current: Option<(Arc<str>, String)> = None;
         let mut key = String::new();
         // Empty words never occur, so the all-zero key matches nothing.
         let mut recent = [((0u64, 0u64), STOP); RECENT];
@@ -421,12 +422,12 @@ impl SearchIndex {
             }
             // Entries come server by server: the server's name and mark are made once.
             if let Some(server) = entry.server()
-                && current.as_ref().is_none_or(|(name, _, _)| **name != *server)
+                && current.as_ref().is_none_or(|(name, _)| **name != *server)
             {
-                current = Some((Arc::from(server), Arc::from(server), mark(server, None, 0)));
+                current = Some((Arc::from(server), mark(server, None, 0)));
             }
             let (server, mark) = match (entry.server(), &current) {
-                (Some(_), Some((_, arc, mark))) => (Some(Arc::clone(arc)), mark.as_str()),
+                (Some(_), Some((arc, mark))) => (Some(Arc::clone(arc)), mark.as_str()),
                 _ => (None, ""),
             };
             let description = unmarked(&entry, mark);
