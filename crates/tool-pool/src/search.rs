@@ -559,7 +559,8 @@ impl SearchIndex {
         for name in names {
             match self.by_name.get(*name) {
                 Some(&doc) => results.hits.push(self.hit(doc, 0.0)),
-                None => results.unknown.push(crate::description::sanitize(name, 64)),
+                // The model's text, echoed back: no control characters, one line.
+                None => results.unknown.push(crate::description::sanitize(name, 64).replace(['\n', '\t'], " ")),
             }
         }
         results

@@ -133,12 +133,12 @@ fn results_carry_a_one_line_sanitized_description() {
 fn select_loads_exact_names_in_order() {
     let index = index(&pool_with(&catalog(), &deny_delete()));
     let r = index.search(
-        " Select: mcp__files__read_file , nope\u{202E}x,mcp__weather__getForecast,mcp__files__read_file,",
+        " Select: mcp__files__read_file , nope\u{202E}x\ty,mcp__weather__getForecast,mcp__files__read_file,",
         None,
     );
     let found: Vec<&str> = r.hits.iter().map(|h| h.name.as_ref()).collect();
     assert_eq!(found, ["mcp__files__read_file", "mcp__weather__getForecast"]);
-    assert_eq!(r.unknown, ["nopex"]);
+    assert_eq!(r.unknown, ["nopex y"]);
     assert_eq!(SearchQuery::parse("select:"), SearchQuery::Select(vec![]));
     assert_eq!(SearchQuery::parse("selected works"), SearchQuery::Text("selected works"));
     let many: String = (0..100).map(|i| format!("t{i},")).collect();
