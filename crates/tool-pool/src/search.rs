@@ -409,8 +409,6 @@ impl SearchIndex {
         // in place rather than sorted (sorting was a visible part of building).
         let mut tf: Vec<[u16; FIELDS]> = Vec::new();
         let mut touched: Vec<u32> = Vec::new();
-        let mut params = String::new();
-        let mut param_descriptions = String::new();
         let mut current: Option<(Arc<str>, String)> = None;
         let mut key = String::new();
         // Empty words never occur, so the all-zero key matches nothing.
@@ -431,17 +429,12 @@ impl SearchIndex {
                 _ => (None, ""),
             };
             let description = unmarked(&entry, mark);
-            parameters(entry.input_schema(), &mut params, &mut param_descriptions);
-            let sources: [&str; FIELDS] =
-                [entry.tool(), entry.server().unwrap_or_default(), description, &params, &param_descriptions];
             let sequence_start = index.name_sequences.len();
             let mut length = [0u32; FIELDS];
-            for (source, text) in sources.iter().enumerate() {
-                let Some(field) = index.ranking.fields[source] else { continue };
-                let text = cut(text, MAX_FIELD_CHARS);
-                let (dictionary, ranking, sequence) =
-                    (&mut index.dictionary, &index.ranking, &mut index.name_sequences);
-                words(text, ranking.split, |w| {
+            let (dictionary, ranking, sequence) = (&mut index.dictionary, &index.ranking, &mut index.name_sequences);
+            let mut add = |source: Field, text: &str| {
+                let Some(field) = ranking.fields[source as usize] else { return };
+                words(cut(text, MAX_FIELD_CHARS), ranking.split, |w| {
                     let id = dictionary.intern(ranking, w, &mut recent);
                     if id == STOP {
                         return;
@@ -454,11 +447,25 @@ impl SearchIndex {
                         touched.push(id);
                     }
                     tf[t][field as usize] = tf[t][field as usize].saturating_add(1);
-                    if source == Field::Name as usize {
+                    if source == Field::Name {
                         sequence.push(id);
                     }
                     length[field as usize] += 1;
                 });
+            };
+            add(Field::Name, entry.tool());
+            add(Field::Server, entry.server().unwrap_or_default());
+            add(Field::Description, description);
+            // Parameters straight from the schema, without copying their text.
+            let mut described = 0;
+            for (name, property) in parameters(entry.input_schema()) {
+                add(Field::ParamNames, name);
+                if let Some(Value::String(d)) = field(property, "description")
+                    && described < MAX_FIELD_CHARS
+                {
+                    add(Field::ParamDescriptions, d);
+                    described += d.len();
+                }
             }
             let mut name_terms = 0u16;
             for &term in &touched {
@@ -666,23 +673,14 @@ fn unmarked<'a>(entry: &PoolEntry<'a>, mark: &str) -> &'a str {
     }
 }
 
-/// The names and the descriptions of the first [`MAX_PARAMETERS`] top-level properties of
-/// `schema`, each list space-separated.
-fn parameters(schema: &Value, names: &mut String, descriptions: &mut String) {
-    names.clear();
-    descriptions.clear();
+/// The first [`MAX_PARAMETERS`] top-level properties of `schema`, by name.
+fn parameters(schema: &Value) -> impl Iterator<Item = (&String, &Value)> {
     // Schemas have a handful of keys: a scan beats hashing (serde_json's maps hash with SipHash).
-    let Some(Value::Object(properties)) = field(schema, "properties") else { return };
-    for (name, property) in properties.iter().take(MAX_PARAMETERS) {
-        names.push_str(name);
-        names.push(' ');
-        if let Some(Value::String(d)) = field(property, "description")
-            && descriptions.len() < MAX_FIELD_CHARS
-        {
-            descriptions.push_str(cut(d, MAX_FIELD_CHARS));
-            descriptions.push(' ');
-        }
-    }
+    let properties = match field(schema, "properties") {
+        Some(Value::Object(properties)) => Some(properties.iter().take(MAX_PARAMETERS)),
+        _ => None,
+    };
+    properties.into_iter().flatten()
 }
 
 /// The value of `key` in `value`, if that is an object.
