@@ -73,6 +73,7 @@
 mod arguments;
 mod assemble;
 mod description;
+mod dictionary;
 mod exposure;
 mod name;
 mod pool;

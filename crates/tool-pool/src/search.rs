@@ -14,14 +14,13 @@
 //! field and its first [`MAX_PARAMETERS`] parameters.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::description::mark;
+use crate::dictionary::{Dictionary, Lookup, Map, RECENT, STOP};
 use crate::exposure::{Exposure, ExposureState};
 use crate::pool::{Pool, PoolEntry};
 use crate::text::{Split, compact, compact_into, is_stop_word, stem, words};
@@ -57,7 +56,7 @@ const FIELDS: usize = 5;
 
 /// How text becomes terms and terms become scores.
 #[derive(Debug, Clone, PartialEq)]
-struct Ranking {
+pub(crate) struct Ranking {
     split: Split,
     stem: bool,
     stop_words: bool,
@@ -74,7 +73,7 @@ struct Ranking {
 
 impl Ranking {
     /// The project's ranking. Weights were tuned on the `dev` split of the evaluation set.
-    fn tuned() -> Self {
+    pub(crate) fn tuned() -> Self {
         Self {
             split: Split::Identifiers,
             stem: true,
@@ -110,138 +109,11 @@ impl Ranking {
     }
 
     /// The term of `word`, `None` for a stop word.
-    fn term<'w>(&self, word: &'w str) -> Option<Cow<'w, str>> {
+    pub(crate) fn term<'w>(&self, word: &'w str) -> Option<Cow<'w, str>> {
         if self.stop_words && is_stop_word(word) {
             return None;
         }
         Some(if self.stem { stem(word) } else { Cow::Borrowed(word) })
-    }
-}
-
-/// The maps of an index hash a word per word of every tool's text, which made SipHash the
-/// largest cost of building. foldhash is several times faster; its seed comes from std's
-/// `RandomState` (the OS's randomness), so a server cannot aim at collisions in advance.
-#[derive(Debug, Clone)]
-struct Hasher(foldhash::fast::FixedState);
-
-impl Default for Hasher {
-    fn default() -> Self {
-        Self(foldhash::fast::FixedState::with_seed(RandomState::new().hash_one(0x5eed_u64)))
-    }
-}
-
-impl BuildHasher for Hasher {
-    type Hasher = foldhash::fast::FoldHasher<'static>;
-
-    fn build_hasher(&self) -> Self::Hasher {
-        self.0.build_hasher()
-    }
-}
-
-type Map<K, V> = HashMap<K, V, Hasher>;
-
-/// What a word of a query is to the index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Lookup {
-    Stop,
-    Unknown,
-    Term(u32),
-}
-
-/// The id of the stop-word pseudo-term in [`Dictionary::words`].
-const STOP: u32 = u32::MAX;
-
-/// Words to term ids. Each distinct word is analyzed (stop word? stem?) once: a cache from the
-/// word as written, in front of the map from stems.
-#[derive(Debug, Clone, Default)]
-struct Dictionary {
-    /// Words of at most 15 bytes (nearly all), packed into one integer: hashing and comparing
-    /// them costs a fraction of what strings cost, and this lookup runs for every word indexed.
-    short: Map<(u64, u64), u32>,
-    long: Map<Box<str>, u32>,
-    stems: Map<Box<str>, u32>,
-}
-
-/// Entries of the cache in front of [`Dictionary::intern`]: 24 KiB.
-const RECENT: usize = 1024;
-
-/// `word` packed with its length when it has at most 15 bytes (two `u64`s rather than a `u128`:
-/// eight-byte alignment makes the table's entries smaller).
-fn pack(word: &str) -> Option<(u64, u64)> {
-    let b = word.as_bytes();
-    if b.len() > 15 {
-        return None;
-    }
-    let mut bytes = [0u8; 16];
-    bytes[..b.len()].copy_from_slice(b);
-    bytes[15] = b.len() as u8;
-    let [a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7] = bytes;
-    Some((u64::from_le_bytes([a0, a1, a2, a3, a4, a5, a6, a7]), u64::from_le_bytes([b0, b1, b2, b3, b4, b5, b6, b7])))
-}
-
-impl Dictionary {
-    fn cached(&self, word: &str) -> Option<u32> {
-        match pack(word) {
-            Some(key) => self.short.get(&key).copied(),
-            None => self.long.get(word).copied(),
-        }
-    }
-
-    /// The term id of `word`, added if new; [`STOP`] for a stop word. `recent` is a small
-    /// direct-mapped cache in front of the maps: word frequencies are skewed, and it hits for
-    /// most words while staying in the processor's nearest cache.
-    fn intern(&mut self, ranking: &Ranking, word: &str, recent: &mut [((u64, u64), u32); RECENT]) -> u32 {
-        let packed = pack(word);
-        let slot = packed.map(|(a, b)| {
-            let mixed = (a ^ b.rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            (mixed >> (64 - RECENT.trailing_zeros())) as usize
-        });
-        if let (Some(key), Some(slot)) = (packed, slot)
-            && let Some((k, id)) = recent.get(slot)
-            && *k == key
-        {
-            return *id;
-        }
-        let id = self.intern_slow(ranking, word);
-        if let (Some(key), Some(slot)) = (packed, slot)
-            && let Some(entry) = recent.get_mut(slot)
-        {
-            *entry = (key, id);
-        }
-        id
-    }
-
-    fn intern_slow(&mut self, ranking: &Ranking, word: &str) -> u32 {
-        if let Some(id) = self.cached(word) {
-            return id;
-        }
-        let id = match ranking.term(word) {
-            None => STOP,
-            Some(term) => match self.stems.get(&*term) {
-                Some(&id) => id,
-                None => {
-                    let id = u32::try_from(self.stems.len()).unwrap_or(STOP - 1).min(STOP - 1);
-                    self.stems.insert(term.into(), id);
-                    id
-                }
-            },
-        };
-        match pack(word) {
-            Some(key) => self.short.insert(key, id),
-            None => self.long.insert(word.into(), id),
-        };
-        id
-    }
-
-    fn lookup(&self, ranking: &Ranking, word: &str) -> Lookup {
-        match self.cached(word) {
-            Some(STOP) => Lookup::Stop,
-            Some(id) => Lookup::Term(id),
-            None => match ranking.term(word) {
-                None => Lookup::Stop,
-                Some(term) => self.stems.get(&*term).map_or(Lookup::Unknown, |&id| Lookup::Term(id)),
-            },
-        }
     }
 }
 
