@@ -10,6 +10,7 @@ pub(crate) enum Task {
     Peers,
     Bench { n: usize, rounds: usize },
     Conformance { only: Vec<String> },
+    SearchEval { args: Vec<String> },
 }
 
 pub(crate) const USAGE: &str = "\
@@ -25,6 +26,8 @@ tasks:
   bench [--n N] [--rounds R]   stdio client vs a raw pipe, side by side (default 2000 calls, 3 rounds)
   conformance [SCENARIO...]    the official MCP conformance harness against conformance-client
                                (every client scenario; names pick scenarios)
+  search-eval [--split dev|test]  recall@1/5/10 of tool search beside plain BM25 on the labelled
+                               set in crates/tool-pool/data/search-eval (not run by `test`)
   help, --help, -h             this text";
 
 /// Parses the arguments after `cargo xtask`.
@@ -72,6 +75,13 @@ pub(crate) fn parse(args: &[String]) -> Result<Task, String> {
         "conformance" => match rest.iter().find(|a| a.starts_with('-')) {
             Some(flag) => Err(unknown(flag)),
             None => Ok(Task::Conformance { only: rest.to_vec() }),
+        },
+        "search-eval" => match rest {
+            [] => Ok(Task::SearchEval { args: Vec::new() }),
+            [flag, split] if flag == "--split" && matches!(split.as_str(), "dev" | "test") => {
+                Ok(Task::SearchEval { args: rest.to_vec() })
+            }
+            [flag, ..] => Err(unknown(flag)),
         },
         other => Err(format!("unknown task `{other}`")),
     }

@@ -1,5 +1,6 @@
 //! Project automation: `cargo xtask test [--hermetic]`, `cargo xtask purity`, `cargo xtask
-//! bench`, `cargo xtask peers`, `cargo xtask conformance [SCENARIO...]` (`cargo xtask --help`).
+//! bench`, `cargo xtask peers`, `cargo xtask conformance [SCENARIO...]`, `cargo xtask search-eval
+//! [--split dev|test]` (`cargo xtask --help`).
 //!
 //! Std only, so `cargo xtask` starts fast. Every step prints what it runs. `test` runs every
 //! step it can even after one failed, and ends with one line that counts every test and
@@ -40,6 +41,10 @@ fn main() -> ExitCode {
         Task::Purity => purity(),
         Task::Peers => install_peers().map(|dir| println!("peers installed in {}", dir.display())),
         Task::Bench { n, rounds } => bench::run(n, rounds),
+        Task::SearchEval { args } => run(
+            "search-eval",
+            cargo().args(["run", "--release", "-q", "-p", "tool-pool", "--example", "search_eval", "--"]).args(&args),
+        ),
         Task::Conformance { only } => conformance::conformance(&only).and_then(|summary| {
             if summary.failed == 0 { Ok(()) } else { Err(format!("{} conformance scenarios failed", summary.failed)) }
         }),

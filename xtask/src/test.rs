@@ -16,6 +16,9 @@ use crate::conformance::{self, Summary};
 use crate::tally::Tally;
 use crate::{Result, cargo, install_peers, purity, run};
 
+/// Examples that show an adapter written outside the workspace; `cargo xtask test` runs them.
+const ADAPTER_EXAMPLES: &[(&str, &str)] = &[("mcp-client", "tcp_transport"), ("agent-loop", "custom_model")];
+
 pub(crate) fn test(hermetic: bool) -> Result {
     let started = Instant::now();
     let mut report = Report::default();
@@ -41,6 +44,12 @@ pub(crate) fn test(hermetic: bool) -> Result {
     // filtered run finds it too.
     report.step("build fixtures", run("build fixtures", cargo().args(["build", "-p", "mcp-fixtures"])));
     report.tests("tests", cargo_args(&["test", "--workspace", "--no-fail-fast"]));
+    // The adapters written from outside, as a user would: a transport of their own through the
+    // multi-server layer, a language model of their own driving the loop. Each asserts its result.
+    for (package, example) in ADAPTER_EXAMPLES {
+        let step = format!("example {example}");
+        report.step(&step, run(&step, cargo().args(["run", "-q", "-p", package, "--example", example])));
+    }
     if hermetic {
         println!("\n--hermetic: skipping the interop suite and conformance (they install from npm and PyPI)");
         for step in ["interop", "agent interop", "conformance"] {

@@ -36,14 +36,14 @@
 //! # }
 //! ```
 
-pub mod agent;
-pub mod gate;
-pub mod model;
-pub mod ports;
-pub mod results;
-pub mod scripted;
-pub mod source;
-pub mod transcript;
+mod agent;
+mod gate;
+mod model;
+mod ports;
+mod results;
+mod scripted;
+mod source;
+mod transcript;
 
 pub use agent::{Agent, AgentConfig, AgentError, TurnOutcome};
 pub use gate::{Admission, Binding, CallGate, CallRequest, Catalog, CatalogError, Job, Ran, Refusal};
@@ -55,6 +55,7 @@ pub use ports::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, ApproveAll, Approver, BuiltinTool, CallDecision, CallInfo, EventSink,
     HookVerdict, Hooks, NoEvents, NoHooks, RefuseAll,
 };
-pub use scripted::{Script, ScriptedModel};
-pub use source::{Listing, ToolSource};
-pub use transcript::{Transcript, load_messages};
+pub use results::{error_text, fit_budget, render};
+pub use scripted::{Script, ScriptedCall, ScriptedModel, ScriptedTurn};
+pub use source::{BoundCall, Listing, ToolSource};
+pub use transcript::{Entry, Transcript, TranscriptError, load_messages};

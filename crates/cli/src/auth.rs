@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use async_trait::async_trait;
-use mcp_auth::{ClientConfig, Es256Key, Grant, LoopbackBrowser, OAuthAuthorizer, OAuthConfig, UserAgent};
+use mcp_auth::grants::Es256Key;
+use mcp_auth::{ClientConfig, Grant, LoopbackBrowser, OAuthAuthorizer, OAuthConfig, UserAgent};
 use mcp_client::{AuthChallenge, AuthError, Authorizer, ConnectOptions, ServerState};
 use mcp_safety::Secret;
 use url::Url;
@@ -71,9 +72,9 @@ fn oauth_config(
     config.store_dir = Some(token_dir().map_err(|e| e.to_string())?);
     config.expected_issuer = settings.issuer.clone();
     let client_secret = match &settings.client_secret_env_var {
-        Some(var) => Some(std::env::var(var).map_err(|_| {
+        Some(var) => Some(Secret::new(std::env::var(var).map_err(|_| {
             format!("the environment variable {var} (oauth.client_secret_env_var of server {name:?}) is not set")
-        })?),
+        })?)),
         None => None,
     };
     config.client = ClientConfig {

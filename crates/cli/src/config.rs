@@ -4,7 +4,9 @@
 //!
 //! - TOML: `[servers.NAME]` tables with `command`, `args`, `env`, `cwd` (stdio) or `url`,
 //!   `headers`, `bearer_token_env_var`, `type`, `[servers.NAME.oauth]` (remote), plus `enabled`,
-//!   `startup_timeout_s`, `tool_timeout_s`; and `[policy]`
+//!   `startup_timeout_s`, `tool_timeout_s`, and for stdio servers `sandbox` (`"standard"`,
+//!   `"off"` or a table extending standard) and `sandbox_required`; `[sandbox]` with the
+//!   default of both (`default`, `required`); and `[policy]`
 //!   with `default` and `[[policy.rules]]` (`server`, `tool`, `decision`).
 //! - Claude Desktop JSON: `{"mcpServers": {NAME: {"command", "args", "env"} or {"url"}}}`,
 //!   read as it is; entries take the same keys as TOML servers (and Claude's `type`), and a
@@ -24,7 +26,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_client::{Authorizer, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT};
+use mcp_client::{Authorizer, DEFAULT_MAX_TOOL_TIME, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT};
+use mcp_sandbox::{Limits, Sandbox};
 use mcp_transport::{HttpMode, RemoteOptions, RemoteServer, StdioConfig};
 use policy::{Policy, PolicyConfig, PolicyError};
 use serde::Deserialize;
@@ -74,8 +77,12 @@ pub(crate) struct ServerConfig {
     pub(crate) enabled: bool,
     /// Time to start, initialize and list tools.
     pub(crate) startup_timeout: Duration,
-    /// Time one tool call may take.
+    /// Time one tool call may take without progress.
     pub(crate) tool_timeout: Duration,
+    /// Time one tool call may take in all while it reports progress.
+    pub(crate) max_tool_time: Duration,
+    /// `run` and `chat` refuse to start without it.
+    pub(crate) required: bool,
 }
 
 impl ServerConfig {
@@ -87,6 +94,8 @@ impl ServerConfig {
             enabled: true,
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
             tool_timeout: DEFAULT_TOOL_TIMEOUT,
+            max_tool_time: DEFAULT_MAX_TOOL_TIME,
+            required: false,
         }
     }
 
@@ -111,6 +120,7 @@ impl ServerConfig {
         spec.enabled = self.enabled;
         spec.startup_timeout = self.startup_timeout;
         spec.tool_timeout = self.tool_timeout;
+        spec.max_tool_time = self.max_tool_time.max(self.tool_timeout);
         spec
     }
 }
@@ -128,6 +138,58 @@ pub(crate) struct Config {
     /// server without `bearer_token_env_var`, an `Authorization` header or `oauth.enabled =
     /// false`.
     pub(crate) oauth: BTreeMap<String, OAuthSettings>,
+    /// How each stdio server is confined, by server name (its own setting, else `[sandbox]`'s).
+    pub(crate) sandboxes: BTreeMap<String, SandboxSetting>,
+    /// The file it was read from (kept from the servers: it may hold their secrets).
+    pub(crate) file: Option<PathBuf>,
+    /// How servers are kept alive (`[runtime]`).
+    pub(crate) runtime: RuntimeSettings,
+    /// Each server's configuration as written (its entry and the defaults that apply to it),
+    /// to tell on a reload which servers changed.
+    pub(crate) fingerprints: BTreeMap<String, String>,
+    /// The policy as written, to tell whether a reload changed it.
+    pub(crate) policy_fingerprint: String,
+}
+
+/// `[runtime]`: how servers connect and are kept alive while `run` and `chat` go on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RuntimeSettings {
+    /// Stdio servers starting at once.
+    pub(crate) local_concurrency: usize,
+    /// Remote servers connecting at once.
+    pub(crate) remote_concurrency: usize,
+    /// Restarts of a stdio server allowed within `restart_window`.
+    pub(crate) restart_limit: u32,
+    /// The window of `restart_limit`.
+    pub(crate) restart_window: Duration,
+}
+
+impl Default for RuntimeSettings {
+    fn default() -> Self {
+        let set = mcp_client::SetOptions::default();
+        Self {
+            local_concurrency: set.local_concurrency,
+            remote_concurrency: set.remote_concurrency,
+            restart_limit: set.restarts.max_restarts,
+            restart_window: set.restarts.window,
+        }
+    }
+}
+
+/// A stdio server's confinement as configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SandboxSetting {
+    /// What it may do; `None` for `sandbox = "off"`.
+    pub(crate) sandbox: Option<Sandbox>,
+    /// Refuse to start it when the kernel cannot confine it.
+    pub(crate) required: bool,
+}
+
+impl Default for SandboxSetting {
+    /// `standard`, unconfined with a warning where the kernel cannot confine.
+    fn default() -> Self {
+        Self { sandbox: Some(Sandbox::standard()), required: false }
+    }
 }
 
 /// How the client obtains tokens for a server.
@@ -287,6 +349,11 @@ pub(crate) fn demo_config(harness: &Path) -> Config {
         policy,
         remote: BTreeMap::new(),
         oauth: BTreeMap::new(),
+        sandboxes: BTreeMap::new(),
+        file: None,
+        runtime: RuntimeSettings::default(),
+        fingerprints: BTreeMap::new(),
+        policy_fingerprint: String::new(),
     }
 }
 
@@ -300,7 +367,8 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         position,
     };
     let format = format_of(path, text);
-    let (servers, policy) = match format {
+    let mut runtime = RuntimeSettings::default();
+    let (servers, policy, sandbox_defaults) = match format {
         Format::Toml => {
             let de = toml::Deserializer::parse(text).map_err(|e| {
                 invalid(None, format!("invalid TOML: {}", e.message()), e.span().map(|s| line_column(text, s.start)))
@@ -310,7 +378,8 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                 let inner = e.into_inner();
                 invalid(key, inner.message().to_owned(), inner.span().map(|s| line_column(text, s.start)))
             })?;
-            (raw.servers, raw.policy)
+            runtime = raw.runtime.into_settings().map_err(|message| invalid(Some("runtime".into()), message, None))?;
+            (raw.servers, raw.policy, raw.sandbox)
         }
         Format::Json => {
             let json_error = |key: Option<String>, e: serde_json::Error| {
@@ -325,16 +394,40 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                 json_error(key, e.into_inner())
             })?;
             de.end().map_err(|e| json_error(None, e))?;
-            (raw.mcp_servers, raw.policy)
+            (raw.mcp_servers, raw.policy, raw.sandbox)
         }
     };
     let base = path.parent().unwrap_or(Path::new(""));
+    let default_sandbox = match sandbox_defaults.default {
+        Some(raw) => {
+            raw.into_sandbox(base).map_err(|message| invalid(Some("sandbox.default".into()), message, None))?
+        }
+        None => SandboxSetting::default().sandbox,
+    };
+    let default_required = sandbox_defaults.required.unwrap_or(false);
     let mut specs = Vec::with_capacity(servers.len());
     let mut remote = BTreeMap::new();
     let mut oauth = BTreeMap::new();
-    for (name, raw) in servers {
+    let mut sandboxes = BTreeMap::new();
+    for (name, mut raw) in servers {
+        let key = || server_key(format, &name);
+        let sandbox = (raw.sandbox.take(), raw.sandbox_required.take());
         let (spec, options, settings) =
-            raw.into_spec(&name, base).map_err(|message| invalid(Some(server_key(format, &name)), message, None))?;
+            raw.into_spec(&name, base).map_err(|message| invalid(Some(key()), message, None))?;
+        if matches!(spec.target, ServerTarget::Stdio(_)) {
+            let setting = SandboxSetting {
+                sandbox: match sandbox.0 {
+                    Some(raw) => {
+                        raw.into_sandbox(base).map_err(|m| invalid(Some(format!("{}.sandbox", key())), m, None))?
+                    }
+                    None => default_sandbox.clone(),
+                },
+                required: sandbox.1.unwrap_or(default_required),
+            };
+            sandboxes.insert(name.clone(), setting);
+        } else if sandbox.0.is_some() || sandbox.1.is_some() {
+            return Err(invalid(Some(key()), "`sandbox` only applies to stdio (command) servers".into(), None));
+        }
         if let Some(options) = options {
             remote.insert(name.clone(), options);
         }
@@ -349,8 +442,20 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             format!("invalid pattern {pattern:?}: {reason}"),
             None,
         ),
+        other => invalid(Some("policy".to_owned()), other.to_string(), None),
     })?;
-    Ok(Config { servers: specs, policy, remote, oauth })
+    let (fingerprints, policy_fingerprint) = fingerprints(format, text);
+    Ok(Config {
+        servers: specs,
+        policy,
+        remote,
+        oauth,
+        sandboxes,
+        file: Some(path.to_path_buf()),
+        runtime,
+        fingerprints,
+        policy_fingerprint,
+    })
 }
 
 fn key_of(path: &serde_path_to_error::Path) -> Option<String> {
@@ -393,6 +498,167 @@ struct RawToml {
     servers: BTreeMap<String, RawServer>,
     #[serde(default)]
     policy: PolicyConfig,
+    #[serde(default)]
+    sandbox: RawSandboxDefaults,
+    #[serde(default)]
+    runtime: RawRuntime,
+}
+
+/// `[runtime]`.
+#[derive(Deserialize, Default)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table with `local_concurrency`, `remote_concurrency`, `restart_limit` and `restart_window_s`"
+)]
+struct RawRuntime {
+    #[serde(default)]
+    local_concurrency: Option<usize>,
+    #[serde(default)]
+    remote_concurrency: Option<usize>,
+    #[serde(default)]
+    restart_limit: Option<u32>,
+    #[serde(default)]
+    restart_window_s: Option<Seconds>,
+}
+
+impl RawRuntime {
+    fn into_settings(self) -> Result<RuntimeSettings, String> {
+        let defaults = RuntimeSettings::default();
+        let positive = |n: Option<usize>, key: &str, default: usize| match n {
+            Some(0) => Err(format!("`{key}` must be at least 1")),
+            Some(n) => Ok(n),
+            None => Ok(default),
+        };
+        Ok(RuntimeSettings {
+            local_concurrency: positive(self.local_concurrency, "local_concurrency", defaults.local_concurrency)?,
+            remote_concurrency: positive(self.remote_concurrency, "remote_concurrency", defaults.remote_concurrency)?,
+            restart_limit: self.restart_limit.unwrap_or(defaults.restart_limit),
+            restart_window: self.restart_window_s.map_or(defaults.restart_window, |s| s.0),
+        })
+    }
+}
+
+/// Each server's entry as written, with the global settings that shape it (the sandbox
+/// defaults), as canonical JSON, and the policy's: equal fingerprints mean nothing changed.
+fn fingerprints(format: Format, text: &str) -> (BTreeMap<String, String>, String) {
+    let json = match format {
+        Format::Toml => toml::from_str::<toml::Table>(text).ok().and_then(|t| serde_json::to_value(t).ok()),
+        Format::Json => serde_json::from_str::<serde_json::Value>(text).ok(),
+    };
+    let Some(json) = json else { return (BTreeMap::new(), String::new()) };
+    let section = |key: &str| json.get(key).map(ToString::to_string).unwrap_or_default();
+    let globals = section("sandbox");
+    let servers_key = if format == Format::Toml { "servers" } else { "mcpServers" };
+    let servers = match json.get(servers_key) {
+        Some(serde_json::Value::Object(map)) => {
+            map.iter().map(|(name, entry)| (name.clone(), format!("{entry}|{globals}"))).collect()
+        }
+        _ => BTreeMap::new(),
+    };
+    (servers, section("policy"))
+}
+
+/// `[sandbox]`: the default of every stdio server's `sandbox` and `sandbox_required`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, expecting = "a table with `default` and `required`")]
+struct RawSandboxDefaults {
+    #[serde(default)]
+    default: Option<RawSandbox>,
+    #[serde(default)]
+    required: Option<bool>,
+}
+
+/// `"standard"`, `"off"`, or a table that extends standard.
+enum RawSandbox {
+    Standard,
+    Off,
+    Table(RawSandboxTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSandboxTable {
+    #[serde(default, deserialize_with = "string_list")]
+    read: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "string_list")]
+    write: Option<Vec<String>>,
+    #[serde(default)]
+    network: Option<bool>,
+    #[serde(default)]
+    memory_mib: Option<u64>,
+    #[serde(default)]
+    processes: Option<u64>,
+    #[serde(default)]
+    open_files: Option<u64>,
+    #[serde(default)]
+    cpu_seconds: Option<u64>,
+}
+
+impl<'de> Deserialize<'de> for RawSandbox {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawSandbox;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("\"standard\", \"off\", or a table with read, write, network, memory_mib, processes, open_files, cpu_seconds")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawSandbox, E> {
+                match v {
+                    "standard" => Ok(RawSandbox::Standard),
+                    "off" => Ok(RawSandbox::Off),
+                    _ => Err(E::invalid_value(de::Unexpected::Str(v), &self)),
+                }
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawSandbox, A::Error> {
+                RawSandboxTable::deserialize(de::value::MapAccessDeserializer::new(map)).map(RawSandbox::Table)
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+impl RawSandbox {
+    /// The sandbox (`None` for off); paths: `~/` is HOME, relative ones are relative to the file.
+    fn into_sandbox(self, base: &Path) -> Result<Option<Sandbox>, String> {
+        let table = match self {
+            RawSandbox::Off => return Ok(None),
+            RawSandbox::Standard => return Ok(Some(Sandbox::standard())),
+            RawSandbox::Table(table) => table,
+        };
+        let home = directories::BaseDirs::new().map(|d| d.home_dir().to_path_buf());
+        let resolve = |key: &str, paths: Option<Vec<String>>| -> Result<Vec<PathBuf>, String> {
+            paths
+                .unwrap_or_default()
+                .into_iter()
+                .map(|p| match p.strip_prefix("~/") {
+                    Some(rest) => home
+                        .as_ref()
+                        .map(|h| h.join(rest))
+                        .ok_or_else(|| format!("`{key}`: {p:?} needs a home directory, and none is known")),
+                    None if p == "~" => home.clone().ok_or_else(|| format!("`{key}`: no home directory is known")),
+                    None => Ok(base.join(p)),
+                })
+                .collect()
+        };
+        let limit = |key: &str, value: Option<u64>, default: Option<u64>| match value {
+            Some(0) => Err(format!("`{key}` must be a positive number")),
+            Some(v) => Ok(Some(v)),
+            None => Ok(default),
+        };
+        let defaults = Limits::default();
+        Ok(Some(Sandbox {
+            read: resolve("read", table.read)?,
+            write: resolve("write", table.write)?,
+            network: table.network.unwrap_or(true),
+            limits: Limits {
+                memory_mib: limit("memory_mib", table.memory_mib, defaults.memory_mib)?,
+                processes: limit("processes", table.processes, defaults.processes)?,
+                open_files: limit("open_files", table.open_files, defaults.open_files)?,
+                cpu_seconds: limit("cpu_seconds", table.cpu_seconds, defaults.cpu_seconds)?,
+            },
+            protect: Vec::new(),
+        }))
+    }
 }
 
 /// Claude Desktop keeps its own settings beside `mcpServers`, hence no `deny_unknown_fields`
@@ -403,6 +669,8 @@ struct RawJson {
     mcp_servers: BTreeMap<String, RawServer>,
     #[serde(default)]
     policy: PolicyConfig,
+    #[serde(default)]
+    sandbox: RawSandboxDefaults,
 }
 
 #[derive(Deserialize)]
@@ -436,6 +704,18 @@ struct RawServer {
     /// OAuth settings of a remote server.
     #[serde(default)]
     oauth: Option<RawOAuth>,
+    /// A stdio server's confinement.
+    #[serde(default)]
+    sandbox: Option<RawSandbox>,
+    /// Refuse to start a stdio server unconfined.
+    #[serde(default)]
+    sandbox_required: Option<bool>,
+    /// `run` and `chat` do not start without it.
+    #[serde(default)]
+    required: Option<bool>,
+    /// The longest a tool call may run while it reports progress.
+    #[serde(default)]
+    max_tool_time_s: Option<Seconds>,
 }
 
 #[derive(Deserialize)]
@@ -477,9 +757,7 @@ impl RawOAuth {
             return Err(format!("`oauth.client_secret_env_var` must name an environment variable, not {var:?}"));
         }
         if let Some(issuer) = &self.issuer
-            && !issuer.starts_with("https://")
-            && !issuer.starts_with("http://127.0.0.1")
-            && !issuer.starts_with("http://localhost")
+            && !url::Url::parse(issuer).is_ok_and(|u| mcp_auth::flow::is_secure_endpoint(&u))
         {
             return Err(format!("`oauth.issuer` must be an https:// URL, not {issuer:?}"));
         }
@@ -602,6 +880,8 @@ impl RawServer {
             enabled: self.enabled.unwrap_or(true),
             startup_timeout: self.startup_timeout_s.map_or(DEFAULT_STARTUP_TIMEOUT, |s| s.0),
             tool_timeout: self.tool_timeout_s.map_or(DEFAULT_TOOL_TIMEOUT, |s| s.0),
+            max_tool_time: self.max_tool_time_s.map_or(DEFAULT_MAX_TOOL_TIME, |s| s.0),
+            required: self.required.unwrap_or(false),
         };
         Ok((spec, remote, oauth))
     }
@@ -937,6 +1217,69 @@ mod tests {
                 && message.contains("expected an array of strings"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn sandboxes_per_server_and_by_default() {
+        let config = parse(
+            Path::new("/c/config.toml"),
+            r#"
+            [sandbox]
+            default = { network = false, processes = 64 }
+            required = true
+
+            [servers.plain]
+            command = "p"
+            [servers.std]
+            command = "s"
+            sandbox = "standard"
+            sandbox_required = false
+            [servers.off]
+            command = "o"
+            sandbox = "off"
+            [servers.table]
+            command = "t"
+            sandbox = { read = ["/data", "rel"], write = ["/out"], memory_mib = 512 }
+            [servers.remote]
+            url = "https://r.example/mcp"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.sandboxes.keys().collect::<Vec<_>>(), ["off", "plain", "std", "table"]);
+        let plain = &config.sandboxes["plain"];
+        let sandbox = plain.sandbox.as_ref().unwrap();
+        assert!(plain.required && !sandbox.network && sandbox.limits.processes == Some(64));
+        assert_eq!(config.sandboxes["std"], SandboxSetting { sandbox: Some(Sandbox::standard()), required: false });
+        assert_eq!(config.sandboxes["off"], SandboxSetting { sandbox: None, required: true });
+        let table = config.sandboxes["table"].sandbox.as_ref().unwrap();
+        assert_eq!(table.read, [PathBuf::from("/data"), PathBuf::from("/c/rel")], "relative to the file");
+        assert_eq!(table.write, [PathBuf::from("/out")]);
+        assert!(table.network, "a server's own table extends standard, not the default table");
+        assert_eq!(table.limits.memory_mib, Some(512));
+        assert_eq!(table.limits.open_files, Limits::default().open_files);
+        assert_eq!(config.file.as_deref(), Some(Path::new("/c/config.toml")));
+
+        let defaults = parse(Path::new("/c/config.json"), r#"{"mcpServers": {"a": {"command": "a"}}}"#).unwrap();
+        assert_eq!(defaults.sandboxes["a"], SandboxSetting::default(), "standard by default, not required");
+
+        for (text, expected) in [
+            (
+                "[servers.s]\ncommand = \"s\"\nsandbox = \"strict\"\n",
+                "servers.s.sandbox: invalid value: string \"strict\"",
+            ),
+            ("[servers.s]\ncommand = \"s\"\nsandbox = { net = false }\n", "unknown field `net`"),
+            (
+                "[servers.s]\ncommand = \"s\"\nsandbox = { processes = 0 }\n",
+                "servers.s.sandbox: `processes` must be a positive",
+            ),
+            ("[servers.r]\nurl = \"https://r\"\nsandbox = \"off\"\n", "servers.r: `sandbox` only applies to stdio"),
+            ("[servers.r]\nurl = \"https://r\"\nsandbox_required = true\n", "only applies to stdio"),
+            ("[sandbox]\ndefault = 3\n", "sandbox.default: invalid type: integer"),
+            ("[sandbox]\nrequire = true\n", "unknown field `require`"),
+        ] {
+            let err = toml_err(text);
+            assert!(err.contains(expected), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -11,6 +11,9 @@ mod call;
 mod config;
 mod demo_server;
 mod output;
+mod progress;
+mod runtime;
+mod sandbox;
 mod session;
 mod tools;
 
@@ -39,6 +42,12 @@ CONFIGURATION
     enabled = true
     startup_timeout_s = 30           # spawn + initialize + tools/list
     tool_timeout_s = 60
+    sandbox = { write = [\"/path/to/repo\"], network = false }  # standard, extended; or \"off\"
+    sandbox_required = true          # never run it unconfined (a kernel without Landlock)
+
+    [sandbox]                        # the default for every stdio server
+    default = \"standard\"           # read the system, write the cwd and a private temp; no secrets
+    required = false
 
     [policy]
     default = \"confirm\"              # allow | confirm | deny
@@ -159,6 +168,7 @@ pub(crate) enum Outcome {
 }
 
 fn main() -> ExitCode {
+    sandbox::launch_if_asked();
     let cli = Cli::parse();
     if let Command::DemoServer = cli.command {
         // Synchronous and silent: its stdout is the protocol.
@@ -209,8 +219,8 @@ async fn run(cli: Cli) -> anyhow::Result<Outcome> {
     let config = session::load_config(cli.config.as_deref(), cli.allow_workspace_config)?;
     match cli.command {
         Command::Demo { .. } | Command::DemoServer => unreachable_demo(),
-        Command::Run { task, agent } => agent::run_command(config, &task, &agent).await,
-        Command::Chat { agent } => agent::chat_command(config, &agent).await,
+        Command::Run { task, agent } => agent::run_command(config, cli.allow_workspace_config, &task, &agent).await,
+        Command::Chat { agent } => agent::chat_command(config, cli.allow_workspace_config, &agent).await,
         Command::Servers { json } => session::servers_command(config, json).await,
         Command::Tools { json } => tools::tools_command(config, json).await,
         Command::Call { name, args, yes, json } => call::call_command(config, &name, &args, yes, json).await,

@@ -32,27 +32,9 @@ pub(crate) fn stderr(text: &str) -> Result<(), OutputError> {
     emit(&mut std::io::stderr().lock(), text)
 }
 
-/// Server text without control, bidi-override and zero-width characters (a server must not be
-/// able to drive the terminal with escape sequences); newlines and tabs stay.
-pub(crate) fn clean(text: &str) -> String {
-    text.chars().filter(|c| !tool_pool::is_stripped(*c)).collect()
-}
-
-/// Server text on one line, cleaned and cut to `max` characters.
-pub(crate) fn one_line(text: &str, max: usize) -> String {
-    let flat: String = clean(text).split_whitespace().collect::<Vec<_>>().join(" ");
-    cut(&flat, max)
-}
-
-/// `text` cut to at most `max` characters, the last being `…` when cut.
-pub(crate) fn cut(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
-}
+/// Server text made safe for the terminal (`clean`), on one line and cut (`one_line`), or
+/// only cut (`cut`): `mcp_safety::text` is their one home.
+pub(crate) use mcp_safety::text::{one_line, terminal_safe as clean};
 
 /// `12ms`, `1.5s`.
 pub(crate) fn duration(d: Duration) -> String {
@@ -103,7 +85,6 @@ mod tests {
     fn terminal_escapes_are_removed() {
         assert_eq!(clean("a\u{1b}[31mred\u{7}\nb\tc\u{202e}"), "a[31mred\nb\tc");
         assert_eq!(one_line("a\n  b\u{1b}", 10), "a b");
-        assert_eq!(cut("abcdef", 4), "abc…");
         assert_eq!(duration(Duration::from_millis(1500)), "1.5s");
     }
 }

@@ -33,6 +33,19 @@ pub(crate) fn load_config(path: Option<&Path>, allow_workspace: bool) -> anyhow:
     Ok(config::load(&resolved)?)
 }
 
+/// What the client library connects, for every configured server: its transport's connector
+/// with its sandbox, remote options and (non-interactive) OAuth authorizer.
+pub(crate) fn client_specs(config: &Config) -> Vec<mcp_client::ServerSpec> {
+    let mut authorizers = crate::auth::authorizers(config);
+    config
+        .servers
+        .iter()
+        .cloned()
+        .map(|server| crate::sandbox::apply(server, config))
+        .map(|server| server.client_spec(config.remote.get(&server.name), authorizers.remove(&server.name)))
+        .collect()
+}
+
 /// Connects to every configured server at once (each under its own startup timeout), with a
 /// spinner on stderr when it is a terminal that names the servers still connecting.
 pub(crate) async fn connect(config: &Config) -> Vec<ServerConnection> {
@@ -54,12 +67,7 @@ pub(crate) async fn connect(config: &Config) -> Vec<ServerConnection> {
         show(bar);
     }
     let options = ConnectOptions::default();
-    let mut authorizers = crate::auth::authorizers(config);
-    let specs: Vec<mcp_client::ServerSpec> = config
-        .servers
-        .iter()
-        .map(|server| server.client_spec(config.remote.get(&server.name), authorizers.remove(&server.name)))
-        .collect();
+    let specs = client_specs(config);
     let connections = futures_util::future::join_all(specs.into_iter().map(|spec| {
         let (options, connecting, spinner, show) = (&options, &connecting, &spinner, &show);
         async move {
@@ -148,7 +156,7 @@ impl Session {
     }
 }
 
-fn state_json(c: &ServerConnection) -> Value {
+fn state_json(c: &ServerConnection, config: &Config) -> Value {
     let elapsed_ms = c.state().elapsed().map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     let (protocol, tools, reason) = match c.state() {
         ServerState::Connected { protocol, tools, .. } => (Some(protocol.as_str()), Some(*tools), None),
@@ -162,7 +170,16 @@ fn state_json(c: &ServerConnection) -> Value {
         "tools": tools,
         "elapsed_ms": elapsed_ms,
         "reason": reason,
+        "sandbox": sandbox_label(c, config),
     })
+}
+
+/// The server's confinement (`None` for remote and disabled servers).
+fn sandbox_label(c: &ServerConnection, config: &Config) -> Option<&'static str> {
+    if matches!(c.state(), ServerState::Disabled) {
+        return None;
+    }
+    crate::sandbox::confinement(config, c.name()).map(crate::sandbox::Confinement::label)
 }
 
 /// `mcp-harness servers`.
@@ -170,7 +187,7 @@ pub(crate) async fn servers_command(config: Config, as_json: bool) -> anyhow::Re
     let mut connections = connect(&config).await;
     connections.sort_by(|a, b| a.name().cmp(b.name()));
     let text = if as_json {
-        let servers: Vec<Value> = connections.iter().map(state_json).collect();
+        let servers: Vec<Value> = connections.iter().map(|c| state_json(c, &config)).collect();
         let mut text = serde_json::to_string_pretty(&json!({ "servers": servers }))?;
         text.push('\n');
         text
@@ -182,6 +199,7 @@ pub(crate) async fn servers_command(config: Config, as_json: bool) -> anyhow::Re
             .map(|c| {
                 let dash = || "-".to_owned();
                 let time = c.state().elapsed().map_or_else(dash, output::duration);
+                let sandbox = sandbox_label(c, &config).unwrap_or("-").to_owned();
                 match c.state() {
                     ServerState::Connected { protocol, tools, .. } => {
                         vec![
@@ -190,20 +208,21 @@ pub(crate) async fn servers_command(config: Config, as_json: bool) -> anyhow::Re
                             protocol.to_string(),
                             tools.to_string(),
                             time,
+                            sandbox,
                             String::new(),
                         ]
                     }
                     ServerState::Failed { reason, .. } => {
                         let state = c.state().label().to_owned();
-                        vec![c.name().to_owned(), state, dash(), dash(), time, output::one_line(reason, 300)]
+                        vec![c.name().to_owned(), state, dash(), dash(), time, sandbox, output::one_line(reason, 300)]
                     }
                     other => {
-                        vec![c.name().to_owned(), other.label().into(), dash(), dash(), dash(), String::new()]
+                        vec![c.name().to_owned(), other.label().into(), dash(), dash(), dash(), dash(), String::new()]
                     }
                 }
             })
             .collect();
-        output::table(&["SERVER", "STATE", "PROTOCOL", "TOOLS", "TIME", "DETAIL"], &rows)
+        output::table(&["SERVER", "STATE", "PROTOCOL", "TOOLS", "TIME", "SANDBOX", "DETAIL"], &rows)
     };
     let written = output::stdout(&text);
     close_all(connections).await;

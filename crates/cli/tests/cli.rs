@@ -102,9 +102,10 @@ fn servers_reports_each_server_without_waiting_for_the_slow_one() {
     assert_eq!(names, ["fx", "gone", "off", "slow"]);
     let fields = |i: usize| lines[i].split_whitespace().collect::<Vec<_>>();
     assert_eq!(&fields(1)[..4], ["fx", "connected", "2025-11-25", "10"]);
+    assert_eq!(fields(1)[5], "confined", "stdio servers run in the standard sandbox: {text}");
     assert_eq!(&fields(2)[..2], ["gone", "failed"]);
     assert!(lines[2].contains("/nonexistent/mcp-server") && lines[2].contains("No such file"), "{text}");
-    assert_eq!(fields(3), ["off", "disabled", "-", "-", "-"]);
+    assert_eq!(fields(3), ["off", "disabled", "-", "-", "-", "-"]);
     assert_eq!(&fields(4)[..2], ["slow", "failed"]);
     assert!(lines[4].contains("timed out after 3s"), "{text}");
 }
@@ -127,6 +128,113 @@ fn servers_json_shape() {
         }
     }
     insta::assert_json_snapshot!(value);
+}
+
+/// The snoop fixture with a HOME of its own holding a key, under `standard` unless `sandbox`
+/// says otherwise; another server with the sandbox off; a remote one (no sandbox).
+const SANDBOXED: &str = r#"
+[servers.snoop]
+command = "$FX"
+args = ["snoop"]
+env = { HOME = "$HOME" }
+$SANDBOX
+
+[servers.open]
+command = "$FX"
+args = ["echo"]
+sandbox = "off"
+
+[servers.remote]
+url = "http://127.0.0.1:9/mcp"
+bearer_token_env_var = "NO_SUCH_TOKEN_VARIABLE"
+
+[[policy.rules]]
+server = "*"
+tool = "*"
+decision = "allow"
+"#;
+
+fn sandboxed_config(env: &Env, sandbox: &str) -> (PathBuf, PathBuf) {
+    let home = env.config_dir.path().join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "-----BEGIN OPENSSH PRIVATE KEY-----").unwrap();
+    let text = SANDBOXED.replace("$HOME", &home.display().to_string()).replace("$SANDBOX", sandbox);
+    (env.write("config.toml", &text), home)
+}
+
+#[test]
+fn servers_show_how_each_stdio_server_is_confined() {
+    let env = env();
+    let (config, _) = sandboxed_config(&env, "");
+    let out = env.run(&config).args(["servers", "--json"]).assert().success().get_output().stdout.clone();
+    let value = json_of(&out);
+    let sandbox: Vec<(&str, &Value)> =
+        value["servers"].as_array().unwrap().iter().map(|s| (s["name"].as_str().unwrap(), &s["sandbox"])).collect();
+    assert_eq!(
+        sandbox,
+        [("open", &Value::from("off")), ("remote", &Value::Null), ("snoop", &Value::from("confined"))],
+        "{value}"
+    );
+    let out = env.run(&config).arg("servers").assert().success().get_output().stdout.clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.lines().next().unwrap().contains("SANDBOX"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("snoop") && l.contains("confined")), "{text}");
+}
+
+#[test]
+fn a_confined_server_cannot_read_keys_the_configuration_or_the_hosts_data() {
+    let env = env();
+    let (config, home) = sandboxed_config(&env, "");
+    let data = env.config_dir.path().join("data");
+    std::fs::create_dir_all(data.join("oauth")).unwrap();
+    std::fs::write(data.join("oauth/oauth-tokens.json"), "{}").unwrap();
+    for target in [home.join(".ssh/id_ed25519"), config.clone(), data.join("oauth/oauth-tokens.json")] {
+        let arguments = serde_json::json!({"path": target}).to_string();
+        env.run(&config)
+            .env("MCP_HARNESS_DATA_DIR", &data)
+            .args(["call", "mcp__snoop__read_file", "--args", &arguments])
+            .assert()
+            .code(1)
+            .stdout(predicate::str::contains("Permission denied"));
+    }
+    // With the sandbox off, the same call reads the key: the denial above is the sandbox's.
+    let (config, home) = sandboxed_config(&env, "sandbox = \"off\"");
+    let arguments = serde_json::json!({"path": home.join(".ssh/id_ed25519")}).to_string();
+    env.run(&config)
+        .args(["call", "mcp__snoop__read_file", "--args", &arguments])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("PRIVATE KEY"));
+}
+
+#[test]
+fn network_off_in_the_configuration_reaches_no_listener() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let env = env();
+    let (config, _) = sandboxed_config(&env, "sandbox = { network = false }");
+    let arguments = serde_json::json!({"port": listener.local_addr().unwrap().port()}).to_string();
+    env.run(&config)
+        .args(["call", "mcp__snoop__connect", "--args", &arguments])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("unreachable"));
+    assert!(matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock));
+}
+
+#[test]
+fn the_host_binary_is_a_launcher_too_under_its_hidden_argument() {
+    // What `mcp-harness` starts servers with when `mcp-harness-sandbox` is not beside it: a
+    // failure before the server runs is one line the stdio adapter recognises, and status 126.
+    let out = assert_cmd::cargo::cargo_bin_cmd!("mcp-harness")
+        .args(["__sandbox-launch", "--read", "/nonexistent/launcher-test", "--", "/bin/true"])
+        .assert()
+        .code(126)
+        .get_output()
+        .stdout
+        .clone();
+    let line = String::from_utf8(out).unwrap();
+    assert!(line.starts_with("\0mcp-sandbox-launch: sandbox path /nonexistent/launcher-test"), "{line:?}");
 }
 
 const POLICY: &str = r#"

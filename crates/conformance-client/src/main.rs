@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use mcp_auth::{ClientConfig, CrossAppConfig, Es256Key, FollowRedirects, Grant, OAuthAuthorizer, OAuthConfig};
+use mcp_auth::grants::Es256Key;
+use mcp_auth::{ClientConfig, CrossAppConfig, FollowRedirects, Grant, OAuthAuthorizer, OAuthConfig};
 use mcp_client::{Client, ClientOptions, ListLimits, RequestOptions, ServerRequestHandler, schema_defaults};
 use mcp_protocol::ErrorObject;
 use mcp_protocol::{ClientCapabilities, ElicitAction, ElicitRequestParams, ElicitResult};
@@ -75,7 +76,7 @@ fn authorizer(url: &str, scenario: &str) -> Result<OAuthAuthorizer, String> {
     config.client_name = "mcp-harness-conformance-client".to_owned();
     config.client = ClientConfig {
         client_id: text("client_id"),
-        client_secret: text("client_secret"),
+        client_secret: text("client_secret").map(mcp_safety::Secret::new),
         metadata_document_url: (!WITHOUT_METADATA_URL.contains(&scenario)).then(|| CLIENT_METADATA_URL.to_owned()),
     };
     config.grant = if let Some(id_token) = text("idp_id_token") {

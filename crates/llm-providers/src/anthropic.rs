@@ -14,13 +14,13 @@ use crate::http::{
 };
 
 /// The environment variable holding the API key.
-pub const API_KEY_VARIABLE: &str = "ANTHROPIC_API_KEY";
+pub(crate) const API_KEY_VARIABLE: &str = "ANTHROPIC_API_KEY";
 /// The environment variable holding the base URL (without `/v1`, as the official SDKs read it).
-pub const BASE_URL_VARIABLE: &str = "ANTHROPIC_BASE_URL";
+pub(crate) const BASE_URL_VARIABLE: &str = "ANTHROPIC_BASE_URL";
 /// The base URL used when [`BASE_URL_VARIABLE`] is not set.
-pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+pub(crate) const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 /// The `anthropic-version` header sent.
-pub const API_VERSION: &str = "2023-06-01";
+pub(crate) const API_VERSION: &str = "2023-06-01";
 
 /// A Claude model behind the Anthropic Messages API (or a compatible gateway).
 ///

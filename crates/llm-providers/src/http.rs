@@ -14,30 +14,26 @@ use serde_json::Value;
 use sse_stream::SseStream;
 use tokio::time::{Instant, timeout_at};
 
+use mcp_safety::Secret;
+
 use crate::Options;
 
-/// An API key. Its `Debug` never shows it.
-#[derive(Clone)]
-pub(crate) struct ApiKey(String);
+/// An API key (a [`Secret`]: its `Debug` never shows it).
+#[derive(Debug, Clone)]
+pub(crate) struct ApiKey(Secret);
 
 impl ApiKey {
     pub(crate) fn new(key: String) -> Self {
-        Self(key)
+        Self(Secret::new(key))
     }
 
     /// A header value marked sensitive (hyper and reqwest then never print it).
     pub(crate) fn header(&self, prefix: &str) -> Result<HeaderValue, ModelError> {
-        let mut value = HeaderValue::from_str(&format!("{prefix}{}", self.0)).map_err(|_| {
+        let mut value = HeaderValue::from_str(&format!("{prefix}{}", self.0.expose())).map_err(|_| {
             ModelError::Configuration("the API key contains characters not allowed in an HTTP header".into())
         })?;
         value.set_sensitive(true);
         Ok(value)
-    }
-}
-
-impl std::fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ApiKey(<redacted>)")
     }
 }
 
@@ -178,7 +174,7 @@ impl Endpoint {
     ) -> Result<ModelResponse, ModelError> {
         let body = Bytes::from(body);
         let tracked = Tracked { inner: sink, emitted: AtomicBool::new(false) };
-        let max_attempts = self.options.max_attempts.max(1);
+        let max_attempts = self.options.retry.max_attempts.max(1);
         let mut attempt = 0;
         loop {
             attempt += 1;

@@ -43,9 +43,9 @@
 //! [`TextStream`]: agent_loop::TextStream
 //! [`ModelError`]: agent_loop::ModelError
 
-pub mod anthropic;
+mod anthropic;
 mod http;
-pub mod openai;
+mod openai;
 mod options;
 
 pub use anthropic::AnthropicModel;

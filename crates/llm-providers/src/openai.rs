@@ -16,11 +16,11 @@ use crate::http::{
 };
 
 /// The environment variable holding the API key.
-pub const API_KEY_VARIABLE: &str = "OPENAI_API_KEY";
+pub(crate) const API_KEY_VARIABLE: &str = "OPENAI_API_KEY";
 /// The environment variable holding the base URL (ending in `/v1`, as the official SDKs read it).
-pub const BASE_URL_VARIABLE: &str = "OPENAI_BASE_URL";
+pub(crate) const BASE_URL_VARIABLE: &str = "OPENAI_BASE_URL";
 /// The base URL used when [`BASE_URL_VARIABLE`] is not set.
-pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+pub(crate) const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
 /// Which body field carries the output budget.
 ///
@@ -76,14 +76,7 @@ impl std::fmt::Debug for OpenAiModel {
 
 /// Whether `url` points at this machine (`localhost`, `127.0.0.0/8`, `::1`).
 fn is_loopback(url: &Url) -> bool {
-    match url.host() {
-        Some(url::Host::Domain(d)) => {
-            d.eq_ignore_ascii_case("localhost") || d.to_ascii_lowercase().ends_with(".localhost")
-        }
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    }
+    url.host_str().is_some_and(mcp_safety::is_loopback_host)
 }
 
 impl OpenAiModel {
@@ -600,6 +593,7 @@ mod tests {
             ("https://api.openai.com/v1", false),
             ("http://10.0.0.1/v1", false),
             ("http://localhost.evil.com/v1", false),
+            ("http://app.localhost/v1", false),
         ] {
             assert_eq!(is_loopback(&Url::parse(u).unwrap()), local, "{u}");
         }

@@ -2,24 +2,23 @@
 
 use std::time::Duration;
 
+use mcp_safety::Backoff;
+
 /// How an adapter retries, how long it waits and how much it reads.
 ///
 /// The defaults suit the public APIs; tests shorten the delays.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
-    /// Attempts per call, the first included (at least 1). Retried, as the official SDKs do:
-    /// HTTP 408, 409, 429 and 5xx (unless the server answers `x-should-retry: false`; `true`
-    /// makes any status retried), connection failures and timeouts before the response headers,
-    /// and a provider's transient error reported inside the answer before any text was streamed.
-    /// When they run out the call fails with [`ModelError::Unavailable`]. Default 4.
+    /// How calls are retried: `max_attempts` attempts per call, the first included (at least
+    /// 1), waiting `initial_delay` before the first retry, doubling with jitter up to
+    /// `max_delay`. Default 4 attempts, 500 ms, 30 s. Retried, as the official SDKs do: HTTP
+    /// 408, 409, 429 and 5xx (unless the server answers `x-should-retry: false`; `true` makes
+    /// any status retried), connection failures and timeouts before the response headers, and
+    /// a provider's transient error reported inside the answer before any text was streamed.
+    /// When they run out the call fails with [`ModelError::Unavailable`].
     ///
     /// [`ModelError::Unavailable`]: agent_loop::ModelError::Unavailable
-    pub max_attempts: u32,
-    /// Delay before the first retry; it doubles each retry, with jitter (a random value between
-    /// half and all of it). Default 500 ms.
-    pub initial_backoff: Duration,
-    /// Upper bound of the exponential delay. Default 30 s.
-    pub max_backoff: Duration,
+    pub retry: Backoff,
     /// Upper bound for a server's `retry-after` (or `retry-after-ms`) header. Default 60 s.
     pub max_retry_after: Duration,
     /// Time limit of one HTTP attempt, from sending the request to the end of the answer.
@@ -40,9 +39,11 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Self {
-            max_attempts: 4,
-            initial_backoff: Duration::from_millis(500),
-            max_backoff: Duration::from_secs(30),
+            retry: Backoff {
+                initial_delay: Duration::from_millis(500),
+                max_delay: Duration::from_secs(30),
+                max_attempts: 4,
+            },
             max_retry_after: Duration::from_secs(60),
             timeout: Duration::from_secs(600),
             max_response_bytes: 32 * 1024 * 1024,
@@ -55,13 +56,7 @@ impl Default for Options {
 impl Options {
     /// The delay before retry number `retry` (1 for the first retry), without a server hint.
     pub(crate) fn backoff(&self, retry: u32) -> Duration {
-        let exp = self.initial_backoff.saturating_mul(2u32.saturating_pow(retry.saturating_sub(1)));
-        let full = exp.min(self.max_backoff);
-        let nanos = u64::try_from(full.as_nanos()).unwrap_or(u64::MAX);
-        if nanos < 2 {
-            return full;
-        }
-        Duration::from_nanos(rand::random_range(nanos / 2..=nanos))
+        self.retry.delay(retry.saturating_sub(1), rand::random())
     }
 }
 
@@ -73,8 +68,11 @@ mod tests {
     #[test]
     fn backoff_grows_is_capped_and_jittered() {
         let o = Options {
-            initial_backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_millis(350),
+            retry: Backoff {
+                initial_delay: Duration::from_millis(100),
+                max_delay: Duration::from_millis(350),
+                max_attempts: 4,
+            },
             ..Options::default()
         };
         for _ in 0..50 {
@@ -85,7 +83,8 @@ mod tests {
             let capped = o.backoff(30);
             assert!(capped >= Duration::from_millis(175) && capped <= Duration::from_millis(350), "{capped:?}");
         }
-        let zero = Options { initial_backoff: Duration::ZERO, ..Options::default() };
+        let zero =
+            Options { retry: Backoff { initial_delay: Duration::ZERO, ..Backoff::default() }, ..Options::default() };
         assert_eq!(zero.backoff(3), Duration::ZERO);
     }
 }

@@ -54,25 +54,15 @@ const MAX_STEP_UPS: u32 = 2;
 
 /// The client's identity as configured. Every field is optional: without a `client_id` the
 /// client uses a metadata document URL or registers itself.
-#[derive(Clone, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct ClientConfig {
     /// A pre-registered client id.
     pub client_id: Option<String>,
     /// Its secret (confidential clients).
-    pub client_secret: Option<String>,
+    pub client_secret: Option<Secret>,
     /// A client ID metadata document URL (an `https` URL that serves the client's metadata),
     /// used as `client_id` where the authorization server supports such documents.
     pub metadata_document_url: Option<String>,
-}
-
-impl std::fmt::Debug for ClientConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClientConfig")
-            .field("client_id", &self.client_id)
-            .field("client_secret", &self.client_secret.as_ref().map(|_| "<redacted>"))
-            .field("metadata_document_url", &self.metadata_document_url)
-            .finish()
-    }
 }
 
 /// Cross-app access (Enterprise-Managed Authorization): an identity provider's ID token is
@@ -216,7 +206,7 @@ impl std::fmt::Debug for OAuthAuthorizer {
 }
 
 fn bearer(tokens: &StoredTokens) -> Secret {
-    Secret::new(format!("Bearer {}", tokens.access_token))
+    Secret::new(format!("Bearer {}", tokens.access_token.expose()))
 }
 
 fn failed(e: impl std::fmt::Display) -> AuthError {
@@ -416,7 +406,7 @@ impl OAuthAuthorizer {
             .clone()
             .or_else(|| self.configured_client(&discovered))
             .ok_or_else(|| AuthError::failed("the client that obtained the tokens is unknown"))?;
-        let response = flow::refresh(&self.http, &discovered, &registration, &refresh_token, &self.resource)
+        let response = flow::refresh(&self.http, &discovered, &registration, refresh_token.expose(), &self.resource)
             .await
             .map_err(failed)?;
         self.keep(inner, response, discovered, registration, None, Some(refresh_token));
@@ -431,7 +421,7 @@ impl OAuthAuthorizer {
         discovered: Discovered,
         registration: ClientRegistration,
         requested: Option<Scopes>,
-        previous_refresh_token: Option<String>,
+        previous_refresh_token: Option<Secret>,
     ) {
         inner.lifetime_secs = response.expires_in;
         inner.refresh_failed_at = None;
@@ -515,16 +505,23 @@ impl OAuthAuthorizer {
                 if let Some(error) = back.error {
                     let why = back
                         .error_description
-                        .map(|d| format!(": {}", flow::sanitize_server_text(&d, 300)))
+                        .map(|d| format!(": {}", mcp_safety::text::one_line(&d, 300)))
                         .unwrap_or_default();
-                    let error = flow::sanitize_server_text(&error, 100);
+                    let error = mcp_safety::text::one_line(&error, 100);
                     return Err(AuthError::failed(format!("the authorization was refused ({error}){why}")));
                 }
                 let code = back.code.ok_or_else(|| AuthError::failed("the authorization redirect carried no code"))?;
-                let response =
-                    flow::exchange_code(&self.http, &discovered, &registration, &code, &redirect_uri, &pkce, &resource)
-                        .await
-                        .map_err(failed)?;
+                let response = flow::exchange_code(
+                    &self.http,
+                    &discovered,
+                    &registration,
+                    code.expose(),
+                    &redirect_uri,
+                    &pkce,
+                    &resource,
+                )
+                .await
+                .map_err(failed)?;
                 (response, registration)
             }
             Grant::ClientCredentials { private_key } => {
@@ -611,6 +608,7 @@ impl OAuthAuthorizer {
 
 /// `logout` failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LogoutError {
     /// The server URL identifies no resource.
     #[error(transparent)]

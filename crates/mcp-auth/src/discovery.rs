@@ -22,6 +22,7 @@ pub const OPENID_CONFIGURATION: &str = "/.well-known/openid-configuration";
 
 /// A URL discovery cannot build well-known locations from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DiscoveryError {
     /// Only `http` and `https` URLs with a host are supported.
     #[error("expected an http(s) URL with a host, got {url}")]

@@ -14,18 +14,18 @@
 //! client secrets never appear in `Debug` output or error messages. No clock is read: token
 //! expiry is computed from a `now_ms` the caller passes.
 
-use std::fmt;
-
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
+use mcp_safety::text::one_line;
+use mcp_safety::{Secret, is_loopback_host};
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-use crate::BearerChallenge;
 use crate::discovery::{self, DefaultEndpoints, DiscoveryError};
 use crate::pkce::{METHOD_S256, Pkce};
 use crate::resource::{ResourceError, canonical_resource, resource_matches};
 use crate::store::StoredTokens;
+use crate::www_authenticate::BearerChallenge;
 
 /// The largest response body read from a metadata, registration or token endpoint: 1 MiB.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -39,6 +39,7 @@ pub const AUTH_NONE: &str = "none";
 
 /// What went wrong in an HTTP flow.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum FlowError {
     /// A URL cannot be used for discovery.
     #[error(transparent)]
@@ -264,54 +265,32 @@ pub struct Discovered {
     pub client_id_metadata_document_supported: Option<bool>,
 }
 
-/// A registered client. `Debug` redacts the secret.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A registered client (the secret is a [`Secret`]: `Debug` never shows it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClientRegistration {
     /// The client identifier.
     pub client_id: String,
     /// The client secret, for confidential clients.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client_secret: Option<String>,
+    pub client_secret: Option<Secret>,
     /// How the client authenticates at the token endpoint: [`AUTH_NONE`],
     /// [`AUTH_CLIENT_SECRET_BASIC`] or [`AUTH_CLIENT_SECRET_POST`].
     pub token_endpoint_auth_method: String,
 }
 
-impl fmt::Debug for ClientRegistration {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ClientRegistration")
-            .field("client_id", &self.client_id)
-            .field("client_secret", &self.client_secret.as_ref().map(|_| "<redacted>"))
-            .field("token_endpoint_auth_method", &self.token_endpoint_auth_method)
-            .finish()
-    }
-}
-
-/// A successful token response (RFC 6749 §5.1). `Debug` redacts the tokens.
-#[derive(Clone, PartialEq, Eq)]
+/// A successful token response (RFC 6749 §5.1); the tokens are [`Secret`]s.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenResponse {
     /// The access token.
-    pub access_token: String,
+    pub access_token: Secret,
     /// The token type, always `Bearer` (case-insensitively) here.
     pub token_type: String,
     /// Lifetime in seconds, if given.
     pub expires_in: Option<u64>,
     /// The refresh token, if issued.
-    pub refresh_token: Option<String>,
+    pub refresh_token: Option<Secret>,
     /// The granted scope, if given.
     pub scope: Option<String>,
-}
-
-impl fmt::Debug for TokenResponse {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TokenResponse")
-            .field("access_token", &"<redacted>")
-            .field("token_type", &self.token_type)
-            .field("expires_in", &self.expires_in)
-            .field("refresh_token", &self.refresh_token.as_ref().map(|_| "<redacted>"))
-            .field("scope", &self.scope)
-            .finish()
-    }
 }
 
 impl TokenResponse {
@@ -400,23 +379,8 @@ fn http_url(s: Option<&str>, meta_url: &Url, field: &'static str) -> Result<Url,
 pub fn is_secure_endpoint(url: &Url) -> bool {
     match url.scheme() {
         "https" => true,
-        "http" => match url.host() {
-            Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-            None => false,
-        },
+        "http" => url.host_str().is_some_and(is_loopback_host),
         _ => false,
-    }
-}
-
-/// Text from a server (an OAuth `error_description`) made fit for a terminal and a log line:
-/// control characters dropped, at most `max` characters.
-pub fn sanitize_server_text(text: &str, max: usize) -> String {
-    let clean: String = text.chars().filter(|c| !c.is_control()).collect();
-    match clean.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &clean[..cut]),
-        None => clean,
     }
 }
 
@@ -545,8 +509,8 @@ pub(crate) fn oauth_error(endpoint: &Url, body: &[u8]) -> Option<FlowError> {
     let e: OAuthErrorBody = serde_json::from_slice(body).ok()?;
     Some(FlowError::OAuth {
         endpoint: endpoint.to_string(),
-        error: sanitize_server_text(&e.error, 100),
-        description: e.error_description.map(|d| sanitize_server_text(&d, MAX_DESCRIPTION_CHARS)),
+        error: one_line(&e.error, 100),
+        description: e.error_description.map(|d| one_line(&d, MAX_DESCRIPTION_CHARS)),
     })
 }
 
@@ -624,7 +588,7 @@ pub async fn register(
         .unwrap_or_else(|| if r.client_secret.is_some() { AUTH_CLIENT_SECRET_BASIC } else { AUTH_NONE }.to_owned());
     Ok(ClientRegistration {
         client_id: r.client_id,
-        client_secret: r.client_secret,
+        client_secret: r.client_secret.map(Secret::new),
         token_endpoint_auth_method: method,
     })
 }
@@ -755,7 +719,8 @@ pub(crate) async fn token_request(
     let secret = || {
         registration
             .client_secret
-            .as_deref()
+            .as_ref()
+            .map(Secret::expose)
             .ok_or_else(|| FlowError::MissingClientSecret { method: method.to_owned() })
     };
     let mut basic = None;
@@ -776,10 +741,10 @@ pub(crate) async fn token_request(
         return Err(FlowError::NotBearer { token_type });
     }
     Ok(TokenResponse {
-        access_token: raw.access_token,
+        access_token: Secret::new(raw.access_token),
         token_type,
         expires_in: expires_in(raw.expires_in),
-        refresh_token: raw.refresh_token,
+        refresh_token: raw.refresh_token.map(Secret::new),
         scope: raw.scope,
     })
 }
@@ -904,7 +869,7 @@ mod tests {
         let shown = e.to_string();
         assert!(!shown.chars().any(char::is_control), "{shown:?}");
         assert!(shown.chars().count() < 400, "{}", shown.len());
-        assert_eq!(sanitize_server_text("héllo", 2), "hé…");
+        assert!(!shown.contains('\u{1b}') && shown.contains("bad[31m"), "{shown:?}");
     }
 
     #[test]

@@ -60,7 +60,7 @@
 //! # Example
 //!
 //! ```
-//! use mcp_auth::{BearerChallenge, discovery, pkce::Pkce};
+//! use mcp_auth::{discovery, pkce::Pkce, www_authenticate::BearerChallenge};
 //! use url::Url;
 //!
 //! let header = r#"Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource", scope="files:read""#;
@@ -82,8 +82,8 @@
 //! assert_eq!(pkce.challenge(), "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM");
 //! ```
 
-pub mod authorizer;
-pub mod clock;
+mod authorizer;
+mod clock;
 pub mod discovery;
 pub mod flow;
 pub mod grants;
@@ -91,15 +91,11 @@ pub mod pkce;
 pub mod resource;
 pub mod scope;
 pub mod store;
-pub mod user_agent;
+mod user_agent;
 pub mod www_authenticate;
 
 pub use authorizer::{ClientConfig, CrossAppConfig, Grant, LogoutError, OAuthAuthorizer, OAuthConfig};
 pub use clock::{Clock, SystemClock};
-pub use flow::{
-    ClientRegistration, Discovered, FlowError, TokenResponse, authorization_url, client_credentials, discover,
-    exchange_code, refresh, register,
+pub use user_agent::{
+    FollowRedirects, LoopbackBrowser, PendingRedirect, Redirected, ShowUrl, UserAgent, UserAgentError,
 };
-pub use grants::{Es256Key, client_assertion, client_credentials_jwt, jwt_bearer_grant, request_id_jag};
-pub use user_agent::{FollowRedirects, LoopbackBrowser, PendingRedirect, Redirected, UserAgent, UserAgentError};
-pub use www_authenticate::{BearerChallenge, Challenge, ChallengeError};

@@ -4,10 +4,9 @@
 //! `[A-Z] / [a-z] / [0-9] / "-" / "." / "_" / "~"`; its challenge is
 //! `BASE64URL-NOPAD(SHA-256(ASCII(verifier)))`.
 
-use std::fmt;
-
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use mcp_safety::Secret;
 use rand::{CryptoRng, RngExt as _};
 use sha2::{Digest as _, Sha256};
 
@@ -24,6 +23,7 @@ pub const METHOD_S256: &str = "S256";
 
 /// A verifier that breaks the RFC 7636 grammar, or a length outside 43..=128.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PkceError {
     /// Length outside 43..=128.
     #[error("a PKCE code verifier must be 43 to 128 characters long, not {len}")]
@@ -40,16 +40,10 @@ pub enum PkceError {
 }
 
 /// A PKCE S256 pair. `Debug` does not show the verifier.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pkce {
-    verifier: String,
+    verifier: Secret,
     challenge: String,
-}
-
-impl fmt::Debug for Pkce {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Pkce").field("verifier", &"<redacted>").field("challenge", &self.challenge).finish()
-    }
 }
 
 impl Pkce {
@@ -81,12 +75,12 @@ impl Pkce {
 
     fn from_valid_verifier(verifier: String) -> Self {
         let challenge = s256_challenge(&verifier);
-        Self { verifier, challenge }
+        Self { verifier: Secret::new(verifier), challenge }
     }
 
     /// The `code_verifier` for the token request. Secret until then: do not log it.
     pub fn verifier(&self) -> &str {
-        &self.verifier
+        self.verifier.expose()
     }
 
     /// The `code_challenge` for the authorization request.

@@ -10,6 +10,7 @@ use url::Url;
 
 /// A URL that cannot identify a protected resource.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ResourceError {
     /// Only `http` and `https` URLs with a host identify MCP servers.
     #[error("expected an http(s) URL with a host, got {url}")]

@@ -113,6 +113,7 @@ pub fn choose_scopes<S: AsRef<str>>(
 
 /// Step-up authorization gave up.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum StepUpError {
     /// The server kept answering `insufficient_scope` after `attempts` re-authorizations.
     #[error(

@@ -24,20 +24,21 @@ use std::fs;
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 
+use mcp_safety::Secret;
 use serde::{Deserialize, Serialize};
 
 /// Name of the token file inside the store directory.
 pub const FILE_NAME: &str = "oauth-tokens.json";
 const VERSION: u32 = 1;
 
-/// Tokens for one (issuer, resource). `Debug` redacts the tokens.
-#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Tokens for one (issuer, resource). The tokens are [`Secret`]s: `Debug` never shows them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "TokensOnDisk", into = "TokensOnDisk")]
 pub struct StoredTokens {
     /// The access token.
-    pub access_token: String,
+    pub access_token: Secret,
     /// The refresh token, if one was issued.
-    pub refresh_token: Option<String>,
+    pub refresh_token: Option<Secret>,
     /// Expiry in milliseconds since the Unix epoch, if known.
     pub expires_at_ms: Option<u64>,
     /// The granted scope, space-delimited, if known.
@@ -61,9 +62,9 @@ impl StoredTokens {
 /// [`StoredTokens`] as the file has them: both forms of the expiry (see the module docs).
 #[derive(Serialize, Deserialize)]
 struct TokensOnDisk {
-    access_token: String,
+    access_token: Secret,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    refresh_token: Option<String>,
+    refresh_token: Option<Secret>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     expires_at_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -103,21 +104,9 @@ impl From<StoredTokens> for TokensOnDisk {
     }
 }
 
-impl fmt::Debug for StoredTokens {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StoredTokens")
-            .field("access_token", &"<redacted>")
-            .field("refresh_token", &self.refresh_token.as_ref().map(|_| "<redacted>"))
-            .field("expires_at_ms", &self.expires_at_ms)
-            .field("scope", &self.scope)
-            .field("client", &self.client)
-            .field("wanted_scope", &self.wanted_scope)
-            .finish()
-    }
-}
-
 /// A token store that could not be read or written. Messages name the file, never a token.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// An I/O error on `path`.
     #[error("token store {}: {source}", path.display())]
@@ -325,7 +314,7 @@ mod tests {
     fn tokens(access: &str) -> StoredTokens {
         StoredTokens {
             access_token: access.into(),
-            refresh_token: Some(format!("{access}-refresh")),
+            refresh_token: Some(format!("{access}-refresh").into()),
             expires_at_ms: Some(1_767_225_600_250),
             scope: Some("files:read".into()),
             client: None,
@@ -410,7 +399,7 @@ mod tests {
         let t = tokens("secret-access");
         let d = format!("{t:?}");
         assert!(!d.contains("secret-access"), "{d}");
-        assert!(d.contains("files:read") && d.contains("<redacted>"), "{d}");
+        assert!(d.contains("files:read") && d.contains("Secret(<redacted>)"), "{d}");
         let tmp = tempfile::tempdir().unwrap();
         let mut store = TokenStore::load(tmp.path()).unwrap();
         store.insert("https://issuer", "https://res", t);

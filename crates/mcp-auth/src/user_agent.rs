@@ -10,15 +10,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use mcp_safety::Secret;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
 use url::Url;
 
 /// What came back on the redirect URI.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Redirected {
     /// The authorization code, when the user approved.
-    pub code: Option<String>,
+    pub code: Option<Secret>,
     /// The `state` the authorization server echoed.
     pub state: Option<String>,
     /// The `error` when the user or the server refused (RFC 6749 §4.1.2.1).
@@ -27,23 +28,12 @@ pub struct Redirected {
     pub error_description: Option<String>,
 }
 
-impl std::fmt::Debug for Redirected {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Redirected")
-            .field("code", &self.code.as_ref().map(|_| "<redacted>"))
-            .field("state", &self.state)
-            .field("error", &self.error)
-            .field("error_description", &self.error_description)
-            .finish()
-    }
-}
-
 impl Redirected {
     /// The parameters of a redirect URL's query.
     pub fn from_url(url: &Url) -> Self {
         let param = |name: &str| url.query_pairs().find(|(k, _)| k == name).map(|(_, v)| v.into_owned());
         Self {
-            code: param("code"),
+            code: param("code").map(Secret::new),
             state: param("state"),
             error: param("error"),
             error_description: param("error_description"),
@@ -53,6 +43,7 @@ impl Redirected {
 
 /// Why the user agent could not complete the authorization.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum UserAgentError {
     /// The loopback listener could not be started.
     #[error("could not listen for the authorization redirect on 127.0.0.1: {0}")]

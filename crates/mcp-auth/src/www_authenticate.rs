@@ -39,6 +39,7 @@ impl Challenge {
 
 /// A malformed `WWW-Authenticate` header value. Positions are byte offsets into the value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ChallengeError {
     /// An auth-scheme was expected.
     #[error("expected an auth-scheme at byte {position}")]

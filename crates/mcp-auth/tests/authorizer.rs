@@ -295,7 +295,7 @@ async fn tokens_of_another_authorization_server_are_not_sent_to_the_new_one() {
         access_token: "old-access".into(),
         refresh_token: Some("old-refresh".into()),
         expires_at_ms: Some(1),
-        client: Some(mcp_auth::ClientRegistration {
+        client: Some(mcp_auth::flow::ClientRegistration {
             client_id: "old-client".into(),
             client_secret: Some("old-secret".into()),
             token_endpoint_auth_method: "client_secret_basic".into(),

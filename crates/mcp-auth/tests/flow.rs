@@ -9,7 +9,7 @@ use mcp_auth::pkce::{self, Pkce};
 use mcp_auth::resource::{canonical_resource, resource_matches};
 use mcp_auth::scope::{Scopes, StepUp, choose_scopes};
 use mcp_auth::store::{StoredTokens, TokenStore};
-use mcp_auth::{BearerChallenge, www_authenticate};
+use mcp_auth::www_authenticate::{self, BearerChallenge};
 use url::Url;
 
 #[test]

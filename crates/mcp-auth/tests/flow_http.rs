@@ -8,12 +8,12 @@ mod common;
 use common::Server;
 
 use base64::Engine as _;
-use mcp_auth::BearerChallenge;
 use mcp_auth::flow::{
     self, AUTH_CLIENT_SECRET_BASIC, AUTH_CLIENT_SECRET_POST, AUTH_NONE, ClientRegistration, Discovered, FlowError,
     MAX_BODY_BYTES,
 };
 use mcp_auth::pkce::{Pkce, s256_challenge};
+use mcp_auth::www_authenticate::BearerChallenge;
 use serde_json::{Value, json};
 use url::Url;
 
@@ -234,7 +234,7 @@ async fn register_with_secret_defaults_to_basic_and_redacts() {
     s.json("/register", 200, &json!({"client_id": "c", "client_secret": "very-secret"}));
     let reg = flow::register(&client(), &d, "http://localhost/cb", "n").await.unwrap();
     assert_eq!(reg.token_endpoint_auth_method, AUTH_CLIENT_SECRET_BASIC);
-    assert_eq!(reg.client_secret.as_deref(), Some("very-secret"));
+    assert_eq!(reg.client_secret.as_ref().map(mcp_safety::Secret::expose), Some("very-secret"));
     assert!(!format!("{reg:?}").contains("very-secret"));
 }
 
@@ -335,7 +335,7 @@ async fn exchange_code_sends_verifier_and_resource() {
     assert_eq!(tokens.access_token, "at-123");
     assert_eq!(tokens.token_type, "bearer");
     assert_eq!(tokens.expires_in, Some(3600));
-    assert_eq!(tokens.refresh_token.as_deref(), Some("rt-456"));
+    assert_eq!(tokens.refresh_token.as_ref().map(mcp_safety::Secret::expose), Some("rt-456"));
     assert_eq!(tokens.scope.as_deref(), Some("files:read"));
     let dbg = format!("{tokens:?}");
     assert!(!dbg.contains("at-123") && !dbg.contains("rt-456"), "{dbg}");
@@ -343,7 +343,7 @@ async fn exchange_code_sends_verifier_and_resource() {
     let stored = tokens.to_stored(1_000_000);
     assert_eq!(stored.expires_at_ms, Some(4_600_000));
     assert_eq!(stored.access_token, "at-123");
-    assert_eq!(stored.refresh_token.as_deref(), Some("rt-456"));
+    assert_eq!(stored.refresh_token.as_ref().map(mcp_safety::Secret::expose), Some("rt-456"));
 }
 
 #[tokio::test]

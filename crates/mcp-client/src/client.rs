@@ -110,9 +110,10 @@ pub enum Era {
     Initialize,
     /// `server/discover` only (2026-07-28).
     Discover,
-    /// Probe `server/discover`; if the server does not speak 2026-07-28 (an error, a refusal
-    /// or no answer within [`DISCOVER_PROBE_TIMEOUT`]), `initialize`. One configuration entry
-    /// then works with servers of both eras.
+    /// Probe `server/discover`; if the server does not speak 2026-07-28 (an error or a
+    /// refusal), `initialize`; when it is slow to answer (past [`ClientOptions::probe_timeout`]),
+    /// both, and the first success wins. One configuration entry then works with servers of
+    /// both eras.
     Auto,
 }
 
@@ -146,6 +147,9 @@ pub struct ClientOptions {
     pub label: String,
     /// Bytes that may wait for a server that does not read its input before sends fail.
     pub max_backlog_bytes: usize,
+    /// How long [`Era::Auto`] waits for `server/discover` alone before also trying
+    /// `initialize` (default [`DISCOVER_PROBE_TIMEOUT`]).
+    pub probe_timeout: Duration,
 }
 
 impl std::fmt::Debug for ClientOptions {
@@ -175,6 +179,7 @@ impl Default for ClientOptions {
             notification_capacity: 256,
             label: "server".to_owned(),
             max_backlog_bytes: DEFAULT_MAX_BACKLOG_BYTES,
+            probe_timeout: DISCOVER_PROBE_TIMEOUT,
         }
     }
 }
@@ -189,6 +194,9 @@ pub struct RequestOptions {
     pub timeout: Option<Duration>,
     /// Where progress notifications for this request go (a progress token is sent).
     pub progress: Option<mpsc::UnboundedSender<Progress>>,
+    /// With a progress sink: each progress notification restarts the timeout, but the request
+    /// never runs longer than this in all. `None`: the timeout is the whole budget.
+    pub max_total: Option<Duration>,
 }
 
 /// Limits on paginated listing, so a broken or hostile server cannot make us loop or hoard.
@@ -218,6 +226,14 @@ struct Waiter {
     progress: Option<mpsc::UnboundedSender<Progress>>,
     deadline: Instant,
     timeout: Duration,
+    /// The latest the deadline may move to when progress restarts the timeout.
+    last_deadline: Instant,
+}
+
+/// `start + d`, saturating to a far deadline for a duration too large to add (`Duration::MAX`
+/// as "never").
+fn deadline_after(start: Instant, d: Duration) -> Instant {
+    start.checked_add(d).unwrap_or_else(|| start + NO_DEADLINE)
 }
 
 impl Waiter {
@@ -226,10 +242,23 @@ impl Waiter {
         progress: Option<mpsc::UnboundedSender<Progress>>,
         timeout: Duration,
     ) -> Self {
-        // A timeout too large to add (Duration::MAX as "never") saturates to a far deadline.
         let now = Instant::now();
-        let deadline = now.checked_add(timeout).unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600));
-        Self { reply, progress, deadline, timeout }
+        let deadline = deadline_after(now, timeout);
+        Self { reply, progress, deadline, timeout, last_deadline: deadline }
+    }
+
+    /// Progress may restart the timeout, up to `max_total` after the start.
+    fn with_max_total(mut self, max_total: Option<Duration>) -> Self {
+        if let Some(max) = max_total {
+            let start = self.deadline.checked_sub(self.timeout).unwrap_or(self.deadline);
+            self.last_deadline = deadline_after(start, max).max(self.deadline);
+        }
+        self
+    }
+
+    /// The server reported progress: the timeout starts again, within the total budget.
+    fn progressed(&mut self, now: Instant) {
+        self.deadline = deadline_after(now, self.timeout).min(self.last_deadline).max(self.deadline);
     }
 }
 
@@ -315,7 +344,7 @@ struct Inner {
     direct: Option<DirectPath>,
     notifications: broadcast::Sender<ServerNotification>,
     closed_reason: Mutex<Option<String>>,
-    /// Set once the connection is shut down.
+    /// Flips to `true` once, when the connection is gone.
     closed: tokio::sync::watch::Sender<bool>,
     options: ClientOptions,
 }
@@ -344,11 +373,11 @@ impl Inner {
         {
             *r = Some(reason.clone());
         }
+        self.closed.send_replace(true);
         let pending = self.session().close();
         for (_, pending) in pending {
             let _ = pending.payload.reply.send(Err(ClientError::ConnectionClosed { reason: reason.clone() }));
         }
-        self.closed.send_replace(true);
     }
 
     /// A write failed: the server is most likely gone, and the reader is about to say how (a
@@ -488,40 +517,89 @@ impl Client {
         match self.inner.options.era {
             Era::Initialize => self.initialize().await,
             Era::Discover => self.discover(self.inner.options.startup_timeout).await,
-            Era::Auto => {
-                let probe = DISCOVER_PROBE_TIMEOUT.min(self.inner.options.startup_timeout);
-                match self.discover(probe).await {
-                    Ok(result) => Ok(result),
-                    Err(e) if discover_refused(&e) => {
-                        tracing::debug!(server = %self.inner.options.label, "server/discover refused ({e}); initialize");
-                        match self.initialize().await {
-                            // A server slower to start than the probe waited (a Python server
-                            // on a loaded machine) took up the probe after all and now serves
-                            // 2026-07-28 only; as its error asks, retry with that version.
-                            Err(ClientError::Server { error, .. }) if serves_stateless(&error) => {
-                                tracing::debug!(server = %self.inner.options.label, "initialize refused ({error}); server/discover");
-                                self.discover(self.inner.options.startup_timeout).await
-                            }
-                            other => other,
-                        }
+            Era::Auto => self.probe().await,
+        }
+    }
+
+    /// [`Era::Auto`]: `server/discover` alone for [`DISCOVER_PROBE_TIMEOUT`]; a refusal means
+    /// `initialize`. A server that is only slow (a Python server still starting) may yet answer
+    /// the probe, and once it has seen `server/discover` it may refuse `initialize`; so after
+    /// the probe time both requests are in flight and the first success wins, a failure of one
+    /// waiting for the other.
+    async fn probe(&self) -> Result<InitializeResult, ClientError> {
+        let label = &self.inner.options.label;
+        let startup = self.inner.options.startup_timeout;
+        let probe = self.inner.options.probe_timeout;
+        if startup <= probe {
+            // No room for both: the probe gets the whole budget, then initialize its own.
+            return match self.discover(startup).await {
+                Err(e) if discover_refused(&e) => self.initialize().await,
+                other => other,
+            };
+        }
+        let discover = self.discover_raw(startup);
+        tokio::pin!(discover);
+        let first = tokio::time::timeout(probe, &mut discover).await;
+        match first {
+            Ok(Ok(raw)) => match self.finish_discover(&raw) {
+                Err(e) if discover_refused(&e) => return self.initialize().await,
+                other => return other,
+            },
+            Ok(Err(e)) if discover_refused(&e) => {
+                tracing::debug!(server = %label, "server/discover refused ({e}); initialize");
+                return self.initialize().await;
+            }
+            Ok(Err(e)) => return Err(e),
+            Err(_) => tracing::debug!(server = %label, "server/discover is slow; initialize as well"),
+        }
+        let initialize = self.initialize_raw();
+        tokio::pin!(initialize);
+        let (mut discover_failed, mut initialize_failed) = (None, None);
+        loop {
+            tokio::select! {
+                answer = &mut discover, if discover_failed.is_none() => {
+                    let outcome = match answer {
+                        Ok(raw) => self.finish_discover(&raw),
+                        Err(e) => Err(e),
+                    };
+                    match outcome {
+                        Ok(result) => return Ok(result),
+                        Err(e) if !discover_refused(&e) => return Err(e),
+                        Err(e) => discover_failed = Some(e),
                     }
-                    Err(e) => Err(e),
                 }
+                answer = &mut initialize, if initialize_failed.is_none() => match answer {
+                    Ok(raw) => return self.finish_initialize(&raw).await,
+                    Err(e) => initialize_failed = Some(e),
+                },
+            }
+            if discover_failed.is_some()
+                && let Some(e) = initialize_failed.take()
+            {
+                return Err(e);
             }
         }
     }
 
     /// `server/discover` (2026-07-28) within `timeout`.
     pub async fn discover(&self, timeout: Duration) -> Result<InitializeResult, ClientError> {
+        let raw = self.discover_raw(timeout).await?;
+        self.finish_discover(&raw)
+    }
+
+    async fn discover_raw(&self, timeout: Duration) -> Result<Box<RawValue>, ClientError> {
         let (reply, rx) = oneshot::channel();
         let (id, line) = self.inner.session().start_discover(Waiter::new(reply, None, timeout))?;
-        let raw = self.wait(id, line, rx).await.map_err(|e| match e {
+        self.wait(id, line, rx).await.map_err(|e| match e {
             ClientError::Server { error, .. } => {
                 ClientError::Server { method: stateless::SERVER_DISCOVER.to_owned(), error }
             }
             other => other,
-        })?;
-        self.inner.session().finish_discover(&raw)?;
+        })
+    }
+
+    fn finish_discover(&self, raw: &RawValue) -> Result<InitializeResult, ClientError> {
+        self.inner.session().finish_discover(raw)?;
         self.inner.session().server().cloned().ok_or_else(|| self.inner.closed_error())
     }
 
@@ -550,11 +628,19 @@ impl Client {
 
     /// Perform the initialize handshake (within the startup timeout), whatever the era option.
     pub async fn initialize(&self) -> Result<InitializeResult, ClientError> {
+        let raw = self.initialize_raw().await?;
+        self.finish_initialize(&raw).await
+    }
+
+    async fn initialize_raw(&self) -> Result<Box<RawValue>, ClientError> {
         let (reply, rx) = oneshot::channel();
         let timeout = self.inner.options.startup_timeout;
         let (id, line) = self.inner.session().start_initialize(Waiter::new(reply, None, timeout))?;
-        let raw = self.wait(id, line, rx).await?;
-        let initialized = self.inner.session().finish_initialize(&raw)?;
+        self.wait(id, line, rx).await
+    }
+
+    async fn finish_initialize(&self, raw: &RawValue) -> Result<InitializeResult, ClientError> {
+        let initialized = self.inner.session().finish_initialize(raw)?;
         self.send(initialized).await?;
         self.inner.session().server().cloned().ok_or_else(|| self.inner.closed_error())
     }
@@ -573,6 +659,18 @@ impl Client {
     /// The negotiated revision, once initialized.
     pub fn protocol_version(&self) -> Option<ProtocolVersion> {
         self.inner.session().protocol_version()
+    }
+
+    /// Waits until the connection is gone (the server exited, the transport failed, or it was
+    /// closed) and says why.
+    pub async fn closed(&self) -> String {
+        let mut closed = self.inner.closed.subscribe();
+        // An error means the sender is gone, which only happens with the client itself.
+        let _ = closed.wait_for(|c| *c).await;
+        match self.inner.closed_error() {
+            ClientError::ConnectionClosed { reason } => reason,
+            other => other.to_string(),
+        }
     }
 
     /// Whether the connection is still usable.
@@ -632,6 +730,7 @@ impl Client {
     ) -> Result<Box<RawValue>, ClientError> {
         let timeout = options.timeout;
         let progress = options.progress.clone();
+        let max_total = options.max_total;
         let raw = self.request_once(method, params, options).await?;
         if stateless::result_kind(&raw) != ResultKind::InputRequired {
             return Ok(raw);
@@ -653,7 +752,7 @@ impl Client {
                 responses.insert(key, answer);
             }
             let params = stateless::retry_params(original.clone(), responses, asked.request_state);
-            let options = RequestOptions { timeout, progress: progress.clone() };
+            let options = RequestOptions { timeout, progress: progress.clone(), max_total };
             raw = self.request_once(method, Some(&params), options).await?;
             if stateless::result_kind(&raw) != ResultKind::InputRequired {
                 return Ok(raw);
@@ -698,7 +797,8 @@ impl Client {
             let mut session = self.inner.session();
             match options.progress {
                 Some(progress) => {
-                    session.start_request_with_progress(method, params, Waiter::new(reply, Some(progress), timeout))?
+                    let waiter = Waiter::new(reply, Some(progress), timeout).with_max_total(options.max_total);
+                    session.start_request_with_progress(method, params, waiter)?
                 }
                 None => session.start_request(method, params, Waiter::new(reply, None, timeout))?,
             }
@@ -943,8 +1043,13 @@ fn handle_incoming(inner: &Arc<Inner>, text: &str) {
             match &notification {
                 ServerNotification::Progress(progress) => {
                     let mut session = inner.session();
-                    if let Some(Some(tx)) = session.pending_mut(&progress.progress_token).map(|w| w.progress.as_ref()) {
-                        let _ = tx.send(progress.clone());
+                    if let Some(waiter) = session.pending_mut(&progress.progress_token)
+                        && waiter.progress.is_some()
+                    {
+                        waiter.progressed(Instant::now());
+                        if let Some(tx) = &waiter.progress {
+                            let _ = tx.send(progress.clone());
+                        }
                     }
                     return;
                 }
@@ -981,18 +1086,6 @@ fn answer_server_request(inner: &Arc<Inner>, id: RequestId, request: ServerReque
             });
         }
     }
-}
-
-/// The 2026-07-28 error for a request in a protocol version the server does not serve.
-const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
-
-/// Whether an error refuses a request's protocol version and names 2026-07-28 among the ones
-/// the server supports.
-fn serves_stateless(error: &ErrorObject) -> bool {
-    let supported = error.data.as_ref().and_then(|d| d.get("supported")).and_then(Value::as_array);
-    error.code == UNSUPPORTED_PROTOCOL_VERSION
-        && supported
-            .is_some_and(|versions| versions.iter().any(|v| v.as_str() == Some(ProtocolVersion::STATELESS.as_str())))
 }
 
 /// Whether a failed `server/discover` means "not a 2026-07-28 server" (so `initialize` may

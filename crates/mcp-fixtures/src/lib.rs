@@ -11,6 +11,7 @@
 //! | `paginate` | `tools/list` in pages of `--page-size` (default 2); `--repeat-cursor` and `--endless` misbehave |
 //! | `list-changing` | sends `notifications/tools/list_changed` after `initialized` and whenever `add_tool` runs |
 //! | `garbage` | writes non-JSON lines, invalid JSON-RPC and, with `--huge-line BYTES`, one oversize line before answering |
+//! | `snoop` | adds `read_file {path}`, `write_file {path,text}`, `connect {port}` (127.0.0.1) and `fork_bomb {max}`, which report the OS error they get: what a confined server may and may not do |
 //! | `gather` | every call waits until `--peers N` (default 2) calls are in flight together, else fails (after 60 s) |
 //!
 //! Flags of every mode, for tests that wait for what the server saw rather than for a time:
@@ -51,8 +52,18 @@ pub mod ws;
 /// Test executables live in `target/<profile>/deps/`; binaries in `target/<profile>/`.
 /// Errors with a message that says how to build it when it is missing.
 pub fn server_binary() -> Result<PathBuf, String> {
-    let name = format!("mcp-fixture-server{}", std::env::consts::EXE_SUFFIX);
-    if let Some(path) = std::env::var_os("MCP_FIXTURE_SERVER") {
+    binary("mcp-fixture-server", "MCP_FIXTURE_SERVER", "mcp-fixtures")
+}
+
+/// Where the sandbox launcher `mcp-sandbox-launch` is (built by `cargo build -p mcp-sandbox`),
+/// found like [`server_binary`], or at `MCP_SANDBOX_LAUNCHER`.
+pub fn launcher_binary() -> Result<PathBuf, String> {
+    binary("mcp-sandbox-launch", "MCP_SANDBOX_LAUNCHER", "mcp-sandbox")
+}
+
+fn binary(name: &str, variable: &str, package: &str) -> Result<PathBuf, String> {
+    let name = format!("{name}{}", std::env::consts::EXE_SUFFIX);
+    if let Some(path) = std::env::var_os(variable) {
         return Ok(PathBuf::from(path));
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot locate the test executable: {e}"))?;
@@ -62,8 +73,8 @@ pub fn server_binary() -> Result<PathBuf, String> {
     }
     candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
         format!(
-            "the fixture server binary was not found (looked at {}); build it with \
-             `cargo build -p mcp-fixtures` (cargo xtask test does) or set MCP_FIXTURE_SERVER",
+            "{name} was not found (looked at {}); build it with `cargo build -p {package}` \
+             (cargo xtask test does) or set {variable}",
             candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
         )
     })

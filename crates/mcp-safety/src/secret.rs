@@ -35,11 +35,26 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// Compares without an early exit at the first difference (the length is not hidden).
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 impl PartialEq for Secret {
     fn eq(&self, other: &Self) -> bool {
-        let (a, b) = (self.0.as_bytes(), other.0.as_bytes());
-        // Length is not secret enough to hide; the contents are compared without an early exit.
-        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+        constant_time_eq(self.0.as_bytes(), other.0.as_bytes())
+    }
+}
+
+impl PartialEq<str> for Secret {
+    fn eq(&self, other: &str) -> bool {
+        constant_time_eq(self.0.as_bytes(), other.as_bytes())
+    }
+}
+
+impl PartialEq<&str> for Secret {
+    fn eq(&self, other: &&str) -> bool {
+        constant_time_eq(self.0.as_bytes(), other.as_bytes())
     }
 }
 

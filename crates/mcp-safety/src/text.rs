@@ -33,7 +33,7 @@ pub fn terminal_safe(text: &str) -> String {
 /// to at most `max` characters (the last being `…` when cut).
 pub fn one_line(text: &str, max: usize) -> String {
     let mut flat = String::with_capacity(text.len().min(max.saturating_mul(4)));
-    for word in text.split(|c: char| c.is_whitespace() || is_stripped(c) && c.is_control()).filter(|w| !w.is_empty()) {
+    for word in text.split(char::is_whitespace).filter(|w| !w.is_empty()) {
         if !flat.is_empty() {
             flat.push(' ');
         }
@@ -139,6 +139,18 @@ mod tests {
         assert_eq!(sanitize("éééééé", 5), "éééé…");
         assert_eq!(sanitize("abc", 0), "");
         assert_eq!(sanitize("a\u{200B}\u{200B}\u{200B}bc", 3), "abc");
+    }
+
+    #[test]
+    fn plain_ascii_check_agrees_with_bytes() {
+        for b in 0..=255u8 {
+            for pos in 0..9 {
+                let mut bytes = vec![b'a'; 9];
+                bytes[pos] = b;
+                let expected = (0x20..0x7f).contains(&b) || b == b'\n' || b == b'\t';
+                assert_eq!(is_plain_ascii(&bytes), expected, "byte {b:#x} at {pos}");
+            }
+        }
     }
 
     proptest! {

@@ -7,7 +7,8 @@
 //! reopens) them; `RemoteServer` (features `http` and `ws`) picks HTTP or WebSocket by the
 //! URL's scheme.
 //!
-//! Over stdio, a server is a child process:
+//! Over stdio, a server is a child process; with [`StdioSandbox`] it runs confined (Landlock,
+//! namespaces, limits; see the `mcp-sandbox` crate), started through the sandbox launcher:
 //!
 //! ```no_run
 //! use mcp_client::{Client, ClientOptions, ListLimits, RequestOptions};
@@ -45,6 +46,6 @@ pub use http::{HttpConfig, HttpMode, HttpTransport};
 #[cfg(all(feature = "http", feature = "ws"))]
 pub use remote::{RemoteOptions, RemoteServer};
 #[cfg(feature = "stdio")]
-pub use stdio::{DEFAULT_STDERR_BUFFER_BYTES, StderrTail, StdioConfig, StdioTransport, env_allowed};
+pub use stdio::{DEFAULT_STDERR_BUFFER_BYTES, StderrTail, StdioConfig, StdioSandbox, StdioTransport, env_allowed};
 #[cfg(feature = "ws")]
 pub use ws::{SUBPROTOCOL, WebSocketConfig, WebSocketTransport};

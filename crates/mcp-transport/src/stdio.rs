@@ -3,10 +3,14 @@
 //! The child gets a small allowlisted environment plus what its config sets, runs in its own
 //! process group, and is always reaped: on `close` (stdin closed, wait, SIGTERM, wait, SIGKILL)
 //! and on drop (SIGKILL to the group; tokio reaps the child in the background).
+//!
+//! A server with a [`StdioSandbox`] is started through the sandbox launcher, which confines
+//! itself and then runs the server; the launcher's report of a failure before that is the
+//! transport's first line, read here as a start failure.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,6 +20,8 @@ use mcp_client::{
     Connector, DirectWrite, Inbound, Opened, StderrSource, Transport, TransportError, TransportSink, TransportStream,
 };
 use mcp_protocol::Outgoing;
+use mcp_sandbox::launcher::Launcher;
+use mcp_sandbox::{Context, Launch, Sandbox};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader};
 use tokio::net::unix::pipe;
 use tokio::process::{Child, ChildStdout, Command};
@@ -82,6 +88,17 @@ pub struct StdioConfig {
     pub close_grace: Duration,
     /// A label for logs (the server's configured name).
     pub label: String,
+    /// The confinement it runs in; `None`: unconfined. (Boxed: most configs have none.)
+    pub sandbox: Option<Box<StdioSandbox>>,
+}
+
+/// A stdio server's confinement: what it may do, and the launcher that applies it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StdioSandbox {
+    /// What the server may do.
+    pub sandbox: Sandbox,
+    /// The launcher program.
+    pub launcher: Launcher,
 }
 
 impl StdioConfig {
@@ -97,6 +114,7 @@ impl StdioConfig {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             stderr_buffer_bytes: DEFAULT_STDERR_BUFFER_BYTES,
             close_grace: Duration::from_secs(2),
+            sandbox: None,
         }
     }
 
@@ -106,6 +124,96 @@ impl StdioConfig {
             std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(env_allowed)).collect();
         env.extend(self.env.iter().map(|(k, v)| (k.into(), v.into())));
         env
+    }
+
+    /// The command line, for messages.
+    fn display_command(&self) -> String {
+        std::iter::once(self.command.as_str()).chain(self.args.iter().map(String::as_str)).collect::<Vec<_>>().join(" ")
+    }
+}
+
+/// A confined start, prepared: the launcher's command line and the private temporary directory.
+struct Confined {
+    program: PathBuf,
+    args: Vec<OsString>,
+    temp: TempDir,
+}
+
+/// The server's private temporary directory, removed with the transport.
+#[derive(Debug)]
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn create() -> std::io::Result<Self> {
+        use std::os::unix::fs::DirBuilderExt as _;
+        let base = std::env::temp_dir();
+        let mut last = None;
+        for _ in 0..8 {
+            let dir = base.join(format!("mcp-sandbox-{}-{:016x}", std::process::id(), rand::random::<u64>()));
+            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+                Ok(()) => return Ok(Self(dir)),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| std::io::Error::other("no temporary directory name was free")))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Finds `command` as the child will: on the child's PATH unless it names a path, relative to
+/// the child's working directory.
+fn find_program(command: &str, path: Option<&std::ffi::OsStr>, cwd: &Path) -> std::io::Result<PathBuf> {
+    let executable = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt as _;
+        p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if command.contains('/') {
+        let p = cwd.join(command);
+        return if p.exists() { Ok(p) } else { Err(nix::errno::Errno::ENOENT.into()) };
+    }
+    path.into_iter()
+        .flat_map(std::env::split_paths)
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map(|dir| cwd.join(dir).join(command))
+        .find(|p| executable(p))
+        .ok_or_else(|| nix::errno::Errno::ENOENT.into())
+}
+
+impl StdioConfig {
+    /// Prepares a confined start: resolves the program, makes the private temporary directory
+    /// and the policy, and sets the child's temporary-directory variables to it.
+    fn confine(&self, sandbox: &StdioSandbox, env: &mut Vec<(OsString, OsString)>) -> Result<Confined, TransportError> {
+        let spawn_error = |source: std::io::Error| TransportError::Spawn { command: self.display_command(), source };
+        let var = |env: &[(OsString, OsString)], name: &str| {
+            env.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+        };
+        let cwd = match &self.cwd {
+            Some(dir) => std::path::absolute(dir),
+            None => std::env::current_dir(),
+        }
+        .map_err(spawn_error)?;
+        let found = find_program(&self.command, var(env, "PATH").as_deref(), &cwd).map_err(spawn_error)?;
+        let mut program = vec![mcp_sandbox::normalize(&found)];
+        program.extend(std::fs::canonicalize(&found).ok());
+        let temp = TempDir::create().map_err(|e| {
+            spawn_error(std::io::Error::new(e.kind(), format!("cannot make its temporary directory: {e}")))
+        })?;
+        // A script named on the command line is part of the server.
+        let files = self.args.iter().map(PathBuf::from).filter(|p| p.is_absolute() && p.is_file()).collect();
+        let context = Context { home: var(env, "HOME").map(PathBuf::from), cwd, temp: temp.0.clone(), program, files };
+        let policy = sandbox.sandbox.policy(&context).map_err(|e| spawn_error(std::io::Error::other(e)))?;
+        for name in ["TMPDIR", "TMP", "TEMP"] {
+            if !self.env.contains_key(name) {
+                env.push((name.into(), temp.0.clone().into_os_string()));
+            }
+        }
+        let launch = Launch { policy, program: found, args: self.args.iter().map(OsString::from).collect() };
+        Ok(Confined { program: sandbox.launcher.program.clone(), args: sandbox.launcher.arguments(&launch), temp })
     }
 }
 
@@ -162,6 +270,7 @@ impl StderrTail {
 
 /// A running stdio server.
 pub struct StdioTransport {
+    temp: Option<TempDir>,
     child: Arc<Mutex<Option<Child>>>,
     pid: Option<u32>,
     stdin: Arc<StdinPipe>,
@@ -200,24 +309,33 @@ impl Connector for StdioConfig {
 impl StdioTransport {
     /// Start the server.
     pub fn spawn(config: StdioConfig) -> Result<Self, TransportError> {
-        let command_line = || {
-            std::iter::once(config.command.as_str())
-                .chain(config.args.iter().map(String::as_str))
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
         // A missing directory makes spawn fail with "No such file or directory", which reads
         // as if the program were missing: say which one it is.
         if let Some(cwd) = &config.cwd
             && !cwd.is_dir()
         {
-            return Err(TransportError::MissingDirectory { command: command_line(), cwd: cwd.display().to_string() });
+            return Err(TransportError::MissingDirectory {
+                command: config.display_command(),
+                cwd: cwd.display().to_string(),
+            });
         }
-        let mut command = Command::new(&config.command);
+        let mut env = config.child_env();
+        let confined = config.sandbox.as_ref().map(|s| config.confine(s, &mut env)).transpose()?;
+        let mut command = match &confined {
+            Some(c) => {
+                let mut command = Command::new(&c.program);
+                command.args(&c.args);
+                command
+            }
+            None => {
+                let mut command = Command::new(&config.command);
+                command.args(&config.args);
+                command
+            }
+        };
         command
-            .args(&config.args)
             .env_clear()
-            .envs(config.child_env())
+            .envs(env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -227,7 +345,16 @@ impl StdioTransport {
         if let Some(cwd) = &config.cwd {
             command.current_dir(cwd);
         }
-        let mut child = command.spawn().map_err(|source| TransportError::Spawn { command: command_line(), source })?;
+        let mut child = command.spawn().map_err(|source| match &confined {
+            Some(c) => TransportError::Spawn {
+                command: config.display_command(),
+                source: std::io::Error::new(
+                    source.kind(),
+                    format!("cannot start the sandbox launcher {}: {source}", c.program.display()),
+                ),
+            },
+            None => TransportError::Spawn { command: config.display_command(), source },
+        })?;
         let missing = |what: &str| TransportError::Closed(format!("the child's {what} was not captured"));
         let stdin = child.stdin.take().ok_or_else(|| missing("stdin"))?;
         // A pipe sender can be written from any task without blocking (`try_write`), which lets
@@ -260,6 +387,7 @@ impl StdioTransport {
             tail.end();
         });
         Ok(Self {
+            temp: confined.map(|c| c.temp),
             pid: child.id(),
             child: Arc::new(Mutex::new(Some(child))),
             stdin,
@@ -370,6 +498,8 @@ impl DirectWrite for StdinPipe {
 }
 
 struct StdioSink {
+    /// Removed when the sink goes (after the kill in `Drop`, or after `close` reaped the child).
+    _temp: Option<TempDir>,
     stdin: Arc<StdinPipe>,
     child: Arc<Mutex<Option<Child>>>,
     pid: Option<u32>,
@@ -378,6 +508,8 @@ struct StdioSink {
 }
 
 struct StdioStream {
+    /// Until the first line: the launcher may report that the server could not be started.
+    launcher_command: Option<String>,
     stdout: BufReader<ChildStdout>,
     line: Vec<u8>,
     max: usize,
@@ -388,6 +520,7 @@ struct StdioStream {
 impl Transport for StdioTransport {
     fn split(self: Box<Self>) -> (Box<dyn TransportSink>, Box<dyn TransportStream>) {
         let sink = StdioSink {
+            _temp: self.temp,
             stdin: self.stdin,
             child: Arc::clone(&self.child),
             pid: self.pid,
@@ -395,6 +528,7 @@ impl Transport for StdioTransport {
             buffer: Vec::with_capacity(64 * 1024),
         };
         let stream = StdioStream {
+            launcher_command: self.config.sandbox.is_some().then(|| self.config.display_command()),
             stdout: self.stdout,
             line: Vec::with_capacity(4096),
             max: self.config.max_message_bytes,
@@ -474,6 +608,12 @@ impl TransportStream for StdioStream {
                 Ok(Some(())) => {
                     if self.line.iter().all(u8::is_ascii_whitespace) {
                         continue;
+                    }
+                    if let Some(command) = self.launcher_command.take()
+                        && let Some(cause) = self.line.strip_prefix(mcp_sandbox::launcher::FAILURE_PREFIX.as_bytes())
+                    {
+                        let cause = String::from_utf8_lossy(cause).into_owned();
+                        return Err(TransportError::Spawn { command, source: std::io::Error::other(cause) });
                     }
                     // Copy out at the exact size and keep the grown buffer for the next line.
                     return match std::str::from_utf8(&self.line) {

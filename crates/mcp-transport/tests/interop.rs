@@ -1,7 +1,9 @@
 //! Interoperability with real third-party MCP servers over stdio.
 //!
 //! Run by `cargo xtask test` (feature `interop`), which installs the pinned peers from npm and
-//! PyPI into a cache and points `MCP_PEERS_DIR` at it.
+//! PyPI into a cache and points `MCP_PEERS_DIR` at it. Every peer runs confined, in the
+//! `standard` sandbox plus read access to the peers' cache and write access to the test's own
+//! directories (as a user would list them).
 #![allow(missing_docs, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -18,7 +20,9 @@ use mcp_protocol::{
     ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
     ListRootsResult, Root, RootsCapability, ServerNotification,
 };
-use mcp_transport::{StdioConfig, StdioTransport};
+use mcp_sandbox::Sandbox;
+use mcp_sandbox::launcher::Launcher;
+use mcp_transport::{StdioConfig, StdioSandbox, StdioTransport};
 use serde_json::json;
 
 fn peers_dir() -> PathBuf {
@@ -31,6 +35,19 @@ fn peers_dir() -> PathBuf {
     }
 }
 
+/// `config` in the standard sandbox, reading the peers and writing `write`.
+fn confined(mut config: StdioConfig, write: &[&Path], protect: &[&Path]) -> StdioConfig {
+    let launcher = mcp_fixtures::launcher_binary().unwrap_or_else(|e| panic!("{e}"));
+    let sandbox = Sandbox {
+        read: vec![peers_dir()],
+        write: write.iter().map(|p| p.to_path_buf()).collect(),
+        protect: protect.iter().map(|p| p.to_path_buf()).collect(),
+        ..Sandbox::standard()
+    };
+    config.sandbox = Some(Box::new(StdioSandbox { sandbox, launcher: Launcher::new(launcher, Vec::<String>::new()) }));
+    config
+}
+
 fn node_server(package: &str, args: &[&str]) -> StdioConfig {
     let script = peers_dir().join("node/node_modules/@modelcontextprotocol").join(package).join("dist/index.js");
     assert!(script.is_file(), "{} is missing; run `cargo xtask peers`", script.display());
@@ -38,7 +55,7 @@ fn node_server(package: &str, args: &[&str]) -> StdioConfig {
     all.extend(args.iter().map(|s| (*s).to_owned()));
     let mut config = StdioConfig::new("node", all);
     config.label = package.to_owned();
-    config
+    confined(config, &[], &[])
 }
 
 fn python_server(program: &str, args: &[&str]) -> StdioConfig {
@@ -46,7 +63,7 @@ fn python_server(program: &str, args: &[&str]) -> StdioConfig {
     assert!(bin.is_file(), "{} is missing; run `cargo xtask peers`", bin.display());
     let mut config = StdioConfig::new(bin.to_string_lossy().into_owned(), args.iter().copied());
     config.label = program.to_owned();
-    config
+    confined(config, &[], &[])
 }
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -104,7 +121,7 @@ async fn everything_progress_and_timeout_cancel() {
     let client =
         handshake_and_list(node_server("server-everything", &["stdio"]), &["trigger-long-running-operation"]).await;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let options = RequestOptions { timeout: None, progress: Some(tx) };
+    let options = RequestOptions { timeout: None, progress: Some(tx), max_total: None };
     let r = client
         .call_tool("trigger-long-running-operation", args(json!({"duration": 1, "steps": 4})), options)
         .await
@@ -116,7 +133,7 @@ async fn everything_progress_and_timeout_cancel() {
     }
     assert!(progress.len() >= 3, "progress notifications reached the caller: {progress:?}");
 
-    let options = RequestOptions { timeout: Some(Duration::from_millis(300)), progress: None };
+    let options = RequestOptions { timeout: Some(Duration::from_millis(300)), progress: None, max_total: None };
     let err = client
         .call_tool("trigger-long-running-operation", args(json!({"duration": 5, "steps": 5})), options)
         .await
@@ -227,11 +244,12 @@ async fn everything_server_requests_and_list_changed() {
 async fn filesystem_write_and_read() {
     let dir = temp_dir("fs");
     let dir_str = dir.to_string_lossy().into_owned();
-    let client = handshake_and_list(
-        node_server("server-filesystem", &[&dir_str]),
-        &["read_text_file", "write_file", "list_allowed_directories"],
-    )
-    .await;
+    // The server is told to serve a directory the sandbox protects: it may try, the kernel says no.
+    let secret = temp_dir("fs-secret");
+    std::fs::write(secret.join("key"), "secret").unwrap();
+    let secret_str = secret.to_string_lossy().into_owned();
+    let config = confined(node_server("server-filesystem", &[&dir_str, &secret_str]), &[&dir], &[&secret]);
+    let client = handshake_and_list(config, &["read_text_file", "write_file", "list_allowed_directories"]).await;
     let file = dir.join("hello.txt");
     let file_str = file.to_string_lossy().into_owned();
     let r = client
@@ -252,14 +270,18 @@ async fn filesystem_write_and_read() {
         .await
         .unwrap();
     assert!(r.is_error(), "outside the allowed directory is an error result");
+    let key = secret.join("key").to_string_lossy().into_owned();
+    let r = client.call_tool("read_text_file", args(json!({"path": key})), RequestOptions::default()).await.unwrap();
+    assert!(r.is_error() && r.joined_text().contains("EACCES"), "the sandbox denies it: {}", r.joined_text());
     client.close().await.unwrap();
     let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_dir_all(secret);
 }
 
 #[tokio::test]
 async fn memory_create_and_read() {
     let dir = temp_dir("memory");
-    let mut config = node_server("server-memory", &[]);
+    let mut config = confined(node_server("server-memory", &[]), &[&dir], &[]);
     config.env.insert("MEMORY_FILE_PATH".into(), dir.join("memory.jsonl").to_string_lossy().into_owned());
     let client = handshake_and_list(config, &["create_entities", "read_graph"]).await;
     let entities =
@@ -313,9 +335,8 @@ async fn git_status_and_log() {
     git(&repo, &["commit", "-q", "-m", "first commit"]);
     std::fs::write(repo.join("new.txt"), "untracked\n").unwrap();
     let repo_str = repo.to_string_lossy().into_owned();
-    let client =
-        handshake_and_list(python_server("mcp-server-git", &["--repository", &repo_str]), &["git_status", "git_log"])
-            .await;
+    let config = confined(python_server("mcp-server-git", &["--repository", &repo_str]), &[&repo], &[]);
+    let client = handshake_and_list(config, &["git_status", "git_log"]).await;
     let r =
         client.call_tool("git_status", args(json!({"repo_path": repo_str})), RequestOptions::default()).await.unwrap();
     assert!(r.joined_text().contains("new.txt"), "{}", r.joined_text());

@@ -3,6 +3,8 @@
 //! JSON-answer and stateless modes. Handshake, list, call, and a notification on the GET stream.
 //!
 //! Run by `cargo xtask test` (feature `interop`) with `MCP_PEERS_DIR` pointing at the peers.
+//! Every peer runs confined (the `standard` sandbox, reading the peers), over stdio through the
+//! adapter and over HTTP through the launcher directly.
 #![allow(missing_docs, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -11,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use mcp_client::{Client, ClientOptions, Era, ListLimits, RequestOptions};
 use mcp_protocol::ServerNotification;
-use mcp_transport::{HttpConfig, HttpTransport, StdioConfig, StdioTransport};
+use mcp_sandbox::launcher::Launcher;
+use mcp_sandbox::{Context, Launch, Sandbox};
+use mcp_transport::{HttpConfig, HttpTransport, StdioConfig, StdioSandbox, StdioTransport};
 use serde_json::json;
 use tokio::process::{Child, Command};
 
@@ -22,18 +26,62 @@ fn peers_dir() -> PathBuf {
     }
 }
 
+/// `standard`, reading the peers and this crate's peer scripts.
+fn peer_sandbox() -> Sandbox {
+    let read = vec![peers_dir(), Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers")];
+    Sandbox { read, ..Sandbox::standard() }
+}
+
+fn launcher() -> Launcher {
+    Launcher::new(mcp_fixtures::launcher_binary().unwrap_or_else(|e| panic!("{e}")), Vec::<String>::new())
+}
+
+/// A stdio peer in the peers' sandbox.
+fn confined(mut config: StdioConfig) -> StdioConfig {
+    config.sandbox = Some(Box::new(StdioSandbox { sandbox: peer_sandbox(), launcher: launcher() }));
+    config
+}
+
+/// An HTTP peer's command through the sandbox launcher, in the peers' sandbox, working and
+/// keeping its temporary files in `dir`.
+fn confined_command(program: &str, args: &[String], dir: &Path) -> Command {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let program = if program.contains('/') {
+        PathBuf::from(program)
+    } else {
+        std::env::split_paths(&path).map(|d| d.join(program)).find(|p| p.is_file()).unwrap()
+    };
+    let context = Context {
+        home: std::env::var_os("HOME").map(PathBuf::from),
+        cwd: dir.to_path_buf(),
+        temp: dir.to_path_buf(),
+        program: vec![program.clone(), std::fs::canonicalize(&program).unwrap()],
+        files: vec![],
+    };
+    let policy = peer_sandbox().policy(&context).unwrap();
+    let launch = Launch { policy, program, args: args.iter().map(Into::into).collect() };
+    let launcher = launcher();
+    let mut command = Command::new(&launcher.program);
+    command.args(launcher.arguments(&launch)).current_dir(dir).env("TMPDIR", dir);
+    command
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// A peer process that is killed when the test ends.
+/// A peer process, confined, that is killed when the test ends.
 struct Peer {
     _child: Child,
+    _dir: tempfile::TempDir,
     base: String,
 }
 
 /// Ready means the port accepts connections (a GET could hang on a stateless server).
-async fn start(mut command: Command, port: u16) -> Peer {
+async fn start(program: &str, args: &[String], port: u16) -> Peer {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = confined_command(program, args, dir.path());
+    command.env("PORT", port.to_string());
     command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).kill_on_drop(true);
     let child = command.spawn().unwrap();
     let started = Instant::now();
@@ -41,16 +89,14 @@ async fn start(mut command: Command, port: u16) -> Peer {
         assert!(started.elapsed() < Duration::from_secs(30), "the peer did not open port {port}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Peer { _child: child, base: format!("http://127.0.0.1:{port}") }
+    Peer { _child: child, _dir: dir, base: format!("http://127.0.0.1:{port}") }
 }
 
 async fn everything(mode: &str) -> Peer {
     let script = peers_dir().join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     assert!(script.is_file(), "{} is missing; run `cargo xtask peers`", script.display());
     let port = free_port();
-    let mut command = Command::new("node");
-    command.arg(script).arg(mode).env("PORT", port.to_string());
-    start(command, port).await
+    start("node", &[script.to_string_lossy().into_owned(), mode.to_owned()], port).await
 }
 
 async fn python(flags: &[&str]) -> Peer {
@@ -58,9 +104,10 @@ async fn python(flags: &[&str]) -> Peer {
     assert!(python.is_file(), "{} is missing; run `cargo xtask peers`", python.display());
     let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/py_http_server.py");
     let port = free_port();
-    let mut command = Command::new(python);
-    command.arg(server).args(["streamable-http", "--port", &port.to_string()]).args(flags);
-    start(command, port).await
+    let mut args = vec![server.to_string_lossy().into_owned(), "streamable-http".to_owned()];
+    args.extend(["--port".to_owned(), port.to_string()]);
+    args.extend(flags.iter().map(|f| (*f).to_owned()));
+    start(&python.to_string_lossy(), &args, port).await
 }
 
 async fn connect(url: String) -> (Client, tokio::sync::broadcast::Receiver<ServerNotification>) {
@@ -111,7 +158,7 @@ async fn everything_streamable_http() {
     assert_eq!(r.joined_text(), "Echo: over http");
     // Progress travels on the request's own SSE stream.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let options = RequestOptions { timeout: None, progress: Some(tx) };
+    let options = RequestOptions { timeout: None, progress: Some(tx), max_total: None };
     let r = client
         .call_tool("trigger-long-running-operation", args(json!({"duration": 1, "steps": 3})), options)
         .await
@@ -216,7 +263,7 @@ async fn auto_era_python_over_stdio_speaks_2026_07_28() {
         python.to_string_lossy().into_owned(),
         [server.to_string_lossy().into_owned(), "stdio".to_owned()],
     );
-    let client = Client::connect(StdioTransport::spawn(config).unwrap(), auto()).await.unwrap();
+    let client = Client::connect(StdioTransport::spawn(confined(config)).unwrap(), auto()).await.unwrap();
     auto_round_trip(client, "2026-07-28", ("text", "stdio modern", "stdio modern")).await;
 }
 
@@ -232,7 +279,7 @@ async fn auto_era_everything_over_http_falls_back_to_initialize() {
 async fn auto_era_everything_over_stdio_falls_back_to_initialize() {
     let script = peers_dir().join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     let config = StdioConfig::new("node", [script.to_string_lossy().into_owned(), "stdio".to_owned()]);
-    let client = Client::connect(StdioTransport::spawn(config).unwrap(), auto()).await.unwrap();
+    let client = Client::connect(StdioTransport::spawn(confined(config)).unwrap(), auto()).await.unwrap();
     auto_round_trip(client, "2025-11-25", ("message", "old", "Echo: old")).await;
 }
 

@@ -165,6 +165,7 @@ impl fmt::Display for PatternField {
 
 /// A configuration that cannot become a [`Policy`].
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum PolicyError {
     /// A rule's pattern is invalid.
     #[error("rule {index}: invalid {field} pattern {pattern:?}: {reason}")]

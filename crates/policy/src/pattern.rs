@@ -14,6 +14,7 @@ pub const BUILTIN_SERVER: &str = "@builtin";
 
 /// Why a pattern was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum PatternError {
     /// The pattern is the empty string; it would only match an empty name, which is never valid.
     #[error("pattern is empty")]

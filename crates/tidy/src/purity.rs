@@ -14,13 +14,18 @@
 //! (`Path::exists`, `Path::canonicalize`), `HashMap`'s random seed, and names that reach the
 //! same items through another crate's re-export (the dependency check covers crates).
 //!
-//! Allowed on purpose: `std::time::Duration` (a value, not a clock), and `std::io` except the
+//! Allowed on purpose: `std::time::Duration` (a value, not a clock), the address types of
+//! `std::net` (`IpAddr`, `SocketAddr`, ...: values, not sockets), and `std::io` except the
 //! process's standard streams and terminal queries: `Write`, `Read`, `BufRead`, `Cursor`,
 //! `Error` and the like move bytes between values the caller hands in (`mcp-protocol` writes
 //! numbers into a `Vec<u8>` through `std::io::Write`), whereas `stdin`/`stdout`/`stderr` and
 //! `IsTerminal` reach the process's own handles.
 
 use std::collections::{BTreeSet, HashMap};
+
+/// Items of `std::net` that are plain values (addresses), allowed in pure crates.
+const NET_VALUE_ITEMS: &[&str] =
+    &["IpAddr", "Ipv4Addr", "Ipv6Addr", "SocketAddr", "SocketAddrV4", "SocketAddrV6", "AddrParseError"];
 use std::path::{Path, PathBuf};
 
 use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
@@ -33,7 +38,7 @@ use crate::modules::{self, Module, is_test_only, item_attrs};
 use crate::{Crate, Rule, TidyError, Violation, line_of};
 
 /// The crates that must stay free of I/O; the one list of them.
-pub const PURE_CRATES: &[&str] = &["mcp-protocol", "tool-pool", "policy"];
+pub const PURE_CRATES: &[&str] = &["mcp-safety", "mcp-protocol", "tool-pool", "policy"];
 
 /// Crates that do I/O or bring a runtime: none may be in a pure crate's normal dependency tree.
 pub const IO_CRATES: &[&str] = &[
@@ -273,7 +278,12 @@ fn io_reason(segments: &[String], glob: bool, macro_call: bool) -> Option<&'stat
         // `env!` and `option_env!` read the build's environment at compile time.
         "env" | "option_env" if macro_call && segments.len() == 2 => None,
         "fs" => Some("the file system"),
-        "net" => Some("the network"),
+        "net" => match item {
+            // Addresses are values: parsing or classifying one reaches nothing.
+            Some(name) if NET_VALUE_ITEMS.contains(&name.as_str()) => None,
+            None if glob => Some("a glob import of `net` (it brings in sockets)"),
+            _ => Some("the network"),
+        },
         "process" => Some("processes"),
         "thread" => Some("threads"),
         "env" => Some("the environment"),
@@ -437,7 +447,10 @@ mod tests {
     fn reasons() {
         for (path, glob, io) in [
             ("std::fs", false, true),
-            ("core::net::Ipv4Addr", false, true),
+            ("core::net::Ipv4Addr", false, false),
+            ("std::net::TcpStream", false, true),
+            ("std::net", false, true),
+            ("std::net", true, true),
             ("std::time::Duration", false, false),
             ("std::time::Instant", false, true),
             ("std::time", false, false),

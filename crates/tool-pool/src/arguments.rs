@@ -121,6 +121,7 @@ pub fn check_arguments(schema: &Value, args: &Value) -> Result<(), Vec<ArgumentP
 
 /// Why [`ArgumentChecker::check`] refused a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CheckError {
     /// The pool has no tool of that name.
     UnknownTool,

@@ -20,6 +20,15 @@
 //! - **Policy.** Tools the policy denies are not in the pool at all ([`Pool::hidden`] lists
 //!   them for the user). Server annotations are passed to the policy, which ignores them.
 //!
+//! Between the pool and the model, [`expose`] decides per entry whether its definition is sent
+//! every step ([`ExposureState::Loaded`]), waits behind tool search (`Deferred`) or is left out
+//! (`Hidden`), from per-tool and pool budgets in bytes ([`definition_size`]), per-server
+//! overrides, `always_load` servers, the search mode ([`SearchMode`]) and the tools the model
+//! loaded earlier in the session. [`SearchIndex`] ranks what may be searched (never denied or
+//! hidden tools): BM25F over the name's words, the server's name, the description and the
+//! parameters, with stemming and stop words, exact and near-exact name matches first, and
+//! `select:NAME[,NAME]`.
+//!
 //! # Example
 //!
 //! ```
@@ -64,13 +73,26 @@
 mod arguments;
 mod assemble;
 mod description;
+mod dictionary;
+mod exposure;
 mod name;
 mod pool;
+mod search;
+mod text;
 
 pub use arguments::{
     ArgumentChecker, ArgumentProblem, ArgumentProblemKind, CheckError, CompiledSchema, MAX_PROBLEMS, check_arguments,
 };
 pub use assemble::{BuiltinTool, Options, ServerTools, StrictError, assemble};
-pub use description::{DEFAULT_DESCRIPTION_CAP, is_stripped, mark, sanitize};
+pub use description::{DEFAULT_DESCRIPTION_CAP, mark};
+pub use exposure::{
+    BYTES_PER_TOKEN, DEFAULT_POOL_BUDGET, DEFAULT_TOOL_BUDGET, Exposure, ExposureDiagnostic, ExposureOptions,
+    ExposureReason, ExposureState, SearchMode, ServerExposure, ToolExposure, auto_threshold_for_context,
+    definition_size, expose,
+};
 pub use name::{MAX_NAME_LEN, MCP_PREFIX, is_valid_model_name, model_name, normalize};
 pub use pool::{Diagnostic, DiagnosticKind, HiddenTool, Iter, Origin, Pool, PoolEntry};
+pub use search::{
+    DEFAULT_LIMIT, MAX_FIELD_CHARS, MAX_LIMIT, MAX_PARAMETERS, MAX_QUERY_CHARS, MAX_QUERY_TERMS, ONE_LINE_CHARS,
+    SELECT_PREFIX, SearchHit, SearchIndex, SearchQuery, SearchResults,
+};

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use agent_loop::source::Listing;
+use agent_loop::Listing;
 use agent_loop::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, Approver, EventSink, LanguageModel, ModelError, ModelRequest,
     ModelResponse, ScriptedModel, TextStream, ToolSource,

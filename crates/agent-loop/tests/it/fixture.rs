@@ -72,7 +72,7 @@ impl LanguageModel for ChangesWhileThinking {
     async fn complete(&self, request: &ModelRequest, stream: &dyn TextStream) -> Result<ModelResponse, ModelError> {
         if self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
             let arguments = json!({"name": self.name}).as_object().cloned();
-            let added = self.set.call("fx", "add_tool", arguments).await.unwrap();
+            let added = self.set.call("fx", "add_tool", arguments, None, None).await.unwrap();
             assert_eq!(added.joined_text(), format!("added {}", self.name));
         }
         self.script.complete(request, stream).await

@@ -126,7 +126,8 @@ async fn retries_429_honouring_retry_after() {
     let limited = r#"{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}"#;
     let server = FakeServer::start(vec![Reply::json(429, limited).header("retry-after", "0"), Reply::sse(TEXT)]).await;
     // A long backoff: only the server's retry-after: 0 keeps this test fast.
-    let options = Options { initial_backoff: Duration::from_secs(30), ..fast() };
+    let options =
+        Options { retry: mcp_safety::Backoff { initial_delay: Duration::from_secs(30), ..fast().retry }, ..fast() };
     let model = model(&server).with_options(options);
     let started = std::time::Instant::now();
     let response = model.complete(&simple("Hi"), &NoStream).await.unwrap();
@@ -270,9 +271,16 @@ async fn connection_failures_are_retried_then_unavailable() {
 
 #[tokio::test]
 async fn timeouts() {
-    // No headers in time: retried like a connection failure.
-    let server = FakeServer::start(vec![Reply::sse(TEXT).delay(Duration::from_secs(5)); 2]).await;
-    let options = Options { timeout: Duration::from_millis(200), max_attempts: 2, ..fast() };
+    // No headers in time: retried like a connection failure. The limit leaves a loaded machine
+    // time to send the stalled stream's first piece (a 200 ms limit could expire before the
+    // headers of a healthy answer, and the stall became a retried "no response"); the server's
+    // waits are far beyond it.
+    let server = FakeServer::start(vec![Reply::sse(TEXT).delay(Duration::from_secs(60)); 2]).await;
+    let options = Options {
+        timeout: Duration::from_secs(3),
+        retry: mcp_safety::Backoff { max_attempts: 2, ..fast().retry },
+        ..fast()
+    };
     let err = model(&server).with_options(options.clone()).complete(&simple("Hi"), &NoStream).await.unwrap_err();
     assert!(
         matches!(&err, ModelError::Unavailable { attempts: 2, message } if message.contains("no response within")),
@@ -280,7 +288,7 @@ async fn timeouts() {
     );
 
     // A stream that stalls: not retried.
-    let server = FakeServer::start(vec![Reply::sse(TEXT).stall(Duration::from_secs(5))]).await;
+    let server = FakeServer::start(vec![Reply::sse(TEXT).stall(Duration::from_secs(60))]).await;
     let err = model(&server).with_options(options).complete(&simple("Hi"), &NoStream).await.unwrap_err();
     assert!(matches!(&err, ModelError::Network(m) if m.contains("did not finish")), "{err:?}");
     assert_eq!(server.requests().len(), 1);

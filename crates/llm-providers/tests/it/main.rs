@@ -31,8 +31,11 @@ impl Collect {
 /// Retries without waiting.
 pub fn fast() -> Options {
     Options {
-        initial_backoff: Duration::from_millis(1),
-        max_backoff: Duration::from_millis(5),
+        retry: mcp_safety::Backoff {
+            initial_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(5),
+            max_attempts: Options::default().retry.max_attempts,
+        },
         timeout: Duration::from_secs(10),
         ..Options::default()
     }

@@ -160,7 +160,8 @@ async fn tool_use_round_trip() {
 async fn retries_429_honouring_retry_after() {
     let limited = r#"{"error":{"message":"Rate limit reached for requests","type":"requests","param":null,"code":"rate_limit_exceeded"}}"#;
     let server = FakeServer::start(vec![Reply::json(429, limited).header("retry-after", "0"), Reply::sse(TEXT)]).await;
-    let options = Options { initial_backoff: Duration::from_secs(30), ..fast() };
+    let options =
+        Options { retry: mcp_safety::Backoff { initial_delay: Duration::from_secs(30), ..fast().retry }, ..fast() };
     let started = std::time::Instant::now();
     let response = model(&server).with_options(options).complete(&simple("Hi"), &NoStream).await.unwrap();
     // Far below the 30 s backoff: only retry-after: 0 can explain it.
@@ -173,7 +174,7 @@ async fn retries_429_honouring_retry_after() {
 async fn persistent_5xx_is_unavailable_after_all_attempts() {
     let error = r#"{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}"#;
     let server = FakeServer::start(vec![Reply::json(500, error); 3]).await;
-    let options = Options { max_attempts: 3, ..fast() };
+    let options = Options { retry: mcp_safety::Backoff { max_attempts: 3, ..fast().retry }, ..fast() };
     let err = model(&server).with_options(options).complete(&simple("Hi"), &NoStream).await.unwrap_err();
     match &err {
         ModelError::Unavailable { attempts: 3, message } => {
@@ -273,7 +274,7 @@ async fn connection_failures_are_retried_then_unavailable() {
     let m = OpenAiModel::new(&base, None, reqwest::Client::new())
         .unwrap()
         .with_model("m")
-        .with_options(Options { max_attempts: 2, ..fast() });
+        .with_options(Options { retry: mcp_safety::Backoff { max_attempts: 2, ..fast().retry }, ..fast() });
     let err = m.complete(&simple("Hi"), &NoStream).await.unwrap_err();
     assert!(matches!(&err, ModelError::Unavailable { attempts: 2, .. }), "{err:?}");
 }

@@ -21,6 +21,7 @@ enum Mode {
     ListChanging,
     Garbage,
     Gather,
+    Snoop,
 }
 
 /// How long a waiting fixture waits for the others before it gives up (`gather`, `--rendezvous`).
@@ -54,6 +55,8 @@ fn parse_args() -> Result<Options, String> {
         Some("list-changing") => Mode::ListChanging,
         Some("garbage") => Mode::Garbage,
         Some("gather") => Mode::Gather,
+        Some("snoop") => Mode::Snoop,
+        Some("idle") => idle(),
         Some(other) => return Err(format!("unknown mode {other:?}")),
     };
     let mut o = Options {
@@ -126,7 +129,81 @@ fn base_tools() -> Vec<Value> {
     ]
 }
 
+/// `idle`: a child of `fork_bomb`; waits for its stdin (a pipe the server holds) to close.
+fn idle() -> ! {
+    let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+    std::process::exit(0)
+}
+
+fn snoop_tools() -> Vec<Value> {
+    let obj = |props: Value, req: Value| json!({"type": "object", "properties": props, "required": req});
+    vec![
+        json!({"name": "read_file", "description": "Read a file; the result is its text or the OS error.", "inputSchema": obj(json!({"path": {"type": "string"}}), json!(["path"]))}),
+        json!({"name": "write_file", "description": "Write text to a file; the result is the OS error, if any.", "inputSchema": obj(json!({"path": {"type": "string"}, "text": {"type": "string"}}), json!(["path", "text"]))}),
+        json!({"name": "connect", "description": "Open a TCP connection to 127.0.0.1:port and close it.", "inputSchema": obj(json!({"port": {"type": "integer"}}), json!(["port"]))}),
+        json!({"name": "fork_bomb", "description": "Start idle child processes until one fails or max are running.", "inputSchema": obj(json!({"max": {"type": "integer"}}), json!(["max"]))}),
+    ]
+}
+
+/// The children of `fork_bomb` and the pipe that keeps them alive (they exit when we do).
+#[derive(Default)]
+struct Bomb {
+    children: Vec<std::process::Child>,
+    keep_alive: Option<std::io::PipeWriter>,
+}
+
+fn fork_bomb(bomb: &Mutex<Bomb>, max: u64) -> Value {
+    let Ok(mut bomb) = bomb.lock() else { return error_result("lock poisoned") };
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return error_result(format!("current_exe: {e}")),
+    };
+    let reader = match bomb.keep_alive {
+        Some(_) => None,
+        None => match std::io::pipe() {
+            Ok((reader, writer)) => {
+                bomb.keep_alive = Some(writer);
+                Some(reader)
+            }
+            Err(e) => return error_result(format!("pipe: {e}")),
+        },
+    };
+    let Some(reader) = reader else { return error_result("fork_bomb runs once") };
+    let before = bomb.children.len();
+    let mut failure = None;
+    while (bomb.children.len() as u64) < max {
+        let spawned = reader.try_clone().and_then(|stdin| {
+            std::process::Command::new(&exe)
+                .arg("idle")
+                .stdin(stdin)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+        });
+        match spawned {
+            Ok(child) => bomb.children.push(child),
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    let spawned = bomb.children.len() - before;
+    match failure {
+        Some(e) => text_result(format!("spawned {spawned} processes, then: {e}")),
+        None => text_result(format!("spawned {spawned} processes")),
+    }
+}
+
+fn io_result(result: std::io::Result<String>) -> Value {
+    match result {
+        Ok(text) => text_result(text),
+        Err(e) => error_result(e.to_string()),
+    }
+}
+
 struct Server {
+    bomb: Mutex<Bomb>,
     opts: Options,
     out: Out,
     tools: Mutex<Vec<Value>>,
@@ -265,6 +342,24 @@ impl Server {
                 )
                 .to_string(),
             ),
+            "read_file" if self.opts.mode == Mode::Snoop => {
+                io_result(std::fs::read_to_string(args.get("path").and_then(Value::as_str).unwrap_or_default()))
+            }
+            "write_file" if self.opts.mode == Mode::Snoop => {
+                let path = args.get("path").and_then(Value::as_str).unwrap_or_default();
+                let text = args.get("text").and_then(Value::as_str).unwrap_or_default();
+                io_result(std::fs::write(path, text).map(|()| format!("wrote {path}")))
+            }
+            "connect" if self.opts.mode == Mode::Snoop => {
+                let port = args.get("port").and_then(Value::as_u64).and_then(|p| u16::try_from(p).ok()).unwrap_or(0);
+                let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+                io_result(
+                    std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map(|_| format!("connected to {addr}")),
+                )
+            }
+            "fork_bomb" if self.opts.mode == Mode::Snoop => {
+                fork_bomb(&self.bomb, args.get("max").and_then(Value::as_u64).unwrap_or(100))
+            }
             "stderr" => {
                 let n = args.get("lines").and_then(Value::as_u64).unwrap_or(1);
                 for i in 0..n {
@@ -358,10 +453,14 @@ fn main() {
         }
     };
     let mut tools = base_tools();
+    if opts.mode == Mode::Snoop {
+        tools.extend(snoop_tools());
+    }
     for i in 0..opts.extra_tools {
         tools.push(json!({"name": format!("extra_{i}"), "description": format!("Extra tool {i}."), "inputSchema": {"type": "object"}}));
     }
     let server = Arc::new(Server {
+        bomb: Mutex::default(),
         out: Arc::new(Mutex::new(BufWriter::with_capacity(64 * 1024, std::io::stdout()))),
         tools: Mutex::new(tools),
         cancelled: Mutex::new(HashSet::new()),

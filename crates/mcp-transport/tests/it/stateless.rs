@@ -209,31 +209,60 @@ async fn auto_falls_back_when_the_probe_gets_no_answer() {
     server.await.unwrap();
 }
 
-/// A server slower to start than the probe waits (seen with the Python SDK's stdio server on a
-/// loaded machine) takes up the probe's `server/discover` after all, and then refuses
-/// `initialize` with -32022 naming 2026-07-28: the client retries with `server/discover`.
+/// A server that is slow to answer the probe (past the probe time) and, having seen
+/// `server/discover`, refuses `initialize`: the late discover answer still wins.
 #[tokio::test]
-async fn auto_retries_discover_when_initialize_is_refused_for_2026_07_28() {
+async fn a_slow_discover_answer_wins_over_a_refused_initialize() {
     let (transport, mut peer) = memory_pair();
     let options =
-        ClientOptions { era: Era::Auto, startup_timeout: Duration::from_millis(300), ..ClientOptions::default() };
+        ClientOptions { era: Era::Auto, probe_timeout: Duration::from_millis(50), ..ClientOptions::default() };
     let client = Client::start(transport, options);
     let server = tokio::spawn(async move {
-        let probe = next(&mut peer).await;
-        assert_eq!(probe["method"], "server/discover");
-        assert_eq!(next(&mut peer).await["method"], "notifications/cancelled");
-        let init = next(&mut peer).await;
-        assert_eq!(init["method"], "initialize");
-        let refusal = json!({"jsonrpc": "2.0", "id": init["id"], "error": {"code": -32022,
-            "message": "connection is serving the 2026-07-28 protocol; the initialize handshake is not accepted",
-            "data": {"supported": ["2026-07-28"], "requested": "2025-11-25"}}});
+        let discover = next(&mut peer).await;
+        assert_eq!(discover["method"], "server/discover");
+        // Only answer once the client has given up waiting alone and sent initialize.
+        let initialize = next(&mut peer).await;
+        assert_eq!(initialize["method"], "initialize");
+        let refusal = json!({"jsonrpc": "2.0", "id": initialize["id"],
+            "error": {"code": -32600, "message": "this connection is serving the 2026-07-28 protocol"}});
         peer.outgoing.send(refusal.to_string()).unwrap();
-        let again = next(&mut peer).await;
-        assert_eq!(again["method"], "server/discover");
-        reply(&peer, &again["id"], discover_result());
+        reply(&peer, &discover["id"], discover_result());
         peer
     });
-    client.open().await.unwrap();
+    let result = client.open().await.unwrap();
+    assert_eq!(result.protocol_version, "2026-07-28");
     assert_eq!(client.protocol_version().unwrap().as_str(), "2026-07-28");
-    server.await.unwrap();
+    let _peer = server.await.unwrap();
+}
+
+/// The other order: an old server ignores the probe, answers `initialize`.
+#[tokio::test]
+async fn a_server_that_ignores_the_probe_is_initialized() {
+    let (transport, mut peer) = memory_pair();
+    let options =
+        ClientOptions { era: Era::Auto, probe_timeout: Duration::from_millis(50), ..ClientOptions::default() };
+    let client = Client::start(transport, options);
+    let server = tokio::spawn(async move {
+        let discover = next(&mut peer).await;
+        assert_eq!(discover["method"], "server/discover");
+        let initialize = next(&mut peer).await;
+        assert_eq!(initialize["method"], "initialize");
+        reply(
+            &peer,
+            &initialize["id"],
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+            "serverInfo": {"name": "old", "version": "1"}}),
+        );
+        peer
+    });
+    let result = client.open().await.unwrap();
+    assert_eq!(result.protocol_version, "2025-06-18");
+    let mut peer = server.await.unwrap();
+    // The abandoned probe is cancelled, and initialized follows.
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        seen.push(next(&mut peer).await["method"].as_str().unwrap().to_owned());
+    }
+    seen.sort();
+    assert_eq!(seen, ["notifications/cancelled", "notifications/initialized"]);
 }

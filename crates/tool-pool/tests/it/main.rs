@@ -3,6 +3,9 @@
 // clippy.toml allows these in `#[test]` functions only; fixture helpers here are test code too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod exposure;
+mod search;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

@@ -1,0 +1,350 @@
+//! Words out of tool names, descriptions and queries: splitting, stop words and a light English
+//! stemmer, for tool search.
+//!
+//! Everything here is total (any `&str` in, no panic) and allocation-light: words are handed to a
+//! callback one at a time in a reused buffer.
+
+use std::borrow::Cow;
+
+/// How text is cut into words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Split {
+    /// Runs of letters and digits, lowercased: `getWeather_v2` is `getweather`, `v2`. What a
+    /// plain full-text engine does.
+    Plain,
+    /// Also at case changes and between letters and digits: `getWeather_v2` is `get`,
+    /// `weather`, `v`, `2`; `HTTPServer` is `http`, `server`.
+    Identifiers,
+}
+
+/// Runs of letters and digits longer than this many bytes are not split by [`Split::Identifiers`]:
+/// they are data (hashes, base64, ids), and their pieces would match tools at random.
+const MAX_IDENTIFIER_LEN: usize = 48;
+
+/// Classes of ASCII bytes, for the tokenizer's hot loops: one table load instead of several
+/// range checks per byte.
+const ALNUM: u8 = 1;
+const UPPER: u8 = 2;
+const LOWER: u8 = 4;
+const DIGIT: u8 = 8;
+const CLASS: [u8; 128] = {
+    let mut table = [0u8; 128];
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8;
+        table[b] = if c.is_ascii_uppercase() {
+            ALNUM | UPPER
+        } else if c.is_ascii_lowercase() {
+            ALNUM | LOWER
+        } else if c.is_ascii_digit() {
+            ALNUM | DIGIT
+        } else {
+            0
+        };
+        b += 1;
+    }
+    table
+};
+
+/// The class of `b`; 0 for a byte that is not an ASCII letter or digit.
+fn class(b: u8) -> u8 {
+    CLASS.get(usize::from(b)).copied().unwrap_or(0)
+}
+
+/// Calls `emit` with each word of `text`, lowercased, in order.
+pub(crate) fn words(text: &str, split: Split, mut emit: impl FnMut(&str)) {
+    let bytes = text.as_bytes();
+    let mut buf = String::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b.is_ascii() && class(b) == 0 {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && class(bytes[i]) != 0 {
+            i += 1;
+        }
+        if i < bytes.len() && !bytes[i].is_ascii() {
+            // A run with other letters or digits than ASCII ones (or none): found and split on
+            // characters. Rare, so slower.
+            let rest = &text[start..];
+            let end = rest.char_indices().find(|(_, c)| !c.is_alphanumeric()).map_or(rest.len(), |(j, _)| j);
+            let run = &rest[..end];
+            i = start + end.max(rest.chars().next().map_or(1, char::len_utf8));
+            if !run.is_empty() {
+                split_chars(run, split, &mut buf, &mut emit);
+            }
+            continue;
+        }
+        split_ascii(&text[start..i], split, &mut buf, &mut emit);
+    }
+}
+
+/// [`words`] of one run of ASCII letters and digits, in one pass over its bytes. Words are
+/// handed out as slices of `run` where already lowercase (most are), else copied into `buf`.
+fn split_ascii(run: &str, split: Split, buf: &mut String, emit: &mut impl FnMut(&str)) {
+    let b = run.as_bytes();
+    let mut emit_word = |word: &str, upper: bool| {
+        if upper {
+            buf.clear();
+            buf.push_str(word);
+            buf.make_ascii_lowercase();
+            emit(buf);
+        } else {
+            emit(word);
+        }
+    };
+    if split == Split::Plain || run.len() > MAX_IDENTIFIER_LEN {
+        emit_word(run, b.iter().any(u8::is_ascii_uppercase));
+        return;
+    }
+    let mut start = 0;
+    let mut classes = 0u8;
+    let mut prev = b.first().map_or(0, |&c| class(c));
+    for j in 1..b.len() {
+        let c = class(b[j]);
+        // Between a letter and a digit; camelCase (a lower-case letter, then an upper-case
+        // one); HTTPServer (the last capital of a run starts the next word).
+        let boundary = (prev ^ c) & DIGIT != 0
+            || (c & UPPER != 0
+                && (prev & LOWER != 0 || (prev & UPPER != 0 && b.get(j + 1).is_some_and(|&n| class(n) & LOWER != 0))));
+        classes |= prev;
+        if boundary {
+            emit_word(&run[start..j], classes & UPPER != 0);
+            start = j;
+            classes = 0;
+        }
+        prev = c;
+    }
+    emit_word(&run[start..], (classes | prev) & UPPER != 0);
+}
+
+/// [`words`] of one run of letters and digits, on characters.
+fn split_chars(run: &str, split: Split, buf: &mut String, emit: &mut impl FnMut(&str)) {
+    buf.clear();
+    if split == Split::Plain || run.len() > MAX_IDENTIFIER_LEN {
+        buf.extend(run.chars().flat_map(char::to_lowercase));
+        emit(buf);
+        return;
+    }
+    let mut prev: Option<char> = None;
+    let mut chars = run.chars().peekable();
+    while let Some(c) = chars.next() {
+        if let Some(p) = prev {
+            let boundary = (p.is_numeric() != c.is_numeric())
+                || (p.is_lowercase() && c.is_uppercase())
+                || (p.is_uppercase() && c.is_uppercase() && chars.peek().is_some_and(|n| n.is_lowercase()));
+            if boundary {
+                emit(buf);
+                buf.clear();
+            }
+        }
+        buf.extend(c.to_lowercase());
+        prev = Some(c);
+    }
+    emit(buf);
+}
+
+/// Lowercase letters and digits of `text` only: `Get-Weather` and `get_weather` are both
+/// `getweather`. Used to compare a query with names regardless of separators and case.
+pub(crate) fn compact(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    compact_into(&mut out, text);
+    out
+}
+
+/// [`compact`] into `out` (cleared first).
+pub(crate) fn compact_into(out: &mut String, text: &str) {
+    out.clear();
+    if text.is_ascii() {
+        out.extend(text.bytes().filter(u8::is_ascii_alphanumeric).map(|b| char::from(b.to_ascii_lowercase())));
+    } else {
+        out.extend(text.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase));
+    }
+}
+
+/// English function words that say nothing about what a tool does. Sorted, for binary search.
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been", "before", "being",
+    "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "during", "each", "either", "etc",
+    "for", "from", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in",
+    "into", "is", "it", "its", "itself", "just", "let", "may", "me", "might", "mine", "more", "most", "must", "my",
+    "myself", "no", "nor", "not", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "out", "over",
+    "own", "please", "same", "shall", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs",
+    "them", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "us",
+    "very", "via", "was", "we", "were", "what", "when", "where", "whether", "which", "while", "who", "whom", "whose",
+    "why", "will", "with", "within", "would", "you", "your", "yours", "yourself",
+];
+
+/// Whether `word` (lowercase) is a stop word.
+pub(crate) fn is_stop_word(word: &str) -> bool {
+    STOP_WORDS.binary_search(&word).is_ok()
+}
+
+/// A light English stemmer for lowercase ASCII words; other words are returned as they are.
+///
+/// Conflates the inflections that separate a query from a tool's text (`files`/`file`,
+/// `creating`/`created`/`creates`/`create`/`creation`, `queries`/`query`,
+/// `calculator`/`calculate`) and little else: aggressive stemmers merge unrelated words
+/// (`general`/`generate`), which costs more in the small vocabulary of tool names than it gains.
+/// The same word always gives the same stem, which is all an index needs.
+pub(crate) fn stem(word: &str) -> Cow<'_, str> {
+    let len = word.len();
+    if len <= 3 || !word.bytes().all(|b| b.is_ascii_lowercase()) {
+        return Cow::Borrowed(word);
+    }
+    let mut w = word;
+    // Plurals and the third person: queries -> queri, matches -> match, files -> file.
+    let es = w.strip_suffix("es").is_some_and(|s| ends_with_any(s, &["ss", "sh", "ch", "x", "z"]));
+    if (w.ends_with("ies") && w.len() > 4) || es {
+        w = &w[..w.len() - 2];
+    } else if w.ends_with('s') && !ends_with_any(w, &["ss", "us", "is"]) {
+        w = &w[..w.len() - 1];
+    }
+    // Past tense and gerund, when enough of a word with a vowel is left (not `string`, `need`).
+    if w.ends_with("ied") && w.len() > 4 {
+        w = &w[..w.len() - 2];
+    } else if !w.ends_with("eed") {
+        for suffix in ["ing", "ed"] {
+            if let Some(s) = w.strip_suffix(suffix).filter(|s| s.len() >= 3 && has_vowel(s)) {
+                w = undouble(s);
+                break;
+            }
+        }
+    }
+    // musical -> music, payment -> pay; not where too little would be left (final, comment).
+    for suffix in ["ment", "al"] {
+        if w.strip_suffix(suffix).is_some_and(|s| s.len() >= 4) {
+            w = &w[..w.len() - suffix.len()];
+            break;
+        }
+    }
+    // creation, creator -> creat, like create.
+    for suffix in ["ation", "ator"] {
+        if w.strip_suffix(suffix).is_some_and(|s| s.len() >= 3) {
+            // Keep the `at`.
+            w = &w[..w.len() - suffix.len() + 2];
+            break;
+        }
+    }
+    // A final silent `e`: create -> creat, like creating.
+    if w.len() > 3 && w.ends_with('e') && !w.ends_with("ee") {
+        w = &w[..w.len() - 1];
+    }
+    // A final `y` after a consonant: query -> queri, like queries.
+    let b = w.as_bytes();
+    if let [.., c, b'y'] = b
+        && b.len() > 3
+        && !is_vowel(*c)
+    {
+        return Cow::Owned(format!("{}i", &w[..w.len() - 1]));
+    }
+    Cow::Borrowed(w)
+}
+
+fn ends_with_any(s: &str, suffixes: &[&str]) -> bool {
+    suffixes.iter().any(|x| s.ends_with(x))
+}
+
+fn is_vowel(c: u8) -> bool {
+    matches!(c, b'a' | b'e' | b'i' | b'o' | b'u')
+}
+
+fn has_vowel(s: &str) -> bool {
+    s.bytes().any(|c| is_vowel(c) || c == b'y')
+}
+
+/// `stopp` -> `stop`, `gett` -> `get`; `ll`, `ss`, `zz` and doubled vowels stay (`install`).
+fn undouble(s: &str) -> &str {
+    match s.as_bytes() {
+        [.., x, y] if x == y && !is_vowel(*x) && !matches!(x, b'l' | b's' | b'z') => &s[..s.len() - 1],
+        _ => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(text: &str, how: Split) -> Vec<String> {
+        let mut out = Vec::new();
+        words(text, how, |w| out.push(w.to_owned()));
+        out
+    }
+
+    #[test]
+    fn identifiers_split_at_every_convention() {
+        let s = |t| split(t, Split::Identifiers);
+        assert_eq!(s("get_current_weather"), ["get", "current", "weather"]);
+        assert_eq!(s("getCurrentWeather"), ["get", "current", "weather"]);
+        assert_eq!(s("HTTPServer.list-items"), ["http", "server", "list", "items"]);
+        assert_eq!(s("utf8ToBase64"), ["utf", "8", "to", "base", "64"]);
+        assert_eq!(s("ChaDri.change_drink"), ["cha", "dri", "change", "drink"]);
+        assert_eq!(s("  Ünïcode Straße 服务 "), ["ünïcode", "straße", "服务"]);
+        assert_eq!(s(""), Vec::<String>::new());
+        assert_eq!(s("İ"), ["i\u{307}"]);
+    }
+
+    #[test]
+    fn data_runs_are_not_split() {
+        let blob = "iVBORw0KGgoAAAANSUhEUgAAAgAAAAIACAYAAAD0eNT6AAAABHNCSVQ";
+        assert_eq!(split(&format!("see {blob}!"), Split::Identifiers), ["see", &blob.to_lowercase()]);
+    }
+
+    #[test]
+    fn mixed_scripts_and_odd_characters() {
+        let s = |t| split(t, Split::Identifiers);
+        assert_eq!(s("caféCrème—x\u{202E}y"), ["café", "crème", "x", "y"]);
+        assert_eq!(s("a\u{0}b\u{FEFF}c"), ["a", "b", "c"]);
+        assert_eq!(s("—"), Vec::<String>::new());
+        assert_eq!(compact("Get-Weather_v2 日本"), "getweatherv2日本");
+    }
+
+    #[test]
+    fn plain_split_keeps_identifiers_whole() {
+        assert_eq!(split("getWeather_v2 (Paris)", Split::Plain), ["getweather", "v2", "paris"]);
+    }
+
+    #[test]
+    fn stop_words_are_sorted_and_found() {
+        assert!(STOP_WORDS.windows(2).all(|w| w[0] < w[1]));
+        assert!(is_stop_word("the") && is_stop_word("please") && !is_stop_word("weather"));
+    }
+
+    #[test]
+    fn stems_conflate_inflections() {
+        let same = |words: &[&str]| {
+            let stems: Vec<Cow<'_, str>> = words.iter().map(|w| stem(w)).collect();
+            assert!(stems.windows(2).all(|s| s[0] == s[1]), "{words:?} -> {stems:?}");
+        };
+        same(&["file", "files"]);
+        same(&["create", "creates", "created", "creating", "creation"]);
+        same(&["query", "queries"]);
+        same(&["delete", "deleted", "deleting", "deletes"]);
+        same(&["list", "lists", "listed", "listing"]);
+        same(&["stop", "stopped", "stopping"]);
+        same(&["search", "searches", "searching"]);
+        same(&["copy", "copied"]);
+        same(&["update", "updates", "updated"]);
+        same(&["validate", "validation"]);
+        same(&["box", "boxes"]);
+        same(&["calculate", "calculation", "calculator", "calculating"]);
+        same(&["city", "cities"]);
+        same(&["match", "matches"]);
+        same(&["install", "installed", "installing"]);
+        // Left alone: short words, words that end in s without being plurals, non-ASCII.
+        for w in ["bus", "gas", "status", "analysis", "class", "process", "install", "ünïcodes", "it", "string", "need"]
+        {
+            assert_eq!(stem(w), w);
+        }
+    }
+
+    #[test]
+    fn stems_never_panic_on_short_or_odd_words() {
+        for w in ["", "s", "es", "ies", "ied", "ing", "ed", "eing", "aed", "ation", "xation", "sssss", "zzing"] {
+            let _ = stem(w);
+        }
+    }
+}
