@@ -292,12 +292,18 @@ fn processes_with(marker: &str) -> Vec<u32> {
 fn ctrl_c_stops_a_task_cancels_its_call_and_closes_the_servers() {
     let env = env();
     let marker = format!("MCP_HARNESS_TEST_MARKER_{}", std::process::id());
-    let record = env.dir.path().join("received.jsonl");
+    // A directory of its own: the one holding the configuration is protected from servers.
+    let records = env.dir.path().join("records");
+    std::fs::create_dir(&records).unwrap();
+    let record = records.join("received.jsonl");
     let config = env.write(
         "config.toml",
         &format!(
             "[servers.fx]\ncommand = \"$FX\"\nargs = [\"echo\", \"--record\", {record:?}]\nenv = {{ {marker} = \"1\" }}\n\
-             [policy]\ndefault = \"allow\"\n"
+             sandbox = {{ write = [{dir:?}] }}\n\
+             [policy]\ndefault = \"allow\"\n",
+            // The server stays confined; it may write its record, as a user would allow.
+            dir = records,
         ),
     );
     let script = env.write(
@@ -315,7 +321,11 @@ fn ctrl_c_stops_a_task_cancels_its_call_and_closes_the_servers() {
             .collect()
     };
     let call_id = || received().into_iter().find(|m| m["method"] == "tools/call").map(|m| m["id"].clone());
-    assert!(wait_until_blocking(EVENT_DEADLINE, || call_id().is_some()), "the call reached the server");
+    assert!(
+        wait_until_blocking(EVENT_DEADLINE, || call_id().is_some()),
+        "the call reached the server: {:?}",
+        received()
+    );
     let call_id = call_id().unwrap();
     let status = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(status.success());

@@ -409,9 +409,15 @@ impl Server {
     /// `--record`: appends a received line to the record file.
     fn record(&self, line: &str) {
         let Some(path) = &self.opts.record else { return };
-        let file = std::fs::OpenOptions::new().create(true).append(true).open(path);
-        if let Ok(mut file) = file {
-            let _ = writeln!(file, "{}", line.trim_end());
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut file| writeln!(file, "{}", line.trim_end()));
+        // Said on stderr (the client keeps its tail): a test waiting for the record would
+        // otherwise only see that nothing arrived (a sandbox that forbids the write, say).
+        if let Err(e) = written {
+            eprintln!("fixture cannot record to {}: {e}", path.display());
         }
     }
 }
