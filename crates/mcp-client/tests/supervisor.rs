@@ -146,6 +146,24 @@ async fn a_listing_that_fails_halfway_keeps_the_old_generation_and_says_why() {
 }
 
 #[tokio::test]
+async fn a_change_announced_with_an_identical_listing_keeps_the_generation() {
+    let set = ServerSet::start(vec![fixture(&["echo"])], options(3));
+    wait_for(&set, "fx", connected).await;
+    let generation = set.refresh().await[0].generation;
+    // Registering a tool that exists announces list_changed and changes nothing.
+    set.call("fx", "add_tool", args(json!({"name": "echo"})), None, None).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while set.generation("fx") != Some(u64::MAX) {
+        assert!(tokio::time::Instant::now() < deadline, "the announcement never arrived");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(set.settled_generation("fx").await, Some(generation), "a call prepared before is not refused");
+    let answer = set.call("fx", "echo", args(json!({"text": "hi"})), Some(generation), None).await;
+    assert!(answer.is_ok(), "the call to the unchanged generation went through: {answer:?}");
+    set.close().await;
+}
+
+#[tokio::test]
 async fn progress_restarts_the_tool_timeout_up_to_the_maximum_tool_time() {
     let mut spec = fixture(&["echo"]);
     spec.tool_timeout = Duration::from_millis(400);

@@ -300,7 +300,11 @@ impl Server {
             "whoami" => text_result(format!("pid {}", std::process::id())),
             "add_tool" => {
                 let new = args.get("name").and_then(Value::as_str).unwrap_or("added").to_owned();
-                if let Ok(mut t) = self.tools.lock() {
+                // A name already registered changes nothing but is still announced: what a
+                // server that sends list_changed too eagerly looks like.
+                if let Ok(mut t) = self.tools.lock()
+                    && !t.iter().any(|tool| tool["name"] == new.as_str())
+                {
                     t.push(json!({"name": new, "inputSchema": {"type": "object"}}));
                 }
                 send(&self.out, &json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}), true);
