@@ -43,6 +43,11 @@ struct Options {
     linger: bool,
     /// Answer `initialize` only once `peers` servers have started in this directory.
     rendezvous: Option<PathBuf>,
+    /// After the first complete listing, every later page past the first fails.
+    fail_relist: bool,
+    /// Every tool's description ends with this process's id (which `whoami` returns), so a
+    /// test can tell which incarnation of a server it was shown and which one answered.
+    tag_pid: bool,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -71,6 +76,8 @@ fn parse_args() -> Result<Options, String> {
         record: None,
         linger: false,
         rendezvous: None,
+        fail_relist: false,
+        tag_pid: false,
     };
     while let Some(flag) = args.next() {
         let mut num = |name: &str| -> Result<u64, String> {
@@ -87,6 +94,12 @@ fn parse_args() -> Result<Options, String> {
             "--linger" => o.linger = true,
             "--record" => o.record = Some(args.next().ok_or("--record needs a path")?.into()),
             "--rendezvous" => o.rendezvous = Some(args.next().ok_or("--rendezvous needs a directory")?.into()),
+            "--fail-relist" => o.fail_relist = true,
+            "--tag-pid" => o.tag_pid = true,
+            // Ignored: lets a test find its processes by their command line.
+            "--marker" => {
+                args.next();
+            }
             other => return Err(format!("unknown flag {other:?}")),
         }
     }
@@ -216,6 +229,7 @@ struct Server {
     /// `gather`: how many calls have arrived so far.
     gathered: Mutex<usize>,
     gathered_changed: Condvar,
+    listed_once: std::sync::atomic::AtomicBool,
 }
 
 impl Server {
@@ -244,6 +258,10 @@ impl Server {
     fn list_tools(&self, id: &Value, params: &Value) {
         let tools = self.tools.lock().map(|t| t.clone()).unwrap_or_default();
         let start: usize = params.get("cursor").and_then(Value::as_str).and_then(|c| c.parse().ok()).unwrap_or(0);
+        if self.opts.fail_relist && start > 0 && self.listed_once.load(Ordering::SeqCst) {
+            self.respond_error(id, -32603, "listing failed on purpose (--fail-relist)");
+            return;
+        }
         let end = start.saturating_add(self.opts.page_size).min(tools.len());
         let page: Vec<Value> = tools.get(start..end).map(<[Value]>::to_vec).unwrap_or_default();
         let mut result = json!({"tools": page});
@@ -253,6 +271,8 @@ impl Server {
             result["nextCursor"] = json!((start + 1).to_string());
         } else if end < tools.len() {
             result["nextCursor"] = json!(end.to_string());
+        } else {
+            self.listed_once.store(true, Ordering::SeqCst);
         }
         self.respond(id, result, true);
     }
@@ -317,10 +337,13 @@ impl Server {
                 text_result(std::env::var(key).unwrap_or_else(|_| "<unset>".to_owned()))
             }
             "crash" => crash(),
+            "whoami" => text_result(format!("pid {}", std::process::id())),
             "add_tool" => {
                 let new = args.get("name").and_then(Value::as_str).unwrap_or("added").to_owned();
+                // A name already registered changes nothing but is still announced: what a
+                // server that sends list_changed too eagerly looks like.
                 if let Ok(mut t) = self.tools.lock()
-                    && !t.iter().any(|x| x["name"] == new.as_str())
+                    && !t.iter().any(|tool| tool["name"] == new.as_str())
                 {
                     t.push(json!({"name": new, "inputSchema": {"type": "object"}}));
                 }
@@ -465,6 +488,16 @@ fn main() {
     for i in 0..opts.extra_tools {
         tools.push(json!({"name": format!("extra_{i}"), "description": format!("Extra tool {i}."), "inputSchema": {"type": "object"}}));
     }
+    if opts.tag_pid {
+        tools.push(
+            json!({"name": "whoami", "description": "Say which process answers.", "inputSchema": {"type": "object"}}),
+        );
+        let pid = std::process::id();
+        for tool in &mut tools {
+            let description = tool["description"].as_str().unwrap_or_default().to_owned();
+            tool["description"] = json!(format!("{description} [pid {pid}]"));
+        }
+    }
     let server = Arc::new(Server {
         bomb: Mutex::default(),
         out: Arc::new(Mutex::new(BufWriter::with_capacity(64 * 1024, std::io::stdout()))),
@@ -476,6 +509,7 @@ fn main() {
         in_flight_changed: Condvar::new(),
         gathered: Mutex::new(0),
         gathered_changed: Condvar::new(),
+        listed_once: std::sync::atomic::AtomicBool::new(false),
         opts,
     });
     if server.opts.huge_line > 0
