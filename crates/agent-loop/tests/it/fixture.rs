@@ -220,7 +220,7 @@ impl agent_loop::LanguageModel for WaitsForLate {
         };
         if step == 1 {
             std::fs::write(&self.go, "").unwrap();
-            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+            let deadline = tokio::time::Instant::now() + mcp_fixtures::EVENT_DEADLINE;
             while !matches!(self.set.state("late"), Some(mcp_client::ServerState::Connected { .. })) {
                 assert!(tokio::time::Instant::now() < deadline, "the late server never connected");
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -253,7 +253,9 @@ async fn a_server_that_connects_late_joins_a_later_step_and_the_transcript_says_
         go = go.display(),
     );
     let mut late = ServerSpec::new("late", Arc::new(StdioConfig::new("sh", ["-c", script.as_str()])));
-    late.startup_timeout = std::time::Duration::from_millis(500);
+    // Long enough for the restart (exec and handshake) on a loaded machine; the first start
+    // outlasts it whatever it is.
+    late.startup_timeout = std::time::Duration::from_secs(3);
     let set = Arc::new(ServerSet::start(vec![late], mcp_client::SetOptions::default()));
     set.settled(std::time::Duration::from_secs(10)).await;
     let model = Arc::new(WaitsForLate { set: set.clone(), go, requests: std::sync::Mutex::default() });
