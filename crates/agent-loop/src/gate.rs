@@ -46,6 +46,11 @@ impl Binding {
     pub fn generation(&self, server: &str) -> Option<u64> {
         self.generations.get(server).copied()
     }
+
+    /// The generation of every server's listing this binding was built from.
+    pub fn generations(&self) -> &BTreeMap<String, u64> {
+        &self.generations
+    }
 }
 
 /// Builds bindings from a [`ToolSource`]: a new pool revision only when some server's listing
@@ -72,6 +77,22 @@ impl Catalog {
     /// The policy the pools are built under.
     pub fn policy(&self) -> &Policy {
         &self.policy
+    }
+
+    /// The current binding again under the next revision, with the same pool and
+    /// generations: what the model is shown changed (it loaded tools through search) though no
+    /// listing did. `None` before the first [`bind`](Self::bind).
+    pub fn renumber(&self) -> Option<Arc<Binding>> {
+        let mut state = lock(&self.state);
+        let current = state.1.as_ref()?;
+        let revision = state.0 + 1;
+        let binding = Arc::new(Binding {
+            pool: Arc::new(current.pool.renumbered(revision)),
+            generations: current.generations.clone(),
+        });
+        state.0 = revision;
+        state.1 = Some(Arc::clone(&binding));
+        Some(binding)
     }
 
     /// Refreshes the source's listing and binds it.
@@ -169,6 +190,17 @@ pub enum Refusal {
         name: String,
         /// The hook's reason.
         why: String,
+    },
+    /// The tool waits behind tool search and the model has not loaded it.
+    #[error(
+        "{name} is not loaded yet: search for it first with the {search} tool (a query describing what you \
+         need, or select:{name}), then call it in your next step; nothing was called"
+    )]
+    NotLoaded {
+        /// The name asked for.
+        name: String,
+        /// The search tool's name.
+        search: String,
     },
     /// A built-in tool in the pool has no handler (a wiring mistake of the host).
     #[error("built-in tool {name} has no handler")]

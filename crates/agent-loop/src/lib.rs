@@ -42,6 +42,7 @@ mod model;
 mod ports;
 mod results;
 mod scripted;
+mod search;
 mod source;
 mod transcript;
 
@@ -57,5 +58,6 @@ pub use ports::{
 };
 pub use results::{error_text, fit_budget, render};
 pub use scripted::{Script, ScriptedCall, ScriptedModel, ScriptedTurn};
+pub use search::{DEFAULT_MAX_LOADED, SEARCH_TOOL, ToolSearch};
 pub use source::{Listing, ToolSource};
 pub use transcript::{Entry, Transcript, TranscriptError, load_messages};

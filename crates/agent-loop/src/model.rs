@@ -90,6 +90,11 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON Schema of the input (an object schema).
     pub input_schema: Value,
+    /// Sent for the provider to search rather than shown to the model (see
+    /// [`ToolSearch::Native`](crate::ToolSearch::Native)); only adapters that support a
+    /// provider-side tool search set it on the wire, and the loop sets it only when told to.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub defer_loading: bool,
 }
 
 /// What the loop asks the model.
