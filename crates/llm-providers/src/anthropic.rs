@@ -21,6 +21,13 @@ pub(crate) const BASE_URL_VARIABLE: &str = "ANTHROPIC_BASE_URL";
 pub(crate) const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 /// The `anthropic-version` header sent.
 pub(crate) const API_VERSION: &str = "2023-06-01";
+/// The `anthropic-beta` value sent with requests that use the API's tool search.
+pub(crate) const TOOL_SEARCH_BETA: &str = "advanced-tool-use-2025-11-20";
+/// The API's tool search tool (BM25 over the deferred tools' names, descriptions and
+/// parameters), added to requests with deferred tools.
+pub(crate) const TOOL_SEARCH_TYPE: &str = "tool_search_tool_bm25_20251119";
+/// Its name.
+pub(crate) const TOOL_SEARCH_NAME: &str = "tool_search_tool_bm25";
 
 /// A Claude model behind the Anthropic Messages API (or a compatible gateway).
 ///
@@ -121,6 +128,12 @@ impl AnthropicModel {
     }
 
     /// The JSON body sent for `request`.
+    ///
+    /// Tools marked [`defer_loading`](agent_loop::ToolSpec::defer_loading) (the agent's
+    /// `tool_search = "native"`) are sent with `"defer_loading": true`, followed by the API's
+    /// own search tool, so the model finds them through the API; such a request also carries
+    /// the `anthropic-beta` header the feature needs. The API's search blocks in the answer
+    /// (`server_tool_use`, `tool_search_tool_result`) are not kept in the conversation.
     fn body(&self, request: &ModelRequest) -> Value {
         let model = if request.model.is_empty() { &self.model } else { &request.model };
         let mut body = Map::new();
@@ -134,13 +147,29 @@ impl AnthropicModel {
             let tools = request
                 .tools
                 .iter()
-                .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
-                .collect();
+                .map(|t| {
+                    let mut tool =
+                        json!({"name": t.name, "description": t.description, "input_schema": t.input_schema});
+                    if t.defer_loading {
+                        tool["defer_loading"] = json!(true);
+                    }
+                    tool
+                })
+                .collect::<Vec<_>>();
+            let mut tools = tools;
+            if defers(request) {
+                tools.push(json!({"type": TOOL_SEARCH_TYPE, "name": TOOL_SEARCH_NAME}));
+            }
             body.insert("tools".into(), Value::Array(tools));
         }
         body.insert("stream".into(), json!(true));
         Value::Object(body)
     }
+}
+
+/// Whether some tool of `request` waits behind the API's tool search.
+fn defers(request: &ModelRequest) -> bool {
+    request.tools.iter().any(|t| t.defer_loading)
 }
 
 /// One message; empty text blocks are left out (the API refuses them).
@@ -174,6 +203,13 @@ impl LanguageModel for AnthropicModel {
 
     async fn complete(&self, request: &ModelRequest, stream: &dyn TextStream) -> Result<ModelResponse, ModelError> {
         let body = request_body(&request.model, &self.model, &self.body(request))?;
+        if defers(request) {
+            let mut endpoint = self.endpoint.clone();
+            endpoint
+                .headers
+                .insert(HeaderName::from_static("anthropic-beta"), HeaderValue::from_static(TOOL_SEARCH_BETA));
+            return endpoint.call(&AnthropicWire, body, stream).await;
+        }
         self.endpoint.call(&AnthropicWire, body, stream).await
     }
 }

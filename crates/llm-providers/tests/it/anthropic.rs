@@ -37,6 +37,26 @@ async fn request_body_headers_and_path() {
     insta::assert_json_snapshot!("anthropic_request", r.body);
 }
 
+/// `tool_search = "native"`: the agent marks deferred tools, and the adapter sends them with
+/// `defer_loading`, adds the API's search tool and the beta header.
+#[tokio::test]
+async fn deferred_tools_go_with_the_api_tool_search() {
+    let server = FakeServer::start(vec![Reply::sse(TEXT), Reply::sse(TEXT)]).await;
+    let mut request = conversation();
+    request.tools[0].defer_loading = true;
+    model(&server).complete(&request, &NoStream).await.unwrap();
+    // Without deferred tools, neither the search tool nor the header.
+    model(&server).complete(&conversation(), &NoStream).await.unwrap();
+    let requests = server.requests();
+    let r = &requests[0];
+    assert_eq!(r.header("anthropic-beta"), Some("advanced-tool-use-2025-11-20"));
+    insta::assert_json_snapshot!("anthropic_native_tool_search_request", r.body);
+    assert_eq!(requests[1].header("anthropic-beta"), None);
+    let tools = requests[1].body["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 2);
+    assert!(tools.iter().all(|t| t.get("defer_loading").is_none() && t.get("type").is_none()), "{tools:?}");
+}
+
 #[tokio::test]
 async fn empty_model_system_and_tools_fall_back_or_are_left_out() {
     let server = FakeServer::start(vec![Reply::sse(TEXT)]).await;
