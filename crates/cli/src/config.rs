@@ -8,6 +8,11 @@
 //!   `"off"` or a table extending standard) and `sandbox_required`; `[sandbox]` with the
 //!   default of both (`default`, `required`); and `[policy]`
 //!   with `default` and `[[policy.rules]]` (`server`, `tool`, `decision`).
+//! - Tool exposure and search (see [`ToolsSettings`]): top-level `tool_search` (`"auto"`,
+//!   `"on"`, `"off"`, or `"native"` for the Anthropic provider's own search), `tool_budget`,
+//!   `pool_budget` (bytes of tool definitions) and `max_loaded_tools`; per server
+//!   `tool_search` (`"auto"`, `"on"`, `"off"`), `always_load`, `tool_budget` and
+//!   `server_budget`. The same keys in JSON.
 //! - Claude Desktop JSON: `{"mcpServers": {NAME: {"command", "args", "env"} or {"url"}}}`,
 //!   read as it is; entries take the same keys as TOML servers (and Claude's `type`), and a
 //!   top-level `policy` object is accepted too.
@@ -135,6 +140,20 @@ pub(crate) struct Config {
     pub(crate) sandboxes: BTreeMap<String, SandboxSetting>,
     /// The file it was read from (kept from the servers: it may hold their secrets).
     pub(crate) file: Option<PathBuf>,
+    /// Tool exposure budgets and tool search.
+    pub(crate) tools: ToolsSettings,
+}
+
+/// What the model is sent of the tools: budgets and tool search, globally and per server.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct ToolsSettings {
+    /// Budgets, search modes and per-server settings (the `auto` threshold is set per model
+    /// when the agent starts).
+    pub(crate) exposure: tool_pool::ExposureOptions,
+    /// `tool_search = "native"`: the provider searches (Anthropic only).
+    pub(crate) native: bool,
+    /// `max_loaded_tools`: most tools loaded through search per session.
+    pub(crate) max_loaded: Option<usize>,
 }
 
 /// A stdio server's confinement as configured.
@@ -312,6 +331,7 @@ pub(crate) fn demo_config(harness: &Path) -> Config {
         oauth: BTreeMap::new(),
         sandboxes: BTreeMap::new(),
         file: None,
+        tools: ToolsSettings::default(),
     }
 }
 
@@ -325,7 +345,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         position,
     };
     let format = format_of(path, text);
-    let (servers, policy, sandbox_defaults) = match format {
+    let (servers, policy, sandbox_defaults, global) = match format {
         Format::Toml => {
             let de = toml::Deserializer::parse(text).map_err(|e| {
                 invalid(None, format!("invalid TOML: {}", e.message()), e.span().map(|s| line_column(text, s.start)))
@@ -335,7 +355,8 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                 let inner = e.into_inner();
                 invalid(key, inner.message().to_owned(), inner.span().map(|s| line_column(text, s.start)))
             })?;
-            (raw.servers, raw.policy, raw.sandbox)
+            let tools = global_tools(raw.tool_search, raw.tool_budget, raw.pool_budget, raw.max_loaded_tools);
+            (raw.servers, raw.policy, raw.sandbox, tools)
         }
         Format::Json => {
             let json_error = |key: Option<String>, e: serde_json::Error| {
@@ -350,7 +371,8 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                 json_error(key, e.into_inner())
             })?;
             de.end().map_err(|e| json_error(None, e))?;
-            (raw.mcp_servers, raw.policy, raw.sandbox)
+            let tools = global_tools(raw.tool_search, raw.tool_budget, raw.pool_budget, raw.max_loaded_tools);
+            (raw.mcp_servers, raw.policy, raw.sandbox, tools)
         }
     };
     let base = path.parent().unwrap_or(Path::new(""));
@@ -365,8 +387,15 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     let mut remote = BTreeMap::new();
     let mut oauth = BTreeMap::new();
     let mut sandboxes = BTreeMap::new();
+    let mut tools = global.map_err(|(key, message)| invalid(Some(key.to_owned()), message, None))?;
     for (name, mut raw) in servers {
         let key = || server_key(format, &name);
+        if let Some(exposure) = raw
+            .take_exposure()
+            .map_err(|(field, message)| invalid(Some(format!("{}.{field}", key())), message, None))?
+        {
+            tools.exposure.servers.insert(name.clone(), exposure);
+        }
         let sandbox = (raw.sandbox.take(), raw.sandbox_required.take());
         let (spec, options, settings) =
             raw.into_spec(&name, base).map_err(|message| invalid(Some(key()), message, None))?;
@@ -400,7 +429,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         ),
         other => invalid(Some("policy".to_owned()), other.to_string(), None),
     })?;
-    Ok(Config { servers: specs, policy, remote, oauth, sandboxes, file: Some(path.to_path_buf()) })
+    Ok(Config { servers: specs, policy, remote, oauth, sandboxes, file: Some(path.to_path_buf()), tools })
 }
 
 fn key_of(path: &serde_path_to_error::Path) -> Option<String> {
@@ -445,6 +474,15 @@ struct RawToml {
     policy: PolicyConfig,
     #[serde(default)]
     sandbox: RawSandboxDefaults,
+    // Tool exposure and search (see `ToolsSettings`).
+    #[serde(default)]
+    tool_search: Option<String>,
+    #[serde(default)]
+    tool_budget: Option<usize>,
+    #[serde(default)]
+    pool_budget: Option<usize>,
+    #[serde(default)]
+    max_loaded_tools: Option<usize>,
 }
 
 /// `[sandbox]`: the default of every stdio server's `sandbox` and `sandbox_required`.
@@ -560,6 +598,15 @@ struct RawJson {
     policy: PolicyConfig,
     #[serde(default)]
     sandbox: RawSandboxDefaults,
+    // Tool exposure and search (see `ToolsSettings`).
+    #[serde(default)]
+    tool_search: Option<String>,
+    #[serde(default)]
+    tool_budget: Option<usize>,
+    #[serde(default)]
+    pool_budget: Option<usize>,
+    #[serde(default)]
+    max_loaded_tools: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -599,6 +646,18 @@ struct RawServer {
     /// Refuse to start a stdio server unconfined.
     #[serde(default)]
     sandbox_required: Option<bool>,
+    /// Its tools' search mode (`auto`, `on`, `off`).
+    #[serde(default)]
+    tool_search: Option<String>,
+    /// Its tools are always sent, never deferred.
+    #[serde(default)]
+    always_load: Option<bool>,
+    /// Largest definition of one of its tools, in bytes.
+    #[serde(default)]
+    tool_budget: Option<usize>,
+    /// Largest total of its loaded definitions, in bytes.
+    #[serde(default)]
+    server_budget: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -852,6 +911,69 @@ struct StringItem(String);
 impl<'de> Deserialize<'de> for StringItem {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         String::deserialize(deserializer).map(StringItem)
+    }
+}
+
+/// A `tool_search` value: `auto`, `on`, `off`, and (where `native` may be given) `native`,
+/// which defers like `on`.
+fn search_mode(value: &str, native_allowed: bool) -> Result<(tool_pool::SearchMode, bool), String> {
+    use tool_pool::SearchMode;
+    match value {
+        "auto" => Ok((SearchMode::Auto, false)),
+        "on" => Ok((SearchMode::On, false)),
+        "off" => Ok((SearchMode::Off, false)),
+        "native" if native_allowed => Ok((SearchMode::On, true)),
+        "native" => Err("`tool_search = \"native\"` is a setting of the whole configuration (the provider \
+                         searches every server's tools), not of one server; use \"auto\", \"on\" or \"off\" here"
+            .to_owned()),
+        other => Err(format!(
+            "`tool_search` must be \"auto\", \"on\", \"off\"{}, not {other:?}",
+            if native_allowed { " or \"native\"" } else { "" }
+        )),
+    }
+}
+
+/// The top-level tool exposure keys; on error, the key and the message.
+fn global_tools(
+    tool_search: Option<String>,
+    tool_budget: Option<usize>,
+    pool_budget: Option<usize>,
+    max_loaded_tools: Option<usize>,
+) -> Result<ToolsSettings, (&'static str, String)> {
+    let mut settings = ToolsSettings::default();
+    if let Some(value) = tool_search {
+        let (mode, native) = search_mode(&value, true).map_err(|m| ("tool_search", m))?;
+        settings.exposure.tool_search = mode;
+        settings.native = native;
+    }
+    if let Some(budget) = tool_budget {
+        settings.exposure.tool_budget = budget;
+    }
+    if let Some(budget) = pool_budget {
+        settings.exposure.pool_budget = budget;
+    }
+    if max_loaded_tools == Some(0) {
+        return Err(("max_loaded_tools", "`max_loaded_tools` must be at least 1".to_owned()));
+    }
+    settings.max_loaded = max_loaded_tools;
+    Ok(settings)
+}
+
+impl RawServer {
+    /// Takes the server's exposure keys out; `None` when it sets none. On error, the key and
+    /// the message.
+    fn take_exposure(&mut self) -> Result<Option<tool_pool::ServerExposure>, (&'static str, String)> {
+        let tool_search = match self.tool_search.take() {
+            Some(value) => Some(search_mode(&value, false).map_err(|m| ("tool_search", m))?.0),
+            None => None,
+        };
+        let exposure = tool_pool::ServerExposure {
+            tool_budget: self.tool_budget.take(),
+            server_budget: self.server_budget.take(),
+            tool_search,
+            always_load: self.always_load.take().unwrap_or(false),
+        };
+        Ok((exposure != tool_pool::ServerExposure::default()).then_some(exposure))
     }
 }
 
@@ -1201,5 +1323,73 @@ mod tests {
 
         let missing = elsewhere.path().join("nope.toml");
         assert!(matches!(check_outside_workspace(&missing, workspace.path()), Err(ConfigError::NotFound { .. })));
+    }
+
+    #[test]
+    fn tool_exposure_and_search_settings() {
+        let config = parse(
+            Path::new("/x/config.toml"),
+            r#"
+            tool_search = "on"
+            tool_budget = 4096
+            pool_budget = 32768
+            max_loaded_tools = 10
+            [servers.core]
+            command = "core"
+            always_load = true
+            [servers.big]
+            command = "big"
+            tool_search = "off"
+            tool_budget = 1000
+            server_budget = 5000
+            [servers.plain]
+            command = "plain"
+            "#,
+        )
+        .unwrap();
+        let tools = &config.tools;
+        assert_eq!(tools.exposure.tool_search, tool_pool::SearchMode::On);
+        assert_eq!((tools.exposure.tool_budget, tools.exposure.pool_budget), (4096, 32768));
+        assert_eq!((tools.native, tools.max_loaded), (false, Some(10)));
+        assert_eq!(
+            tools.exposure.servers,
+            BTreeMap::from([
+                (
+                    "big".to_owned(),
+                    tool_pool::ServerExposure {
+                        tool_budget: Some(1000),
+                        server_budget: Some(5000),
+                        tool_search: Some(tool_pool::SearchMode::Off),
+                        always_load: false
+                    }
+                ),
+                ("core".to_owned(), tool_pool::ServerExposure { always_load: true, ..Default::default() }),
+            ])
+        );
+        let json = parse(
+            Path::new("/x/claude.json"),
+            r#"{"tool_search": "native", "mcpServers": {"a": {"command": "a", "tool_search": "auto"}}}"#,
+        )
+        .unwrap();
+        assert!(json.tools.native);
+        assert_eq!(json.tools.exposure.tool_search, tool_pool::SearchMode::On);
+        assert_eq!(json.tools.exposure.servers["a"].tool_search, Some(tool_pool::SearchMode::Auto));
+        // Nothing set: the defaults.
+        assert_eq!(parse(Path::new("/x/c.toml"), "").unwrap().tools, ToolsSettings::default());
+    }
+
+    #[test]
+    fn tool_search_errors_name_the_key_and_the_choices() {
+        assert_eq!(
+            toml_err("tool_search = \"always\"\n"),
+            "config error in /x/config.toml: tool_search: `tool_search` must be \"auto\", \"on\", \"off\" or \
+             \"native\", not \"always\""
+        );
+        let native = toml_err("[servers.s]\ncommand = \"s\"\ntool_search = \"native\"\n");
+        assert!(native.contains("servers.s.tool_search") && native.contains("not of one server"), "{native}");
+        let zero = toml_err("max_loaded_tools = 0\n");
+        assert!(zero.contains("must be at least 1"), "{zero}");
+        let negative = toml_err("pool_budget = -1\n");
+        assert!(negative.contains("pool_budget"), "{negative}");
     }
 }

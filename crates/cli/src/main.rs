@@ -101,11 +101,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// List the tools offered to the model, with the policy's decision for each.
+    /// List the tools offered to the model, with the policy's decision and the exposure of each.
     Tools {
         /// Print the pool as JSON.
         #[arg(long)]
         json: bool,
+        /// Rank the tools tool search can find for QUERY, with scores; `-` reads one query per
+        /// line from stdin and prints one JSON line per query.
+        #[arg(long, value_name = "QUERY")]
+        search: Option<String>,
+        /// Most results per query with --search (default 5, at most 25).
+        #[arg(long, value_name = "N", requires = "search")]
+        limit: Option<usize>,
     },
     /// Call one tool by its model-visible name (as `tools` lists it).
     Call {
@@ -220,7 +227,9 @@ async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Run { task, agent } => agent::run_command(config, &task, &agent).await,
         Command::Chat { agent } => agent::chat_command(config, &agent).await,
         Command::Servers { json } => session::servers_command(config, json).await,
-        Command::Tools { json } => tools::tools_command(config, json).await,
+        Command::Tools { json, search, limit } => {
+            tools::tools_command(config, tools::ToolsArgs { json, search, limit }).await
+        }
         Command::Call { name, args, yes, json } => call::call_command(config, &name, &args, yes, json).await,
         Command::Login { server, no_browser } => auth::login_command(config, &server, !no_browser).await,
         Command::Logout { server } => auth::logout_command(config, &server).await,
