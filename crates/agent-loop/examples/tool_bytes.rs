@@ -157,10 +157,14 @@ async fn main() -> Result<(), Box<dyn Error>> {
         100.0 * max_on as f64 / mean_off.max(1.0),
         on.len(),
     );
+    // Search takes one more step per turn: the whole sessions compared too.
+    let total = |v: &[usize]| v.iter().sum::<usize>() as f64;
+    let session_ratio = total(&on) / total(&off).max(1.0);
+    println!("whole sessions: {:.1}% of the bytes of sending every tool", 100.0 * session_ratio);
     println!(
         "{}",
         json!({"tools": TOOLS, "servers": SERVERS, "sessions": sessions, "all_bytes": mean_off, "search_mean_bytes": mean_on,
-               "search_max_bytes": max_on, "ratio": mean_on / mean_off.max(1.0)})
+               "search_max_bytes": max_on, "ratio": mean_on / mean_off.max(1.0), "session_ratio": session_ratio})
     );
     Ok(())
 }
