@@ -44,6 +44,15 @@ pub enum Block {
         /// Whether the call failed (the text then starts with `Error:`).
         is_error: bool,
     },
+    /// A block only its provider understands, kept so that the conversation goes back to that
+    /// provider unchanged: Anthropic's server-side tool search (`server_tool_use`,
+    /// `tool_search_tool_result`, with `tool_search = "native"`). Other providers leave it out.
+    Provider {
+        /// The adapter that made it (`anthropic`).
+        provider: String,
+        /// The block as the provider sent it.
+        block: Value,
+    },
 }
 
 impl Block {
