@@ -328,6 +328,12 @@ impl Agent {
         for (id, name, input) in &calls {
             let checked = if view.is_search(name) {
                 Checked::Search
+            } else if let Some(hidden) = view.exposure.get(name).filter(|t| t.state == ExposureState::Hidden) {
+                // Never shown, so never called: the model can only have guessed the name.
+                Checked::Gate(Admission::Refused(Refusal::NotExposed {
+                    name: name.clone(),
+                    why: hidden.reason.to_string(),
+                }))
             } else if client_search && view.exposure.state(name) == Some(ExposureState::Deferred) {
                 // Shown only through search: the model cannot know its schema yet.
                 Checked::Gate(Admission::Refused(Refusal::NotLoaded {

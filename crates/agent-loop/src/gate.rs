@@ -202,6 +202,14 @@ pub enum Refusal {
         /// The search tool's name.
         search: String,
     },
+    /// The tool is in the pool but never shown to the model (over a budget).
+    #[error("{name} is not offered to you ({why}); nothing was called")]
+    NotExposed {
+        /// The name asked for.
+        name: String,
+        /// Why it is hidden.
+        why: String,
+    },
     /// A built-in tool in the pool has no handler (a wiring mistake of the host).
     #[error("built-in tool {name} has no handler")]
     NoHandler {

@@ -8,6 +8,12 @@
 //! model saw, policy decides (deny, confirm through the approver, allow), and allowed calls run
 //! concurrently with their results kept in order.
 //!
+//! Between the pool and the model sits the exposure stage ([`tool_pool::expose`], configured
+//! by [`AgentConfig::exposure`]): with many tools, most wait behind one built-in tool,
+//! [`SEARCH_TOOL`], whose answers load what it finds for the next step (a new pool revision);
+//! calls to tools the model was not shown (deferred and not loaded, or hidden by a budget) are
+//! refused with a result saying what to do.
+//!
 //! **Invariant:** errors stay at the tool boundary. A failing server, a bad argument, a denial or
 //! a timeout becomes a tool result starting with `Error:` that the model can read; the loop
 //! itself never ends because a tool failed.

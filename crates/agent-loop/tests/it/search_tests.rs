@@ -303,3 +303,27 @@ async fn native_search_marks_deferred_tools_for_the_provider() {
     // The provider found it for the model: the loop does not refuse it.
     assert_eq!(results(&conversation)[0], (r#"get_forecast got {"text":"Rome"}"#.to_owned(), false));
 }
+
+#[tokio::test]
+async fn a_tool_over_its_budget_is_neither_shown_nor_callable() {
+    let source = servers();
+    let model = script(json!([
+        {"tool_calls": [{"name": "mcp__big__send_email", "input": {"text": "hi"}}, search("send an email")]},
+        {"text": "ok"}
+    ]));
+    let mut config = search_on();
+    config.exposure.servers =
+        BTreeMap::from([("big".to_owned(), ServerExposure { tool_budget: Some(100), ..ServerExposure::default() })]);
+    let agent = Agent::new(model.clone(), source.clone(), allow_all_but_secrets(), config);
+    let mut conversation = Vec::new();
+    agent.run_turn(&mut conversation, "mail", &Events::default()).await.unwrap();
+    let results = results(&conversation);
+    assert!(results[0].1);
+    assert!(
+        results[0].0.starts_with("Error: mcp__big__send_email is not offered to you (its definition (")
+            && results[0].0.contains("bytes) is over the per-tool budget (100 bytes)); nothing was called"),
+        "{results:?}"
+    );
+    assert!(!results[1].0.contains("send_email"), "hidden tools are not searchable: {results:?}");
+    assert!(source.calls.lock().unwrap().is_empty());
+}
