@@ -35,6 +35,8 @@ struct Options {
     /// Every tool's description ends with this process's id (which `whoami` returns), so a
     /// test can tell which incarnation of a server it was shown and which one answered.
     tag_pid: bool,
+    /// Time spent starting before reading any input (an interpreter loading its packages).
+    startup_ms: u64,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -60,6 +62,7 @@ fn parse_args() -> Result<Options, String> {
         extra_tools: 0,
         fail_relist: false,
         tag_pid: false,
+        startup_ms: 0,
     };
     while let Some(flag) = args.next() {
         let mut num = |name: &str| -> Result<u64, String> {
@@ -74,6 +77,7 @@ fn parse_args() -> Result<Options, String> {
             "--extra-tools" => o.extra_tools = num("--extra-tools")? as usize,
             "--fail-relist" => o.fail_relist = true,
             "--tag-pid" => o.tag_pid = true,
+            "--startup-ms" => o.startup_ms = num("--startup-ms")?,
             // Ignored: lets a test find its processes by their command line.
             "--marker" => {
                 args.next();
@@ -372,6 +376,7 @@ fn main() {
             std::process::exit(2);
         }
     };
+    std::thread::sleep(Duration::from_millis(opts.startup_ms));
     let mut tools = base_tools();
     if opts.mode == Mode::Snoop {
         tools.extend(snoop_tools());
