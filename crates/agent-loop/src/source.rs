@@ -34,7 +34,8 @@ pub trait ToolSource: Send + Sync {
         self.generation(server)
     }
 
-    /// Call a tool under its raw name, within the server's tool timeout.
+    /// Call a tool under its raw name, within the server's tool timeout. A failure's text names
+    /// the server and the cause.
     async fn call(
         &self,
         server: &str,
@@ -68,11 +69,15 @@ impl ToolSource for ServerSet {
         tool: &str,
         arguments: Option<Map<String, Value>>,
     ) -> Result<CallToolResult, String> {
-        ServerSet::call(self, server, tool, arguments).await.map_err(|e| match e {
-            ClientError::Timeout { after, .. } => {
-                format!("the tool got no answer within {after:?} (the server's tool timeout); the call was cancelled")
-            }
-            other => other.to_string(),
+        // Every failure says which server and why (after a crash: its exit status and stderr).
+        ServerSet::call(self, server, tool, arguments).await.map_err(|e| {
+            let cause = match e {
+                ClientError::Timeout { after, .. } => {
+                    format!("got no answer within {after:?} (the server's tool timeout); the call was cancelled")
+                }
+                other => other.to_string(),
+            };
+            format!("calling tool {tool:?} of server {server:?}: {cause}")
         })
     }
 }

@@ -50,13 +50,9 @@ async fn call(
         Admission::Refused(refusal) => bail!(refusal_text(&refusal, unavailable)),
         _ => bail!("the call to {name} was not run"),
     };
-    let server = binding.pool().get(name).and_then(|e| e.server().map(str::to_owned));
-    let tool = binding.pool().get(name).map(|e| e.tool().to_owned()).unwrap_or_default();
     let result = match gate.run(servers, job).await {
-        Ran::Mcp(result) => result.map_err(anyhow::Error::msg).with_context(|| match &server {
-            Some(server) => format!("calling tool {tool:?} of server {server:?}"),
-            None => format!("calling {name}"),
-        })?,
+        // The failure names the tool, its server and the cause.
+        Ran::Mcp(result) => result.map_err(anyhow::Error::msg)?,
         _ => bail!("{name} is a built-in tool; built-in tools cannot be called from the command line"),
     };
     if as_json {
