@@ -542,8 +542,11 @@ impl Client {
 
     async fn discover_raw(&self, timeout: Duration) -> Result<Box<RawValue>, ClientError> {
         let (reply, rx) = oneshot::channel();
-        let (id, line) =
-            self.inner.session().start_discover(Waiter::new(reply, None, timeout)).map_err(|e| self.inner.refused(e))?;
+        let (id, line) = self
+            .inner
+            .session()
+            .start_discover(Waiter::new(reply, None, timeout))
+            .map_err(|e| self.inner.refused(e))?;
         self.wait(id, line, rx).await.map_err(|e| match e {
             ClientError::Server { error, .. } => {
                 ClientError::Server { method: stateless::SERVER_DISCOVER.to_owned(), error }
