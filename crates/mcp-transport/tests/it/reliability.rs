@@ -5,7 +5,8 @@
 use std::time::{Duration, Instant};
 
 use mcp_client::{Client, ClientError, ClientOptions, RequestOptions, TransportError};
-use mcp_transport::StdioTransport;
+use mcp_fixtures::http::HttpOptions;
+use mcp_transport::{HttpConfig, HttpTransport, STREAM_RECONNECT, StdioTransport};
 use serde_json::json;
 
 use crate::{args, connect, connect_with, fixture, process_gone};
@@ -94,5 +95,71 @@ async fn a_server_that_crashes_leaves_nothing_of_its_process_group() {
     let gone = std::panic::catch_unwind(|| wait_for("the crashed server's child to be gone", || process_gone(child)));
     kill(child);
     assert!(gone.is_ok(), "the child of a crashed server was left running");
+    client.close().await.unwrap();
+}
+
+/// Fails on any character that could drive a terminal (escapes, CR, C1, bidi overrides).
+fn assert_clean(text: &str) {
+    let bad: Vec<char> = text.chars().filter(|&c| mcp_safety::text::is_stripped(c)).collect();
+    assert!(bad.is_empty(), "{bad:?} in {text:?}");
+}
+
+async fn http_client(options: HttpOptions) -> (mcp_fixtures::http::RunningServer, Client) {
+    let server = mcp_fixtures::http::start(options, 0).await.unwrap();
+    let transport = HttpTransport::new(HttpConfig::new(server.url())).unwrap();
+    let client = Client::connect(transport, ClientOptions::default()).await.unwrap();
+    (server, client)
+}
+
+/// A server whose GET stream ends at once, with a new event id each time and `retry: 0` (or no
+/// `retry:` at all), once got about 70 GETs a second; one asking for more than the floor gets it.
+#[tokio::test]
+async fn stream_reconnects_wait_at_least_the_floor_and_retry_only_lengthens_it() {
+    let window = Duration::from_secs(3);
+    let floor = STREAM_RECONNECT.initial_delay / 2;
+    let modes = [
+        ("retry: 0", HttpOptions { get_ends: true, retry_ms: 0, ..HttpOptions::default() }),
+        ("no retry:", HttpOptions { get_ends: true, no_retry: true, ..HttpOptions::default() }),
+        ("retry: 4000", HttpOptions { get_ends: true, retry_ms: 4000, ..HttpOptions::default() }),
+    ];
+    let runs = modes.into_iter().map(|(name, options)| async move {
+        let (server, client) = http_client(options).await;
+        // Counting GETs over a window needs the window to pass.
+        tokio::time::sleep(window + Duration::from_millis(500)).await;
+        let gets: Vec<Instant> = server.seen().into_iter().filter(|r| r.http_method == "GET").map(|r| r.at).collect();
+        client.close().await.unwrap();
+        (name, gets)
+    });
+    for (name, gets) in futures_util::future::join_all(runs).await {
+        let first = gets[0];
+        let in_window = gets.iter().filter(|at| **at - first < window).count();
+        let most = 1 + (window.as_millis() / floor.as_millis()) as usize;
+        assert!(in_window <= most, "{name}: {in_window} GETs in {window:?}, more than {most}");
+        for pair in gets.windows(2) {
+            assert!(pair[1] - pair[0] >= floor, "{name}: reconnected after {:?}", pair[1] - pair[0]);
+        }
+        if name == "retry: 4000" {
+            assert_eq!(in_window, 1, "{name}: retry: lengthens the wait");
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_html_page_instead_of_an_answer_says_what_came_back() {
+    let (_server, client) = http_client(HttpOptions { json: true, html: true, ..HttpOptions::default() }).await;
+    let err = client.call_tool("echo", args(json!({"text": "x"})), long_call()).await.unwrap_err().to_string();
+    for part in ["HTTP 200 OK", "text/html", "<!DOCTYPE html><html><body><h1>Sign in HOSTILE<", ">END"] {
+        assert!(err.contains(part), "{part:?} is missing: {err}");
+    }
+    assert_clean(&err);
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_http_error_body_is_shown_cleaned() {
+    let (_server, client) = http_client(HttpOptions { hostile_error: true, ..HttpOptions::default() }).await;
+    let err = client.call_tool("echo", args(json!({"text": "x"})), long_call()).await.unwrap_err().to_string();
+    assert!(err.contains("500") && err.contains("upstream failed: HOSTILE<") && err.contains(">END"), "{err}");
+    assert_clean(&err);
     client.close().await.unwrap();
 }
