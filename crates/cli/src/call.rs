@@ -50,7 +50,18 @@ async fn call(
         Admission::Refused(refusal) => bail!(refusal_text(&refusal, unavailable)),
         _ => bail!("the call to {name} was not run"),
     };
-    let result = match gate.run(servers, job).await {
+    let view = crate::progress::ProgressView::new();
+    let (progress, mut reports) = tokio::sync::mpsc::unbounded_channel();
+    let run = gate.run(servers, job, Some(progress));
+    tokio::pin!(run);
+    let ran = loop {
+        tokio::select! {
+            ran = &mut run => break ran,
+            Some(p) = reports.recv() => view.update("call", name, p.progress, p.total, p.message.as_deref()),
+        }
+    };
+    view.finish("call");
+    let result = match ran {
         // The failure names the tool, its server and the cause.
         Ran::Mcp(result) => result.map_err(anyhow::Error::msg)?,
         _ => bail!("{name} is a built-in tool; built-in tools cannot be called from the command line"),
