@@ -22,7 +22,7 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 
 fn long_call() -> RequestOptions {
     // Far longer than the test may take: the failure must come from the transport.
-    RequestOptions { timeout: Some(Duration::from_secs(600)), progress: None }
+    RequestOptions { timeout: Some(Duration::from_secs(600)), progress: None, max_total: None }
 }
 
 #[tokio::test]
@@ -162,4 +162,21 @@ async fn an_http_error_body_is_shown_cleaned() {
     assert!(err.contains("500") && err.contains("upstream failed: HOSTILE<") && err.contains(">END"), "{err}");
     assert_clean(&err);
     client.close().await.unwrap();
+}
+
+/// A `cwd` that does not exist made spawn fail with "No such file or directory", which read as
+/// if the program were missing.
+#[test]
+fn a_missing_working_directory_is_named_as_such() {
+    let root = tempfile::tempdir().unwrap();
+    let mut config = fixture("echo", &[]);
+    config.cwd = Some(root.path().join("not-there"));
+    let err = StdioTransport::spawn(config).err().expect("a missing directory cannot be started in").to_string();
+    assert!(err.contains("working directory") && err.contains("not-there") && err.contains("does not exist"), "{err}");
+    assert!(!err.contains("No such file"), "{err}");
+    // A missing program still says so.
+    let mut config = fixture("echo", &[]);
+    config.command = root.path().join("no-such-server").display().to_string();
+    let err = StdioTransport::spawn(config).err().expect("a missing program cannot start").to_string();
+    assert!(err.contains("no-such-server") && !err.contains("working directory"), "{err}");
 }
