@@ -171,12 +171,14 @@ fn a_missing_working_directory_is_named_as_such() {
     let root = tempfile::tempdir().unwrap();
     let mut config = fixture("echo", &[]);
     config.cwd = Some(root.path().join("not-there"));
-    let err = StdioTransport::spawn(config).err().expect("a missing directory cannot be started in").to_string();
+    let Err(err) = StdioTransport::spawn(config) else { panic!("started in a missing directory") };
+    let err = err.to_string();
     assert!(err.contains("working directory") && err.contains("not-there") && err.contains("does not exist"), "{err}");
     assert!(!err.contains("No such file"), "{err}");
     // A missing program still says so.
     let mut config = fixture("echo", &[]);
     config.command = root.path().join("no-such-server").display().to_string();
-    let err = StdioTransport::spawn(config).err().expect("a missing program cannot start").to_string();
+    let Err(err) = StdioTransport::spawn(config) else { panic!("a missing program started") };
+    let err = err.to_string();
     assert!(err.contains("no-such-server") && !err.contains("working directory"), "{err}");
 }
