@@ -374,3 +374,27 @@ fn signals_to_servers_and_tools_while_connecting_close_the_server() {
         assert!(sent.elapsed() < Duration::from_secs(20), "{command} waited out the startup timeout");
     }
 }
+
+/// `login` waiting for the browser's redirect: SIGINT ends it at once with 130.
+#[test]
+fn sigint_to_login_waiting_for_the_browser_exits_130() {
+    use std::io::BufRead as _;
+
+    let env = env("login-INT");
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let options = mcp_fixtures::http::HttpOptions {
+        oauth: Some(mcp_fixtures::oauth::OAuthOptions::new()),
+        ..mcp_fixtures::http::HttpOptions::default()
+    };
+    let server = runtime.block_on(mcp_fixtures::http::start(options, 0)).unwrap();
+    let config = env.write("config.toml", &format!("[servers.tracker]\nurl = \"{}\"\n", server.url()));
+    let mut child = env.spawn(&config, &["login", "tracker", "--no-browser"]);
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = std::io::BufReader::new(stderr).lines().map_while(Result::ok);
+    assert!(lines.any(|line| line.trim().starts_with("http")), "login printed the authorization URL");
+    let sent = Instant::now();
+    send(&child, "INT");
+    let out = exits_leaving_nothing(&env, child);
+    assert_eq!(out.status.code(), Some(130));
+    assert!(sent.elapsed() < Duration::from_secs(20), "login waited for the browser after SIGINT");
+}
