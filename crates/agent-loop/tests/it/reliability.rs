@@ -3,13 +3,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use agent_loop::{Agent, AgentConfig, Block, Transcript, fit_budget};
+use agent_loop::{Agent, AgentConfig, Transcript, fit_budget};
 use mcp_client::{ConnectOptions, ServerSet, ServerSpec, connect_all};
 use mcp_transport::StdioConfig;
 use policy::{Decision, Policy, PolicyConfig};
 use serde_json::json;
 
-use crate::fake::{Events, Recording};
+use crate::fake::{Events, Recording, error_results};
 
 #[cfg(unix)]
 fn mode(path: &Path) -> u32 {
@@ -61,14 +61,7 @@ async fn calls_to_a_crashed_server_name_it_and_why_it_is_gone() {
     let agent = Agent::new(model, set.clone(), policy, AgentConfig::default());
     let mut conversation = Vec::new();
     agent.run_turn(&mut conversation, "go", &Events::default()).await.unwrap();
-    let errors: Vec<String> = conversation
-        .iter()
-        .flat_map(|m| m.content.iter())
-        .filter_map(|b| match b {
-            Block::ToolResult { content, is_error: true, .. } => Some(content.clone()),
-            _ => None,
-        })
-        .collect();
+    let errors = error_results(&conversation);
     assert_eq!(errors.len(), 3, "{errors:?}");
     for error in &errors {
         assert!(error.contains("server \"fx\""), "names the server: {error}");
