@@ -98,7 +98,8 @@ pub(crate) struct Session {
 impl Session {
     /// Connects and assembles the pool (no built-in tools yet).
     pub(crate) async fn open(config: &Config) -> anyhow::Result<Self> {
-        let connections = connect(config).await;
+        // A signal while connecting drops the connections, which kills their process groups.
+        let connections = crate::signals::interruptible(connect(config)).await?;
         let listings: Vec<ServerTools> = connections
             .iter()
             .filter(|c| c.is_connected())
@@ -184,11 +185,11 @@ fn sandbox_label(c: &ServerConnection, config: &Config) -> Option<&'static str> 
 
 /// `mcp-harness servers`.
 pub(crate) async fn servers_command(config: Config, as_json: bool) -> anyhow::Result<Outcome> {
-    let mut connections = connect(&config).await;
+    let mut connections = crate::signals::interruptible(connect(&config)).await?;
     connections.sort_by(|a, b| a.name().cmp(b.name()));
     let text = if as_json {
         let servers: Vec<Value> = connections.iter().map(|c| state_json(c, &config)).collect();
-        let mut text = serde_json::to_string_pretty(&json!({ "servers": servers }))?;
+        let mut text = output::json(&json!({ "servers": servers }), true)?;
         text.push('\n');
         text
     } else if connections.is_empty() {
