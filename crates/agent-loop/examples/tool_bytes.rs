@@ -85,7 +85,11 @@ struct Servers(Vec<ServerTools>);
 #[async_trait]
 impl ToolSource for Servers {
     async fn refresh(&self) -> Listing {
-        Listing { servers: self.0.clone(), generations: self.0.iter().map(|s| (s.server.to_string(), 1)).collect() }
+        Listing {
+            servers: self.0.clone(),
+            generations: self.0.iter().map(|s| (s.server.to_string(), 1)).collect(),
+            ..Listing::default()
+        }
     }
 
     fn generation(&self, _server: &str) -> Option<u64> {

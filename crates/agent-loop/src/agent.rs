@@ -8,7 +8,7 @@ use policy::Policy;
 use serde_json::Value;
 use tool_pool::{Exposure, ExposureState, Pool, SearchIndex, expose};
 
-use crate::gate::{Admission, Binding, CallGate, CallRequest, Catalog, Ran, Refusal};
+use crate::gate::{Admission, Binding, CallGate, CallRequest, Catalog, Job, Ran, Refusal};
 use crate::model::{
     Block, LanguageModel, Message, ModelError, ModelRequest, Role, StopReason, TextStream, ToolSpec, Usage,
 };
@@ -97,6 +97,8 @@ pub struct Agent {
     config: AgentConfig,
     transcript: Option<Mutex<Transcript>>,
     search: Mutex<SearchState>,
+    /// The binding of the last step, to report what changed at the next.
+    last: Mutex<Option<Arc<Binding>>>,
 }
 
 /// What one step shows the model: the binding calls are checked against, each entry's
@@ -157,6 +159,7 @@ impl Agent {
             config,
             transcript: None,
             search: Mutex::new(SearchState::default()),
+            last: Mutex::new(None),
         }
     }
 
@@ -226,7 +229,7 @@ impl Agent {
         search.shown = binding.pool().revision();
         let exposure = expose(binding.pool(), &self.config.exposure, &search.loaded());
         let index = (self.config.tool_search == ToolSearch::Client && exposure.search_active())
-            .then(|| search.index(binding.generations(), binding.pool(), &exposure));
+            .then(|| search.index(binding.assembled(), binding.pool(), &exposure));
         Ok(View { binding, exposure, index })
     }
 
@@ -276,6 +279,7 @@ impl Agent {
         let mut usage = Usage::default();
         for step in 1..=self.config.max_steps {
             let view = self.view().await?;
+            self.report_pool_change(&view.binding, events);
             let tools = self.tools(&view);
             let pool_revision = view.binding.pool().revision();
             self.emit(events, AgentEvent::Step { step, pool_revision, tools: tools.len() });
@@ -317,6 +321,47 @@ impl Agent {
         let final_text =
             conversation.iter().rev().find(|m| m.role == Role::Assistant).map(Message::text).unwrap_or_default();
         Ok(TurnOutcome { stop_reason: None, steps: self.config.max_steps, usage, final_text })
+    }
+
+    /// A new revision that added or lost servers is reported (and so recorded in the
+    /// transcript): a server that connected late joins here, a failed one leaves.
+    fn report_pool_change(&self, binding: &Arc<Binding>, events: &dyn EventSink) {
+        let previous = lock(&self.last).replace(Arc::clone(binding));
+        let Some(previous) = previous else { return };
+        if previous.pool().revision() == binding.pool().revision() {
+            return;
+        }
+        let joined: Vec<String> =
+            binding.servers().filter(|s| previous.generation(s).is_none()).map(str::to_owned).collect();
+        let left: Vec<String> =
+            previous.servers().filter(|s| binding.generation(s).is_none()).map(str::to_owned).collect();
+        if !joined.is_empty() || !left.is_empty() {
+            self.emit(events, AgentEvent::PoolChanged { revision: binding.pool().revision(), joined, left });
+        }
+    }
+
+    /// Runs one admitted call, reporting the server's progress as events while it runs.
+    async fn run_job(&self, job: Job, info: &CallInfo, events: &dyn EventSink) -> Ran {
+        let (progress, mut reports) = tokio::sync::mpsc::unbounded_channel();
+        let run = self.gate.run(self.source.as_ref(), job, Some(progress));
+        tokio::pin!(run);
+        let report = |p: mcp_protocol::ProgressNotificationParams| AgentEvent::Progress {
+            id: info.id.clone(),
+            name: info.name.clone(),
+            progress: p.progress,
+            total: p.total,
+            message: p.message,
+        };
+        let ran = loop {
+            tokio::select! {
+                ran = &mut run => break ran,
+                Some(p) = reports.recv() => self.emit(events, report(p)),
+            }
+        };
+        while let Ok(p) = reports.try_recv() {
+            self.emit(events, report(p));
+        }
+        ran
     }
 
     /// Decide every call in order (asking the approver one at a time), then run the allowed
@@ -365,7 +410,7 @@ impl Agent {
             let (text, is_error) = match checked {
                 Checked::Search => self.search(view, &info.arguments),
                 Checked::Gate(Admission::Refused(refusal)) => (error_text(&refusal.to_string()), true),
-                Checked::Gate(Admission::Run { job, .. }) => match self.gate.run(self.source.as_ref(), job).await {
+                Checked::Gate(Admission::Run { job, .. }) => match self.run_job(job, &info, events).await {
                     Ran::Builtin(Ok(text)) => (text, false),
                     Ran::Mcp(Ok(result)) => (render(&result), result.is_error()),
                     Ran::Builtin(Err(message)) | Ran::Mcp(Err(message)) => (error_text(&message), true),

@@ -21,7 +21,7 @@ use crate::ports::{
     ApprovalAnswer, ApprovalRequest, Approver, BuiltinTool, CallDecision, CallInfo, HookVerdict, Hooks, NoHooks,
     RefuseAll,
 };
-use crate::source::ToolSource;
+use crate::source::{BoundCall, ToolSource};
 
 /// How many names an unknown-tool refusal lists at most.
 const LISTED_NAMES: usize = 20;
@@ -34,6 +34,8 @@ const SUGGESTIONS: usize = 3;
 pub struct Binding {
     pool: Arc<Pool>,
     generations: BTreeMap<String, u64>,
+    /// The revision the pool was assembled under; [`Catalog::renumber`] keeps it.
+    assembled: u64,
 }
 
 impl Binding {
@@ -47,9 +49,15 @@ impl Binding {
         self.generations.get(server).copied()
     }
 
-    /// The generation of every server's listing this binding was built from.
-    pub fn generations(&self) -> &BTreeMap<String, u64> {
-        &self.generations
+    /// The revision the pool's entries were assembled under: equal for two bindings exactly
+    /// when their pools have the same entries (a renumbered pool keeps it).
+    pub fn assembled(&self) -> u64 {
+        self.assembled
+    }
+
+    /// The servers whose tools this binding was built from.
+    pub fn servers(&self) -> impl Iterator<Item = &str> {
+        self.generations.keys().map(String::as_str)
     }
 }
 
@@ -60,7 +68,15 @@ pub struct Catalog {
     builtins: Arc<[tool_pool::BuiltinTool]>,
     policy: Policy,
     options: tool_pool::Options,
-    state: Mutex<(u64, Option<Arc<Binding>>)>,
+    state: Mutex<CatalogState>,
+}
+
+#[derive(Debug, Default)]
+struct CatalogState {
+    revision: u64,
+    current: Option<Arc<Binding>>,
+    /// The version of the source's policy the current binding was built under.
+    policy_version: Option<u64>,
 }
 
 /// The tool pool could not be assembled (strict options).
@@ -71,7 +87,7 @@ pub struct CatalogError(String);
 impl Catalog {
     /// A catalog of these built-in tools (they come first) and the servers' tools, under `policy`.
     pub fn new(builtins: Arc<[tool_pool::BuiltinTool]>, policy: Policy, options: tool_pool::Options) -> Self {
-        Self { builtins, policy, options, state: Mutex::new((0, None)) }
+        Self { builtins, policy, options, state: Mutex::new(CatalogState::default()) }
     }
 
     /// The policy the pools are built under.
@@ -84,31 +100,38 @@ impl Catalog {
     /// listing did. `None` before the first [`bind`](Self::bind).
     pub fn renumber(&self) -> Option<Arc<Binding>> {
         let mut state = lock(&self.state);
-        let current = state.1.as_ref()?;
-        let revision = state.0 + 1;
+        let current = state.current.as_ref()?;
+        let revision = state.revision + 1;
         let binding = Arc::new(Binding {
             pool: Arc::new(current.pool.renumbered(revision)),
             generations: current.generations.clone(),
+            assembled: current.assembled,
         });
-        state.0 = revision;
-        state.1 = Some(Arc::clone(&binding));
+        state.revision = revision;
+        state.current = Some(Arc::clone(&binding));
         Some(binding)
     }
 
     /// Refreshes the source's listing and binds it.
+    /// A new revision when a server's generation or the source's policy changed.
     pub async fn bind(&self, source: &dyn ToolSource) -> Result<Arc<Binding>, CatalogError> {
         let listing = source.refresh().await;
         let mut state = lock(&self.state);
-        if let Some(current) = &state.1
+        let policy_version = listing.policy.as_ref().map(|(version, _)| *version);
+        if let Some(current) = &state.current
             && current.generations == listing.generations
+            && state.policy_version == policy_version
         {
             return Ok(Arc::clone(current));
         }
-        state.0 += 1;
-        let pool = assemble(&self.builtins, &listing.servers, &self.policy, &self.options, state.0)
+        state.revision += 1;
+        let policy = listing.policy.as_ref().map_or(&self.policy, |(_, policy)| policy.as_ref());
+        let pool = assemble(&self.builtins, &listing.servers, policy, &self.options, state.revision)
             .map_err(|e| CatalogError(e.to_string()))?;
-        let binding = Arc::new(Binding { pool: Arc::new(pool), generations: listing.generations });
-        state.1 = Some(Arc::clone(&binding));
+        let binding =
+            Arc::new(Binding { pool: Arc::new(pool), generations: listing.generations, assembled: state.revision });
+        state.current = Some(Arc::clone(&binding));
+        state.policy_version = policy_version;
         Ok(binding)
     }
 }
@@ -477,15 +500,22 @@ impl CallGate {
     }
 
     /// Runs an admitted job. An MCP call is refused (not sent) when its server's tools changed
-    /// since the binding, however late that happened (an approval prompt can take minutes).
-    pub async fn run(&self, source: &dyn ToolSource, job: Job) -> Ran {
+    /// since the binding, however late that happened (an approval prompt can take minutes); it
+    /// goes to the generation it was shown in. Progress the server reports goes to `progress`.
+    pub async fn run(
+        &self,
+        source: &dyn ToolSource,
+        job: Job,
+        progress: Option<tokio::sync::mpsc::UnboundedSender<mcp_protocol::ProgressNotificationParams>>,
+    ) -> Ran {
         match job {
             Job::Builtin { tool, input } => Ran::Builtin(tool.call(&input).await),
             Job::Mcp { server, tool, arguments, generation, revision, name } => {
                 if source.settled_generation(&server).await != generation {
                     return Ran::Mcp(Err(Refusal::Stale { server, name, revision }.to_string()));
                 }
-                Ran::Mcp(source.call(&server, &tool, arguments).await.map(Box::new))
+                let call = BoundCall { server, tool, arguments, generation, progress };
+                Ran::Mcp(source.call_bound(call).await.map(Box::new))
             }
         }
     }

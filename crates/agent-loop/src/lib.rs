@@ -46,6 +46,7 @@ mod agent;
 mod gate;
 mod model;
 mod ports;
+mod private;
 mod results;
 mod scripted;
 mod search;
@@ -62,8 +63,9 @@ pub use ports::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, ApproveAll, Approver, BuiltinTool, CallDecision, CallInfo, EventSink,
     HookVerdict, Hooks, NoEvents, NoHooks, RefuseAll,
 };
+pub use private::create_private_dir;
 pub use results::{error_text, fit_budget, render};
 pub use scripted::{Script, ScriptedCall, ScriptedModel, ScriptedTurn};
 pub use search::{DEFAULT_MAX_LOADED, SEARCH_TOOL, ToolSearch};
-pub use source::{Listing, ToolSource};
+pub use source::{BoundCall, Listing, ToolSource};
 pub use transcript::{Entry, Transcript, TranscriptError, load_messages};

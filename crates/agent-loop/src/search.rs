@@ -14,7 +14,7 @@
 //! offers its search tool nor refuses calls to deferred tools, which the provider let the model
 //! find.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -92,9 +92,10 @@ pub(crate) struct SearchState {
     changed: bool,
     /// The pool revision of the last step shown.
     pub(crate) shown: u64,
-    /// The index, and the listing generations of the pool it was built from (loading tools
-    /// renumbers the pool without changing it, so the index is reused).
-    index: Option<(BTreeMap<String, u64>, Arc<SearchIndex>)>,
+    /// The index, and the revision the pool it was built from was assembled under (loading
+    /// tools renumbers the pool without changing it, so the index is reused; a listing or
+    /// policy change assembles a new pool, and the index is built again).
+    index: Option<(u64, Arc<SearchIndex>)>,
 }
 
 impl SearchState {
@@ -108,20 +109,15 @@ impl SearchState {
         std::mem::take(&mut self.changed)
     }
 
-    /// The index of `pool` under `exposure`, built once per listing.
-    pub(crate) fn index(
-        &mut self,
-        generations: &BTreeMap<String, u64>,
-        pool: &Pool,
-        exposure: &Exposure,
-    ) -> Arc<SearchIndex> {
+    /// The index of `pool` under `exposure`, built once per assembled pool.
+    pub(crate) fn index(&mut self, assembled: u64, pool: &Pool, exposure: &Exposure) -> Arc<SearchIndex> {
         if let Some((built_for, index)) = &self.index
-            && built_for == generations
+            && *built_for == assembled
         {
             return Arc::clone(index);
         }
         let index = Arc::new(SearchIndex::new(pool, exposure));
-        self.index = Some((generations.clone(), Arc::clone(&index)));
+        self.index = Some((assembled, Arc::clone(&index)));
         index
     }
 
@@ -163,7 +159,12 @@ impl SearchState {
                 );
             }
         };
-        let results = index.search(&input.query, input.limit);
+        let mut results = index.search(&input.query, input.limit);
+        // The index is built once per pool; budgets can still hide a tool in this step (loaded
+        // tools take their share first), and a hidden tool is never offered.
+        results
+            .hits
+            .retain(|h| matches!(exposure.state(&h.name), Some(ExposureState::Loaded | ExposureState::Deferred)));
         let text = describe(&results, exposure);
         let found = results.hits.iter().filter(|h| exposure.state(&h.name) == Some(ExposureState::Deferred));
         self.load(found.map(|h| h.name.to_string()), max);

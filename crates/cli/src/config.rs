@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_client::{Authorizer, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT};
+use mcp_client::{Authorizer, DEFAULT_MAX_TOOL_TIME, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT};
 use mcp_sandbox::{Limits, Sandbox};
 use mcp_transport::{HttpMode, RemoteOptions, RemoteServer, StdioConfig};
 use policy::{Policy, PolicyConfig, PolicyError};
@@ -82,8 +82,12 @@ pub(crate) struct ServerConfig {
     pub(crate) enabled: bool,
     /// Time to start, initialize and list tools.
     pub(crate) startup_timeout: Duration,
-    /// Time one tool call may take.
+    /// Time one tool call may take without progress.
     pub(crate) tool_timeout: Duration,
+    /// Time one tool call may take in all while it reports progress.
+    pub(crate) max_tool_time: Duration,
+    /// `run` and `chat` refuse to start without it.
+    pub(crate) required: bool,
 }
 
 impl ServerConfig {
@@ -95,6 +99,8 @@ impl ServerConfig {
             enabled: true,
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
             tool_timeout: DEFAULT_TOOL_TIMEOUT,
+            max_tool_time: DEFAULT_MAX_TOOL_TIME,
+            required: false,
         }
     }
 
@@ -119,6 +125,7 @@ impl ServerConfig {
         spec.enabled = self.enabled;
         spec.startup_timeout = self.startup_timeout;
         spec.tool_timeout = self.tool_timeout;
+        spec.max_tool_time = self.max_tool_time.max(self.tool_timeout);
         spec
     }
 }
@@ -142,6 +149,13 @@ pub(crate) struct Config {
     pub(crate) file: Option<PathBuf>,
     /// Tool exposure budgets and tool search.
     pub(crate) tools: ToolsSettings,
+    /// How servers are kept alive (`[runtime]`).
+    pub(crate) runtime: RuntimeSettings,
+    /// Each server's configuration as written (its entry and the defaults that apply to it),
+    /// to tell on a reload which servers changed.
+    pub(crate) fingerprints: BTreeMap<String, String>,
+    /// The policy as written, to tell whether a reload changed it.
+    pub(crate) policy_fingerprint: String,
 }
 
 /// What the model is sent of the tools: budgets and tool search, globally and per server.
@@ -154,6 +168,31 @@ pub(crate) struct ToolsSettings {
     pub(crate) native: bool,
     /// `max_loaded_tools`: most tools loaded through search per session.
     pub(crate) max_loaded: Option<usize>,
+}
+
+/// `[runtime]`: how servers connect and are kept alive while `run` and `chat` go on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RuntimeSettings {
+    /// Stdio servers starting at once.
+    pub(crate) local_concurrency: usize,
+    /// Remote servers connecting at once.
+    pub(crate) remote_concurrency: usize,
+    /// Restarts of a stdio server allowed within `restart_window`.
+    pub(crate) restart_limit: u32,
+    /// The window of `restart_limit`.
+    pub(crate) restart_window: Duration,
+}
+
+impl Default for RuntimeSettings {
+    fn default() -> Self {
+        let set = mcp_client::SetOptions::default();
+        Self {
+            local_concurrency: set.local_concurrency,
+            remote_concurrency: set.remote_concurrency,
+            restart_limit: set.restarts.max_restarts,
+            restart_window: set.restarts.window,
+        }
+    }
 }
 
 /// A stdio server's confinement as configured.
@@ -332,6 +371,9 @@ pub(crate) fn demo_config(harness: &Path) -> Config {
         sandboxes: BTreeMap::new(),
         file: None,
         tools: ToolsSettings::default(),
+        runtime: RuntimeSettings::default(),
+        fingerprints: BTreeMap::new(),
+        policy_fingerprint: String::new(),
     }
 }
 
@@ -345,6 +387,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         position,
     };
     let format = format_of(path, text);
+    let mut runtime = RuntimeSettings::default();
     let (servers, policy, sandbox_defaults, global) = match format {
         Format::Toml => {
             let de = toml::Deserializer::parse(text).map_err(|e| {
@@ -355,6 +398,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                 let inner = e.into_inner();
                 invalid(key, inner.message().to_owned(), inner.span().map(|s| line_column(text, s.start)))
             })?;
+            runtime = raw.runtime.into_settings().map_err(|message| invalid(Some("runtime".into()), message, None))?;
             let tools = global_tools(raw.tool_search, raw.tool_budget, raw.pool_budget, raw.max_loaded_tools);
             (raw.servers, raw.policy, raw.sandbox, tools)
         }
@@ -429,7 +473,19 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         ),
         other => invalid(Some("policy".to_owned()), other.to_string(), None),
     })?;
-    Ok(Config { servers: specs, policy, remote, oauth, sandboxes, file: Some(path.to_path_buf()), tools })
+    let (fingerprints, policy_fingerprint) = fingerprints(format, text);
+    Ok(Config {
+        servers: specs,
+        policy,
+        remote,
+        oauth,
+        sandboxes,
+        file: Some(path.to_path_buf()),
+        runtime,
+        fingerprints,
+        policy_fingerprint,
+        tools,
+    })
 }
 
 fn key_of(path: &serde_path_to_error::Path) -> Option<String> {
@@ -483,6 +539,62 @@ struct RawToml {
     pool_budget: Option<usize>,
     #[serde(default)]
     max_loaded_tools: Option<usize>,
+    #[serde(default)]
+    runtime: RawRuntime,
+}
+
+/// `[runtime]`.
+#[derive(Deserialize, Default)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table with `local_concurrency`, `remote_concurrency`, `restart_limit` and `restart_window_s`"
+)]
+struct RawRuntime {
+    #[serde(default)]
+    local_concurrency: Option<usize>,
+    #[serde(default)]
+    remote_concurrency: Option<usize>,
+    #[serde(default)]
+    restart_limit: Option<u32>,
+    #[serde(default)]
+    restart_window_s: Option<Seconds>,
+}
+
+impl RawRuntime {
+    fn into_settings(self) -> Result<RuntimeSettings, String> {
+        let defaults = RuntimeSettings::default();
+        let positive = |n: Option<usize>, key: &str, default: usize| match n {
+            Some(0) => Err(format!("`{key}` must be at least 1")),
+            Some(n) => Ok(n),
+            None => Ok(default),
+        };
+        Ok(RuntimeSettings {
+            local_concurrency: positive(self.local_concurrency, "local_concurrency", defaults.local_concurrency)?,
+            remote_concurrency: positive(self.remote_concurrency, "remote_concurrency", defaults.remote_concurrency)?,
+            restart_limit: self.restart_limit.unwrap_or(defaults.restart_limit),
+            restart_window: self.restart_window_s.map_or(defaults.restart_window, |s| s.0),
+        })
+    }
+}
+
+/// Each server's entry as written, with the global settings that shape it (the sandbox
+/// defaults), as canonical JSON, and the policy's: equal fingerprints mean nothing changed.
+fn fingerprints(format: Format, text: &str) -> (BTreeMap<String, String>, String) {
+    let json = match format {
+        Format::Toml => toml::from_str::<toml::Table>(text).ok().and_then(|t| serde_json::to_value(t).ok()),
+        Format::Json => serde_json::from_str::<serde_json::Value>(text).ok(),
+    };
+    let Some(json) = json else { return (BTreeMap::new(), String::new()) };
+    let section = |key: &str| json.get(key).map(ToString::to_string).unwrap_or_default();
+    let globals = section("sandbox");
+    let servers_key = if format == Format::Toml { "servers" } else { "mcpServers" };
+    let servers = match json.get(servers_key) {
+        Some(serde_json::Value::Object(map)) => {
+            map.iter().map(|(name, entry)| (name.clone(), format!("{entry}|{globals}"))).collect()
+        }
+        _ => BTreeMap::new(),
+    };
+    (servers, section("policy"))
 }
 
 /// `[sandbox]`: the default of every stdio server's `sandbox` and `sandbox_required`.
@@ -658,6 +770,12 @@ struct RawServer {
     /// Largest total of its loaded definitions, in bytes.
     #[serde(default)]
     server_budget: Option<usize>,
+    /// `run` and `chat` do not start without it.
+    #[serde(default)]
+    required: Option<bool>,
+    /// The longest a tool call may run while it reports progress.
+    #[serde(default)]
+    max_tool_time_s: Option<Seconds>,
 }
 
 #[derive(Deserialize)]
@@ -738,8 +856,12 @@ impl RawServer {
         name: &str,
         base: &Path,
     ) -> Result<(ServerConfig, Option<RemoteOptions>, Option<OAuthSettings>), String> {
-        if name.is_empty() || name.chars().any(char::is_control) {
-            return Err("a server name must be non-empty and free of control characters".to_owned());
+        // Names are printed and named in tool names: nothing that drives a terminal or reads
+        // differently from what it says (ESC, bidirectional overrides, zero-width characters).
+        if name.is_empty() || name.chars().any(mcp_safety::text::is_stripped) {
+            return Err("a server name must be non-empty and free of control characters, bidirectional \
+                 overrides and invisible characters"
+                .to_owned());
         }
         let only_for = |present: bool, key: &str, kind: &str| {
             if present { Err(format!("`{key}` only applies to {kind} servers")) } else { Ok(()) }
@@ -822,6 +944,8 @@ impl RawServer {
             enabled: self.enabled.unwrap_or(true),
             startup_timeout: self.startup_timeout_s.map_or(DEFAULT_STARTUP_TIMEOUT, |s| s.0),
             tool_timeout: self.tool_timeout_s.map_or(DEFAULT_TOOL_TIMEOUT, |s| s.0),
+            max_tool_time: self.max_tool_time_s.map_or(DEFAULT_MAX_TOOL_TIME, |s| s.0),
+            required: self.required.unwrap_or(false),
         };
         Ok((spec, remote, oauth))
     }
@@ -1202,6 +1326,24 @@ mod tests {
         ];
         let report: String = cases.iter().map(|(name, text)| format!("{name}:\n  {}\n", json_err(text))).collect();
         insta::assert_snapshot!(report);
+    }
+
+    /// A name with a bidirectional override reads differently from what it is; refused like
+    /// one with ESC, in both formats.
+    #[test]
+    fn server_names_that_could_drive_or_fool_a_terminal_are_refused() {
+        for name in ["git\u{1b}[2J", "git\u{202e}txt", "gi\u{200b}t", "git\u{2066}", "git\u{9b}"] {
+            let escaped = serde_json::to_string(name).unwrap();
+            let json = json_err(&format!(r#"{{"mcpServers": {{{escaped}: {{"command": "git"}}}}}}"#));
+            let toml = toml_err(&format!("[servers.{escaped}]\ncommand = \"git\"\n"));
+            for message in [json, toml] {
+                assert!(
+                    message.contains("a server name must be non-empty and free of control characters"),
+                    "{message}"
+                );
+            }
+        }
+        assert!(parse(Path::new("/x/claude.json"), r#"{"mcpServers": {"gît-é": {"command": "git"}}}"#).is_ok());
     }
 
     #[test]

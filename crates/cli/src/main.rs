@@ -2,7 +2,8 @@
 //!
 //! Exit codes: 0 success; 1 the called tool reported an error (`isError`); 2 usage,
 //! configuration, connection or refusal errors (`servers` and `tools` report servers that
-//! failed to connect, and still exit 0).
+//! failed to connect, and still exit 0); 130, 143, 129 ended by SIGINT, SIGTERM, SIGHUP (the
+//! servers closed first).
 
 mod agent;
 mod approve;
@@ -11,17 +12,19 @@ mod call;
 mod config;
 mod demo_server;
 mod output;
+mod progress;
+mod runtime;
 mod sandbox;
 mod session;
+mod signals;
 mod tools;
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::output::{OutputError, emit};
+use crate::output::OutputError;
 
 const CONFIG_HELP: &str = "\
 CONFIGURATION
@@ -76,7 +79,8 @@ CONFIGURATION
 
 EXIT CODES
   0 success, 1 the tool reported an error, 2 usage, configuration, connection or refusal errors.
-  `servers` and `tools` report servers that failed to connect and still exit 0.";
+  `servers` and `tools` report servers that failed to connect and still exit 0.
+  130, 143, 129: interrupted by SIGINT (Ctrl-C), SIGTERM or SIGHUP; the servers were closed first.";
 
 /// An MCP host: connects to the configured MCP servers and offers their tools.
 #[derive(Debug, Parser)]
@@ -185,9 +189,27 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(&anyhow::anyhow!("cannot start the async runtime: {e}")),
     };
-    let result = runtime.block_on(run(cli));
+    let result = runtime.block_on(async {
+        signals::install().map_err(|e| anyhow::anyhow!("cannot listen for signals: {e}"))?;
+        tokio::select! {
+            result = run(cli) => result,
+            // Commands close their servers when a signal comes; one that takes too long is
+            // dropped, which kills its servers' process groups.
+            signal = async {
+                let signal = signals::wait().await;
+                tokio::time::sleep(signals::WIND_DOWN).await;
+                signal
+            } => Err(signals::Interrupted(signal).into()),
+        }
+    });
     // Children are closed by the commands; don't wait on stray blocking tasks (a prompt).
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    if let Some(signal) = signals::received() {
+        // Whatever the command made of it, a script must tell an interrupted task from a
+        // finished one.
+        let _ = output::stderr(&format!("{}\n", signals::Interrupted(signal)));
+        return ExitCode::from(signal.exit_status());
+    }
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::ToolError) => ExitCode::from(1),
@@ -202,7 +224,7 @@ fn unreachable_demo() -> anyhow::Result<Outcome> {
 }
 
 fn fail(error: &anyhow::Error) -> ExitCode {
-    let _ = emit(&mut std::io::stderr(), &format!("error: {error:#}\n"));
+    let _ = output::stderr(&format!("error: {error:#}\n"));
     ExitCode::from(2)
 }
 
@@ -211,8 +233,9 @@ fn init_logging() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
+        // Log lines quote servers: they are cleaned like all output, so no colours of our own.
+        .with_writer(|| output::LogWriter)
+        .with_ansi(false)
         .with_target(false)
         .try_init();
 }
@@ -224,8 +247,8 @@ async fn run(cli: Cli) -> anyhow::Result<Outcome> {
     let config = session::load_config(cli.config.as_deref(), cli.allow_workspace_config)?;
     match cli.command {
         Command::Demo { .. } | Command::DemoServer => unreachable_demo(),
-        Command::Run { task, agent } => agent::run_command(config, &task, &agent).await,
-        Command::Chat { agent } => agent::chat_command(config, &agent).await,
+        Command::Run { task, agent } => agent::run_command(config, cli.allow_workspace_config, &task, &agent).await,
+        Command::Chat { agent } => agent::chat_command(config, cli.allow_workspace_config, &agent).await,
         Command::Servers { json } => session::servers_command(config, json).await,
         Command::Tools { json, search, limit } => {
             tools::tools_command(config, tools::ToolsArgs { json, search, limit }).await

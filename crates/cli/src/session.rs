@@ -33,6 +33,19 @@ pub(crate) fn load_config(path: Option<&Path>, allow_workspace: bool) -> anyhow:
     Ok(config::load(&resolved)?)
 }
 
+/// What the client library connects, for every configured server: its transport's connector
+/// with its sandbox, remote options and (non-interactive) OAuth authorizer.
+pub(crate) fn client_specs(config: &Config) -> Vec<mcp_client::ServerSpec> {
+    let mut authorizers = crate::auth::authorizers(config);
+    config
+        .servers
+        .iter()
+        .cloned()
+        .map(|server| crate::sandbox::apply(server, config))
+        .map(|server| server.client_spec(config.remote.get(&server.name), authorizers.remove(&server.name)))
+        .collect()
+}
+
 /// Connects to every configured server at once (each under its own startup timeout), with a
 /// spinner on stderr when it is a terminal that names the servers still connecting.
 pub(crate) async fn connect(config: &Config) -> Vec<ServerConnection> {
@@ -54,14 +67,7 @@ pub(crate) async fn connect(config: &Config) -> Vec<ServerConnection> {
         show(bar);
     }
     let options = ConnectOptions::default();
-    let mut authorizers = crate::auth::authorizers(config);
-    let specs: Vec<mcp_client::ServerSpec> = config
-        .servers
-        .iter()
-        .cloned()
-        .map(|server| crate::sandbox::apply(server, config))
-        .map(|server| server.client_spec(config.remote.get(&server.name), authorizers.remove(&server.name)))
-        .collect();
+    let specs = client_specs(config);
     let connections = futures_util::future::join_all(specs.into_iter().map(|spec| {
         let (options, connecting, spinner, show) = (&options, &connecting, &spinner, &show);
         async move {
@@ -92,7 +98,8 @@ pub(crate) struct Session {
 impl Session {
     /// Connects and assembles the pool (no built-in tools yet).
     pub(crate) async fn open(config: &Config) -> anyhow::Result<Self> {
-        let connections = connect(config).await;
+        // A signal while connecting drops the connections, which kills their process groups.
+        let connections = crate::signals::interruptible(connect(config)).await?;
         let listings: Vec<ServerTools> = connections
             .iter()
             .filter(|c| c.is_connected())
@@ -178,11 +185,11 @@ fn sandbox_label(c: &ServerConnection, config: &Config) -> Option<&'static str> 
 
 /// `mcp-harness servers`.
 pub(crate) async fn servers_command(config: Config, as_json: bool) -> anyhow::Result<Outcome> {
-    let mut connections = connect(&config).await;
+    let mut connections = crate::signals::interruptible(connect(&config)).await?;
     connections.sort_by(|a, b| a.name().cmp(b.name()));
     let text = if as_json {
         let servers: Vec<Value> = connections.iter().map(|c| state_json(c, &config)).collect();
-        let mut text = serde_json::to_string_pretty(&json!({ "servers": servers }))?;
+        let mut text = output::json(&json!({ "servers": servers }), true)?;
         text.push('\n');
         text
     } else if connections.is_empty() {

@@ -61,7 +61,7 @@ fn render(session: &Session, exposure: &Exposure, as_json: bool) -> anyhow::Resu
         if let Some(object) = value.as_object_mut() {
             object.insert("exposure".to_owned(), serde_json::to_value(exposure)?);
         }
-        let mut text = serde_json::to_string_pretty(&value)?;
+        let mut text = output::json(&value, true)?;
         text.push('\n');
         return Ok((text, String::new()));
     }
@@ -143,13 +143,13 @@ fn search(session: &Session, exposure: &Exposure, query: &str, args: &ToolsArgs)
             if !results.unknown.is_empty() {
                 value["unknown"] = json!(results.unknown);
             }
-            output::stdout(&format!("{}\n", serde_json::to_string(&value)?))?;
+            output::stdout(&format!("{}\n", output::json(&value, false)?))?;
         }
         return Ok((String::new(), err));
     }
     let results = index.search(query, args.limit);
     if args.json {
-        let mut text = serde_json::to_string_pretty(&search_json(query, &results))?;
+        let mut text = output::json(&search_json(query, &results), true)?;
         text.push('\n');
         return Ok((text, err));
     }
