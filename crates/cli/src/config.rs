@@ -530,7 +530,8 @@ struct RawToml {
     policy: PolicyConfig,
     #[serde(default)]
     sandbox: RawSandboxDefaults,
-    // Tool exposure and search (see `ToolsSettings`).
+    // Tool exposure and search (see `ToolsSettings`); listed in both formats' structs since
+    // `flatten` would turn off `deny_unknown_fields`.
     #[serde(default)]
     tool_search: Option<String>,
     #[serde(default)]
@@ -710,7 +711,8 @@ struct RawJson {
     policy: PolicyConfig,
     #[serde(default)]
     sandbox: RawSandboxDefaults,
-    // Tool exposure and search (see `ToolsSettings`).
+    // Tool exposure and search (see `ToolsSettings`); listed in both formats' structs since
+    // `flatten` would turn off `deny_unknown_fields`.
     #[serde(default)]
     tool_search: Option<String>,
     #[serde(default)]

@@ -3,14 +3,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use agent_loop::{Agent, AgentConfig, Block, Message, Role, SEARCH_TOOL, ToolSearch};
+use agent_loop::{Agent, AgentConfig, SEARCH_TOOL, ToolSearch};
 use mcp_protocol::Tool;
 use policy::{Decision, Policy, PolicyConfig, RuleConfig};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tool_pool::{ExposureOptions, SearchMode, ServerExposure};
 
-use crate::fake::{Events, FakeSource, Recording, text_schema};
+use crate::fake::{Events, FakeSource, Recording, results, text_schema};
 
 fn described(name: &str, description: &str) -> Tool {
     let mut t = Tool::new(name, text_schema());
@@ -56,18 +56,6 @@ fn script(turns: Value) -> Arc<Recording> {
 
 fn search(query: &str) -> Value {
     json!({"name": SEARCH_TOOL, "input": {"query": query}})
-}
-
-fn results(conversation: &[Message]) -> Vec<(String, bool)> {
-    conversation
-        .iter()
-        .filter(|m| m.role == Role::User)
-        .flat_map(|m| m.content.iter())
-        .filter_map(|b| match b {
-            Block::ToolResult { content, is_error, .. } => Some((content.clone(), *is_error)),
-            _ => None,
-        })
-        .collect()
 }
 
 fn revisions(events: &Events) -> Vec<Value> {
