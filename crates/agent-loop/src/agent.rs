@@ -8,7 +8,7 @@ use policy::Policy;
 use serde_json::Value;
 use tool_pool::Pool;
 
-use crate::gate::{Admission, Binding, CallGate, CallRequest, Catalog, Ran};
+use crate::gate::{Admission, Binding, CallGate, CallRequest, Catalog, Job, Ran};
 use crate::model::{
     Block, LanguageModel, Message, ModelError, ModelRequest, Role, StopReason, TextStream, ToolSpec, Usage,
 };
@@ -85,6 +85,8 @@ pub struct Agent {
     gate: CallGate,
     config: AgentConfig,
     transcript: Option<Mutex<Transcript>>,
+    /// The binding of the last step, to report what changed at the next.
+    last: Mutex<Option<Arc<Binding>>>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -116,7 +118,7 @@ impl Agent {
         config: AgentConfig,
     ) -> Self {
         let catalog = Catalog::new(Arc::from(Vec::new()), policy, config.pool.clone());
-        Self { model, source, catalog, gate: CallGate::default(), config, transcript: None }
+        Self { model, source, catalog, gate: CallGate::default(), config, transcript: None, last: Mutex::new(None) }
     }
 
     /// Who approves `confirm` calls.
@@ -187,6 +189,7 @@ impl Agent {
         let mut usage = Usage::default();
         for step in 1..=self.config.max_steps {
             let snapshot = self.snapshot().await?;
+            self.report_pool_change(&snapshot, events);
             let tools: Vec<ToolSpec> = snapshot
                 .pool()
                 .iter()
@@ -237,6 +240,47 @@ impl Agent {
         Ok(TurnOutcome { stop_reason: None, steps: self.config.max_steps, usage, final_text })
     }
 
+    /// A new revision that added or lost servers is reported (and so recorded in the
+    /// transcript): a server that connected late joins here, a failed one leaves.
+    fn report_pool_change(&self, binding: &Arc<Binding>, events: &dyn EventSink) {
+        let previous = lock(&self.last).replace(Arc::clone(binding));
+        let Some(previous) = previous else { return };
+        if previous.pool().revision() == binding.pool().revision() {
+            return;
+        }
+        let joined: Vec<String> =
+            binding.servers().filter(|s| previous.generation(s).is_none()).map(str::to_owned).collect();
+        let left: Vec<String> =
+            previous.servers().filter(|s| binding.generation(s).is_none()).map(str::to_owned).collect();
+        if !joined.is_empty() || !left.is_empty() {
+            self.emit(events, AgentEvent::PoolChanged { revision: binding.pool().revision(), joined, left });
+        }
+    }
+
+    /// Runs one admitted call, reporting the server's progress as events while it runs.
+    async fn run_job(&self, job: Job, info: &CallInfo, events: &dyn EventSink) -> Ran {
+        let (progress, mut reports) = tokio::sync::mpsc::unbounded_channel();
+        let run = self.gate.run(self.source.as_ref(), job, Some(progress));
+        tokio::pin!(run);
+        let report = |p: mcp_protocol::ProgressNotificationParams| AgentEvent::Progress {
+            id: info.id.clone(),
+            name: info.name.clone(),
+            progress: p.progress,
+            total: p.total,
+            message: p.message,
+        };
+        let ran = loop {
+            tokio::select! {
+                ran = &mut run => break ran,
+                Some(p) = reports.recv() => self.emit(events, report(p)),
+            }
+        };
+        while let Ok(p) = reports.try_recv() {
+            self.emit(events, report(p));
+        }
+        ran
+    }
+
     /// Decide every call in order (asking the approver one at a time), then run the allowed
     /// ones concurrently; results keep the calls' order.
     async fn run_calls(
@@ -268,7 +312,7 @@ impl Agent {
         let runs = admitted.into_iter().map(|(info, admission)| async move {
             let (text, is_error) = match admission {
                 Admission::Refused(refusal) => (error_text(&refusal.to_string()), true),
-                Admission::Run { job, .. } => match self.gate.run(self.source.as_ref(), job).await {
+                Admission::Run { job, .. } => match self.run_job(job, &info, events).await {
                     Ran::Builtin(Ok(text)) => (text, false),
                     Ran::Mcp(Ok(result)) => (render(&result), result.is_error()),
                     Ran::Builtin(Err(message)) | Ran::Mcp(Err(message)) => (error_text(&message), true),

@@ -21,7 +21,7 @@ use crate::ports::{
     ApprovalAnswer, ApprovalRequest, Approver, BuiltinTool, CallDecision, CallInfo, HookVerdict, Hooks, NoHooks,
     RefuseAll,
 };
-use crate::source::ToolSource;
+use crate::source::{BoundCall, ToolSource};
 
 /// How many names an unknown-tool refusal lists at most.
 const LISTED_NAMES: usize = 20;
@@ -46,6 +46,11 @@ impl Binding {
     pub fn generation(&self, server: &str) -> Option<u64> {
         self.generations.get(server).copied()
     }
+
+    /// The servers whose tools this binding was built from.
+    pub fn servers(&self) -> impl Iterator<Item = &str> {
+        self.generations.keys().map(String::as_str)
+    }
 }
 
 /// Builds bindings from a [`ToolSource`]: a new pool revision only when some server's listing
@@ -55,7 +60,15 @@ pub struct Catalog {
     builtins: Arc<[tool_pool::BuiltinTool]>,
     policy: Policy,
     options: tool_pool::Options,
-    state: Mutex<(u64, Option<Arc<Binding>>)>,
+    state: Mutex<CatalogState>,
+}
+
+#[derive(Debug, Default)]
+struct CatalogState {
+    revision: u64,
+    current: Option<Arc<Binding>>,
+    /// The version of the source's policy the current binding was built under.
+    policy_version: Option<u64>,
 }
 
 /// The tool pool could not be assembled (strict options).
@@ -66,7 +79,7 @@ pub struct CatalogError(String);
 impl Catalog {
     /// A catalog of these built-in tools (they come first) and the servers' tools, under `policy`.
     pub fn new(builtins: Arc<[tool_pool::BuiltinTool]>, policy: Policy, options: tool_pool::Options) -> Self {
-        Self { builtins, policy, options, state: Mutex::new((0, None)) }
+        Self { builtins, policy, options, state: Mutex::new(CatalogState::default()) }
     }
 
     /// The policy the pools are built under.
@@ -75,19 +88,24 @@ impl Catalog {
     }
 
     /// Refreshes the source's listing and binds it.
+    /// A new revision when a server's generation or the source's policy changed.
     pub async fn bind(&self, source: &dyn ToolSource) -> Result<Arc<Binding>, CatalogError> {
         let listing = source.refresh().await;
         let mut state = lock(&self.state);
-        if let Some(current) = &state.1
+        let policy_version = listing.policy.as_ref().map(|(version, _)| *version);
+        if let Some(current) = &state.current
             && current.generations == listing.generations
+            && state.policy_version == policy_version
         {
             return Ok(Arc::clone(current));
         }
-        state.0 += 1;
-        let pool = assemble(&self.builtins, &listing.servers, &self.policy, &self.options, state.0)
+        state.revision += 1;
+        let policy = listing.policy.as_ref().map_or(&self.policy, |(_, policy)| policy.as_ref());
+        let pool = assemble(&self.builtins, &listing.servers, policy, &self.options, state.revision)
             .map_err(|e| CatalogError(e.to_string()))?;
         let binding = Arc::new(Binding { pool: Arc::new(pool), generations: listing.generations });
-        state.1 = Some(Arc::clone(&binding));
+        state.current = Some(Arc::clone(&binding));
+        state.policy_version = policy_version;
         Ok(binding)
     }
 }
@@ -437,15 +455,22 @@ impl CallGate {
     }
 
     /// Runs an admitted job. An MCP call is refused (not sent) when its server's tools changed
-    /// since the binding, however late that happened (an approval prompt can take minutes).
-    pub async fn run(&self, source: &dyn ToolSource, job: Job) -> Ran {
+    /// since the binding, however late that happened (an approval prompt can take minutes); it
+    /// goes to the generation it was shown in. Progress the server reports goes to `progress`.
+    pub async fn run(
+        &self,
+        source: &dyn ToolSource,
+        job: Job,
+        progress: Option<tokio::sync::mpsc::UnboundedSender<mcp_protocol::ProgressNotificationParams>>,
+    ) -> Ran {
         match job {
             Job::Builtin { tool, input } => Ran::Builtin(tool.call(&input).await),
             Job::Mcp { server, tool, arguments, generation, revision, name } => {
                 if source.settled_generation(&server).await != generation {
                     return Ran::Mcp(Err(Refusal::Stale { server, name, revision }.to_string()));
                 }
-                Ran::Mcp(source.call(&server, &tool, arguments).await.map(Box::new))
+                let call = BoundCall { server, tool, arguments, generation, progress };
+                Ran::Mcp(source.call_bound(call).await.map(Box::new))
             }
         }
     }

@@ -57,5 +57,5 @@ pub use ports::{
 };
 pub use results::{error_text, fit_budget, render};
 pub use scripted::{Script, ScriptedCall, ScriptedModel, ScriptedTurn};
-pub use source::{Listing, ToolSource};
+pub use source::{BoundCall, Listing, ToolSource};
 pub use transcript::{Entry, Transcript, TranscriptError, load_messages};

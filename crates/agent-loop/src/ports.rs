@@ -167,6 +167,29 @@ pub enum AgentEvent {
         /// Why (the policy rule, the refusal, the problem).
         reason: String,
     },
+    /// A tool reported progress.
+    Progress {
+        /// The call's id.
+        id: String,
+        /// The model-visible name.
+        name: String,
+        /// How far it is.
+        progress: f64,
+        /// Out of how much, when the server knows.
+        total: Option<f64>,
+        /// What it is doing (server text: clean it before showing it).
+        message: Option<String>,
+    },
+    /// The pool changed: the servers whose tools the model now sees, and which joined or left
+    /// since the previous revision (a server that connected late, one that failed).
+    PoolChanged {
+        /// The new revision.
+        revision: u64,
+        /// Servers that joined.
+        joined: Vec<String>,
+        /// Servers that left.
+        left: Vec<String>,
+    },
     /// A call's result as the model will read it.
     ToolResult {
         /// The call's id.

@@ -2,11 +2,14 @@
 //! `mcp_client::ServerSet`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use mcp_client::{ClientError, ServerSet};
-use mcp_protocol::CallToolResult;
+use mcp_client::{ClientError, ServerSet, SetCallError};
+use mcp_protocol::{CallToolResult, ProgressNotificationParams};
+use policy::Policy;
 use serde_json::{Map, Value};
+use tokio::sync::mpsc;
 use tool_pool::ServerTools;
 
 /// Every server's current tools, and a generation per server that changes whenever that
@@ -17,6 +20,33 @@ pub struct Listing {
     pub servers: Vec<ServerTools>,
     /// Generation of each server's listing.
     pub generations: BTreeMap<String, u64>,
+    /// The policy to build the pool under, with its version, when the source decides it (a
+    /// runtime whose configuration is reloaded); `None` keeps the agent's own.
+    pub policy: Option<(u64, Arc<Policy>)>,
+}
+
+/// A call on the connection its caller was shown.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct BoundCall {
+    /// The server.
+    pub server: String,
+    /// The tool's raw name.
+    pub tool: String,
+    /// The arguments.
+    pub arguments: Option<Map<String, Value>>,
+    /// The generation of the server's listing the caller was shown: the call goes to that one
+    /// or nowhere.
+    pub generation: Option<u64>,
+    /// Where the server's progress reports go (a progress token is sent).
+    pub progress: Option<mpsc::UnboundedSender<ProgressNotificationParams>>,
+}
+
+impl BoundCall {
+    /// A call of `tool` of `server` with `arguments`, bound to nothing in particular.
+    pub fn new(server: impl Into<String>, tool: impl Into<String>, arguments: Option<Map<String, Value>>) -> Self {
+        Self { server: server.into(), tool: tool.into(), arguments, generation: None, progress: None }
+    }
 }
 
 /// The MCP side of the loop.
@@ -41,6 +71,22 @@ pub trait ToolSource: Send + Sync {
         tool: &str,
         arguments: Option<Map<String, Value>>,
     ) -> Result<CallToolResult, String>;
+
+    /// Call a tool on the generation it was shown in, with progress: a source that knows
+    /// generations sends nothing when the server's moved on. By default, [`ToolSource::call`].
+    async fn call_bound(&self, call: BoundCall) -> Result<CallToolResult, String> {
+        self.call(&call.server, &call.tool, call.arguments).await
+    }
+}
+
+/// The text a failed call reaches the model (and a person) as.
+fn describe(error: SetCallError) -> String {
+    match error {
+        SetCallError::Call { server, error: ClientError::Timeout { after, .. } } => format!(
+            "server {server:?}: the tool got no answer within {after:?} (the server's tool timeout); the call was cancelled"
+        ),
+        other => other.to_string(),
+    }
 }
 
 #[async_trait]
@@ -68,11 +114,11 @@ impl ToolSource for ServerSet {
         tool: &str,
         arguments: Option<Map<String, Value>>,
     ) -> Result<CallToolResult, String> {
-        ServerSet::call(self, server, tool, arguments).await.map_err(|e| match e {
-            ClientError::Timeout { after, .. } => {
-                format!("the tool got no answer within {after:?} (the server's tool timeout); the call was cancelled")
-            }
-            other => other.to_string(),
-        })
+        ServerSet::call(self, server, tool, arguments, None, None).await.map_err(describe)
+    }
+
+    async fn call_bound(&self, call: BoundCall) -> Result<CallToolResult, String> {
+        let BoundCall { server, tool, arguments, generation, progress } = call;
+        ServerSet::call(self, &server, &tool, arguments, generation, progress).await.map_err(describe)
     }
 }

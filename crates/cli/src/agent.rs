@@ -1,7 +1,7 @@
 //! `run`, `chat` and `demo`: the agent loop wired to the configured servers, a model provider,
 //! a terminal approver, a transcript, and human or JSON output.
 
-use mcp_client::ServerSet;
+use mcp_client::ServerState;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -14,7 +14,8 @@ use agent_loop::{
 use anyhow::{Context as _, bail};
 
 use crate::config::Config;
-use crate::{Outcome, output, session};
+use crate::runtime::{Runtime, Source};
+use crate::{Outcome, output};
 
 /// Which language model answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -98,6 +99,7 @@ fn colors() -> bool {
 struct Human {
     color: bool,
     at_line_start: Mutex<bool>,
+    progress: crate::progress::ProgressView,
 }
 
 impl Human {
@@ -131,7 +133,22 @@ impl EventSink for Human {
                 let args = output::one_line(&arguments.to_string(), 120);
                 self.line(&self.paint(code, &format!("{mark} {name} {args}  [{reason}]")));
             }
-            AgentEvent::ToolResult { content, is_error, .. } => {
+            AgentEvent::Progress { id, name, progress, total, message } => {
+                self.progress.update(id, name, *progress, *total, message.as_deref());
+            }
+            AgentEvent::PoolChanged { revision, joined, left } => {
+                let names = |n: &[String]| n.iter().map(|s| output::one_line(s, 60)).collect::<Vec<_>>().join(", ");
+                let mut parts = Vec::new();
+                if !joined.is_empty() {
+                    parts.push(format!("joined: {}", names(joined)));
+                }
+                if !left.is_empty() {
+                    parts.push(format!("left: {}", names(left)));
+                }
+                self.line(&self.paint("2", &format!("servers {} (tool list revision {revision})", parts.join("; "))));
+            }
+            AgentEvent::ToolResult { id, content, is_error, .. } => {
+                self.progress.finish(id);
                 let first = output::one_line(content.lines().next().unwrap_or(""), 120);
                 let more = content.lines().count().saturating_sub(1);
                 let tail = if more > 0 { format!(" (+{more} lines)") } else { String::new() };
@@ -160,12 +177,17 @@ impl EventSink for Json {
 
 struct Prepared {
     agent: Agent,
-    servers: Arc<ServerSet>,
+    runtime: Arc<Runtime>,
     conversation: Vec<Message>,
     events: Box<dyn EventSink>,
 }
 
-async fn prepare(config: &Config, args: &AgentArgs, demo_script: Option<&str>) -> anyhow::Result<Prepared> {
+async fn prepare(
+    config: Config,
+    source: Source,
+    args: &AgentArgs,
+    demo_script: Option<&str>,
+) -> anyhow::Result<Prepared> {
     let (model, model_name) = model(args, demo_script)?;
     let dir = sessions_dir()?;
     let (id, conversation) = match &args.resume {
@@ -181,30 +203,48 @@ async fn prepare(config: &Config, args: &AgentArgs, demo_script: Option<&str>) -
     if !args.json {
         let _ = output::stderr(&format!("session {id} (transcript {})\n", path.display()));
     }
-    let connections = session::connect(config).await;
-    for connection in connections.iter().filter(|c| !c.is_connected()) {
-        let _ = output::stderr(&format!("warning: server {:?} is {}\n", connection.name(), connection.state()));
+    let policy = config.policy.clone();
+    let runtime = Runtime::start(config, source).await?;
+    for (name, state) in runtime.servers().states() {
+        if !matches!(state, ServerState::Connected { .. } | ServerState::Disabled) {
+            let _ = output::stderr(&format!(
+                "warning: server {} is {}\n",
+                output::one_line(&format!("{name:?}"), 80),
+                output::one_line(&state.to_string(), 500)
+            ));
+        }
     }
-    let servers = Arc::new(ServerSet::new(connections));
+    if let Err(e) = runtime.check_required() {
+        runtime.close().await;
+        return Err(e);
+    }
+    let runtime = Arc::new(runtime);
     let agent_config = AgentConfig {
         model: model_name,
         max_steps: args.max_steps,
         session_dir: Some(dir.join(&id)),
         ..AgentConfig::default()
     };
-    let agent = Agent::new(model, servers.clone(), config.policy.clone(), agent_config)
+    let agent = Agent::new(model, runtime.clone(), policy, agent_config)
         .with_approver(crate::approve::for_session(args.yes))
         .with_transcript(transcript);
-    let events: Box<dyn EventSink> =
-        if args.json { Box::new(Json) } else { Box::new(Human { color: colors(), at_line_start: Mutex::new(true) }) };
-    Ok(Prepared { agent, servers, conversation, events })
+    let events: Box<dyn EventSink> = if args.json {
+        Box::new(Json)
+    } else {
+        Box::new(Human {
+            color: colors(),
+            at_line_start: Mutex::new(true),
+            progress: crate::progress::ProgressView::new(),
+        })
+    };
+    Ok(Prepared { agent, runtime, conversation, events })
 }
 
 async fn finish(prepared: Prepared) {
-    let Prepared { agent, servers, .. } = prepared;
+    let Prepared { agent, runtime, .. } = prepared;
     drop(agent);
-    if let Ok(servers) = Arc::try_unwrap(servers) {
-        servers.close().await;
+    if let Ok(runtime) = Arc::try_unwrap(runtime) {
+        runtime.close().await;
     }
 }
 
@@ -224,16 +264,23 @@ async fn one_turn(prepared: &mut Prepared, task: &str) -> anyhow::Result<bool> {
 }
 
 /// `mcp-harness run TASK`.
-pub(crate) async fn run_command(config: Config, task: &str, args: &AgentArgs) -> anyhow::Result<Outcome> {
-    let mut prepared = prepare(&config, args, None).await?;
+pub(crate) async fn run_command(
+    config: Config,
+    allow_workspace: bool,
+    task: &str,
+    args: &AgentArgs,
+) -> anyhow::Result<Outcome> {
+    let source = Source { path: config.file.clone(), allow_workspace };
+    let mut prepared = prepare(config, source, args, None).await?;
     let result = one_turn(&mut prepared, task).await;
     finish(prepared).await;
     result.map(|_| Outcome::Success)
 }
 
 /// `mcp-harness chat`: tasks read line by line, with the conversation kept between them.
-pub(crate) async fn chat_command(config: Config, args: &AgentArgs) -> anyhow::Result<Outcome> {
-    let mut prepared = prepare(&config, args, None).await?;
+pub(crate) async fn chat_command(config: Config, allow_workspace: bool, args: &AgentArgs) -> anyhow::Result<Outcome> {
+    let source = Source { path: config.file.clone(), allow_workspace };
+    let mut prepared = prepare(config, source, args, None).await?;
     let interactive = std::io::stdin().is_terminal();
     let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(tokio::io::stdin()));
     let result = loop {
@@ -247,6 +294,10 @@ pub(crate) async fn chat_command(config: Config, args: &AgentArgs) -> anyhow::Re
         match line {
             Ok(Some(line)) if line.trim().is_empty() => continue,
             Ok(Some(line)) if matches!(line.trim(), "/exit" | "/quit") => break Ok(()),
+            Ok(Some(line)) if line.trim() == "/mcp" || line.trim().starts_with("/mcp ") => {
+                let text = mcp_command(&prepared.runtime, line.trim()).await;
+                let _ = output::stdout(&text);
+            }
             Ok(Some(line)) => match one_turn(&mut prepared, line.trim()).await {
                 Ok(true) => {}
                 Ok(false) => break Ok(()),
@@ -263,6 +314,35 @@ pub(crate) async fn chat_command(config: Config, args: &AgentArgs) -> anyhow::Re
     result.map(|()| Outcome::Success)
 }
 
+/// `/mcp`, `/mcp reconnect NAME`, `/mcp enable NAME`, `/mcp disable NAME` in `chat`: what the
+/// user sees, one piece of text.
+async fn mcp_command(runtime: &Runtime, line: &str) -> String {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let servers = runtime.servers();
+    let known = |name: &str| servers.state(name).is_some();
+    match words.as_slice() {
+        ["/mcp"] => runtime.describe().await,
+        ["/mcp", verb @ ("reconnect" | "enable" | "disable"), name] if known(name) => {
+            let done = match *verb {
+                "reconnect" => servers.reconnect(name),
+                "enable" => servers.set_enabled(name, true),
+                _ => servers.set_enabled(name, false),
+            };
+            let shown = output::one_line(name, 80);
+            match (*verb, done) {
+                (_, false) => format!("server {shown} is not kept by this session; nothing was done\n"),
+                ("disable", true) => format!("server {shown} is disabled for this session\n"),
+                (_, true) => format!("server {shown} is connecting; `/mcp` shows how it went\n"),
+            }
+        }
+        ["/mcp", "reconnect" | "enable" | "disable", name] => {
+            let names: Vec<String> = servers.states().into_iter().map(|(n, _)| output::one_line(&n, 80)).collect();
+            format!("no server named {}; servers: {}\n", output::one_line(name, 80), names.join(", "))
+        }
+        _ => "usage: /mcp | /mcp reconnect NAME | /mcp enable NAME | /mcp disable NAME\n".to_owned(),
+    }
+}
+
 /// The demo's task.
 pub(crate) const DEMO_TASK: &str = "Summarize my \"ideas\" note and save the summary as a new note.";
 
@@ -274,7 +354,8 @@ pub(crate) async fn demo_command(args: &AgentArgs) -> anyhow::Result<Outcome> {
     if !args.json {
         let _ = output::stderr(&format!("demo task: {DEMO_TASK}\n"));
     }
-    let mut prepared = prepare(&config, args, Some(include_str!("demo/script.json"))).await?;
+    let source = Source { path: None, allow_workspace: false };
+    let mut prepared = prepare(config, source, args, Some(include_str!("demo/script.json"))).await?;
     let result = one_turn(&mut prepared, DEMO_TASK).await;
     finish(prepared).await;
     result.map(|_| Outcome::Success)

@@ -52,7 +52,18 @@ async fn call(
     };
     let server = binding.pool().get(name).and_then(|e| e.server().map(str::to_owned));
     let tool = binding.pool().get(name).map(|e| e.tool().to_owned()).unwrap_or_default();
-    let result = match gate.run(servers, job).await {
+    let view = crate::progress::ProgressView::new();
+    let (progress, mut reports) = tokio::sync::mpsc::unbounded_channel();
+    let run = gate.run(servers, job, Some(progress));
+    tokio::pin!(run);
+    let ran = loop {
+        tokio::select! {
+            ran = &mut run => break ran,
+            Some(p) = reports.recv() => view.update("call", name, p.progress, p.total, p.message.as_deref()),
+        }
+    };
+    view.finish("call");
+    let result = match ran {
         Ran::Mcp(result) => result.map_err(anyhow::Error::msg).with_context(|| match &server {
             Some(server) => format!("calling tool {tool:?} of server {server:?}"),
             None => format!("calling {name}"),

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_client::{Authorizer, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT};
+use mcp_client::{Authorizer, DEFAULT_MAX_TOOL_TIME, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT};
 use mcp_sandbox::{Limits, Sandbox};
 use mcp_transport::{HttpMode, RemoteOptions, RemoteServer, StdioConfig};
 use policy::{Policy, PolicyConfig, PolicyError};
@@ -77,8 +77,12 @@ pub(crate) struct ServerConfig {
     pub(crate) enabled: bool,
     /// Time to start, initialize and list tools.
     pub(crate) startup_timeout: Duration,
-    /// Time one tool call may take.
+    /// Time one tool call may take without progress.
     pub(crate) tool_timeout: Duration,
+    /// Time one tool call may take in all while it reports progress.
+    pub(crate) max_tool_time: Duration,
+    /// `run` and `chat` refuse to start without it.
+    pub(crate) required: bool,
 }
 
 impl ServerConfig {
@@ -90,6 +94,8 @@ impl ServerConfig {
             enabled: true,
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
             tool_timeout: DEFAULT_TOOL_TIMEOUT,
+            max_tool_time: DEFAULT_MAX_TOOL_TIME,
+            required: false,
         }
     }
 
@@ -114,6 +120,7 @@ impl ServerConfig {
         spec.enabled = self.enabled;
         spec.startup_timeout = self.startup_timeout;
         spec.tool_timeout = self.tool_timeout;
+        spec.max_tool_time = self.max_tool_time.max(self.tool_timeout);
         spec
     }
 }
@@ -135,6 +142,38 @@ pub(crate) struct Config {
     pub(crate) sandboxes: BTreeMap<String, SandboxSetting>,
     /// The file it was read from (kept from the servers: it may hold their secrets).
     pub(crate) file: Option<PathBuf>,
+    /// How servers are kept alive (`[runtime]`).
+    pub(crate) runtime: RuntimeSettings,
+    /// Each server's configuration as written (its entry and the defaults that apply to it),
+    /// to tell on a reload which servers changed.
+    pub(crate) fingerprints: BTreeMap<String, String>,
+    /// The policy as written, to tell whether a reload changed it.
+    pub(crate) policy_fingerprint: String,
+}
+
+/// `[runtime]`: how servers connect and are kept alive while `run` and `chat` go on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RuntimeSettings {
+    /// Stdio servers starting at once.
+    pub(crate) local_concurrency: usize,
+    /// Remote servers connecting at once.
+    pub(crate) remote_concurrency: usize,
+    /// Restarts of a stdio server allowed within `restart_window`.
+    pub(crate) restart_limit: u32,
+    /// The window of `restart_limit`.
+    pub(crate) restart_window: Duration,
+}
+
+impl Default for RuntimeSettings {
+    fn default() -> Self {
+        let set = mcp_client::SetOptions::default();
+        Self {
+            local_concurrency: set.local_concurrency,
+            remote_concurrency: set.remote_concurrency,
+            restart_limit: set.restarts.max_restarts,
+            restart_window: set.restarts.window,
+        }
+    }
 }
 
 /// A stdio server's confinement as configured.
@@ -312,6 +351,9 @@ pub(crate) fn demo_config(harness: &Path) -> Config {
         oauth: BTreeMap::new(),
         sandboxes: BTreeMap::new(),
         file: None,
+        runtime: RuntimeSettings::default(),
+        fingerprints: BTreeMap::new(),
+        policy_fingerprint: String::new(),
     }
 }
 
@@ -325,6 +367,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         position,
     };
     let format = format_of(path, text);
+    let mut runtime = RuntimeSettings::default();
     let (servers, policy, sandbox_defaults) = match format {
         Format::Toml => {
             let de = toml::Deserializer::parse(text).map_err(|e| {
@@ -335,6 +378,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                 let inner = e.into_inner();
                 invalid(key, inner.message().to_owned(), inner.span().map(|s| line_column(text, s.start)))
             })?;
+            runtime = raw.runtime.into_settings().map_err(|message| invalid(Some("runtime".into()), message, None))?;
             (raw.servers, raw.policy, raw.sandbox)
         }
         Format::Json => {
@@ -400,7 +444,18 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         ),
         other => invalid(Some("policy".to_owned()), other.to_string(), None),
     })?;
-    Ok(Config { servers: specs, policy, remote, oauth, sandboxes, file: Some(path.to_path_buf()) })
+    let (fingerprints, policy_fingerprint) = fingerprints(format, text);
+    Ok(Config {
+        servers: specs,
+        policy,
+        remote,
+        oauth,
+        sandboxes,
+        file: Some(path.to_path_buf()),
+        runtime,
+        fingerprints,
+        policy_fingerprint,
+    })
 }
 
 fn key_of(path: &serde_path_to_error::Path) -> Option<String> {
@@ -445,6 +500,62 @@ struct RawToml {
     policy: PolicyConfig,
     #[serde(default)]
     sandbox: RawSandboxDefaults,
+    #[serde(default)]
+    runtime: RawRuntime,
+}
+
+/// `[runtime]`.
+#[derive(Deserialize, Default)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table with `local_concurrency`, `remote_concurrency`, `restart_limit` and `restart_window_s`"
+)]
+struct RawRuntime {
+    #[serde(default)]
+    local_concurrency: Option<usize>,
+    #[serde(default)]
+    remote_concurrency: Option<usize>,
+    #[serde(default)]
+    restart_limit: Option<u32>,
+    #[serde(default)]
+    restart_window_s: Option<Seconds>,
+}
+
+impl RawRuntime {
+    fn into_settings(self) -> Result<RuntimeSettings, String> {
+        let defaults = RuntimeSettings::default();
+        let positive = |n: Option<usize>, key: &str, default: usize| match n {
+            Some(0) => Err(format!("`{key}` must be at least 1")),
+            Some(n) => Ok(n),
+            None => Ok(default),
+        };
+        Ok(RuntimeSettings {
+            local_concurrency: positive(self.local_concurrency, "local_concurrency", defaults.local_concurrency)?,
+            remote_concurrency: positive(self.remote_concurrency, "remote_concurrency", defaults.remote_concurrency)?,
+            restart_limit: self.restart_limit.unwrap_or(defaults.restart_limit),
+            restart_window: self.restart_window_s.map_or(defaults.restart_window, |s| s.0),
+        })
+    }
+}
+
+/// Each server's entry as written, with the global settings that shape it (the sandbox
+/// defaults), as canonical JSON, and the policy's: equal fingerprints mean nothing changed.
+fn fingerprints(format: Format, text: &str) -> (BTreeMap<String, String>, String) {
+    let json = match format {
+        Format::Toml => toml::from_str::<toml::Table>(text).ok().and_then(|t| serde_json::to_value(t).ok()),
+        Format::Json => serde_json::from_str::<serde_json::Value>(text).ok(),
+    };
+    let Some(json) = json else { return (BTreeMap::new(), String::new()) };
+    let section = |key: &str| json.get(key).map(ToString::to_string).unwrap_or_default();
+    let globals = section("sandbox");
+    let servers_key = if format == Format::Toml { "servers" } else { "mcpServers" };
+    let servers = match json.get(servers_key) {
+        Some(serde_json::Value::Object(map)) => {
+            map.iter().map(|(name, entry)| (name.clone(), format!("{entry}|{globals}"))).collect()
+        }
+        _ => BTreeMap::new(),
+    };
+    (servers, section("policy"))
 }
 
 /// `[sandbox]`: the default of every stdio server's `sandbox` and `sandbox_required`.
@@ -599,6 +710,12 @@ struct RawServer {
     /// Refuse to start a stdio server unconfined.
     #[serde(default)]
     sandbox_required: Option<bool>,
+    /// `run` and `chat` do not start without it.
+    #[serde(default)]
+    required: Option<bool>,
+    /// The longest a tool call may run while it reports progress.
+    #[serde(default)]
+    max_tool_time_s: Option<Seconds>,
 }
 
 #[derive(Deserialize)]
@@ -763,6 +880,8 @@ impl RawServer {
             enabled: self.enabled.unwrap_or(true),
             startup_timeout: self.startup_timeout_s.map_or(DEFAULT_STARTUP_TIMEOUT, |s| s.0),
             tool_timeout: self.tool_timeout_s.map_or(DEFAULT_TOOL_TIMEOUT, |s| s.0),
+            max_tool_time: self.max_tool_time_s.map_or(DEFAULT_MAX_TOOL_TIME, |s| s.0),
+            required: self.required.unwrap_or(false),
         };
         Ok((spec, remote, oauth))
     }

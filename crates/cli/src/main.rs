@@ -11,6 +11,8 @@ mod call;
 mod config;
 mod demo_server;
 mod output;
+mod progress;
+mod runtime;
 mod sandbox;
 mod session;
 mod tools;
@@ -217,8 +219,8 @@ async fn run(cli: Cli) -> anyhow::Result<Outcome> {
     let config = session::load_config(cli.config.as_deref(), cli.allow_workspace_config)?;
     match cli.command {
         Command::Demo { .. } | Command::DemoServer => unreachable_demo(),
-        Command::Run { task, agent } => agent::run_command(config, &task, &agent).await,
-        Command::Chat { agent } => agent::chat_command(config, &agent).await,
+        Command::Run { task, agent } => agent::run_command(config, cli.allow_workspace_config, &task, &agent).await,
+        Command::Chat { agent } => agent::chat_command(config, cli.allow_workspace_config, &agent).await,
         Command::Servers { json } => session::servers_command(config, json).await,
         Command::Tools { json } => tools::tools_command(config, json).await,
         Command::Call { name, args, yes, json } => call::call_command(config, &name, &args, yes, json).await,

@@ -33,6 +33,19 @@ pub(crate) fn load_config(path: Option<&Path>, allow_workspace: bool) -> anyhow:
     Ok(config::load(&resolved)?)
 }
 
+/// What the client library connects, for every configured server: its transport's connector
+/// with its sandbox, remote options and (non-interactive) OAuth authorizer.
+pub(crate) fn client_specs(config: &Config) -> Vec<mcp_client::ServerSpec> {
+    let mut authorizers = crate::auth::authorizers(config);
+    config
+        .servers
+        .iter()
+        .cloned()
+        .map(|server| crate::sandbox::apply(server, config))
+        .map(|server| server.client_spec(config.remote.get(&server.name), authorizers.remove(&server.name)))
+        .collect()
+}
+
 /// Connects to every configured server at once (each under its own startup timeout), with a
 /// spinner on stderr when it is a terminal that names the servers still connecting.
 pub(crate) async fn connect(config: &Config) -> Vec<ServerConnection> {
@@ -54,14 +67,7 @@ pub(crate) async fn connect(config: &Config) -> Vec<ServerConnection> {
         show(bar);
     }
     let options = ConnectOptions::default();
-    let mut authorizers = crate::auth::authorizers(config);
-    let specs: Vec<mcp_client::ServerSpec> = config
-        .servers
-        .iter()
-        .cloned()
-        .map(|server| crate::sandbox::apply(server, config))
-        .map(|server| server.client_spec(config.remote.get(&server.name), authorizers.remove(&server.name)))
-        .collect();
+    let specs = client_specs(config);
     let connections = futures_util::future::join_all(specs.into_iter().map(|spec| {
         let (options, connecting, spinner, show) = (&options, &connecting, &spinner, &show);
         async move {

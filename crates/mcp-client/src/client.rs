@@ -194,6 +194,9 @@ pub struct RequestOptions {
     pub timeout: Option<Duration>,
     /// Where progress notifications for this request go (a progress token is sent).
     pub progress: Option<mpsc::UnboundedSender<Progress>>,
+    /// With a progress sink: each progress notification restarts the timeout, but the request
+    /// never runs longer than this in all. `None`: the timeout is the whole budget.
+    pub max_total: Option<Duration>,
 }
 
 /// Limits on paginated listing, so a broken or hostile server cannot make us loop or hoard.
@@ -223,6 +226,14 @@ struct Waiter {
     progress: Option<mpsc::UnboundedSender<Progress>>,
     deadline: Instant,
     timeout: Duration,
+    /// The latest the deadline may move to when progress restarts the timeout.
+    last_deadline: Instant,
+}
+
+/// `start + d`, saturating to a far deadline for a duration too large to add (`Duration::MAX`
+/// as "never").
+fn deadline_after(start: Instant, d: Duration) -> Instant {
+    start.checked_add(d).unwrap_or_else(|| start + NO_DEADLINE)
 }
 
 impl Waiter {
@@ -231,10 +242,23 @@ impl Waiter {
         progress: Option<mpsc::UnboundedSender<Progress>>,
         timeout: Duration,
     ) -> Self {
-        // A timeout too large to add (Duration::MAX as "never") saturates to a far deadline.
         let now = Instant::now();
-        let deadline = now.checked_add(timeout).unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600));
-        Self { reply, progress, deadline, timeout }
+        let deadline = deadline_after(now, timeout);
+        Self { reply, progress, deadline, timeout, last_deadline: deadline }
+    }
+
+    /// Progress may restart the timeout, up to `max_total` after the start.
+    fn with_max_total(mut self, max_total: Option<Duration>) -> Self {
+        if let Some(max) = max_total {
+            let start = self.deadline.checked_sub(self.timeout).unwrap_or(self.deadline);
+            self.last_deadline = deadline_after(start, max).max(self.deadline);
+        }
+        self
+    }
+
+    /// The server reported progress: the timeout starts again, within the total budget.
+    fn progressed(&mut self, now: Instant) {
+        self.deadline = deadline_after(now, self.timeout).min(self.last_deadline).max(self.deadline);
     }
 }
 
@@ -301,6 +325,8 @@ struct Inner {
     direct: Option<DirectPath>,
     notifications: broadcast::Sender<ServerNotification>,
     closed_reason: Mutex<Option<String>>,
+    /// Flips to `true` once, when the connection is gone.
+    closed: tokio::sync::watch::Sender<bool>,
     options: ClientOptions,
 }
 
@@ -328,6 +354,7 @@ impl Inner {
         {
             *r = Some(reason.clone());
         }
+        self.closed.send_replace(true);
         let pending = self.session().close();
         for (_, pending) in pending {
             let _ = pending.payload.reply.send(Err(ClientError::ConnectionClosed { reason: reason.clone() }));
@@ -437,6 +464,7 @@ impl Client {
             direct,
             notifications,
             closed_reason: Mutex::new(None),
+            closed: tokio::sync::watch::Sender::new(false),
             options,
         });
         let writer = tokio::spawn(write_loop(Arc::clone(&inner), sink, outgoing_rx));
@@ -605,6 +633,18 @@ impl Client {
         self.inner.session().protocol_version()
     }
 
+    /// Waits until the connection is gone (the server exited, the transport failed, or it was
+    /// closed) and says why.
+    pub async fn closed(&self) -> String {
+        let mut closed = self.inner.closed.subscribe();
+        // An error means the sender is gone, which only happens with the client itself.
+        let _ = closed.wait_for(|c| *c).await;
+        match self.inner.closed_error() {
+            ClientError::ConnectionClosed { reason } => reason,
+            other => other.to_string(),
+        }
+    }
+
     /// Whether the connection is still usable.
     pub fn is_open(&self) -> bool {
         self.inner.session().state() != SessionState::Closed
@@ -655,6 +695,7 @@ impl Client {
     ) -> Result<Box<RawValue>, ClientError> {
         let timeout = options.timeout;
         let progress = options.progress.clone();
+        let max_total = options.max_total;
         let raw = self.request_once(method, params, options).await?;
         if stateless::result_kind(&raw) != ResultKind::InputRequired {
             return Ok(raw);
@@ -676,7 +717,7 @@ impl Client {
                 responses.insert(key, answer);
             }
             let params = stateless::retry_params(original.clone(), responses, asked.request_state);
-            let options = RequestOptions { timeout, progress: progress.clone() };
+            let options = RequestOptions { timeout, progress: progress.clone(), max_total };
             raw = self.request_once(method, Some(&params), options).await?;
             if stateless::result_kind(&raw) != ResultKind::InputRequired {
                 return Ok(raw);
@@ -721,7 +762,8 @@ impl Client {
             let mut session = self.inner.session();
             match options.progress {
                 Some(progress) => {
-                    session.start_request_with_progress(method, params, Waiter::new(reply, Some(progress), timeout))?
+                    let waiter = Waiter::new(reply, Some(progress), timeout).with_max_total(options.max_total);
+                    session.start_request_with_progress(method, params, waiter)?
                 }
                 None => session.start_request(method, params, Waiter::new(reply, None, timeout))?,
             }
@@ -957,8 +999,13 @@ fn handle_incoming(inner: &Arc<Inner>, text: &str) {
             match &notification {
                 ServerNotification::Progress(progress) => {
                     let mut session = inner.session();
-                    if let Some(Some(tx)) = session.pending_mut(&progress.progress_token).map(|w| w.progress.as_ref()) {
-                        let _ = tx.send(progress.clone());
+                    if let Some(waiter) = session.pending_mut(&progress.progress_token)
+                        && waiter.progress.is_some()
+                    {
+                        waiter.progressed(Instant::now());
+                        if let Some(tx) = &waiter.progress {
+                            let _ = tx.send(progress.clone());
+                        }
                     }
                     return;
                 }

@@ -61,8 +61,8 @@ pub use deadlines::TIMEOUT_GRANULARITY;
 pub use handler::{DecliningHandler, ServerRequestHandler, USER_REJECTED, schema_defaults};
 pub use memory::{MemoryPeer, MemoryTransport, memory_pair};
 pub use servers::{
-    ConnectOptions, Connector, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, Opened, ServerConnection, ServerSpec,
-    ServerState, StderrSource, close_all, connect, connect_all,
+    ConnectOptions, Connector, DEFAULT_MAX_TOOL_TIME, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, Opened,
+    ServerConnection, ServerSpec, ServerState, StderrSource, close_all, connect, connect_all,
 };
-pub use set::{ServerListing, ServerSet};
+pub use set::{RestartPolicy, ServerEvent, ServerListing, ServerSet, SetCallError, SetOptions};
 pub use transport::{DirectWrite, Inbound, Transport, TransportError, TransportSink, TransportStream};

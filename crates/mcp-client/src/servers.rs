@@ -54,8 +54,10 @@ use crate::transport::{Transport, TransportError};
 
 /// Default time a server gets to start: spawn, initialize and list its tools.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
-/// Default time one tool call may take.
+/// Default time one tool call may take without progress.
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default time one tool call may take in all while it reports progress.
+pub const DEFAULT_MAX_TOOL_TIME: Duration = Duration::from_secs(15 * 60);
 
 /// Where a server's own diagnostics can be read when it fails (a stdio server's stderr).
 pub trait StderrSource: Send + Sync {
@@ -111,8 +113,11 @@ pub struct ServerSpec {
     pub enabled: bool,
     /// Time to start, initialize and list tools.
     pub startup_timeout: Duration,
-    /// Time one tool call may take.
+    /// Time one tool call may take without news: progress notifications restart it.
     pub tool_timeout: Duration,
+    /// Time one tool call may take in all, however much progress it reports (at least
+    /// `tool_timeout`).
+    pub max_tool_time: Duration,
 }
 
 impl ServerSpec {
@@ -124,6 +129,7 @@ impl ServerSpec {
             enabled: true,
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
             tool_timeout: DEFAULT_TOOL_TIMEOUT,
+            max_tool_time: DEFAULT_MAX_TOOL_TIME,
         }
     }
 }
@@ -174,26 +180,43 @@ pub enum ServerState {
     },
     /// Disabled in the configuration; not started.
     Disabled,
+    /// Connecting for the first time.
+    Pending,
+    /// It went away (exited, dropped, failed to start) and is being brought back.
+    Reconnecting {
+        /// Which attempt comes next (1 for the first restart).
+        attempt: u32,
+        /// When it comes, from the moment the state was entered.
+        retry_in: Duration,
+        /// Why it went away.
+        reason: String,
+    },
 }
 
 impl ServerState {
-    /// `connected`, `needs-auth`, `failed` or `disabled`. (`connecting` is the state of a
-    /// server whose [`connect`] has not returned yet.)
+    /// `connected`, `needs-auth`, `failed`, `disabled`, `pending` or `reconnecting`.
     pub fn label(&self) -> &'static str {
         match self {
             Self::Connected { .. } => "connected",
             Self::Failed { needs_auth: true, .. } => "needs-auth",
             Self::Failed { .. } => "failed",
             Self::Disabled => "disabled",
+            Self::Pending => "pending",
+            Self::Reconnecting { .. } => "reconnecting",
         }
     }
 
-    /// Time spent connecting (none for a disabled server).
+    /// Time spent connecting (none for a server that has not settled).
     pub fn elapsed(&self) -> Option<Duration> {
         match self {
             Self::Connected { elapsed, .. } | Self::Failed { elapsed, .. } => Some(*elapsed),
-            Self::Disabled => None,
+            _ => None,
         }
+    }
+
+    /// Whether the server is on its way (connecting, or coming back): a caller may wait.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Pending | Self::Reconnecting { .. })
     }
 }
 
@@ -201,6 +224,9 @@ impl fmt::Display for ServerState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Failed { reason, .. } => write!(f, "{}: {reason}", self.label()),
+            Self::Reconnecting { attempt, retry_in, reason } => {
+                write!(f, "reconnecting (attempt {attempt}, next try in {}): {reason}", seconds(*retry_in))
+            }
             other => f.write_str(other.label()),
         }
     }
@@ -213,6 +239,7 @@ pub struct ServerConnection {
     client: Option<Client>,
     tools: Arc<[Tool]>,
     tool_timeout: Duration,
+    max_tool_time: Duration,
     /// Subscribed before the tools were listed, so no change announced since is missed.
     notifications: Option<broadcast::Receiver<ServerNotification>>,
     /// A change was announced while the tools were being listed: the listing may be stale.
@@ -243,6 +270,7 @@ impl ServerConnection {
             client: Some(client),
             tools: tools.into(),
             tool_timeout,
+            max_tool_time: tool_timeout,
             notifications,
             stale: true,
         }
@@ -256,6 +284,7 @@ impl ServerConnection {
             client: None,
             tools: Arc::new([]),
             tool_timeout,
+            max_tool_time: tool_timeout,
             notifications: None,
             stale: false,
         }
@@ -307,10 +336,23 @@ impl ServerConnection {
         tool: &str,
         arguments: Option<Map<String, Value>>,
     ) -> Result<CallToolResult, ClientError> {
+        self.call_tool_with_progress(tool, arguments, None).await
+    }
+
+    /// Calls tool `tool` with a progress token: progress goes to `progress`, and each
+    /// notification restarts the tool timeout, up to the server's maximum tool time.
+    pub async fn call_tool_with_progress(
+        &self,
+        tool: &str,
+        arguments: Option<Map<String, Value>>,
+        progress: Option<tokio::sync::mpsc::UnboundedSender<crate::client::Progress>>,
+    ) -> Result<CallToolResult, ClientError> {
         let client = self.client.as_ref().ok_or_else(|| ClientError::ConnectionClosed {
             reason: format!("server {:?} is not connected ({})", self.name, self.state),
         })?;
-        client.call_tool(tool, arguments, RequestOptions { timeout: Some(self.tool_timeout), progress: None }).await
+        let max_total = progress.as_ref().map(|_| self.max_tool_time.max(self.tool_timeout));
+        let options = RequestOptions { timeout: Some(self.tool_timeout), progress, max_total };
+        client.call_tool(tool, arguments, options).await
     }
 
     /// Closes it gracefully (a stdio child gets stdin closed, SIGTERM, SIGKILL) and reaps it.
@@ -428,6 +470,7 @@ pub async fn connect(spec: ServerSpec, options: &ConnectOptions) -> ServerConnec
         client: Some(client),
         tools: tools.into(),
         tool_timeout: spec.tool_timeout,
+        max_tool_time: spec.max_tool_time,
         notifications: Some(notifications),
         stale,
     }

@@ -1,17 +1,38 @@
-//! Connected servers watched for changes: each server's tool listing is re-listed when it
-//! announces `notifications/tools/list_changed`, and carries a generation that changes exactly
-//! when the listing does (callers refuse calls prepared against an older generation).
+//! Servers kept alive: the connection lifecycle of every configured server, and each one's
+//! current catalog with its generation.
+//!
+//! Each server has a keeper task that connects it (under the local or the remote concurrency
+//! limit), publishes the live connection, and watches it: a stdio server that exits is
+//! restarted (the first time at once, then with backoff, at most [`RestartPolicy::max_restarts`]
+//! times in a window), a remote one that drops is reconnected with backoff up to a bound of
+//! attempts; then it is `failed` until someone asks again ([`ServerSet::reconnect`]). States are
+//! observable ([`ServerSet::states`], [`ServerSet::subscribe`]).
+//!
+//! The catalog of a connected server is listed whole (every page) before it is used; a server
+//! that announced `tools/list_changed` is re-listed at the next [`ServerSet::refresh`] or on
+//! demand before a call goes to it, and its **generation** moves only when the listing really
+//! differs. Every new connection (a restart, a reconnect) is a new generation, listed afresh.
+//! A server that is not connected contributes no tools: no ghost tools.
+//!
+//! [`ServerSet::call`] sends a call only to the generation the caller names: that is the
+//! exact connection and listing the caller was shown. A call to a server that is coming back
+//! waits for it, up to its startup timeout, and is then refused if its generation moved.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use mcp_protocol::{CallToolResult, ServerNotification, Tool};
+use mcp_safety::Backoff;
 use serde_json::{Map, Value};
 use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{Semaphore, broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::client::{ClientError, ListLimits};
-use crate::servers::ServerConnection;
+use crate::client::{ClientError, ListLimits, Progress};
+use crate::servers::{ConnectOptions, ServerConnection, ServerSpec, ServerState, connect};
 
 /// One connected server's current tools and the generation of that listing.
 #[derive(Debug, Clone)]
@@ -20,155 +41,658 @@ pub struct ServerListing {
     pub name: String,
     /// Its tools.
     pub tools: Arc<[Tool]>,
-    /// Changes whenever the listing changes.
+    /// Changes whenever the listing changes, and with every new connection.
     pub generation: u64,
 }
 
-struct Watched {
+/// How stdio servers that exit are restarted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartPolicy {
+    /// Restarts allowed within `window` before the server is `failed`. Default 3.
+    pub max_restarts: u32,
+    /// The window. Default 60 s.
+    pub window: Duration,
+    /// Delays between restarts after the first, which is immediate. Default 500 ms doubling to 10 s.
+    pub backoff: Backoff,
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        Self {
+            max_restarts: 3,
+            window: Duration::from_secs(60),
+            backoff: Backoff {
+                initial_delay: Duration::from_millis(500),
+                max_delay: Duration::from_secs(10),
+                max_attempts: u32::MAX,
+            },
+        }
+    }
+}
+
+/// Settings of a [`ServerSet`].
+#[derive(Debug, Clone)]
+pub struct SetOptions {
+    /// Client identity, capabilities, handler and listing limits of every connection.
+    pub connect: ConnectOptions,
+    /// Restarting stdio servers.
+    pub restarts: RestartPolicy,
+    /// Reconnecting remote servers: exponential, jittered, at most `max_attempts` failures in a
+    /// row. Default 1 s doubling to 30 s, 5 attempts.
+    pub reconnect: Backoff,
+    /// Stdio servers starting at once (process spawning is CPU-bound). Default 8.
+    pub local_concurrency: usize,
+    /// Remote servers connecting at once (network-bound). Default 32.
+    pub remote_concurrency: usize,
+}
+
+impl Default for SetOptions {
+    fn default() -> Self {
+        Self {
+            connect: ConnectOptions::default(),
+            restarts: RestartPolicy::default(),
+            reconnect: Backoff {
+                initial_delay: Duration::from_secs(1),
+                max_delay: Duration::from_secs(30),
+                max_attempts: 5,
+            },
+            local_concurrency: 8,
+            remote_concurrency: 32,
+        }
+    }
+}
+
+/// What happened to a server, for whoever watches ([`ServerSet::subscribe`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ServerEvent {
+    /// The server.
+    pub server: String,
+    /// Its new state.
+    pub state: ServerState,
+}
+
+/// Why a call through the set was not answered.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SetCallError {
+    /// No server of that name.
+    #[error("no server named {server:?}")]
+    UnknownServer {
+        /// The name.
+        server: String,
+    },
+    /// The server is not connected (and did not come back in time).
+    #[error("server {server:?} is {state}")]
+    Unavailable {
+        /// The server.
+        server: String,
+        /// Where it stands.
+        state: ServerState,
+    },
+    /// The server's tools (or its connection) changed since the caller's generation; nothing
+    /// was sent.
+    #[error(
+        "the tools of server {server:?} changed (it was restarted or re-listed) since they were shown; the call was not sent"
+    )]
+    Stale {
+        /// The server.
+        server: String,
+    },
+    /// The call failed on the connection.
+    #[error("server {server:?}: {error}")]
+    Call {
+        /// The server.
+        server: String,
+        /// What failed.
+        error: ClientError,
+    },
+}
+
+/// A request to a server's keeper.
+enum Control {
+    Reconnect,
+    Enable,
+    Disable,
+    Replace(Box<ServerSpec>),
+}
+
+/// A published connection: its client and its current listing.
+struct Live {
     connection: ServerConnection,
     listing: Mutex<(Arc<[Tool]>, u64)>,
     changed: Arc<AtomicBool>,
     watcher: Option<JoinHandle<()>>,
 }
 
-/// Servers connected with [`crate::connect_all`], watched for tool changes.
+struct Slot {
+    name: String,
+    spec: Mutex<ServerSpec>,
+    state: watch::Sender<ServerState>,
+    live: Mutex<Option<Arc<Live>>>,
+    /// The last generation handed out: it never goes back, across connections.
+    generation: AtomicU64,
+    control: mpsc::UnboundedSender<Control>,
+    keeper: Mutex<Option<JoinHandle<()>>>,
+}
+
+struct Shared {
+    options: SetOptions,
+    local: Semaphore,
+    remote: Semaphore,
+    events: broadcast::Sender<ServerEvent>,
+    restarts: AtomicU64,
+}
+
+/// Servers kept alive and watched for tool changes.
 pub struct ServerSet {
-    servers: Vec<Watched>,
+    slots: Mutex<BTreeMap<String, Arc<Slot>>>,
+    shared: Arc<Shared>,
     limits: ListLimits,
 }
 
-impl std::fmt::Debug for ServerSet {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.servers.iter().map(|w| w.connection.name())).finish()
+impl fmt::Debug for ServerSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(lock(&self.slots).keys()).finish()
     }
 }
 
-impl ServerSet {
-    /// Watch these connections (the ones not connected contribute no tools).
-    pub fn new(connections: Vec<ServerConnection>) -> Self {
-        let servers = connections
-            .into_iter()
-            .map(|mut connection| {
-                // The connection subscribed before it listed its tools, so a change announced
-                // since is waiting in `notifications`, and one during the listing made it stale.
-                let (subscribed, stale) = connection.take_notifications();
-                let changed = Arc::new(AtomicBool::new(stale));
-                let watcher = connection.client().map(|client| {
-                    let mut notifications = subscribed.unwrap_or_else(|| client.subscribe());
-                    // 2026-07-28 servers announce list changes only on a subscriptions/listen
-                    // stream (a no-op for older servers).
-                    if let Err(e) = client.listen_for_changes() {
-                        tracing::warn!(server = %connection.name(), "cannot listen for tool changes: {e}");
-                    }
-                    let changed = Arc::clone(&changed);
-                    tokio::spawn(async move {
-                        loop {
-                            match notifications.recv().await {
-                                Ok(ServerNotification::ToolsListChanged) | Err(RecvError::Lagged(_)) => {
-                                    changed.store(true, Ordering::SeqCst);
-                                }
-                                Ok(_) => {}
-                                Err(RecvError::Closed) => return,
-                            }
-                        }
-                    })
-                });
-                let listing = Mutex::new((Arc::clone(connection.tools()), 1));
-                Watched { connection, listing, changed, watcher }
-            })
-            .collect();
-        Self { servers, limits: ListLimits::default() }
-    }
-
-    /// The connections, for reporting.
-    pub fn connections(&self) -> impl Iterator<Item = &ServerConnection> {
-        self.servers.iter().map(|w| &w.connection)
-    }
-
-    /// Close every server (children reaped).
-    pub async fn close(self) {
-        for watched in self.servers {
-            if let Some(watcher) = watched.watcher {
-                watcher.abort();
-            }
-            watched.connection.close().await;
-        }
-    }
-
-    fn find(&self, server: &str) -> Option<&Watched> {
-        self.servers.iter().find(|w| w.connection.name() == server)
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+impl Slot {
+    fn set_state(&self, shared: &Shared, state: ServerState) {
+        self.state.send_replace(state.clone());
+        let _ = shared.events.send(ServerEvent { server: self.name.clone(), state });
+    }
+
+    fn live(&self) -> Option<Arc<Live>> {
+        lock(&self.live).clone()
+    }
+
+    /// Publishes a connection as the next generation.
+    fn publish(&self, mut connection: ServerConnection) -> Arc<Live> {
+        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        let (subscribed, stale) = connection.take_notifications();
+        let changed = Arc::new(AtomicBool::new(stale));
+        let watcher = connection.client().map(|client| {
+            let mut notifications = subscribed.unwrap_or_else(|| client.subscribe());
+            // 2026-07-28 servers announce list changes only on a subscriptions/listen stream
+            // (a no-op for older servers).
+            if let Err(e) = client.listen_for_changes() {
+                tracing::warn!(server = %self.name, "cannot listen for tool changes: {e}");
+            }
+            let changed = Arc::clone(&changed);
+            tokio::spawn(async move {
+                loop {
+                    match notifications.recv().await {
+                        Ok(ServerNotification::ToolsListChanged) | Err(RecvError::Lagged(_)) => {
+                            changed.store(true, Ordering::SeqCst);
+                        }
+                        Ok(_) => {}
+                        Err(RecvError::Closed) => return,
+                    }
+                }
+            })
+        });
+        let listing = Mutex::new((Arc::clone(connection.tools()), generation));
+        let live = Arc::new(Live { connection, listing, changed, watcher });
+        *lock(&self.live) = Some(Arc::clone(&live));
+        live
+    }
+
+    /// Takes the published connection away (its tools leave the next snapshot).
+    fn unpublish(&self) -> Option<Arc<Live>> {
+        lock(&self.live).take()
+    }
+}
+
 impl ServerSet {
+    /// Starts and keeps every server: each connects in the background (its state `pending`
+    /// until its first attempt ends). Must run inside a Tokio runtime.
+    pub fn start(specs: Vec<ServerSpec>, options: SetOptions) -> Self {
+        let limits = options.connect.list_limits;
+        let shared = Arc::new(Shared {
+            local: Semaphore::new(options.local_concurrency.max(1)),
+            remote: Semaphore::new(options.remote_concurrency.max(1)),
+            events: broadcast::channel(256).0,
+            restarts: AtomicU64::new(0),
+            options,
+        });
+        let set = Self { slots: Mutex::new(BTreeMap::new()), shared, limits };
+        for spec in specs {
+            set.add(spec);
+        }
+        set
+    }
+
+    /// Watches connections made elsewhere (by [`crate::connect_all`]): no keeper; a server that
+    /// dies stays failed.
+    pub fn new(connections: Vec<ServerConnection>) -> Self {
+        let set = Self::start(Vec::new(), SetOptions::default());
+        for connection in connections {
+            let (control, _) = mpsc::unbounded_channel();
+            let state = connection.state().clone();
+            let slot = Arc::new(Slot {
+                name: connection.name().to_owned(),
+                spec: Mutex::new(ServerSpec::new(connection.name(), Arc::new(NoConnector))),
+                state: watch::Sender::new(state),
+                live: Mutex::new(None),
+                generation: AtomicU64::new(0),
+                control,
+                keeper: Mutex::new(None),
+            });
+            if connection.is_connected() {
+                slot.publish(connection);
+            }
+            lock(&set.slots).insert(slot.name.clone(), slot);
+        }
+        set
+    }
+
+    /// Adds a server (replacing one of the same name) and starts keeping it.
+    pub fn add(&self, spec: ServerSpec) {
+        let (control, requests) = mpsc::unbounded_channel();
+        let initial = if spec.enabled { ServerState::Pending } else { ServerState::Disabled };
+        let slot = Arc::new(Slot {
+            name: spec.name.clone(),
+            spec: Mutex::new(spec),
+            state: watch::Sender::new(initial),
+            live: Mutex::new(None),
+            generation: AtomicU64::new(0),
+            control,
+            keeper: Mutex::new(None),
+        });
+        let keeper = tokio::spawn(keep(Arc::clone(&slot), Arc::clone(&self.shared), requests));
+        *lock(&slot.keeper) = Some(keeper);
+        let previous = lock(&self.slots).insert(slot.name.clone(), slot);
+        if let Some(previous) = previous {
+            tokio::spawn(close_slot(previous));
+        }
+    }
+
+    /// Stops keeping a server and closes it (its process reaped).
+    pub async fn remove(&self, name: &str) -> bool {
+        let slot = lock(&self.slots).remove(name);
+        match slot {
+            Some(slot) => {
+                close_slot(slot).await;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Replaces a server's configuration: it is reconnected with the new one.
+    pub fn replace(&self, spec: ServerSpec) -> bool {
+        self.send(&spec.name.clone(), Control::Replace(Box::new(spec)))
+    }
+
+    /// Reconnects a server now, forgetting its restart history (after a failure, a login, or
+    /// on request).
+    pub fn reconnect(&self, name: &str) -> bool {
+        self.send(name, Control::Reconnect)
+    }
+
+    /// Enables or disables a server for this session (a disabled one is closed).
+    pub fn set_enabled(&self, name: &str, enabled: bool) -> bool {
+        self.send(name, if enabled { Control::Enable } else { Control::Disable })
+    }
+
+    fn send(&self, name: &str, control: Control) -> bool {
+        self.find(name).is_some_and(|slot| slot.control.send(control).is_ok())
+    }
+
+    fn find(&self, name: &str) -> Option<Arc<Slot>> {
+        lock(&self.slots).get(name).cloned()
+    }
+
+    /// Every server's name and state, by name.
+    pub fn states(&self) -> Vec<(String, ServerState)> {
+        lock(&self.slots).values().map(|s| (s.name.clone(), s.state.borrow().clone())).collect()
+    }
+
+    /// A server's state.
+    pub fn state(&self, name: &str) -> Option<ServerState> {
+        self.find(name).map(|s| s.state.borrow().clone())
+    }
+
+    /// State changes as they happen (a subscriber that falls behind loses the oldest).
+    pub fn subscribe(&self) -> broadcast::Receiver<ServerEvent> {
+        self.shared.events.subscribe()
+    }
+
+    /// How many restarts and reconnects were made so far.
+    pub fn restarts(&self) -> u64 {
+        self.shared.restarts.load(Ordering::SeqCst)
+    }
+
+    /// Waits until every server has finished its first attempt (or `timeout` passed).
+    pub async fn settled(&self, timeout: Duration) {
+        let slots: Vec<Arc<Slot>> = lock(&self.slots).values().cloned().collect();
+        let all = async {
+            for slot in slots {
+                let mut state = slot.state.subscribe();
+                let _ = state.wait_for(|s| !matches!(s, ServerState::Pending)).await;
+            }
+        };
+        let _ = tokio::time::timeout(timeout, all).await;
+    }
+
     /// Every connected server's current listing, after re-listing the servers that announced
     /// a change. A failed re-listing keeps the previous one (with a warning).
     pub async fn refresh(&self) -> Vec<ServerListing> {
-        let mut listings = Vec::with_capacity(self.servers.len());
-        for watched in &self.servers {
-            if watched.connection.client().is_none() {
-                continue;
-            }
-            self.relist_if_changed(watched).await;
-            let (tools, generation) = lock(&watched.listing).clone();
-            listings.push(ServerListing { name: watched.connection.name().to_owned(), tools, generation });
+        let slots: Vec<Arc<Slot>> = lock(&self.slots).values().cloned().collect();
+        let mut listings = Vec::with_capacity(slots.len());
+        for slot in slots {
+            let Some(live) = slot.live() else { continue };
+            self.relist_if_changed(&slot, &live).await;
+            let (tools, generation) = lock(&live.listing).clone();
+            listings.push(ServerListing { name: slot.name.clone(), tools, generation });
         }
         listings
     }
 
-    /// Re-lists a server that announced a change; the generation moves only when the listing
-    /// really differs (a `list_changed` that changed nothing costs no refusals).
-    async fn relist_if_changed(&self, watched: &Watched) {
-        let Some(client) = watched.connection.client() else { return };
-        if !watched.changed.swap(false, Ordering::SeqCst) {
+    /// Re-lists a server that announced a change, all pages first: the generation moves only
+    /// when the listing really differs, and a listing that fails keeps the old one.
+    async fn relist_if_changed(&self, slot: &Slot, live: &Live) {
+        let Some(client) = live.connection.client() else { return };
+        if !live.changed.swap(false, Ordering::SeqCst) {
             return;
         }
         match client.list_all_tools(self.limits).await {
             Ok(tools) => {
-                let mut current = lock(&watched.listing);
+                let mut current = lock(&live.listing);
                 if *current.0 != *tools {
-                    *current = (Arc::from(tools), current.1 + 1);
+                    let generation = slot.generation.fetch_add(1, Ordering::SeqCst) + 1;
+                    *current = (Arc::from(tools), generation);
                 }
             }
             Err(e) => tracing::warn!(
-                server = %watched.connection.name(),
+                server = %slot.name,
                 "could not re-list tools after a change; keeping the previous list: {e}"
             ),
         }
     }
 
-    /// The generation of `server`'s listing once any announced change has been listed (the
-    /// server is re-listed now if it announced one). `None` for an unknown server.
-    pub async fn settled_generation(&self, server: &str) -> Option<u64> {
-        let watched = self.find(server)?;
-        self.relist_if_changed(watched).await;
-        self.generation(server)
-    }
-
     /// The generation of `server`'s listing now; `u64::MAX` when a change was announced and
-    /// not listed yet (any snapshot is stale then). `None` for an unknown server.
+    /// not listed yet. `None` when it is not connected or unknown.
     pub fn generation(&self, server: &str) -> Option<u64> {
-        let watched = self.find(server)?;
-        if watched.changed.load(Ordering::SeqCst) {
+        let live = self.find(server)?.live()?;
+        if live.changed.load(Ordering::SeqCst) {
             return Some(u64::MAX);
         }
-        Some(lock(&watched.listing).1)
+        Some(lock(&live.listing).1)
     }
 
-    /// Calls tool `tool` (its raw name) of `server` under the server's tool timeout.
+    /// The generation once the server is settled: a server coming back is waited for (up to
+    /// its startup timeout) and one that announced a change is re-listed now.
+    pub async fn settled_generation(&self, server: &str) -> Option<u64> {
+        let slot = self.find(server)?;
+        let live = wait_live(&slot).await?;
+        self.relist_if_changed(&slot, &live).await;
+        Some(lock(&live.listing).1)
+    }
+
+    /// Calls tool `tool` (its raw name) of `server` under its tool timeout, on the connection
+    /// of `generation` when given (refused, unsent, when the server's generation moved).
     pub async fn call(
         &self,
         server: &str,
         tool: &str,
         arguments: Option<Map<String, Value>>,
-    ) -> Result<CallToolResult, ClientError> {
-        match self.find(server) {
-            Some(watched) => watched.connection.call_tool(tool, arguments).await,
-            None => Err(ClientError::ConnectionClosed { reason: format!("no server named {server:?}") }),
+        generation: Option<u64>,
+        progress: Option<mpsc::UnboundedSender<Progress>>,
+    ) -> Result<CallToolResult, SetCallError> {
+        let slot = self.find(server).ok_or_else(|| SetCallError::UnknownServer { server: server.to_owned() })?;
+        let Some(live) = wait_live(&slot).await else {
+            let state = slot.state.borrow().clone();
+            return Err(SetCallError::Unavailable { server: server.to_owned(), state });
+        };
+        if let Some(expected) = generation {
+            self.relist_if_changed(&slot, &live).await;
+            if lock(&live.listing).1 != expected {
+                return Err(SetCallError::Stale { server: server.to_owned() });
+            }
+        }
+        live.connection
+            .call_tool_with_progress(tool, arguments, progress)
+            .await
+            .map_err(|error| SetCallError::Call { server: server.to_owned(), error })
+    }
+
+    /// Closes every server and waits until all are closed and reaped.
+    pub async fn close(self) {
+        let slots: Vec<Arc<Slot>> = std::mem::take(&mut *lock(&self.slots)).into_values().collect();
+        let mut set = tokio::task::JoinSet::new();
+        for slot in slots {
+            set.spawn(close_slot(slot));
+        }
+        while set.join_next().await.is_some() {}
+    }
+}
+
+/// The live connection of a slot, waiting (up to the startup timeout) for one that is on its
+/// way.
+async fn wait_live(slot: &Slot) -> Option<Arc<Live>> {
+    if let Some(live) = slot.live() {
+        return Some(live);
+    }
+    let timeout = lock(&slot.spec).startup_timeout;
+    let mut state = slot.state.subscribe();
+    let wait = async {
+        loop {
+            // A connection that just ended still shows `connected` until its keeper decides.
+            let connected_without_live = {
+                let current = state.borrow_and_update();
+                if !current.is_transient() && !matches!(*current, ServerState::Connected { .. }) {
+                    return;
+                }
+                matches!(*current, ServerState::Connected { .. })
+            };
+            if connected_without_live && slot.live().is_some() {
+                return;
+            }
+            if state.changed().await.is_err() {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(timeout, wait).await;
+    slot.live()
+}
+
+/// Stops a slot's keeper and closes its connection.
+async fn close_slot(slot: Arc<Slot>) {
+    let keeper = lock(&slot.keeper).take();
+    if let Some(keeper) = keeper {
+        keeper.abort();
+        let _ = keeper.await;
+    }
+    if let Some(live) = slot.unpublish() {
+        close_live(live).await;
+    }
+}
+
+/// Closes a connection gracefully once no call holds it any more (a call in flight keeps it
+/// alive until it returns; then the last holder's drop kills the process group).
+async fn close_live(live: Arc<Live>) {
+    match Arc::try_unwrap(live) {
+        Ok(live) => {
+            let Live { connection, watcher, .. } = live;
+            if let Some(watcher) = watcher {
+                watcher.abort();
+            }
+            connection.close().await;
+        }
+        Err(shared) => {
+            if let Some(client) = shared.connection.client() {
+                let _ = client.close().await;
+            }
         }
     }
+}
+
+/// A placeholder for servers the set did not start (they are never reconnected).
+#[derive(Debug)]
+struct NoConnector;
+
+#[async_trait::async_trait]
+impl crate::servers::Connector for NoConnector {
+    async fn open(&self, name: &str) -> Result<crate::servers::Opened, crate::transport::TransportError> {
+        Err(crate::transport::TransportError::Config(format!("server {name:?} was connected outside the set")))
+    }
+}
+
+/// What the keeper does after a connection ended or an attempt failed.
+enum After {
+    Retry(Duration),
+    GiveUp(String),
+}
+
+/// The connection lifecycle of one server.
+async fn keep(slot: Arc<Slot>, shared: Arc<Shared>, mut requests: mpsc::UnboundedReceiver<Control>) {
+    let mut restarts: VecDeque<Instant> = VecDeque::new();
+    let mut failures: u32 = 0;
+    loop {
+        let spec = lock(&slot.spec).clone();
+        if !spec.enabled {
+            slot.set_state(&shared, ServerState::Disabled);
+            match requests.recv().await {
+                Some(control) => {
+                    apply(&slot, control, &mut restarts, &mut failures);
+                    continue;
+                }
+                None => return,
+            }
+        }
+        let local = spec.connector.is_local();
+        let connection = {
+            let semaphore = if local { &shared.local } else { &shared.remote };
+            let Ok(_permit) = semaphore.acquire().await else { return };
+            connect(spec.clone(), &shared.options.connect).await
+        };
+        let reason = match connection.state().clone() {
+            ServerState::Connected { .. } => {
+                failures = 0;
+                let live = slot.publish(connection);
+                slot.set_state(&shared, live.connection.state().clone());
+                let ended = match live.connection.client() {
+                    Some(client) => {
+                        tokio::select! {
+                            reason = client.closed() => Ok(reason),
+                            control = requests.recv() => Err(control),
+                        }
+                    }
+                    None => Ok("the connection has no client".to_owned()),
+                };
+                slot.unpublish();
+                match ended {
+                    Ok(reason) => {
+                        drop(live);
+                        format!("the connection was lost: {reason}")
+                    }
+                    Err(control) => {
+                        close_live(live).await;
+                        match control {
+                            Some(control) => {
+                                apply(&slot, control, &mut restarts, &mut failures);
+                                continue;
+                            }
+                            None => return,
+                        }
+                    }
+                }
+            }
+            ServerState::Failed { needs_auth: true, .. } => {
+                slot.set_state(&shared, connection.state().clone());
+                match requests.recv().await {
+                    Some(control) => {
+                        apply(&slot, control, &mut restarts, &mut failures);
+                        continue;
+                    }
+                    None => return,
+                }
+            }
+            ServerState::Failed { reason, .. } => reason,
+            other => {
+                slot.set_state(&shared, other);
+                match requests.recv().await {
+                    Some(control) => {
+                        apply(&slot, control, &mut restarts, &mut failures);
+                        continue;
+                    }
+                    None => return,
+                }
+            }
+        };
+        let after = if local {
+            let policy = shared.options.restarts;
+            let now = Instant::now();
+            while restarts.front().is_some_and(|t| now.duration_since(*t) > policy.window) {
+                restarts.pop_front();
+            }
+            if u32::try_from(restarts.len()).unwrap_or(u32::MAX) < policy.max_restarts {
+                let previous = u32::try_from(restarts.len()).unwrap_or(u32::MAX);
+                restarts.push_back(now);
+                // The first restart is immediate: a crash is often a one-off.
+                let delay = if previous == 0 { Duration::ZERO } else { policy.backoff.delay(previous - 1, jitter()) };
+                After::Retry(delay)
+            } else {
+                After::GiveUp(format!(
+                    "{reason} (restarted {} times within {}s; not restarting again until asked)",
+                    policy.max_restarts,
+                    policy.window.as_secs()
+                ))
+            }
+        } else {
+            let backoff = shared.options.reconnect;
+            failures += 1;
+            if backoff.allows(failures) {
+                After::Retry(backoff.delay(failures - 1, jitter()))
+            } else {
+                After::GiveUp(format!("{reason} ({failures} attempts in a row failed; not reconnecting until asked)"))
+            }
+        };
+        match after {
+            After::Retry(delay) => {
+                let attempt = if local { u32::try_from(restarts.len()).unwrap_or(u32::MAX) } else { failures };
+                slot.set_state(&shared, ServerState::Reconnecting { attempt, retry_in: delay, reason });
+                shared.restarts.fetch_add(1, Ordering::SeqCst);
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    control = requests.recv() => match control {
+                        Some(control) => apply(&slot, control, &mut restarts, &mut failures),
+                        None => return,
+                    },
+                }
+            }
+            After::GiveUp(reason) => {
+                slot.set_state(&shared, ServerState::Failed { reason, elapsed: Duration::ZERO, needs_auth: false });
+                match requests.recv().await {
+                    Some(control) => apply(&slot, control, &mut restarts, &mut failures),
+                    None => return,
+                }
+            }
+        }
+    }
+}
+
+/// A control request between attempts: every one of them starts afresh.
+fn apply(slot: &Slot, control: Control, restarts: &mut VecDeque<Instant>, failures: &mut u32) {
+    restarts.clear();
+    *failures = 0;
+    let mut spec = lock(&slot.spec);
+    match control {
+        Control::Reconnect => {}
+        Control::Enable => spec.enabled = true,
+        Control::Disable => spec.enabled = false,
+        Control::Replace(new) => *spec = *new,
+    }
+}
+
+/// A jitter factor for backoff delays, so servers that fell together do not return together.
+fn jitter() -> f64 {
+    rand::random()
 }

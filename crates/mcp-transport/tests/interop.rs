@@ -121,7 +121,7 @@ async fn everything_progress_and_timeout_cancel() {
     let client =
         handshake_and_list(node_server("server-everything", &["stdio"]), &["trigger-long-running-operation"]).await;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let options = RequestOptions { timeout: None, progress: Some(tx) };
+    let options = RequestOptions { timeout: None, progress: Some(tx), max_total: None };
     let r = client
         .call_tool("trigger-long-running-operation", args(json!({"duration": 1, "steps": 4})), options)
         .await
@@ -133,7 +133,7 @@ async fn everything_progress_and_timeout_cancel() {
     }
     assert!(progress.len() >= 3, "progress notifications reached the caller: {progress:?}");
 
-    let options = RequestOptions { timeout: Some(Duration::from_millis(300)), progress: None };
+    let options = RequestOptions { timeout: Some(Duration::from_millis(300)), progress: None, max_total: None };
     let err = client
         .call_tool("trigger-long-running-operation", args(json!({"duration": 5, "steps": 5})), options)
         .await

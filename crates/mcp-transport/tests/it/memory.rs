@@ -72,7 +72,7 @@ async fn requests_before_the_handshake_are_refused() {
 #[tokio::test]
 async fn timeout_sends_cancelled_with_the_request_id() {
     let (client, mut peer) = handshake("2025-06-18").await;
-    let options = RequestOptions { timeout: Some(Duration::from_millis(50)), progress: None };
+    let options = RequestOptions { timeout: Some(Duration::from_millis(50)), progress: None, max_total: None };
     let err = client.call_tool("slow", None, options).await.unwrap_err();
     assert!(matches!(err, ClientError::Timeout { .. }));
     let request = next(&mut peer).await;

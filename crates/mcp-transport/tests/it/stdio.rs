@@ -70,7 +70,7 @@ async fn many_requests_in_flight_at_once() {
 #[tokio::test]
 async fn timeout_cancels_and_the_connection_stays_usable() {
     let client = connect("echo", &[]).await;
-    let options = RequestOptions { timeout: Some(Duration::from_millis(200)), progress: None };
+    let options = RequestOptions { timeout: Some(Duration::from_millis(200)), progress: None, max_total: None };
     let err = client.call_tool("sleep", args(json!({"ms": 3000})), options).await.unwrap_err();
     assert!(matches!(err, ClientError::Timeout { ref method, .. } if method == "tools/call"), "{err:?}");
     assert!(err.to_string().contains("cancelled"));
@@ -85,7 +85,7 @@ async fn timeout_cancels_and_the_connection_stays_usable() {
 async fn progress_reaches_the_caller_of_that_request() {
     let client = connect("echo", &[]).await;
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let options = RequestOptions { timeout: None, progress: Some(tx) };
+    let options = RequestOptions { timeout: None, progress: Some(tx), max_total: None };
     let result = client.call_tool("sleep", args(json!({"ms": 100})), options).await.unwrap();
     assert_eq!(result.joined_text(), "slept 100 ms");
     let mut seen = Vec::new();
