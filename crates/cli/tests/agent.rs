@@ -504,3 +504,36 @@ fn client_credentials_from_the_configuration() {
         "a configured secret is not copied into the token file"
     );
 }
+
+#[test]
+fn resuming_an_unknown_session_says_so_once() {
+    let env = env();
+    let config = env.write("config.toml", CONFIG);
+    let script = env.write("script.json", r#"{"turns": [{"text": "Noted."}]}"#);
+    let out = env
+        .cmd()
+        .arg("--config")
+        .arg(&config)
+        .args(["run", "hello", "--provider", "scripted", "--script"])
+        .arg(&script)
+        .args(["--resume", "1700000000000-42"])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("cannot resume session 1700000000000-42: there is no transcript"), "{stderr}");
+    assert!(stderr.contains("without --resume"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(!stderr.contains("No such file"), "{stderr}");
+    // An id is a name, never a path.
+    env.cmd()
+        .arg("--config")
+        .arg(&config)
+        .args(["run", "hello", "--provider", "scripted", "--script"])
+        .arg(&script)
+        .args(["--resume", "../../etc/passwd"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("a session id is letters, digits"));
+}
