@@ -205,7 +205,7 @@ impl Runtime {
             still_dirty.disarm();
             return;
         };
-        let loaded = crate::session::load_config(Some(&path), self.source.allow_workspace);
+        let loaded = crate::session::reload_config(&path, self.source.allow_workspace);
         match loaded {
             Ok(new) => {
                 let report = self.publish(new).await;
