@@ -349,7 +349,8 @@ pub(crate) fn check_outside_workspace(path: &Path, workspace: &Path, origin: Ori
 /// `workspace` (canonical) could have written, if either: inside the workspace and not inside
 /// the user's own configuration directory.
 pub(crate) fn in_workspace(as_given: &Path, resolved: &Path, workspace: &Path) -> Option<PathBuf> {
-    let trusted = default_dir().and_then(|d| d.canonicalize().ok());
+    // Resolved even before it exists: the first `mcp add` creates it.
+    let trusted = default_dir().and_then(|d| resolve_existing_part(&d).ok());
     let exposed = |p: &Path| p.starts_with(workspace) && !trusted.as_deref().is_some_and(|t| p.starts_with(t));
     if exposed(as_given) {
         Some(as_given.to_path_buf())
@@ -358,6 +359,22 @@ pub(crate) fn in_workspace(as_given: &Path, resolved: &Path, workspace: &Path) -
     } else {
         None
     }
+}
+
+/// `path` with its longest existing ancestor resolved (symlinks, `..`) and the rest as written:
+/// where a file that may not exist yet would be.
+pub(crate) fn resolve_existing_part(path: &Path) -> std::io::Result<PathBuf> {
+    let absolute = std::path::absolute(path)?;
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    while std::fs::symlink_metadata(existing).is_err() {
+        let (Some(parent), Some(name)) = (existing.parent(), existing.file_name()) else { break };
+        rest.push(name.to_owned());
+        existing = parent;
+    }
+    let mut resolved = existing.canonicalize()?;
+    resolved.extend(rest.iter().rev());
+    Ok(resolved)
 }
 
 /// Longest configuration (or env file) read: a configuration is a few kilobytes.
@@ -1051,24 +1068,20 @@ impl RawServer {
 /// optionally in single or double quotes. A file inside `workspace` is refused like a
 /// configuration there: an agent could choose what the server's environment holds.
 fn env_file(path: &Path, workspace: Option<&Path>) -> Result<BTreeMap<String, String>, String> {
-    if let Some(workspace) = workspace {
-        let resolved = path.canonicalize().map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let as_given = match (path.parent(), path.file_name()) {
-            (Some(dir), Some(name)) => dir.canonicalize().map(|d| d.join(name)).unwrap_or_else(|_| resolved.clone()),
-            _ => resolved.clone(),
-        };
-        if let Some(shown) = workspace.canonicalize().ok().and_then(|w| in_workspace(&as_given, &resolved, &w)) {
-            return Err(format!(
-                "{} is inside the current directory, which an agent working here can write to; keep it \
-                 elsewhere, or pass --allow-workspace-config if you trust this directory",
-                shown.display()
-            ));
-        }
-    }
-    let text = read_text(path, Origin::Flag).map_err(|e| match e {
+    let message = |e: ConfigError| match e {
+        ConfigError::InWorkspace { path: shown, .. } => format!(
+            "{} is inside the current directory, which an agent working here can write to; keep it \
+             elsewhere, or pass --allow-workspace-config if you trust this directory",
+            shown.display()
+        ),
         ConfigError::NotFound { .. } => format!("{} does not exist", path.display()),
         other => other.to_string(),
-    })?;
+    };
+    if let Some(workspace) = workspace {
+        // The configuration's own rule: an agent could choose what the server's environment holds.
+        check_outside_workspace(path, workspace, Origin::Flag).map_err(message)?;
+    }
+    let text = read_text(path, Origin::Flag).map_err(message)?;
     let mut vars = BTreeMap::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();

@@ -280,6 +280,13 @@ fn edits_are_never_written_into_the_workspace_nor_into_json() {
 #[test]
 fn the_default_configuration_is_trusted_when_run_from_the_home_directory() {
     let env = env();
+    // The first `mcp add`, from the home directory, before the configuration directory exists.
+    let mut cmd = env.bare();
+    cmd.current_dir(env.home.path()).args(["mcp", "add", "first", "--", "uvx", "x"]).assert().success();
+    let created = env.home.path().join(".config/mcp-harness/config.toml");
+    assert!(std::fs::read_to_string(&created).unwrap().contains("[servers.first]"));
+    std::fs::remove_dir_all(env.home.path().join(".config")).unwrap();
+
     let dir = env.home.path().join(".config/mcp-harness");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("config.toml"), "[servers.time]\ncommand = \"uvx\"\n").unwrap();

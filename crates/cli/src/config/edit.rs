@@ -12,7 +12,7 @@ use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
 use toml_edit::{Array, DocumentMut, InlineTable, Item, Table};
 
-use super::{Context, Host, RawOAuth, RawSandbox, RawServer, foreign, in_workspace, parse_with};
+use super::{Context, Host, RawOAuth, RawSandbox, RawServer, foreign, in_workspace, parse_with, resolve_existing_part};
 
 /// The configuration file being edited.
 pub(crate) struct Editor {
@@ -27,24 +27,15 @@ pub(crate) struct Editor {
 /// written it (the file, or a symlink or directory on the way).
 pub(crate) fn check_target(path: &Path, workspace: &Path) -> anyhow::Result<()> {
     let workspace = workspace.canonicalize().context("cannot resolve the current directory")?;
-    let absolute = if path.is_absolute() { path.to_path_buf() } else { std::env::current_dir()?.join(path) };
-    // The nearest directory that exists, resolved, with the rest as written.
-    let mut existing = absolute.as_path();
-    let mut rest = Vec::new();
-    while !existing.exists() {
-        let (Some(parent), Some(name)) = (existing.parent(), existing.file_name()) else { break };
-        rest.push(name.to_owned());
-        existing = parent;
-    }
-    let mut as_given = if existing.exists() { existing.canonicalize()? } else { existing.to_path_buf() };
-    if let (Some(parent), Some(name), true) = (as_given.parent(), as_given.file_name(), rest.is_empty()) {
-        // The file itself exists: its directory resolved, the link (if it is one) as named.
-        as_given = parent.to_path_buf().join(name);
-    }
-    for name in rest.iter().rev() {
-        as_given.push(name);
-    }
-    let resolved = absolute.canonicalize().unwrap_or_else(|_| as_given.clone());
+    // The directories resolved, the file itself as named (a link is judged where it is, and
+    // where it points).
+    let as_given = match (path.parent().filter(|p| !p.as_os_str().is_empty()), path.file_name()) {
+        (Some(dir), Some(name)) => resolve_existing_part(dir)?.join(name),
+        (None, Some(name)) => resolve_existing_part(Path::new("."))?.join(name),
+        _ => resolve_existing_part(path)?,
+    };
+    // A dangling link has no target yet: its target is checked by the caller (`follow_links`).
+    let resolved = resolve_existing_part(path).unwrap_or_else(|_| as_given.clone());
     if let Some(shown) = in_workspace(&as_given, &resolved, &workspace) {
         bail!(
             "refusing to write the configuration {}: it is inside the current directory {}, which an agent \

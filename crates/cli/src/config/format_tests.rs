@@ -227,6 +227,12 @@ fn cursor_file_resolves_editor_variables_and_env_references() {
     let cx = context(&[("LOCAL_KEY", "k")], None, &asked);
     let message = err_text(parse_with(&path, CURSOR, &cx));
     assert!(message.contains("`LINEAR_KEY` is not set"), "{message}");
+
+    // An env file inside the workspace is refused like a configuration there.
+    let mut cx = context(&env, None, &asked);
+    cx.workspace = Some(folder.clone());
+    let message = err_text(parse_with(&path, CURSOR, &cx));
+    assert!(message.contains("mcpServers.local.env_file") && message.contains("an agent working here"), "{message}");
 }
 
 const VSCODE: &str = r#"{
