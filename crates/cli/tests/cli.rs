@@ -293,6 +293,27 @@ fn servers_counts_the_tools_offered_out_of_those_listed() {
 }
 
 #[test]
+fn enabled_and_disabled_tools_hide_tools_as_policy_and_cannot_be_called() {
+    let env = env();
+    let config = env.write(
+        "config.toml",
+        "[servers.fx]\ncommand = \"$FX\"\nargs = [\"echo\"]\nenabled_tools = [\"echo\", \"add\"]\ndisabled_tools = [\"add\"]\n\n[[policy.rules]]\nserver = \"*\"\ntool = \"*\"\ndecision = \"allow\"\n",
+    );
+    let out = env.run(&config).args(["tools", "--json"]).assert().success().get_output().stdout.clone();
+    let value = json_of(&out);
+    let names: Vec<&str> = value["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["mcp__fx__echo"], "only the enabled tool, even under an allow-all rule");
+    let text = String::from_utf8(env.run(&config).arg("tools").assert().success().get_output().stdout.clone()).unwrap();
+    assert!(text.contains("tool \"add\" of server \"fx\", denied by disabled_tools of server \"fx\""), "{text}");
+    assert!(text.contains("denied by enabled_tools of server \"fx\""), "{text}");
+    env.run(&config)
+        .args(["call", "mcp__fx__add", "--args", r#"{"a":1,"b":2}"#, "--yes"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("disabled_tools"));
+}
+
+#[test]
 fn tools_table_shows_decisions_and_hidden_tools() {
     let env = env();
     let config = env.write("config.toml", POLICY);
