@@ -44,6 +44,9 @@ pub(crate) fn test(hermetic: bool) -> Result {
     // filtered run finds it too.
     report.step("build fixtures", run("build fixtures", cargo().args(["build", "-p", "mcp-fixtures"])));
     report.tests("tests", cargo_args(&["test", "--workspace", "--no-fail-fast"]));
+    // Twenty supervised servers killed at random under a calling agent; prints its figures.
+    report
+        .tests("chaos", cargo_args(&["test", "-p", "agent-loop", "--test", "chaos", "--", "--ignored", "--nocapture"]));
     // The adapters written from outside, as a user would: a transport of their own through the
     // multi-server layer, a language model of their own driving the loop. Each asserts its result.
     for (package, example) in ADAPTER_EXAMPLES {

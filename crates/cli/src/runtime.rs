@@ -276,8 +276,10 @@ impl Runtime {
         report
     }
 
-    /// `/mcp` in `chat`: every server's state, tool count and last error.
+    /// `/mcp` in `chat`: every server's state, tool count and last error (after a reload, when
+    /// the configuration changed).
     pub(crate) async fn describe(&self) -> String {
+        self.reload_if_changed().await;
         let listings = self.servers.refresh().await;
         let rows: Vec<Vec<String>> = self
             .servers
@@ -291,7 +293,7 @@ impl Runtime {
                 let detail = match &state {
                     ServerState::Failed { reason, .. } => output::one_line(reason, 200),
                     ServerState::Reconnecting { .. } => output::one_line(&state.to_string(), 200),
-                    _ => String::new(),
+                    _ => self.servers.last_error(&name).map(|e| output::one_line(&e, 200)).unwrap_or_default(),
                 };
                 vec![output::one_line(&name, 60), state.label().to_owned(), tools, detail]
             })

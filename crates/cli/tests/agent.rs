@@ -505,6 +505,135 @@ fn client_credentials_from_the_configuration() {
     );
 }
 
+/// `chat` keeps its servers and follows its configuration: a server added, one changed, the
+/// policy changed, a server removed, a broken file (kept, said once), `/mcp` and its commands.
+#[test]
+fn chat_follows_configuration_edits_and_answers_mcp_commands() {
+    use std::io::{BufRead, BufReader, Write};
+    let env = env();
+    let v1 = "[servers.a]\ncommand = \"$FX\"\nargs = [\"echo\"]\n";
+    let config = env.write("config.toml", v1);
+    let script = env.write("script.json", r#"{"turns": []}"#);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("mcp-harness"))
+        .current_dir(env.work.path())
+        .env("MCP_HARNESS_DATA_DIR", env.data())
+        .env("RUST_LOG", "error")
+        .env("NO_COLOR", "1")
+        .envs(env.homes())
+        .arg("--config")
+        .arg(&config)
+        .args(["chat", "--provider", "scripted", "--script", script.to_str().unwrap()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    for stream in [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+    }
+    let mut seen: Vec<String> = Vec::new();
+    // Asks `/mcp` until every wanted text has been printed (the watcher may need a moment).
+    let ask_until = |stdin: &mut std::process::ChildStdin, seen: &mut Vec<String>, wanted: &[&str]| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let start = seen.len();
+        loop {
+            writeln!(stdin, "/mcp").unwrap();
+            while let Ok(line) = rx.recv_timeout(Duration::from_millis(300)) {
+                seen.push(line);
+            }
+            let recent = seen[start..].join("\n");
+            if wanted.iter().all(|w| recent.contains(w)) {
+                return recent;
+            }
+            assert!(std::time::Instant::now() < deadline, "never printed {wanted:?}; got:\n{recent}");
+        }
+    };
+    let text = ask_until(&mut stdin, &mut seen, &["a       connected"]);
+    assert!(text.contains("SERVER") && text.contains("TOOLS"), "{text}");
+
+    // Add b, change a (more tools), change the policy.
+    env.write(
+        "config.toml",
+        "[servers.a]\ncommand = \"$FX\"\nargs = [\"echo\", \"--extra-tools\", \"2\"]\n\
+         [servers.b]\ncommand = \"$FX\"\nargs = [\"echo\"]\n\
+         [policy]\ndefault = \"allow\"\n",
+    );
+    let text =
+        ask_until(&mut stdin, &mut seen, &["configuration reloaded", "added b", "reconnecting a", "policy changed"]);
+    let text = if text.contains("b       connected") {
+        text
+    } else {
+        ask_until(&mut stdin, &mut seen, &["b       connected"])
+    };
+    assert!(text.contains("b       connected"), "{text}");
+
+    // A broken file keeps the running configuration and says so once.
+    env.write("config.toml", "[servers.a\n");
+    let text = ask_until(&mut stdin, &mut seen, &["the configuration was not reloaded"]);
+    assert!(text.contains("the running one stays"), "{text}");
+    let text = ask_until(&mut stdin, &mut seen, &["b       connected"]);
+    assert!(!text.contains("was not reloaded"), "said once: {text}");
+
+    // Remove b.
+    env.write("config.toml", "[servers.a]\ncommand = \"$FX\"\nargs = [\"echo\"]\n");
+    let text = ask_until(&mut stdin, &mut seen, &["removed b"]);
+    assert!(text.contains("configuration reloaded"), "{text}");
+
+    // /mcp disable, enable, reconnect, and a wrong name.
+    writeln!(stdin, "/mcp disable a").unwrap();
+    ask_until(&mut stdin, &mut seen, &["a       disabled"]);
+    writeln!(stdin, "/mcp enable a").unwrap();
+    ask_until(&mut stdin, &mut seen, &["a       connected"]);
+    writeln!(stdin, "/mcp reconnect a").unwrap();
+    ask_until(&mut stdin, &mut seen, &["is connecting"]);
+    writeln!(stdin, "/mcp reconnect nosuch").unwrap();
+    ask_until(&mut stdin, &mut seen, &["no server named nosuch"]);
+
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+/// `run` refuses to start when a required server does not connect, naming every one.
+#[test]
+fn run_stops_before_the_first_step_when_required_servers_fail() {
+    let env = env();
+    let config = env.write(
+        "config.toml",
+        "[servers.good]\ncommand = \"$FX\"\nargs = [\"echo\"]\nrequired = true\n\
+         [servers.gone]\ncommand = \"/nonexistent/server-one\"\nrequired = true\n\
+         [servers.also]\ncommand = \"/nonexistent/server-two\"\nrequired = true\n\
+         [servers.optional]\ncommand = \"/nonexistent/server-three\"\n\
+         [runtime]\nrestart_limit = 0\n",
+    );
+    // A script with no turns: a model step would fail with "0 turns", not with the servers.
+    let script = env.write("script.json", r#"{"turns": []}"#);
+    let out = env
+        .cmd()
+        .arg("--config")
+        .arg(&config)
+        .args(["run", "hi", "--provider", "scripted", "--script", script.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("required server(s) did not connect"), "{stderr}");
+    assert!(stderr.contains("gone:") && stderr.contains("also:"), "both named at once: {stderr}");
+    assert!(!stderr.contains("optional:") && !stderr.contains("good:"), "{stderr}");
+    assert!(!stderr.contains("0 turns"), "no model step ran: {stderr}");
+}
+
 #[test]
 fn resuming_an_unknown_session_says_so_once() {
     let env = env();

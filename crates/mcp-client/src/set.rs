@@ -174,6 +174,8 @@ struct Slot {
     generation: AtomicU64,
     control: mpsc::UnboundedSender<Control>,
     keeper: Mutex<Option<JoinHandle<()>>>,
+    /// Why its last re-listing failed (cleared by the next that works).
+    last_error: Mutex<Option<String>>,
 }
 
 struct Shared {
@@ -282,6 +284,7 @@ impl ServerSet {
                 generation: AtomicU64::new(0),
                 control,
                 keeper: Mutex::new(None),
+                last_error: Mutex::new(None),
             });
             if connection.is_connected() {
                 slot.publish(connection);
@@ -303,6 +306,7 @@ impl ServerSet {
             generation: AtomicU64::new(0),
             control,
             keeper: Mutex::new(None),
+            last_error: Mutex::new(None),
         });
         let keeper = tokio::spawn(keep(Arc::clone(&slot), Arc::clone(&self.shared), requests));
         *lock(&slot.keeper) = Some(keeper);
@@ -358,6 +362,11 @@ impl ServerSet {
         self.find(name).map(|s| s.state.borrow().clone())
     }
 
+    /// Why the server's last re-listing failed, while its previous listing stays in force.
+    pub fn last_error(&self, name: &str) -> Option<String> {
+        lock(&self.find(name)?.last_error).clone()
+    }
+
     /// State changes as they happen (a subscriber that falls behind loses the oldest).
     pub fn subscribe(&self) -> broadcast::Receiver<ServerEvent> {
         self.shared.events.subscribe()
@@ -403,16 +412,18 @@ impl ServerSet {
         }
         match client.list_all_tools(self.limits).await {
             Ok(tools) => {
+                *lock(&slot.last_error) = None;
                 let mut current = lock(&live.listing);
                 if *current.0 != *tools {
                     let generation = slot.generation.fetch_add(1, Ordering::SeqCst) + 1;
                     *current = (Arc::from(tools), generation);
                 }
             }
-            Err(e) => tracing::warn!(
-                server = %slot.name,
-                "could not re-list tools after a change; keeping the previous list: {e}"
-            ),
+            Err(e) => {
+                let why = format!("re-listing its tools after a change failed; the previous list stays: {e}");
+                tracing::warn!(server = %slot.name, "{why}");
+                *lock(&slot.last_error) = Some(why);
+            }
         }
     }
 

@@ -82,3 +82,88 @@ async fn a_server_that_dies_mid_session_becomes_an_error_result() {
     drop(agent);
     Arc::try_unwrap(set).unwrap().close().await;
 }
+
+/// A model that, at its first step, lets the late server start and waits until it is connected;
+/// it asks for the late server's tool at every step and stops once a call went through.
+struct WaitsForLate {
+    set: Arc<ServerSet>,
+    go: std::path::PathBuf,
+    requests: std::sync::Mutex<Vec<Vec<String>>>,
+}
+
+#[async_trait::async_trait]
+impl agent_loop::LanguageModel for WaitsForLate {
+    fn name(&self) -> &str {
+        "waits"
+    }
+
+    async fn complete(
+        &self,
+        request: &agent_loop::ModelRequest,
+        _stream: &dyn agent_loop::TextStream,
+    ) -> Result<agent_loop::ModelResponse, agent_loop::ModelError> {
+        let step = {
+            let mut requests = self.requests.lock().unwrap();
+            requests.push(request.tools.iter().map(|t| t.name.clone()).collect());
+            requests.len()
+        };
+        if step == 1 {
+            std::fs::write(&self.go, "").unwrap();
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+            while !matches!(self.set.state("late"), Some(mcp_client::ServerState::Connected { .. })) {
+                assert!(tokio::time::Instant::now() < deadline, "the late server never connected");
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+        let answered = request
+            .messages
+            .last()
+            .is_some_and(|m| m.content.iter().any(|b| matches!(b, Block::ToolResult { is_error: false, .. })));
+        let content = if answered {
+            vec![Block::text("done")]
+        } else {
+            let input = json!({"text": "late hello"});
+            vec![Block::ToolUse { id: format!("call-{step}"), name: "mcp__late__echo".into(), input }]
+        };
+        let stop_reason = if answered { agent_loop::StopReason::EndTurn } else { agent_loop::StopReason::ToolUse };
+        Ok(agent_loop::ModelResponse { content, stop_reason, usage: agent_loop::Usage::default() })
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_connects_late_joins_a_later_step_and_the_transcript_says_when() {
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let fx = mcp_fixtures::server_binary().unwrap().display().to_string();
+    // The first start takes longer than the startup timeout; the restart waits for `go`.
+    let script = format!(
+        "if [ -e {first} ]; then while [ ! -e {go} ]; do sleep 0.02; done; exec {fx} echo; else touch {first}; sleep 30; fi",
+        first = dir.path().join("first").display(),
+        go = go.display(),
+    );
+    let mut late = ServerSpec::new("late", Arc::new(StdioConfig::new("sh", ["-c", script.as_str()])));
+    late.startup_timeout = std::time::Duration::from_millis(500);
+    let set = Arc::new(ServerSet::start(vec![late], mcp_client::SetOptions::default()));
+    set.settled(std::time::Duration::from_secs(10)).await;
+    let model = Arc::new(WaitsForLate { set: set.clone(), go, requests: std::sync::Mutex::default() });
+    let policy = Policy::new(PolicyConfig { default: Decision::Allow, rules: vec![] }).unwrap();
+    let transcript_path = dir.path().join("t.jsonl");
+    let agent = Agent::new(model.clone(), set.clone(), policy, AgentConfig::default())
+        .with_transcript(agent_loop::Transcript::open(&transcript_path).unwrap());
+    let events = Events::default();
+    let mut conversation = Vec::new();
+    let outcome = agent.run_turn(&mut conversation, "go", &events).await.unwrap();
+    assert_eq!(outcome.final_text, "done");
+    let requests = model.requests.lock().unwrap().clone();
+    assert!(!requests[0].contains(&"mcp__late__echo".to_owned()), "the first step did not wait for it");
+    assert!(requests[1].contains(&"mcp__late__echo".to_owned()), "it joined at the next step");
+    let changes = events.of("pool_changed");
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert_eq!(changes[0]["joined"], json!(["late"]));
+    let transcript = std::fs::read_to_string(&transcript_path).unwrap();
+    assert!(transcript.contains("pool_changed") && transcript.contains("\"late\""), "{transcript}");
+    drop(agent);
+    if let Ok(set) = Arc::try_unwrap(set) {
+        set.close().await;
+    }
+}

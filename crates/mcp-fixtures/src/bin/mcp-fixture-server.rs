@@ -30,6 +30,11 @@ struct Options {
     endless: bool,
     huge_line: usize,
     extra_tools: usize,
+    /// After the first complete listing, every later page past the first fails.
+    fail_relist: bool,
+    /// Every tool's description ends with this process's id (which `whoami` returns), so a
+    /// test can tell which incarnation of a server it was shown and which one answered.
+    tag_pid: bool,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -53,6 +58,8 @@ fn parse_args() -> Result<Options, String> {
         endless: false,
         huge_line: 0,
         extra_tools: 0,
+        fail_relist: false,
+        tag_pid: false,
     };
     while let Some(flag) = args.next() {
         let mut num = |name: &str| -> Result<u64, String> {
@@ -65,6 +72,12 @@ fn parse_args() -> Result<Options, String> {
             "--endless" => o.endless = true,
             "--huge-line" => o.huge_line = num("--huge-line")? as usize,
             "--extra-tools" => o.extra_tools = num("--extra-tools")? as usize,
+            "--fail-relist" => o.fail_relist = true,
+            "--tag-pid" => o.tag_pid = true,
+            // Ignored: lets a test find its processes by their command line.
+            "--marker" => {
+                args.next();
+            }
             other => return Err(format!("unknown flag {other:?}")),
         }
     }
@@ -188,6 +201,7 @@ struct Server {
     cancelled: Mutex<HashSet<String>>,
     next_server_id: AtomicI64,
     waiting: Mutex<HashMap<i64, mpsc::Sender<Value>>>,
+    listed_once: std::sync::atomic::AtomicBool,
 }
 
 impl Server {
@@ -216,6 +230,10 @@ impl Server {
     fn list_tools(&self, id: &Value, params: &Value) {
         let tools = self.tools.lock().map(|t| t.clone()).unwrap_or_default();
         let start: usize = params.get("cursor").and_then(Value::as_str).and_then(|c| c.parse().ok()).unwrap_or(0);
+        if self.opts.fail_relist && start > 0 && self.listed_once.load(Ordering::SeqCst) {
+            self.respond_error(id, -32603, "listing failed on purpose (--fail-relist)");
+            return;
+        }
         let end = start.saturating_add(self.opts.page_size).min(tools.len());
         let page: Vec<Value> = tools.get(start..end).map(<[Value]>::to_vec).unwrap_or_default();
         let mut result = json!({"tools": page});
@@ -225,6 +243,8 @@ impl Server {
             result["nextCursor"] = json!((start + 1).to_string());
         } else if end < tools.len() {
             result["nextCursor"] = json!(end.to_string());
+        } else {
+            self.listed_once.store(true, Ordering::SeqCst);
         }
         self.respond(id, result, true);
     }
@@ -277,9 +297,14 @@ impl Server {
                 text_result(std::env::var(key).unwrap_or_else(|_| "<unset>".to_owned()))
             }
             "crash" => std::process::exit(3),
+            "whoami" => text_result(format!("pid {}", std::process::id())),
             "add_tool" => {
                 let new = args.get("name").and_then(Value::as_str).unwrap_or("added").to_owned();
-                if let Ok(mut t) = self.tools.lock() {
+                // A name already registered changes nothing but is still announced: what a
+                // server that sends list_changed too eagerly looks like.
+                if let Ok(mut t) = self.tools.lock()
+                    && !t.iter().any(|tool| tool["name"] == new.as_str())
+                {
                     t.push(json!({"name": new, "inputSchema": {"type": "object"}}));
                 }
                 send(&self.out, &json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}), true);
@@ -354,6 +379,16 @@ fn main() {
     for i in 0..opts.extra_tools {
         tools.push(json!({"name": format!("extra_{i}"), "description": format!("Extra tool {i}."), "inputSchema": {"type": "object"}}));
     }
+    if opts.tag_pid {
+        tools.push(
+            json!({"name": "whoami", "description": "Say which process answers.", "inputSchema": {"type": "object"}}),
+        );
+        let pid = std::process::id();
+        for tool in &mut tools {
+            let description = tool["description"].as_str().unwrap_or_default().to_owned();
+            tool["description"] = json!(format!("{description} [pid {pid}]"));
+        }
+    }
     let server = Arc::new(Server {
         bomb: Mutex::default(),
         out: Arc::new(Mutex::new(BufWriter::with_capacity(64 * 1024, std::io::stdout()))),
@@ -361,6 +396,7 @@ fn main() {
         cancelled: Mutex::new(HashSet::new()),
         next_server_id: AtomicI64::new(1),
         waiting: Mutex::new(HashMap::new()),
+        listed_once: std::sync::atomic::AtomicBool::new(false),
         opts,
     });
     if server.opts.huge_line > 0

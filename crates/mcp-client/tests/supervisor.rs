@@ -1,0 +1,261 @@
+//! The connection lifecycle of `ServerSet` against the real fixture server: restarts within and
+//! beyond the limit, calls waiting for a restart, generations, a re-listing that fails halfway,
+//! progress that keeps a long call alive, remote servers that drop and come back.
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_client::{RestartPolicy, ServerSet, ServerSpec, ServerState, SetCallError, SetOptions};
+use mcp_safety::Backoff;
+use mcp_transport::{RemoteServer, StdioConfig};
+use serde_json::json;
+
+fn fixture(args: &[&str]) -> ServerSpec {
+    let binary = mcp_fixtures::server_binary().unwrap().display().to_string();
+    let mut spec = ServerSpec::new("fx", Arc::new(StdioConfig::new(binary, args.iter().copied())));
+    spec.startup_timeout = Duration::from_secs(20);
+    spec
+}
+
+fn options(max_restarts: u32) -> SetOptions {
+    SetOptions {
+        restarts: RestartPolicy {
+            max_restarts,
+            window: Duration::from_secs(60),
+            backoff: Backoff {
+                initial_delay: Duration::from_millis(20),
+                max_delay: Duration::from_millis(100),
+                max_attempts: u32::MAX,
+            },
+        },
+        reconnect: Backoff {
+            initial_delay: Duration::from_millis(50),
+            max_delay: Duration::from_millis(200),
+            max_attempts: 50,
+        },
+        ..SetOptions::default()
+    }
+}
+
+/// Waits (bounded) until `server` is in a state `accept` likes; returns it.
+async fn wait_for(set: &ServerSet, server: &str, accept: impl Fn(&ServerState) -> bool) -> ServerState {
+    let mut events = set.subscribe();
+    let wait = async {
+        loop {
+            let state = set.state(server).unwrap();
+            if accept(&state) {
+                return state;
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(200), events.recv()).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), wait).await.expect("the state never came")
+}
+
+fn connected(s: &ServerState) -> bool {
+    matches!(s, ServerState::Connected { .. })
+}
+
+fn args(value: serde_json::Value) -> Option<serde_json::Map<String, serde_json::Value>> {
+    value.as_object().cloned()
+}
+
+#[tokio::test]
+async fn a_server_that_exits_is_restarted_as_a_new_generation_and_the_call_in_flight_names_the_cause() {
+    let set = ServerSet::start(vec![fixture(&["echo", "--tag-pid"])], options(3));
+    wait_for(&set, "fx", connected).await;
+    let first = set.generation("fx").unwrap();
+    let pid = set.call("fx", "whoami", None, Some(first), None).await.unwrap().joined_text();
+
+    // The call in flight when it dies is not retried: it fails, naming the server and the cause.
+    let err = set.call("fx", "crash", None, Some(first), None).await.unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("\"fx\"") && text.contains("status 3"), "{text}");
+
+    // It comes back on its own, listed afresh as a new generation.
+    let second = loop {
+        wait_for(&set, "fx", connected).await;
+        match set.generation("fx") {
+            Some(g) if g != first => break g,
+            _ => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    };
+    assert!(second > first);
+    assert_eq!(set.restarts(), 1);
+    // A call prepared against the old generation is refused, unsent.
+    let err = set.call("fx", "whoami", None, Some(first), None).await.unwrap_err();
+    assert!(matches!(err, SetCallError::Stale { .. }), "{err}");
+    let again = set.call("fx", "whoami", None, Some(second), None).await.unwrap().joined_text();
+    assert_ne!(pid, again, "a new process answers");
+    set.close().await;
+}
+
+#[tokio::test]
+async fn beyond_the_limit_a_server_is_failed_until_asked_again() {
+    let set = ServerSet::start(vec![fixture(&["echo"])], options(2));
+    for _ in 0..3 {
+        wait_for(&set, "fx", connected).await;
+        let _ = set.call("fx", "crash", None, None, None).await;
+        wait_for(&set, "fx", |s| !connected(s)).await;
+    }
+    let state = wait_for(&set, "fx", |s| matches!(s, ServerState::Failed { .. })).await;
+    assert!(state.to_string().contains("restarted 2 times"), "{state}");
+    let listing = set.refresh().await;
+    assert!(listing.iter().all(|l| l.name != "fx"), "a failed server offers no tools");
+    let err = set.call("fx", "echo", args(json!({"text": "x"})), None, None).await.unwrap_err();
+    assert!(matches!(err, SetCallError::Unavailable { .. }), "{err}");
+
+    assert!(set.reconnect("fx"));
+    wait_for(&set, "fx", connected).await;
+    let text = set.call("fx", "echo", args(json!({"text": "back"})), None, None).await.unwrap().joined_text();
+    assert_eq!(text, "back");
+    set.close().await;
+}
+
+#[tokio::test]
+async fn a_call_to_a_server_coming_back_waits_for_it() {
+    let set = ServerSet::start(vec![fixture(&["echo"])], options(3));
+    wait_for(&set, "fx", connected).await;
+    let _ = set.call("fx", "crash", None, None, None).await;
+    // Unbound (as `mcp-harness call` after its own binding): it waits for the restart.
+    let text = set.call("fx", "echo", args(json!({"text": "waited"})), None, None).await.unwrap().joined_text();
+    assert_eq!(text, "waited");
+    set.close().await;
+}
+
+#[tokio::test]
+async fn a_listing_that_fails_halfway_keeps_the_old_generation_and_says_why() {
+    let set = ServerSet::start(vec![fixture(&["paginate", "--fail-relist"])], options(3));
+    wait_for(&set, "fx", connected).await;
+    let before = set.refresh().await;
+    let generation = before[0].generation;
+    let count = before[0].tools.len();
+    // A tool is added and list_changed announced; listing it again fails at page 2.
+    set.call("fx", "add_tool", args(json!({"name": "late"})), None, None).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while set.last_error("fx").is_none() && tokio::time::Instant::now() < deadline {
+        let after = set.refresh().await;
+        assert_eq!((after[0].generation, after[0].tools.len()), (generation, count), "never half a listing");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let why = set.last_error("fx").expect("the failure is reported");
+    assert!(why.contains("listing failed on purpose"), "{why}");
+    assert_eq!(set.generation("fx"), Some(generation));
+    set.close().await;
+}
+
+#[tokio::test]
+async fn a_change_announced_with_an_identical_listing_keeps_the_generation() {
+    let set = ServerSet::start(vec![fixture(&["echo"])], options(3));
+    wait_for(&set, "fx", connected).await;
+    let generation = set.refresh().await[0].generation;
+    // Registering a tool that exists announces list_changed and changes nothing.
+    set.call("fx", "add_tool", args(json!({"name": "echo"})), None, None).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while set.generation("fx") != Some(u64::MAX) {
+        assert!(tokio::time::Instant::now() < deadline, "the announcement never arrived");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(set.settled_generation("fx").await, Some(generation), "a call prepared before is not refused");
+    let answer = set.call("fx", "echo", args(json!({"text": "hi"})), Some(generation), None).await;
+    assert!(answer.is_ok(), "the call to the unchanged generation went through: {answer:?}");
+    set.close().await;
+}
+
+#[tokio::test]
+async fn progress_restarts_the_tool_timeout_up_to_the_maximum_tool_time() {
+    let mut spec = fixture(&["echo"]);
+    spec.tool_timeout = Duration::from_millis(400);
+    spec.max_tool_time = Duration::from_secs(20);
+    let set = ServerSet::start(vec![spec], options(3));
+    wait_for(&set, "fx", connected).await;
+    // 2 s of work reporting progress every 200 ms: five times the timeout, and it finishes.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let result = set.call("fx", "sleep", args(json!({"ms": 2000})), None, Some(tx)).await.unwrap();
+    assert_eq!(result.joined_text(), "slept 2000 ms");
+    let mut reports = 0;
+    while rx.try_recv().is_ok() {
+        reports += 1;
+    }
+    assert!(reports >= 9, "{reports} progress reports");
+    // Without progress the timeout holds.
+    let err = set.call("fx", "sleep", args(json!({"ms": 2000})), None, None).await.unwrap_err();
+    assert!(err.to_string().contains("no answer within"), "{err}");
+    set.close().await;
+
+    // The maximum bounds the total however much progress comes.
+    let mut spec = fixture(&["echo"]);
+    spec.tool_timeout = Duration::from_millis(400);
+    spec.max_tool_time = Duration::from_millis(900);
+    let set = ServerSet::start(vec![spec], options(3));
+    wait_for(&set, "fx", connected).await;
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let err = set.call("fx", "sleep", args(json!({"ms": 3000})), None, Some(tx)).await.unwrap_err();
+    assert!(err.to_string().contains("no answer within"), "{err}");
+    set.close().await;
+}
+
+#[tokio::test]
+async fn a_remote_server_that_drops_is_reconnected_with_backoff_as_a_new_generation() {
+    use mcp_fixtures::http::{HttpOptions, start};
+    let server = start(HttpOptions::default(), 0).await.unwrap();
+    let url = server.url();
+    let port = url.rsplit(':').next().and_then(|p| p.split('/').next()).and_then(|p| p.parse::<u16>().ok()).unwrap();
+    let mut remote = RemoteServer::new(url.clone());
+    remote.reconnect =
+        Backoff { initial_delay: Duration::from_millis(20), max_delay: Duration::from_millis(50), max_attempts: 2 };
+    let mut spec = ServerSpec::new("remote", Arc::new(remote));
+    spec.startup_timeout = Duration::from_secs(5);
+    let set = ServerSet::start(vec![spec], options(3));
+    wait_for(&set, "remote", connected).await;
+    let first = set.generation("remote").unwrap();
+
+    drop(server);
+    // The next call finds nobody; the connection ends and the set tries again, with backoff.
+    let _ = set.call("remote", "echo", args(json!({"text": "x"})), None, None).await;
+    let state = wait_for(&set, "remote", |s| matches!(s, ServerState::Reconnecting { .. })).await;
+    assert!(matches!(state, ServerState::Reconnecting { attempt: 1.., .. }), "{state}");
+
+    let _again = start(HttpOptions::default(), port).await.unwrap();
+    wait_for(&set, "remote", connected).await;
+    let second = set.generation("remote").unwrap();
+    assert!(second > first, "listed afresh: {first} then {second}");
+    let text = set.call("remote", "echo", args(json!({"text": "back"})), Some(second), None).await.unwrap();
+    assert_eq!(text.joined_text(), "back");
+    set.close().await;
+}
+
+#[tokio::test]
+async fn servers_can_be_disabled_enabled_added_replaced_and_removed_while_running() {
+    let set = ServerSet::start(vec![fixture(&["echo"])], options(3));
+    wait_for(&set, "fx", connected).await;
+    assert!(set.set_enabled("fx", false));
+    wait_for(&set, "fx", |s| matches!(s, ServerState::Disabled)).await;
+    assert!(set.refresh().await.is_empty(), "a disabled server offers no tools");
+    assert!(set.set_enabled("fx", true));
+    wait_for(&set, "fx", connected).await;
+
+    let mut other = fixture(&["echo", "--extra-tools", "2"]);
+    other.name = "two".into();
+    set.add(other);
+    wait_for(&set, "two", connected).await;
+    let tools = |name: &str, listing: &[mcp_client::ServerListing]| {
+        listing.iter().find(|l| l.name == name).map(|l| l.tools.len())
+    };
+    let listing = set.refresh().await;
+    let base = tools("fx", &listing).unwrap();
+    assert_eq!(tools("two", &listing), Some(base + 2));
+
+    let mut changed = fixture(&["echo", "--extra-tools", "5"]);
+    changed.name = "two".into();
+    assert!(set.replace(changed));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while tools("two", &set.refresh().await) != Some(base + 5) {
+        assert!(tokio::time::Instant::now() < deadline, "the replaced server never came back");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(set.remove("two").await);
+    assert!(set.state("two").is_none());
+    set.close().await;
+}
