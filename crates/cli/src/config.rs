@@ -486,6 +486,10 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
 
 /// Parses and validates `text`, which was read from `path`, in `context`.
 pub(crate) fn parse_with(path: &Path, text: &str, context: &Context<'_>) -> Result<Config, ConfigError> {
+    parse_checked(path, text, context).map_err(|e| foreign::with_position(e, path, text))
+}
+
+fn parse_checked(path: &Path, text: &str, context: &Context<'_>) -> Result<Config, ConfigError> {
     let invalid = |key: Option<String>, message: String, position| ConfigError::Invalid {
         path: path.to_path_buf(),
         key,

@@ -200,14 +200,118 @@ pub(crate) const CODEX_KEYS: &[(&str, Key)] = &[
 /// Our TOML's string fields that hold variable references (and nothing else does).
 const EXPANDED: &[&str] = &["command", "args", "env", "cwd", "env_file", "url", "headers"];
 
-/// Reads `text` (from `path`) in whichever format it is.
-pub(crate) fn read(path: &Path, text: &str, cx: ReadContext<'_>) -> Result<RawFile, ConfigError> {
-    let json = match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+/// Whether `text` (from `path`) is JSON: by extension, else by its first character.
+fn is_json(path: &Path, text: &str) -> bool {
+    match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
         Some("json") => true,
         Some("toml") => false,
         _ => text.trim_start().starts_with('{'),
-    };
-    if json { read_json(path, text, cx) } else { read_toml(path, text) }
+    }
+}
+
+/// Reads `text` (from `path`) in whichever format it is.
+pub(crate) fn read(path: &Path, text: &str, cx: ReadContext<'_>) -> Result<RawFile, ConfigError> {
+    if is_json(path, text) {
+        read_json(path, text, cx).map_err(|e| with_position(e, path, text))
+    } else {
+        read_toml(path, text)
+    }
+}
+
+/// `error` with the line and column of its key in a JSON file, when it names a key and has no
+/// position: entries are checked after their translation, as values that no longer know where
+/// they were written.
+pub(crate) fn with_position(error: ConfigError, path: &Path, text: &str) -> ConfigError {
+    match error {
+        ConfigError::Invalid { path: file, key: Some(key), message, position: None } if is_json(path, text) => {
+            let cleaned = without_comments(text, true);
+            let position = json_key_offset(&cleaned, &key_segments(&key)).map(|at| line_column(text, at));
+            ConfigError::Invalid { path: file, key: Some(key), message, position }
+        }
+        other => other,
+    }
+}
+
+/// The object keys of a key as errors write it: `mcpServers."my server".args[1]` is
+/// `mcpServers`, `my server`, `args`.
+fn key_segments(key: &str) -> Vec<String> {
+    let mut segments = Vec::new();
+    let mut current = String::new();
+    let (mut quoted, mut index, mut escaped) = (false, false, false);
+    for c in key.chars() {
+        match c {
+            _ if escaped => {
+                current.push(c);
+                escaped = false;
+            }
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            _ if quoted => current.push(c),
+            '[' => index = true,
+            ']' => index = false,
+            _ if index => {}
+            '.' => segments.push(std::mem::take(&mut current)),
+            _ => current.push(c),
+        }
+    }
+    segments.push(current);
+    segments.retain(|s| !s.is_empty());
+    segments
+}
+
+/// The byte offset, in JSON `text`, of the deepest object key on the path `segments`.
+fn json_key_offset(text: &str, segments: &[String]) -> Option<usize> {
+    // One frame per open object or array: the object's key being read, and whether a key is
+    // expected next.
+    struct Frame {
+        object: bool,
+        key: Option<String>,
+        expect_key: bool,
+    }
+    let bytes = text.as_bytes();
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut best: Option<(usize, usize)> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'{' => stack.push(Frame { object: true, key: None, expect_key: true }),
+            b'[' => stack.push(Frame { object: false, key: None, expect_key: false }),
+            b'}' | b']' => {
+                stack.pop();
+            }
+            b',' => {
+                if let Some(top) = stack.last_mut().filter(|f| f.object) {
+                    top.expect_key = true;
+                    top.key = None;
+                }
+            }
+            b'"' => {
+                let start = i;
+                let mut end = i + 1;
+                while end < bytes.len() && bytes[end] != b'"' {
+                    end += if bytes[end] == b'\\' { 2 } else { 1 };
+                }
+                let expecting = stack.last().is_some_and(|f| f.object && f.expect_key);
+                if expecting {
+                    let raw = text.get(start..=end.min(bytes.len() - 1)).unwrap_or("");
+                    let name = serde_json::from_str::<String>(raw).unwrap_or_default();
+                    if let Some(top) = stack.last_mut() {
+                        top.key = Some(name);
+                        top.expect_key = false;
+                    }
+                    let path: Vec<&str> = stack.iter().filter_map(|f| f.key.as_deref()).collect();
+                    let matches = path.len() <= segments.len() && path.iter().zip(segments).all(|(a, b)| a == b);
+                    if matches && best.is_none_or(|(depth, _)| path.len() > depth) {
+                        best = Some((path.len(), start));
+                    }
+                }
+                i = end;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    best.map(|(_, at)| at)
 }
 
 fn invalid(path: &Path, key: Option<String>, message: String, position: Option<(usize, usize)>) -> ConfigError {
@@ -770,6 +874,17 @@ fn read_codex(path: &Path, table: toml::Table) -> Result<RawFile, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn positions_of_keys_in_json() {
+        let text = "{\n  \"mcpServers\": {\n    \"my server\": { \"command\": \"x\",\n      \"args\": [\"a\", {\"args\": 1}] }\n  }\n}";
+        let at = |key: &str| json_key_offset(text, &key_segments(key)).map(|o| line_column(text, o));
+        assert_eq!(at("mcpServers.\"my server\".args[1]"), Some((4, 7)));
+        assert_eq!(at("mcpServers.\"my server\""), Some((3, 5)));
+        assert_eq!(at("mcpServers.other.args"), Some((2, 3)), "the deepest key that is there");
+        assert_eq!(at("elsewhere"), None);
+        assert_eq!(key_segments("servers.a.env.A"), ["servers", "a", "env", "A"]);
+    }
 
     #[test]
     fn comments_and_trailing_commas_are_blanked_in_place() {
