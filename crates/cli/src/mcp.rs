@@ -233,7 +233,7 @@ fn set_enabled(at: &ConfigPath, name: &str, enabled: bool) -> anyhow::Result<Out
 fn read_warned(path: &Path, origin: Origin) -> anyhow::Result<RawFile> {
     let raw = config::read_raw(path, origin)?;
     for warning in &raw.warnings {
-        output::stderr(&format!("warning: {}\n", output::one_line(warning, 1000)))?;
+        output::warn(warning)?;
     }
     Ok(raw)
 }
@@ -407,7 +407,7 @@ fn put_new(at: &ConfigPath, name: &str, entry: &Value) -> anyhow::Result<Outcome
     let cx = foreign::ReadContext { home: home.as_deref(), cwd: cwd.as_deref() };
     let (raw, warnings) = foreign::entry_from_json(Path::new("(the entry)"), name, entry, cx)?;
     for warning in warnings {
-        output::stderr(&format!("warning: {}\n", output::one_line(&warning, 1000)))?;
+        output::warn(&warning)?;
     }
     editor.put(name, edit::server_table(&raw))?;
     let path = editor.path().to_path_buf();

@@ -48,7 +48,7 @@ impl ConfigPath {
 pub(crate) fn load_config(at: &ConfigPath) -> anyhow::Result<Config> {
     let config = read_config(at, true)?;
     for warning in &config.warnings {
-        output::stderr(&format!("warning: {}\n", output::one_line(warning, 1000)))?;
+        output::warn(warning)?;
     }
     Ok(config)
 }
