@@ -144,13 +144,8 @@ impl Session {
     /// Connects and assembles the pool (no built-in tools yet).
     pub(crate) async fn open(config: &Config) -> anyhow::Result<Self> {
         let connections = connect(config).await;
-        let listings: Vec<ServerTools> = connections
-            .iter()
-            .filter(|c| c.is_connected())
-            .map(|c| ServerTools::new(c.name(), Arc::clone(c.tools())))
-            .collect();
-        let builtins: Arc<[BuiltinTool]> = Arc::new([]);
-        let pool = match assemble(&builtins, &listings, &config.policy, &Options::default(), 1) {
+        let listings = connections.iter().filter(|c| c.is_connected()).map(|c| (c.name(), Arc::clone(c.tools())));
+        let pool = match pool_of(listings, &config.policy) {
             Ok(pool) => pool,
             Err(e) => {
                 close_all(connections).await;
@@ -201,10 +196,24 @@ impl Session {
     }
 }
 
+/// The header of a tool count as `servers` and `/mcp` show it: offered of listed.
+pub(crate) const TOOLS_COLUMN: &str = "TOOLS OFFERED/LISTED";
+
 /// How many of server `name`'s tools the pool offers (what policy and checks leave of those it
 /// listed).
-fn offered(pool: &Pool, name: &str) -> usize {
+pub(crate) fn offered(pool: &Pool, name: &str) -> usize {
     pool.iter().filter(|e| e.server() == Some(name)).count()
+}
+
+/// The pool of these servers' listings under `policy`, no built-in tools: what `tools` and
+/// `call` offer.
+pub(crate) fn pool_of<'a>(
+    listings: impl IntoIterator<Item = (&'a str, Arc<[mcp_protocol::Tool]>)>,
+    policy: &policy::Policy,
+) -> Result<Pool, tool_pool::StrictError> {
+    let listings: Vec<ServerTools> = listings.into_iter().map(|(name, tools)| ServerTools::new(name, tools)).collect();
+    let builtins: Arc<[BuiltinTool]> = Arc::new([]);
+    assemble(&builtins, &listings, policy, &Options::default(), 1)
 }
 
 fn state_json(c: &ServerConnection, config: &Config, pool: &Pool) -> Value {
@@ -275,7 +284,7 @@ pub(crate) async fn servers_command(config: Config, as_json: bool) -> anyhow::Re
                 }
             })
             .collect();
-        output::table(&["SERVER", "STATE", "PROTOCOL", "OFFERED/LISTED", "TIME", "SANDBOX", "DETAIL"], &rows)
+        output::table(&["SERVER", "STATE", "PROTOCOL", TOOLS_COLUMN, "TIME", "SANDBOX", "DETAIL"], &rows)
     };
     let written = output::stdout(&text);
     close_all(connections).await;

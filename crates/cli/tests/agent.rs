@@ -560,6 +560,10 @@ fn chat_follows_configuration_edits_and_answers_mcp_commands() {
     };
     let text = ask_until(&mut stdin, &mut seen, &["a       connected"]);
     assert!(text.contains("SERVER") && text.contains("TOOLS"), "{text}");
+    assert!(
+        text.contains("TOOLS OFFERED/LISTED") && text.contains("connected  10/10"),
+        "offered of listed, as `servers`: {text}"
+    );
 
     // Add b, change a (more tools), change the policy.
     env.write(

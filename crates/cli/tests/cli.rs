@@ -96,7 +96,7 @@ fn servers_reports_each_server_without_waiting_for_the_slow_one() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 5, "{text}");
     assert!(
-        lines[0].starts_with("SERVER") && lines[0].contains("STATE") && lines[0].contains("OFFERED/LISTED"),
+        lines[0].starts_with("SERVER") && lines[0].contains("STATE") && lines[0].contains("TOOLS OFFERED/LISTED"),
         "{text}"
     );
     // Sorted by name.
@@ -281,7 +281,7 @@ fn servers_counts_the_tools_offered_out_of_those_listed() {
     assert!(hidden > 0, "the policy hides some");
     let out = env.run(&config).arg("servers").assert().success().get_output().stdout.clone();
     let text = String::from_utf8(out).unwrap();
-    assert!(text.lines().next().unwrap().contains("OFFERED/LISTED"), "{text}");
+    assert!(text.lines().next().unwrap().contains("TOOLS OFFERED/LISTED"), "{text}");
     let row = text.lines().find(|l| l.starts_with("fx ")).unwrap();
     assert_eq!(row.split_whitespace().nth(3).unwrap(), format!("{offered}/{}", offered + hidden), "{text}");
     let out = env.run(&config).args(["servers", "--json"]).assert().success().get_output().stdout.clone();
