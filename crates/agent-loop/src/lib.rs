@@ -40,6 +40,7 @@ mod agent;
 mod gate;
 mod model;
 mod ports;
+mod private;
 mod results;
 mod scripted;
 mod source;
@@ -55,6 +56,7 @@ pub use ports::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, ApproveAll, Approver, BuiltinTool, CallDecision, CallInfo, EventSink,
     HookVerdict, Hooks, NoEvents, NoHooks, RefuseAll,
 };
+pub use private::create_private_dir;
 pub use results::{error_text, fit_budget, render};
 pub use scripted::{Script, ScriptedCall, ScriptedModel, ScriptedTurn};
 pub use source::{BoundCall, Listing, ToolSource};

@@ -103,14 +103,11 @@ struct Human {
 }
 
 impl Human {
-    fn paint(&self, code: &str, text: &str) -> String {
-        if self.color { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_owned() }
-    }
-
-    fn line(&self, text: &str) {
+    /// One line of `text` (cleaned by `output::painted`) in the SGR style `code`.
+    fn line(&self, code: &str, text: &str) {
         let mut start = self.at_line_start.lock().unwrap_or_else(|p| p.into_inner());
         let lead = if *start { "" } else { "\n" };
-        let _ = output::stdout(&format!("{lead}{text}\n"));
+        let _ = output::stdout_painted(&format!("{lead}{}\n", output::painted(self.color, code, text)));
         *start = true;
     }
 }
@@ -130,8 +127,11 @@ impl EventSink for Human {
                     CallDecision::Allowed | CallDecision::Approved => ("→", "36"),
                     _ => ("✗", "31"),
                 };
+                // The name comes from the model: untrusted like a server's text.
+                let name = output::one_line(name, 120);
                 let args = output::one_line(&arguments.to_string(), 120);
-                self.line(&self.paint(code, &format!("{mark} {name} {args}  [{reason}]")));
+                let reason = output::one_line(reason, 300);
+                self.line(code, &format!("{mark} {name} {args}  [{reason}]"));
             }
             AgentEvent::Progress { id, name, progress, total, message } => {
                 self.progress.update(id, name, *progress, *total, message.as_deref());
@@ -145,7 +145,7 @@ impl EventSink for Human {
                 if !left.is_empty() {
                     parts.push(format!("left: {}", names(left)));
                 }
-                self.line(&self.paint("2", &format!("servers {} (tool list revision {revision})", parts.join("; "))));
+                self.line("2", &format!("servers {} (tool list revision {revision})", parts.join("; ")));
             }
             AgentEvent::ToolResult { id, content, is_error, .. } => {
                 self.progress.finish(id);
@@ -153,12 +153,12 @@ impl EventSink for Human {
                 let more = content.lines().count().saturating_sub(1);
                 let tail = if more > 0 { format!(" (+{more} lines)") } else { String::new() };
                 let code = if *is_error { "31" } else { "2" };
-                self.line(&self.paint(code, &format!("  ← {first}{tail}")));
+                self.line(code, &format!("  ← {first}{tail}"));
             }
             AgentEvent::StepLimit { steps } => {
-                self.line(&self.paint("33", &format!("stopped: the step limit ({steps}) was reached")));
+                self.line("33", &format!("stopped: the step limit ({steps}) was reached"));
             }
-            AgentEvent::Finished { .. } => self.line(""),
+            AgentEvent::Finished { .. } => self.line("0", ""),
             _ => {}
         }
     }
@@ -169,7 +169,7 @@ struct Json;
 
 impl EventSink for Json {
     fn event(&self, event: &AgentEvent) {
-        if let Ok(line) = serde_json::to_string(event) {
+        if let Ok(line) = output::json(event, false) {
             let _ = output::stdout(&format!("{line}\n"));
         }
     }
@@ -220,6 +220,11 @@ async fn prepare(
     }
     let policy = config.policy.clone();
     let runtime = Runtime::start(config, source).await?;
+    if let Some(signal) = crate::signals::received() {
+        // Interrupted while the servers were starting.
+        runtime.close().await;
+        return Err(crate::signals::Interrupted(signal).into());
+    }
     for (name, state) in runtime.servers().states() {
         if !matches!(state, ServerState::Connected { .. } | ServerState::Disabled) {
             let _ = output::stderr(&format!(
@@ -263,17 +268,15 @@ async fn finish(prepared: Prepared) {
     }
 }
 
-/// One task; Ctrl-C stops it (pending calls are cancelled) and the servers are closed.
-async fn one_turn(prepared: &mut Prepared, task: &str) -> anyhow::Result<bool> {
+/// One task; a signal (SIGINT, SIGTERM, SIGHUP) stops it (pending calls are cancelled) and
+/// is returned as the error, after which the caller closes the servers.
+async fn one_turn(prepared: &mut Prepared, task: &str) -> anyhow::Result<()> {
     let Prepared { agent, conversation, events, .. } = prepared;
-    tokio::select! {
-        outcome = agent.run_turn(conversation, task, events.as_ref()) => {
-            outcome?;
-            Ok(true)
-        }
-        _ = tokio::signal::ctrl_c() => {
+    match crate::signals::interruptible(agent.run_turn(conversation, task, events.as_ref())).await {
+        Ok(outcome) => outcome.map(drop).map_err(anyhow::Error::from),
+        Err(interrupted) => {
             let _ = output::stderr("\ninterrupted: pending tool calls were cancelled\n");
-            Ok(false)
+            Err(interrupted.into())
         }
     }
 }
@@ -289,7 +292,7 @@ pub(crate) async fn run_command(
     let mut prepared = prepare(config, source, args, None).await?;
     let result = one_turn(&mut prepared, task).await;
     finish(prepared).await;
-    result.map(|_| Outcome::Success)
+    result.map(|()| Outcome::Success)
 }
 
 /// `mcp-harness chat`: tasks read line by line, with the conversation kept between them.
@@ -302,9 +305,9 @@ pub(crate) async fn chat_command(config: Config, allow_workspace: bool, args: &A
         if interactive {
             let _ = output::stderr("> ");
         }
-        let line = tokio::select! {
-            line = lines.next_line() => line,
-            _ = tokio::signal::ctrl_c() => break Ok(()),
+        let line = match crate::signals::interruptible(lines.next_line()).await {
+            Ok(line) => line,
+            Err(interrupted) => break Err(interrupted.into()),
         };
         match line {
             Ok(Some(line)) if line.trim().is_empty() => continue,
@@ -314,8 +317,8 @@ pub(crate) async fn chat_command(config: Config, allow_workspace: bool, args: &A
                 let _ = output::stdout(&text);
             }
             Ok(Some(line)) => match one_turn(&mut prepared, line.trim()).await {
-                Ok(true) => {}
-                Ok(false) => break Ok(()),
+                Ok(()) => {}
+                Err(e) if e.is::<crate::signals::Interrupted>() => break Err(e),
                 Err(e) => {
                     // A failed turn (the model unreachable) does not end the chat.
                     let _ = output::stderr(&format!("error: {e:#}\n"));
@@ -373,5 +376,5 @@ pub(crate) async fn demo_command(args: &AgentArgs) -> anyhow::Result<Outcome> {
     let mut prepared = prepare(config, source, args, Some(include_str!("demo/script.json"))).await?;
     let result = one_turn(&mut prepared, DEMO_TASK).await;
     finish(prepared).await;
-    result.map(|_| Outcome::Success)
+    result.map(|()| Outcome::Success)
 }

@@ -975,8 +975,12 @@ impl RawServer {
         name: &str,
         base: &Path,
     ) -> Result<(ServerConfig, Option<RemoteOptions>, Option<OAuthSettings>), String> {
-        if name.is_empty() || name.chars().any(char::is_control) {
-            return Err("a server name must be non-empty and free of control characters".to_owned());
+        // Names are printed and named in tool names: nothing that drives a terminal or reads
+        // differently from what it says (ESC, bidirectional overrides, zero-width characters).
+        if name.is_empty() || name.chars().any(mcp_safety::text::is_stripped) {
+            return Err("a server name must be non-empty and free of control characters, bidirectional \
+                 overrides and invisible characters"
+                .to_owned());
         }
         let only_for = |present: bool, key: &str, kind: &str| {
             if present { Err(format!("`{key}` only applies to {kind} servers")) } else { Ok(()) }
@@ -1422,6 +1426,24 @@ mod tests {
         ];
         let report: String = cases.iter().map(|(name, text)| format!("{name}:\n  {}\n", json_err(text))).collect();
         insta::assert_snapshot!(report);
+    }
+
+    /// A name with a bidirectional override reads differently from what it is; refused like
+    /// one with ESC, in both formats.
+    #[test]
+    fn server_names_that_could_drive_or_fool_a_terminal_are_refused() {
+        for name in ["git\u{1b}[2J", "git\u{202e}txt", "gi\u{200b}t", "git\u{2066}", "git\u{9b}"] {
+            let escaped = serde_json::to_string(name).unwrap();
+            let json = json_err(&format!(r#"{{"mcpServers": {{{escaped}: {{"command": "git"}}}}}}"#));
+            let toml = toml_err(&format!("[servers.{escaped}]\ncommand = \"git\"\n"));
+            for message in [json, toml] {
+                assert!(
+                    message.contains("a server name must be non-empty and free of control characters"),
+                    "{message}"
+                );
+            }
+        }
+        assert!(parse(Path::new("/x/claude.json"), r#"{"mcpServers": {"gît-é": {"command": "git"}}}"#).is_ok());
     }
 
     #[test]

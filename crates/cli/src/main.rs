@@ -2,7 +2,8 @@
 //!
 //! Exit codes: 0 success; 1 the called tool reported an error (`isError`); 2 usage,
 //! configuration, connection or refusal errors (`servers` and `tools` report servers that
-//! failed to connect, and still exit 0).
+//! failed to connect, and still exit 0); 130, 143, 129 ended by SIGINT, SIGTERM, SIGHUP (the
+//! servers closed first).
 
 mod agent;
 mod approve;
@@ -17,15 +18,15 @@ mod progress;
 mod runtime;
 mod sandbox;
 mod session;
+mod signals;
 mod tools;
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
-use crate::output::{OutputError, emit};
+use crate::output::OutputError;
 
 const CONFIG_HELP: &str = "\
 CONFIGURATION
@@ -43,7 +44,8 @@ EXIT CODES
   0    success
   1    the called tool reported an error (`call`)
   2    usage, configuration, connection or refusal errors (`servers` and `tools` report servers
-       that failed to connect and still exit 0)";
+       that failed to connect and still exit 0)
+  130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM, 129 by SIGHUP; the servers were closed first";
 
 /// The whole command line, for completions, the manual page and `help`.
 pub(crate) fn command_line() -> clap::Command {
@@ -185,9 +187,27 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(&anyhow::anyhow!("cannot start the async runtime: {e}")),
     };
-    let result = runtime.block_on(run(cli, at));
+    let result = runtime.block_on(async {
+        signals::install().map_err(|e| anyhow::anyhow!("cannot listen for signals: {e}"))?;
+        tokio::select! {
+            result = run(cli, at) => result,
+            // Commands close their servers when a signal comes; one that takes too long is
+            // dropped, which kills its servers' process groups.
+            signal = async {
+                let signal = signals::wait().await;
+                tokio::time::sleep(signals::WIND_DOWN).await;
+                signal
+            } => Err(signals::Interrupted(signal).into()),
+        }
+    });
     // Children are closed by the commands; don't wait on stray blocking tasks (a prompt).
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    if let Some(signal) = signals::received() {
+        // Whatever the command made of it, a script must tell an interrupted task from a
+        // finished one.
+        let _ = output::stderr(&format!("{}\n", signals::Interrupted(signal)));
+        return ExitCode::from(signal.exit_status());
+    }
     exit(result)
 }
 
@@ -220,7 +240,7 @@ fn unreachable_demo() -> anyhow::Result<Outcome> {
 }
 
 fn fail(error: &anyhow::Error) -> ExitCode {
-    let _ = emit(&mut std::io::stderr(), &format!("error: {error:#}\n"));
+    let _ = output::stderr(&format!("error: {error:#}\n"));
     ExitCode::from(2)
 }
 
@@ -229,8 +249,9 @@ fn init_logging() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
+        // Log lines quote servers: they are cleaned like all output, so no colours of our own.
+        .with_writer(|| output::LogWriter)
+        .with_ansi(false)
         .with_target(false)
         .try_init();
 }

@@ -244,7 +244,7 @@ fn list(at: &ConfigPath, as_json: bool) -> anyhow::Result<Outcome> {
     if as_json {
         let servers: Vec<Value> = raw.servers.iter().map(|(name, s)| edit::describe(name, s)).collect();
         let value = json!({ "file": path, "format": raw.host.label(), "servers": servers });
-        output::stdout(&format!("{}\n", serde_json::to_string_pretty(&value)?))?;
+        output::stdout(&format!("{}\n", output::json(&value, true)?))?;
         return Ok(Outcome::Success);
     }
     if raw.servers.is_empty() {
@@ -285,7 +285,7 @@ fn get(at: &ConfigPath, name: &str, as_json: bool) -> anyhow::Result<Outcome> {
     };
     let value = edit::describe(name, server);
     if as_json {
-        output::stdout(&format!("{}\n", serde_json::to_string_pretty(&value)?))?;
+        output::stdout(&format!("{}\n", output::json(&value, true)?))?;
         return Ok(Outcome::Success);
     }
     let mut text = String::new();

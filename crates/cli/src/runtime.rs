@@ -162,7 +162,8 @@ impl Runtime {
                 }
             }
         };
-        let _ = tokio::time::timeout(FIRST_STEP_WAIT, waiting).await;
+        // A signal ends the wait too: the caller sees it and closes the servers.
+        let _ = crate::signals::interruptible(tokio::time::timeout(FIRST_STEP_WAIT, waiting)).await;
         if let Some(bar) = spinner {
             bar.finish_and_clear();
         }

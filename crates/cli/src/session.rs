@@ -143,7 +143,8 @@ pub(crate) struct Session {
 impl Session {
     /// Connects and assembles the pool (no built-in tools yet).
     pub(crate) async fn open(config: &Config) -> anyhow::Result<Self> {
-        let connections = connect(config).await;
+        // A signal while connecting drops the connections, which kills their process groups.
+        let connections = crate::signals::interruptible(connect(config)).await?;
         let listings = connections.iter().filter(|c| c.is_connected()).map(|c| (c.name(), Arc::clone(c.tools())));
         let pool = match pool_of(listings, &config.policy) {
             Ok(pool) => pool,
@@ -250,7 +251,7 @@ pub(crate) async fn servers_command(config: Config, as_json: bool) -> anyhow::Re
     connections.sort_by(|a, b| a.name().cmp(b.name()));
     let text = if as_json {
         let servers: Vec<Value> = connections.iter().map(|c| state_json(c, &config, &pool)).collect();
-        let mut text = serde_json::to_string_pretty(&json!({ "servers": servers }))?;
+        let mut text = output::json(&json!({ "servers": servers }), true)?;
         text.push('\n');
         text
     } else if connections.is_empty() {

@@ -33,7 +33,7 @@ fn render(session: &Session, as_json: bool) -> anyhow::Result<(String, String)> 
         if let Some(Value::Array(diagnostics)) = value.get_mut("diagnostics") {
             diagnostics.extend(session.unavailable_diagnostics());
         }
-        let mut text = serde_json::to_string_pretty(&value)?;
+        let mut text = output::json(&value, true)?;
         text.push('\n');
         return Ok((text, String::new()));
     }

@@ -322,6 +322,7 @@ fn ctrl_c_stops_a_task_cancels_its_call_and_closes_the_servers() {
     };
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("interrupted"), "{stderr}");
+    assert_eq!(output.status.code(), Some(130), "an interrupted task is not a finished one: {stderr}");
     assert!(processes_with(&marker).is_empty(), "the server was closed");
 }
 

@@ -12,6 +12,16 @@
 //! | `list-changing` | sends `notifications/tools/list_changed` after `initialized` and whenever `add_tool` runs |
 //! | `garbage` | writes non-JSON lines, invalid JSON-RPC and, with `--huge-line BYTES`, one oversize line before answering |
 //! | `snoop` | adds `read_file {path}`, `write_file {path,text}`, `connect {port}` (127.0.0.1) and `fork_bomb {max}`, which report the OS error they get: what a confined server may and may not do |
+//! | `hostile` | adds `hostile {where}` (terminal escapes, OSC 52, CR, C1 and bidi overrides as an `error` answer, a `log` notification, a `stdout` line that is not JSON, the `result`, or on stderr before a `crash`), `traceback {lines}` (stderr lines, then exit at once), `big {bytes,id_last}` (an answer of that size, its id first or last) and `spawn_child` (a child that lingers in the server's process group) |
+//!
+//! Flags of every mode: `--log FILE` appends every line received to FILE; `--marker TEXT` is
+//! only there to be found in the command line (a `spawn_child` child carries it too);
+//! `--die-at-start` writes hostile text to stderr and exits with status 3 at once;
+//! `--startup-ms MS` waits before serving (a slow-starting interpreter); `--tag-pid` adds a
+//! `whoami` tool answering `pid N` and ends every description with `[pid N]` (which process
+//! answered, and which one the model was shown); `--fail-relist` fails every `tools/list` after
+//! the first at its second page (a re-listing that fails halfway). `add_tool` with a name that
+//! exists changes nothing but still announces `list_changed`.
 //!
 //! Tools: `echo {text}`, `add {a,b}`, `sleep {ms}` (progress when a token is given, stops on
 //! cancel), `env {name}`, `crash`, `add_tool {name}`, `ask_roots`, `ask_sampling`,

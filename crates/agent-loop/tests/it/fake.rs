@@ -198,3 +198,15 @@ impl Events {
         self.0.lock().unwrap().iter().filter(|e| e["event"] == kind).cloned().collect()
     }
 }
+
+/// The contents of the error results in a conversation, in order.
+pub fn error_results(conversation: &[agent_loop::Message]) -> Vec<String> {
+    conversation
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .filter_map(|b| match b {
+            agent_loop::Block::ToolResult { content, is_error: true, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .collect()
+}

@@ -8,7 +8,7 @@ use mcp_transport::StdioConfig;
 use policy::{Decision, Policy, PolicyConfig, RuleConfig};
 use serde_json::json;
 
-use crate::fake::{Events, Recording};
+use crate::fake::{Events, Recording, error_results};
 
 async fn fixture_set(mode: &str) -> ServerSet {
     let binary = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}"));
@@ -69,14 +69,7 @@ async fn a_server_that_dies_mid_session_becomes_an_error_result() {
     let mut conversation = Vec::new();
     let outcome = agent.run_turn(&mut conversation, "go", &Events::default()).await.unwrap();
     assert_eq!(outcome.final_text, "The server is gone.");
-    let errors: Vec<String> = conversation
-        .iter()
-        .flat_map(|m| m.content.iter())
-        .filter_map(|b| match b {
-            Block::ToolResult { content, is_error: true, .. } => Some(content.clone()),
-            _ => None,
-        })
-        .collect();
+    let errors = error_results(&conversation);
     assert_eq!(errors.len(), 2, "{errors:?}");
     assert!(errors[0].starts_with("Error:") && errors[0].contains("status 3"), "{errors:?}");
     drop(agent);

@@ -5,4 +5,5 @@
 mod fake;
 mod fixture;
 mod loop_tests;
+mod reliability;
 mod transcript_tests;
