@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use agent_loop::{
     Agent, AgentConfig, AgentEvent, CallDecision, EventSink, LanguageModel, Message, ScriptedModel, ToolSearch,
-    Transcript, load_messages,
+    Transcript, TranscriptError, load_messages,
 };
 use anyhow::{Context as _, bail};
 
@@ -223,8 +223,23 @@ async fn prepare(
     let dir = sessions_dir()?;
     let (id, conversation) = match &args.resume {
         Some(id) => {
-            let messages = load_messages(&dir.join(format!("{id}.jsonl")))
-                .with_context(|| format!("cannot resume session {id}"))?;
+            // An id is a file name in the sessions directory, never a path.
+            if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+                bail!(
+                    "cannot resume session {:?}: a session id is letters, digits, - and _",
+                    output::one_line(id, 100)
+                );
+            }
+            let path = dir.join(format!("{id}.jsonl"));
+            // One sentence: the transcript error already names the file and the system's cause.
+            let messages = load_messages(&path).map_err(|e| match e {
+                TranscriptError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => anyhow::anyhow!(
+                    "cannot resume session {}: there is no transcript {}; start a new session without --resume",
+                    output::one_line(id, 100),
+                    path.display()
+                ),
+                other => anyhow::anyhow!("cannot resume session {}: {other}", output::one_line(id, 100)),
+            })?;
             (id.clone(), messages)
         }
         None => (new_session_id(), Vec::new()),

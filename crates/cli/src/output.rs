@@ -103,6 +103,11 @@ impl Write for LogWriter {
 /// only cut (`cut`): `mcp_safety::text` is their one home.
 pub(crate) use mcp_safety::text::{one_line, terminal_safe as clean};
 
+/// Writes `warning: TEXT` on stderr, one terminal-safe line (configuration warnings).
+pub(crate) fn warn(text: &str) -> Result<(), OutputError> {
+    stderr(&format!("warning: {}\n", one_line(text, 1000)))
+}
+
 /// `12ms`, `1.5s`.
 pub(crate) fn duration(d: Duration) -> String {
     if d < Duration::from_secs(1) { format!("{}ms", d.as_millis()) } else { format!("{:.1}s", d.as_secs_f64()) }

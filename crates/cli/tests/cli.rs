@@ -95,12 +95,15 @@ fn servers_reports_each_server_without_waiting_for_the_slow_one() {
     let text = String::from_utf8(out).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 5, "{text}");
-    assert!(lines[0].starts_with("SERVER") && lines[0].contains("STATE") && lines[0].contains("TOOLS"), "{text}");
+    assert!(
+        lines[0].starts_with("SERVER") && lines[0].contains("STATE") && lines[0].contains("TOOLS OFFERED/LISTED"),
+        "{text}"
+    );
     // Sorted by name.
     let names: Vec<&str> = lines[1..].iter().map(|l| l.split_whitespace().next().unwrap()).collect();
     assert_eq!(names, ["fx", "gone", "off", "slow"]);
     let fields = |i: usize| lines[i].split_whitespace().collect::<Vec<_>>();
-    assert_eq!(&fields(1)[..4], ["fx", "connected", "2025-11-25", "10"]);
+    assert_eq!(&fields(1)[..4], ["fx", "connected", "2025-11-25", "10/10"]);
     assert_eq!(fields(1)[5], "confined", "stdio servers run in the standard sandbox: {text}");
     assert_eq!(&fields(2)[..2], ["gone", "failed"]);
     assert!(lines[2].contains("/nonexistent/mcp-server") && lines[2].contains("No such file"), "{text}");
@@ -266,6 +269,48 @@ fn tools_json_is_the_pool_with_unavailable_servers_as_diagnostics() {
     let out = env.run(&config).args(["tools", "--json"]).assert().success().get_output().stdout.clone();
     let value = json_of(&out);
     insta::assert_json_snapshot!(value);
+}
+
+#[test]
+fn servers_counts_the_tools_offered_out_of_those_listed() {
+    let env = env();
+    let config = env.write("config.toml", POLICY);
+    let out = env.run(&config).args(["tools", "--json"]).assert().success().get_output().stdout.clone();
+    let offered = json_of(&out)["tools"].as_array().unwrap().iter().filter(|t| t["server"] == "fx").count();
+    let hidden = json_of(&out)["hidden"].as_array().unwrap().len();
+    assert!(hidden > 0, "the policy hides some");
+    let out = env.run(&config).arg("servers").assert().success().get_output().stdout.clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.lines().next().unwrap().contains("TOOLS OFFERED/LISTED"), "{text}");
+    let row = text.lines().find(|l| l.starts_with("fx ")).unwrap();
+    assert_eq!(row.split_whitespace().nth(3).unwrap(), format!("{offered}/{}", offered + hidden), "{text}");
+    let out = env.run(&config).args(["servers", "--json"]).assert().success().get_output().stdout.clone();
+    let fx = &json_of(&out)["servers"][0];
+    assert_eq!(
+        (fx["tools_offered"].as_u64(), fx["tools"].as_u64()),
+        (Some(offered as u64), Some((offered + hidden) as u64))
+    );
+}
+
+#[test]
+fn enabled_and_disabled_tools_hide_tools_as_policy_and_cannot_be_called() {
+    let env = env();
+    let config = env.write(
+        "config.toml",
+        "[servers.fx]\ncommand = \"$FX\"\nargs = [\"echo\"]\nenabled_tools = [\"echo\", \"add\"]\ndisabled_tools = [\"add\"]\n\n[[policy.rules]]\nserver = \"*\"\ntool = \"*\"\ndecision = \"allow\"\n",
+    );
+    let out = env.run(&config).args(["tools", "--json"]).assert().success().get_output().stdout.clone();
+    let value = json_of(&out);
+    let names: Vec<&str> = value["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["mcp__fx__echo"], "only the enabled tool, even under an allow-all rule");
+    let text = String::from_utf8(env.run(&config).arg("tools").assert().success().get_output().stdout.clone()).unwrap();
+    assert!(text.contains("tool \"add\" of server \"fx\", denied by disabled_tools of server \"fx\""), "{text}");
+    assert!(text.contains("denied by enabled_tools of server \"fx\""), "{text}");
+    env.run(&config)
+        .args(["call", "mcp__fx__add", "--args", r#"{"a":1,"b":2}"#, "--yes"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("disabled_tools"));
 }
 
 #[test]
