@@ -9,6 +9,7 @@ pub(crate) enum Task {
     Purity,
     Peers,
     Bench { n: usize, rounds: usize },
+    ConnectBench { rounds: usize },
     Conformance { only: Vec<String> },
     SearchEval { args: Vec<String> },
 }
@@ -24,6 +25,8 @@ tasks:
   purity                       the pure crates do no I/O (tidy's workspace::purity tests)
   peers                        install the pinned third-party MCP servers into target/peers
   bench [--n N] [--rounds R]   stdio client vs a raw pipe, side by side (default 2000 calls, 3 rounds)
+  connect-bench [--rounds R]   time to connect 1, 10 and 50 stdio servers (fast and slow-starting
+                               ones) and memory per server (default 5 rounds)
   conformance [SCENARIO...]    the official MCP conformance harness against conformance-client
                                (every client scenario; names pick scenarios)
   search-eval [--split dev|test]  recall@1/5/10 of tool search beside plain BM25 on the labelled
@@ -72,6 +75,16 @@ pub(crate) fn parse(args: &[String]) -> Result<Task, String> {
             }
             Ok(Task::Bench { n, rounds })
         }
+        "connect-bench" => match rest {
+            [] => Ok(Task::ConnectBench { rounds: 5 }),
+            [flag, value] if flag == "--rounds" => value
+                .parse()
+                .ok()
+                .filter(|v| *v > 0)
+                .map(|rounds| Task::ConnectBench { rounds })
+                .ok_or_else(|| "--rounds needs a positive number".to_owned()),
+            [flag, ..] => Err(unknown(flag)),
+        },
         "conformance" => match rest.iter().find(|a| a.starts_with('-')) {
             Some(flag) => Err(unknown(flag)),
             None => Ok(Task::Conformance { only: rest.to_vec() }),
@@ -103,6 +116,10 @@ mod tests {
         assert_eq!(parse_str("peers"), Ok(Task::Peers));
         assert_eq!(parse_str("bench"), Ok(Task::Bench { n: 2000, rounds: 3 }));
         assert_eq!(parse_str("bench --n 5000 --rounds 7"), Ok(Task::Bench { n: 5000, rounds: 7 }));
+        assert_eq!(parse_str("connect-bench"), Ok(Task::ConnectBench { rounds: 5 }));
+        assert_eq!(parse_str("connect-bench --rounds 2"), Ok(Task::ConnectBench { rounds: 2 }));
+        assert!(parse_str("connect-bench --rounds x").is_err());
+        assert!(parse_str("connect-bench --fast").is_err());
         assert_eq!(parse_str("conformance"), Ok(Task::Conformance { only: vec![] }));
         assert_eq!(
             parse_str("conformance initialize auth/basic-cimd"),

@@ -41,6 +41,7 @@ fn main() -> ExitCode {
         Task::Purity => purity(),
         Task::Peers => install_peers().map(|dir| println!("peers installed in {}", dir.display())),
         Task::Bench { n, rounds } => bench::run(n, rounds),
+        Task::ConnectBench { rounds } => bench::connect(rounds),
         Task::SearchEval { args } => run(
             "search-eval",
             cargo().args(["run", "--release", "-q", "-p", "tool-pool", "--example", "search_eval", "--"]).args(&args),

@@ -40,9 +40,12 @@ pub(crate) fn test(hermetic: bool) -> Result {
         ),
     );
     report.step("purity", purity());
-    // The transport tests spawn the fixture server binary; build it first so that a `-p`
-    // filtered run finds it too.
-    report.step("build fixtures", run("build fixtures", cargo().args(["build", "-p", "mcp-fixtures"])));
+    // The transport tests spawn the fixture server binaries and the sandbox launcher, which no
+    // test target depends on; build them first (a `-p` filtered run then finds them too).
+    report.step(
+        "build fixtures",
+        run("build fixtures", cargo().args(["build", "-p", "mcp-fixtures", "-p", "mcp-sandbox", "--bins"])),
+    );
     report.tests("tests", cargo_args(&["test", "--workspace", "--no-fail-fast"]));
     // Twenty supervised servers killed at random under a calling agent; prints its figures.
     report

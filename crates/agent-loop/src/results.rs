@@ -52,8 +52,9 @@ pub fn error_text(message: &str) -> String {
     if message.starts_with("Error:") { message.to_owned() } else { format!("Error: {message}") }
 }
 
-/// Keep `text` within `budget` characters: a longer one is written to `dir/<id>.txt` and
-/// replaced by its beginning and the file's path. Without a directory it is cut.
+/// Keep `text` within `budget` characters: a longer one is written to `dir/<id>.txt` (0600, in
+/// directories created 0700) and replaced by its beginning and the file's path. Without a
+/// directory it is cut.
 pub fn fit_budget(text: String, budget: usize, dir: Option<&Path>, id: &str) -> String {
     let total = text.chars().count();
     if total <= budget {
@@ -72,12 +73,13 @@ pub fn fit_budget(text: String, budget: usize, dir: Option<&Path>, id: &str) -> 
     }
 }
 
+/// Saved privately (0600 in 0700, like the transcript): a result can hold anything the tool
+/// could read.
 fn save(dir: &Path, id: &str, text: &str) -> std::io::Result<PathBuf> {
-    std::fs::create_dir_all(dir)?;
     // The id comes from the model: keep only characters safe in a file name.
     let safe: String =
         id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
     let path = dir.join(format!("{}.txt", if safe.is_empty() { "result" } else { &safe }));
-    std::fs::write(&path, text)?;
+    crate::private::write_private(&path, text.as_bytes())?;
     Ok(path)
 }

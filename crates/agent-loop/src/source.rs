@@ -64,7 +64,8 @@ pub trait ToolSource: Send + Sync {
         self.generation(server)
     }
 
-    /// Call a tool under its raw name, within the server's tool timeout.
+    /// Call a tool under its raw name, within the server's tool timeout. A failure's text names
+    /// the server and the cause.
     async fn call(
         &self,
         server: &str,
@@ -79,13 +80,16 @@ pub trait ToolSource: Send + Sync {
     }
 }
 
-/// The text a failed call reaches the model (and a person) as.
-fn describe(error: SetCallError) -> String {
+/// The text a failed call reaches the model (and a person) as: every failure names the tool,
+/// its server and the cause (after a crash: the exit status and stderr, not "the session is
+/// closed").
+fn describe(tool: &str, error: SetCallError) -> String {
     match error {
         SetCallError::Call { server, error: ClientError::Timeout { after, .. } } => format!(
-            "server {server:?}: the tool got no answer within {after:?} (the server's tool timeout); the call was cancelled"
+            "calling tool {tool:?} of server {server:?}: got no answer within {after:?} (the server's tool timeout); the call was cancelled"
         ),
-        other => other.to_string(),
+        SetCallError::Call { server, error } => format!("calling tool {tool:?} of server {server:?}: {error}"),
+        other => format!("calling tool {tool:?}: {other}"),
     }
 }
 
@@ -114,11 +118,11 @@ impl ToolSource for ServerSet {
         tool: &str,
         arguments: Option<Map<String, Value>>,
     ) -> Result<CallToolResult, String> {
-        ServerSet::call(self, server, tool, arguments, None, None).await.map_err(describe)
+        ServerSet::call(self, server, tool, arguments, None, None).await.map_err(|e| describe(tool, e))
     }
 
     async fn call_bound(&self, call: BoundCall) -> Result<CallToolResult, String> {
         let BoundCall { server, tool, arguments, generation, progress } = call;
-        ServerSet::call(self, &server, &tool, arguments, generation, progress).await.map_err(describe)
+        ServerSet::call(self, &server, &tool, arguments, generation, progress).await.map_err(|e| describe(&tool, e))
     }
 }

@@ -1,7 +1,7 @@
 //! The session transcript: one JSON object per line, appended and flushed as things happen, so
 //! nothing is lost when the process dies; a session is resumed from its messages.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -67,18 +67,11 @@ fn now_ms() -> u64 {
 }
 
 impl Transcript {
-    /// Open (creating or appending to) the transcript at `path`. The file is readable by its
-    /// owner only: it holds the conversation.
+    /// Open (creating or appending to) the transcript at `path`. The file (0600) and the
+    /// directories created for it (0700) are its owner's only: it holds the conversation.
     pub fn open(path: &Path) -> Result<Self, TranscriptError> {
         let io = |source| TranscriptError::Io { path: path.to_owned(), source };
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(io)?;
-        }
-        let mut options = OpenOptions::new();
-        options.create(true).append(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let file = options.open(path).map_err(io)?;
+        let file = crate::private::open_private_append(path).map_err(io)?;
         Ok(Self { file, path: path.to_owned() })
     }
 

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use agent_loop::{
-    Agent, AgentConfig, AgentEvent, CallDecision, EventSink, LanguageModel, Message, ScriptedModel, Transcript,
-    load_messages,
+    Agent, AgentConfig, AgentEvent, CallDecision, EventSink, LanguageModel, Message, ScriptedModel, ToolSearch,
+    Transcript, TranscriptError, load_messages,
 };
 use anyhow::{Context as _, bail};
 
@@ -62,8 +62,37 @@ fn default_model(provider: Provider) -> &'static str {
     }
 }
 
+/// Context window assumed per provider, in tokens, for the `auto` tool search threshold (a
+/// tenth of it): Claude models have 200,000; 128,000 is the common size of the OpenAI-compatible
+/// models in use; a script has no limit, so it gets the larger.
+fn context_tokens(provider: Provider) -> usize {
+    match provider {
+        Provider::Anthropic | Provider::Scripted => 200_000,
+        Provider::Openai => 128_000,
+    }
+}
+
+/// The agent's exposure and search settings from the configuration, for `provider`.
+fn search_settings(config: &Config, provider: Provider) -> anyhow::Result<(tool_pool::ExposureOptions, ToolSearch)> {
+    let tools = &config.tools;
+    let mut exposure = tools.exposure.clone();
+    exposure.auto_threshold = tool_pool::auto_threshold_for_context(context_tokens(provider));
+    let search = if tools.native {
+        if provider != Provider::Anthropic {
+            bail!(
+                "`tool_search = \"native\"` in the configuration needs --provider anthropic (the Anthropic API runs \
+                 the search); use \"auto\" or \"on\" for the host's own tool search with other providers"
+            );
+        }
+        ToolSearch::Native
+    } else {
+        ToolSearch::Client
+    };
+    Ok((exposure, search))
+}
+
 /// The model behind `--provider`.
-fn model(args: &AgentArgs, demo_script: Option<&str>) -> anyhow::Result<(Arc<dyn LanguageModel>, String)> {
+fn model(args: &AgentArgs, demo_script: Option<&str>) -> anyhow::Result<(Arc<dyn LanguageModel>, String, Provider)> {
     let default = if demo_script.is_some() { Provider::Scripted } else { Provider::Anthropic };
     let provider = args.provider.unwrap_or(default);
     let name = args.model.clone().unwrap_or_else(|| default_model(provider).to_owned());
@@ -76,7 +105,7 @@ fn model(args: &AgentArgs, demo_script: Option<&str>) -> anyhow::Result<(Arc<dyn
         Provider::Anthropic => Arc::new(llm_providers::AnthropicModel::from_env(&name)?),
         Provider::Openai => Arc::new(llm_providers::OpenAiModel::from_env(&name)?),
     };
-    Ok((model, name))
+    Ok((model, name, provider))
 }
 
 /// Where sessions are kept: the user's data directory, never the workspace.
@@ -103,14 +132,11 @@ struct Human {
 }
 
 impl Human {
-    fn paint(&self, code: &str, text: &str) -> String {
-        if self.color { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_owned() }
-    }
-
-    fn line(&self, text: &str) {
+    /// One line of `text` (cleaned by `output::painted`) in the SGR style `code`.
+    fn line(&self, code: &str, text: &str) {
         let mut start = self.at_line_start.lock().unwrap_or_else(|p| p.into_inner());
         let lead = if *start { "" } else { "\n" };
-        let _ = output::stdout(&format!("{lead}{text}\n"));
+        let _ = output::stdout_painted(&format!("{lead}{}\n", output::painted(self.color, code, text)));
         *start = true;
     }
 }
@@ -130,8 +156,11 @@ impl EventSink for Human {
                     CallDecision::Allowed | CallDecision::Approved => ("→", "36"),
                     _ => ("✗", "31"),
                 };
+                // The name comes from the model: untrusted like a server's text.
+                let name = output::one_line(name, 120);
                 let args = output::one_line(&arguments.to_string(), 120);
-                self.line(&self.paint(code, &format!("{mark} {name} {args}  [{reason}]")));
+                let reason = output::one_line(reason, 300);
+                self.line(code, &format!("{mark} {name} {args}  [{reason}]"));
             }
             AgentEvent::Progress { id, name, progress, total, message } => {
                 self.progress.update(id, name, *progress, *total, message.as_deref());
@@ -145,7 +174,7 @@ impl EventSink for Human {
                 if !left.is_empty() {
                     parts.push(format!("left: {}", names(left)));
                 }
-                self.line(&self.paint("2", &format!("servers {} (tool list revision {revision})", parts.join("; "))));
+                self.line("2", &format!("servers {} (tool list revision {revision})", parts.join("; ")));
             }
             AgentEvent::ToolResult { id, content, is_error, .. } => {
                 self.progress.finish(id);
@@ -153,12 +182,12 @@ impl EventSink for Human {
                 let more = content.lines().count().saturating_sub(1);
                 let tail = if more > 0 { format!(" (+{more} lines)") } else { String::new() };
                 let code = if *is_error { "31" } else { "2" };
-                self.line(&self.paint(code, &format!("  ← {first}{tail}")));
+                self.line(code, &format!("  ← {first}{tail}"));
             }
             AgentEvent::StepLimit { steps } => {
-                self.line(&self.paint("33", &format!("stopped: the step limit ({steps}) was reached")));
+                self.line("33", &format!("stopped: the step limit ({steps}) was reached"));
             }
-            AgentEvent::Finished { .. } => self.line(""),
+            AgentEvent::Finished { .. } => self.line("0", ""),
             _ => {}
         }
     }
@@ -169,7 +198,7 @@ struct Json;
 
 impl EventSink for Json {
     fn event(&self, event: &AgentEvent) {
-        if let Ok(line) = serde_json::to_string(event) {
+        if let Ok(line) = output::json(event, false) {
             let _ = output::stdout(&format!("{line}\n"));
         }
     }
@@ -188,12 +217,29 @@ async fn prepare(
     args: &AgentArgs,
     demo_script: Option<&str>,
 ) -> anyhow::Result<Prepared> {
-    let (model, model_name) = model(args, demo_script)?;
+    let (model, model_name, provider) = model(args, demo_script)?;
+    let (exposure, tool_search) = search_settings(&config, provider)?;
+    let max_loaded = config.tools.max_loaded.unwrap_or(agent_loop::DEFAULT_MAX_LOADED);
     let dir = sessions_dir()?;
     let (id, conversation) = match &args.resume {
         Some(id) => {
-            let messages = load_messages(&dir.join(format!("{id}.jsonl")))
-                .with_context(|| format!("cannot resume session {id}"))?;
+            // An id is a file name in the sessions directory, never a path.
+            if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+                bail!(
+                    "cannot resume session {:?}: a session id is letters, digits, - and _",
+                    output::one_line(id, 100)
+                );
+            }
+            let path = dir.join(format!("{id}.jsonl"));
+            // One sentence: the transcript error already names the file and the system's cause.
+            let messages = load_messages(&path).map_err(|e| match e {
+                TranscriptError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => anyhow::anyhow!(
+                    "cannot resume session {}: there is no transcript {}; start a new session without --resume",
+                    output::one_line(id, 100),
+                    path.display()
+                ),
+                other => anyhow::anyhow!("cannot resume session {}: {other}", output::one_line(id, 100)),
+            })?;
             (id.clone(), messages)
         }
         None => (new_session_id(), Vec::new()),
@@ -205,6 +251,11 @@ async fn prepare(
     }
     let policy = config.policy.clone();
     let runtime = Runtime::start(config, source).await?;
+    if let Some(signal) = crate::signals::received() {
+        // Interrupted while the servers were starting.
+        runtime.close().await;
+        return Err(crate::signals::Interrupted(signal).into());
+    }
     for (name, state) in runtime.servers().states() {
         if !matches!(state, ServerState::Connected { .. } | ServerState::Disabled) {
             let _ = output::stderr(&format!(
@@ -223,6 +274,9 @@ async fn prepare(
         model: model_name,
         max_steps: args.max_steps,
         session_dir: Some(dir.join(&id)),
+        exposure,
+        tool_search,
+        max_loaded,
         ..AgentConfig::default()
     };
     let agent = Agent::new(model, runtime.clone(), policy, agent_config)
@@ -248,17 +302,15 @@ async fn finish(prepared: Prepared) {
     }
 }
 
-/// One task; Ctrl-C stops it (pending calls are cancelled) and the servers are closed.
-async fn one_turn(prepared: &mut Prepared, task: &str) -> anyhow::Result<bool> {
+/// One task; a signal (SIGINT, SIGTERM, SIGHUP) stops it (pending calls are cancelled) and
+/// is returned as the error, after which the caller closes the servers.
+async fn one_turn(prepared: &mut Prepared, task: &str) -> anyhow::Result<()> {
     let Prepared { agent, conversation, events, .. } = prepared;
-    tokio::select! {
-        outcome = agent.run_turn(conversation, task, events.as_ref()) => {
-            outcome?;
-            Ok(true)
-        }
-        _ = tokio::signal::ctrl_c() => {
+    match crate::signals::interruptible(agent.run_turn(conversation, task, events.as_ref())).await {
+        Ok(outcome) => outcome.map(drop).map_err(anyhow::Error::from),
+        Err(interrupted) => {
             let _ = output::stderr("\ninterrupted: pending tool calls were cancelled\n");
-            Ok(false)
+            Err(interrupted.into())
         }
     }
 }
@@ -274,7 +326,7 @@ pub(crate) async fn run_command(
     let mut prepared = prepare(config, source, args, None).await?;
     let result = one_turn(&mut prepared, task).await;
     finish(prepared).await;
-    result.map(|_| Outcome::Success)
+    result.map(|()| Outcome::Success)
 }
 
 /// `mcp-harness chat`: tasks read line by line, with the conversation kept between them.
@@ -287,9 +339,9 @@ pub(crate) async fn chat_command(config: Config, allow_workspace: bool, args: &A
         if interactive {
             let _ = output::stderr("> ");
         }
-        let line = tokio::select! {
-            line = lines.next_line() => line,
-            _ = tokio::signal::ctrl_c() => break Ok(()),
+        let line = match crate::signals::interruptible(lines.next_line()).await {
+            Ok(line) => line,
+            Err(interrupted) => break Err(interrupted.into()),
         };
         match line {
             Ok(Some(line)) if line.trim().is_empty() => continue,
@@ -299,8 +351,8 @@ pub(crate) async fn chat_command(config: Config, allow_workspace: bool, args: &A
                 let _ = output::stdout(&text);
             }
             Ok(Some(line)) => match one_turn(&mut prepared, line.trim()).await {
-                Ok(true) => {}
-                Ok(false) => break Ok(()),
+                Ok(()) => {}
+                Err(e) if e.is::<crate::signals::Interrupted>() => break Err(e),
                 Err(e) => {
                     // A failed turn (the model unreachable) does not end the chat.
                     let _ = output::stderr(&format!("error: {e:#}\n"));
@@ -358,5 +410,5 @@ pub(crate) async fn demo_command(args: &AgentArgs) -> anyhow::Result<Outcome> {
     let mut prepared = prepare(config, source, args, Some(include_str!("demo/script.json"))).await?;
     let result = one_turn(&mut prepared, DEMO_TASK).await;
     finish(prepared).await;
-    result.map(|_| Outcome::Success)
+    result.map(|()| Outcome::Success)
 }

@@ -93,3 +93,56 @@ pub(crate) fn for_one_call(yes: bool) -> Arc<dyn Approver> {
         Arc::new(NoTerminal)
     }
 }
+
+/// Asks for a VS Code input on the terminal (what is typed stays hidden for a password); without
+/// a terminal, the error names the input.
+pub(crate) fn ask_input(input: &crate::config::Input) -> Result<String, String> {
+    let what = if input.description.is_empty() {
+        format!("input {:?}", input.id)
+    } else {
+        format!("input {:?} ({})", input.id, output::one_line(&input.description, 200))
+    };
+    if !can_ask() {
+        return Err(format!(
+            "needs {what}, and there is no terminal to ask on; run it on a terminal, or bring the servers over with \
+             `mcp-harness mcp import --from vscode` and set the variable it names instead"
+        ));
+    }
+    let term = dialoguer::console::Term::stderr();
+    let prompt =
+        if input.description.is_empty() { input.id.clone() } else { output::one_line(&input.description, 200) };
+    let failed = |e: dialoguer::Error| format!("asking for {what}: {e}");
+    match input.kind.as_str() {
+        "promptString" if input.password => {
+            dialoguer::Password::new().with_prompt(prompt).allow_empty_password(true).interact_on(&term).map_err(failed)
+        }
+        "promptString" => {
+            let mut question = dialoguer::Input::<String>::new().with_prompt(prompt).allow_empty(true);
+            if let Some(default) = &input.default {
+                question = question.default(default.clone());
+            }
+            question.interact_text_on(&term).map_err(failed)
+        }
+        "pickString" if !input.options.is_empty() => {
+            let default = input.default.as_ref().and_then(|d| input.options.iter().position(|o| o == d)).unwrap_or(0);
+            let options: Vec<String> = input.options.iter().map(|o| output::one_line(o, 200)).collect();
+            let chosen = dialoguer::Select::new()
+                .with_prompt(prompt)
+                .items(&options)
+                .default(default)
+                .interact_on(&term)
+                .map_err(failed)?;
+            input.options.get(chosen).cloned().ok_or_else(|| format!("{what}: nothing was chosen"))
+        }
+        other => Err(format!("{what} is of type {other:?}, which mcp-harness cannot ask for")),
+    }
+}
+
+/// Asks a yes/no question on the terminal (no by default); `None` when there is none.
+pub(crate) fn confirm(question: &str) -> Option<bool> {
+    if !can_ask() {
+        return None;
+    }
+    let term = dialoguer::console::Term::stderr();
+    dialoguer::Confirm::new().with_prompt(question).default(false).interact_on_opt(&term).ok().flatten()
+}

@@ -148,7 +148,7 @@ fn oauth_server<'a>(config: &'a Config, name: &str) -> anyhow::Result<(&'a str, 
         );
     };
     if !spec.enabled {
-        eprintln!("note: server {name:?} is disabled; logging in anyway");
+        let _ = output::stderr(&format!("note: server {name:?} is disabled; logging in anyway\n"));
     }
     Ok((url, settings))
 }
@@ -158,10 +158,10 @@ pub(crate) async fn login_command(config: Config, name: &str, open_browser: bool
     let (url, settings) = oauth_server(&config, name)?;
     let browser = LoopbackBrowser {
         show: Arc::new(|url: &Url| {
-            eprintln!(
-                "Open this URL in a browser to log in (waiting up to {} s):\n\n  {url}\n",
+            let _ = output::stderr(&format!(
+                "Open this URL in a browser to log in (waiting up to {} s):\n\n  {url}\n\n",
                 LOGIN_TIMEOUT.as_secs()
-            );
+            ));
         }),
         open_browser,
         timeout: LOGIN_TIMEOUT,
@@ -176,7 +176,8 @@ pub(crate) async fn login_command(config: Config, name: &str, open_browser: bool
     let mut spec = server.client_spec(config.remote.get(name), Some(Arc::new(authorizer)));
     spec.enabled = true;
     spec.startup_timeout = spec.startup_timeout.max(LOGIN_TIMEOUT + Duration::from_secs(30));
-    let connection = mcp_client::connect(spec, &ConnectOptions::default()).await;
+    // A signal while waiting for the browser drops the connection attempt (and its server).
+    let connection = crate::signals::interruptible(mcp_client::connect(spec, &ConnectOptions::default())).await?;
     let state = connection.state().clone();
     connection.close().await;
     match state {

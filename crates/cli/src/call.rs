@@ -24,12 +24,15 @@ pub(crate) async fn call_command(
 ) -> anyhow::Result<Outcome> {
     // Bad JSON needs no server: fail before starting any.
     let args: Value = serde_json::from_str(args).context("--args is not valid JSON")?;
-    let connections = session::connect(&config).await;
+    // A signal while connecting drops the connections, which kills their process groups.
+    let connections = crate::signals::interruptible(session::connect(&config)).await?;
     let unavailable = Session::unavailable_of(&connections);
     let servers = ServerSet::new(connections);
-    let result = call(&config, &servers, &unavailable, name, &args, yes, as_json).await;
+    // A signal during the call drops it (the server is told it is cancelled), then the servers
+    // close.
+    let result = crate::signals::interruptible(call(&config, &servers, &unavailable, name, &args, yes, as_json)).await;
     servers.close().await;
-    result
+    result?
 }
 
 async fn call(
@@ -50,8 +53,6 @@ async fn call(
         Admission::Refused(refusal) => bail!(refusal_text(&refusal, unavailable)),
         _ => bail!("the call to {name} was not run"),
     };
-    let server = binding.pool().get(name).and_then(|e| e.server().map(str::to_owned));
-    let tool = binding.pool().get(name).map(|e| e.tool().to_owned()).unwrap_or_default();
     let view = crate::progress::ProgressView::new();
     let (progress, mut reports) = tokio::sync::mpsc::unbounded_channel();
     let run = gate.run(servers, job, Some(progress));
@@ -64,14 +65,12 @@ async fn call(
     };
     view.finish("call");
     let result = match ran {
-        Ran::Mcp(result) => result.map_err(anyhow::Error::msg).with_context(|| match &server {
-            Some(server) => format!("calling tool {tool:?} of server {server:?}"),
-            None => format!("calling {name}"),
-        })?,
+        // The failure names the tool, its server and the cause.
+        Ran::Mcp(result) => result.map_err(anyhow::Error::msg)?,
         _ => bail!("{name} is a built-in tool; built-in tools cannot be called from the command line"),
     };
     if as_json {
-        let mut text = serde_json::to_string_pretty(&result)?;
+        let mut text = output::json(&result, true)?;
         text.push('\n');
         output::stdout(&text)?;
     } else {

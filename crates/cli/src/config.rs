@@ -1,20 +1,17 @@
 //! The configuration file: which servers to run and the tool policy.
 //!
-//! Two formats, chosen by extension (`.toml`, `.json`) or else by content (`{` starts JSON):
+//! Every key of every table, and which keys of other hosts' files are read and how, is
+//! documented in one place: `docs/configuration.md` (printed by `mcp-harness help config`); a
+//! test keeps it and the structs below in step.
 //!
-//! - TOML: `[servers.NAME]` tables with `command`, `args`, `env`, `cwd` (stdio) or `url`,
-//!   `headers`, `bearer_token_env_var`, `type`, `[servers.NAME.oauth]` (remote), plus `enabled`,
-//!   `startup_timeout_s`, `tool_timeout_s`, and for stdio servers `sandbox` (`"standard"`,
-//!   `"off"` or a table extending standard) and `sandbox_required`; `[sandbox]` with the
-//!   default of both (`default`, `required`); and `[policy]`
-//!   with `default` and `[[policy.rules]]` (`server`, `tool`, `decision`).
-//! - Claude Desktop JSON: `{"mcpServers": {NAME: {"command", "args", "env"} or {"url"}}}`,
-//!   read as it is; entries take the same keys as TOML servers (and Claude's `type`), and a
-//!   top-level `policy` object is accepted too.
-//!
-//! Unknown keys are errors (a typo must not silently change what runs), except at the top level
-//! of a JSON file, which Claude Desktop shares with its own settings. Every error names the
-//! file, the key and what was expected.
+//! Our own TOML (`[servers.NAME]`, `[sandbox]`, `[policy]`) is read strictly: an unknown key is
+//! an error (a typo must not silently change what runs). Other hosts' files (Claude Desktop,
+//! Claude Code, Cursor, VS Code, Codex) are read as they are by [`foreign`], which maps their
+//! entries onto the same [`RawServer`]: keys we don't use are warnings, keys whose loss would
+//! change what a server may do are errors. Every error names the file, the key and what was
+//! expected. Variable references (`${VAR}`, `${VAR:-default}`, and each host's own forms) are
+//! expanded in `command`, `args`, `env`, `cwd`, `env_file`, `url` and `headers` only, and only
+//! for enabled servers ([`vars`]).
 //!
 //! The file lives in the user's configuration directory, never in the workspace an agent can
 //! write to: a configuration names the commands the host runs, so one an agent could edit is a
@@ -32,6 +29,15 @@ use mcp_transport::{HttpMode, RemoteOptions, RemoteServer, StdioConfig};
 use policy::{Policy, PolicyConfig, PolicyError};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+
+pub(crate) mod edit;
+pub(crate) mod foreign;
+#[cfg(test)]
+mod format_tests;
+pub(crate) mod keys;
+pub(crate) mod vars;
+
+pub(crate) use foreign::{Host, Input, RawFile};
 
 /// Overrides the default configuration path (as `--config` does).
 pub(crate) const CONFIG_ENV: &str = "MCP_HARNESS_CONFIG";
@@ -81,7 +87,7 @@ pub(crate) struct ServerConfig {
     pub(crate) tool_timeout: Duration,
     /// Time one tool call may take in all while it reports progress.
     pub(crate) max_tool_time: Duration,
-    /// `run` and `chat` refuse to start without it.
+    /// `run` and `chat` refuse to start without it (Codex's `required` too).
     pub(crate) required: bool,
 }
 
@@ -149,6 +155,23 @@ pub(crate) struct Config {
     pub(crate) fingerprints: BTreeMap<String, String>,
     /// The policy as written, to tell whether a reload changed it.
     pub(crate) policy_fingerprint: String,
+    /// Keys read and not used (other hosts' files), one line each, for the user to see.
+    pub(crate) warnings: Vec<String>,
+    /// Tool exposure budgets and tool search.
+    pub(crate) tools: ToolsSettings,
+}
+
+/// What the model is sent of the tools: budgets and tool search, globally (our TOML's top
+/// level) and per server.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct ToolsSettings {
+    /// Budgets, search modes and per-server settings (the `auto` threshold is set per model
+    /// when the agent starts).
+    pub(crate) exposure: tool_pool::ExposureOptions,
+    /// `tool_search = "native"`: the provider searches (Anthropic only).
+    pub(crate) native: bool,
+    /// `max_loaded_tools`: most tools loaded through search per session.
+    pub(crate) max_loaded: Option<usize>,
 }
 
 /// `[runtime]`: how servers connect and are kept alive while `run` and `chat` go on.
@@ -223,11 +246,8 @@ pub(crate) struct OAuthSettings {
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ConfigError {
     /// The file does not exist.
-    #[error(
-        "no configuration file at {}; create it (see `mcp-harness --help` for the format) or pass --config PATH",
-        path.display()
-    )]
-    NotFound { path: PathBuf },
+    #[error("no configuration file at {}{}", path.display(), origin.not_found_hint())]
+    NotFound { path: PathBuf, origin: Origin },
     /// The file exists but cannot be read.
     #[error("config error in {}: cannot read it: {source}", path.display())]
     Read { path: PathBuf, source: std::io::Error },
@@ -269,6 +289,33 @@ impl fmt::Display for Problem<'_> {
     }
 }
 
+/// Where the path of the configuration came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Origin {
+    /// `--config PATH`.
+    Flag,
+    /// The environment variable [`CONFIG_ENV`].
+    Env,
+    /// The default location in the user's configuration directory.
+    #[default]
+    Default,
+}
+
+impl Origin {
+    fn not_found_hint(self) -> String {
+        match self {
+            Self::Flag => " (the path given with --config); check the path, or leave --config out to use your \
+                           configuration directory"
+                .to_owned(),
+            Self::Env => format!(" (the path in {CONFIG_ENV}); check the path, or unset {CONFIG_ENV}"),
+            Self::Default => " (the default location); create it with `mcp-harness mcp add` or `mcp-harness mcp \
+                              import`, write it by hand (`mcp-harness help config` lists every key), or pass \
+                              --config PATH"
+                .to_owned(),
+        }
+    }
+}
+
 /// The user's configuration directory for this program, if there is one.
 pub(crate) fn default_dir() -> Option<PathBuf> {
     directories::ProjectDirs::from("", "", "mcp-harness").map(|d| d.config_dir().to_path_buf())
@@ -287,9 +334,13 @@ pub(crate) fn default_path() -> Result<PathBuf, ConfigError> {
 /// Both the path as given (its directories resolved, not its last component) and its final
 /// target count: a symlink inside the workspace is refused wherever it points, since an agent
 /// could point it anywhere, and a link from outside into the workspace is refused too.
-pub(crate) fn check_outside_workspace(path: &Path, workspace: &Path) -> Result<PathBuf, ConfigError> {
+///
+/// The user's configuration directory is trusted wherever the command runs (from the home
+/// directory or `/`, the workspace contains it): a file in it is refused only when it resolves
+/// into the workspace outside that directory.
+pub(crate) fn check_outside_workspace(path: &Path, workspace: &Path, origin: Origin) -> Result<PathBuf, ConfigError> {
     let not_readable = |source: std::io::Error| match source.kind() {
-        std::io::ErrorKind::NotFound => ConfigError::NotFound { path: path.to_path_buf() },
+        std::io::ErrorKind::NotFound => ConfigError::NotFound { path: path.to_path_buf(), origin },
         _ => ConfigError::Read { path: path.to_path_buf(), source },
     };
     let resolved = path.canonicalize().map_err(not_readable)?;
@@ -303,34 +354,117 @@ pub(crate) fn check_outside_workspace(path: &Path, workspace: &Path) -> Result<P
             .join(name),
         _ => resolved.clone(),
     };
-    if resolved.starts_with(&workspace) || as_given.starts_with(&workspace) {
-        let shown = if as_given.starts_with(&workspace) { as_given } else { resolved };
+    if let Some(shown) = in_workspace(&as_given, &resolved, &workspace) {
         return Err(ConfigError::InWorkspace { path: shown, workspace, default_dir: default_dir() });
     }
     Ok(resolved)
 }
 
-/// Reads and validates the file at `path`.
-pub(crate) fn load(path: &Path) -> Result<Config, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| match source.kind() {
-        std::io::ErrorKind::NotFound => ConfigError::NotFound { path: path.to_path_buf() },
+/// Which of `as_given` and `resolved` (canonical paths of one file) an agent working in
+/// `workspace` (canonical) could have written, if either: inside the workspace and not inside
+/// the user's own configuration directory.
+pub(crate) fn in_workspace(as_given: &Path, resolved: &Path, workspace: &Path) -> Option<PathBuf> {
+    // Resolved even before it exists: the first `mcp add` creates it.
+    let trusted = default_dir().and_then(|d| resolve_existing_part(&d).ok());
+    let exposed = |p: &Path| p.starts_with(workspace) && !trusted.as_deref().is_some_and(|t| p.starts_with(t));
+    if exposed(as_given) {
+        Some(as_given.to_path_buf())
+    } else if exposed(resolved) {
+        Some(resolved.to_path_buf())
+    } else {
+        None
+    }
+}
+
+/// `path` with its longest existing ancestor resolved (symlinks, `..`) and the rest as written:
+/// where a file that may not exist yet would be.
+pub(crate) fn resolve_existing_part(path: &Path) -> std::io::Result<PathBuf> {
+    let absolute = std::path::absolute(path)?;
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    while std::fs::symlink_metadata(existing).is_err() {
+        let (Some(parent), Some(name)) = (existing.parent(), existing.file_name()) else { break };
+        rest.push(name.to_owned());
+        existing = parent;
+    }
+    let mut resolved = existing.canonicalize()?;
+    resolved.extend(rest.iter().rev());
+    Ok(resolved)
+}
+
+/// Longest configuration (or env file) read: a configuration is a few kilobytes.
+const MAX_FILE_BYTES: u64 = 4 << 20;
+
+/// The text of the file at `path`, bounded.
+pub(crate) fn read_text(path: &Path, origin: Origin) -> Result<String, ConfigError> {
+    use std::io::Read as _;
+    let failed = |source: std::io::Error| match source.kind() {
+        std::io::ErrorKind::NotFound => ConfigError::NotFound { path: path.to_path_buf(), origin },
         _ => ConfigError::Read { path: path.to_path_buf(), source },
-    })?;
-    parse(path, &text)
+    };
+    let mut text = String::new();
+    std::fs::File::open(path).map_err(failed)?.take(MAX_FILE_BYTES + 1).read_to_string(&mut text).map_err(failed)?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(ConfigError::Invalid {
+            path: path.to_path_buf(),
+            key: None,
+            message: format!("larger than {} MiB; this is not a configuration file", MAX_FILE_BYTES >> 20),
+            position: None,
+        });
+    }
+    Ok(text)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Format {
-    Toml,
-    Json,
+/// Reads and validates the file at `path`.
+pub(crate) fn load(path: &Path, origin: Origin, context: &Context<'_>) -> Result<Config, ConfigError> {
+    let text = read_text(path, origin)?;
+    parse_with(path, &text, context)
 }
 
-fn format_of(path: &Path, text: &str) -> Format {
-    match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
-        Some("json") => Format::Json,
-        Some("toml") => Format::Toml,
-        _ if text.trim_start().starts_with('{') => Format::Json,
-        _ => Format::Toml,
+/// Reads the file at `path` without expanding anything (what `mcp list` shows).
+pub(crate) fn read_raw(path: &Path, origin: Origin) -> Result<RawFile, ConfigError> {
+    let text = read_text(path, origin)?;
+    let home = directories::BaseDirs::new().map(|d| d.home_dir().to_path_buf());
+    let cwd = std::env::current_dir().ok();
+    foreign::read(path, &text, foreign::ReadContext { home: home.as_deref(), cwd: cwd.as_deref() })
+}
+
+/// Asks for a VS Code input (an error says why it cannot be).
+pub(crate) type AskFor<'a> = dyn Fn(&Input) -> Result<String, String> + 'a;
+
+/// What reading a configuration may use beyond its file: the environment (`${VAR}`), the
+/// terminal (VS Code inputs), and the workspace an env file must not be in.
+pub(crate) struct Context<'a> {
+    /// Looks up an environment variable.
+    pub(crate) env: Box<vars::Lookup<'a>>,
+    /// The user's home directory.
+    pub(crate) home: Option<PathBuf>,
+    /// The current directory.
+    pub(crate) cwd: Option<PathBuf>,
+    /// Env files inside it are refused, like configurations (`None`: the user allowed it).
+    pub(crate) workspace: Option<PathBuf>,
+    /// Asks for a VS Code input.
+    pub(crate) ask: Box<AskFor<'a>>,
+    /// Only check the file: references are not resolved, nothing is asked or read.
+    pub(crate) check_only: bool,
+}
+
+impl Context<'_> {
+    /// The process's environment, home and current directory; inputs cannot be asked.
+    pub(crate) fn process() -> Self {
+        Self {
+            env: Box::new(|name| std::env::var(name).ok()),
+            home: directories::BaseDirs::new().map(|d| d.home_dir().to_path_buf()),
+            cwd: std::env::current_dir().ok(),
+            workspace: None,
+            ask: Box::new(|input| Err(format!("input {:?} cannot be asked for here", input.id))),
+            check_only: false,
+        }
+    }
+
+    /// For checking an edited file: nothing is resolved.
+    pub(crate) fn check_only() -> Self {
+        Self { check_only: true, ..Self::process() }
     }
 }
 
@@ -354,48 +488,45 @@ pub(crate) fn demo_config(harness: &Path) -> Config {
         runtime: RuntimeSettings::default(),
         fingerprints: BTreeMap::new(),
         policy_fingerprint: String::new(),
+        warnings: Vec::new(),
+        tools: ToolsSettings::default(),
     }
 }
 
 /// Parses and validates `text`, which was read from `path` (used in messages, and as the base
-/// of relative `cwd`s).
+/// of relative `cwd`s), with the process's environment.
+#[cfg(test)]
 pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+    parse_with(path, text, &Context::process())
+}
+
+/// Parses and validates `text`, which was read from `path`, in `context`.
+pub(crate) fn parse_with(path: &Path, text: &str, context: &Context<'_>) -> Result<Config, ConfigError> {
+    parse_checked(path, text, context).map_err(|e| foreign::with_position(e, path, text))
+}
+
+fn parse_checked(path: &Path, text: &str, context: &Context<'_>) -> Result<Config, ConfigError> {
     let invalid = |key: Option<String>, message: String, position| ConfigError::Invalid {
         path: path.to_path_buf(),
         key,
         message,
         position,
     };
-    let format = format_of(path, text);
-    let mut runtime = RuntimeSettings::default();
-    let (servers, policy, sandbox_defaults) = match format {
-        Format::Toml => {
-            let de = toml::Deserializer::parse(text).map_err(|e| {
-                invalid(None, format!("invalid TOML: {}", e.message()), e.span().map(|s| line_column(text, s.start)))
-            })?;
-            let raw: RawToml = serde_path_to_error::deserialize(de).map_err(|e| {
-                let key = key_of(e.path());
-                let inner = e.into_inner();
-                invalid(key, inner.message().to_owned(), inner.span().map(|s| line_column(text, s.start)))
-            })?;
-            runtime = raw.runtime.into_settings().map_err(|message| invalid(Some("runtime".into()), message, None))?;
-            (raw.servers, raw.policy, raw.sandbox)
+    let read_context = foreign::ReadContext { home: context.home.as_deref(), cwd: context.cwd.as_deref() };
+    let RawFile { table, servers, policy, sandbox: sandbox_defaults, runtime, inputs, warnings, tools, .. } =
+        foreign::read(path, text, read_context)?;
+    let mut tools = tools.into_settings().map_err(|(key, message)| invalid(Some(key.to_owned()), message, None))?;
+    let runtime = runtime.into_settings().map_err(|message| invalid(Some("runtime".into()), message, None))?;
+    // Each input is asked once, however many servers use it.
+    let answers = std::cell::RefCell::new(BTreeMap::<String, String>::new());
+    let ask = |id: &str| -> Result<String, String> {
+        if let Some(answer) = answers.borrow().get(id) {
+            return Ok(answer.clone());
         }
-        Format::Json => {
-            let json_error = |key: Option<String>, e: serde_json::Error| {
-                let message = json_message(&e);
-                let message = if e.is_syntax() || e.is_eof() { format!("invalid JSON: {message}") } else { message };
-                invalid(key, message, Some((e.line(), e.column())))
-            };
-            let mut de = serde_json::Deserializer::from_str(text);
-            let raw: RawJson = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-                // After a syntax error the path is where parsing stopped, not a key that is wrong.
-                let key = if e.inner().is_syntax() || e.inner().is_eof() { None } else { key_of(e.path()) };
-                json_error(key, e.into_inner())
-            })?;
-            de.end().map_err(|e| json_error(None, e))?;
-            (raw.mcp_servers, raw.policy, raw.sandbox)
-        }
+        let input = inputs.iter().find(|i| i.id == id).ok_or_else(|| format!("no input {id:?} in `inputs`"))?;
+        let answer = (context.ask)(input)?;
+        answers.borrow_mut().insert(id.to_owned(), answer.clone());
+        Ok(answer)
     };
     let base = path.parent().unwrap_or(Path::new(""));
     let default_sandbox = match sandbox_defaults.default {
@@ -405,12 +536,33 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         None => SandboxSetting::default().sandbox,
     };
     let default_required = sandbox_defaults.required.unwrap_or(false);
+    // Each server's entry as written (in our terms, whatever the file's format) with the
+    // defaults that shape it, and the policy's: equal fingerprints mean a reload changed nothing.
+    let globals = format!("{default_sandbox:?}|{default_required}");
+    let mut fingerprints = BTreeMap::new();
     let mut specs = Vec::with_capacity(servers.len());
     let mut remote = BTreeMap::new();
     let mut oauth = BTreeMap::new();
     let mut sandboxes = BTreeMap::new();
+    let mut filters = Vec::new();
     for (name, mut raw) in servers {
-        let key = || server_key(format, &name);
+        let key = || foreign::entry_key(table, &name);
+        fingerprints.insert(name.clone(), format!("{}|{globals}", edit::server_table(&raw)));
+        if let Some(exposure) =
+            raw.take_exposure().map_err(|(field, m)| invalid(Some(format!("{}.{field}", key())), m, None))?
+        {
+            tools.exposure.servers.insert(name.clone(), exposure);
+        }
+        if raw.enabled != Some(false) {
+            let ask: Option<&vars::AskInput<'_>> = if inputs.is_empty() { None } else { Some(&ask) };
+            raw.resolve(context, ask, base)
+                .map_err(|(field, m)| invalid(Some(format!("{}.{field}", key())), m, None))?;
+        }
+        if let Some(filter) =
+            raw.tool_filter().map_err(|(field, m)| invalid(Some(format!("{}.{field}", key())), m, None))?
+        {
+            filters.push((name.clone(), filter));
+        }
         let sandbox = (raw.sandbox.take(), raw.sandbox_required.take());
         let (spec, options, settings) =
             raw.into_spec(&name, base).map_err(|message| invalid(Some(key()), message, None))?;
@@ -436,6 +588,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         }
         specs.push(spec);
     }
+    let policy_fingerprint = format!("{policy:?}|{filters:?}");
     let policy = Policy::new(policy).map_err(|e| match e {
         PolicyError::InvalidPattern { index, field, pattern, reason } => invalid(
             Some(format!("policy.rules[{index}].{field}")),
@@ -444,7 +597,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         ),
         other => invalid(Some("policy".to_owned()), other.to_string(), None),
     })?;
-    let (fingerprints, policy_fingerprint) = fingerprints(format, text);
+    let policy = filters.into_iter().fold(policy, |policy, (name, filter)| policy.with_tool_filter(&name, filter));
     Ok(Config {
         servers: specs,
         policy,
@@ -455,25 +608,14 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         runtime,
         fingerprints,
         policy_fingerprint,
+        warnings,
+        tools,
     })
 }
 
 fn key_of(path: &serde_path_to_error::Path) -> Option<String> {
     let key = path.to_string();
     (key != ".").then_some(key)
-}
-
-/// The key of a server's entry, as the file spells its table.
-fn server_key(format: Format, name: &str) -> String {
-    let table = match format {
-        Format::Toml => "servers",
-        Format::Json => "mcpServers",
-    };
-    if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-        format!("{table}.{name}")
-    } else {
-        format!("{table}.{name:?}")
-    }
 }
 
 /// serde_json appends " at line L column C"; the position is reported separately.
@@ -502,6 +644,39 @@ struct RawToml {
     sandbox: RawSandboxDefaults,
     #[serde(default)]
     runtime: RawRuntime,
+    /// Tool exposure and search (see [`ToolsSettings`]).
+    #[serde(default)]
+    tool_search: Option<String>,
+    /// Largest definition of one tool, in bytes.
+    #[serde(default)]
+    tool_budget: Option<usize>,
+    /// Largest total of the definitions sent per step, in bytes.
+    #[serde(default)]
+    pool_budget: Option<usize>,
+    /// Most tools loaded through search per session.
+    #[serde(default)]
+    max_loaded_tools: Option<usize>,
+}
+
+impl RawToml {
+    /// The top-level tool exposure keys, taken out.
+    pub(crate) fn take_tools(&mut self) -> RawTools {
+        RawTools {
+            tool_search: self.tool_search.take(),
+            tool_budget: self.tool_budget.take(),
+            pool_budget: self.pool_budget.take(),
+            max_loaded_tools: self.max_loaded_tools.take(),
+        }
+    }
+}
+
+/// Our TOML's top-level tool exposure keys as written.
+#[derive(Debug, Default)]
+pub(crate) struct RawTools {
+    tool_search: Option<String>,
+    tool_budget: Option<usize>,
+    pool_budget: Option<usize>,
+    max_loaded_tools: Option<usize>,
 }
 
 /// `[runtime]`.
@@ -510,7 +685,7 @@ struct RawToml {
     deny_unknown_fields,
     expecting = "a table with `local_concurrency`, `remote_concurrency`, `restart_limit` and `restart_window_s`"
 )]
-struct RawRuntime {
+pub(crate) struct RawRuntime {
     #[serde(default)]
     local_concurrency: Option<usize>,
     #[serde(default)]
@@ -538,30 +713,10 @@ impl RawRuntime {
     }
 }
 
-/// Each server's entry as written, with the global settings that shape it (the sandbox
-/// defaults), as canonical JSON, and the policy's: equal fingerprints mean nothing changed.
-fn fingerprints(format: Format, text: &str) -> (BTreeMap<String, String>, String) {
-    let json = match format {
-        Format::Toml => toml::from_str::<toml::Table>(text).ok().and_then(|t| serde_json::to_value(t).ok()),
-        Format::Json => serde_json::from_str::<serde_json::Value>(text).ok(),
-    };
-    let Some(json) = json else { return (BTreeMap::new(), String::new()) };
-    let section = |key: &str| json.get(key).map(ToString::to_string).unwrap_or_default();
-    let globals = section("sandbox");
-    let servers_key = if format == Format::Toml { "servers" } else { "mcpServers" };
-    let servers = match json.get(servers_key) {
-        Some(serde_json::Value::Object(map)) => {
-            map.iter().map(|(name, entry)| (name.clone(), format!("{entry}|{globals}"))).collect()
-        }
-        _ => BTreeMap::new(),
-    };
-    (servers, section("policy"))
-}
-
 /// `[sandbox]`: the default of every stdio server's `sandbox` and `sandbox_required`.
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields, expecting = "a table with `default` and `required`")]
-struct RawSandboxDefaults {
+pub(crate) struct RawSandboxDefaults {
     #[serde(default)]
     default: Option<RawSandbox>,
     #[serde(default)]
@@ -661,21 +816,10 @@ impl RawSandbox {
     }
 }
 
-/// Claude Desktop keeps its own settings beside `mcpServers`, hence no `deny_unknown_fields`
-/// at this level; the entries themselves are strict.
-#[derive(Deserialize)]
-struct RawJson {
-    #[serde(rename = "mcpServers")]
-    mcp_servers: BTreeMap<String, RawServer>,
-    #[serde(default)]
-    policy: PolicyConfig,
-    #[serde(default)]
-    sandbox: RawSandboxDefaults,
-}
-
+/// One server's entry as written (our keys; other hosts' entries are mapped onto it).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a table of server settings")]
-struct RawServer {
+pub(crate) struct RawServer {
     #[serde(default)]
     command: Option<String>,
     #[serde(default, deserialize_with = "string_list")]
@@ -710,12 +854,36 @@ struct RawServer {
     /// Refuse to start a stdio server unconfined.
     #[serde(default)]
     sandbox_required: Option<bool>,
-    /// `run` and `chat` do not start without it.
-    #[serde(default)]
-    required: Option<bool>,
     /// The longest a tool call may run while it reports progress.
     #[serde(default)]
     max_tool_time_s: Option<Seconds>,
+    /// Variables passed on from mcp-harness's own environment, when set (Codex's `env_vars`).
+    #[serde(default, deserialize_with = "string_list")]
+    env_vars: Option<Vec<String>>,
+    /// A file of `NAME=value` lines added to `env` (VS Code's and Cursor's `envFile`).
+    #[serde(default)]
+    env_file: Option<String>,
+    /// Only these tools are offered (exact names).
+    #[serde(default, deserialize_with = "string_list")]
+    enabled_tools: Option<Vec<String>>,
+    /// These tools are never offered (exact names).
+    #[serde(default, deserialize_with = "string_list")]
+    disabled_tools: Option<Vec<String>>,
+    /// `run` and `chat` do not start without it (Codex's `required` too).
+    #[serde(default)]
+    required: Option<bool>,
+    /// Its tools' search mode (`auto`, `on`, `off`).
+    #[serde(default)]
+    pub(crate) tool_search: Option<String>,
+    /// Its tools are always sent, never deferred.
+    #[serde(default)]
+    pub(crate) always_load: Option<bool>,
+    /// Largest definition of one of its tools, in bytes.
+    #[serde(default)]
+    pub(crate) tool_budget: Option<usize>,
+    /// Largest total of its loaded definitions, in bytes.
+    #[serde(default)]
+    pub(crate) server_budget: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -791,13 +959,96 @@ impl RawOAuth {
 }
 
 impl RawServer {
+    /// Expands the references of the fields that may hold them, then adds `env_file`'s and
+    /// `env_vars`' variables to `env` (what `env` says wins). Errors are (field, message).
+    fn resolve(
+        &mut self,
+        context: &Context<'_>,
+        input: Option<&vars::AskInput<'_>>,
+        base: &Path,
+    ) -> Result<(), (String, String)> {
+        let placeholder = |_: &str| Some("x".to_owned());
+        let env: &dyn Fn(&str) -> Option<String> = if context.check_only { &placeholder } else { &*context.env };
+        let checked_input = |_: &str| Ok("x".to_owned());
+        let input = if context.check_only && input.is_some() { Some(&checked_input as _) } else { input };
+        let expand = |field: &str, text: &mut String| {
+            *text = vars::expand(text, env, input).map_err(|m| (field.to_owned(), m))?;
+            Ok::<(), (String, String)>(())
+        };
+        if let Some(command) = &mut self.command {
+            expand("command", command)?;
+        }
+        for arg in self.args.iter_mut().flatten() {
+            expand("args", arg)?;
+        }
+        for (k, v) in self.env.iter_mut().flatten() {
+            expand(&format!("env.{k}"), v)?;
+        }
+        if let Some(cwd) = &mut self.cwd {
+            let mut text = cwd.to_string_lossy().into_owned();
+            expand("cwd", &mut text)?;
+            *cwd = PathBuf::from(text);
+        }
+        if let Some(url) = &mut self.url {
+            expand("url", url)?;
+        }
+        for (k, v) in self.headers.iter_mut().flatten() {
+            expand(&format!("headers.{k}"), v)?;
+        }
+        if let Some(file) = &mut self.env_file {
+            expand("env_file", file)?;
+        }
+        if context.check_only {
+            return Ok(());
+        }
+        if let (Some(file), Some(_)) = (&self.env_file, &self.command) {
+            let path = match file.strip_prefix("~/") {
+                Some(rest) => context.home.as_ref().map_or_else(|| PathBuf::from(file), |h| h.join(rest)),
+                None => base.join(file),
+            };
+            let vars = env_file(&path, context.workspace.as_deref()).map_err(|m| ("env_file".to_owned(), m))?;
+            let env = self.env.get_or_insert_with(BTreeMap::new);
+            for (k, v) in vars {
+                env.entry(k).or_insert(v);
+            }
+        }
+        if let (Some(names), Some(_)) = (&self.env_vars, &self.command) {
+            for name in names {
+                if let Some(value) = (context.env)(name) {
+                    self.env.get_or_insert_with(BTreeMap::new).entry(name.clone()).or_insert(value);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `enabled_tools` and `disabled_tools` as a policy filter, if either is given.
+    fn tool_filter(&self) -> Result<Option<policy::ToolFilter>, (String, String)> {
+        for (field, list) in [("enabled_tools", &self.enabled_tools), ("disabled_tools", &self.disabled_tools)] {
+            if list.iter().flatten().any(|t| t.trim().is_empty()) {
+                return Err((field.to_owned(), "tool names must not be empty".to_owned()));
+            }
+        }
+        if self.enabled_tools.is_none() && self.disabled_tools.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(policy::ToolFilter {
+            enabled: self.enabled_tools.clone(),
+            disabled: self.disabled_tools.clone().unwrap_or_default(),
+        }))
+    }
+
     fn into_spec(
         self,
         name: &str,
         base: &Path,
     ) -> Result<(ServerConfig, Option<RemoteOptions>, Option<OAuthSettings>), String> {
-        if name.is_empty() || name.chars().any(char::is_control) {
-            return Err("a server name must be non-empty and free of control characters".to_owned());
+        // Names are printed and named in tool names: nothing that drives a terminal or reads
+        // differently from what it says (ESC, bidirectional overrides, zero-width characters).
+        if name.is_empty() || name.chars().any(mcp_safety::text::is_stripped) {
+            return Err("a server name must be non-empty and free of control characters, bidirectional \
+                 overrides and invisible characters"
+                .to_owned());
         }
         let only_for = |present: bool, key: &str, kind: &str| {
             if present { Err(format!("`{key}` only applies to {kind} servers")) } else { Ok(()) }
@@ -843,6 +1094,8 @@ impl RawServer {
                 only_for(self.args.is_some(), "args", "stdio (command)")?;
                 only_for(self.env.is_some(), "env", "stdio (command)")?;
                 only_for(self.cwd.is_some(), "cwd", "stdio (command)")?;
+                only_for(self.env_vars.is_some(), "env_vars", "stdio (command)")?;
+                only_for(self.env_file.is_some(), "env_file", "stdio (command)")?;
                 let mut options = RemoteOptions::default();
                 if let Some(var) = self.bearer_token_env_var {
                     if var.trim().is_empty() || var.contains(['=', '\0']) {
@@ -885,6 +1138,44 @@ impl RawServer {
         };
         Ok((spec, remote, oauth))
     }
+}
+
+/// The variables of an env file: `NAME=value` lines, `export ` allowed, `#` comments, values
+/// optionally in single or double quotes. A file inside `workspace` is refused like a
+/// configuration there: an agent could choose what the server's environment holds.
+fn env_file(path: &Path, workspace: Option<&Path>) -> Result<BTreeMap<String, String>, String> {
+    let message = |e: ConfigError| match e {
+        ConfigError::InWorkspace { path: shown, .. } => format!(
+            "{} is inside the current directory, which an agent working here can write to; keep it \
+             elsewhere, or pass --allow-workspace-config if you trust this directory",
+            shown.display()
+        ),
+        ConfigError::NotFound { .. } => format!("{} does not exist", path.display()),
+        other => other.to_string(),
+    };
+    if let Some(workspace) = workspace {
+        // The configuration's own rule: an agent could choose what the server's environment holds.
+        check_outside_workspace(path, workspace, Origin::Flag).map_err(message)?;
+    }
+    let text = read_text(path, Origin::Flag).map_err(message)?;
+    let mut vars = BTreeMap::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        let Some((name, value)) = line.split_once('=') else {
+            return Err(format!("{} line {}: expected NAME=value", path.display(), n + 1));
+        };
+        let value = value.trim();
+        let value = match (value.chars().next(), value.chars().last()) {
+            (Some(q @ ('"' | '\'')), Some(end)) if value.len() >= 2 && end == q => &value[1..value.len() - 1],
+            _ => value.split(" #").next().unwrap_or(value).trim_end(),
+        };
+        vars.insert(name.trim().to_owned(), value.to_owned());
+    }
+    Ok(vars)
 }
 
 /// A positive number of seconds, integer or fractional.
@@ -971,6 +1262,67 @@ struct StringItem(String);
 impl<'de> Deserialize<'de> for StringItem {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         String::deserialize(deserializer).map(StringItem)
+    }
+}
+
+/// A `tool_search` value: `auto`, `on`, `off`, and (where `native` may be given) `native`,
+/// which defers like `on`.
+fn search_mode(value: &str, native_allowed: bool) -> Result<(tool_pool::SearchMode, bool), String> {
+    use tool_pool::SearchMode;
+    match value {
+        "auto" => Ok((SearchMode::Auto, false)),
+        "on" => Ok((SearchMode::On, false)),
+        "off" => Ok((SearchMode::Off, false)),
+        "native" if native_allowed => Ok((SearchMode::On, true)),
+        "native" => Err("`tool_search = \"native\"` is a setting of the whole configuration (the provider \
+                         searches every server's tools), not of one server; use \"auto\", \"on\" or \"off\" here"
+            .to_owned()),
+        other => Err(format!(
+            "`tool_search` must be \"auto\", \"on\", \"off\"{}, not {other:?}",
+            if native_allowed { " or \"native\"" } else { "" }
+        )),
+    }
+}
+
+impl RawTools {
+    /// The settings; on error, the key and the message.
+    fn into_settings(self) -> Result<ToolsSettings, (&'static str, String)> {
+        let RawTools { tool_search, tool_budget, pool_budget, max_loaded_tools } = self;
+        let mut settings = ToolsSettings::default();
+        if let Some(value) = tool_search {
+            let (mode, native) = search_mode(&value, true).map_err(|m| ("tool_search", m))?;
+            settings.exposure.tool_search = mode;
+            settings.native = native;
+        }
+        if let Some(budget) = tool_budget {
+            settings.exposure.tool_budget = budget;
+        }
+        if let Some(budget) = pool_budget {
+            settings.exposure.pool_budget = budget;
+        }
+        if max_loaded_tools == Some(0) {
+            return Err(("max_loaded_tools", "`max_loaded_tools` must be at least 1".to_owned()));
+        }
+        settings.max_loaded = max_loaded_tools;
+        Ok(settings)
+    }
+}
+
+impl RawServer {
+    /// Takes the server's exposure keys out; `None` when it sets none. On error, the key and
+    /// the message.
+    fn take_exposure(&mut self) -> Result<Option<tool_pool::ServerExposure>, (&'static str, String)> {
+        let tool_search = match self.tool_search.take() {
+            Some(value) => Some(search_mode(&value, false).map_err(|m| ("tool_search", m))?.0),
+            None => None,
+        };
+        let exposure = tool_pool::ServerExposure {
+            tool_budget: self.tool_budget.take(),
+            server_budget: self.server_budget.take(),
+            tool_search,
+            always_load: self.always_load.take().unwrap_or(false),
+        };
+        Ok((exposure != tool_pool::ServerExposure::default()).then_some(exposure))
     }
 }
 
@@ -1149,10 +1501,13 @@ mod tests {
 
     #[test]
     fn format_is_chosen_by_extension_then_content() {
-        assert_eq!(format_of(Path::new("a.json"), "x = 1"), Format::Json);
-        assert_eq!(format_of(Path::new("a.TOML"), "{"), Format::Toml);
-        assert_eq!(format_of(Path::new("config"), "  \n{\"mcpServers\": {}}"), Format::Json);
-        assert_eq!(format_of(Path::new("config"), "[servers]"), Format::Toml);
+        let host = |path: &str, text: &str| {
+            foreign::read(Path::new(path), text, foreign::ReadContext::default()).map(|r| r.host)
+        };
+        assert!(matches!(host("a.json", "x = 1"), Err(ConfigError::Invalid { .. })), "a .json file is read as JSON");
+        assert!(matches!(host("a.TOML", "{"), Err(ConfigError::Invalid { .. })), "a .TOML file is read as TOML");
+        assert_eq!(host("config", "  \n{\"mcpServers\": {}}").unwrap(), Host::McpServers);
+        assert_eq!(host("config", "[servers]").unwrap(), Host::Ours);
         assert!(parse(Path::new("/x/config"), r#"{"mcpServers": {"a": {"command": "a"}}}"#).is_ok());
     }
 
@@ -1196,9 +1551,10 @@ mod tests {
     #[test]
     fn json_error_messages() {
         let cases = [
-            ("no mcpServers", r#"{"servers": {}}"#),
+            ("no servers", r#"{"tools": {}}"#),
             ("args not an array", r#"{"mcpServers": {"git": {"command": "git", "args": "x"}}}"#),
-            ("typo in entry", r#"{"mcpServers": {"git": {"command": "git", "argz": []}}}"#),
+            ("entry not a table", r#"{"mcpServers": {"git": ["git"]}}"#),
+            ("servers not a table", r#"{"mcpServers": []}"#),
             ("type mismatch", r#"{"mcpServers": {"git": {"type": "sse", "command": "git"}}}"#),
             ("both", r#"{"mcpServers": {"git": {"command": "git", "url": "https://x"}}}"#),
             ("syntax", "{\"mcpServers\": {\"git\": {\"command\": \"git\",}}}"),
@@ -1207,6 +1563,24 @@ mod tests {
         ];
         let report: String = cases.iter().map(|(name, text)| format!("{name}:\n  {}\n", json_err(text))).collect();
         insta::assert_snapshot!(report);
+    }
+
+    /// A name with a bidirectional override reads differently from what it is; refused like
+    /// one with ESC, in both formats.
+    #[test]
+    fn server_names_that_could_drive_or_fool_a_terminal_are_refused() {
+        for name in ["git\u{1b}[2J", "git\u{202e}txt", "gi\u{200b}t", "git\u{2066}", "git\u{9b}"] {
+            let escaped = serde_json::to_string(name).unwrap();
+            let json = json_err(&format!(r#"{{"mcpServers": {{{escaped}: {{"command": "git"}}}}}}"#));
+            let toml = toml_err(&format!("[servers.{escaped}]\ncommand = \"git\"\n"));
+            for message in [json, toml] {
+                assert!(
+                    message.contains("a server name must be non-empty and free of control characters"),
+                    "{message}"
+                );
+            }
+        }
+        assert!(parse(Path::new("/x/claude.json"), r#"{"mcpServers": {"gît-é": {"command": "git"}}}"#).is_ok());
     }
 
     #[test]
@@ -1299,34 +1673,161 @@ mod tests {
         let outside = elsewhere.path().join("config.toml");
         std::fs::write(&outside, "").unwrap();
 
-        let err = check_outside_workspace(&inside, workspace.path()).unwrap_err();
+        let err = check_outside_workspace(&inside, workspace.path(), Origin::Default).unwrap_err();
         assert!(matches!(err, ConfigError::InWorkspace { .. }));
         let message = err.to_string();
         assert!(message.contains("--allow-workspace-config") && message.contains("an agent"), "{message}");
-        assert!(check_outside_workspace(&outside, workspace.path()).is_ok());
+        assert!(check_outside_workspace(&outside, workspace.path(), Origin::Default).is_ok());
 
         // A relative path and a `..` detour resolve to the same place.
         let detour = workspace.path().join("sub/../sub/config.toml");
-        assert!(check_outside_workspace(&detour, workspace.path()).is_err());
+        assert!(check_outside_workspace(&detour, workspace.path(), Origin::Default).is_err());
 
         // A symlink from outside into the workspace is followed.
         #[cfg(unix)]
         {
             let link = elsewhere.path().join("link.toml");
             std::os::unix::fs::symlink(&inside, &link).unwrap();
-            assert!(matches!(check_outside_workspace(&link, workspace.path()), Err(ConfigError::InWorkspace { .. })));
+            assert!(matches!(
+                check_outside_workspace(&link, workspace.path(), Origin::Default),
+                Err(ConfigError::InWorkspace { .. })
+            ));
             // A link inside the workspace is refused even when it points outside: an agent could
             // point it anywhere.
             let link_in = workspace.path().join("link.toml");
             std::os::unix::fs::symlink(&outside, &link_in).unwrap();
-            assert!(check_outside_workspace(&link_in, workspace.path()).is_err());
+            assert!(check_outside_workspace(&link_in, workspace.path(), Origin::Default).is_err());
             // A workspace reached through a symlink is still the workspace.
             let ws_link = elsewhere.path().join("ws");
             std::os::unix::fs::symlink(workspace.path(), &ws_link).unwrap();
-            assert!(check_outside_workspace(&inside, &ws_link).is_err());
+            assert!(check_outside_workspace(&inside, &ws_link, Origin::Default).is_err());
         }
 
         let missing = elsewhere.path().join("nope.toml");
-        assert!(matches!(check_outside_workspace(&missing, workspace.path()), Err(ConfigError::NotFound { .. })));
+        assert!(matches!(
+            check_outside_workspace(&missing, workspace.path(), Origin::Default),
+            Err(ConfigError::NotFound { .. })
+        ));
+    }
+
+    /// The section of docs/configuration.md under `heading` (up to the next heading of its level
+    /// or above).
+    fn doc_section(heading: &str) -> &'static str {
+        let doc = crate::help::CONFIGURATION;
+        let at =
+            doc.find(&format!("\n{heading}\n")).unwrap_or_else(|| panic!("no section {heading:?} in the reference"));
+        let level = heading.split(' ').next().unwrap_or("#");
+        let rest = &doc[at + heading.len() + 2..];
+        let end = rest
+            .match_indices("\n#")
+            .find(|(i, _)| rest[i + 1..].split(' ').next().is_some_and(|h| h.len() <= level.len()))
+            .map_or(rest.len(), |(i, _)| i);
+        &rest[..end]
+    }
+
+    #[test]
+    fn configuration_reference_lists_every_key() {
+        // Every key each table of our TOML accepts, read from the parser itself.
+        let tables: [(&str, &[&str]); 8] = [
+            ("## Top level", keys::fields::<RawToml>()),
+            ("## `[servers.NAME]`", keys::fields::<RawServer>()),
+            ("### `[servers.NAME.oauth]`", keys::fields::<RawOAuth>()),
+            ("## `[policy]`", keys::fields::<PolicyConfig>()),
+            ("## `[policy]`", keys::fields::<policy::RuleConfig>()),
+            ("## `[sandbox]`", keys::fields::<RawSandboxDefaults>()),
+            ("## `[sandbox]`", keys::fields::<RawSandboxTable>()),
+            ("## `[runtime]`", keys::fields::<RawRuntime>()),
+        ];
+        let mut missing = Vec::new();
+        for (heading, fields) in tables {
+            assert!(!fields.is_empty(), "no keys read for {heading}");
+            let section = doc_section(heading);
+            for field in fields {
+                // A row of the section's table starts with the key.
+                if !section.contains(&format!("| `{field}` |")) {
+                    missing.push(format!("{heading}: `{field}`"));
+                }
+            }
+        }
+        // Every key of other hosts' entries that is read (or refused, or reported) by name.
+        for (heading, known) in [
+            ("### `mcpServers` entries (Claude Desktop, Claude Code, Cursor)", foreign::MCP_SERVERS_KEYS),
+            ("### VS Code `servers` entries and `inputs`", foreign::VSCODE_KEYS),
+            ("### Codex `[mcp_servers.NAME]`", foreign::CODEX_KEYS),
+        ] {
+            let section = doc_section(heading);
+            for (key, _) in known {
+                if !section.contains(&format!("`{key}`")) {
+                    missing.push(format!("{heading}: `{key}`"));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "docs/configuration.md lacks: {missing:#?}");
+        // The test can fail: a key that is not there is found missing.
+        assert!(!doc_section("## `[runtime]`").contains("| `no_such_key` |"));
+    }
+
+    #[test]
+    fn tool_exposure_and_search_settings() {
+        let config = parse(
+            Path::new("/x/config.toml"),
+            r#"
+            tool_search = "on"
+            tool_budget = 4096
+            pool_budget = 32768
+            max_loaded_tools = 10
+            [servers.core]
+            command = "core"
+            always_load = true
+            [servers.big]
+            command = "big"
+            tool_search = "off"
+            tool_budget = 1000
+            server_budget = 5000
+            [servers.plain]
+            command = "plain"
+            "#,
+        )
+        .unwrap();
+        let tools = &config.tools;
+        assert_eq!(tools.exposure.tool_search, tool_pool::SearchMode::On);
+        assert_eq!((tools.exposure.tool_budget, tools.exposure.pool_budget), (4096, 32768));
+        assert_eq!((tools.native, tools.max_loaded), (false, Some(10)));
+        assert_eq!(
+            tools.exposure.servers,
+            BTreeMap::from([
+                (
+                    "big".to_owned(),
+                    tool_pool::ServerExposure {
+                        tool_budget: Some(1000),
+                        server_budget: Some(5000),
+                        tool_search: Some(tool_pool::SearchMode::Off),
+                        always_load: false
+                    }
+                ),
+                ("core".to_owned(), tool_pool::ServerExposure { always_load: true, ..Default::default() }),
+            ])
+        );
+        // Native search is a top-level key of our TOML.
+        let native = parse(Path::new("/x/c.toml"), "tool_search = \"native\"\n").unwrap();
+        assert!(native.tools.native);
+        assert_eq!(native.tools.exposure.tool_search, tool_pool::SearchMode::On);
+        // Nothing set: the defaults.
+        assert_eq!(parse(Path::new("/x/c.toml"), "").unwrap().tools, ToolsSettings::default());
+    }
+
+    #[test]
+    fn tool_search_errors_name_the_key_and_the_choices() {
+        assert_eq!(
+            toml_err("tool_search = \"always\"\n"),
+            "config error in /x/config.toml: tool_search: `tool_search` must be \"auto\", \"on\", \"off\" or \
+             \"native\", not \"always\""
+        );
+        let native = toml_err("[servers.s]\ncommand = \"s\"\ntool_search = \"native\"\n");
+        assert!(native.contains("servers.s.tool_search") && native.contains("not of one server"), "{native}");
+        let zero = toml_err("max_loaded_tools = 0\n");
+        assert!(zero.contains("must be at least 1"), "{zero}");
+        let negative = toml_err("pool_budget = -1\n");
+        assert!(negative.contains("pool_budget"), "{negative}");
     }
 }

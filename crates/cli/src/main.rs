@@ -2,7 +2,8 @@
 //!
 //! Exit codes: 0 success; 1 the called tool reported an error (`isError`); 2 usage,
 //! configuration, connection or refusal errors (`servers` and `tools` report servers that
-//! failed to connect, and still exit 0).
+//! failed to connect, and still exit 0); 130, 143, 129 ended by SIGINT, SIGTERM, SIGHUP (the
+//! servers closed first).
 
 mod agent;
 mod approve;
@@ -10,81 +11,52 @@ mod auth;
 mod call;
 mod config;
 mod demo_server;
+mod help;
+mod mcp;
 mod output;
 mod progress;
 mod runtime;
 mod sandbox;
 mod session;
+mod signals;
 mod tools;
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
-use crate::output::{OutputError, emit};
+use crate::output::OutputError;
 
 const CONFIG_HELP: &str = "\
 CONFIGURATION
   The configuration lives in your configuration directory, by default
   ~/.config/mcp-harness/config.toml (config.json if only that exists; $XDG_CONFIG_HOME is honoured).
-  --config PATH or the environment variable MCP_HARNESS_CONFIG choose another file. A file inside
-  the current directory is refused (an agent working here could edit it, and it decides which
-  commands run) unless --allow-workspace-config is given.
+  --config PATH or the environment variable MCP_HARNESS_CONFIG choose another file: our TOML, or another
+  host's file as it is (Claude Desktop, Claude Code, Cursor, VS Code, Codex). A file inside the current
+  directory is refused (an agent working here could edit it, and it decides which commands run) unless
+  --allow-workspace-config is given; your configuration directory is trusted wherever you run.
 
-  TOML:
-    [servers.git]
-    command = \"uvx\"                  # a stdio server; or url = \"https://...\" (+ headers) for a remote one
-    args = [\"mcp-server-git\"]
-    env = { GIT_PAGER = \"cat\" }
-    cwd = \"/path/to/repo\"            # relative paths are relative to the configuration file
-    enabled = true
-    startup_timeout_s = 30           # spawn + initialize + tools/list
-    tool_timeout_s = 60
-    sandbox = { write = [\"/path/to/repo\"], network = false }  # standard, extended; or \"off\"
-    sandbox_required = true          # never run it unconfined (a kernel without Landlock)
-
-    [sandbox]                        # the default for every stdio server
-    default = \"standard\"           # read the system, write the cwd and a private temp; no secrets
-    required = false
-
-    [policy]
-    default = \"confirm\"              # allow | confirm | deny
-    [[policy.rules]]
-    server = \"git\"                   # glob with * and ?; \"@builtin\" for built-in tools
-    tool = \"git_status\"
-    decision = \"allow\"
-
-    [servers.docs]                   # a remote server: Streamable HTTP (falling back to the
-    url = \"https://docs.example/mcp\" # 2024-11-05 HTTP+SSE transport), or ws:// / wss://
-    headers = { X-Team = \"core\" }
-    bearer_token_env_var = \"DOCS_TOKEN\" # sent as Authorization: Bearer $DOCS_TOKEN
-    type = \"sse\"                     # optional: only the 2024-11-05 HTTP+SSE transport
-
-    [servers.tracker]                # a server protected with OAuth: `mcp-harness login tracker`
-    url = \"https://tracker.example/mcp\"
-    [servers.tracker.oauth]          # optional; every http(s) server without credentials uses OAuth
-    client_id = \"my-client\"          # pre-registered client (else a metadata document or registration)
-    client_secret_env_var = \"TRACKER_SECRET\"
-    client_metadata_url = \"https://example.com/client.json\"  # client ID metadata document
-    issuer = \"https://login.example.com\"  # send credentials to this authorization server only
-    grant = \"client_credentials\"     # machine clients (default: authorization_code, a browser login)
-    private_key_file = \"key.pem\"     # private_key_jwt (ES256) for client_credentials
-    enabled = false                  # no OAuth for this server
-
-  Claude Desktop's JSON ({\"mcpServers\": {\"name\": {\"command\", \"args\", \"env\"} or {\"url\"}}}) is
-  read as it is.
+  `mcp-harness mcp add|list|get|remove|enable|disable|import` manage the servers;
+  `mcp-harness help config` prints every key of the file (docs/configuration.md).
 
 EXIT CODES
-  0 success, 1 the tool reported an error, 2 usage, configuration, connection or refusal errors.
-  `servers` and `tools` report servers that failed to connect and still exit 0.";
+  0    success
+  1    the called tool reported an error (`call`)
+  2    usage, configuration, connection or refusal errors (`servers` and `tools` report servers
+       that failed to connect and still exit 0)
+  130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM, 129 by SIGHUP; the servers were closed first";
+
+/// The whole command line, for completions, the manual page and `help`.
+pub(crate) fn command_line() -> clap::Command {
+    Cli::command()
+}
 
 /// An MCP host: connects to the configured MCP servers and offers their tools.
 #[derive(Debug, Parser)]
-#[command(name = "mcp-harness", version, after_long_help = CONFIG_HELP)]
+#[command(name = "mcp-harness", version, after_long_help = CONFIG_HELP, disable_help_subcommand = true)]
 struct Cli {
-    /// Configuration file (TOML, or Claude Desktop style JSON).
+    /// Configuration file: our TOML, or another host's file as it is (`help config`).
     #[arg(long, global = true, value_name = "PATH", env = config::CONFIG_ENV)]
     config: Option<PathBuf>,
     /// Accept a configuration file inside the current directory (only if you trust it: it decides
@@ -103,11 +75,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// List the tools offered to the model, with the policy's decision for each.
+    /// List the tools offered to the model, with the policy's decision and the exposure of each.
     Tools {
         /// Print the pool as JSON.
         #[arg(long)]
         json: bool,
+        /// Rank the tools tool search can find for QUERY, with scores; `-` reads one query per
+        /// line from stdin and prints one JSON line per query.
+        #[arg(long, value_name = "QUERY")]
+        search: Option<String>,
+        /// Most results per query with --search (default 5, at most 25).
+        #[arg(long, value_name = "N", requires = "search")]
+        limit: Option<usize>,
     },
     /// Call one tool by its model-visible name (as `tools` lists it).
     Call {
@@ -155,6 +134,23 @@ enum Command {
         #[command(flatten)]
         agent: agent::AgentArgs,
     },
+    /// Manage the configured servers, or bring them over from another host.
+    Mcp {
+        #[command(subcommand)]
+        command: mcp::McpCommand,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff; `mcp-harness man | man -l -`).
+    Man,
+    /// Print help: of a command (`help mcp add`), or `help config` for every configuration key.
+    Help {
+        /// A command, or `config`.
+        topic: Vec<String>,
+    },
     /// The demo's notes server over stdio (`demo` runs it).
     #[command(hide = true)]
     DemoServer,
@@ -169,20 +165,74 @@ pub(crate) enum Outcome {
 
 fn main() -> ExitCode {
     sandbox::launch_if_asked();
-    let cli = Cli::parse();
-    if let Command::DemoServer = cli.command {
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    let at = session::ConfigPath {
+        path: cli.config.clone(),
+        origin: config_origin(&matches),
+        allow_workspace: cli.allow_workspace_config,
+    };
+    let synchronous = match &cli.command {
         // Synchronous and silent: its stdout is the protocol.
-        demo_server::serve();
-        return ExitCode::SUCCESS;
+        Command::DemoServer => {
+            demo_server::serve();
+            Some(Ok(Outcome::Success))
+        }
+        Command::Help { topic } => Some(help::help(topic)),
+        Command::Completions { shell } => Some(help::completions(*shell)),
+        Command::Man => Some(help::man()),
+        _ => None,
+    };
+    if let Some(result) = synchronous {
+        return exit(result);
     }
     init_logging();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => return fail(&anyhow::anyhow!("cannot start the async runtime: {e}")),
     };
-    let result = runtime.block_on(run(cli));
+    let result = runtime.block_on(async {
+        signals::install().map_err(|e| anyhow::anyhow!("cannot listen for signals: {e}"))?;
+        tokio::select! {
+            result = run(cli, at) => result,
+            // Commands close their servers when a signal comes; one that takes too long is
+            // dropped, which kills its servers' process groups.
+            signal = async {
+                let signal = signals::wait().await;
+                tokio::time::sleep(signals::WIND_DOWN).await;
+                signal
+            } => Err(signals::Interrupted(signal).into()),
+        }
+    });
     // Children are closed by the commands; don't wait on stray blocking tasks (a prompt).
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    if let Some(signal) = signals::received() {
+        // Whatever the command made of it, a script must tell an interrupted task from a
+        // finished one.
+        let _ = output::stderr(&format!("{}\n", signals::Interrupted(signal)));
+        return ExitCode::from(signal.exit_status());
+    }
+    exit(result)
+}
+
+/// Where `--config`'s value came from: the flag, its environment variable, or neither.
+fn config_origin(matches: &clap::ArgMatches) -> config::Origin {
+    // A global argument is recorded where it was given: look down the chain of subcommands.
+    let mut current = Some(matches);
+    while let Some(m) = current {
+        match m.value_source("config") {
+            Some(clap::parser::ValueSource::CommandLine) => return config::Origin::Flag,
+            Some(clap::parser::ValueSource::EnvVariable) => return config::Origin::Env,
+            _ => current = m.subcommand().map(|(_, sub)| sub),
+        }
+    }
+    config::Origin::Default
+}
+
+fn exit(result: anyhow::Result<Outcome>) -> ExitCode {
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::ToolError) => ExitCode::from(1),
@@ -191,13 +241,13 @@ fn main() -> ExitCode {
     }
 }
 
-/// `demo` and `demo-server` return before the configuration is read.
+/// `demo`, `mcp` and the synchronous commands return before the configuration is read.
 fn unreachable_demo() -> anyhow::Result<Outcome> {
-    Err(anyhow::anyhow!("internal error: demo reached the configured commands"))
+    Err(anyhow::anyhow!("internal error: a command that reads no configuration reached the configured commands"))
 }
 
 fn fail(error: &anyhow::Error) -> ExitCode {
-    let _ = emit(&mut std::io::stderr(), &format!("error: {error:#}\n"));
+    let _ = output::stderr(&format!("error: {error:#}\n"));
     ExitCode::from(2)
 }
 
@@ -206,23 +256,33 @@ fn init_logging() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
+        // Log lines quote servers: they are cleaned like all output, so no colours of our own.
+        .with_writer(|| output::LogWriter)
+        .with_ansi(false)
         .with_target(false)
         .try_init();
 }
 
-async fn run(cli: Cli) -> anyhow::Result<Outcome> {
-    if let Command::Demo { agent } = &cli.command {
-        return agent::demo_command(agent).await;
-    }
-    let config = session::load_config(cli.config.as_deref(), cli.allow_workspace_config)?;
+async fn run(cli: Cli, at: session::ConfigPath) -> anyhow::Result<Outcome> {
     match cli.command {
-        Command::Demo { .. } | Command::DemoServer => unreachable_demo(),
-        Command::Run { task, agent } => agent::run_command(config, cli.allow_workspace_config, &task, &agent).await,
-        Command::Chat { agent } => agent::chat_command(config, cli.allow_workspace_config, &agent).await,
+        Command::Demo { agent } => return agent::demo_command(&agent).await,
+        Command::Mcp { command } => return mcp::mcp_command(command, &at),
+        _ => {}
+    }
+    let config = session::load_config(&at)?;
+    match cli.command {
+        Command::Demo { .. }
+        | Command::DemoServer
+        | Command::Mcp { .. }
+        | Command::Help { .. }
+        | Command::Completions { .. }
+        | Command::Man => unreachable_demo(),
+        Command::Run { task, agent } => agent::run_command(config, at.allow_workspace, &task, &agent).await,
+        Command::Chat { agent } => agent::chat_command(config, at.allow_workspace, &agent).await,
         Command::Servers { json } => session::servers_command(config, json).await,
-        Command::Tools { json } => tools::tools_command(config, json).await,
+        Command::Tools { json, search, limit } => {
+            tools::tools_command(config, tools::ToolsArgs { json, search, limit }).await
+        }
         Command::Call { name, args, yes, json } => call::call_command(config, &name, &args, yes, json).await,
         Command::Login { server, no_browser } => auth::login_command(config, &server, !no_browser).await,
         Command::Logout { server } => auth::logout_command(config, &server).await,

@@ -1,4 +1,13 @@
 //! Writing output: tables, durations, and text from servers made safe for a terminal.
+//!
+//! This is the one place where text becomes terminal output: [`stdout`] and [`stderr`] remove
+//! every character that could drive a terminal (ESC sequences such as OSC 52 or OSC 8, BEL, CR,
+//! C1 controls, bidirectional overrides: `mcp_safety::text::is_stripped`) from everything they
+//! write, whoever produced it: a server, a model, a configuration file, or us. A new path that
+//! prints through them cannot forget. Our own colours go through [`stdout_painted`], which
+//! cleans the text it wraps; JSON goes through [`json`], which escapes those characters
+//! (`\u202e`), so `--json` keeps the exact text and still drives no terminal. Logs go through
+//! [`LogWriter`].
 
 use std::io::Write;
 use std::time::Duration;
@@ -22,19 +31,82 @@ pub(crate) fn emit(out: &mut impl Write, text: &str) -> Result<(), OutputError> 
     Ok(())
 }
 
-/// Writes to stdout.
-pub(crate) fn stdout(text: &str) -> Result<(), OutputError> {
-    emit(&mut std::io::stdout().lock(), text)
+/// Writes `text` made terminal-safe (newlines and tabs stay).
+pub(crate) fn emit_clean(out: &mut impl Write, text: &str) -> Result<(), OutputError> {
+    emit(out, &clean(text))
 }
 
-/// Writes to stderr.
+/// Writes to stdout, terminal-safe.
+pub(crate) fn stdout(text: &str) -> Result<(), OutputError> {
+    emit_clean(&mut std::io::stdout().lock(), text)
+}
+
+/// Writes to stderr, terminal-safe.
 pub(crate) fn stderr(text: &str) -> Result<(), OutputError> {
-    emit(&mut std::io::stderr().lock(), text)
+    emit_clean(&mut std::io::stderr().lock(), text)
+}
+
+/// `text` made terminal-safe inside our own SGR style `code` (`"31"` red), or plain when
+/// `color` is off.
+pub(crate) fn painted(color: bool, code: &str, text: &str) -> String {
+    if color && !text.is_empty() { format!("\x1b[{code}m{}\x1b[0m", clean(text)) } else { clean(text) }
+}
+
+/// Writes already [`painted`] text to stdout: the one writer that lets an escape through, ours.
+pub(crate) fn stdout_painted(painted: &str) -> Result<(), OutputError> {
+    emit(&mut std::io::stdout().lock(), painted)
+}
+
+/// `value` as JSON (pretty or one line) with every character [`stdout`] would remove escaped
+/// (`\u001b`, `\u202e`): the same value for a JSON reader, nothing for a terminal to act on.
+pub(crate) fn json(value: &impl serde::Serialize, pretty: bool) -> Result<String, serde_json::Error> {
+    let text = if pretty { serde_json::to_string_pretty(value)? } else { serde_json::to_string(value)? };
+    // Outside strings JSON has only structural ASCII, spaces and newlines, none of them
+    // stripped; inside strings an escape is the same character.
+    if !text.chars().any(mcp_safety::text::is_stripped) {
+        return Ok(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if mcp_safety::text::is_stripped(c) {
+            // Every stripped character is in the Basic Multilingual Plane: one \u escape.
+            for unit in c.encode_utf16(&mut [0; 2]) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    Ok(out)
+}
+
+/// The writer of log lines (tracing): each line terminal-safe, like everything else printed.
+/// A log line quotes what a server sent (a line that is not JSON, a log notification).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LogWriter;
+
+impl Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        // The formatter writes a whole event at once; a character split across two writes
+        // becomes U+FFFD, never raw bytes.
+        let text = clean(&String::from_utf8_lossy(buf));
+        std::io::stderr().lock().write_all(text.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().lock().flush()
+    }
 }
 
 /// Server text made safe for the terminal (`clean`), on one line and cut (`one_line`), or
 /// only cut (`cut`): `mcp_safety::text` is their one home.
 pub(crate) use mcp_safety::text::{one_line, terminal_safe as clean};
+
+/// Writes `warning: TEXT` on stderr, one terminal-safe line (configuration warnings).
+pub(crate) fn warn(text: &str) -> Result<(), OutputError> {
+    stderr(&format!("warning: {}\n", one_line(text, 1000)))
+}
 
 /// `12ms`, `1.5s`.
 pub(crate) fn duration(d: Duration) -> String {
@@ -79,6 +151,26 @@ mod tests {
             &[vec!["xxx".into(), "y".into(), "z z".into()], vec!["".into(), "".into(), "".into()]],
         );
         assert_eq!(t, "A    BB  C\nxxx  y   z z\n\n");
+    }
+
+    /// Everything written, and JSON, carries nothing that drives a terminal; JSON keeps the
+    /// exact text.
+    #[test]
+    fn writers_and_json_are_terminal_safe() {
+        let hostile = "a\u{1b}]52;c;ZXZpbA==\u{7}\rb\u{9b}31m\u{202e}c\u{7f}\n";
+        let mut out = Vec::new();
+        emit_clean(&mut out, hostile).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "a]52;c;ZXZpbA==b31mc\n");
+        let value = serde_json::json!({ "text": hostile });
+        for pretty in [false, true] {
+            let text = json(&value, pretty).unwrap();
+            assert!(!text.chars().any(mcp_safety::text::is_stripped), "{text}");
+            assert_eq!(clean(&text), text);
+            assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), value);
+        }
+        assert_eq!(painted(true, "31", "x\u{1b}[2Jy"), "\x1b[31mx[2Jy\x1b[0m");
+        assert_eq!(painted(false, "31", "x\u{202e}y"), "xy");
+        assert_eq!(LogWriter.write(b"").unwrap(), 0);
     }
 
     #[test]

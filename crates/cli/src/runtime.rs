@@ -162,7 +162,8 @@ impl Runtime {
                 }
             }
         };
-        let _ = tokio::time::timeout(FIRST_STEP_WAIT, waiting).await;
+        // A signal ends the wait too: the caller sees it and closes the servers.
+        let _ = crate::signals::interruptible(tokio::time::timeout(FIRST_STEP_WAIT, waiting)).await;
         if let Some(bar) = spinner {
             bar.finish_and_clear();
         }
@@ -205,7 +206,7 @@ impl Runtime {
             still_dirty.disarm();
             return;
         };
-        let loaded = crate::session::load_config(Some(&path), self.source.allow_workspace);
+        let loaded = crate::session::reload_config(&path, self.source.allow_workspace);
         match loaded {
             Ok(new) => {
                 let report = self.publish(new).await;
@@ -281,15 +282,22 @@ impl Runtime {
     pub(crate) async fn describe(&self) -> String {
         self.reload_if_changed().await;
         let listings = self.servers.refresh().await;
+        // What the next step would offer of each listing, as `servers` counts it.
+        let policy = Arc::clone(&lock(&self.policy).1);
+        let pool =
+            crate::session::pool_of(listings.iter().map(|l| (l.name.as_str(), Arc::clone(&l.tools))), &policy).ok();
         let rows: Vec<Vec<String>> = self
             .servers
             .states()
             .into_iter()
             .map(|(name, state)| {
-                let tools = listings
-                    .iter()
-                    .find(|l| l.name == name)
-                    .map_or_else(|| "-".to_owned(), |l| l.tools.len().to_string());
+                let tools = listings.iter().find(|l| l.name == name).map_or_else(
+                    || "-".to_owned(),
+                    |l| match &pool {
+                        Some(pool) => format!("{}/{}", crate::session::offered(pool, &name), l.tools.len()),
+                        None => format!("?/{}", l.tools.len()),
+                    },
+                );
                 let detail = match &state {
                     ServerState::Failed { reason, .. } => output::one_line(reason, 200),
                     ServerState::Reconnecting { .. } => output::one_line(&state.to_string(), 200),
@@ -301,7 +309,7 @@ impl Runtime {
         if rows.is_empty() {
             return "no servers are configured\n".to_owned();
         }
-        output::table(&["SERVER", "STATE", "TOOLS", "LAST ERROR"], &rows)
+        output::table(&["SERVER", "STATE", crate::session::TOOLS_COLUMN, "LAST ERROR"], &rows)
     }
 
     /// Closes every server.

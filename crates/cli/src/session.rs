@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::io::IsTerminal;
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -18,19 +18,58 @@ use crate::Outcome;
 use crate::config::{self, Config};
 use crate::output;
 
-/// Finds, checks and loads the configuration.
-pub(crate) fn load_config(path: Option<&Path>, allow_workspace: bool) -> anyhow::Result<Config> {
-    let path = match path {
-        Some(p) => p.to_path_buf(),
-        None => config::default_path()?,
-    };
-    let resolved = if allow_workspace {
-        path
-    } else {
+/// Where the configuration is: `--config` or its variable, else the default location.
+#[derive(Debug, Clone)]
+pub(crate) struct ConfigPath {
+    /// The path given, if one was.
+    pub(crate) path: Option<PathBuf>,
+    /// Where it came from.
+    pub(crate) origin: config::Origin,
+    /// `--allow-workspace-config`.
+    pub(crate) allow_workspace: bool,
+}
+
+impl ConfigPath {
+    /// The path to read, checked against the workspace rule.
+    pub(crate) fn checked(&self) -> anyhow::Result<PathBuf> {
+        let path = match &self.path {
+            Some(p) => p.clone(),
+            None => config::default_path()?,
+        };
+        if self.allow_workspace {
+            return Ok(path);
+        }
         let cwd = std::env::current_dir().map_err(config::ConfigError::NoCurrentDir)?;
-        config::check_outside_workspace(&path, &cwd)?
-    };
-    Ok(config::load(&resolved)?)
+        Ok(config::check_outside_workspace(&path, &cwd, self.origin)?)
+    }
+}
+
+/// Finds, checks and loads the configuration; its warnings go to stderr.
+pub(crate) fn load_config(at: &ConfigPath) -> anyhow::Result<Config> {
+    let config = read_config(at, true)?;
+    for warning in &config.warnings {
+        output::warn(warning)?;
+    }
+    Ok(config)
+}
+
+/// Reads the configuration again while `run` or `chat` goes on: nothing is asked on the
+/// terminal (the conversation owns it), and its warnings were shown when it started.
+pub(crate) fn reload_config(path: &std::path::Path, allow_workspace: bool) -> anyhow::Result<Config> {
+    let at = ConfigPath { path: Some(path.to_path_buf()), origin: config::Origin::Flag, allow_workspace };
+    read_config(&at, false)
+}
+
+fn read_config(at: &ConfigPath, interactive: bool) -> anyhow::Result<Config> {
+    let resolved = at.checked()?;
+    let mut context = config::Context::process();
+    if interactive {
+        context.ask = Box::new(crate::approve::ask_input);
+    }
+    if !at.allow_workspace {
+        context.workspace = std::env::current_dir().ok();
+    }
+    Ok(config::load(&resolved, at.origin, &context)?)
 }
 
 /// What the client library connects, for every configured server: its transport's connector
@@ -61,7 +100,13 @@ pub(crate) async fn connect(config: &Config) -> Vec<ServerConnection> {
     let show = |bar: &ProgressBar| {
         let names = connecting.lock().map(|n| n.iter().cloned().collect::<Vec<_>>().join(", ")).unwrap_or_default();
         let done = enabled - connecting.lock().map(|n| n.len()).unwrap_or(0);
-        bar.set_message(format!("connecting: {names} ({done} of {enabled} settled)…"));
+        // The last frame, drawn before the spinner is cleared, names no server.
+        let message = if names.is_empty() {
+            format!("connected ({done} of {enabled} settled)")
+        } else {
+            format!("connecting: {names} ({done} of {enabled} settled)…")
+        };
+        bar.set_message(output::one_line(&message, 200));
     };
     if let Some(bar) = &spinner {
         show(bar);
@@ -98,14 +143,10 @@ pub(crate) struct Session {
 impl Session {
     /// Connects and assembles the pool (no built-in tools yet).
     pub(crate) async fn open(config: &Config) -> anyhow::Result<Self> {
-        let connections = connect(config).await;
-        let listings: Vec<ServerTools> = connections
-            .iter()
-            .filter(|c| c.is_connected())
-            .map(|c| ServerTools::new(c.name(), Arc::clone(c.tools())))
-            .collect();
-        let builtins: Arc<[BuiltinTool]> = Arc::new([]);
-        let pool = match assemble(&builtins, &listings, &config.policy, &Options::default(), 1) {
+        // A signal while connecting drops the connections, which kills their process groups.
+        let connections = crate::signals::interruptible(connect(config)).await?;
+        let listings = connections.iter().filter(|c| c.is_connected()).map(|c| (c.name(), Arc::clone(c.tools())));
+        let pool = match pool_of(listings, &config.policy) {
             Ok(pool) => pool,
             Err(e) => {
                 close_all(connections).await;
@@ -156,7 +197,27 @@ impl Session {
     }
 }
 
-fn state_json(c: &ServerConnection, config: &Config) -> Value {
+/// The header of a tool count as `servers` and `/mcp` show it: offered of listed.
+pub(crate) const TOOLS_COLUMN: &str = "TOOLS OFFERED/LISTED";
+
+/// How many of server `name`'s tools the pool offers (what policy and checks leave of those it
+/// listed).
+pub(crate) fn offered(pool: &Pool, name: &str) -> usize {
+    pool.iter().filter(|e| e.server() == Some(name)).count()
+}
+
+/// The pool of these servers' listings under `policy`, no built-in tools: what `tools` and
+/// `call` offer.
+pub(crate) fn pool_of<'a>(
+    listings: impl IntoIterator<Item = (&'a str, Arc<[mcp_protocol::Tool]>)>,
+    policy: &policy::Policy,
+) -> Result<Pool, tool_pool::StrictError> {
+    let listings: Vec<ServerTools> = listings.into_iter().map(|(name, tools)| ServerTools::new(name, tools)).collect();
+    let builtins: Arc<[BuiltinTool]> = Arc::new([]);
+    assemble(&builtins, &listings, policy, &Options::default(), 1)
+}
+
+fn state_json(c: &ServerConnection, config: &Config, pool: &Pool) -> Value {
     let elapsed_ms = c.state().elapsed().map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     let (protocol, tools, reason) = match c.state() {
         ServerState::Connected { protocol, tools, .. } => (Some(protocol.as_str()), Some(*tools), None),
@@ -168,6 +229,7 @@ fn state_json(c: &ServerConnection, config: &Config) -> Value {
         "state": c.state().label(),
         "protocol": protocol,
         "tools": tools,
+        "tools_offered": tools.map(|_| offered(pool, c.name())),
         "elapsed_ms": elapsed_ms,
         "reason": reason,
         "sandbox": sandbox_label(c, config),
@@ -182,13 +244,14 @@ fn sandbox_label(c: &ServerConnection, config: &Config) -> Option<&'static str> 
     crate::sandbox::confinement(config, c.name()).map(crate::sandbox::Confinement::label)
 }
 
-/// `mcp-harness servers`.
+/// `mcp-harness servers`. Its tool counts are the pool's (`tools` would show) over what each
+/// server listed.
 pub(crate) async fn servers_command(config: Config, as_json: bool) -> anyhow::Result<Outcome> {
-    let mut connections = connect(&config).await;
+    let Session { mut connections, pool } = Session::open(&config).await?;
     connections.sort_by(|a, b| a.name().cmp(b.name()));
     let text = if as_json {
-        let servers: Vec<Value> = connections.iter().map(|c| state_json(c, &config)).collect();
-        let mut text = serde_json::to_string_pretty(&json!({ "servers": servers }))?;
+        let servers: Vec<Value> = connections.iter().map(|c| state_json(c, &config, &pool)).collect();
+        let mut text = output::json(&json!({ "servers": servers }), true)?;
         text.push('\n');
         text
     } else if connections.is_empty() {
@@ -206,7 +269,7 @@ pub(crate) async fn servers_command(config: Config, as_json: bool) -> anyhow::Re
                             c.name().to_owned(),
                             "connected".into(),
                             protocol.to_string(),
-                            tools.to_string(),
+                            format!("{}/{tools}", offered(&pool, c.name())),
                             time,
                             sandbox,
                             String::new(),
@@ -222,7 +285,7 @@ pub(crate) async fn servers_command(config: Config, as_json: bool) -> anyhow::Re
                 }
             })
             .collect();
-        output::table(&["SERVER", "STATE", "PROTOCOL", "TOOLS", "TIME", "SANDBOX", "DETAIL"], &rows)
+        output::table(&["SERVER", "STATE", "PROTOCOL", TOOLS_COLUMN, "TIME", "SANDBOX", "DETAIL"], &rows)
     };
     let written = output::stdout(&text);
     close_all(connections).await;

@@ -299,7 +299,7 @@ fn ctrl_c_stops_a_task_cancels_its_call_and_closes_the_servers() {
     let config = env.write(
         "config.toml",
         &format!(
-            "[servers.fx]\ncommand = \"$FX\"\nargs = [\"echo\", \"--record\", {record:?}]\nenv = {{ {marker} = \"1\" }}\n\
+            "[servers.fx]\ncommand = \"$FX\"\nargs = [\"echo\", \"--log\", {record:?}]\nenv = {{ {marker} = \"1\" }}\n\
              sandbox = {{ write = [{dir:?}] }}\n\
              [policy]\ndefault = \"allow\"\n",
             // The server stays confined; it may write its record, as a user would allow.
@@ -334,6 +334,7 @@ fn ctrl_c_stops_a_task_cancels_its_call_and_closes_the_servers() {
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("interrupted"), "{stderr}");
+    assert_eq!(output.status.code(), Some(130), "an interrupted task is not a finished one: {stderr}");
     let cancelled: Vec<Value> = received().into_iter().filter(|m| m["method"] == "notifications/cancelled").collect();
     assert_eq!(cancelled.len(), 1, "{cancelled:?}");
     assert_eq!(cancelled[0]["params"]["requestId"], call_id, "the call in flight was cancelled at the server");
@@ -575,6 +576,10 @@ fn chat_follows_configuration_edits_and_answers_mcp_commands() {
     };
     let text = ask_until(&mut stdin, &mut seen, &["a       connected"]);
     assert!(text.contains("SERVER") && text.contains("TOOLS"), "{text}");
+    assert!(
+        text.contains("TOOLS OFFERED/LISTED") && text.contains("connected  10/10"),
+        "offered of listed, as `servers`: {text}"
+    );
 
     // Add b, change a (more tools), change the policy.
     env.write(
@@ -647,4 +652,37 @@ fn run_stops_before_the_first_step_when_required_servers_fail() {
     assert!(stderr.contains("gone:") && stderr.contains("also:"), "both named at once: {stderr}");
     assert!(!stderr.contains("optional:") && !stderr.contains("good:"), "{stderr}");
     assert!(!stderr.contains("0 turns"), "no model step ran: {stderr}");
+}
+
+#[test]
+fn resuming_an_unknown_session_says_so_once() {
+    let env = env();
+    let config = env.write("config.toml", CONFIG);
+    let script = env.write("script.json", r#"{"turns": [{"text": "Noted."}]}"#);
+    let out = env
+        .cmd()
+        .arg("--config")
+        .arg(&config)
+        .args(["run", "hello", "--provider", "scripted", "--script"])
+        .arg(&script)
+        .args(["--resume", "1700000000000-42"])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("cannot resume session 1700000000000-42: there is no transcript"), "{stderr}");
+    assert!(stderr.contains("without --resume"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(!stderr.contains("No such file"), "{stderr}");
+    // An id is a name, never a path.
+    env.cmd()
+        .arg("--config")
+        .arg(&config)
+        .args(["run", "hello", "--provider", "scripted", "--script"])
+        .arg(&script)
+        .args(["--resume", "../../etc/passwd"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("a session id is letters, digits"));
 }

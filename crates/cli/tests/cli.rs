@@ -96,12 +96,15 @@ fn servers_reports_each_server_without_waiting_for_the_slow_one() {
     let text = String::from_utf8(out).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 5, "{text}");
-    assert!(lines[0].starts_with("SERVER") && lines[0].contains("STATE") && lines[0].contains("TOOLS"), "{text}");
+    assert!(
+        lines[0].starts_with("SERVER") && lines[0].contains("STATE") && lines[0].contains("TOOLS OFFERED/LISTED"),
+        "{text}"
+    );
     // Sorted by name.
     let names: Vec<&str> = lines[1..].iter().map(|l| l.split_whitespace().next().unwrap()).collect();
     assert_eq!(names, ["fx", "gone", "off", "slow"]);
     let fields = |i: usize| lines[i].split_whitespace().collect::<Vec<_>>();
-    assert_eq!(&fields(1)[..4], ["fx", "connected", "2025-11-25", "10"]);
+    assert_eq!(&fields(1)[..4], ["fx", "connected", "2025-11-25", "10/10"]);
     assert_eq!(fields(1)[5], "confined", "stdio servers run in the standard sandbox: {text}");
     assert_eq!(&fields(2)[..2], ["gone", "failed"]);
     assert!(lines[2].contains("/nonexistent/mcp-server") && lines[2].contains("No such file"), "{text}");
@@ -272,6 +275,48 @@ fn tools_json_is_the_pool_with_unavailable_servers_as_diagnostics() {
 }
 
 #[test]
+fn servers_counts_the_tools_offered_out_of_those_listed() {
+    let env = env();
+    let config = env.write("config.toml", POLICY);
+    let out = env.run(&config).args(["tools", "--json"]).assert().success().get_output().stdout.clone();
+    let offered = json_of(&out)["tools"].as_array().unwrap().iter().filter(|t| t["server"] == "fx").count();
+    let hidden = json_of(&out)["hidden"].as_array().unwrap().len();
+    assert!(hidden > 0, "the policy hides some");
+    let out = env.run(&config).arg("servers").assert().success().get_output().stdout.clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.lines().next().unwrap().contains("TOOLS OFFERED/LISTED"), "{text}");
+    let row = text.lines().find(|l| l.starts_with("fx ")).unwrap();
+    assert_eq!(row.split_whitespace().nth(3).unwrap(), format!("{offered}/{}", offered + hidden), "{text}");
+    let out = env.run(&config).args(["servers", "--json"]).assert().success().get_output().stdout.clone();
+    let fx = &json_of(&out)["servers"][0];
+    assert_eq!(
+        (fx["tools_offered"].as_u64(), fx["tools"].as_u64()),
+        (Some(offered as u64), Some((offered + hidden) as u64))
+    );
+}
+
+#[test]
+fn enabled_and_disabled_tools_hide_tools_as_policy_and_cannot_be_called() {
+    let env = env();
+    let config = env.write(
+        "config.toml",
+        "[servers.fx]\ncommand = \"$FX\"\nargs = [\"echo\"]\nenabled_tools = [\"echo\", \"add\"]\ndisabled_tools = [\"add\"]\n\n[[policy.rules]]\nserver = \"*\"\ntool = \"*\"\ndecision = \"allow\"\n",
+    );
+    let out = env.run(&config).args(["tools", "--json"]).assert().success().get_output().stdout.clone();
+    let value = json_of(&out);
+    let names: Vec<&str> = value["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["mcp__fx__echo"], "only the enabled tool, even under an allow-all rule");
+    let text = String::from_utf8(env.run(&config).arg("tools").assert().success().get_output().stdout.clone()).unwrap();
+    assert!(text.contains("tool \"add\" of server \"fx\", denied by disabled_tools of server \"fx\""), "{text}");
+    assert!(text.contains("denied by enabled_tools of server \"fx\""), "{text}");
+    env.run(&config)
+        .args(["call", "mcp__fx__add", "--args", r#"{"a":1,"b":2}"#, "--yes"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("disabled_tools"));
+}
+
+#[test]
 fn tools_table_shows_decisions_and_hidden_tools() {
     let env = env();
     let config = env.write("config.toml", POLICY);
@@ -290,6 +335,82 @@ fn tools_table_shows_decisions_and_hidden_tools() {
     assert!(!text.contains("[from MCP server"), "{text}");
     assert!(text.contains("hidden by policy (4):"), "{text}");
     assert!(text.contains(r#"tool "crash" of server "fx", denied by rule 1 (server "fx", tool "crash")"#), "{text}");
+}
+
+#[test]
+fn tools_search_ranks_the_searchable_tools_with_scores() {
+    let env = env();
+    let config = env.write("config.toml", POLICY);
+    let out = env
+        .run(&config)
+        .args(["tools", "--search", "add two numbers", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let value = json_of(&out);
+    assert_eq!(value["query"], "add two numbers");
+    assert_eq!(value["results"][0]["name"], "mcp__fx__add");
+    assert_eq!(value["results"][0]["server"], "fx");
+    assert_eq!(value["results"][0]["description"], "Add two numbers.");
+    assert!(value["results"][0]["score"].as_f64().unwrap() > 0.0, "{value}");
+    // The table, limited.
+    let assert = env.run(&config).args(["tools", "--search", "echo text back", "--limit", "1"]).assert().success();
+    let text = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
+    let rows: Vec<&str> = text.lines().skip(1).collect();
+    assert_eq!(rows.len(), 1, "{text}");
+    assert!(rows[0].starts_with("1 ") && rows[0].contains("mcp__fx__echo"), "{text}");
+}
+
+#[test]
+fn tools_search_from_stdin_prints_one_json_line_per_query_and_never_finds_denied_tools() {
+    let env = env();
+    let config = env.write("config.toml", POLICY);
+    let assert = env
+        .run(&config)
+        .args(["tools", "--search", "-", "--limit", "2"])
+        .write_stdin("add numbers\nask the client for its roots\nselect:mcp__fx__echo,mcp__fx__crash\n")
+        .assert()
+        .success();
+    let text = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
+    let lines: Vec<Value> = text.lines().map(|l| json_of(l.as_bytes())).collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(lines[0]["query"], "add numbers");
+    assert_eq!(lines[0]["results"][0]["name"], "mcp__fx__add");
+    assert!(lines[0]["results"].as_array().unwrap().len() <= 2);
+    assert!(lines[0]["results"][0].as_object().unwrap().keys().eq(["name", "score"]), "{text}");
+    // `ask_*` are denied: never found.
+    assert!(!lines[1].to_string().contains("ask_"), "{text}");
+    assert_eq!(lines[2]["results"][0]["name"], "mcp__fx__echo");
+    assert_eq!(lines[2]["unknown"], serde_json::json!(["mcp__fx__crash"]));
+}
+
+#[test]
+fn tools_show_exposure_and_tool_search_settings_apply() {
+    let env = env();
+    let text = format!("tool_search = \"on\"\n{POLICY}");
+    let config = env.write("config.toml", &text);
+    let assert = env.run(&config).arg("tools").assert().success();
+    let out = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
+    let exposure = |name: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .map(|l| l.split_whitespace().nth(2).unwrap_or_default().to_owned())
+    };
+    assert_eq!(exposure("mcp__fx__add").as_deref(), Some("deferred"), "{out}");
+    assert!(out.contains("tools deferred: tool search is on"), "{out}");
+    let json = env.run(&config).args(["tools", "--json"]).assert().success().get_output().stdout.clone();
+    let value = json_of(&json);
+    let add = value["exposure"]["tools"].as_array().unwrap().iter().find(|t| t["name"] == "mcp__fx__add").unwrap();
+    assert_eq!(add["state"], "deferred");
+    assert_eq!(add["reason"]["kind"], "search_on");
+    // A per-tool budget hides what is over it, with a warning naming the tool and its size.
+    let text = format!("tool_budget = 100\n{POLICY}");
+    let config = env.write("budget.toml", &text);
+    let assert = env.run(&config).arg("tools").assert().success();
+    let err = String::from_utf8(assert.get_output().stderr.clone()).unwrap();
+    assert!(err.contains("tool \"add\" of server \"fx\"") && err.contains("per-tool budget (100 bytes)"), "{err}");
 }
 
 #[test]

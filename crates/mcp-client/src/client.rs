@@ -366,6 +366,15 @@ impl Inner {
         ClientError::ConnectionClosed { reason }
     }
 
+    /// Why the session refused to start a request: once the connection is gone, the reason it
+    /// went (exit status, stderr tail), not a bare "the session is closed".
+    fn refused(&self, error: SessionError) -> ClientError {
+        match error {
+            SessionError::Closed => self.closed_error(),
+            other => ClientError::Session(other),
+        }
+    }
+
     /// The transport is gone: fail every pending request at once, with the reason.
     fn shut_down(&self, reason: String) {
         if let Ok(mut r) = self.closed_reason.lock()
@@ -589,7 +598,11 @@ impl Client {
 
     async fn discover_raw(&self, timeout: Duration) -> Result<Box<RawValue>, ClientError> {
         let (reply, rx) = oneshot::channel();
-        let (id, line) = self.inner.session().start_discover(Waiter::new(reply, None, timeout))?;
+        let (id, line) = self
+            .inner
+            .session()
+            .start_discover(Waiter::new(reply, None, timeout))
+            .map_err(|e| self.inner.refused(e))?;
         self.wait(id, line, rx).await.map_err(|e| match e {
             ClientError::Server { error, .. } => {
                 ClientError::Server { method: stateless::SERVER_DISCOVER.to_owned(), error }
@@ -615,7 +628,11 @@ impl Client {
         let (reply, rx) = oneshot::channel();
         // No deadline: the stream is meant to stay open.
         let waiter = Waiter::new(reply, None, Duration::MAX);
-        let (_, line) = self.inner.session().start_request(stateless::SUBSCRIPTIONS_LISTEN, Some(&params), waiter)?;
+        let (_, line) = self
+            .inner
+            .session()
+            .start_request(stateless::SUBSCRIPTIONS_LISTEN, Some(&params), waiter)
+            .map_err(|e| self.inner.refused(e))?;
         self.inner.send_line(line);
         let label = self.inner.options.label.clone();
         tokio::spawn(async move {
@@ -635,7 +652,11 @@ impl Client {
     async fn initialize_raw(&self) -> Result<Box<RawValue>, ClientError> {
         let (reply, rx) = oneshot::channel();
         let timeout = self.inner.options.startup_timeout;
-        let (id, line) = self.inner.session().start_initialize(Waiter::new(reply, None, timeout))?;
+        let (id, line) = self
+            .inner
+            .session()
+            .start_initialize(Waiter::new(reply, None, timeout))
+            .map_err(|e| self.inner.refused(e))?;
         self.wait(id, line, rx).await
     }
 
@@ -798,10 +819,11 @@ impl Client {
             match options.progress {
                 Some(progress) => {
                     let waiter = Waiter::new(reply, Some(progress), timeout).with_max_total(options.max_total);
-                    session.start_request_with_progress(method, params, waiter)?
+                    session.start_request_with_progress(method, params, waiter)
                 }
-                None => session.start_request(method, params, Waiter::new(reply, None, timeout))?,
+                None => session.start_request(method, params, Waiter::new(reply, None, timeout)),
             }
+            .map_err(|e| self.inner.refused(e))?
         };
         self.wait(id, line, rx).await.map_err(|e| match e {
             ClientError::Server { error, .. } => ClientError::Server { method: method.to_owned(), error },
@@ -873,10 +895,25 @@ impl Client {
         self.request(methods::TOOLS_CALL, Some(&params), options).await
     }
 
-    /// Close gracefully: pending requests fail, the transport is closed (a stdio child gets
-    /// stdin closed, then SIGTERM, then SIGKILL) and reaped.
+    /// Close gracefully: pending requests fail and the server is told they are cancelled, the
+    /// transport is closed (a stdio child gets stdin closed, then SIGTERM, then SIGKILL; what is
+    /// left of its process group is killed) and reaped.
     pub async fn close(&self) -> Result<(), ClientError> {
-        self.inner.shut_down("closed by the client".to_owned());
+        // Requests still waiting are given up, and the server is told (`notifications/cancelled`)
+        // before its input closes, as it would be had each caller stopped waiting.
+        let reason = "closed by the client";
+        let cancelled: Vec<(Waiter, Option<Outgoing>)> = {
+            let mut session = self.inner.session();
+            let ids = session.pending_where(|_| true);
+            ids.iter().filter_map(|id| session.cancel(id, reason)).collect()
+        };
+        for (waiter, line) in cancelled {
+            if let Some(line) = line {
+                self.inner.send_line(line);
+            }
+            let _ = waiter.reply.send(Err(ClientError::ConnectionClosed { reason: reason.to_owned() }));
+        }
+        self.inner.shut_down(reason.to_owned());
         self.reader.abort();
         // The writer waits for the direct path to drain, then closes the sink when it reads the close marker.
         let _ = self.inner.outgoing.send(None).await;

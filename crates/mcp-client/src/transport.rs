@@ -35,6 +35,13 @@ pub enum TransportError {
         /// The limit in bytes.
         limit: usize,
     },
+    /// The answer to a request exceeded the size limit; it was discarded, and that request
+    /// fails with this at once.
+    #[error("the answer was larger than {} (max_message_bytes); it was discarded", size_text(*limit))]
+    AnswerTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
     /// An incoming line was not UTF-8; it was discarded (not fatal).
     #[error("a line that is not UTF-8 was discarded")]
     NotUtf8,
@@ -83,6 +90,7 @@ impl TransportError {
         !matches!(
             self,
             TransportError::MessageTooLarge { .. }
+                | TransportError::AnswerTooLarge { .. }
                 | TransportError::NotUtf8
                 | TransportError::HttpStatus { .. }
                 | TransportError::Unauthorized { .. }
@@ -103,6 +111,17 @@ impl TransportError {
     /// Whether credentials were refused (with or without a remedy).
     pub fn is_auth_refusal(&self) -> bool {
         matches!(self, TransportError::Unauthorized { .. } | TransportError::HttpStatus { status: 401 | 403, .. })
+    }
+}
+
+/// `16 MiB`, `64 KiB`, `1000 bytes`.
+fn size_text(bytes: usize) -> String {
+    const KIB: usize = 1024;
+    const MIB: usize = 1024 * KIB;
+    match bytes {
+        b if b >= MIB && b % MIB == 0 => format!("{} MiB", b / MIB),
+        b if b >= KIB && b % KIB == 0 => format!("{} KiB", b / KIB),
+        b => format!("{b} bytes"),
     }
 }
 

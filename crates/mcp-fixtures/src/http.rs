@@ -11,9 +11,11 @@
 //! GET with `Last-Event-ID`), `no_get` (GET gets 405), `get_ends` (the GET stream ends after
 //! its priming event: the client must reconnect), `token` (a bearer token is required:
 //! 401 otherwise), `stateless` (no session ids), `wrong_id` (JSON answers to `tools/call`
-//! carry another id), `huge_event` (an oversize SSE event before the answer). A call of the
-//! unlisted tool `hang` never gets an answer, and [`RunningServer::go_away`] cuts every
-//! connection at once, so tests can take the server away while a request is pending.
+//! carry another id), `huge_event` (an oversize SSE event before the answer), `no_retry`
+//! (priming events carry no `retry:`), `html` (`tools/call` is answered 200 with an HTML page,
+//! hostile text in it), `hostile_error` (`tools/call` is answered 500 with hostile text). A
+//! call of the unlisted tool `hang` never gets an answer, and [`RunningServer::go_away`] cuts
+//! every connection at once, so tests can take the server away while a request is pending.
 //!
 //! With `oauth`, the same origin is also an OAuth 2.1 authorization server and `/mcp` a
 //! protected resource that needs one of its access tokens (see [`crate::oauth`]).
@@ -46,6 +48,12 @@ pub struct HttpOptions {
     pub drop_answer: bool,
     /// The `retry:` of priming events, in milliseconds.
     pub retry_ms: u64,
+    /// Priming events carry no `retry:` at all.
+    pub no_retry: bool,
+    /// `tools/call` is answered `200 OK` with an HTML page (a login page, a proxy's error).
+    pub html: bool,
+    /// `tools/call` is answered `500` with a body of terminal escapes and overrides.
+    pub hostile_error: bool,
     /// GET is refused with 405.
     pub no_get: bool,
     /// The GET stream ends after its priming event (with an id and `retry:`) and whatever was
@@ -314,6 +322,19 @@ fn sse_body(rx: mpsc::UnboundedReceiver<Bytes>) -> Response {
     r
 }
 
+/// Terminal escapes (OSC 52, a screen clear), a carriage return, a C1 CSI, BEL and a
+/// bidirectional override between visible markers.
+pub const HOSTILE: &str = "HOSTILE<\u{1b}]52;c;ZXZpbA==\u{7}\u{1b}[2J\roverwritten\u{9b}31m\u{202e}txt.exe\u{7}>END";
+
+/// The priming event of a stream: an id, empty data, and `retry:` unless `no_retry`.
+fn priming(o: &HttpOptions, id: &str) -> Bytes {
+    if o.no_retry {
+        Bytes::from(format!("id: {id}\ndata: \n\n"))
+    } else {
+        Bytes::from(format!("id: {id}\nretry: {}\ndata: \n\n", o.retry_ms))
+    }
+}
+
 fn event(id: Option<&str>, data: &str) -> Bytes {
     let mut s = String::new();
     if let Some(id) = id {
@@ -510,6 +531,17 @@ fn post(inner: &Arc<Inner>, headers: &HeaderMap, body: Option<Value>, seen: &See
     let Some(answer) = answer(&body, "2025-11-25") else {
         return status(StatusCode::ACCEPTED, "");
     };
+    if seen.method.as_deref() == Some("tools/call") {
+        if o.html {
+            let page = format!("<!DOCTYPE html><html><body><h1>Sign in {HOSTILE}</h1></body></html>");
+            let mut r = Response::new(Body::from(page));
+            r.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/html; charset=utf-8"));
+            return r;
+        }
+        if o.hostile_error {
+            return status(StatusCode::INTERNAL_SERVER_ERROR, &format!("upstream failed: {HOSTILE}"));
+        }
+    }
     let mut answer = answer;
     if o.wrong_id && seen.method.as_deref() == Some("tools/call") {
         answer["id"] = json!(987_654);
@@ -522,7 +554,7 @@ fn post(inner: &Arc<Inner>, headers: &HeaderMap, body: Option<Value>, seen: &See
         let (tx, rx) = mpsc::unbounded_channel();
         let n = inner.counter.fetch_add(1, Ordering::SeqCst);
         let prime = format!("{}-{n}", session_id.as_deref().unwrap_or("stateless"));
-        let _ = tx.send(Bytes::from(format!("id: {prime}\nretry: {}\ndata: \n\n", o.retry_ms)));
+        let _ = tx.send(priming(o, &prime));
         if o.drop_answer && seen.method.as_deref() == Some("tools/call") {
             if let Some(id) = &session_id
                 && let Some(session) = lock(&inner.sessions).get_mut(id)
@@ -577,7 +609,7 @@ fn get(inner: &Arc<Inner>, seen: &Seen) -> Response {
     }
     if inner.options.get_ends {
         let n = inner.counter.fetch_add(1, Ordering::SeqCst);
-        let _ = tx.send(Bytes::from(format!("id: get-{n}\nretry: {}\ndata: \n\n", inner.options.retry_ms)));
+        let _ = tx.send(priming(&inner.options, &format!("get-{n}")));
         for note in session.queued.drain(..) {
             let _ = tx.send(event(None, &note));
         }

@@ -13,12 +13,21 @@
 //! | `garbage` | writes non-JSON lines, invalid JSON-RPC and, with `--huge-line BYTES`, one oversize line before answering |
 //! | `snoop` | adds `read_file {path}`, `write_file {path,text}`, `connect {port}` (127.0.0.1) and `fork_bomb {max}`, which report the OS error they get: what a confined server may and may not do |
 //! | `gather` | every call waits until `--peers N` (default 2) calls are in flight together, else fails (after 60 s) |
+//! | `hostile` | adds `hostile {where}` (terminal escapes, OSC 52, CR, C1 and bidi overrides as an `error` answer, a `log` notification, a `stdout` line that is not JSON, the `result`, or on stderr before a `crash`), `traceback {lines}` (stderr lines, then exit at once), `big {bytes,id_last}` (an answer of that size, its id first or last) and `spawn_child` (a child that lingers in the server's process group) |
 //!
-//! Flags of every mode, for tests that wait for what the server saw rather than for a time:
-//! `--record FILE` appends every line received to `FILE`; `--linger` keeps the server running
-//! after the end of its stdin until its calls in flight are done (as a busy server does);
-//! `--rendezvous DIR` answers `initialize` only once `--peers N` servers have started with the
-//! same directory (so only servers started together get past it).
+//! Flags of every mode, so tests wait for what the server saw rather than for a time:
+//! `--log FILE` appends every line received to FILE; `--linger` keeps the server running
+//! after the end of its stdin until its calls in flight are done (as a busy server does; the
+//! `linger` mode instead ignores the end of stdin altogether); `--rendezvous DIR` answers
+//! `initialize` only once `--peers N` servers have started with the same directory (so only
+//! servers started together get past it); `--marker TEXT` is
+//! only there to be found in the command line (a `spawn_child` child carries it too);
+//! `--die-at-start` writes hostile text to stderr and exits with status 3 at once;
+//! `--startup-ms MS` waits before serving (a slow-starting interpreter); `--tag-pid` adds a
+//! `whoami` tool answering `pid N` and ends every description with `[pid N]` (which process
+//! answered, and which one the model was shown); `--fail-relist` fails every `tools/list` after
+//! the first at its second page (a re-listing that fails halfway). `add_tool` with a name that
+//! exists changes nothing but still announces `list_changed`.
 //!
 //! Tools: `echo {text}`, `add {a,b}`, `sleep {ms}` (progress when a token is given, stops on
 //! cancel), `env {name}`, `crash` (a line on stderr, then exit status 3), `add_tool {name}`

@@ -28,6 +28,7 @@
 mod content_de;
 mod jsonrpc;
 mod outgoing;
+mod oversize;
 mod session;
 pub mod stateless;
 mod types;
@@ -38,6 +39,7 @@ pub use jsonrpc::{
     empty_object, encode_request, error_codes, to_raw,
 };
 pub use outgoing::Outgoing;
+pub use oversize::oversize_response_id;
 pub use session::{
     ClientSession, Incoming, Pending, ServerNotification, ServerRequest, SessionConfig, SessionError, SessionState,
     encode_error, encode_notification, encode_result,

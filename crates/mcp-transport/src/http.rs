@@ -7,7 +7,10 @@
 //! on `initialize` goes on every later request, `MCP-Protocol-Version` once the revision is
 //! known, and `Mcp-Method` / `Mcp-Name` always (the 2026-07-28 revision routes on them). A
 //! standalone GET stream carries messages not tied to a request. An answer stream that drops
-//! after an event id resumes with `Last-Event-ID` after the server's `retry:` delay. A 404 on a
+//! after an event id resumes with `Last-Event-ID`. Reconnecting any stream waits at least
+//! [`STREAM_RECONNECT`]'s delay (1 s or more, growing with jitter up to a cap, and given up
+//! after a bound of reconnects that brought no message); the server's `retry:` can lengthen
+//! that wait, never shorten it. A 404 on a
 //! request carrying a session id means the session expired: the transport initializes again
 //! (replaying the client's own `initialize`) and retries that message once.
 //!
@@ -51,6 +54,23 @@ const ERROR_BODY_BYTES: usize = 1024;
 const INLINE_SEND_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the legacy transport waits for its `endpoint` event.
 const ENDPOINT_WAIT: Duration = Duration::from_secs(15);
+/// How much of a body that is not what was expected is shown, in characters.
+const EXCERPT_CHARS: usize = 200;
+
+/// Reconnects of SSE streams (the standalone GET stream, a dropped answer stream): the first
+/// after 1 to 2 s, doubling up to a minute, jittered; the GET stream is given up after this many
+/// reconnects in a row that brought no message. A server's `retry:` may ask for longer (up to
+/// the cap), never for less: `retry: 0` with a new event id each time once made about 70 GETs a
+/// second.
+pub const STREAM_RECONNECT: Backoff =
+    Backoff { initial_delay: Duration::from_secs(2), max_delay: Duration::from_secs(60), max_attempts: 10 };
+
+/// How long to wait before reconnect `attempt` (0-based) of a stream whose server asked for
+/// `retry`: never less than the backoff's delay, never more than its cap unless that delay is.
+fn reconnect_wait(attempt: u32, retry: Option<Duration>, jitter: f64) -> Duration {
+    let floor = STREAM_RECONNECT.delay(attempt, jitter);
+    retry.map_or(floor, |asked| asked.min(STREAM_RECONNECT.max_delay).max(floor))
+}
 
 /// Which HTTP transport to speak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -175,6 +195,8 @@ struct Collector {
     capture: bool,
     captured: Option<String>,
     answered: bool,
+    /// Messages received (what counts as progress for a stream that keeps dropping).
+    delivered: usize,
 }
 
 /// Where an SSE stream stands, for resuming it.
@@ -279,6 +301,7 @@ async fn read_bounded(resp: reqwest::Response, limit: usize) -> Result<Option<Ve
     Ok(Some(body))
 }
 
+/// The start of an error body, on one line and made safe to show (a server controls it).
 async fn error_body(resp: reqwest::Response) -> String {
     let mut body = Vec::new();
     let mut stream = resp.bytes_stream();
@@ -289,7 +312,21 @@ async fn error_body(resp: reqwest::Response) -> String {
             break;
         }
     }
-    String::from_utf8_lossy(&body).split_whitespace().collect::<Vec<_>>().join(" ")
+    mcp_safety::text::one_line(&String::from_utf8_lossy(&body), ERROR_BODY_BYTES)
+}
+
+/// What came back, for a message about an answer that is not what was asked for: the status,
+/// the content type and the body's start, cleaned.
+fn what_came_back(status: StatusCode, content_type: Option<&str>, body: &[u8]) -> String {
+    let content_type =
+        content_type.map_or_else(|| "no Content-Type".to_owned(), |ct| mcp_safety::text::one_line(ct, 80));
+    let start = &body[..body.len().min(EXCERPT_CHARS * 4)];
+    let excerpt = mcp_safety::text::one_line(&String::from_utf8_lossy(start), EXCERPT_CHARS);
+    if excerpt.is_empty() {
+        format!("HTTP {status}, {content_type}, an empty body")
+    } else {
+        format!("HTTP {status}, {content_type}: {excerpt}")
+    }
 }
 
 impl Shared {
@@ -408,6 +445,7 @@ impl Shared {
 
     /// One message the server sent: passed to the client, or kept when captured.
     async fn accept(&self, text: String, c: &mut Collector) {
+        c.delivered += 1;
         if let Some(awaited) = &c.awaited
             && let Ok(Value::Object(map)) = serde_json::from_str::<Value>(&text)
             && !map.contains_key("method")
@@ -517,7 +555,13 @@ impl Shared {
             let mut cursor = Cursor::default();
             let mut outcome = self.read_events(resp, c, &mut cursor).await;
             let mut attempts = 0;
+            let mut delivered = c.delivered;
             while !c.answered {
+                if c.delivered > delivered {
+                    // The stream brought messages before it dropped: count afresh.
+                    delivered = c.delivered;
+                    attempts = 0;
+                }
                 if let Err(SseError::TooLarge { limit }) = outcome {
                     return Err(Failure::Transport(format!(
                         "the answer was an SSE event of more than {limit} bytes (max_message_bytes)"
@@ -534,8 +578,7 @@ impl Shared {
                         "the answer stream dropped and {attempts} attempts to resume it failed"
                     )));
                 }
-                // The server's `retry:` wins; without one, our own backoff.
-                tokio::time::sleep(cursor.retry.unwrap_or_else(|| self.backoff.delay(attempts, rand::random()))).await;
+                tokio::time::sleep(reconnect_wait(attempts, cursor.retry, rand::random())).await;
                 attempts += 1;
                 let authz = self.authorization().await;
                 let resp = match self.get(Some(&last), authz.as_ref()).send().await {
@@ -556,14 +599,25 @@ impl Shared {
             }
             return Ok(());
         }
+        let content_type = content_type(&resp);
         match read_bounded(resp, self.max_bytes).await {
             Ok(Some(body)) => {
+                // A login page or a proxy's error page can come back with 200: say what it was.
+                if serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err() {
+                    return Err(Failure::NoAnswer(format!(
+                        "the answer is neither JSON nor an event stream ({})",
+                        what_came_back(status, content_type.as_deref(), &body)
+                    )));
+                }
                 self.accept_json(&body, c).await.map_err(Failure::Transport)?;
                 if c.answered {
                     Ok(())
                 } else {
                     // Nothing else will answer it: fail it now rather than at its timeout.
-                    Err(Failure::NoAnswer("the JSON answer did not answer this request".to_owned()))
+                    Err(Failure::NoAnswer(format!(
+                        "the JSON answer did not answer this request ({})",
+                        what_came_back(status, content_type.as_deref(), &body)
+                    )))
                 }
             }
             Ok(None) => Err(Failure::Transport(format!(
@@ -703,7 +757,10 @@ impl Shared {
     /// The standalone GET stream: server requests and notifications not tied to a request.
     async fn listen(self: Arc<Self>, mut ready: Option<oneshot::Sender<()>>) {
         let mut cursor = Cursor::default();
+        // Sends that failed in a row (the server unreachable), and reconnects in a row that
+        // brought no message (a new event id alone is no progress).
         let mut failed = 0;
+        let mut quiet = 0;
         loop {
             let authz = self.authorization().await;
             let sent = self.get(cursor.last_event_id.as_deref(), authz.as_ref()).send().await;
@@ -714,17 +771,14 @@ impl Shared {
                 // The server offers no stream (405), or the session is gone (404): both fine.
                 Ok(resp) if matches!(resp.status(), StatusCode::METHOD_NOT_ALLOWED | StatusCode::NOT_FOUND) => return,
                 Ok(resp) if resp.status().is_success() && is_event_stream(&resp) => {
+                    failed = 0;
                     let mut c = Collector::default();
-                    let seen_before = cursor.last_event_id.clone();
-                    match self.read_events(resp, &mut c, &mut cursor).await {
-                        Err(SseError::TooLarge { limit }) => {
-                            tracing::warn!(server = %self.label, "the GET stream sent an event over {limit} bytes; stopped listening");
-                            return;
-                        }
-                        // A stream that carried events was useful: start counting afresh.
-                        _ if cursor.last_event_id != seen_before => failed = 0,
-                        _ => failed += 1,
+                    if let Err(SseError::TooLarge { limit }) = self.read_events(resp, &mut c, &mut cursor).await {
+                        tracing::warn!(server = %self.label, "the GET stream sent an event over {limit} bytes; stopped listening");
+                        return;
                     }
+                    // A stream that carried messages was useful: start counting afresh.
+                    quiet = if c.delivered > 0 { 0 } else { quiet + 1 };
                 }
                 // The token expired while the stream was open: renew it (without a browser,
                 // the authorizer refuses) and reconnect, counted like a failure.
@@ -737,7 +791,7 @@ impl Shared {
                         tracing::info!(server = %self.label, "GET stream refused and no new token: {e}");
                         return;
                     }
-                    failed += 1;
+                    quiet += 1;
                 }
                 Ok(resp) => {
                     tracing::debug!(server = %self.label, "GET stream refused: HTTP {}", resp.status());
@@ -745,6 +799,7 @@ impl Shared {
                 }
                 Err(e) => {
                     failed += 1;
+                    quiet += 1;
                     if !self.backoff.allows(failed) {
                         self.fatal(format!(
                             "the server at {} is unreachable ({failed} attempts): {}",
@@ -756,11 +811,11 @@ impl Shared {
                     }
                 }
             }
-            if !self.backoff.allows(failed) {
+            if !STREAM_RECONNECT.allows(quiet) {
+                tracing::info!(server = %self.label, "the GET stream brought nothing in {quiet} reconnects; stopped listening");
                 return;
             }
-            let floor = self.backoff.delay(failed.saturating_sub(1), rand::random());
-            tokio::time::sleep(cursor.retry.map_or(floor, |r| r.max(Duration::from_millis(10)))).await;
+            tokio::time::sleep(reconnect_wait(quiet.saturating_sub(1), cursor.retry, rand::random())).await;
         }
     }
 

@@ -2,7 +2,13 @@
 //!
 //! The child gets a small allowlisted environment plus what its config sets, runs in its own
 //! process group, and is always reaped: on `close` (stdin closed, wait, SIGTERM, wait, SIGKILL)
-//! and on drop (SIGKILL to the group; tokio reaps the child in the background).
+//! and on drop (SIGKILL to the group; tokio reaps the child in the background). Once the
+//! server has exited, politely or not, what is left of its process group (children it started
+//! and did not stop) gets SIGTERM and, after the grace period, SIGKILL.
+//!
+//! An answer longer than the size limit is not read whole: its id is read from its ends
+//! ([`mcp_protocol::oversize_response_id`]) and that request fails at once. A crash report
+//! carries the server's last stderr lines, read to the end of its stderr.
 //!
 //! A server with a [`StdioSandbox`] is started through the sandbox launcher, which confines
 //! itself and then runs the server; the launcher's report of a failure before that is the
@@ -31,8 +37,14 @@ use crate::DEFAULT_MAX_MESSAGE_BYTES;
 /// Default size of the kept stderr tail.
 pub const DEFAULT_STDERR_BUFFER_BYTES: usize = 64 * 1024;
 const STDERR_LINE_BYTES: usize = 8 * 1024;
-/// How long the reason for a closed stdout waits for the exit status and the end of stderr.
+/// How long the reason for a closed stdout waits for the exit status (a loaded machine may take
+/// a while to reap a server that closed its stdout).
 const DEATH_REPORT_WAIT: Duration = Duration::from_secs(2);
+/// How many of the last stderr lines a crash report carries, and at most how many bytes.
+const CRASH_TAIL_LINES: usize = 20;
+const CRASH_TAIL_BYTES: usize = 4 * 1024;
+/// How much of each end of an oversize line is kept to find its id.
+const PEEK_BYTES: usize = 4 * 1024;
 
 /// Host variables a server inherits; everything else (API keys included) stays with the host
 /// unless the server's config sets it.
@@ -222,24 +234,55 @@ impl StdioConfig {
 pub struct StderrTail {
     inner: Arc<Mutex<(VecDeque<String>, usize)>>,
     limit: usize,
-    /// Set once stderr was read to its end.
-    ended: Arc<tokio::sync::watch::Sender<bool>>,
+    /// Set when the reader has reached the end of stderr.
+    ended: Arc<(std::sync::atomic::AtomicBool, tokio::sync::Notify)>,
 }
 
 impl StderrTail {
     fn new(limit: usize) -> Self {
-        Self { inner: Arc::default(), limit, ended: Arc::new(tokio::sync::watch::Sender::new(false)) }
+        Self { inner: Arc::default(), limit, ended: Arc::default() }
     }
 
     fn end(&self) {
-        self.ended.send_replace(true);
+        self.ended.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.ended.1.notify_waiters();
     }
 
-    /// Waits until stderr was read to its end (the server and everything it started closed
-    /// it), for at most `bound`; whether it ended.
-    pub async fn wait_ended(&self, bound: Duration) -> bool {
-        let mut ended = self.ended.subscribe();
-        matches!(tokio::time::timeout(bound, ended.wait_for(|e| *e)).await, Ok(Ok(_)))
+    /// Waits (at most `limit`) until every line the server wrote has been read: after it
+    /// exited, the reader may not have caught up yet.
+    async fn settled(&self, limit: Duration) {
+        let ended = async {
+            loop {
+                let notified = self.ended.1.notified();
+                if self.ended.0.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        let _ = tokio::time::timeout(limit, ended).await;
+    }
+
+    /// The last lines for a crash report: up to [`CRASH_TAIL_LINES`] whole lines within
+    /// [`CRASH_TAIL_BYTES`] (a single longer line is cut at its start).
+    fn crash_report(&self) -> String {
+        let lines = self.lines();
+        let mut kept: Vec<&str> = Vec::new();
+        let mut bytes = 0;
+        for line in lines.iter().rev().take(CRASH_TAIL_LINES) {
+            if bytes + line.len() > CRASH_TAIL_BYTES {
+                if kept.is_empty() {
+                    let cut = line.len() - CRASH_TAIL_BYTES;
+                    let start = (cut..line.len()).find(|&i| line.is_char_boundary(i)).unwrap_or(line.len());
+                    kept.push(&line[start..]);
+                }
+                break;
+            }
+            bytes += line.len() + 1;
+            kept.push(line);
+        }
+        kept.reverse();
+        kept.join("\n")
     }
 
     fn push(&self, line: String) {
@@ -373,7 +416,7 @@ impl StdioTransport {
             let mut reader = BufReader::new(stderr);
             let mut line = Vec::new();
             loop {
-                match read_line_bounded(&mut reader, &mut line, STDERR_LINE_BYTES).await {
+                match read_line_bounded(&mut reader, &mut line, STDERR_LINE_BYTES, None).await {
                     Ok(Some(())) => {
                         let text = String::from_utf8_lossy(&line).into_owned();
                         tracing::debug!(server = %label, "stderr: {text}");
@@ -413,17 +456,54 @@ enum LineError {
     Io(std::io::Error),
 }
 
+/// The two ends of a line too long to keep, for finding its id.
+#[derive(Default)]
+struct Ends {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+}
+
+impl Ends {
+    fn clear(&mut self) {
+        self.head.clear();
+        self.tail.clear();
+    }
+
+    /// The line turned out too long: keep its start (what was read of it, then `chunk`).
+    fn start(&mut self, line: &[u8], chunk: &[u8]) {
+        self.head.extend_from_slice(&line[..line.len().min(PEEK_BYTES)]);
+        let more = PEEK_BYTES.saturating_sub(self.head.len()).min(chunk.len());
+        self.head.extend_from_slice(&chunk[..more]);
+    }
+
+    /// Keep the last [`PEEK_BYTES`] seen.
+    fn push(&mut self, chunk: &[u8]) {
+        self.tail.extend_from_slice(&chunk[chunk.len().saturating_sub(PEEK_BYTES)..]);
+        if self.tail.len() > 2 * PEEK_BYTES {
+            self.tail.drain(..self.tail.len() - PEEK_BYTES);
+        }
+    }
+
+    fn tail(&self) -> &[u8] {
+        &self.tail[self.tail.len().saturating_sub(PEEK_BYTES)..]
+    }
+}
+
 /// Read one `\n`-terminated line into `line` (without the newline), never holding more than
-/// `max` bytes: a longer line is consumed up to its end and reported as `TooLong`.
-/// `Ok(None)` at end of input.
+/// `max` bytes: a longer line is consumed up to its end and reported as `TooLong` (with its
+/// first and last bytes in `ends`, when given). `Ok(None)` at end of input.
 async fn read_line_bounded<R: AsyncBufRead + Unpin>(
     reader: &mut R,
     line: &mut Vec<u8>,
     max: usize,
+    mut ends: Option<&mut Ends>,
 ) -> Result<Option<()>, LineError> {
     line.clear();
     if line.capacity() > 1024 * 1024 {
         line.shrink_to(64 * 1024); // don't keep a huge buffer after one big message
+    }
+    if let Some(ends) = ends.as_deref_mut() {
+        ends.clear();
     }
     let mut too_long = false;
     loop {
@@ -443,11 +523,18 @@ async fn read_line_bounded<R: AsyncBufRead + Unpin>(
         if !too_long {
             if line.len() + chunk.len() > max {
                 too_long = true;
+                if let Some(ends) = ends.as_deref_mut() {
+                    ends.start(line, chunk);
+                    ends.push(line);
+                }
                 line.clear();
                 line.shrink_to(64 * 1024);
             } else {
                 line.extend_from_slice(chunk);
             }
+        }
+        if too_long && let Some(ends) = ends.as_deref_mut() {
+            ends.push(chunk);
         }
         let consumed = found.unwrap_or(available.len());
         reader.consume(consumed);
@@ -512,8 +599,11 @@ struct StdioStream {
     launcher_command: Option<String>,
     stdout: BufReader<ChildStdout>,
     line: Vec<u8>,
+    ends: Ends,
     max: usize,
     child: Arc<Mutex<Option<Child>>>,
+    pid: Option<u32>,
+    grace: Duration,
     stderr_tail: StderrTail,
 }
 
@@ -531,8 +621,11 @@ impl Transport for StdioTransport {
             launcher_command: self.config.sandbox.is_some().then(|| self.config.display_command()),
             stdout: self.stdout,
             line: Vec::with_capacity(4096),
+            ends: Ends::default(),
             max: self.config.max_message_bytes,
             child: self.child,
+            pid: self.pid,
+            grace: self.config.close_grace,
             stderr_tail: self.stderr_tail,
         };
         (Box::new(sink), Box::new(stream))
@@ -573,20 +666,22 @@ impl TransportSink for StdioSink {
         let Some(mut child) = self.child.lock().ok().and_then(|mut c| c.take()) else {
             return Ok(());
         };
-        if tokio::time::timeout(self.grace, child.wait()).await.is_ok() {
-            return Ok(());
+        let mut exited = tokio::time::timeout(self.grace, child.wait()).await.is_ok();
+        if !exited {
+            signal_group(self.pid, Signal::Term);
+            exited = tokio::time::timeout(self.grace, child.wait()).await.is_ok();
         }
-        signal_group(self.pid, Signal::Term);
-        if tokio::time::timeout(self.grace, child.wait()).await.is_ok() {
-            return Ok(());
+        if !exited {
+            signal_group(self.pid, Signal::Kill);
+            let _ = child.kill().await;
+            child
+                .wait()
+                .await
+                .map_err(|source| TransportError::Io { context: "reaping the server process".into(), source })?;
         }
-        signal_group(self.pid, Signal::Kill);
-        let _ = child.kill().await;
-        child
-            .wait()
-            .await
-            .map(|_| ())
-            .map_err(|source| TransportError::Io { context: "reaping the server process".into(), source })
+        // A server that exited politely may have left children behind in its group.
+        end_group(self.pid, self.grace).await;
+        Ok(())
     }
 }
 
@@ -604,7 +699,7 @@ impl Drop for StdioSink {
 impl TransportStream for StdioStream {
     async fn recv(&mut self) -> Result<Option<Inbound>, TransportError> {
         loop {
-            match read_line_bounded(&mut self.stdout, &mut self.line, self.max).await {
+            match read_line_bounded(&mut self.stdout, &mut self.line, self.max, Some(&mut self.ends)).await {
                 Ok(Some(())) => {
                     if self.line.iter().all(u8::is_ascii_whitespace) {
                         continue;
@@ -622,7 +717,15 @@ impl TransportStream for StdioStream {
                     };
                 }
                 Ok(None) => return Ok(None),
-                Err(LineError::TooLong) => return Err(TransportError::MessageTooLarge { limit: self.max }),
+                // An answer too large to read fails its request now, not at its timeout.
+                Err(LineError::TooLong) => {
+                    return match mcp_protocol::oversize_response_id(&self.ends.head, self.ends.tail()) {
+                        Some(id) => {
+                            Ok(Some(Inbound::Failed { id, error: TransportError::AnswerTooLarge { limit: self.max } }))
+                        }
+                        None => Err(TransportError::MessageTooLarge { limit: self.max }),
+                    };
+                }
                 Err(LineError::Io(source)) => {
                     return Err(TransportError::Io { context: "reading the server's stdout".into(), source });
                 }
@@ -643,13 +746,17 @@ impl TransportStream for StdioStream {
             tokio::time::sleep(Duration::from_millis(10)).await;
         };
         if status.is_some() {
-            self.stderr_tail.wait_ended(deadline.saturating_duration_since(Instant::now())).await;
+            // The session is over: nothing of the server's process group stays behind (that
+            // also ends children that hold its stderr open), and stderr is read to its end,
+            // so the report has the last lines the server wrote.
+            tokio::spawn(end_group(self.pid, self.grace));
+            self.stderr_tail.settled(self.grace + Duration::from_secs(1)).await;
         }
         let mut reason = match status {
             Some(status) => format!("the server exited ({})", describe_status(status)),
             None => "the server closed its stdout".to_owned(),
         };
-        let tail = self.stderr_tail.last(5);
+        let tail = self.stderr_tail.crash_report();
         if !tail.is_empty() {
             reason.push_str("; its last stderr lines: ");
             reason.push_str(&tail);
@@ -675,6 +782,32 @@ fn describe_status(status: ExitStatus) -> String {
 enum Signal {
     Term,
     Kill,
+}
+
+/// Whether any process of the group `pid` leads is left.
+fn group_alive(pid: Option<u32>) -> bool {
+    #[cfg(unix)]
+    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+        return nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), None).is_ok();
+    }
+    let _ = pid;
+    false
+}
+
+/// Ends what is left of the server's process group once the server has exited: SIGTERM, and
+/// SIGKILL for whatever is still there after `grace`.
+async fn end_group(pid: Option<u32>, grace: Duration) {
+    if !group_alive(pid) {
+        return;
+    }
+    signal_group(pid, Signal::Term);
+    let deadline = tokio::time::Instant::now() + grace;
+    while group_alive(pid) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    if group_alive(pid) {
+        signal_group(pid, Signal::Kill);
+    }
 }
 
 fn signal_group(pid: Option<u32>, signal: Signal) {

@@ -212,13 +212,30 @@ pub struct RuleRef {
 
 /// Where a decision came from.
 ///
-/// Displays (and serializes) as `rule 2 (server "git*", tool "*")` or `default`.
+/// Displays (and serializes) as `rule 2 (server "git*", tool "*")`, `default`,
+/// `enabled_tools of server "git" (not listed)` or `disabled_tools of server "git"`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum DecisionSource {
     /// No rule matched.
     Default,
     /// This rule matched.
     Rule(RuleRef),
+    /// The server's [`ToolFilter`] leaves the tool out (always a denial).
+    Filter {
+        /// The server whose filter it is.
+        server: Arc<str>,
+        /// Which of its lists decided.
+        list: FilterList,
+    },
+}
+
+/// Which list of a [`ToolFilter`] denied a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FilterList {
+    /// `enabled` is set and does not name the tool.
+    Enabled,
+    /// `disabled` names the tool.
+    Disabled,
 }
 
 impl fmt::Display for DecisionSource {
@@ -226,6 +243,34 @@ impl fmt::Display for DecisionSource {
         match self {
             Self::Default => f.write_str("default"),
             Self::Rule(r) => write!(f, "rule {} (server {:?}, tool {:?})", r.index, r.server, r.tool),
+            Self::Filter { server, list: FilterList::Enabled } => {
+                write!(f, "enabled_tools of server {server:?} (not listed)")
+            }
+            Self::Filter { server, list: FilterList::Disabled } => write!(f, "disabled_tools of server {server:?}"),
+        }
+    }
+}
+
+/// Which of one server's tools are offered at all: a configuration's `enabled_tools` and
+/// `disabled_tools`. A tool it leaves out is denied before any rule is looked at, so no rule
+/// can bring it back; a tool it keeps is decided by the rules as usual.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolFilter {
+    /// When set, only these tools (exact names).
+    pub enabled: Option<Vec<String>>,
+    /// Never these tools (exact names), whatever `enabled` says.
+    pub disabled: Vec<String>,
+}
+
+impl ToolFilter {
+    /// The list that leaves `tool` out, if one does.
+    fn excludes(&self, tool: &str) -> Option<FilterList> {
+        if self.disabled.iter().any(|t| t == tool) {
+            Some(FilterList::Disabled)
+        } else if self.enabled.as_ref().is_some_and(|e| !e.iter().any(|t| t == tool)) {
+            Some(FilterList::Enabled)
+        } else {
+            None
         }
     }
 }
@@ -267,11 +312,13 @@ pub struct Policy {
     /// Sorted so that the first match is the winner: most specific first, then strictest, then
     /// as written.
     rules: Vec<Rule>,
+    /// Per server (exact name): the tools offered at all.
+    filters: Vec<(Arc<str>, ToolFilter)>,
 }
 
 impl Default for Policy {
     fn default() -> Self {
-        Self { default: default_decision(), rules: Vec::new() }
+        Self { default: default_decision(), rules: Vec::new(), filters: Vec::new() }
     }
 }
 
@@ -306,12 +353,26 @@ impl Policy {
                 .cmp(&(a.server.specificity(), a.tool.specificity(), a.decision))
                 .then(a.source.index.cmp(&b.source.index))
         });
-        Ok(Self { default: config.default, rules })
+        Ok(Self { default: config.default, rules, filters: Vec::new() })
     }
 
     /// A policy with no rules that decides `decision` for everything.
     pub fn uniform(decision: Decision) -> Self {
-        Self { default: decision, rules: Vec::new() }
+        Self { default: decision, rules: Vec::new(), filters: Vec::new() }
+    }
+
+    /// This policy with `filter` applied to the tools of server `server` (its exact name),
+    /// replacing an earlier filter of that server.
+    #[must_use]
+    pub fn with_tool_filter(mut self, server: &str, filter: ToolFilter) -> Self {
+        self.filters.retain(|(s, _)| &**s != server);
+        self.filters.push((server.into(), filter));
+        self
+    }
+
+    fn filter_of(&self, server: Option<&str>) -> Option<(&Arc<str>, &ToolFilter)> {
+        let server = server?;
+        self.filters.iter().find(|(s, _)| &**s == server).map(|(s, f)| (s, f))
     }
 
     /// The decision when no rule matches.
@@ -330,6 +391,9 @@ impl Policy {
     /// hand over what the server said and tests can show it makes no difference.
     pub fn decide(&self, server: Option<&str>, tool: &str, claims: &ServerClaims<'_>) -> Verdict {
         let _ignored_by_design = claims;
+        if let Some(verdict) = filtered(self.filter_of(server), tool) {
+            return verdict;
+        }
         let rule = self.rules.iter().find(|r| r.server.matches(server) && r.tool.matches(tool));
         self.verdict(rule)
     }
@@ -337,7 +401,11 @@ impl Policy {
     /// The rules that can apply to `server` (`None` for built-ins), for deciding many of its
     /// tools without matching the server pattern of every rule for each of them.
     pub fn for_server(&self, server: Option<&str>) -> ServerRules<'_> {
-        ServerRules { policy: self, rules: self.rules.iter().filter(|r| r.server.matches(server)).collect() }
+        ServerRules {
+            policy: self,
+            rules: self.rules.iter().filter(|r| r.server.matches(server)).collect(),
+            filter: self.filter_of(server),
+        }
     }
 
     fn verdict(&self, rule: Option<&Rule>) -> Verdict {
@@ -355,12 +423,23 @@ pub struct ServerRules<'a> {
     policy: &'a Policy,
     /// Still in the policy's winning order.
     rules: Vec<&'a Rule>,
+    filter: Option<(&'a Arc<str>, &'a ToolFilter)>,
+}
+
+/// The denial of `tool` by a server's filter, if it leaves the tool out.
+fn filtered(filter: Option<(&Arc<str>, &ToolFilter)>, tool: &str) -> Option<Verdict> {
+    let (server, filter) = filter?;
+    let list = filter.excludes(tool)?;
+    Some(Verdict { decision: Decision::Deny, source: DecisionSource::Filter { server: Arc::clone(server), list } })
 }
 
 impl ServerRules<'_> {
     /// Decides a call of `tool` on this server; `claims` is ignored like in [`Policy::decide`].
     pub fn decide(&self, tool: &str, claims: &ServerClaims<'_>) -> Verdict {
         let _ignored_by_design = claims;
+        if let Some(verdict) = filtered(self.filter, tool) {
+            return verdict;
+        }
         let rule = self.rules.iter().copied().find(|r| r.tool.matches(tool));
         self.policy.verdict(rule)
     }

@@ -301,3 +301,25 @@ fn oracle(rules: &[(String, String, Decision)], server: &str, tool: &str) -> Opt
     }
     best
 }
+
+#[test]
+fn tool_filters_deny_before_any_rule() {
+    let p = policy(Allow, &[("git", "push", Allow), ("*", "*", Allow)]).with_tool_filter(
+        "git",
+        ToolFilter { enabled: Some(vec!["status".into(), "push".into(), "log".into()]), disabled: vec!["push".into()] },
+    );
+    assert_eq!(decide(&p, Some("git"), "status"), (Allow, r#"rule 1 (server "*", tool "*")"#.into()));
+    // Disabled wins over enabled, and over an exact rule.
+    assert_eq!(decide(&p, Some("git"), "push"), (Deny, r#"disabled_tools of server "git""#.into()));
+    assert_eq!(decide(&p, Some("git"), "reset"), (Deny, r#"enabled_tools of server "git" (not listed)"#.into()));
+    // Other servers and built-ins are untouched; the filter names its server exactly.
+    assert_eq!(decide(&p, Some("git2"), "reset").0, Allow);
+    assert_eq!(decide(&p, None, "reset").0, Allow);
+    // The narrowed form agrees.
+    let rules = p.for_server(Some("git"));
+    assert_eq!(rules.decide("reset", &NO_CLAIMS), p.decide(Some("git"), "reset", &NO_CLAIMS));
+    assert_eq!(rules.decide("log", &NO_CLAIMS).decision, Allow);
+    // A later filter of the same server replaces the earlier one.
+    let p = p.with_tool_filter("git", ToolFilter::default());
+    assert_eq!(decide(&p, Some("git"), "reset").0, Allow);
+}

@@ -2,6 +2,12 @@
 //!
 //! Names are only ever built, never parsed back (a normalized tool name may itself contain
 //! `__`); the pool keeps the map from model name to origin.
+//!
+//! The server's part never contains `__` and never ends in `_` (runs of `_` are one `_`, a
+//! trailing one is dropped; a name of nothing but such characters is `_`), so the first `__`
+//! after `mcp__` always ends it: a server's tools cannot take a name in another server's
+//! namespace, whatever they are called. (Without this, server `gh`'s tool `repo__read` and
+//! server `gh__repo`'s tool `read` were both `mcp__gh__repo__read`.)
 
 use sha2::{Digest, Sha256};
 
@@ -47,11 +53,41 @@ pub fn is_valid_model_name(name: &str) -> bool {
     (1..=MAX_NAME_LEN).contains(&name.len()) && name.chars().all(is_name_char)
 }
 
+/// The part of model names that stands for server `server`: [`normalize`]d, runs of `_` made
+/// one, a trailing `_` dropped (`_` when nothing else is left). Never contains `__`.
+pub fn server_segment(server: &str) -> String {
+    let mut out = String::with_capacity(server.len());
+    push_server_segment(&mut out, server);
+    out
+}
+
+fn push_server_segment(out: &mut String, server: &str) {
+    let plain = server.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if plain && !server.contains("__") && !server.ends_with('_') {
+        out.push_str(server);
+        return;
+    }
+    let start = out.len();
+    for c in server.chars() {
+        let c = if is_name_char(c) { c } else { '_' };
+        if c == '_' && out.len() > start && out.ends_with('_') {
+            continue;
+        }
+        out.push(c);
+    }
+    if out.len() > start + 1 && out.ends_with('_') {
+        out.pop();
+    }
+}
+
 /// The model name of tool `tool` on server `server`, or `None` when either is empty.
 ///
-/// `mcp__{normalize(server)}__{normalize(tool)}`; when that is longer than [`MAX_NAME_LEN`], its
-/// first 55 characters, `_`, and the first 8 hex digits of SHA-256(`server` `\0` `tool`) over the
-/// raw names, so that it is the same on every run and distinct origins stay distinct.
+/// `mcp__{server_segment(server)}__{normalize(tool)}`; when that is longer than
+/// [`MAX_NAME_LEN`], its first 55 characters, `_`, and the first 8 hex digits of
+/// SHA-256(`server` `\0` `tool`) over the raw names, so that it is the same on every run and
+/// distinct origins stay distinct. When the cut falls inside the server's part, a `_` it leaves
+/// at the end is dropped, so the shortened name has no `__` after `mcp__` and lies in no
+/// server's namespace.
 pub fn model_name(server: &str, tool: &str) -> Option<String> {
     let mut name = String::new();
     model_name_into(&mut name, server, tool).then_some(name)
@@ -64,12 +100,19 @@ pub(crate) fn model_name_into(name: &mut String, server: &str, tool: &str) -> bo
         return false;
     }
     name.push_str(MCP_PREFIX);
-    push_normalized(name, server);
+    push_server_segment(name, server);
     name.push_str("__");
+    let namespace_len = name.len();
     push_normalized(name, tool);
     if name.len() > MAX_NAME_LEN {
         // Every character is ASCII by now, so any byte index is a char boundary.
-        name.truncate(MAX_NAME_LEN - 1 - HASH_HEX_LEN);
+        let keep = MAX_NAME_LEN - 1 - HASH_HEX_LEN;
+        name.truncate(keep);
+        if namespace_len > keep && name.ends_with('_') {
+            // The cut fell inside the server's part (or its separator): `_` + `_` would make
+            // a `__` that reads as the end of a shorter server's name.
+            name.pop();
+        }
         name.push('_');
         let digest = Sha256::new().chain_update(server).chain_update([0u8]).chain_update(tool).finalize();
         for byte in digest.iter().take(HASH_HEX_LEN / 2) {
@@ -92,10 +135,28 @@ mod tests {
     fn examples() {
         assert_eq!(model_name("docs", "search").as_deref(), Some("mcp__docs__search"));
         assert_eq!(model_name("db", "query/table").as_deref(), Some("mcp__db__query_table"));
-        assert_eq!(model_name("ünï", "a b").as_deref(), Some("mcp___n___a_b"));
+        assert_eq!(model_name("ünï", "a b").as_deref(), Some("mcp___n__a_b"));
         assert_eq!(model_name("", "x"), None);
         assert_eq!(model_name("x", ""), None);
         assert_eq!(normalize("日本"), "__");
+        assert_eq!(server_segment("日本"), "_");
+        assert_eq!(server_segment("gh__repo"), "gh_repo");
+        assert_eq!(server_segment("a._b_"), "a_b");
+        assert_eq!(server_segment("_x"), "_x");
+    }
+
+    #[test]
+    fn a_tool_cannot_take_a_name_in_another_servers_namespace() {
+        // Server `gh`'s tool `repo__read` once had the name of server `gh__repo`'s tool `read`.
+        assert_eq!(model_name("gh", "repo__read").as_deref(), Some("mcp__gh__repo__read"));
+        assert_eq!(model_name("gh__repo", "read").as_deref(), Some("mcp__gh_repo__read"));
+        assert_eq!(model_name("a_", "b").as_deref(), Some("mcp__a__b"));
+        assert_eq!(model_name("a", "_b").as_deref(), Some("mcp__a___b"));
+        // A cut inside a long server name leaves no `__` behind it.
+        let server = format!("{}_{}", "s".repeat(49), "t".repeat(20));
+        let name = model_name(&server, "x").unwrap();
+        assert_eq!(name.len(), MAX_NAME_LEN - 1);
+        assert!(!name[MCP_PREFIX.len()..].contains("__"), "{name}");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use mcp_transport::StdioConfig;
 use policy::{Decision, Policy, PolicyConfig, RuleConfig};
 use serde_json::{Value, json};
 
-use crate::fake::{Events, Recording};
+use crate::fake::{Events, Recording, error_results};
 
 async fn fixture_set(mode: &str) -> ServerSet {
     fixture_set_with(mode, &[]).await
@@ -41,7 +41,7 @@ fn tool_results(conversation: &[Message]) -> Vec<(String, bool)> {
         .collect()
 }
 
-/// The `tools/call` requests the fixture received (from its `--record` file): tool names.
+/// The `tools/call` requests the fixture received (from its `--log` file): tool names.
 fn calls_received(record: &Path) -> Vec<String> {
     std::fs::read_to_string(record)
         .unwrap_or_default()
@@ -84,7 +84,7 @@ impl LanguageModel for ChangesWhileThinking {
 async fn race_a_list_change_with_a_call(name: &'static str) -> (Vec<(String, bool)>, Vec<String>, Vec<u64>) {
     let dir = tempfile::tempdir().unwrap();
     let record = dir.path().join("received.jsonl");
-    let set = Arc::new(fixture_set_with("echo", &["--record", record.to_str().unwrap()]).await);
+    let set = Arc::new(fixture_set_with("echo", &["--log", record.to_str().unwrap()]).await);
     let script = json!({"turns": [
         {"tool_calls": [{"name": "mcp__fx__echo", "input": {"text": "sent"}}]},
         {"tool_calls": [{"name": "mcp__fx__echo", "input": {"text": "again"}}]},
@@ -180,14 +180,7 @@ async fn a_server_that_dies_mid_session_becomes_an_error_result() {
     let mut conversation = Vec::new();
     let outcome = agent.run_turn(&mut conversation, "go", &Events::default()).await.unwrap();
     assert_eq!(outcome.final_text, "The server is gone.");
-    let errors: Vec<String> = conversation
-        .iter()
-        .flat_map(|m| m.content.iter())
-        .filter_map(|b| match b {
-            Block::ToolResult { content, is_error: true, .. } => Some(content.clone()),
-            _ => None,
-        })
-        .collect();
+    let errors = error_results(&conversation);
     assert_eq!(errors.len(), 2, "{errors:?}");
     assert!(errors[0].starts_with("Error:") && errors[0].contains("status 3"), "{errors:?}");
     drop(agent);

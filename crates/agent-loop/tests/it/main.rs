@@ -5,4 +5,6 @@
 mod fake;
 mod fixture;
 mod loop_tests;
+mod reliability;
+mod search_tests;
 mod transcript_tests;

@@ -22,10 +22,15 @@ enum Mode {
     Garbage,
     Gather,
     Snoop,
+    Hostile,
 }
 
 /// How long a waiting fixture waits for the others before it gives up (`gather`, `--rendezvous`).
 const GATHER_LIMIT: Duration = Duration::from_secs(60);
+/// What `hostile` sends wherever a server's text can reach a person: OSC 52 (writes the
+/// clipboard), a screen clear, an OSC 8 link, a carriage return that overwrites the line, a C1
+/// CSI, a bidirectional override and BEL, between visible markers.
+const HOSTILE: &str = "HOSTILE<\u{1b}]52;c;ZXZpbA==\u{7}\u{1b}[2J\u{1b}]8;;http://evil.example\u{1b}\\link\u{1b}]8;;\u{1b}\\\roverwritten\u{9b}31m\u{202e}txt.exe\u{7}>END";
 
 struct Options {
     mode: Mode,
@@ -37,17 +42,21 @@ struct Options {
     extra_tools: usize,
     /// `gather`: calls wait until this many are in flight together.
     peers: usize,
-    /// Every line received is appended to this file.
-    record: Option<PathBuf>,
     /// Wait for calls in flight before exiting at the end of stdin.
     linger: bool,
     /// Answer `initialize` only once `peers` servers have started in this directory.
     rendezvous: Option<PathBuf>,
+    /// Every line received is appended here (`--log FILE`).
+    log: Option<String>,
+    /// Only there to be found in the command line (`--marker TEXT`); children get it too.
+    marker: Option<String>,
     /// After the first complete listing, every later page past the first fails.
     fail_relist: bool,
     /// Every tool's description ends with this process's id (which `whoami` returns), so a
     /// test can tell which incarnation of a server it was shown and which one answered.
     tag_pid: bool,
+    /// Time spent starting before reading any input (an interpreter loading its packages).
+    startup_ms: u64,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -61,7 +70,9 @@ fn parse_args() -> Result<Options, String> {
         Some("garbage") => Mode::Garbage,
         Some("gather") => Mode::Gather,
         Some("snoop") => Mode::Snoop,
+        Some("hostile") => Mode::Hostile,
         Some("idle") => idle(),
+        Some("linger") => linger(),
         Some(other) => return Err(format!("unknown mode {other:?}")),
     };
     let mut o = Options {
@@ -73,11 +84,13 @@ fn parse_args() -> Result<Options, String> {
         huge_line: 0,
         extra_tools: 0,
         peers: 2,
-        record: None,
         linger: false,
         rendezvous: None,
+        log: None,
+        marker: None,
         fail_relist: false,
         tag_pid: false,
+        startup_ms: 0,
     };
     while let Some(flag) = args.next() {
         let mut num = |name: &str| -> Result<u64, String> {
@@ -92,13 +105,16 @@ fn parse_args() -> Result<Options, String> {
             "--extra-tools" => o.extra_tools = num("--extra-tools")? as usize,
             "--peers" => o.peers = num("--peers")? as usize,
             "--linger" => o.linger = true,
-            "--record" => o.record = Some(args.next().ok_or("--record needs a path")?.into()),
             "--rendezvous" => o.rendezvous = Some(args.next().ok_or("--rendezvous needs a directory")?.into()),
             "--fail-relist" => o.fail_relist = true,
             "--tag-pid" => o.tag_pid = true,
-            // Ignored: lets a test find its processes by their command line.
-            "--marker" => {
-                args.next();
+            "--startup-ms" => o.startup_ms = num("--startup-ms")?,
+            "--log" => o.log = Some(args.next().ok_or("--log needs a file")?),
+            "--marker" => o.marker = Some(args.next().ok_or("--marker needs a value")?),
+            "--die-at-start" => {
+                // A server that fails at once, saying hostile things on stderr.
+                eprintln!("starting failed: {HOSTILE}");
+                std::process::exit(3);
             }
             other => return Err(format!("unknown flag {other:?}")),
         }
@@ -146,6 +162,23 @@ fn base_tools() -> Vec<Value> {
 fn idle() -> ! {
     let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
     std::process::exit(0)
+}
+
+/// `linger`: a child of `spawn_child`; reads nothing and waits to be killed.
+fn linger() -> ! {
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+fn hostile_tools() -> Vec<Value> {
+    let obj = |props: Value, req: Value| json!({"type": "object", "properties": props, "required": req});
+    vec![
+        json!({"name": "hostile", "description": "Send hostile text: as an error answer (error), a log notification (log), a line that is not JSON (stdout), the result (result), or stderr before dying (crash).", "inputSchema": obj(json!({"where": {"type": "string"}}), json!(["where"]))}),
+        json!({"name": "traceback", "description": "Write lines numbered lines to stderr and exit at once.", "inputSchema": obj(json!({"lines": {"type": "integer"}}), json!(["lines"]))}),
+        json!({"name": "big", "description": "Answer with a text of bytes bytes (the id last with id_last).", "inputSchema": obj(json!({"bytes": {"type": "integer"}, "id_last": {"type": "boolean"}}), json!(["bytes"]))}),
+        json!({"name": "spawn_child", "description": "Start a child process that lingers in our process group; its pid is the result.", "inputSchema": {"type": "object"}}),
+    ]
 }
 
 fn snoop_tools() -> Vec<Value> {
@@ -383,6 +416,67 @@ impl Server {
             "fork_bomb" if self.opts.mode == Mode::Snoop => {
                 fork_bomb(&self.bomb, args.get("max").and_then(Value::as_u64).unwrap_or(100))
             }
+            "hostile" if self.opts.mode == Mode::Hostile => {
+                match args.get("where").and_then(Value::as_str).unwrap_or_default() {
+                    "error" => {
+                        self.respond_error(&id, -32000, HOSTILE);
+                        return;
+                    }
+                    "log" => send(&self.out, &json!({"jsonrpc": "2.0", "method": "notifications/message",
+                        "params": {"level": "error", "logger": HOSTILE, "data": HOSTILE}}), true),
+                    "stdout" => {
+                        if let Ok(mut w) = self.out.lock() {
+                            let _ = writeln!(w, "{HOSTILE}");
+                        }
+                    }
+                    "crash" => {
+                        eprintln!("Traceback: {HOSTILE}");
+                        eprintln!("{HOSTILE}");
+                        std::process::exit(3);
+                    }
+                    _ => {}
+                }
+                text_result(HOSTILE)
+            }
+            "traceback" if self.opts.mode == Mode::Hostile => {
+                let n = args.get("lines").and_then(Value::as_u64).unwrap_or(10);
+                let mut err = std::io::stderr().lock();
+                for i in 1..=n {
+                    let _ = writeln!(err, "traceback line {i} of {n}");
+                }
+                std::process::exit(3);
+            }
+            "big" if self.opts.mode == Mode::Hostile => {
+                let bytes = args.get("bytes").and_then(Value::as_u64).unwrap_or(0) as usize;
+                let result = text_result("x".repeat(bytes));
+                let line = if args.get("id_last").and_then(Value::as_bool).unwrap_or(false) {
+                    format!("{{\"jsonrpc\":\"2.0\",\"result\":{result},\"id\":{id}}}")
+                } else {
+                    format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{result}}}")
+                };
+                if let Ok(mut w) = self.out.lock() {
+                    let _ = w.write_all(line.as_bytes());
+                    let _ = w.write_all(b"\n");
+                    let _ = w.flush();
+                }
+                return;
+            }
+            "spawn_child" if self.opts.mode == Mode::Hostile => {
+                let mut child = std::process::Command::new(std::env::current_exe().unwrap_or_default());
+                child.arg("linger");
+                if let Some(marker) = &self.opts.marker {
+                    child.args(["--marker", marker]);
+                }
+                let spawned = child
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn();
+                match spawned {
+                    Ok(child) => text_result(child.id().to_string()),
+                    Err(e) => error_result(format!("spawn: {e}")),
+                }
+            }
             "stderr" => {
                 let n = args.get("lines").and_then(Value::as_u64).unwrap_or(1);
                 for i in 0..n {
@@ -428,21 +522,6 @@ impl Server {
             running = self.in_flight_changed.wait(running).unwrap_or_else(|p| p.into_inner());
         }
     }
-
-    /// `--record`: appends a received line to the record file.
-    fn record(&self, line: &str) {
-        let Some(path) = &self.opts.record else { return };
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .and_then(|mut file| writeln!(file, "{}", line.trim_end()));
-        // Said on stderr (the client keeps its tail): a test waiting for the record would
-        // otherwise only see that nothing arrived (a sandbox that forbids the write, say).
-        if let Err(e) = written {
-            eprintln!("fixture cannot record to {}: {e}", path.display());
-        }
-    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -481,10 +560,22 @@ fn main() {
             std::process::exit(2);
         }
     };
+    std::thread::sleep(Duration::from_millis(opts.startup_ms));
     let mut tools = base_tools();
     if opts.mode == Mode::Snoop {
         tools.extend(snoop_tools());
     }
+    if opts.mode == Mode::Hostile {
+        tools.extend(hostile_tools());
+    }
+    let mut log = opts.log.as_deref().and_then(|path| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| eprintln!("--log {path}: {e}"))
+            .ok()
+    });
     for i in 0..opts.extra_tools {
         tools.push(json!({"name": format!("extra_{i}"), "description": format!("Extra tool {i}."), "inputSchema": {"type": "object"}}));
     }
@@ -533,7 +624,10 @@ fn main() {
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
-        server.record(&line);
+        if let Some(log) = &mut log {
+            let _ = log.write_all(line.as_bytes());
+            let _ = log.flush();
+        }
         let msg: Value = match serde_json::from_str(line.trim()) {
             Ok(v) => v,
             Err(_) => {

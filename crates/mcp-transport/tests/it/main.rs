@@ -4,6 +4,7 @@
 
 mod http;
 mod memory;
+mod reliability;
 mod sandbox;
 mod stateless;
 mod stdio;

@@ -272,7 +272,7 @@ async fn close_escalates_when_the_server_ignores_stdin_eof() {
     let dir = tempfile::tempdir().unwrap();
     let record = dir.path().join("received.jsonl");
     let record_flag = record.to_str().unwrap();
-    let config = fixture("slow", &["--delay-ms", "600000", "--linger", "--record", record_flag]);
+    let config = fixture("slow", &["--delay-ms", "600000", "--linger", "--log", record_flag]);
     let grace = config.close_grace;
     let transport = StdioTransport::spawn(config).unwrap();
     let pid = transport.pid().unwrap();

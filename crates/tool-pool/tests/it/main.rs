@@ -16,7 +16,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 use tool_pool::{
     BuiltinTool, DEFAULT_DESCRIPTION_CAP, DiagnosticKind, MAX_NAME_LEN, Options, Pool, ServerTools, assemble,
-    is_valid_model_name, normalize,
+    is_valid_model_name, model_name, normalize, server_segment,
 };
 
 fn obj() -> Value {
@@ -155,7 +155,7 @@ fn fixture_invariants() {
         }
     }
     // Calls go out under the raw name.
-    let e = pool.get("mcp___n_c_d_________table").unwrap();
+    let e = pool.get("mcp___n_c_d_____table").unwrap();
     assert_eq!((e.server(), e.tool()), (Some("ünïcødé 服务"), "查询/table"));
     // The entry shares the listed tool, annotations and all.
     let look = pool.get("mcp__danger__look").unwrap();
@@ -228,7 +228,39 @@ fn builtins() -> Arc<[BuiltinTool]> {
     Arc::new([builtin("read_file", "r"), builtin("mcp_____a", "collides with server `.`/`é`, tool `a`")])
 }
 
+/// Server and tool names made of `_`, a letter and characters that normalize to `_`, short and
+/// long: every way one server's tool names could reach into another server's namespace.
+fn squatting_strategy() -> impl Strategy<Value = BTreeMap<String, Vec<String>>> {
+    let server = prop_oneof![4 => "[a_.]{1,6}", 1 => "[a_]{45,60}"];
+    let tool = prop_oneof![4 => "[a_.]{1,8}", 1 => "[a_]{1,70}"];
+    proptest::collection::btree_map(server, proptest::collection::vec(tool, 1..6), 2..6)
+}
+
 proptest! {
+    #[test]
+    fn no_tool_takes_a_name_in_another_servers_namespace(servers in squatting_strategy()) {
+        let servers = to_tools(&servers);
+        let none: Arc<[BuiltinTool]> = Arc::new([]);
+        let pool = assemble(&none, &share(&servers), &Policy::default(), &Options::default(), 0).unwrap();
+        let segments: Vec<(String, String)> =
+            servers.iter().map(|(s, _)| (s.clone(), format!("mcp__{}__", server_segment(s)))).collect();
+        for e in &pool {
+            let own = server_segment(e.server().unwrap());
+            for (other, namespace) in &segments {
+                if server_segment(other) != own {
+                    prop_assert!(!e.name().starts_with(namespace.as_str()), "{} of {:?} is in {other:?}'s namespace", e.name(), e.server());
+                }
+            }
+        }
+        // A name is only ever fought over by servers whose names normalize alike.
+        for d in pool.diagnostics().iter().filter(|d| d.kind == DiagnosticKind::NameCollision) {
+            let loser = d.server.as_deref().unwrap();
+            let name = model_name(loser, d.tool.as_deref().unwrap()).unwrap();
+            let winner = pool.get(&name).and_then(|e| e.server()).unwrap();
+            prop_assert_eq!(server_segment(winner), server_segment(loser), "{}", d.message);
+        }
+    }
+
     #[test]
     fn normalize_is_idempotent_and_per_char(s in any::<String>()) {
         let n = normalize(&s);
