@@ -6,14 +6,15 @@ use std::sync::{Arc, Mutex};
 
 use policy::Policy;
 use serde_json::Value;
-use tool_pool::Pool;
+use tool_pool::{Exposure, ExposureState, Pool, SearchIndex, expose};
 
-use crate::gate::{Admission, Binding, CallGate, CallRequest, Catalog, Job, Ran};
+use crate::gate::{Admission, Binding, CallGate, CallRequest, Catalog, Job, Ran, Refusal};
 use crate::model::{
     Block, LanguageModel, Message, ModelError, ModelRequest, Role, StopReason, TextStream, ToolSpec, Usage,
 };
-use crate::ports::{AgentEvent, Approver, BuiltinTool, CallInfo, EventSink, Hooks};
+use crate::ports::{AgentEvent, Approver, BuiltinTool, CallDecision, CallInfo, EventSink, Hooks};
 use crate::results::{error_text, fit_budget, render};
+use crate::search::{DEFAULT_MAX_LOADED, SEARCH_TOOL, SearchState, ToolSearch, search_spec};
 use crate::source::ToolSource;
 use crate::transcript::Transcript;
 
@@ -34,6 +35,13 @@ pub struct AgentConfig {
     pub session_dir: Option<PathBuf>,
     /// Tool-pool assembly options.
     pub pool: tool_pool::Options,
+    /// Which tools the model is sent in full, which wait behind tool search, which are left
+    /// out: budgets, search modes (global and per server), `always_load` servers.
+    pub exposure: tool_pool::ExposureOptions,
+    /// Who searches deferred tools: the loop's own search tool, or the provider.
+    pub tool_search: ToolSearch,
+    /// Most tools kept loaded through search in one session (see [`DEFAULT_MAX_LOADED`]).
+    pub max_loaded: usize,
 }
 
 impl Default for AgentConfig {
@@ -48,6 +56,9 @@ impl Default for AgentConfig {
             result_budget: 20_000,
             session_dir: None,
             pool: tool_pool::Options::default(),
+            exposure: tool_pool::ExposureOptions::default(),
+            tool_search: ToolSearch::Client,
+            max_loaded: DEFAULT_MAX_LOADED,
         }
     }
 }
@@ -85,8 +96,30 @@ pub struct Agent {
     gate: CallGate,
     config: AgentConfig,
     transcript: Option<Mutex<Transcript>>,
+    search: Mutex<SearchState>,
     /// The binding of the last step, to report what changed at the next.
     last: Mutex<Option<Arc<Binding>>>,
+}
+
+/// What one step shows the model: the binding calls are checked against, each entry's
+/// exposure, and the search index when the loop's search tool is offered.
+struct View {
+    binding: Arc<Binding>,
+    exposure: Exposure,
+    index: Option<Arc<SearchIndex>>,
+}
+
+impl View {
+    /// Whether `name` is the loop's search tool in this step.
+    fn is_search(&self, name: &str) -> bool {
+        self.index.is_some() && name == SEARCH_TOOL
+    }
+}
+
+/// One call after the checks: the search tool, or what the gate decided.
+enum Checked {
+    Search,
+    Gate(Admission),
 }
 
 impl std::fmt::Debug for Agent {
@@ -118,7 +151,16 @@ impl Agent {
         config: AgentConfig,
     ) -> Self {
         let catalog = Catalog::new(Arc::from(Vec::new()), policy, config.pool.clone());
-        Self { model, source, catalog, gate: CallGate::default(), config, transcript: None, last: Mutex::new(None) }
+        Self {
+            model,
+            source,
+            catalog,
+            gate: CallGate::default(),
+            config,
+            transcript: None,
+            search: Mutex::new(SearchState::default()),
+            last: Mutex::new(None),
+        }
     }
 
     /// Who approves `confirm` calls.
@@ -175,6 +217,54 @@ impl Agent {
         self.catalog.bind(self.source.as_ref()).await.map_err(|e| AgentError::Pool(e.to_string()))
     }
 
+    /// This step's view: the snapshot (renumbered when the model loaded tools since the last
+    /// step and no listing changed), its exposure, and the search index if deferred tools wait
+    /// behind the loop's search tool.
+    async fn view(&self) -> Result<View, AgentError> {
+        let mut binding = self.snapshot().await?;
+        let mut search = lock(&self.search);
+        if search.take_changed() && search.shown == binding.pool().revision() {
+            binding = self.catalog.renumber().unwrap_or(binding);
+        }
+        search.shown = binding.pool().revision();
+        let exposure = expose(binding.pool(), &self.config.exposure, &search.loaded());
+        let index = (self.config.tool_search == ToolSearch::Client && exposure.search_active())
+            .then(|| search.index(binding.assembled(), binding.pool(), &exposure));
+        Ok(View { binding, exposure, index })
+    }
+
+    /// The tools the model is sent in this step: loaded entries in pool order, then deferred
+    /// ones marked for a provider that searches (native), or the loop's search tool.
+    fn tools(&self, view: &View) -> Vec<ToolSpec> {
+        let native = self.config.tool_search == ToolSearch::Native;
+        let mut tools: Vec<ToolSpec> = view
+            .binding
+            .pool()
+            .iter()
+            .filter_map(|e| {
+                let defer_loading = match view.exposure.state(e.name()) {
+                    Some(ExposureState::Loaded) => false,
+                    Some(ExposureState::Deferred) if native => true,
+                    _ => return None,
+                };
+                // The search tool's name is reserved while it is offered.
+                if view.is_search(e.name()) {
+                    return None;
+                }
+                Some(ToolSpec {
+                    name: e.name().to_owned(),
+                    description: e.description().to_owned(),
+                    input_schema: e.input_schema().clone(),
+                    defer_loading,
+                })
+            })
+            .collect();
+        if view.index.is_some() {
+            tools.push(search_spec());
+        }
+        tools
+    }
+
     /// Run one user turn to its end: the model is called until it stops asking for tools (or
     /// the step limit). `conversation` gets every message; the transcript too.
     pub async fn run_turn(
@@ -188,18 +278,11 @@ impl Agent {
         conversation.push(user);
         let mut usage = Usage::default();
         for step in 1..=self.config.max_steps {
-            let snapshot = self.snapshot().await?;
-            self.report_pool_change(&snapshot, events);
-            let tools: Vec<ToolSpec> = snapshot
-                .pool()
-                .iter()
-                .map(|e| ToolSpec {
-                    name: e.name().to_owned(),
-                    description: e.description().to_owned(),
-                    input_schema: e.input_schema().clone(),
-                })
-                .collect();
-            self.emit(events, AgentEvent::Step { step, pool_revision: snapshot.pool().revision(), tools: tools.len() });
+            let view = self.view().await?;
+            self.report_pool_change(&view.binding, events);
+            let tools = self.tools(&view);
+            let pool_revision = view.binding.pool().revision();
+            self.emit(events, AgentEvent::Step { step, pool_revision, tools: tools.len() });
             let request = ModelRequest {
                 model: self.config.model.clone(),
                 system: self.config.system.clone(),
@@ -229,7 +312,7 @@ impl Agent {
                 );
                 return Ok(TurnOutcome { stop_reason: Some(response.stop_reason), steps: step, usage, final_text });
             }
-            let results = self.run_calls(&snapshot, calls, events).await;
+            let results = self.run_calls(&view, calls, events).await;
             let message = Message { role: Role::User, content: results };
             self.record_message(&message);
             conversation.push(message);
@@ -283,19 +366,33 @@ impl Agent {
 
     /// Decide every call in order (asking the approver one at a time), then run the allowed
     /// ones concurrently; results keep the calls' order.
-    async fn run_calls(
-        &self,
-        snapshot: &Binding,
-        calls: Vec<(String, String, Value)>,
-        events: &dyn EventSink,
-    ) -> Vec<Block> {
+    async fn run_calls(&self, view: &View, calls: Vec<(String, String, Value)>, events: &dyn EventSink) -> Vec<Block> {
+        let snapshot = view.binding.as_ref();
+        let client_search = self.config.tool_search == ToolSearch::Client;
         let mut admitted = Vec::with_capacity(calls.len());
         for (id, name, input) in &calls {
-            let call = CallRequest { id, name, arguments: input };
-            let admission = self.gate.admit(snapshot, self.source.as_ref(), call).await;
-            let (decision, reason) = match &admission {
-                Admission::Run { decision, reason, .. } => (decision.clone(), reason.clone()),
-                Admission::Refused(refusal) => (refusal.decision(), refusal.reason()),
+            let checked = if view.is_search(name) {
+                Checked::Search
+            } else if let Some(hidden) = view.exposure.get(name).filter(|t| t.state == ExposureState::Hidden) {
+                // Never shown, so never called: the model can only have guessed the name.
+                Checked::Gate(Admission::Refused(Refusal::NotExposed {
+                    name: name.clone(),
+                    why: hidden.reason.to_string(),
+                }))
+            } else if client_search && view.exposure.state(name) == Some(ExposureState::Deferred) {
+                // Shown only through search: the model cannot know its schema yet.
+                Checked::Gate(Admission::Refused(Refusal::NotLoaded {
+                    name: name.clone(),
+                    search: SEARCH_TOOL.to_owned(),
+                }))
+            } else {
+                let call = CallRequest { id, name, arguments: input };
+                Checked::Gate(self.gate.admit(snapshot, self.source.as_ref(), call).await)
+            };
+            let (decision, reason) = match &checked {
+                Checked::Search => (CallDecision::Allowed, "the loop's tool search".to_owned()),
+                Checked::Gate(Admission::Run { decision, reason, .. }) => (decision.clone(), reason.clone()),
+                Checked::Gate(Admission::Refused(refusal)) => (refusal.decision(), refusal.reason()),
             };
             self.emit(
                 events,
@@ -307,12 +404,13 @@ impl Agent {
                 server: snapshot.pool().get(name).and_then(|e| e.server().map(str::to_owned)),
                 arguments: input.clone(),
             };
-            admitted.push((info, admission));
+            admitted.push((info, checked));
         }
-        let runs = admitted.into_iter().map(|(info, admission)| async move {
-            let (text, is_error) = match admission {
-                Admission::Refused(refusal) => (error_text(&refusal.to_string()), true),
-                Admission::Run { job, .. } => match self.run_job(job, &info, events).await {
+        let runs = admitted.into_iter().map(|(info, checked)| async move {
+            let (text, is_error) = match checked {
+                Checked::Search => self.search(view, &info.arguments),
+                Checked::Gate(Admission::Refused(refusal)) => (error_text(&refusal.to_string()), true),
+                Checked::Gate(Admission::Run { job, .. }) => match self.run_job(job, &info, events).await {
                     Ran::Builtin(Ok(text)) => (text, false),
                     Ran::Mcp(Ok(result)) => (render(&result), result.is_error()),
                     Ran::Builtin(Err(message)) | Ran::Mcp(Err(message)) => (error_text(&message), true),
@@ -342,5 +440,13 @@ impl Agent {
             blocks.push(Block::ToolResult { tool_use_id: info.id, content: text, is_error });
         }
         blocks
+    }
+
+    /// One call of the loop's search tool against this step's index.
+    fn search(&self, view: &View, input: &Value) -> (String, bool) {
+        let Some(index) = &view.index else {
+            return (error_text(&format!("{SEARCH_TOOL} is not offered in this step")), true);
+        };
+        lock(&self.search).run(index, &view.exposure, input, self.config.max_loaded)
     }
 }

@@ -34,6 +34,8 @@ const SUGGESTIONS: usize = 3;
 pub struct Binding {
     pool: Arc<Pool>,
     generations: BTreeMap<String, u64>,
+    /// The revision the pool was assembled under; [`Catalog::renumber`] keeps it.
+    assembled: u64,
 }
 
 impl Binding {
@@ -45,6 +47,12 @@ impl Binding {
     /// The generation of `server`'s listing this binding was built from.
     pub fn generation(&self, server: &str) -> Option<u64> {
         self.generations.get(server).copied()
+    }
+
+    /// The revision the pool's entries were assembled under: equal for two bindings exactly
+    /// when their pools have the same entries (a renumbered pool keeps it).
+    pub fn assembled(&self) -> u64 {
+        self.assembled
     }
 
     /// The servers whose tools this binding was built from.
@@ -87,6 +95,23 @@ impl Catalog {
         &self.policy
     }
 
+    /// The current binding again under the next revision, with the same pool and
+    /// generations: what the model is shown changed (it loaded tools through search) though no
+    /// listing did. `None` before the first [`bind`](Self::bind).
+    pub fn renumber(&self) -> Option<Arc<Binding>> {
+        let mut state = lock(&self.state);
+        let current = state.current.as_ref()?;
+        let revision = state.revision + 1;
+        let binding = Arc::new(Binding {
+            pool: Arc::new(current.pool.renumbered(revision)),
+            generations: current.generations.clone(),
+            assembled: current.assembled,
+        });
+        state.revision = revision;
+        state.current = Some(Arc::clone(&binding));
+        Some(binding)
+    }
+
     /// Refreshes the source's listing and binds it.
     /// A new revision when a server's generation or the source's policy changed.
     pub async fn bind(&self, source: &dyn ToolSource) -> Result<Arc<Binding>, CatalogError> {
@@ -103,7 +128,8 @@ impl Catalog {
         let policy = listing.policy.as_ref().map_or(&self.policy, |(_, policy)| policy.as_ref());
         let pool = assemble(&self.builtins, &listing.servers, policy, &self.options, state.revision)
             .map_err(|e| CatalogError(e.to_string()))?;
-        let binding = Arc::new(Binding { pool: Arc::new(pool), generations: listing.generations });
+        let binding =
+            Arc::new(Binding { pool: Arc::new(pool), generations: listing.generations, assembled: state.revision });
         state.current = Some(Arc::clone(&binding));
         state.policy_version = policy_version;
         Ok(binding)
@@ -186,6 +212,25 @@ pub enum Refusal {
         /// The name asked for.
         name: String,
         /// The hook's reason.
+        why: String,
+    },
+    /// The tool waits behind tool search and the model has not loaded it.
+    #[error(
+        "{name} is not loaded yet: search for it first with the {search} tool (a query describing what you \
+         need, or select:{name}), then call it in your next step; nothing was called"
+    )]
+    NotLoaded {
+        /// The name asked for.
+        name: String,
+        /// The search tool's name.
+        search: String,
+    },
+    /// The tool is in the pool but never shown to the model (over a budget).
+    #[error("{name} is not offered to you ({why}); nothing was called")]
+    NotExposed {
+        /// The name asked for.
+        name: String,
+        /// Why it is hidden.
         why: String,
     },
     /// A built-in tool in the pool has no handler (a wiring mistake of the host).

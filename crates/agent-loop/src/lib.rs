@@ -8,6 +8,12 @@
 //! model saw, policy decides (deny, confirm through the approver, allow), and allowed calls run
 //! concurrently with their results kept in order.
 //!
+//! Between the pool and the model sits the exposure stage ([`tool_pool::expose`], configured
+//! by [`AgentConfig::exposure`]): with many tools, most wait behind one built-in tool,
+//! [`SEARCH_TOOL`], whose answers load what it finds for the next step (a new pool revision);
+//! calls to tools the model was not shown (deferred and not loaded, or hidden by a budget) are
+//! refused with a result saying what to do.
+//!
 //! **Invariant:** errors stay at the tool boundary. A failing server, a bad argument, a denial or
 //! a timeout becomes a tool result starting with `Error:` that the model can read; the loop
 //! itself never ends because a tool failed.
@@ -43,6 +49,7 @@ mod ports;
 mod private;
 mod results;
 mod scripted;
+mod search;
 mod source;
 mod transcript;
 
@@ -59,5 +66,6 @@ pub use ports::{
 pub use private::create_private_dir;
 pub use results::{error_text, fit_budget, render};
 pub use scripted::{Script, ScriptedCall, ScriptedModel, ScriptedTurn};
+pub use search::{DEFAULT_MAX_LOADED, SEARCH_TOOL, ToolSearch};
 pub use source::{BoundCall, Listing, ToolSource};
 pub use transcript::{Entry, Transcript, TranscriptError, load_messages};

@@ -44,6 +44,15 @@ pub enum Block {
         /// Whether the call failed (the text then starts with `Error:`).
         is_error: bool,
     },
+    /// A block only its provider understands, kept so that the conversation goes back to that
+    /// provider unchanged: Anthropic's server-side tool search (`server_tool_use`,
+    /// `tool_search_tool_result`, with `tool_search = "native"`). Other providers leave it out.
+    Provider {
+        /// The adapter that made it (`anthropic`).
+        provider: String,
+        /// The block as the provider sent it.
+        block: Value,
+    },
 }
 
 impl Block {
@@ -90,6 +99,11 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON Schema of the input (an object schema).
     pub input_schema: Value,
+    /// Sent for the provider to search rather than shown to the model (see
+    /// [`ToolSearch::Native`](crate::ToolSearch::Native)); only adapters that support a
+    /// provider-side tool search set it on the wire, and the loop sets it only when told to.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub defer_loading: bool,
 }
 
 /// What the loop asks the model.

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use agent_loop::{
-    Agent, AgentConfig, AgentEvent, CallDecision, EventSink, LanguageModel, Message, ScriptedModel, Transcript,
-    TranscriptError, load_messages,
+    Agent, AgentConfig, AgentEvent, CallDecision, EventSink, LanguageModel, Message, ScriptedModel, ToolSearch,
+    Transcript, TranscriptError, load_messages,
 };
 use anyhow::{Context as _, bail};
 
@@ -62,8 +62,37 @@ fn default_model(provider: Provider) -> &'static str {
     }
 }
 
+/// Context window assumed per provider, in tokens, for the `auto` tool search threshold (a
+/// tenth of it): Claude models have 200,000; 128,000 is the common size of the OpenAI-compatible
+/// models in use; a script has no limit, so it gets the larger.
+fn context_tokens(provider: Provider) -> usize {
+    match provider {
+        Provider::Anthropic | Provider::Scripted => 200_000,
+        Provider::Openai => 128_000,
+    }
+}
+
+/// The agent's exposure and search settings from the configuration, for `provider`.
+fn search_settings(config: &Config, provider: Provider) -> anyhow::Result<(tool_pool::ExposureOptions, ToolSearch)> {
+    let tools = &config.tools;
+    let mut exposure = tools.exposure.clone();
+    exposure.auto_threshold = tool_pool::auto_threshold_for_context(context_tokens(provider));
+    let search = if tools.native {
+        if provider != Provider::Anthropic {
+            bail!(
+                "`tool_search = \"native\"` in the configuration needs --provider anthropic (the Anthropic API runs \
+                 the search); use \"auto\" or \"on\" for the host's own tool search with other providers"
+            );
+        }
+        ToolSearch::Native
+    } else {
+        ToolSearch::Client
+    };
+    Ok((exposure, search))
+}
+
 /// The model behind `--provider`.
-fn model(args: &AgentArgs, demo_script: Option<&str>) -> anyhow::Result<(Arc<dyn LanguageModel>, String)> {
+fn model(args: &AgentArgs, demo_script: Option<&str>) -> anyhow::Result<(Arc<dyn LanguageModel>, String, Provider)> {
     let default = if demo_script.is_some() { Provider::Scripted } else { Provider::Anthropic };
     let provider = args.provider.unwrap_or(default);
     let name = args.model.clone().unwrap_or_else(|| default_model(provider).to_owned());
@@ -76,7 +105,7 @@ fn model(args: &AgentArgs, demo_script: Option<&str>) -> anyhow::Result<(Arc<dyn
         Provider::Anthropic => Arc::new(llm_providers::AnthropicModel::from_env(&name)?),
         Provider::Openai => Arc::new(llm_providers::OpenAiModel::from_env(&name)?),
     };
-    Ok((model, name))
+    Ok((model, name, provider))
 }
 
 /// Where sessions are kept: the user's data directory, never the workspace.
@@ -188,7 +217,9 @@ async fn prepare(
     args: &AgentArgs,
     demo_script: Option<&str>,
 ) -> anyhow::Result<Prepared> {
-    let (model, model_name) = model(args, demo_script)?;
+    let (model, model_name, provider) = model(args, demo_script)?;
+    let (exposure, tool_search) = search_settings(&config, provider)?;
+    let max_loaded = config.tools.max_loaded.unwrap_or(agent_loop::DEFAULT_MAX_LOADED);
     let dir = sessions_dir()?;
     let (id, conversation) = match &args.resume {
         Some(id) => {
@@ -243,6 +274,9 @@ async fn prepare(
         model: model_name,
         max_steps: args.max_steps,
         session_dir: Some(dir.join(&id)),
+        exposure,
+        tool_search,
+        max_loaded,
         ..AgentConfig::default()
     };
     let agent = Agent::new(model, runtime.clone(), policy, agent_config)

@@ -157,6 +157,21 @@ pub(crate) struct Config {
     pub(crate) policy_fingerprint: String,
     /// Keys read and not used (other hosts' files), one line each, for the user to see.
     pub(crate) warnings: Vec<String>,
+    /// Tool exposure budgets and tool search.
+    pub(crate) tools: ToolsSettings,
+}
+
+/// What the model is sent of the tools: budgets and tool search, globally (our TOML's top
+/// level) and per server.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct ToolsSettings {
+    /// Budgets, search modes and per-server settings (the `auto` threshold is set per model
+    /// when the agent starts).
+    pub(crate) exposure: tool_pool::ExposureOptions,
+    /// `tool_search = "native"`: the provider searches (Anthropic only).
+    pub(crate) native: bool,
+    /// `max_loaded_tools`: most tools loaded through search per session.
+    pub(crate) max_loaded: Option<usize>,
 }
 
 /// `[runtime]`: how servers connect and are kept alive while `run` and `chat` go on.
@@ -474,6 +489,7 @@ pub(crate) fn demo_config(harness: &Path) -> Config {
         fingerprints: BTreeMap::new(),
         policy_fingerprint: String::new(),
         warnings: Vec::new(),
+        tools: ToolsSettings::default(),
     }
 }
 
@@ -497,8 +513,9 @@ fn parse_checked(path: &Path, text: &str, context: &Context<'_>) -> Result<Confi
         position,
     };
     let read_context = foreign::ReadContext { home: context.home.as_deref(), cwd: context.cwd.as_deref() };
-    let RawFile { table, servers, policy, sandbox: sandbox_defaults, runtime, inputs, warnings, .. } =
+    let RawFile { table, servers, policy, sandbox: sandbox_defaults, runtime, inputs, warnings, tools, .. } =
         foreign::read(path, text, read_context)?;
+    let mut tools = tools.into_settings().map_err(|(key, message)| invalid(Some(key.to_owned()), message, None))?;
     let runtime = runtime.into_settings().map_err(|message| invalid(Some("runtime".into()), message, None))?;
     // Each input is asked once, however many servers use it.
     let answers = std::cell::RefCell::new(BTreeMap::<String, String>::new());
@@ -531,6 +548,11 @@ fn parse_checked(path: &Path, text: &str, context: &Context<'_>) -> Result<Confi
     for (name, mut raw) in servers {
         let key = || foreign::entry_key(table, &name);
         fingerprints.insert(name.clone(), format!("{}|{globals}", edit::server_table(&raw)));
+        if let Some(exposure) =
+            raw.take_exposure().map_err(|(field, m)| invalid(Some(format!("{}.{field}", key())), m, None))?
+        {
+            tools.exposure.servers.insert(name.clone(), exposure);
+        }
         if raw.enabled != Some(false) {
             let ask: Option<&vars::AskInput<'_>> = if inputs.is_empty() { None } else { Some(&ask) };
             raw.resolve(context, ask, base)
@@ -587,6 +609,7 @@ fn parse_checked(path: &Path, text: &str, context: &Context<'_>) -> Result<Confi
         fingerprints,
         policy_fingerprint,
         warnings,
+        tools,
     })
 }
 
@@ -621,6 +644,39 @@ struct RawToml {
     sandbox: RawSandboxDefaults,
     #[serde(default)]
     runtime: RawRuntime,
+    /// Tool exposure and search (see [`ToolsSettings`]).
+    #[serde(default)]
+    tool_search: Option<String>,
+    /// Largest definition of one tool, in bytes.
+    #[serde(default)]
+    tool_budget: Option<usize>,
+    /// Largest total of the definitions sent per step, in bytes.
+    #[serde(default)]
+    pool_budget: Option<usize>,
+    /// Most tools loaded through search per session.
+    #[serde(default)]
+    max_loaded_tools: Option<usize>,
+}
+
+impl RawToml {
+    /// The top-level tool exposure keys, taken out.
+    pub(crate) fn take_tools(&mut self) -> RawTools {
+        RawTools {
+            tool_search: self.tool_search.take(),
+            tool_budget: self.tool_budget.take(),
+            pool_budget: self.pool_budget.take(),
+            max_loaded_tools: self.max_loaded_tools.take(),
+        }
+    }
+}
+
+/// Our TOML's top-level tool exposure keys as written.
+#[derive(Debug, Default)]
+pub(crate) struct RawTools {
+    tool_search: Option<String>,
+    tool_budget: Option<usize>,
+    pool_budget: Option<usize>,
+    max_loaded_tools: Option<usize>,
 }
 
 /// `[runtime]`.
@@ -816,6 +872,18 @@ pub(crate) struct RawServer {
     /// `run` and `chat` do not start without it (Codex's `required` too).
     #[serde(default)]
     required: Option<bool>,
+    /// Its tools' search mode (`auto`, `on`, `off`).
+    #[serde(default)]
+    pub(crate) tool_search: Option<String>,
+    /// Its tools are always sent, never deferred.
+    #[serde(default)]
+    pub(crate) always_load: Option<bool>,
+    /// Largest definition of one of its tools, in bytes.
+    #[serde(default)]
+    pub(crate) tool_budget: Option<usize>,
+    /// Largest total of its loaded definitions, in bytes.
+    #[serde(default)]
+    pub(crate) server_budget: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -1194,6 +1262,67 @@ struct StringItem(String);
 impl<'de> Deserialize<'de> for StringItem {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         String::deserialize(deserializer).map(StringItem)
+    }
+}
+
+/// A `tool_search` value: `auto`, `on`, `off`, and (where `native` may be given) `native`,
+/// which defers like `on`.
+fn search_mode(value: &str, native_allowed: bool) -> Result<(tool_pool::SearchMode, bool), String> {
+    use tool_pool::SearchMode;
+    match value {
+        "auto" => Ok((SearchMode::Auto, false)),
+        "on" => Ok((SearchMode::On, false)),
+        "off" => Ok((SearchMode::Off, false)),
+        "native" if native_allowed => Ok((SearchMode::On, true)),
+        "native" => Err("`tool_search = \"native\"` is a setting of the whole configuration (the provider \
+                         searches every server's tools), not of one server; use \"auto\", \"on\" or \"off\" here"
+            .to_owned()),
+        other => Err(format!(
+            "`tool_search` must be \"auto\", \"on\", \"off\"{}, not {other:?}",
+            if native_allowed { " or \"native\"" } else { "" }
+        )),
+    }
+}
+
+impl RawTools {
+    /// The settings; on error, the key and the message.
+    fn into_settings(self) -> Result<ToolsSettings, (&'static str, String)> {
+        let RawTools { tool_search, tool_budget, pool_budget, max_loaded_tools } = self;
+        let mut settings = ToolsSettings::default();
+        if let Some(value) = tool_search {
+            let (mode, native) = search_mode(&value, true).map_err(|m| ("tool_search", m))?;
+            settings.exposure.tool_search = mode;
+            settings.native = native;
+        }
+        if let Some(budget) = tool_budget {
+            settings.exposure.tool_budget = budget;
+        }
+        if let Some(budget) = pool_budget {
+            settings.exposure.pool_budget = budget;
+        }
+        if max_loaded_tools == Some(0) {
+            return Err(("max_loaded_tools", "`max_loaded_tools` must be at least 1".to_owned()));
+        }
+        settings.max_loaded = max_loaded_tools;
+        Ok(settings)
+    }
+}
+
+impl RawServer {
+    /// Takes the server's exposure keys out; `None` when it sets none. On error, the key and
+    /// the message.
+    fn take_exposure(&mut self) -> Result<Option<tool_pool::ServerExposure>, (&'static str, String)> {
+        let tool_search = match self.tool_search.take() {
+            Some(value) => Some(search_mode(&value, false).map_err(|m| ("tool_search", m))?.0),
+            None => None,
+        };
+        let exposure = tool_pool::ServerExposure {
+            tool_budget: self.tool_budget.take(),
+            server_budget: self.server_budget.take(),
+            tool_search,
+            always_load: self.always_load.take().unwrap_or(false),
+        };
+        Ok((exposure != tool_pool::ServerExposure::default()).then_some(exposure))
     }
 }
 
@@ -1628,5 +1757,69 @@ mod tests {
         assert!(missing.is_empty(), "docs/configuration.md lacks: {missing:#?}");
         // The test can fail: a key that is not there is found missing.
         assert!(!doc_section("## `[runtime]`").contains("| `no_such_key` |"));
+    }
+
+    #[test]
+    fn tool_exposure_and_search_settings() {
+        let config = parse(
+            Path::new("/x/config.toml"),
+            r#"
+            tool_search = "on"
+            tool_budget = 4096
+            pool_budget = 32768
+            max_loaded_tools = 10
+            [servers.core]
+            command = "core"
+            always_load = true
+            [servers.big]
+            command = "big"
+            tool_search = "off"
+            tool_budget = 1000
+            server_budget = 5000
+            [servers.plain]
+            command = "plain"
+            "#,
+        )
+        .unwrap();
+        let tools = &config.tools;
+        assert_eq!(tools.exposure.tool_search, tool_pool::SearchMode::On);
+        assert_eq!((tools.exposure.tool_budget, tools.exposure.pool_budget), (4096, 32768));
+        assert_eq!((tools.native, tools.max_loaded), (false, Some(10)));
+        assert_eq!(
+            tools.exposure.servers,
+            BTreeMap::from([
+                (
+                    "big".to_owned(),
+                    tool_pool::ServerExposure {
+                        tool_budget: Some(1000),
+                        server_budget: Some(5000),
+                        tool_search: Some(tool_pool::SearchMode::Off),
+                        always_load: false
+                    }
+                ),
+                ("core".to_owned(), tool_pool::ServerExposure { always_load: true, ..Default::default() }),
+            ])
+        );
+        // Native search is a top-level key of our TOML.
+        let native = parse(Path::new("/x/c.toml"), "tool_search = \"native\"\n").unwrap();
+        assert!(native.tools.native);
+        assert_eq!(native.tools.exposure.tool_search, tool_pool::SearchMode::On);
+        // Nothing set: the defaults.
+        assert_eq!(parse(Path::new("/x/c.toml"), "").unwrap().tools, ToolsSettings::default());
+    }
+
+    #[test]
+    fn tool_search_errors_name_the_key_and_the_choices() {
+        assert_eq!(
+            toml_err("tool_search = \"always\"\n"),
+            "config error in /x/config.toml: tool_search: `tool_search` must be \"auto\", \"on\", \"off\" or \
+             \"native\", not \"always\""
+        );
+        let native = toml_err("[servers.s]\ncommand = \"s\"\ntool_search = \"native\"\n");
+        assert!(native.contains("servers.s.tool_search") && native.contains("not of one server"), "{native}");
+        let zero = toml_err("max_loaded_tools = 0\n");
+        assert!(zero.contains("must be at least 1"), "{zero}");
+        let negative = toml_err("pool_budget = -1\n");
+        assert!(negative.contains("pool_budget"), "{negative}");
     }
 }

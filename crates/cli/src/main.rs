@@ -76,11 +76,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// List the tools offered to the model, with the policy's decision for each.
+    /// List the tools offered to the model, with the policy's decision and the exposure of each.
     Tools {
         /// Print the pool as JSON.
         #[arg(long)]
         json: bool,
+        /// Rank the tools tool search can find for QUERY, with scores; `-` reads one query per
+        /// line from stdin and prints one JSON line per query.
+        #[arg(long, value_name = "QUERY")]
+        search: Option<String>,
+        /// Most results per query with --search (default 5, at most 25).
+        #[arg(long, value_name = "N", requires = "search")]
+        limit: Option<usize>,
     },
     /// Call one tool by its model-visible name (as `tools` lists it).
     Call {
@@ -309,7 +316,9 @@ async fn run(cli: Cli, at: session::ConfigPath) -> anyhow::Result<Outcome> {
         Command::Run { task, agent } => agent::run_command(config, at.allow_workspace, &task, &agent).await,
         Command::Chat { agent } => agent::chat_command(config, at.allow_workspace, &agent).await,
         Command::Servers { json } => session::servers_command(config, json).await,
-        Command::Tools { json } => tools::tools_command(config, json).await,
+        Command::Tools { json, search, limit } => {
+            tools::tools_command(config, tools::ToolsArgs { json, search, limit }).await
+        }
         Command::Call { name, args, yes, json } => call::call_command(config, &name, &args, yes, json).await,
         Command::Resources { json } => content::resources_command(config, json).await,
         Command::Read { server, uri, json } => content::read_command(config, &server, &uri, json).await,

@@ -2,9 +2,19 @@
 //!
 //! Servers that failed to connect are diagnostics of kind `server_unavailable`, in the JSON's
 //! `diagnostics` and, like the pool's own diagnostics, as warnings on stderr in the table view.
+//! Each tool's exposure (`loaded`, `deferred`, `hidden`) and why is a column of the table and
+//! the JSON's `exposure`, as the model would get it with the configured budgets and tool search
+//! at the start of a session (the `auto` threshold of a 200,000-token context window).
+//!
+//! `--search QUERY` ranks what the model could find with tool search instead; `--search -`
+//! reads one query per line and prints one JSON line per query, for scripts that evaluate the
+//! ranking.
 
-use serde_json::Value;
-use tool_pool::{HiddenTool, PoolEntry};
+use std::collections::BTreeSet;
+use std::io::BufRead as _;
+
+use serde_json::{Value, json};
+use tool_pool::{Exposure, ExposureState, HiddenTool, PoolEntry, SearchIndex, SearchResults, expose};
 
 use crate::Outcome;
 use crate::config::Config;
@@ -13,10 +23,25 @@ use crate::session::Session;
 
 const DESCRIPTION_WIDTH: usize = 70;
 
+/// What `tools` prints.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ToolsArgs {
+    /// Print JSON.
+    pub(crate) json: bool,
+    /// Rank the searchable tools for this query (`-`: one query per line of stdin).
+    pub(crate) search: Option<String>,
+    /// Most results per query.
+    pub(crate) limit: Option<usize>,
+}
+
 /// `mcp-harness tools`.
-pub(crate) async fn tools_command(config: Config, as_json: bool) -> anyhow::Result<Outcome> {
+pub(crate) async fn tools_command(config: Config, args: ToolsArgs) -> anyhow::Result<Outcome> {
     let session = Session::open(&config).await?;
-    let result = render(&session, as_json);
+    let exposure = expose(&session.pool, &config.tools.exposure, &BTreeSet::new());
+    let result = match &args.search {
+        Some(query) => search(&session, &exposure, query, &args),
+        None => render(&session, &exposure, args.json),
+    };
     session.close().await;
     let (out, err) = result?;
     output::stdout(&out)?;
@@ -26,12 +51,15 @@ pub(crate) async fn tools_command(config: Config, as_json: bool) -> anyhow::Resu
     Ok(Outcome::Success)
 }
 
-fn render(session: &Session, as_json: bool) -> anyhow::Result<(String, String)> {
+fn render(session: &Session, exposure: &Exposure, as_json: bool) -> anyhow::Result<(String, String)> {
     let pool = &session.pool;
     if as_json {
         let mut value = serde_json::to_value(pool)?;
         if let Some(Value::Array(diagnostics)) = value.get_mut("diagnostics") {
             diagnostics.extend(session.unavailable_diagnostics());
+        }
+        if let Some(object) = value.as_object_mut() {
+            object.insert("exposure".to_owned(), serde_json::to_value(exposure)?);
         }
         let mut text = output::json(&value, true)?;
         text.push('\n');
@@ -40,10 +68,37 @@ fn render(session: &Session, as_json: bool) -> anyhow::Result<(String, String)> 
     let mut out = if pool.is_empty() {
         "no tools are available\n".to_owned()
     } else {
-        let rows: Vec<Vec<String>> =
-            pool.iter().map(|e| vec![e.name().to_owned(), e.decision().to_string(), summary(&e)]).collect();
-        output::table(&["NAME", "DECISION", "DESCRIPTION"], &rows)
+        let rows: Vec<Vec<String>> = pool
+            .iter()
+            .map(|e| {
+                let state = exposure.state(e.name()).map_or_else(|| "-".to_owned(), |s| s.to_string());
+                vec![e.name().to_owned(), e.decision().to_string(), state, summary(&e)]
+            })
+            .collect();
+        output::table(&["NAME", "DECISION", "EXPOSURE", "DESCRIPTION"], &rows)
     };
+    // Why tools are not loaded: one line per reason that is not a budget (those are warnings).
+    let mut reasons: Vec<(ExposureState, String, usize)> = Vec::new();
+    for t in exposure.iter().filter(|t| t.state != ExposureState::Loaded) {
+        if exposure.diagnostics().iter().any(|d| d.name == t.name) {
+            continue;
+        }
+        let reason = t.reason.to_string();
+        match reasons.iter_mut().find(|(s, r, _)| *s == t.state && *r == reason) {
+            Some((_, _, n)) => *n += 1,
+            None => reasons.push((t.state, reason, 1)),
+        }
+    }
+    if !reasons.is_empty() {
+        out.push('\n');
+    }
+    for (state, reason, n) in reasons {
+        let tools = if n == 1 { "tool" } else { "tools" };
+        out.push_str(&format!("{n} {tools} {state}: {reason}\n"));
+    }
+    if exposure.search_active() {
+        out.push_str("deferred tools wait behind tool search; `tools --search QUERY` shows what a search finds\n");
+    }
     if !pool.hidden().is_empty() {
         out.push_str(&format!("\nhidden by policy ({}):\n", pool.hidden().len()));
         for h in pool.hidden() {
@@ -54,6 +109,9 @@ fn render(session: &Session, as_json: bool) -> anyhow::Result<(String, String)> 
     for d in pool.diagnostics() {
         err.push_str(&format!("warning: {}\n", output::one_line(&d.message, 500)));
     }
+    for d in exposure.diagnostics() {
+        err.push_str(&format!("warning: {}\n", output::one_line(&d.message, 500)));
+    }
     for (server, reason) in session.unavailable() {
         err.push_str(&format!(
             "warning: server {server:?} is unavailable, its tools are left out: {}\n",
@@ -61,6 +119,82 @@ fn render(session: &Session, as_json: bool) -> anyhow::Result<(String, String)> 
         ));
     }
     Ok((out, err))
+}
+
+/// `tools --search`: the ranked tools for one query, or (`-`) one JSON line per line of stdin.
+fn search(session: &Session, exposure: &Exposure, query: &str, args: &ToolsArgs) -> anyhow::Result<(String, String)> {
+    let index = SearchIndex::new(&session.pool, exposure);
+    let mut err = String::new();
+    for (server, reason) in session.unavailable() {
+        err.push_str(&format!(
+            "warning: server {server:?} is unavailable, its tools are left out: {}\n",
+            output::one_line(reason, 300)
+        ));
+    }
+    if query == "-" {
+        // Each answer is written as soon as it is known, so a script may send a query and
+        // wait for its line.
+        for line in std::io::stdin().lock().lines() {
+            let line = line?;
+            let results = index.search(&line, args.limit);
+            let hits: Vec<Value> =
+                results.hits.iter().map(|h| json!({"name": h.name, "score": score(h.score)})).collect();
+            let mut value = json!({"query": line, "results": hits});
+            if !results.unknown.is_empty() {
+                value["unknown"] = json!(results.unknown);
+            }
+            output::stdout(&format!("{}\n", output::json(&value, false)?))?;
+        }
+        return Ok((String::new(), err));
+    }
+    let results = index.search(query, args.limit);
+    if args.json {
+        let mut text = output::json(&search_json(query, &results), true)?;
+        text.push('\n');
+        return Ok((text, err));
+    }
+    let mut out = if results.hits.is_empty() {
+        format!("no tools match (searched {} tools)\n", index.len())
+    } else {
+        let rows: Vec<Vec<String>> = results
+            .hits
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                vec![
+                    (i + 1).to_string(),
+                    h.name.to_string(),
+                    format!("{:.2}", h.score),
+                    output::one_line(h.server.as_deref().unwrap_or("-"), 40),
+                    output::one_line(&h.description, DESCRIPTION_WIDTH),
+                ]
+            })
+            .collect();
+        output::table(&["RANK", "NAME", "SCORE", "SERVER", "DESCRIPTION"], &rows)
+    };
+    if !results.unknown.is_empty() {
+        out.push_str(&format!("not found: {}\n", output::one_line(&results.unknown.join(", "), 300)));
+    }
+    Ok((out, err))
+}
+
+/// A score for JSON: four decimals (an `f32` widened as it is prints noise digits).
+fn score(score: f32) -> f64 {
+    (f64::from(score) * 1e4).round() / 1e4
+}
+
+/// One query's results as JSON: `{"query", "results": [{"name", "score", "server", "description"}]}`.
+fn search_json(query: &str, results: &SearchResults) -> Value {
+    let hits: Vec<Value> = results
+        .hits
+        .iter()
+        .map(|h| json!({"name": h.name, "score": score(h.score), "server": h.server, "description": h.description}))
+        .collect();
+    let mut value = json!({"query": query, "results": hits});
+    if !results.unknown.is_empty() {
+        value["unknown"] = json!(results.unknown);
+    }
+    value
 }
 
 /// The description's first line without the source mark (the name already says the server).

@@ -335,6 +335,82 @@ fn tools_table_shows_decisions_and_hidden_tools() {
 }
 
 #[test]
+fn tools_search_ranks_the_searchable_tools_with_scores() {
+    let env = env();
+    let config = env.write("config.toml", POLICY);
+    let out = env
+        .run(&config)
+        .args(["tools", "--search", "add two numbers", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let value = json_of(&out);
+    assert_eq!(value["query"], "add two numbers");
+    assert_eq!(value["results"][0]["name"], "mcp__fx__add");
+    assert_eq!(value["results"][0]["server"], "fx");
+    assert_eq!(value["results"][0]["description"], "Add two numbers.");
+    assert!(value["results"][0]["score"].as_f64().unwrap() > 0.0, "{value}");
+    // The table, limited.
+    let assert = env.run(&config).args(["tools", "--search", "echo text back", "--limit", "1"]).assert().success();
+    let text = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
+    let rows: Vec<&str> = text.lines().skip(1).collect();
+    assert_eq!(rows.len(), 1, "{text}");
+    assert!(rows[0].starts_with("1 ") && rows[0].contains("mcp__fx__echo"), "{text}");
+}
+
+#[test]
+fn tools_search_from_stdin_prints_one_json_line_per_query_and_never_finds_denied_tools() {
+    let env = env();
+    let config = env.write("config.toml", POLICY);
+    let assert = env
+        .run(&config)
+        .args(["tools", "--search", "-", "--limit", "2"])
+        .write_stdin("add numbers\nask the client for its roots\nselect:mcp__fx__echo,mcp__fx__crash\n")
+        .assert()
+        .success();
+    let text = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
+    let lines: Vec<Value> = text.lines().map(|l| json_of(l.as_bytes())).collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(lines[0]["query"], "add numbers");
+    assert_eq!(lines[0]["results"][0]["name"], "mcp__fx__add");
+    assert!(lines[0]["results"].as_array().unwrap().len() <= 2);
+    assert!(lines[0]["results"][0].as_object().unwrap().keys().eq(["name", "score"]), "{text}");
+    // `ask_*` are denied: never found.
+    assert!(!lines[1].to_string().contains("ask_"), "{text}");
+    assert_eq!(lines[2]["results"][0]["name"], "mcp__fx__echo");
+    assert_eq!(lines[2]["unknown"], serde_json::json!(["mcp__fx__crash"]));
+}
+
+#[test]
+fn tools_show_exposure_and_tool_search_settings_apply() {
+    let env = env();
+    let text = format!("tool_search = \"on\"\n{POLICY}");
+    let config = env.write("config.toml", &text);
+    let assert = env.run(&config).arg("tools").assert().success();
+    let out = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
+    let exposure = |name: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .map(|l| l.split_whitespace().nth(2).unwrap_or_default().to_owned())
+    };
+    assert_eq!(exposure("mcp__fx__add").as_deref(), Some("deferred"), "{out}");
+    assert!(out.contains("tools deferred: tool search is on"), "{out}");
+    let json = env.run(&config).args(["tools", "--json"]).assert().success().get_output().stdout.clone();
+    let value = json_of(&json);
+    let add = value["exposure"]["tools"].as_array().unwrap().iter().find(|t| t["name"] == "mcp__fx__add").unwrap();
+    assert_eq!(add["state"], "deferred");
+    assert_eq!(add["reason"]["kind"], "search_on");
+    // A per-tool budget hides what is over it, with a warning naming the tool and its size.
+    let text = format!("tool_budget = 100\n{POLICY}");
+    let config = env.write("budget.toml", &text);
+    let assert = env.run(&config).arg("tools").assert().success();
+    let err = String::from_utf8(assert.get_output().stderr.clone()).unwrap();
+    assert!(err.contains("tool \"add\" of server \"fx\"") && err.contains("per-tool budget (100 bytes)"), "{err}");
+}
+
+#[test]
 fn call_echo_with_yes() {
     let env = env();
     let config = env.write("config.toml", POLICY);

@@ -13,6 +13,15 @@ use crate::http::{
     malformed, parse_json, request_body, snippet,
 };
 
+/// The adapter's name, in [`Block::Provider`] blocks it keeps.
+const PROVIDER: &str = "anthropic";
+
+/// Whether a content block of this type is a server-side tool's call or result, which the
+/// conversation must carry back unchanged (the API's tool search refers to them).
+fn is_server_tool_block(kind: &str) -> bool {
+    kind == "server_tool_use" || kind.ends_with("_tool_result")
+}
+
 /// The environment variable holding the API key.
 pub(crate) const API_KEY_VARIABLE: &str = "ANTHROPIC_API_KEY";
 /// The environment variable holding the base URL (without `/v1`, as the official SDKs read it).
@@ -21,6 +30,13 @@ pub(crate) const BASE_URL_VARIABLE: &str = "ANTHROPIC_BASE_URL";
 pub(crate) const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 /// The `anthropic-version` header sent.
 pub(crate) const API_VERSION: &str = "2023-06-01";
+/// The `anthropic-beta` value sent with requests that use the API's tool search.
+pub(crate) const TOOL_SEARCH_BETA: &str = "advanced-tool-use-2025-11-20";
+/// The API's tool search tool (BM25 over the deferred tools' names, descriptions and
+/// parameters), added to requests with deferred tools.
+pub(crate) const TOOL_SEARCH_TYPE: &str = "tool_search_tool_bm25_20251119";
+/// Its name.
+pub(crate) const TOOL_SEARCH_NAME: &str = "tool_search_tool_bm25";
 
 /// A Claude model behind the Anthropic Messages API (or a compatible gateway).
 ///
@@ -121,6 +137,13 @@ impl AnthropicModel {
     }
 
     /// The JSON body sent for `request`.
+    ///
+    /// Tools marked [`defer_loading`](agent_loop::ToolSpec::defer_loading) (the agent's
+    /// `tool_search = "native"`) are sent with `"defer_loading": true`, followed by the API's
+    /// own search tool, so the model finds them through the API; such a request also carries
+    /// the `anthropic-beta` header the feature needs. The API's search blocks in the answer
+    /// (`server_tool_use`, `tool_search_tool_result`) are kept as [`Block::Provider`] and sent
+    /// back unchanged with the conversation.
     fn body(&self, request: &ModelRequest) -> Value {
         let model = if request.model.is_empty() { &self.model } else { &request.model };
         let mut body = Map::new();
@@ -134,13 +157,29 @@ impl AnthropicModel {
             let tools = request
                 .tools
                 .iter()
-                .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
-                .collect();
+                .map(|t| {
+                    let mut tool =
+                        json!({"name": t.name, "description": t.description, "input_schema": t.input_schema});
+                    if t.defer_loading {
+                        tool["defer_loading"] = json!(true);
+                    }
+                    tool
+                })
+                .collect::<Vec<_>>();
+            let mut tools = tools;
+            if defers(request) {
+                tools.push(json!({"type": TOOL_SEARCH_TYPE, "name": TOOL_SEARCH_NAME}));
+            }
             body.insert("tools".into(), Value::Array(tools));
         }
         body.insert("stream".into(), json!(true));
         Value::Object(body)
     }
+}
+
+/// Whether some tool of `request` waits behind the API's tool search.
+fn defers(request: &ModelRequest) -> bool {
+    request.tools.iter().any(|t| t.defer_loading)
 }
 
 /// One message; empty text blocks are left out (the API refuses them).
@@ -161,6 +200,8 @@ fn message(message: &agent_loop::Message) -> Value {
             Block::ToolResult { tool_use_id, content, is_error } => Some(
                 json!({"type": "tool_result", "tool_use_id": tool_use_id, "content": content, "is_error": is_error}),
             ),
+            Block::Provider { provider, block } if provider == PROVIDER => Some(block.clone()),
+            Block::Provider { .. } => None,
         })
         .collect();
     json!({"role": role, "content": content})
@@ -174,6 +215,13 @@ impl LanguageModel for AnthropicModel {
 
     async fn complete(&self, request: &ModelRequest, stream: &dyn TextStream) -> Result<ModelResponse, ModelError> {
         let body = request_body(&request.model, &self.model, &self.body(request))?;
+        if defers(request) {
+            let mut endpoint = self.endpoint.clone();
+            endpoint
+                .headers
+                .insert(HeaderName::from_static("anthropic-beta"), HeaderValue::from_static(TOOL_SEARCH_BETA));
+            return endpoint.call(&AnthropicWire, body, stream).await;
+        }
         self.endpoint.call(&AnthropicWire, body, stream).await
     }
 }
@@ -212,7 +260,10 @@ impl Wire for AnthropicWire {
                     name: str_field(block, "name", "a tool_use block")?.to_owned(),
                     input: block.get("input").cloned().unwrap_or_else(|| json!({})),
                 }),
-                // Thinking and server-tool blocks are not part of the port.
+                Some(kind) if is_server_tool_block(kind) => {
+                    blocks.push(Block::Provider { provider: PROVIDER.to_owned(), block: block.clone() });
+                }
+                // Thinking blocks are not part of the port.
                 _ => {}
             }
         }
@@ -287,7 +338,12 @@ enum Slot {
         name: String,
         json: String,
     },
-    /// A block type the port has no place for (thinking, server tools).
+    /// A server tool's call or result, kept whole; a call's input arrives as JSON pieces.
+    Server {
+        block: Value,
+        json: String,
+    },
+    /// A block type the port has no place for (thinking).
     Other,
 }
 
@@ -338,6 +394,9 @@ impl Decoder for AnthropicDecoder {
                         name: str_field(block, "name", "a tool_use block")?.to_owned(),
                         json: String::new(),
                     },
+                    Some(kind) if is_server_tool_block(kind) => {
+                        Slot::Server { block: block.clone(), json: String::new() }
+                    }
                     _ => Slot::Other,
                 };
                 if self.blocks.insert(i, slot).is_some() {
@@ -357,7 +416,7 @@ impl Decoder for AnthropicDecoder {
                         sink.text_delta(piece);
                         text.push_str(piece);
                     }
-                    (Some("input_json_delta"), Slot::Tool { json, .. }) => {
+                    (Some("input_json_delta"), Slot::Tool { json, .. } | Slot::Server { json, .. }) => {
                         json.push_str(str_field(delta, "partial_json", "an input_json_delta")?);
                     }
                     (Some(t @ ("text_delta" | "input_json_delta")), _) => {
@@ -412,6 +471,13 @@ impl Decoder for AnthropicDecoder {
                         parse_json(&json, &format!("the input of tool call {i} ({name}) is not valid JSON"))?
                     };
                     content.push(Block::ToolUse { id, name, input });
+                }
+                Slot::Server { mut block, json } => {
+                    if !json.trim().is_empty() {
+                        block["input"] =
+                            parse_json(&json, &format!("the input of server tool call {i} is not valid JSON"))?;
+                    }
+                    content.push(Block::Provider { provider: PROVIDER.to_owned(), block });
                 }
                 Slot::Other => {}
             }
@@ -477,6 +543,42 @@ mod tests {
         assert!(m.contains("not valid JSON"), "{m}");
         let m = malformed_message(decode(&[START, r#"{"type":"content_block_start","index":"zero"}"#]));
         assert!(m.contains("index"), "{m}");
+    }
+
+    /// With the API's tool search, its call and result come back in the answer and must go
+    /// back with the conversation unchanged, the call's input put together from its pieces.
+    #[test]
+    fn server_tool_search_blocks_are_kept_and_sent_back() {
+        let result = json!({"type":"tool_search_tool_result","tool_use_id":"srv_1","content":{"type":"tool_search_tool_search_result","tool_references":[{"type":"tool_reference","tool_name":"get_weather"}]}});
+        let r = decode(&[
+            r#"{"type":"message_start","message":{"usage":{"input_tokens":3,"output_tokens":1}}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"srv_1","name":"tool_search_tool_bm25","input":{}}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"query\": \"wea"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"ther\"}"}}"#,
+            r#"{"type":"content_block_stop","index":0}"#,
+            &format!(r#"{{"type":"content_block_start","index":1,"content_block":{result}}}"#),
+            r#"{"type":"content_block_stop","index":1}"#,
+            r#"{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"t","name":"get_weather","input":{}}}"#,
+            r#"{"type":"content_block_stop","index":2}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":7}}"#,
+            r#"{"type":"message_stop"}"#,
+        ])
+        .unwrap();
+        let call =
+            json!({"type":"server_tool_use","id":"srv_1","name":"tool_search_tool_bm25","input":{"query":"weather"}});
+        let expected = vec![
+            Block::Provider { provider: "anthropic".into(), block: call.clone() },
+            Block::Provider { provider: "anthropic".into(), block: result.clone() },
+            Block::ToolUse { id: "t".into(), name: "get_weather".into(), input: json!({}) },
+        ];
+        assert_eq!(r.content, expected);
+        let sent = message(&agent_loop::Message { role: Role::Assistant, content: r.content });
+        assert_eq!(sent["content"][0], call);
+        assert_eq!(sent["content"][1], result);
+        // Another provider's blocks are not sent.
+        let other = Block::Provider { provider: "openai".into(), block: json!({"type": "x"}) };
+        let sent = message(&agent_loop::Message { role: Role::Assistant, content: vec![other] });
+        assert_eq!(sent["content"], json!([]));
     }
 
     #[test]

@@ -60,14 +60,30 @@ pub(crate) const RECENT: usize = 1024;
 /// eight-byte alignment makes the table's entries smaller).
 fn pack(word: &str) -> Option<(u64, u64)> {
     let b = word.as_bytes();
-    if b.len() > 15 {
+    let len = b.len();
+    if len > 15 {
         return None;
     }
-    let mut bytes = [0u8; 16];
-    bytes[..b.len()].copy_from_slice(b);
-    bytes[15] = b.len() as u8;
-    let [a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7] = bytes;
-    Some((u64::from_le_bytes([a0, a1, a2, a3, a4, a5, a6, a7]), u64::from_le_bytes([b0, b1, b2, b3, b4, b5, b6, b7])))
+    // Eight-byte loads where the word has them, else byte by byte: copying a slice of unknown
+    // length into an array calls memcpy, which was a visible part of building.
+    let (low, high) = b.split_at(len.min(8));
+    let low = load(low);
+    let high = load(high) | (len as u64) << 56;
+    Some((low, high))
+}
+
+/// Up to eight bytes, little-endian, zero-padded; with two loads that overlap where the bytes
+/// do not fill them (the overlapping bytes are the same, so or-ing them is harmless).
+fn load(b: &[u8]) -> u64 {
+    let len = b.len();
+    let at = |i: usize| u64::from(b.get(i).copied().unwrap_or(0));
+    let four = |i: usize| b.get(i..i + 4).and_then(|s| <[u8; 4]>::try_from(s).ok()).map_or(0, u32::from_le_bytes);
+    match len {
+        8.. => b.first_chunk::<8>().map_or(0, |e| u64::from_le_bytes(*e)),
+        4..=7 => u64::from(four(0)) | u64::from(four(len - 4)) << ((len - 4) * 8),
+        1..=3 => at(0) | at(len / 2) << (len / 2 * 8) | at(len - 1) << ((len - 1) * 8),
+        0 => 0,
+    }
 }
 
 impl Dictionary {

@@ -245,6 +245,13 @@ impl Pool {
         self.revision
     }
 
+    /// The same entries under another revision number: for a host whose view of the pool
+    /// changed without any listing changing (the model loaded tools through search), so that
+    /// what the model was shown is numbered apart. Clones the entries' `Arc`s, not the tools.
+    pub fn renumbered(&self, revision: u64) -> Pool {
+        Pool { revision, ..self.clone() }
+    }
+
     /// The entry the model knows as `name`.
     pub fn get(&self, name: &str) -> Option<PoolEntry<'_>> {
         let slot = self.slots.get(*self.by_name.get(name)?)?;

@@ -21,14 +21,14 @@ pub(crate) enum Split {
 /// they are data (hashes, base64, ids), and their pieces would match tools at random.
 const MAX_IDENTIFIER_LEN: usize = 48;
 
-/// Classes of ASCII bytes, for the tokenizer's hot loops: one table load instead of several
-/// range checks per byte.
+/// Classes of bytes, for the tokenizer's hot loop: one table load instead of several range
+/// checks per byte. Bytes of other characters than ASCII have none of these bits.
 const ALNUM: u8 = 1;
 const UPPER: u8 = 2;
 const LOWER: u8 = 4;
 const DIGIT: u8 = 8;
-const CLASS: [u8; 128] = {
-    let mut table = [0u8; 128];
+const CLASS: [u8; 256] = {
+    let mut table = [0u8; 256];
     let mut b = 0;
     while b < 128 {
         let c = b as u8;
@@ -46,27 +46,61 @@ const CLASS: [u8; 128] = {
     table
 };
 
-/// The class of `b`; 0 for a byte that is not an ASCII letter or digit.
+/// The class of `b`.
 fn class(b: u8) -> u8 {
-    CLASS.get(usize::from(b)).copied().unwrap_or(0)
+    CLASS[usize::from(b)]
 }
 
 /// Calls `emit` with each word of `text`, lowercased, in order.
+///
+/// Runs of ASCII letters and digits (nearly all text) are read in one pass that finds where
+/// the run ends, where it splits and whether it has capitals; a run next to other characters
+/// is handed to the slower [`split_chars`]. (Two passes, and a lowercased copy per word, were
+/// most of the cost of building an index.)
 pub(crate) fn words(text: &str, split: Split, mut emit: impl FnMut(&str)) {
     let bytes = text.as_bytes();
     let mut buf = String::new();
+    let identifiers = split == Split::Identifiers;
     let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
+    while let Some(&b) = bytes.get(i) {
         if b.is_ascii() && class(b) == 0 {
             i += 1;
             continue;
         }
         let start = i;
-        while i < bytes.len() && class(bytes[i]) != 0 {
+        // Where the run splits (offsets from `start`, increasing), kept while the run is short
+        // enough to be split at all.
+        let mut cuts = [0u8; MAX_IDENTIFIER_LEN];
+        let mut ncuts = 0usize;
+        let mut classes = 0u8;
+        let (mut before, mut prev) = (0u8, 0u8);
+        while let Some(&b) = bytes.get(i) {
+            let c = class(b);
+            if c == 0 {
+                break;
+            }
+            let j = i - start;
+            if identifiers && j <= MAX_IDENTIFIER_LEN {
+                // Between a letter and a digit; camelCase (a lower-case letter, then an
+                // upper-case one); HTTPServer (the last capital of a run starts the next word,
+                // which shows at the lower-case letter after it).
+                let at = if prev != 0 && ((prev ^ c) & DIGIT != 0 || (c & UPPER != 0 && prev & LOWER != 0)) {
+                    Some(j)
+                } else if c & LOWER != 0 && prev & UPPER != 0 && before & UPPER != 0 {
+                    Some(j - 1)
+                } else {
+                    None
+                };
+                if let (Some(at), Some(slot)) = (at, cuts.get_mut(ncuts)) {
+                    *slot = at as u8;
+                    ncuts += 1;
+                }
+            }
+            classes |= c;
+            (before, prev) = (prev, c);
             i += 1;
         }
-        if i < bytes.len() && !bytes[i].is_ascii() {
+        if bytes.get(i).is_some_and(|b| !b.is_ascii()) {
             // A run with other letters or digits than ASCII ones (or none): found and split on
             // characters. Rare, so slower.
             let rest = &text[start..];
@@ -78,47 +112,31 @@ pub(crate) fn words(text: &str, split: Split, mut emit: impl FnMut(&str)) {
             }
             continue;
         }
-        split_ascii(&text[start..i], split, &mut buf, &mut emit);
-    }
-}
-
-/// [`words`] of one run of ASCII letters and digits, in one pass over its bytes. Words are
-/// handed out as slices of `run` where already lowercase (most are), else copied into `buf`.
-fn split_ascii(run: &str, split: Split, buf: &mut String, emit: &mut impl FnMut(&str)) {
-    let b = run.as_bytes();
-    let mut emit_word = |word: &str, upper: bool| {
-        if upper {
-            buf.clear();
-            buf.push_str(word);
-            buf.make_ascii_lowercase();
-            emit(buf);
+        let run = &text[start..i];
+        if run.len() > MAX_IDENTIFIER_LEN {
+            ncuts = 0;
+        }
+        // Lowercased once per run, on the stack when it will be split.
+        let mut stack = [0u8; MAX_IDENTIFIER_LEN];
+        let lower: &str = if classes & UPPER == 0 {
+            run
+        } else if let Some(lower) = stack.get_mut(..run.len()) {
+            lower.iter_mut().zip(run.bytes()).for_each(|(l, b)| *l = b.to_ascii_lowercase());
+            std::str::from_utf8(lower).unwrap_or_default()
         } else {
-            emit(word);
+            buf.clear();
+            buf.push_str(run);
+            buf.make_ascii_lowercase();
+            &buf
+        };
+        let mut from = 0;
+        for &cut in &cuts[..ncuts] {
+            let cut = usize::from(cut);
+            emit(lower.get(from..cut).unwrap_or_default());
+            from = cut;
         }
-    };
-    if split == Split::Plain || run.len() > MAX_IDENTIFIER_LEN {
-        emit_word(run, b.iter().any(u8::is_ascii_uppercase));
-        return;
+        emit(lower.get(from..).unwrap_or_default());
     }
-    let mut start = 0;
-    let mut classes = 0u8;
-    let mut prev = b.first().map_or(0, |&c| class(c));
-    for j in 1..b.len() {
-        let c = class(b[j]);
-        // Between a letter and a digit; camelCase (a lower-case letter, then an upper-case
-        // one); HTTPServer (the last capital of a run starts the next word).
-        let boundary = (prev ^ c) & DIGIT != 0
-            || (c & UPPER != 0
-                && (prev & LOWER != 0 || (prev & UPPER != 0 && b.get(j + 1).is_some_and(|&n| class(n) & LOWER != 0))));
-        classes |= prev;
-        if boundary {
-            emit_word(&run[start..j], classes & UPPER != 0);
-            start = j;
-            classes = 0;
-        }
-        prev = c;
-    }
-    emit_word(&run[start..], (classes | prev) & UPPER != 0);
 }
 
 /// [`words`] of one run of letters and digits, on characters.

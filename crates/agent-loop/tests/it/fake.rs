@@ -199,14 +199,19 @@ impl Events {
     }
 }
 
-/// The contents of the error results in a conversation, in order.
-pub fn error_results(conversation: &[agent_loop::Message]) -> Vec<String> {
+/// Every tool result in a conversation, in order: its content and whether it is an error.
+pub fn results(conversation: &[agent_loop::Message]) -> Vec<(String, bool)> {
     conversation
         .iter()
         .flat_map(|m| m.content.iter())
         .filter_map(|b| match b {
-            agent_loop::Block::ToolResult { content, is_error: true, .. } => Some(content.clone()),
+            agent_loop::Block::ToolResult { content, is_error, .. } => Some((content.clone(), *is_error)),
             _ => None,
         })
         .collect()
+}
+
+/// The contents of the error results in a conversation, in order.
+pub fn error_results(conversation: &[agent_loop::Message]) -> Vec<String> {
+    results(conversation).into_iter().filter_map(|(content, is_error)| is_error.then_some(content)).collect()
 }

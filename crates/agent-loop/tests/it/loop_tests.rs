@@ -3,13 +3,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_loop::{Agent, AgentConfig, ApprovalAnswer, ApproveAll, Block, Message, RefuseAll, Role, StopReason};
+use agent_loop::{Agent, AgentConfig, ApprovalAnswer, ApproveAll, Block, RefuseAll, StopReason};
 use mcp_protocol::ToolAnnotations;
 use policy::{Decision, Policy, PolicyConfig, RuleConfig};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::fake::{Behaviour, Counting, Events, FakeSource, Recording, text_schema, tool};
+use crate::fake::{Behaviour, Counting, Events, FakeSource, Recording, results, text_schema, tool};
 
 fn policy(rules: &[(&str, &str, Decision)]) -> Policy {
     Policy::new(PolicyConfig {
@@ -21,18 +21,6 @@ fn policy(rules: &[(&str, &str, Decision)]) -> Policy {
 
 fn turns(turns: Value) -> Value {
     json!({ "turns": turns })
-}
-
-fn results(conversation: &[Message]) -> Vec<(String, bool)> {
-    conversation
-        .iter()
-        .filter(|m| m.role == Role::User)
-        .flat_map(|m| m.content.iter())
-        .filter_map(|b| match b {
-            Block::ToolResult { content, is_error, .. } => Some((content.clone(), *is_error)),
-            _ => None,
-        })
-        .collect()
 }
 
 fn make_agent(model: Arc<Recording>, source: Arc<FakeSource>, policy: Policy) -> Agent {

@@ -6,4 +6,5 @@ mod fake;
 mod fixture;
 mod loop_tests;
 mod reliability;
+mod search_tests;
 mod transcript_tests;

@@ -340,6 +340,19 @@ pub(crate) fn server_table(raw: &RawServer) -> Table {
     if let Some(oauth) = &raw.oauth {
         put("oauth", oauth_value(oauth).into());
     }
+    if let Some(mode) = &raw.tool_search {
+        put("tool_search", mode.as_str().into());
+    }
+    if let Some(always) = raw.always_load {
+        put("always_load", always.into());
+    }
+    let bytes = |n: usize| toml_edit::Value::from(i64::try_from(n).unwrap_or(i64::MAX));
+    if let Some(budget) = raw.tool_budget {
+        put("tool_budget", bytes(budget));
+    }
+    if let Some(budget) = raw.server_budget {
+        put("server_budget", bytes(budget));
+    }
     t
 }
 

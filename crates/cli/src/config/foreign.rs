@@ -16,7 +16,9 @@ use serde_json::{Map, Value};
 
 use super::keys;
 use super::vars::{self, Surroundings, Syntax};
-use super::{ConfigError, RawRuntime, RawSandboxDefaults, RawServer, RawToml, json_message, key_of, line_column};
+use super::{
+    ConfigError, RawRuntime, RawSandboxDefaults, RawServer, RawToml, RawTools, json_message, key_of, line_column,
+};
 use policy::PolicyConfig;
 
 /// Whose format a file is in.
@@ -100,6 +102,8 @@ pub(crate) struct RawFile {
     pub(crate) inputs: Vec<Input>,
     /// Keys read and not used, one line each.
     pub(crate) warnings: Vec<String>,
+    /// Tool exposure and search keys of the top level (ours only).
+    pub(crate) tools: RawTools,
 }
 
 /// What the reader needs to know of where it runs.
@@ -337,11 +341,12 @@ fn read_toml(path: &Path, text: &str) -> Result<RawFile, ConfigError> {
     let de = toml::Deserializer::parse(text).map_err(|e| {
         invalid(path, None, format!("invalid TOML: {}", e.message()), e.span().map(|s| line_column(text, s.start)))
     })?;
-    let raw: RawToml = serde_path_to_error::deserialize(de).map_err(|e| {
+    let mut raw: RawToml = serde_path_to_error::deserialize(de).map_err(|e| {
         let key = key_of(e.path());
         let inner = e.into_inner();
         invalid(path, key, inner.message().to_owned(), inner.span().map(|s| line_column(text, s.start)))
     })?;
+    let tools = raw.take_tools();
     Ok(RawFile {
         host: Host::Ours,
         table: "servers",
@@ -351,6 +356,7 @@ fn read_toml(path: &Path, text: &str) -> Result<RawFile, ConfigError> {
         runtime: raw.runtime,
         inputs: Vec::new(),
         warnings: Vec::new(),
+        tools,
     })
 }
 
@@ -732,6 +738,7 @@ fn read_json(path: &Path, text: &str, cx: ReadContext<'_>) -> Result<RawFile, Co
             runtime: RawRuntime::default(),
             inputs,
             warnings,
+            tools: RawTools::default(),
         });
     }
     let host = match (name, parent) {
@@ -786,7 +793,17 @@ fn read_json(path: &Path, text: &str, cx: ReadContext<'_>) -> Result<RawFile, Co
         })?,
     };
     warnings.extend(unused.lines(path, table));
-    Ok(RawFile { host, table, servers, policy, sandbox, runtime: RawRuntime::default(), inputs: Vec::new(), warnings })
+    Ok(RawFile {
+        host,
+        table,
+        servers,
+        policy,
+        sandbox,
+        runtime: RawRuntime::default(),
+        inputs: Vec::new(),
+        warnings,
+        tools: RawTools::default(),
+    })
 }
 
 /// One server entry in any host's JSON shape (`mcp add-json`), with the warnings of its
@@ -868,6 +885,7 @@ fn read_codex(path: &Path, table: toml::Table) -> Result<RawFile, ConfigError> {
         runtime: RawRuntime::default(),
         inputs: Vec::new(),
         warnings,
+        tools: RawTools::default(),
     })
 }
 

@@ -2,10 +2,17 @@
 
 use std::time::Duration;
 
-use agent_loop::{Block, LanguageModel, Message, ModelError, NoStream, Role, StopReason, Usage};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use agent_loop::{
+    Agent, AgentConfig, Block, LanguageModel, Listing, Message, ModelError, NoEvents, NoStream, Role, StopReason,
+    ToolSearch, ToolSource, Usage,
+};
 use llm_providers::{AnthropicModel, Options};
 use pretty_assertions::assert_eq;
 use serde_json::json;
+use tool_pool::{ExposureOptions, SearchMode, ServerExposure, ServerTools};
 
 use crate::server::{FakeServer, KEY, Reply};
 use crate::{Collect, closed_port_base, conversation, fast, simple};
@@ -35,6 +42,92 @@ async fn request_body_headers_and_path() {
     assert_eq!(r.header("content-type"), Some("application/json"));
     assert_eq!(r.header("authorization"), None);
     insta::assert_json_snapshot!("anthropic_request", r.body);
+}
+
+/// `tool_search = "native"`: the agent marks deferred tools, and the adapter sends them with
+/// `defer_loading`, adds the API's search tool and the beta header.
+#[tokio::test]
+async fn deferred_tools_go_with_the_api_tool_search() {
+    let server = FakeServer::start(vec![Reply::sse(TEXT), Reply::sse(TEXT)]).await;
+    let mut request = conversation();
+    request.tools[0].defer_loading = true;
+    model(&server).complete(&request, &NoStream).await.unwrap();
+    // Without deferred tools, neither the search tool nor the header.
+    model(&server).complete(&conversation(), &NoStream).await.unwrap();
+    let requests = server.requests();
+    let r = &requests[0];
+    assert_eq!(r.header("anthropic-beta"), Some("advanced-tool-use-2025-11-20"));
+    insta::assert_json_snapshot!("anthropic_native_tool_search_request", r.body);
+    assert_eq!(requests[1].header("anthropic-beta"), None);
+    let tools = requests[1].body["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 2);
+    assert!(tools.iter().all(|t| t.get("defer_loading").is_none() && t.get("type").is_none()), "{tools:?}");
+}
+
+/// Fixed listings for the agent; calls fail (the test's turn makes none).
+struct Listings(Vec<ServerTools>);
+
+#[async_trait::async_trait]
+impl ToolSource for Listings {
+    async fn refresh(&self) -> Listing {
+        let generations = self.0.iter().map(|s| (s.server.to_string(), 1)).collect();
+        Listing { servers: self.0.clone(), generations, ..Listing::default() }
+    }
+
+    fn generation(&self, _server: &str) -> Option<u64> {
+        Some(1)
+    }
+
+    async fn call(
+        &self,
+        _: &str,
+        _: &str,
+        _: Option<serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<mcp_protocol::CallToolResult, String> {
+        Err("no calls in this test".into())
+    }
+}
+
+/// The agent with `tool_search = "native"` driving this adapter: deferred tools go out marked
+/// `defer_loading`, an `always_load` server's are sent plainly, the API's search tool comes
+/// last, and the loop's own search tool is not offered.
+#[tokio::test]
+async fn the_agent_with_native_tool_search_sends_deferred_tools_to_the_api() {
+    let server = FakeServer::start(vec![Reply::sse(TEXT)]).await;
+    let tool = |name: &str, description: &str| {
+        let mut t =
+            mcp_protocol::Tool::new(name, json!({"type": "object", "properties": {"city": {"type": "string"}}}));
+        t.description = Some(description.to_owned());
+        t
+    };
+    let source = Arc::new(Listings(vec![
+        ServerTools::new("calendar", vec![tool("list_events", "List the events of a day.")]),
+        ServerTools::new(
+            "weather",
+            vec![
+                tool("get_forecast", "Weather forecast for a city."),
+                tool("get_alerts", "Weather alerts for a city."),
+            ],
+        ),
+    ]));
+    let always = ServerExposure { always_load: true, ..ServerExposure::default() };
+    let config = AgentConfig {
+        model: "claude-test".into(),
+        system: "You are a weather bot.".into(),
+        max_tokens: 100,
+        exposure: ExposureOptions {
+            tool_search: SearchMode::On,
+            servers: BTreeMap::from([("calendar".to_owned(), always)]),
+            ..ExposureOptions::default()
+        },
+        tool_search: ToolSearch::Native,
+        ..AgentConfig::default()
+    };
+    let agent = Agent::new(Arc::new(model(&server)), source, policy::Policy::default(), config);
+    agent.run_turn(&mut Vec::new(), "Weather in Oslo?", &NoEvents).await.unwrap();
+    let requests = server.requests();
+    assert_eq!(requests[0].header("anthropic-beta"), Some("advanced-tool-use-2025-11-20"));
+    insta::assert_json_snapshot!("agent_native_tool_search_request", requests[0].body);
 }
 
 #[tokio::test]

@@ -51,11 +51,13 @@ pub fn tools() -> Vec<ToolSpec> {
                 "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
                 "required": ["city"]
             }),
+            defer_loading: false,
         },
         ToolSpec {
             name: "get_time".into(),
             description: "The current time.".into(),
             input_schema: json!({"type": "object", "properties": {}}),
+            defer_loading: false,
         },
     ]
 }
