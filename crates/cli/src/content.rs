@@ -7,14 +7,14 @@
 //! stderr (a `diagnostics` entry with `--json`) and the others are still shown.
 
 use anyhow::{Context as _, bail};
-use mcp_client::{DEFAULT_MAX_RESOURCE_BYTES, ListLimits, ServerConnection, close_all};
+use mcp_client::{Client, ClientError, DEFAULT_MAX_RESOURCE_BYTES, ListLimits, ServerConnection, close_all};
 use mcp_protocol::{Prompt, Resource, ResourceTemplate};
 use serde_json::{Map, Value, json};
 
 use crate::Outcome;
 use crate::config::Config;
 use crate::output;
-use crate::session::{self, Session};
+use crate::session;
 
 /// Width of the description column of the tables.
 const DESCRIPTION_WIDTH: usize = 60;
@@ -43,19 +43,23 @@ async fn connect_one(mut config: Config, server: &str) -> anyhow::Result<ServerC
     Ok(connection)
 }
 
-/// Warnings for the servers that did not connect, shaped like the pool's diagnostics.
-fn unavailable(connections: &[ServerConnection], what: &str) -> Vec<Value> {
-    Session::unavailable_of(connections)
-        .into_iter()
-        .filter_map(|name| connections.iter().find(|c| c.name() == name))
-        .map(|c| {
-            let message = format!("server {:?} is unavailable, its {what} are left out: {}", c.name(), c.state());
-            json!({ "server": c.name(), "kind": "server_unavailable", "message": message })
-        })
-        .collect()
+/// Starts only `server`, asks it one thing, and closes it (also when a signal stops the
+/// asking, which fails with [`crate::signals::Interrupted`]).
+async fn ask<T>(
+    config: Config,
+    server: &str,
+    question: impl AsyncFnOnce(&Client) -> Result<T, ClientError>,
+) -> anyhow::Result<Result<T, ClientError>> {
+    let connection = connect_one(config, server).await?;
+    let answer = match connection.client() {
+        Some(client) => crate::signals::interruptible(question(client)).await,
+        None => Ok(Err(ClientError::ConnectionClosed { reason: format!("server {server:?} is not connected") })),
+    };
+    connection.close().await;
+    Ok(answer?)
 }
 
-fn listing_failed(server: &str, what: &str, error: &mcp_client::ClientError) -> Value {
+fn listing_failed(server: &str, what: &str, error: &ClientError) -> Value {
     let message = format!("listing the {what} of server {server:?} failed: {error}");
     json!({ "server": server, "kind": "list_failed", "message": message })
 }
@@ -93,7 +97,7 @@ fn cell(text: Option<&str>, width: usize) -> String {
 /// `mcp-harness resources [--json]`: every connected server's resources and templates.
 pub(crate) async fn resources_command(config: Config, as_json: bool) -> anyhow::Result<Outcome> {
     let connections = connect(&config).await?;
-    let mut diagnostics = unavailable(&connections, "resources");
+    let mut diagnostics = session::unavailable_diagnostics(&connections, "resources");
     let mut resources: Vec<(&str, Resource)> = Vec::new();
     let mut templates: Vec<(&str, ResourceTemplate)> = Vec::new();
     for c in connections.iter().filter(|c| c.is_connected()) {
@@ -129,12 +133,8 @@ fn resources_table(resources: &[(&str, Resource)], templates: &[(&str, ResourceT
         let rows: Vec<Vec<String>> = resources
             .iter()
             .map(|(server, r)| {
-                vec![
-                    output::one_line(server, 40),
-                    output::one_line(&r.uri, 120),
-                    cell(r.mime_type.as_deref(), 40),
-                    cell(r.description.as_deref().or(r.title.as_deref()).or(Some(&r.name)), DESCRIPTION_WIDTH),
-                ]
+                let description = r.description.as_deref().or(r.title.as_deref()).unwrap_or(&r.name);
+                resource_row(server, &r.uri, r.mime_type.as_deref(), description)
             })
             .collect();
         output::table(&["SERVER", "URI", "MIME", "DESCRIPTION"], &rows)
@@ -143,12 +143,8 @@ fn resources_table(resources: &[(&str, Resource)], templates: &[(&str, ResourceT
         let rows: Vec<Vec<String>> = templates
             .iter()
             .map(|(server, t)| {
-                vec![
-                    output::one_line(server, 40),
-                    output::one_line(&t.uri_template, 120),
-                    cell(t.mime_type.as_deref(), 40),
-                    cell(t.description.as_deref().or(t.title.as_deref()).or(Some(&t.name)), DESCRIPTION_WIDTH),
-                ]
+                let description = t.description.as_deref().or(t.title.as_deref()).unwrap_or(&t.name);
+                resource_row(server, &t.uri_template, t.mime_type.as_deref(), description)
             })
             .collect();
         out.push('\n');
@@ -157,15 +153,20 @@ fn resources_table(resources: &[(&str, Resource)], templates: &[(&str, ResourceT
     out
 }
 
+/// One line of the resources or the templates table, each cell on one terminal-safe line.
+fn resource_row(server: &str, uri: &str, mime: Option<&str>, description: &str) -> Vec<String> {
+    vec![
+        output::one_line(server, 40),
+        output::one_line(uri, 120),
+        cell(mime, 40),
+        output::one_line(description, DESCRIPTION_WIDTH),
+    ]
+}
+
 /// `mcp-harness read SERVER URI [--json]`: text as is, blobs summarized (`--json` has them).
 pub(crate) async fn read_command(config: Config, server: &str, uri: &str, as_json: bool) -> anyhow::Result<Outcome> {
-    let connection = connect_one(config, server).await?;
-    let read = match connection.client() {
-        Some(client) => crate::signals::interruptible(client.read_resource(uri, DEFAULT_MAX_RESOURCE_BYTES)).await,
-        None => Ok(Err(mcp_client::ClientError::ConnectionClosed { reason: "not connected".to_owned() })),
-    };
-    connection.close().await;
-    let result = read?.with_context(|| format!("reading {uri:?} from server {server:?}"))?;
+    let read = ask(config, server, async |client| client.read_resource(uri, DEFAULT_MAX_RESOURCE_BYTES).await).await?;
+    let result = read.with_context(|| format!("reading {uri:?} from server {server:?}"))?;
     if as_json {
         output::stdout(&pretty(&serde_json::to_value(&result)?)?)?;
         return Ok(Outcome::Success);
@@ -199,7 +200,7 @@ pub(crate) async fn read_command(config: Config, server: &str, uri: &str, as_jso
 /// `mcp-harness prompts [--json]`: every connected server's prompts.
 pub(crate) async fn prompts_command(config: Config, as_json: bool) -> anyhow::Result<Outcome> {
     let connections = connect(&config).await?;
-    let mut diagnostics = unavailable(&connections, "prompts");
+    let mut diagnostics = session::unavailable_diagnostics(&connections, "prompts");
     let mut prompts: Vec<(&str, Prompt)> = Vec::new();
     for c in connections.iter().filter(|c| c.is_connected()) {
         let Some(client) = c.client() else { continue };
@@ -276,13 +277,8 @@ pub(crate) async fn prompt_command(
 ) -> anyhow::Result<Outcome> {
     // Bad arguments need no server: fail before starting it.
     let arguments = prompt_arguments(pairs)?;
-    let connection = connect_one(config, server).await?;
-    let got = match connection.client() {
-        Some(client) => crate::signals::interruptible(client.get_prompt(name, arguments)).await,
-        None => Ok(Err(mcp_client::ClientError::ConnectionClosed { reason: "not connected".to_owned() })),
-    };
-    connection.close().await;
-    let result = got?.with_context(|| format!("getting prompt {name:?} from server {server:?}"))?;
+    let got = ask(config, server, async |client| client.get_prompt(name, arguments).await).await?;
+    let result = got.with_context(|| format!("getting prompt {name:?} from server {server:?}"))?;
     if as_json {
         output::stdout(&pretty(&serde_json::to_value(&result)?)?)?;
         return Ok(Outcome::Success);
