@@ -1,8 +1,8 @@
 //! `mcp-harness`: the command-line agent.
 //!
 //! Exit codes: 0 success; 1 the called tool reported an error (`isError`); 2 usage,
-//! configuration, connection or refusal errors (`servers` and `tools` report servers that
-//! failed to connect, and still exit 0); 130, 143, 129 ended by SIGINT, SIGTERM, SIGHUP (the
+//! configuration, connection or refusal errors (`servers`, `tools`, `resources` and `prompts`
+//! report servers that failed to connect, and still exit 0); 130, 143, 129 ended by SIGINT, SIGTERM, SIGHUP (the
 //! servers closed first).
 
 mod agent;
@@ -10,6 +10,7 @@ mod approve;
 mod auth;
 mod call;
 mod config;
+mod content;
 mod demo_server;
 mod help;
 mod mcp;
@@ -43,8 +44,8 @@ CONFIGURATION
 EXIT CODES
   0    success
   1    the called tool reported an error (`call`)
-  2    usage, configuration, connection or refusal errors (`servers` and `tools` report servers
-       that failed to connect and still exit 0)
+  2    usage, configuration, connection or refusal errors (`servers`, `tools`, `resources` and
+       `prompts` report servers that failed to connect and still exit 0)
   130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM, 129 by SIGHUP; the servers were closed first";
 
 /// The whole command line, for completions, the manual page and `help`.
@@ -99,6 +100,41 @@ enum Command {
         #[arg(long)]
         yes: bool,
         /// Print the raw CallToolResult as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the resources and resource templates the servers offer.
+    Resources {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read one resource of a server (text is printed; blobs are summarized, --json has them).
+    Read {
+        /// The server's name in the configuration.
+        server: String,
+        /// The resource's URI, as `resources` lists it (or filled in from a template).
+        uri: String,
+        /// Print the raw ReadResourceResult as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the prompts the servers offer, with their arguments (`name?` is optional).
+    Prompts {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Get one prompt of a server with its arguments and print its messages.
+    Prompt {
+        /// The server's name in the configuration.
+        server: String,
+        /// The prompt's name, as `prompts` lists it.
+        name: String,
+        /// An argument, KEY=VALUE (repeat for more).
+        #[arg(long = "arg", value_name = "KEY=VALUE")]
+        args: Vec<String>,
+        /// Print the raw GetPromptResult as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -284,6 +320,12 @@ async fn run(cli: Cli, at: session::ConfigPath) -> anyhow::Result<Outcome> {
             tools::tools_command(config, tools::ToolsArgs { json, search, limit }).await
         }
         Command::Call { name, args, yes, json } => call::call_command(config, &name, &args, yes, json).await,
+        Command::Resources { json } => content::resources_command(config, json).await,
+        Command::Read { server, uri, json } => content::read_command(config, &server, &uri, json).await,
+        Command::Prompts { json } => content::prompts_command(config, json).await,
+        Command::Prompt { server, name, args, json } => {
+            content::prompt_command(config, &server, &name, &args, json).await
+        }
         Command::Login { server, no_browser } => auth::login_command(config, &server, !no_browser).await,
         Command::Logout { server } => auth::logout_command(config, &server).await,
     }

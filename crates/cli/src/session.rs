@@ -178,16 +178,10 @@ impl Session {
 
     /// Diagnostics for the unavailable servers, shaped like the pool's.
     pub(crate) fn unavailable_diagnostics(&self) -> Vec<Value> {
-        self.unavailable()
+        // With the pool's `tool` field (null: the whole server), in the pool's order of fields.
+        unavailable_diagnostics(&self.connections, "tools")
             .into_iter()
-            .map(|(server, reason)| {
-                json!({
-                    "server": server,
-                    "tool": null,
-                    "kind": "server_unavailable",
-                    "message": format!("server {server:?} is unavailable, its tools are left out: {reason}"),
-                })
-            })
+            .map(|d| json!({ "server": d["server"], "tool": null, "kind": d["kind"], "message": d["message"] }))
             .collect()
     }
 
@@ -195,6 +189,26 @@ impl Session {
     pub(crate) async fn close(self) {
         close_all(self.connections).await;
     }
+}
+
+/// A diagnostic (`server`, `kind` `server_unavailable`, `message`) for each server among
+/// `connections` that was meant to run but did not: its `what` (tools, resources, prompts) are
+/// left out.
+pub(crate) fn unavailable_diagnostics(connections: &[ServerConnection], what: &str) -> Vec<Value> {
+    connections
+        .iter()
+        .filter_map(|c| match c.state() {
+            ServerState::Failed { reason, .. } => Some((c.name(), reason)),
+            _ => None,
+        })
+        .map(|(server, reason)| {
+            json!({
+                "server": server,
+                "kind": "server_unavailable",
+                "message": format!("server {server:?} is unavailable, its {what} are left out: {reason}"),
+            })
+        })
+        .collect()
 }
 
 /// The header of a tool count as `servers` and `/mcp` show it: offered of listed.

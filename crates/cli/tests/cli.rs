@@ -633,3 +633,166 @@ fn default_location_is_the_user_config_dir() {
         .success()
         .stdout(predicate::str::contains("fx      connected"));
 }
+
+/// A server that declares only resources and prompts (the fixture's `content` mode), one with
+/// tools only, and one that cannot start.
+const CONTENT: &str = r#"
+[servers.docs]
+command = "$FX"
+args = ["content", "--page-size", "2"]
+
+[servers.fx]
+command = "$FX"
+args = ["echo"]
+
+[servers.gone]
+command = "/nonexistent/mcp-server"
+"#;
+
+fn assert_terminal_safe(out: &[u8]) -> String {
+    let text = String::from_utf8(out.to_vec()).unwrap();
+    let stripped: Vec<char> = text.chars().filter(|c| mcp_safety::text::is_stripped(*c)).collect();
+    assert!(stripped.is_empty(), "terminal controls {stripped:?} in {text:?}");
+    text
+}
+
+#[test]
+fn a_server_without_tools_is_connected_with_none() {
+    let env = env();
+    let config = env.write("config.toml", CONTENT);
+    let out = env.run(&config).arg("servers").assert().success().get_output().stdout.clone();
+    let text = String::from_utf8(out).unwrap();
+    let docs = text.lines().find(|l| l.starts_with("docs")).unwrap_or_else(|| panic!("{text}"));
+    let fields: Vec<&str> = docs.split_whitespace().collect();
+    assert_eq!(&fields[..4], ["docs", "connected", "2025-11-25", "0/0"], "{text}");
+}
+
+#[test]
+fn resources_lists_resources_and_templates_of_every_server() {
+    let env = env();
+    let config = env.write("config.toml", CONTENT);
+    let assert = env.run(&config).arg("resources").assert().success();
+    let text = assert_terminal_safe(&assert.get_output().stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), ["SERVER", "URI", "MIME", "DESCRIPTION"]);
+    // All pages (the fixture pages by two), in the server's order; the tools-only server has none.
+    let uris: Vec<&str> = lines[1..5].iter().map(|l| l.split_whitespace().nth(1).unwrap()).collect();
+    assert_eq!(uris, ["fixture://readme", "fixture://logo.png", "fixture://hostile", "fixture://big"], "{text}");
+    assert!(lines[1].ends_with("A short text."), "{text}");
+    assert!(lines[3].contains("HOSTILE<"), "{text}");
+    assert_eq!(lines[5], "");
+    assert!(lines[6].starts_with("SERVER") && lines[6].contains("TEMPLATE"), "{text}");
+    assert!(lines[7].starts_with("docs") && lines[7].contains("fixture://notes/{name}"), "{text}");
+    let stderr = String::from_utf8(assert.get_output().stderr.clone()).unwrap();
+    assert!(stderr.contains("warning: server \"gone\" is unavailable, its resources are left out"), "{stderr}");
+
+    let out = env.run(&config).args(["resources", "--json"]).assert().success().get_output().stdout.clone();
+    let value = json_of(&out);
+    let resources = value["resources"].as_array().unwrap();
+    assert_eq!(resources.len(), 4);
+    assert_eq!(resources[1]["server"], "docs");
+    assert_eq!(resources[1]["uri"], "fixture://logo.png");
+    assert_eq!(resources[1]["mimeType"], "image/png");
+    assert_eq!(value["templates"][0]["uriTemplate"], "fixture://notes/{name}");
+    // The exact description, escaped for the terminal by the JSON itself.
+    let hostile = resources[2]["description"].as_str().unwrap();
+    assert!(hostile.contains("\u{1b}]52;") && hostile.contains('\u{202e}'), "{hostile:?}");
+    assert_eq!(value["diagnostics"][0]["server"], "gone");
+    assert_eq!(value["diagnostics"][0]["kind"], "server_unavailable");
+}
+
+#[test]
+fn read_prints_text_summarizes_blobs_and_json_keeps_the_exact_text() {
+    let env = env();
+    let config = env.write("config.toml", CONTENT);
+    env.run(&config)
+        .args(["read", "docs", "fixture://readme"])
+        .assert()
+        .success()
+        .stdout("Fixture readme.\nSecond line.\n");
+    env.run(&config).args(["read", "docs", "fixture://notes/today"]).assert().success().stdout("Note today.\n");
+    env.run(&config)
+        .args(["read", "docs", "fixture://logo.png"])
+        .assert()
+        .success()
+        .stdout("[binary: image/png, 12 bytes of base64; --json has them]\n");
+    let out = env.run(&config).args(["read", "docs", "fixture://logo.png", "--json"]).assert().success();
+    let value = json_of(&out.get_output().stdout);
+    assert_eq!(value["contents"][0]["blob"], "iVBORw0KGgo=");
+
+    let out = env.run(&config).args(["read", "docs", "fixture://hostile"]).assert().success();
+    let text = assert_terminal_safe(&out.get_output().stdout);
+    assert!(text.starts_with("HOSTILE<") && text.ends_with(">END\n"), "{text:?}");
+    let out = env.run(&config).args(["read", "docs", "fixture://hostile", "--json"]).assert().success();
+    assert_terminal_safe(&out.get_output().stdout);
+    let exact = json_of(&out.get_output().stdout)["contents"][0]["text"].as_str().unwrap().to_owned();
+    assert!(exact.contains("\u{1b}]52;") && exact.contains('\r') && exact.contains('\u{9b}'), "{exact:?}");
+
+    // What went wrong, and where.
+    env.run(&config).args(["read", "docs", "fixture://nope"]).assert().code(2).stderr(
+        predicate::str::contains("reading \"fixture://nope\" from server \"docs\"")
+            .and(predicate::str::contains("Resource not found")),
+    );
+    env.run(&config)
+        .args(["read", "fx", "fixture://readme"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("does not offer resources"));
+    env.run(&config).args(["read", "nope", "fixture://readme"]).assert().code(2).stderr(
+        predicate::str::contains("no server is named \"nope\"")
+            .and(predicate::str::contains("\"docs\", \"fx\", \"gone\"")),
+    );
+    env.run(&config)
+        .args(["read", "gone", "fixture://readme"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("server \"gone\" is not available: failed"));
+}
+
+#[test]
+fn prompts_lists_arguments_and_prompt_prints_the_messages() {
+    let env = env();
+    let config = env.write("config.toml", CONTENT);
+    let out = env.run(&config).arg("prompts").assert().success();
+    let text = assert_terminal_safe(&out.get_output().stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), ["SERVER", "PROMPT", "ARGUMENTS", "DESCRIPTION"]);
+    assert_eq!(
+        lines[1].split_whitespace().collect::<Vec<_>>(),
+        ["docs", "greet", "name", "style?", "Greet", "someone."]
+    );
+    assert_eq!(lines[2].split_whitespace().take(3).collect::<Vec<_>>(), ["docs", "review", "code"]);
+    assert!(lines[3].starts_with("docs") && lines[3].contains("HOSTILE<"), "{text}");
+    assert_eq!(lines.len(), 4, "{text}");
+    let out = env.run(&config).args(["prompts", "--json"]).assert().success();
+    let value = json_of(&out.get_output().stdout);
+    assert_eq!(value["prompts"][0]["server"], "docs");
+    assert_eq!(value["prompts"][0]["arguments"][0]["required"], true);
+
+    env.run(&config)
+        .args(["prompt", "docs", "greet", "--arg", "name=Ada", "--arg", "style=formal"])
+        .assert()
+        .success()
+        .stdout("# A greeting.\n\n[user]\nGreet Ada, formal.\n");
+    env.run(&config)
+        .args(["prompt", "docs", "review", "--arg", "code=fn f() {}"])
+        .assert()
+        .success()
+        .stdout("[user]\nReview this code:\nfn f() {}\n\n[assistant]\nWhat should I look for?\n");
+    let out = env.run(&config).args(["prompt", "docs", "greet", "--arg", "name=Ada", "--json"]).assert().success();
+    let value = json_of(&out.get_output().stdout);
+    assert_eq!(value["messages"][0]["content"]["text"], "Greet Ada, casual.");
+    let out = env.run(&config).args(["prompt", "docs", "hostile"]).assert().success();
+    let text = assert_terminal_safe(&out.get_output().stdout);
+    assert!(text.starts_with("[user]\nHOSTILE<") && text.ends_with(">END\n"), "{text:?}");
+
+    env.run(&config).args(["prompt", "docs", "greet"]).assert().code(2).stderr(
+        predicate::str::contains("getting prompt \"greet\" from server \"docs\"")
+            .and(predicate::str::contains("needs the argument \"name\"")),
+    );
+    env.run(&config)
+        .args(["prompt", "docs", "greet", "--arg", "name"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--arg \"name\" is not KEY=VALUE"));
+}

@@ -10,9 +10,11 @@ use std::time::{Duration, Instant};
 
 use mcp_protocol::stateless::{self, ResultKind};
 use mcp_protocol::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientSession, Implementation, Incoming,
-    InitializeResult, ListToolsResult, Outgoing, PaginatedRequestParams, ProgressNotificationParams, ProtocolVersion,
-    ServerNotification, ServerRequest, SessionConfig, SessionError, SessionState, Tool, methods,
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientSession, GetPromptRequestParams, GetPromptResult,
+    Implementation, Incoming, InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, Outgoing, PaginatedRequestParams, ProgressNotificationParams, Prompt, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities, ServerNotification,
+    ServerRequest, SessionConfig, SessionError, SessionState, Tool, methods,
 };
 use mcp_protocol::{ErrorObject, Message, RequestId, error_codes};
 use mcp_protocol::{encode_error, encode_notification, encode_result};
@@ -71,17 +73,21 @@ pub enum ClientError {
     Session(#[from] SessionError),
     /// Pagination went past the page limit.
     #[error(
-        "tools/list returned more than {limit} pages; stopped (raise ListLimits::max_pages if this server is legitimate)"
+        "{method} returned more than {limit} pages; stopped (raise ListLimits::max_pages if this server is legitimate)"
     )]
     TooManyPages {
+        /// The list method (`tools/list`, `resources/list`, ...).
+        method: &'static str,
         /// The limit.
         limit: usize,
     },
     /// Pagination went past the item limit.
     #[error(
-        "tools/list returned more than {limit} tools; stopped (raise ListLimits::max_items if this server is legitimate)"
+        "{method} returned more than {limit} items; stopped (raise ListLimits::max_items if this server is legitimate)"
     )]
     TooManyItems {
+        /// The list method.
+        method: &'static str,
         /// The limit.
         limit: usize,
     },
@@ -94,10 +100,33 @@ pub enum ClientError {
         reason: String,
     },
     /// The server handed out a cursor it had handed out before (a loop).
-    #[error("tools/list returned cursor {cursor:?} twice; the server's pagination loops")]
+    #[error("{method} returned cursor {cursor:?} twice; the server's pagination loops")]
     RepeatedCursor {
+        /// The list method.
+        method: &'static str,
         /// The repeated cursor.
         cursor: String,
+    },
+    /// The server did not declare the capability the request needs, so it was not sent.
+    #[error("the server does not offer {capability} (it did not declare the capability); {method} was not sent")]
+    NotOffered {
+        /// The method not sent.
+        method: &'static str,
+        /// The capability missing (`resources`, `prompts`, `tools`).
+        capability: &'static str,
+    },
+    /// An answer was larger than the caller's cap (a resource read).
+    #[error(
+        "the server's answer to {method} is {size} bytes, more than the limit of {limit}; it was dropped \
+         (raise the limit if you need it)"
+    )]
+    TooLarge {
+        /// The method.
+        method: &'static str,
+        /// The answer's size in bytes (as JSON on the wire).
+        size: usize,
+        /// The limit.
+        limit: usize,
     },
 }
 
@@ -120,6 +149,28 @@ pub enum Era {
 /// How long [`Era::Auto`] waits for the `server/discover` probe before falling back (some old
 /// servers ignore requests they do not know before `initialize`).
 pub const DISCOVER_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Default cap on one `resources/read` answer, as JSON on the wire (blobs count in base64): 16
+/// MiB, room for a large document or image while a hostile server cannot make us hold more.
+pub const DEFAULT_MAX_RESOURCE_BYTES: usize = 16 * 1024 * 1024;
+
+/// A server capability a request depends on.
+#[derive(Debug, Clone, Copy)]
+enum Capability {
+    Tools,
+    Resources,
+    Prompts,
+}
+
+impl Capability {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Tools => "tools",
+            Self::Resources => "resources",
+            Self::Prompts => "prompts",
+        }
+    }
+}
 
 /// At most this many input-required rounds for one request, so a server cannot keep us in a loop.
 pub const MAX_INPUT_ROUNDS: usize = 8;
@@ -854,34 +905,150 @@ impl Client {
         self.request_raw::<Value>(methods::PING, None, RequestOptions::default()).await.map(|_| ())
     }
 
-    /// One page of `tools/list`.
-    pub async fn list_tools(&self, cursor: Option<String>) -> Result<ListToolsResult, ClientError> {
-        let params = PaginatedRequestParams { cursor, extra: Map::new() };
-        self.request(methods::TOOLS_LIST, Some(&params), RequestOptions::default()).await
+    /// What the server declared it offers, once the session is open (`None` before).
+    pub fn server_capabilities(&self) -> Option<ServerCapabilities> {
+        self.inner.session().server().map(|s| s.capabilities.clone())
     }
 
-    /// Every tool, following cursors within `limits`.
-    pub async fn list_all_tools(&self, limits: ListLimits) -> Result<Vec<Tool>, ClientError> {
-        let mut tools = Vec::new();
+    /// Whether the server declared `capability`. Before the session is open nothing is known,
+    /// and the request is sent (the server's answer decides).
+    fn offers(&self, capability: Capability) -> bool {
+        let Some(declared) = self.server_capabilities() else { return true };
+        match capability {
+            Capability::Tools => declared.tools.is_some(),
+            Capability::Resources => declared.resources.is_some(),
+            Capability::Prompts => declared.prompts.is_some(),
+        }
+    }
+
+    /// Fails with [`ClientError::NotOffered`] when the server did not declare `capability`.
+    fn require(&self, capability: Capability, method: &'static str) -> Result<(), ClientError> {
+        if self.offers(capability) {
+            Ok(())
+        } else {
+            Err(ClientError::NotOffered { method, capability: capability.name() })
+        }
+    }
+
+    /// One page of a paginated list method.
+    async fn page<R: DeserializeOwned>(&self, method: &'static str, cursor: Option<String>) -> Result<R, ClientError> {
+        let params = PaginatedRequestParams { cursor, extra: Map::new() };
+        self.request(method, Some(&params), RequestOptions::default()).await
+    }
+
+    /// Every item of a paginated list, following cursors within `limits`; none, without asking,
+    /// when the server did not declare `capability` (a resources-only server has no tools, it
+    /// does not fail `tools/list`).
+    async fn list_all<R: DeserializeOwned, T>(
+        &self,
+        capability: Capability,
+        method: &'static str,
+        limits: ListLimits,
+        split: impl Fn(R) -> (Vec<T>, Option<String>),
+    ) -> Result<Vec<T>, ClientError> {
+        if !self.offers(capability) {
+            return Ok(Vec::new());
+        }
+        let mut items = Vec::new();
         let mut seen = std::collections::HashSet::new();
         let mut cursor = None;
         for _ in 0..limits.max_pages {
-            let page = self.list_tools(cursor.take()).await?;
-            if tools.len() + page.tools.len() > limits.max_items {
-                return Err(ClientError::TooManyItems { limit: limits.max_items });
+            let (page, next) = split(self.page(method, cursor.take()).await?);
+            if items.len() + page.len() > limits.max_items {
+                return Err(ClientError::TooManyItems { method, limit: limits.max_items });
             }
-            tools.extend(page.tools);
-            match page.next_cursor {
-                None => return Ok(tools),
+            items.extend(page);
+            match next {
+                None => return Ok(items),
                 Some(next) => {
                     if !seen.insert(next.clone()) {
-                        return Err(ClientError::RepeatedCursor { cursor: next });
+                        return Err(ClientError::RepeatedCursor { method, cursor: next });
                     }
                     cursor = Some(next);
                 }
             }
         }
-        Err(ClientError::TooManyPages { limit: limits.max_pages })
+        Err(ClientError::TooManyPages { method, limit: limits.max_pages })
+    }
+
+    /// One page of `tools/list`.
+    pub async fn list_tools(&self, cursor: Option<String>) -> Result<ListToolsResult, ClientError> {
+        self.page(methods::TOOLS_LIST, cursor).await
+    }
+
+    /// Every tool, following cursors within `limits`; none (nothing is sent) when the server
+    /// did not declare the `tools` capability.
+    pub async fn list_all_tools(&self, limits: ListLimits) -> Result<Vec<Tool>, ClientError> {
+        self.list_all(Capability::Tools, methods::TOOLS_LIST, limits, |p: ListToolsResult| (p.tools, p.next_cursor))
+            .await
+    }
+
+    /// One page of `resources/list`.
+    pub async fn list_resources(&self, cursor: Option<String>) -> Result<ListResourcesResult, ClientError> {
+        self.page(methods::RESOURCES_LIST, cursor).await
+    }
+
+    /// Every resource, following cursors within `limits`; none (nothing is sent) when the
+    /// server did not declare the `resources` capability.
+    pub async fn list_all_resources(&self, limits: ListLimits) -> Result<Vec<Resource>, ClientError> {
+        let split = |p: ListResourcesResult| (p.resources, p.next_cursor);
+        self.list_all(Capability::Resources, methods::RESOURCES_LIST, limits, split).await
+    }
+
+    /// One page of `resources/templates/list`.
+    pub async fn list_resource_templates(
+        &self,
+        cursor: Option<String>,
+    ) -> Result<ListResourceTemplatesResult, ClientError> {
+        self.page(methods::RESOURCE_TEMPLATES_LIST, cursor).await
+    }
+
+    /// Every resource template, following cursors within `limits`; none (nothing is sent) when
+    /// the server did not declare the `resources` capability.
+    pub async fn list_all_resource_templates(&self, limits: ListLimits) -> Result<Vec<ResourceTemplate>, ClientError> {
+        let split = |p: ListResourceTemplatesResult| (p.resource_templates, p.next_cursor);
+        self.list_all(Capability::Resources, methods::RESOURCE_TEMPLATES_LIST, limits, split).await
+    }
+
+    /// `resources/read` of `uri`. An answer larger than `max_bytes` as JSON on the wire (text,
+    /// and blobs in base64) is dropped with [`ClientError::TooLarge`] before it is decoded;
+    /// [`DEFAULT_MAX_RESOURCE_BYTES`] is a sensible cap. Fails with
+    /// [`ClientError::NotOffered`] when the server did not declare `resources`.
+    pub async fn read_resource(&self, uri: &str, max_bytes: usize) -> Result<ReadResourceResult, ClientError> {
+        let method = methods::RESOURCES_READ;
+        self.require(Capability::Resources, method)?;
+        let params = ReadResourceRequestParams { uri: uri.to_owned(), extra: Map::new() };
+        let raw = self.request_raw(method, Some(&params), RequestOptions::default()).await?;
+        let size = raw.get().len();
+        if size > max_bytes {
+            return Err(ClientError::TooLarge { method, size, limit: max_bytes });
+        }
+        serde_json::from_str(raw.get()).map_err(|source| ClientError::BadResult { method: method.to_owned(), source })
+    }
+
+    /// One page of `prompts/list`.
+    pub async fn list_prompts(&self, cursor: Option<String>) -> Result<ListPromptsResult, ClientError> {
+        self.page(methods::PROMPTS_LIST, cursor).await
+    }
+
+    /// Every prompt, following cursors within `limits`; none (nothing is sent) when the server
+    /// did not declare the `prompts` capability.
+    pub async fn list_all_prompts(&self, limits: ListLimits) -> Result<Vec<Prompt>, ClientError> {
+        let split = |p: ListPromptsResult| (p.prompts, p.next_cursor);
+        self.list_all(Capability::Prompts, methods::PROMPTS_LIST, limits, split).await
+    }
+
+    /// `prompts/get` of prompt `name` with its arguments (string values, as the specification
+    /// has them). Fails with [`ClientError::NotOffered`] when the server did not declare
+    /// `prompts`.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+    ) -> Result<GetPromptResult, ClientError> {
+        self.require(Capability::Prompts, methods::PROMPTS_GET)?;
+        let params = GetPromptRequestParams { name: name.to_owned(), arguments, extra: Map::new() };
+        self.request(methods::PROMPTS_GET, Some(&params), RequestOptions::default()).await
     }
 
     /// `tools/call` under the tool's raw name.

@@ -1,7 +1,8 @@
 //! Connecting to many configured servers at once.
 //!
 //! [`connect_all`] starts every enabled server concurrently, each under its own startup
-//! timeout (opening the transport, the session and the full `tools/list` together), so one
+//! timeout (opening the transport, the session and the full `tools/list` together; a server
+//! that does not declare the `tools` capability is connected with no tools, unasked), so one
 //! slow or broken server never holds up the others. Each ends up [`ServerState::Connected`],
 //! `Failed` with a reason (`needs-auth` when a remote server refused us for lack of
 //! credentials), or `Disabled`. Sessions open in [`crate::Era::Auto`]: `server/discover`,

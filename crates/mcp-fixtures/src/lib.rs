@@ -1,7 +1,7 @@
 //! Fixture MCP servers written in Rust, for hermetic tests and benchmarks.
 //!
 //! The binary `mcp-fixture-server MODE [FLAGS]` speaks newline-delimited JSON-RPC on stdio.
-//! Every mode offers the same tools; the mode changes how the server misbehaves:
+//! Every mode but `content` offers the same tools; the mode changes how the server misbehaves:
 //!
 //! | mode | behaviour |
 //! |---|---|
@@ -13,6 +13,7 @@
 //! | `garbage` | writes non-JSON lines, invalid JSON-RPC and, with `--huge-line BYTES`, one oversize line before answering |
 //! | `snoop` | adds `read_file {path}`, `write_file {path,text}`, `connect {port}` (127.0.0.1) and `fork_bomb {max}`, which report the OS error they get: what a confined server may and may not do |
 //! | `gather` | every call waits until `--peers N` (default 2) calls are in flight together, else fails (after 60 s) |
+//! | `content` | declares only `resources` and `prompts` (no tools: `tools/list` is "Method not found"); see below |
 //! | `hostile` | adds `hostile {where}` (terminal escapes, OSC 52, CR, C1 and bidi overrides as an `error` answer, a `log` notification, a `stdout` line that is not JSON, the `result`, or on stderr before a `crash`), `traceback {lines}` (stderr lines, then exit at once), `big {bytes,id_last}` (an answer of that size, its id first or last) and `spawn_child` (a child that lingers in the server's process group) |
 //!
 //! Flags of every mode, so tests wait for what the server saw rather than for a time:
@@ -34,6 +35,12 @@
 //! (registers the tool unless it exists, and announces `list_changed` either way), `ask_roots`,
 //! `ask_sampling`, `ask_elicitation` (the server asks the client and returns the answer as text),
 //! `stderr {lines}`.
+//!
+//! `content` offers the resources `fixture://readme` (text), `fixture://logo.png` (a blob),
+//! `fixture://hostile` (terminal escapes in its description and text) and `fixture://big` (1
+//! MiB of text); the template `fixture://notes/{name}` (any name reads `Note NAME.`); the prompts
+//! `greet {name, style?}`, `review {code}` (a user and an assistant message) and `hostile`. Its
+//! lists come in pages of `--page-size`; an unknown URI is error -32002.
 //!
 //! [`http`] is an MCP server over HTTP with switchable faults, for the HTTP transports' tests
 //! (in-process) and, as `mcp-fixture-http-server`, by hand; with [`oauth`] it is also an OAuth

@@ -59,17 +59,31 @@ const EXCERPT_CHARS: usize = 200;
 
 /// Reconnects of SSE streams (the standalone GET stream, a dropped answer stream): the first
 /// after 1 to 2 s, doubling up to a minute, jittered; the GET stream is given up after this many
-/// reconnects in a row that brought no message. A server's `retry:` may ask for longer (up to
-/// the cap), never for less: `retry: 0` with a new event id each time once made about 70 GETs a
-/// second.
+/// reconnects in a row that brought no message. `retry: 0` with a new event id each time once
+/// made about 70 GETs a second: see `reconnect_wait` for what a server's `retry:` may change.
 pub const STREAM_RECONNECT: Backoff =
     Backoff { initial_delay: Duration::from_secs(2), max_delay: Duration::from_secs(60), max_attempts: 10 };
 
-/// How long to wait before reconnect `attempt` (0-based) of a stream whose server asked for
-/// `retry`: never less than the backoff's delay, never more than its cap unless that delay is.
-fn reconnect_wait(attempt: u32, retry: Option<Duration>, jitter: f64) -> Duration {
+/// The shortest wait a server's `retry:` obtains.
+pub const MIN_STREAM_RETRY: Duration = Duration::from_millis(500);
+
+/// A server's `retry:` is taken as asked at most once in this long; other reconnects wait at
+/// least the backoff's delay.
+const RETRY_HONOURED_EVERY: Duration = Duration::from_secs(10);
+
+/// How long to wait before reconnect `attempt` (0-based, counting reconnects in a row that
+/// brought no message) of a stream whose server asked for `retry`. The first one, unless
+/// another reconnect was `recent`, waits what the server asked (the specification's MUST; the
+/// conformance suite checks it), but at least [`MIN_STREAM_RETRY`]; the others at least the
+/// backoff's growing delay, so a server cannot make the client reconnect in a loop. Never more
+/// than the cap unless that delay is.
+fn reconnect_wait(attempt: u32, retry: Option<Duration>, recent: bool, jitter: f64) -> Duration {
     let floor = STREAM_RECONNECT.delay(attempt, jitter);
-    retry.map_or(floor, |asked| asked.min(STREAM_RECONNECT.max_delay).max(floor))
+    match retry {
+        Some(asked) if attempt == 0 && !recent => asked.clamp(MIN_STREAM_RETRY, STREAM_RECONNECT.max_delay),
+        Some(asked) => asked.min(STREAM_RECONNECT.max_delay).max(floor),
+        None => floor,
+    }
 }
 
 /// Which HTTP transport to speak.
@@ -164,6 +178,8 @@ struct State {
     initialized: Option<Outgoing>,
     /// Set once the legacy transport is in use: where messages are POSTed.
     legacy_endpoint: Option<Url>,
+    /// When a stream was last reconnected (see [`reconnect_wait`]).
+    last_reconnect: Option<std::time::Instant>,
     tasks: Vec<JoinHandle<()>>,
     closed: bool,
 }
@@ -330,6 +346,14 @@ fn what_came_back(status: StatusCode, content_type: Option<&str>, body: &[u8]) -
 }
 
 impl Shared {
+    /// [`reconnect_wait`] for this transport's streams, noting the reconnect.
+    fn reconnect_wait(&self, attempt: u32, retry: Option<Duration>) -> Duration {
+        let now = std::time::Instant::now();
+        let last = self.state().last_reconnect.replace(now);
+        let recent = last.is_some_and(|at| now.duration_since(at) < RETRY_HONOURED_EVERY);
+        reconnect_wait(attempt, retry, recent, rand::random())
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -578,7 +602,7 @@ impl Shared {
                         "the answer stream dropped and {attempts} attempts to resume it failed"
                     )));
                 }
-                tokio::time::sleep(reconnect_wait(attempts, cursor.retry, rand::random())).await;
+                tokio::time::sleep(self.reconnect_wait(attempts, cursor.retry)).await;
                 attempts += 1;
                 let authz = self.authorization().await;
                 let resp = match self.get(Some(&last), authz.as_ref()).send().await {
@@ -815,7 +839,7 @@ impl Shared {
                 tracing::info!(server = %self.label, "the GET stream brought nothing in {quiet} reconnects; stopped listening");
                 return;
             }
-            tokio::time::sleep(reconnect_wait(quiet.saturating_sub(1), cursor.retry, rand::random())).await;
+            tokio::time::sleep(self.reconnect_wait(quiet.saturating_sub(1), cursor.retry)).await;
         }
     }
 
@@ -1097,5 +1121,26 @@ impl TransportStream for HttpStream {
             .ok()
             .and_then(|r| r.clone())
             .unwrap_or_else(|| format!("the connection to {} was closed", self.shared.url))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_servers_retry_is_taken_once_then_the_backoff_floor_holds() {
+        let ms = Duration::from_millis;
+        // The first reconnect waits what the server asked (the conformance suite's sse-retry).
+        assert_eq!(reconnect_wait(0, Some(ms(500)), false, 0.5), ms(500));
+        assert_eq!(reconnect_wait(0, Some(ms(0)), false, 0.5), MIN_STREAM_RETRY);
+        // Soon after another reconnect, or after a reconnect that brought nothing: the floor.
+        let floor = STREAM_RECONNECT.delay(0, 0.5);
+        assert_eq!(reconnect_wait(0, Some(ms(0)), true, 0.5), floor);
+        assert_eq!(reconnect_wait(2, Some(ms(500)), false, 0.5), STREAM_RECONNECT.delay(2, 0.5));
+        // retry: can lengthen, up to the cap; without it, the floor.
+        assert_eq!(reconnect_wait(1, Some(ms(30_000)), true, 0.5), ms(30_000));
+        assert_eq!(reconnect_wait(0, Some(Duration::from_secs(3600)), false, 0.5), STREAM_RECONNECT.max_delay);
+        assert_eq!(reconnect_wait(0, None, false, 0.5), floor);
     }
 }

@@ -23,6 +23,9 @@ enum Mode {
     Gather,
     Snoop,
     Hostile,
+    /// Declares only `resources` and `prompts`: no `tools` capability, and `tools/list` is
+    /// "Method not found", as a resources-only server answers it.
+    Content,
 }
 
 /// How long a waiting fixture waits for the others before it gives up (`gather`, `--rendezvous`).
@@ -71,6 +74,7 @@ fn parse_args() -> Result<Options, String> {
         Some("gather") => Mode::Gather,
         Some("snoop") => Mode::Snoop,
         Some("hostile") => Mode::Hostile,
+        Some("content") => Mode::Content,
         Some("idle") => idle(),
         Some("linger") => linger(),
         Some(other) => return Err(format!("unknown mode {other:?}")),
@@ -248,6 +252,76 @@ fn io_result(result: std::io::Result<String>) -> Value {
     }
 }
 
+/// The resources of `content`: text, a blob (PNG bytes in base64) and hostile text.
+fn resources() -> Vec<Value> {
+    vec![
+        json!({"uri": "fixture://readme", "name": "readme", "title": "Read me", "description": "A short text.", "mimeType": "text/plain"}),
+        json!({"uri": "fixture://logo.png", "name": "logo", "description": "Eight bytes of PNG.", "mimeType": "image/png", "size": 8}),
+        json!({"uri": "fixture://hostile", "name": "hostile", "description": HOSTILE, "mimeType": "text/plain"}),
+        json!({"uri": "fixture://big", "name": "big", "description": "One mebibyte of text.", "mimeType": "text/plain"}),
+    ]
+}
+
+/// The text of `fixture://readme`.
+const README: &str = "Fixture readme.\nSecond line.\n";
+/// The bytes of `fixture://logo.png` in base64 (the PNG signature).
+const LOGO: &str = "iVBORw0KGgo=";
+
+fn templates() -> Vec<Value> {
+    vec![
+        json!({"uriTemplate": "fixture://notes/{name}", "name": "note", "description": "A note by name.", "mimeType": "text/plain"}),
+    ]
+}
+
+fn prompts() -> Vec<Value> {
+    vec![
+        json!({"name": "greet", "title": "Greeting", "description": "Greet someone.", "arguments": [
+            {"name": "name", "description": "Who to greet.", "required": true},
+            {"name": "style", "description": "How (formal or casual)."}]}),
+        json!({"name": "review", "description": "A review conversation.", "arguments": [
+            {"name": "code", "required": true}]}),
+        json!({"name": "hostile", "description": HOSTILE}),
+    ]
+}
+
+/// `resources/read` of `content`: the contents, or a JSON-RPC error (code, message).
+fn read_resource(uri: &str) -> Result<Value, (i64, String)> {
+    let text = |text: String| Ok(json!({"contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]}));
+    match uri {
+        "fixture://readme" => text(README.to_owned()),
+        "fixture://logo.png" => Ok(json!({"contents": [{"uri": uri, "mimeType": "image/png", "blob": LOGO}]})),
+        "fixture://hostile" => text(HOSTILE.to_owned()),
+        "fixture://big" => text("x".repeat(1024 * 1024)),
+        _ => match uri.strip_prefix("fixture://notes/") {
+            Some(name) if !name.is_empty() => text(format!("Note {name}.")),
+            _ => Err((-32002, format!("Resource not found: {uri}"))),
+        },
+    }
+}
+
+/// `prompts/get` of `content`: the result, or a JSON-RPC error (code, message).
+fn get_prompt(params: &Value) -> Result<Value, (i64, String)> {
+    let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
+    let arg = |key: &str| params.get("arguments").and_then(|a| a.get(key)).and_then(Value::as_str).map(str::to_owned);
+    let user = |text: String| json!({"role": "user", "content": {"type": "text", "text": text}});
+    match name {
+        "greet" => {
+            let who = arg("name").ok_or((-32602, "greet needs the argument \"name\"".to_owned()))?;
+            let style = arg("style").unwrap_or_else(|| "casual".to_owned());
+            Ok(json!({"description": "A greeting.", "messages": [user(format!("Greet {who}, {style}."))]}))
+        }
+        "review" => {
+            let code = arg("code").ok_or((-32602, "review needs the argument \"code\"".to_owned()))?;
+            Ok(json!({"messages": [
+                user(format!("Review this code:\n{code}")),
+                {"role": "assistant", "content": {"type": "text", "text": "What should I look for?"}},
+            ]}))
+        }
+        "hostile" => Ok(json!({"messages": [user(HOSTILE.to_owned())]})),
+        other => Err((-32602, format!("Unknown prompt: {other}"))),
+    }
+}
+
 struct Server {
     bomb: Mutex<Bomb>,
     opts: Options,
@@ -308,6 +382,26 @@ impl Server {
             self.listed_once.store(true, Ordering::SeqCst);
         }
         self.respond(id, result, true);
+    }
+
+    /// One page of a `content` list (`key` is `resources`, `resourceTemplates` or `prompts`),
+    /// in pages of `--page-size`.
+    fn list_page(&self, id: &Value, params: &Value, key: &str, items: &[Value]) {
+        let start: usize = params.get("cursor").and_then(Value::as_str).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let end = start.saturating_add(self.opts.page_size).min(items.len());
+        let page: Vec<Value> = items.get(start..end).map(<[Value]>::to_vec).unwrap_or_default();
+        let mut result = json!({ key: page });
+        if end < items.len() {
+            result["nextCursor"] = json!(end.to_string());
+        }
+        self.respond(id, result, true);
+    }
+
+    fn answer(&self, id: &Value, outcome: Result<Value, (i64, String)>) {
+        match outcome {
+            Ok(result) => self.respond(id, result, true),
+            Err((code, message)) => self.respond_error(id, code, &message),
+        }
     }
 
     fn call_tool(self: &Arc<Self>, id: Value, params: Value) {
@@ -676,10 +770,15 @@ fn handle(server: &Arc<Server>, msg: Value, flush: bool) {
             let requested = params.get("protocolVersion").and_then(Value::as_str).unwrap_or("2025-11-25");
             let known = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
             let version = if known.contains(&requested) { requested } else { "2025-11-25" };
+            let capabilities = if server.opts.mode == Mode::Content {
+                json!({"resources": {}, "prompts": {}})
+            } else {
+                json!({"tools": {"listChanged": true}, "logging": {}})
+            };
             server.respond(
                 &id,
                 json!({"protocolVersion": version,
-                       "capabilities": {"tools": {"listChanged": true}, "logging": {}},
+                       "capabilities": capabilities,
                        "serverInfo": {"name": "mcp-fixture-server", "version": env!("CARGO_PKG_VERSION")}}),
                 true,
             );
@@ -695,8 +794,26 @@ fn handle(server: &Arc<Server>, msg: Value, flush: bool) {
             }
         }
         (Some("ping"), Some(id)) => server.respond(&id, json!({}), true),
+        (Some("tools/list" | "tools/call"), Some(id)) if server.opts.mode == Mode::Content => {
+            server.respond_error(&id, -32601, "Method not found");
+        }
         (Some("tools/list"), Some(id)) => server.list_tools(&id, &params),
         (Some("tools/call"), Some(id)) => server.call_tool(id, params),
+        (Some(method @ ("resources/list" | "resources/templates/list" | "prompts/list")), Some(id))
+            if server.opts.mode == Mode::Content =>
+        {
+            let (key, items) = match method {
+                "resources/list" => ("resources", resources()),
+                "resources/templates/list" => ("resourceTemplates", templates()),
+                _ => ("prompts", prompts()),
+            };
+            server.list_page(&id, &params, key, &items);
+        }
+        (Some("resources/read"), Some(id)) if server.opts.mode == Mode::Content => {
+            let uri = params.get("uri").and_then(Value::as_str).unwrap_or_default();
+            server.answer(&id, read_resource(uri));
+        }
+        (Some("prompts/get"), Some(id)) if server.opts.mode == Mode::Content => server.answer(&id, get_prompt(&params)),
         (Some(_), Some(id)) => server.respond_error(&id, -32601, "Method not found"),
         (Some(_), None) => {}
         (None, Some(id)) => {

@@ -9,7 +9,7 @@ use mcp_fixtures::http::{HttpOptions, RunningServer, start};
 use mcp_fixtures::{EVENT_DEADLINE, wait_until};
 use mcp_protocol::ServerNotification;
 use mcp_safety::Backoff;
-use mcp_transport::{HttpConfig, HttpMode, HttpTransport, RemoteOptions, RemoteServer, STREAM_RECONNECT};
+use mcp_transport::{HttpConfig, HttpMode, HttpTransport, MIN_STREAM_RETRY, RemoteOptions, RemoteServer};
 use serde_json::json;
 
 use crate::args;
@@ -283,7 +283,7 @@ async fn a_server_that_goes_away_fails_pending_and_later_requests() {
 }
 
 #[tokio::test]
-async fn an_ended_get_stream_reconnects_with_last_event_id_no_sooner_than_the_floor() {
+async fn an_ended_get_stream_reconnects_with_last_event_id_no_sooner_than_the_minimum_retry() {
     let s = server(HttpOptions { get_ends: true, retry_ms: 200, ..HttpOptions::default() }).await;
     let transport = HttpTransport::new(HttpConfig::new(s.url())).unwrap();
     let client = Client::start(transport, ClientOptions::default());
@@ -298,7 +298,7 @@ async fn an_ended_get_stream_reconnects_with_last_event_id_no_sooner_than_the_fl
     let id = gets[1].last_event_id.as_deref().unwrap_or_default();
     assert!(id.starts_with("get-"), "the reconnect names the last event: {:?}", gets[1]);
     let waited = gets[1].at - gets[0].at;
-    assert!(waited >= STREAM_RECONNECT.initial_delay / 2, "retry: 200 is below the floor: {waited:?}");
+    assert!(waited >= MIN_STREAM_RETRY, "retry: 200 is raised to the minimum: {waited:?}");
     client.close().await.unwrap();
 }
 

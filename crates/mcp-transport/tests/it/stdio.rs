@@ -154,9 +154,9 @@ async fn pagination_follows_cursors_within_limits() {
     let tools = client.list_all_tools(ListLimits::default()).await.unwrap();
     assert_eq!(tools.len(), 30);
     let err = client.list_all_tools(ListLimits { max_pages: 5, max_items: 10_000 }).await.unwrap_err();
-    assert!(matches!(err, ClientError::TooManyPages { limit: 5 }), "{err:?}");
+    assert!(matches!(err, ClientError::TooManyPages { limit: 5, .. }), "{err:?}");
     let err = client.list_all_tools(ListLimits { max_pages: 100, max_items: 10 }).await.unwrap_err();
-    assert!(matches!(err, ClientError::TooManyItems { limit: 10 }), "{err:?}");
+    assert!(matches!(err, ClientError::TooManyItems { limit: 10, .. }), "{err:?}");
     client.close().await.unwrap();
 
     let client = connect("paginate", &["--repeat-cursor"]).await;
@@ -166,7 +166,7 @@ async fn pagination_follows_cursors_within_limits() {
 
     let client = connect("paginate", &["--endless", "--page-size", "1"]).await;
     let err = client.list_all_tools(ListLimits::default()).await.unwrap_err();
-    assert!(matches!(err, ClientError::TooManyPages { limit: 100 } | ClientError::TooManyItems { .. }), "{err:?}");
+    assert!(matches!(err, ClientError::TooManyPages { limit: 100, .. } | ClientError::TooManyItems { .. }), "{err:?}");
     client.close().await.unwrap();
 }
 
