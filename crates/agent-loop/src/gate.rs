@@ -309,6 +309,8 @@ pub enum Job {
         revision: u64,
         /// The model-visible name.
         name: String,
+        /// The tool's output schema as listed, which its structured content must match.
+        output_schema: Option<Box<Value>>,
     },
 }
 
@@ -494,6 +496,7 @@ impl CallGate {
                 generation: binding.generation(server),
                 revision: pool.revision(),
                 name: name.to_owned(),
+                output_schema: tool.output_schema.clone().map(Box::new),
             },
         };
         Admission::Run { decision, reason, job }
@@ -510,12 +513,14 @@ impl CallGate {
     ) -> Ran {
         match job {
             Job::Builtin { tool, input } => Ran::Builtin(tool.call(&input).await),
-            Job::Mcp { server, tool, arguments, generation, revision, name } => {
+            Job::Mcp { server, tool, arguments, generation, revision, name, output_schema } => {
                 if source.settled_generation(&server).await != generation {
                     return Ran::Mcp(Err(Refusal::Stale { server, name, revision }.to_string()));
                 }
+                let who = format!("{name} (tool {tool:?} of server {server:?})");
                 let call = BoundCall { server, tool, arguments, generation, progress };
-                Ran::Mcp(source.call_bound(call).await.map(Box::new))
+                let result = source.call_bound(call).await;
+                Ran::Mcp(result.map(|r| Box::new(check_structured(r, output_schema.as_deref(), &who))))
             }
         }
     }
@@ -524,6 +529,42 @@ impl CallGate {
     pub async fn finished(&self, info: &CallInfo, text: &str, is_error: bool) {
         self.hooks.after_tool(info, text, is_error).await;
     }
+}
+
+/// A result whose tool has an output schema, checked as the specification asks clients to: a
+/// successful result must carry `structuredContent` matching the schema. A mismatch becomes an
+/// error result naming the tool (`who`) and each problem, so neither the model nor a person
+/// acts on data the tool promised to shape otherwise. Error results are not checked.
+fn check_structured(result: CallToolResult, schema: Option<&Value>, who: &str) -> CallToolResult {
+    let Some(schema) = schema else { return result };
+    if result.is_error() {
+        return result;
+    }
+    let problems: Vec<String> = match &result.structured_content {
+        None => vec!["the result has no structuredContent".to_owned()],
+        Some(structured) => match tool_pool::CompiledSchema::new(schema).check_value(structured) {
+            Ok(()) => return result,
+            Err(problems) => problems
+                .iter()
+                .map(|p| {
+                    let at = if p.pointer.is_empty() { "(top level)" } else { &p.pointer };
+                    let text = match p.kind {
+                        tool_pool::ArgumentProblemKind::BadSchema => {
+                            format!("the tool's output schema is unusable at {at}: {}", p.message)
+                        }
+                        _ => format!("{at}: {}", p.message),
+                    };
+                    // Messages quote the server's values.
+                    mcp_safety::text::one_line(&text, 500)
+                })
+                .collect(),
+        },
+    };
+    let text = format!(
+        "the result of {who} does not match the tool's output schema, so it was discarded:\n- {}",
+        problems.join("\n- ")
+    );
+    CallToolResult { content: vec![mcp_protocol::ContentBlock::text(text)], is_error: Some(true), ..Default::default() }
 }
 
 /// Why `name` is not in the pool: a denied tool (named with its rule), or unknown with close

@@ -11,8 +11,12 @@ use serde_json::json;
 use crate::fake::{Events, Recording, error_results};
 
 async fn fixture_set(mode: &str) -> ServerSet {
+    fixture_set_with(&[mode]).await
+}
+
+async fn fixture_set_with(args: &[&str]) -> ServerSet {
     let binary = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}"));
-    let config = StdioConfig::new(binary.to_string_lossy().into_owned(), [mode]);
+    let config = StdioConfig::new(binary.to_string_lossy().into_owned(), args.iter().copied());
     let connections =
         connect_all(vec![ServerSpec::new("fx", std::sync::Arc::new(config))], &ConnectOptions::default()).await;
     assert!(connections[0].is_connected(), "{:?}", connections[0].state());
@@ -52,6 +56,47 @@ async fn a_session_with_a_real_server_sees_list_changed_between_steps() {
     assert_eq!(results, vec!["added fresh", "called fresh", "hi"]);
     let revisions: Vec<u64> = events.of("step").iter().map(|e| e["pool_revision"].as_u64().unwrap()).collect();
     assert!(revisions[1] > revisions[0], "{revisions:?}");
+    drop(agent);
+    Arc::try_unwrap(set).unwrap().close().await;
+}
+
+#[tokio::test]
+async fn structured_content_is_checked_against_the_output_schema_and_shown_when_there_is_no_text() {
+    let set = Arc::new(fixture_set_with(&["echo", "--structured"]).await);
+    let model = Recording::new(json!({"turns": [
+        {"tool_calls": [
+            {"name": "mcp__fx__weather", "input": {"city": "Oslo"}},
+            {"name": "mcp__fx__weather_quiet", "input": {"city": "Oslo"}},
+            {"name": "mcp__fx__weather_bad", "input": {"city": "Oslo"}}
+        ]},
+        {"text": "Checked."}
+    ]}));
+    let policy = Policy::new(PolicyConfig { default: Decision::Allow, rules: vec![] }).unwrap();
+    let agent = Agent::new(model, set.clone(), policy, AgentConfig::default());
+    let mut conversation = Vec::new();
+    let outcome = agent.run_turn(&mut conversation, "go", &Events::default()).await.unwrap();
+    assert_eq!(outcome.final_text, "Checked.");
+    let results: Vec<(String, bool)> = conversation
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .filter_map(|b| match b {
+            Block::ToolResult { content, is_error, .. } => Some((content.clone(), *is_error)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 3, "{results:?}");
+    // Text content wins; the tool's own text is what the model reads.
+    assert_eq!(results[0], ("Sunny, 22.5 degrees.".to_owned(), false));
+    // No text: the structured content, as JSON.
+    let quiet: serde_json::Value = serde_json::from_str(&results[1].0).unwrap();
+    assert_eq!(quiet, json!({"temperature": 22.5, "conditions": "sunny"}));
+    assert!(!results[1].1);
+    // A mismatch is an error naming the tool and the problem; the bad data is not passed on.
+    let (bad, is_error) = &results[2];
+    assert!(is_error, "{bad}");
+    assert!(bad.starts_with("Error: the result of mcp__fx__weather_bad (tool \"weather_bad\" of server \"fx\") does not match the tool's output schema"), "{bad}");
+    assert!(bad.contains("/temperature: \"hot\" is not of type \"number\""), "{bad}");
+    assert!(bad.contains("(top level): \"conditions\" is a required property"), "{bad}");
     drop(agent);
     Arc::try_unwrap(set).unwrap().close().await;
 }
