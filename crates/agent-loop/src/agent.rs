@@ -117,6 +117,8 @@ impl View {
 }
 
 /// One call after the checks: the search tool, or what the gate decided.
+// One lives per call for the length of a step; boxing the admission would buy nothing.
+#[allow(clippy::large_enum_variant)]
 enum Checked {
     Search,
     Gate(Admission),

@@ -312,6 +312,8 @@ pub enum Job {
         revision: u64,
         /// The model-visible name.
         name: String,
+        /// The tool's output schema as listed, which its structured content must match.
+        output_schema: Option<Box<Value>>,
     },
 }
 
@@ -504,6 +506,7 @@ impl CallGate {
                 generation: binding.generation(server),
                 revision: pool.revision(),
                 name: name.to_owned(),
+                output_schema: tool.output_schema.clone().map(Box::new),
             },
         };
         Admission::Run { decision, reason, job }
@@ -527,14 +530,15 @@ impl CallGate {
                     Err(format!("the built-in tool {} failed ({})", tool.spec().name, panic_message(panic.as_ref())))
                 }))
             }
-            Job::Mcp { server, tool, arguments, generation, revision, name } => {
+            Job::Mcp { server, tool, arguments, generation, revision, name, output_schema } => {
                 if source.settled_generation(&server).await != generation {
                     return Ran::Mcp(Err(Refusal::Stale { server, name, revision }.to_string()));
                 }
+                let who = format!("{name} (tool {tool:?} of server {server:?})");
                 let call = BoundCall { server, tool, arguments, generation, progress };
                 let ran = AssertUnwindSafe(source.call_bound(call)).catch_unwind().await;
                 Ran::Mcp(match ran {
-                    Ok(result) => result.map(Box::new),
+                    Ok(result) => result.map(|r| Box::new(check_structured(r, output_schema.as_deref(), &who))),
                     Err(panic) => Err(format!("calling {name} failed ({})", panic_message(panic.as_ref()))),
                 })
             }
@@ -559,6 +563,42 @@ impl CallGate {
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     let said = panic.downcast_ref::<&str>().copied().or_else(|| panic.downcast_ref::<String>().map(String::as_str));
     format!("it panicked: {}", mcp_safety::text::one_line(said.unwrap_or("no message"), 300))
+}
+
+/// A result whose tool has an output schema, checked as the specification asks clients to: a
+/// successful result must carry `structuredContent` matching the schema. A mismatch becomes an
+/// error result naming the tool (`who`) and each problem, so neither the model nor a person
+/// acts on data the tool promised to shape otherwise. Error results are not checked.
+fn check_structured(result: CallToolResult, schema: Option<&Value>, who: &str) -> CallToolResult {
+    let Some(schema) = schema else { return result };
+    if result.is_error() {
+        return result;
+    }
+    let problems: Vec<String> = match &result.structured_content {
+        None => vec!["the result has no structuredContent".to_owned()],
+        Some(structured) => match tool_pool::CompiledSchema::new(schema).check_value(structured) {
+            Ok(()) => return result,
+            Err(problems) => problems
+                .iter()
+                .map(|p| {
+                    let at = if p.pointer.is_empty() { "(top level)" } else { &p.pointer };
+                    let text = match p.kind {
+                        tool_pool::ArgumentProblemKind::BadSchema => {
+                            format!("the tool's output schema is unusable at {at}: {}", p.message)
+                        }
+                        _ => format!("{at}: {}", p.message),
+                    };
+                    // Messages quote the server's values.
+                    mcp_safety::text::one_line(&text, 500)
+                })
+                .collect(),
+        },
+    };
+    let text = format!(
+        "the result of {who} does not match the tool's output schema, so it was discarded:\n- {}",
+        problems.join("\n- ")
+    );
+    CallToolResult { content: vec![mcp_protocol::ContentBlock::text(text)], is_error: Some(true), ..Default::default() }
 }
 
 /// Why `name` is not in the pool: a denied tool (named with its rule), or unknown with close

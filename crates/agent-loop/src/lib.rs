@@ -47,6 +47,7 @@ mod gate;
 mod model;
 mod ports;
 mod private;
+mod resources;
 mod results;
 mod scripted;
 mod search;
@@ -64,6 +65,7 @@ pub use ports::{
     HookVerdict, Hooks, NoEvents, NoHooks, RefuseAll,
 };
 pub use private::create_private_dir;
+pub use resources::{LIST_RESOURCES_TOOL, MAX_LISTED, READ_RESOURCE_TOOL, resource_tools};
 pub use results::{error_text, fit_budget, render};
 pub use scripted::{Script, ScriptedCall, ScriptedModel, ScriptedTurn};
 pub use search::{DEFAULT_MAX_LOADED, SEARCH_TOOL, ToolSearch};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use mcp_client::{ClientError, ServerSet, SetCallError};
-use mcp_protocol::{CallToolResult, ProgressNotificationParams};
+use mcp_protocol::{CallToolResult, ProgressNotificationParams, ReadResourceResult, Resource, ResourceTemplate};
 use policy::Policy;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
@@ -78,6 +78,24 @@ pub trait ToolSource: Send + Sync {
     async fn call_bound(&self, call: BoundCall) -> Result<CallToolResult, String> {
         self.call(&call.server, &call.tool, call.arguments).await
     }
+
+    /// The servers whose resources can be listed now. By default none: a source without
+    /// resources.
+    async fn resource_servers(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// `server`'s resources and resource templates. A failure's text names the server and the
+    /// cause.
+    async fn resources(&self, server: &str) -> Result<(Vec<Resource>, Vec<ResourceTemplate>), String> {
+        Err(format!("server {server:?} offers no resources here"))
+    }
+
+    /// Reads `uri` of `server`, refusing answers over `max_bytes`. A failure's text names the
+    /// server, the URI and the cause.
+    async fn read_resource(&self, server: &str, uri: &str, _max_bytes: usize) -> Result<ReadResourceResult, String> {
+        Err(format!("server {server:?} offers no resources here, so {uri:?} cannot be read"))
+    }
 }
 
 /// The text a failed call reaches the model (and a person) as: every failure names the tool,
@@ -124,5 +142,17 @@ impl ToolSource for ServerSet {
     async fn call_bound(&self, call: BoundCall) -> Result<CallToolResult, String> {
         let BoundCall { server, tool, arguments, generation, progress } = call;
         ServerSet::call(self, &server, &tool, arguments, generation, progress).await.map_err(|e| describe(&tool, e))
+    }
+
+    async fn resource_servers(&self) -> Vec<String> {
+        ServerSet::connected(self)
+    }
+
+    async fn resources(&self, server: &str) -> Result<(Vec<Resource>, Vec<ResourceTemplate>), String> {
+        ServerSet::resources(self, server).await.map_err(|e| format!("listing the resources: {e}"))
+    }
+
+    async fn read_resource(&self, server: &str, uri: &str, max_bytes: usize) -> Result<ReadResourceResult, String> {
+        ServerSet::read_resource(self, server, uri, max_bytes).await.map_err(|e| format!("reading {uri:?}: {e}"))
     }
 }

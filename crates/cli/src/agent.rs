@@ -270,16 +270,18 @@ async fn prepare(
         return Err(e);
     }
     let runtime = Arc::new(runtime);
+    let session_dir = dir.join(&id);
     let agent_config = AgentConfig {
         model: model_name,
         max_steps: args.max_steps,
-        session_dir: Some(dir.join(&id)),
+        session_dir: Some(session_dir.clone()),
         exposure,
         tool_search,
         max_loaded,
         ..AgentConfig::default()
     };
     let agent = Agent::new(model, runtime.clone(), policy, agent_config)
+        .with_builtins(agent_loop::resource_tools(runtime.clone(), Some(session_dir)))
         .with_approver(crate::approve::for_session(args.yes))
         .with_transcript(transcript);
     let events: Box<dyn EventSink> = if args.json {

@@ -374,4 +374,24 @@ impl ToolSource for Runtime {
     async fn call_bound(&self, call: BoundCall) -> Result<CallToolResult, String> {
         ToolSource::call_bound(&self.servers, call).await
     }
+
+    async fn resource_servers(&self) -> Vec<String> {
+        ToolSource::resource_servers(&self.servers).await
+    }
+
+    async fn resources(
+        &self,
+        server: &str,
+    ) -> Result<(Vec<mcp_protocol::Resource>, Vec<mcp_protocol::ResourceTemplate>), String> {
+        ToolSource::resources(&self.servers, server).await
+    }
+
+    async fn read_resource(
+        &self,
+        server: &str,
+        uri: &str,
+        max_bytes: usize,
+    ) -> Result<mcp_protocol::ReadResourceResult, String> {
+        ToolSource::read_resource(&self.servers, server, uri, max_bytes).await
+    }
 }

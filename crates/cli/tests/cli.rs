@@ -515,6 +515,41 @@ fn call_whose_tool_reports_an_error_exits_1() {
 }
 
 #[test]
+fn call_shows_structured_content_and_refuses_content_that_does_not_match_the_output_schema() {
+    let env = env();
+    let config = env.write(
+        "config.toml",
+        "[servers.fx]\ncommand = \"$FX\"\nargs = [\"echo\", \"--structured\"]\n[policy]\ndefault = \"allow\"\n",
+    );
+    let out = env
+        .run(&config)
+        .args(["call", "mcp__fx__weather_quiet", "--json"])
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    let good = serde_json::json!({"temperature": 22.5, "conditions": "sunny"});
+    assert_eq!(json_of(&out), serde_json::json!({"content": [], "structuredContent": good}));
+    env.run(&config)
+        .args(["call", "mcp__fx__weather"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("Sunny, 22.5 degrees.\nstructured content:\n{\n  \"temperature\": 22.5,"));
+    env.run(&config)
+        .args(["call", "mcp__fx__weather_bad"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(
+            "the result of mcp__fx__weather_bad (tool \"weather_bad\" of server \"fx\") does not match the tool's \
+             output schema, so it was discarded:\n- ",
+        ))
+        .stdout(predicate::str::contains("\n- /temperature: \"hot\" is not of type \"number\""))
+        .stdout(predicate::str::contains("hot\n").not())
+        .stderr(predicate::str::contains("mcp__fx__weather_bad reported an error"));
+}
+
+#[test]
 fn call_to_a_server_that_dies_is_a_connection_error() {
     let env = env();
     let config = env.write("config.toml", "[servers.fx]\ncommand = \"$FX\"\nargs = [\"crash\"]\n");

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use mcp_protocol::{CallToolResult, ServerNotification, Tool};
+use mcp_protocol::{CallToolResult, ReadResourceResult, Resource, ResourceTemplate, ServerNotification, Tool};
 use mcp_safety::Backoff;
 use serde_json::{Map, Value};
 use tokio::sync::broadcast::error::TryRecvError;
@@ -486,6 +486,50 @@ impl ServerSet {
             .call_tool_with_progress(tool, arguments, progress)
             .await
             .map_err(|error| SetCallError::Call { server: server.to_owned(), error })
+    }
+
+    /// The names of the servers connected now, by name.
+    pub fn connected(&self) -> Vec<String> {
+        lock(&self.slots).values().filter(|s| s.live().is_some()).map(|s| s.name.clone()).collect()
+    }
+
+    /// Every resource and resource template of `server`, within the set's listing limits
+    /// (none when it does not declare `resources`).
+    pub async fn resources(&self, server: &str) -> Result<(Vec<Resource>, Vec<ResourceTemplate>), SetCallError> {
+        let limits = self.limits;
+        self.on_client(server, async |client| {
+            let resources = client.list_all_resources(limits).await?;
+            let templates = client.list_all_resource_templates(limits).await?;
+            Ok((resources, templates))
+        })
+        .await
+    }
+
+    /// `resources/read` of `uri` on `server`; an answer over `max_bytes` is refused (see
+    /// [`Client::read_resource`](crate::Client::read_resource)).
+    pub async fn read_resource(
+        &self,
+        server: &str,
+        uri: &str,
+        max_bytes: usize,
+    ) -> Result<ReadResourceResult, SetCallError> {
+        self.on_client(server, async |client| client.read_resource(uri, max_bytes).await).await
+    }
+
+    /// Runs `ask` on `server`'s live client, waiting for a server that is coming back as a
+    /// call does.
+    async fn on_client<T>(
+        &self,
+        server: &str,
+        ask: impl AsyncFnOnce(&crate::Client) -> Result<T, ClientError>,
+    ) -> Result<T, SetCallError> {
+        let slot = self.find(server).ok_or_else(|| SetCallError::UnknownServer { server: server.to_owned() })?;
+        let live = wait_live(&slot).await;
+        let Some(client) = live.as_ref().and_then(|l| l.connection.client()) else {
+            let state = slot.state.borrow().clone();
+            return Err(SetCallError::Unavailable { server: server.to_owned(), state });
+        };
+        ask(client).await.map_err(|error| SetCallError::Call { server: server.to_owned(), error })
     }
 
     /// Closes every server and waits until all are closed and reaped.

@@ -28,7 +28,9 @@
 //! `whoami` tool answering `pid N` and ends every description with `[pid N]` (which process
 //! answered, and which one the model was shown); `--fail-relist` fails every `tools/list` after
 //! the first at its second page (a re-listing that fails halfway). `add_tool` with a name that
-//! exists changes nothing but still announces `list_changed`.
+//! exists changes nothing but still announces `list_changed`. `--structured` adds tools with an
+//! output schema: `weather` (text and matching structured content), `weather_quiet` (matching
+//! structured content, no text) and `weather_bad` (structured content that does not match).
 //!
 //! Tools: `echo {text}`, `add {a,b}`, `sleep {ms}` (progress when a token is given, stops on
 //! cancel), `env {name}`, `crash` (a line on stderr, then exit status 3), `add_tool {name}`

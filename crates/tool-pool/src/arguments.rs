@@ -89,7 +89,7 @@ impl CompiledSchema {
 
     /// Checks `args`: they must be a JSON object valid against the schema.
     pub fn check(&self, args: &Value) -> Result<(), Vec<ArgumentProblem>> {
-        let validator = self.0.as_ref().map_err(|p| vec![p.clone()])?;
+        self.0.as_ref().map_err(|p| vec![p.clone()])?;
         if !args.is_object() {
             return Err(vec![ArgumentProblem {
                 pointer: String::new(),
@@ -97,9 +97,16 @@ impl CompiledSchema {
                 kind: ArgumentProblemKind::Invalid,
             }]);
         }
+        self.check_value(args)
+    }
+
+    /// Checks any JSON value against the schema (a tool's `structuredContent` against its
+    /// output schema); unlike [`check`](Self::check) it does not require an object.
+    pub fn check_value(&self, value: &Value) -> Result<(), Vec<ArgumentProblem>> {
+        let validator = self.0.as_ref().map_err(|p| vec![p.clone()])?;
         let problems = catch_unwind(AssertUnwindSafe(|| {
             validator
-                .iter_errors(args)
+                .iter_errors(value)
                 .take(MAX_PROBLEMS)
                 .map(|e| ArgumentProblem {
                     pointer: e.instance_path().to_string(),
@@ -259,6 +266,17 @@ mod tests {
         let schema = json!({"type": "object", "properties": {"s": {"type": "number"}}});
         let problems = check_arguments(&schema, &json!({"s": "x".repeat(100_000)})).unwrap_err();
         assert!(problems[0].message.chars().count() <= MAX_MESSAGE_CHARS + 1);
+    }
+
+    #[test]
+    fn any_value_can_be_checked() {
+        let schema = json!({"type": "object", "properties": {"t": {"type": "number"}}, "required": ["t"]});
+        let compiled = CompiledSchema::new(&schema);
+        assert_eq!(compiled.check_value(&json!({"t": 1.5})), Ok(()));
+        let problems = compiled.check_value(&json!({"t": "hot"})).unwrap_err();
+        assert_eq!(problems[0].pointer, "/t");
+        assert!(compiled.check_value(&json!([1])).is_err());
+        assert_eq!(CompiledSchema::new(&json!({"type": "array"})).check_value(&json!([1])), Ok(()));
     }
 
     #[test]

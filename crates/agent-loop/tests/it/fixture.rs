@@ -168,6 +168,159 @@ async fn a_session_with_a_real_server_sees_list_changed_between_steps() {
 }
 
 #[tokio::test]
+async fn structured_content_is_checked_against_the_output_schema_and_shown_when_there_is_no_text() {
+    let set = Arc::new(fixture_set_with("echo", &["--structured"]).await);
+    let model = Recording::new(json!({"turns": [
+        {"tool_calls": [
+            {"name": "mcp__fx__weather", "input": {"city": "Oslo"}},
+            {"name": "mcp__fx__weather_quiet", "input": {"city": "Oslo"}},
+            {"name": "mcp__fx__weather_bad", "input": {"city": "Oslo"}}
+        ]},
+        {"text": "Checked."}
+    ]}));
+    let policy = Policy::new(PolicyConfig { default: Decision::Allow, rules: vec![] }).unwrap();
+    let agent = Agent::new(model, set.clone(), policy, AgentConfig::default());
+    let mut conversation = Vec::new();
+    let outcome = agent.run_turn(&mut conversation, "go", &Events::default()).await.unwrap();
+    assert_eq!(outcome.final_text, "Checked.");
+    let results: Vec<(String, bool)> = conversation
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .filter_map(|b| match b {
+            Block::ToolResult { content, is_error, .. } => Some((content.clone(), *is_error)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 3, "{results:?}");
+    // Text content wins; the tool's own text is what the model reads.
+    assert_eq!(results[0], ("Sunny, 22.5 degrees.".to_owned(), false));
+    // No text: the structured content, as JSON.
+    let quiet: serde_json::Value = serde_json::from_str(&results[1].0).unwrap();
+    assert_eq!(quiet, json!({"temperature": 22.5, "conditions": "sunny"}));
+    assert!(!results[1].1);
+    // A mismatch is an error naming the tool and the problem; the bad data is not passed on.
+    let (bad, is_error) = &results[2];
+    assert!(is_error, "{bad}");
+    assert!(bad.starts_with("Error: the result of mcp__fx__weather_bad (tool \"weather_bad\" of server \"fx\") does not match the tool's output schema"), "{bad}");
+    assert!(bad.contains("/temperature: \"hot\" is not of type \"number\""), "{bad}");
+    assert!(bad.contains("(top level): \"conditions\" is a required property"), "{bad}");
+    drop(agent);
+    Arc::try_unwrap(set).unwrap().close().await;
+}
+
+#[tokio::test]
+async fn the_model_lists_and_reads_resources_through_the_built_in_tools() {
+    let set = Arc::new(fixture_set("content").await);
+    let session = tempfile::tempdir().unwrap();
+    let model = Recording::new(json!({"turns": [
+        {"tool_calls": [
+            {"name": "list_mcp_resources", "input": {}},
+            {"name": "list_mcp_resources", "input": {"server": "fx", "offset": 4}},
+            {"name": "read_mcp_resource", "input": {"server": "fx", "uri": "fixture://readme"}},
+            {"name": "read_mcp_resource", "input": {"server": "fx", "uri": "fixture://logo.png"}},
+            {"name": "read_mcp_resource", "input": {"server": "fx", "uri": "fixture://big"}},
+            {"name": "read_mcp_resource", "input": {"server": "fx", "uri": "fixture://nope"}},
+            {"name": "read_mcp_resource", "input": {"server": "fx", "uri": "fixture://notes/n1"}}
+        ]},
+        {"text": "Read."}
+    ]}));
+    let policy = Policy::new(PolicyConfig {
+        default: Decision::Allow,
+        rules: vec![RuleConfig::new("@builtin", "read_mcp_resource", Decision::Confirm)],
+    })
+    .unwrap();
+    let config = AgentConfig { session_dir: Some(session.path().to_owned()), ..AgentConfig::default() };
+    let source: Arc<dyn agent_loop::ToolSource> = set.clone();
+    let agent = Agent::new(model.clone(), source.clone(), policy, config)
+        .with_builtins(agent_loop::resource_tools(source, Some(session.path().to_owned())))
+        .with_approver(Arc::new(agent_loop::ApproveAll));
+    let mut conversation = Vec::new();
+    let outcome = agent.run_turn(&mut conversation, "go", &Events::default()).await.unwrap();
+    assert_eq!(outcome.final_text, "Read.");
+    let tools = model.tool_names(0);
+    assert!(tools.contains(&"list_mcp_resources".to_owned()) && tools.contains(&"read_mcp_resource".to_owned()));
+    let results = tool_results(&conversation);
+    assert_eq!(results.len(), 7, "{results:?}");
+    // The listing: resources and templates, each with its server, bounded and paged.
+    let all: serde_json::Value = serde_json::from_str(&results[0].0).unwrap();
+    assert_eq!(all["total"], 5, "{all}");
+    let uris: Vec<&str> = all["resources"].as_array().unwrap().iter().filter_map(|r| r["uri"].as_str()).collect();
+    assert_eq!(uris, ["fixture://readme", "fixture://logo.png", "fixture://hostile", "fixture://big"]);
+    assert_eq!(all["resources"][4]["uriTemplate"], "fixture://notes/{name}");
+    assert!(all["resources"].as_array().unwrap().iter().all(|r| r["server"] == "fx"));
+    let hostile = all["resources"][2]["description"].as_str().unwrap();
+    assert!(!hostile.contains('\u{1b}') && hostile.contains("HOSTILE<"), "{hostile}");
+    let rest: serde_json::Value = serde_json::from_str(&results[1].0).unwrap();
+    assert_eq!(rest["resources"].as_array().unwrap().len(), 1, "{rest}");
+    assert!(rest.get("next_offset").is_none());
+    // Text inline.
+    assert_eq!(
+        results[2],
+        ("[resource <fixture://readme> (text/plain)]\nFixture readme.\nSecond line.\n".to_owned(), false)
+    );
+    // A blob saved, decoded, privately; the model gets the path.
+    let (blob, _) = &results[3];
+    let saved = session.path().join("resources").join("1-logo.png");
+    assert_eq!(blob, &format!("[resource <fixture://logo.png>: image/png, 8 bytes, saved in {}]", saved.display()));
+    assert_eq!(std::fs::read(&saved).unwrap(), b"\x89PNG\r\n\x1a\n");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&saved).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    // Text over the result budget: an excerpt and the file holding all of it.
+    let (big, is_error) = &results[4];
+    assert!(!is_error);
+    assert!(
+        big.len() < 20_000 && big.contains("more characters; the whole result") && big.contains("saved in"),
+        "{}",
+        &big[big.len() - 300..]
+    );
+    // A failure names the server and the URI.
+    assert!(
+        results[5].1 && results[5].0.contains("fixture://nope") && results[5].0.contains("\"fx\""),
+        "{:?}",
+        results[5]
+    );
+    assert_eq!(results[6].0, "[resource <fixture://notes/n1> (text/plain)]\nNote n1.");
+    drop(agent);
+    Arc::try_unwrap(set).unwrap().close().await;
+}
+
+#[tokio::test]
+async fn resource_tools_go_through_policy_like_any_tool() {
+    let set = Arc::new(fixture_set("content").await);
+    let model = Recording::new(json!({"turns": [
+        {"tool_calls": [
+            {"name": "read_mcp_resource", "input": {"server": "fx", "uri": "fixture://readme"}},
+            {"name": "list_mcp_resources", "input": {}}
+        ]},
+        {"text": "Refused."}
+    ]}));
+    let policy = Policy::new(PolicyConfig {
+        default: Decision::Allow,
+        rules: vec![
+            RuleConfig::new("@builtin", "read_mcp_resource", Decision::Confirm),
+            RuleConfig::new("@builtin", "list_mcp_resources", Decision::Deny),
+        ],
+    })
+    .unwrap();
+    let source: Arc<dyn agent_loop::ToolSource> = set.clone();
+    // Nobody approves: the confirm call is refused, the denied tool is not offered.
+    let agent = Agent::new(model.clone(), source.clone(), policy, AgentConfig::default())
+        .with_builtins(agent_loop::resource_tools(source, None));
+    let mut conversation = Vec::new();
+    agent.run_turn(&mut conversation, "go", &Events::default()).await.unwrap();
+    assert!(!model.tool_names(0).contains(&"list_mcp_resources".to_owned()));
+    let results = tool_results(&conversation);
+    assert!(results.iter().all(|(_, is_error)| *is_error), "{results:?}");
+    assert!(results[0].0.contains("read_mcp_resource was not run"), "{results:?}");
+    assert!(!results[0].0.contains("Fixture readme"));
+    drop(agent);
+    Arc::try_unwrap(set).unwrap().close().await;
+}
+
+#[tokio::test]
 async fn a_server_that_dies_mid_session_becomes_an_error_result() {
     let set = Arc::new(fixture_set("echo").await);
     let model = Recording::new(json!({"turns": [

@@ -60,6 +60,8 @@ struct Options {
     tag_pid: bool,
     /// Time spent starting before reading any input (an interpreter loading its packages).
     startup_ms: u64,
+    /// Adds the tools with an output schema (`--structured`).
+    structured: bool,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -95,6 +97,7 @@ fn parse_args() -> Result<Options, String> {
         fail_relist: false,
         tag_pid: false,
         startup_ms: 0,
+        structured: false,
     };
     while let Some(flag) = args.next() {
         let mut num = |name: &str| -> Result<u64, String> {
@@ -112,6 +115,7 @@ fn parse_args() -> Result<Options, String> {
             "--rendezvous" => o.rendezvous = Some(args.next().ok_or("--rendezvous needs a directory")?.into()),
             "--fail-relist" => o.fail_relist = true,
             "--tag-pid" => o.tag_pid = true,
+            "--structured" => o.structured = true,
             "--startup-ms" => o.startup_ms = num("--startup-ms")?,
             "--log" => o.log = Some(args.next().ok_or("--log needs a file")?),
             "--marker" => o.marker = Some(args.next().ok_or("--marker needs a value")?),
@@ -160,6 +164,36 @@ fn base_tools() -> Vec<Value> {
         json!({"name": "ask_elicitation", "description": "Ask the client to elicit.", "inputSchema": {"type": "object"}}),
         json!({"name": "stderr", "description": "Write lines to stderr.", "inputSchema": obj(json!({"lines": {"type": "integer"}}), json!(["lines"]))}),
     ]
+}
+
+/// The output schema of the `--structured` tools.
+fn weather_schema() -> Value {
+    json!({"type": "object", "properties": {"temperature": {"type": "number"}, "conditions": {"type": "string"}},
+           "required": ["temperature", "conditions"]})
+}
+
+/// `--structured`: tools with an output schema, answering with structured content that
+/// matches it (with and without text) or does not.
+fn structured_tools() -> Vec<Value> {
+    let city = json!({"type": "object", "properties": {"city": {"type": "string"}}});
+    vec![
+        json!({"name": "weather", "description": "The weather, as text and structured content.", "inputSchema": city, "outputSchema": weather_schema()}),
+        json!({"name": "weather_quiet", "description": "The weather, as structured content only.", "inputSchema": city, "outputSchema": weather_schema()}),
+        json!({"name": "weather_bad", "description": "The weather, as structured content that does not match the output schema.", "inputSchema": city, "outputSchema": weather_schema()}),
+    ]
+}
+
+/// The answer of a `--structured` tool.
+fn structured_result(name: &str) -> Option<Value> {
+    let good = json!({"temperature": 22.5, "conditions": "sunny"});
+    Some(match name {
+        "weather" => json!({"content": [{"type": "text", "text": "Sunny, 22.5 degrees."}], "structuredContent": good}),
+        "weather_quiet" => json!({"content": [], "structuredContent": good}),
+        "weather_bad" => {
+            json!({"content": [{"type": "text", "text": "hot"}], "structuredContent": {"temperature": "hot"}})
+        }
+        _ => return None,
+    })
 }
 
 /// `idle`: a child of `fork_bomb`; waits for its stdin (a pipe the server holds) to close.
@@ -578,6 +612,9 @@ impl Server {
                 }
                 text_result(format!("wrote {n} lines"))
             }
+            other if self.opts.structured && structured_result(other).is_some() => {
+                structured_result(other).unwrap_or_default()
+            }
             other => {
                 if self.tools.lock().map(|t| t.iter().any(|x| x["name"] == other)).unwrap_or(false) {
                     text_result(format!("called {other}"))
@@ -661,6 +698,9 @@ fn main() {
     }
     if opts.mode == Mode::Hostile {
         tools.extend(hostile_tools());
+    }
+    if opts.structured {
+        tools.extend(structured_tools());
     }
     let mut log = opts.log.as_deref().and_then(|path| {
         std::fs::OpenOptions::new()
