@@ -64,5 +64,5 @@ pub use servers::{
     ConnectOptions, Connector, DEFAULT_MAX_TOOL_TIME, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, Opened,
     ServerConnection, ServerSpec, ServerState, StderrSource, close_all, connect, connect_all,
 };
-pub use set::{RestartPolicy, ServerEvent, ServerListing, ServerSet, SetCallError, SetOptions};
+pub use set::{ResourceCatalog, RestartPolicy, ServerEvent, ServerListing, ServerSet, SetCallError, SetOptions};
 pub use transport::{DirectWrite, Inbound, Transport, TransportError, TransportSink, TransportStream};

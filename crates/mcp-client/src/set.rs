@@ -14,6 +14,12 @@
 //! differs. Every new connection (a restart, a reconnect) is a new generation, listed afresh.
 //! A server that is not connected contributes no tools: no ghost tools.
 //!
+//! Resources (with their templates) and prompts have a catalog each per server, beside the
+//! tools: listed at connect when the server declares the capability, re-listed only when that
+//! server announces `resources/list_changed` or `prompts/list_changed` (a tools change does not
+//! re-list resources, nor the other way round), within the same [`ListLimits`] as tools. A
+//! failed re-listing keeps the previous catalog.
+//!
 //! [`ServerSet::call`] sends a call only to the generation the caller names: that is the
 //! exact connection and listing the caller was shown. A call to a server that is coming back
 //! waits for it, up to its startup timeout, and is then refused if its generation moved.
@@ -24,7 +30,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use mcp_protocol::{CallToolResult, ReadResourceResult, Resource, ResourceTemplate, ServerNotification, Tool};
+use mcp_protocol::{
+    CallToolResult, GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplate, ServerNotification, Tool,
+};
 use mcp_safety::Backoff;
 use serde_json::{Map, Value};
 use tokio::sync::broadcast::error::TryRecvError;
@@ -43,6 +51,64 @@ pub struct ServerListing {
     pub tools: Arc<[Tool]>,
     /// Changes whenever the listing changes, and with every new connection.
     pub generation: u64,
+}
+
+/// One server's resources and resource templates, as last listed.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct ResourceCatalog {
+    /// Its resources.
+    pub resources: Arc<[Resource]>,
+    /// Its resource templates.
+    pub templates: Arc<[ResourceTemplate]>,
+}
+
+/// A list kept per connection beside the tools (resources, prompts): listed when first needed
+/// and again after the server announced a change of it. The async lock makes callers that
+/// arrive during a listing wait for it instead of seeing nothing.
+struct Cached<T> {
+    value: tokio::sync::Mutex<Option<T>>,
+    /// Not listed yet, or a change was announced since.
+    changed: AtomicBool,
+}
+
+impl<T: Clone> Cached<T> {
+    fn new() -> Self {
+        Self { value: tokio::sync::Mutex::new(None), changed: AtomicBool::new(true) }
+    }
+
+    /// The current list, listed (again) first when it is missing or announced changed. A
+    /// re-listing that fails keeps the previous list and says why in `last_error`; with no
+    /// previous list the failure is the answer (and the next ask tries again).
+    async fn get(
+        &self,
+        server: &str,
+        what: &str,
+        last_error: &Mutex<Option<String>>,
+        list: impl AsyncFnOnce() -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        let mut value = self.value.lock().await;
+        if self.changed.swap(false, Ordering::SeqCst) || value.is_none() {
+            match list().await {
+                Ok(fresh) => *value = Some(fresh),
+                Err(e) if value.is_some() => {
+                    let why = format!("re-listing its {what} after a change failed; the previous list stays: {e}");
+                    tracing::warn!(server = %server, "{why}");
+                    *lock(last_error) = Some(why);
+                }
+                Err(e) => {
+                    self.changed.store(true, Ordering::SeqCst);
+                    return Err(e);
+                }
+            }
+        }
+        match &*value {
+            Some(current) => Ok(current.clone()),
+            None => Err(ClientError::ConnectionClosed {
+                reason: format!("the {what} of server {server:?} were never listed"),
+            }),
+        }
+    }
 }
 
 /// How stdio servers that exit are restarted.
@@ -166,6 +232,10 @@ struct Live {
     /// lag behind a call that the change should refuse: about one run in 150 under load.)
     notifications: Mutex<Option<broadcast::Receiver<ServerNotification>>>,
     changed: AtomicBool,
+    /// Its resources and templates (re-listed on `resources/list_changed` only).
+    resources: Cached<ResourceCatalog>,
+    /// Its prompts (re-listed on `prompts/list_changed` only).
+    prompts: Cached<Arc<[Prompt]>>,
 }
 
 impl Live {
@@ -176,8 +246,13 @@ impl Live {
         loop {
             match receiver.try_recv() {
                 // Lagging lost some notifications: one of them may have been a change.
-                Ok(ServerNotification::ToolsListChanged) | Err(TryRecvError::Lagged(_)) => {
-                    self.changed.store(true, Ordering::SeqCst);
+                Ok(ServerNotification::ToolsListChanged) => self.changed.store(true, Ordering::SeqCst),
+                Ok(ServerNotification::ResourcesListChanged) => self.resources.changed.store(true, Ordering::SeqCst),
+                Ok(ServerNotification::PromptsListChanged) => self.prompts.changed.store(true, Ordering::SeqCst),
+                Err(TryRecvError::Lagged(_)) => {
+                    for changed in [&self.changed, &self.resources.changed, &self.prompts.changed] {
+                        changed.store(true, Ordering::SeqCst);
+                    }
                 }
                 Ok(_) => {}
                 Err(TryRecvError::Empty | TryRecvError::Closed) => return,
@@ -252,6 +327,8 @@ impl Slot {
             listing,
             notifications: Mutex::new(notifications),
             changed: AtomicBool::new(stale),
+            resources: Cached::new(),
+            prompts: Cached::new(),
         });
         *lock(&self.live) = Some(Arc::clone(&live));
         live
@@ -493,16 +570,53 @@ impl ServerSet {
         lock(&self.slots).values().filter(|s| s.live().is_some()).map(|s| s.name.clone()).collect()
     }
 
-    /// Every resource and resource template of `server`, within the set's listing limits
-    /// (none when it does not declare `resources`).
+    /// `server`'s resource catalog: resources and templates, within the set's listing limits
+    /// (none when it does not declare `resources`), re-listed first when it announced a change.
+    pub async fn resource_catalog(&self, server: &str) -> Result<ResourceCatalog, SetCallError> {
+        let (slot, live) = self.live_of(server).await?;
+        live.catch_up();
+        list_resources(&slot, &live, self.limits)
+            .await
+            .map_err(|error| SetCallError::Call { server: server.to_owned(), error })
+    }
+
+    /// Every resource and resource template of `server`, from its catalog (see
+    /// [`ServerSet::resource_catalog`]).
     pub async fn resources(&self, server: &str) -> Result<(Vec<Resource>, Vec<ResourceTemplate>), SetCallError> {
-        let limits = self.limits;
-        self.on_client(server, async |client| {
-            let resources = client.list_all_resources(limits).await?;
-            let templates = client.list_all_resource_templates(limits).await?;
-            Ok((resources, templates))
-        })
-        .await
+        let catalog = self.resource_catalog(server).await?;
+        Ok((catalog.resources.to_vec(), catalog.templates.to_vec()))
+    }
+
+    /// `server`'s prompts from its catalog, within the set's listing limits (none when it does
+    /// not declare `prompts`), re-listed first when it announced a change.
+    pub async fn prompts(&self, server: &str) -> Result<Arc<[Prompt]>, SetCallError> {
+        let (slot, live) = self.live_of(server).await?;
+        live.catch_up();
+        list_prompts(&slot, &live, self.limits)
+            .await
+            .map_err(|error| SetCallError::Call { server: server.to_owned(), error })
+    }
+
+    /// `prompts/get` of prompt `name` of `server` with its arguments.
+    pub async fn get_prompt(
+        &self,
+        server: &str,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+    ) -> Result<GetPromptResult, SetCallError> {
+        self.on_client(server, async |client| client.get_prompt(name, arguments).await).await
+    }
+
+    /// The slot and live connection of `server`, waiting for one coming back as a call does.
+    async fn live_of(&self, server: &str) -> Result<(Arc<Slot>, Arc<Live>), SetCallError> {
+        let slot = self.find(server).ok_or_else(|| SetCallError::UnknownServer { server: server.to_owned() })?;
+        match wait_live(&slot).await {
+            Some(live) => Ok((slot, live)),
+            None => {
+                let state = slot.state.borrow().clone();
+                Err(SetCallError::Unavailable { server: server.to_owned(), state })
+            }
+        }
     }
 
     /// `resources/read` of `uri` on `server`; an answer over `max_bytes` is refused (see
@@ -540,6 +654,47 @@ impl ServerSet {
             set.spawn(close_slot(slot));
         }
         while set.join_next().await.is_some() {}
+    }
+}
+
+/// The resource catalog of a connection, listed first when it is missing or changed.
+async fn list_resources(slot: &Slot, live: &Live, limits: ListLimits) -> Result<ResourceCatalog, ClientError> {
+    let Some(client) = live.connection.client() else {
+        return Ok(ResourceCatalog::default());
+    };
+    live.resources
+        .get(&slot.name, "resources", &slot.last_error, async || {
+            let resources = client.list_all_resources(limits).await?;
+            let templates = client.list_all_resource_templates(limits).await?;
+            Ok(ResourceCatalog { resources: resources.into(), templates: templates.into() })
+        })
+        .await
+}
+
+/// The prompt catalog of a connection, listed first when it is missing or changed.
+async fn list_prompts(slot: &Slot, live: &Live, limits: ListLimits) -> Result<Arc<[Prompt]>, ClientError> {
+    let Some(client) = live.connection.client() else {
+        return Ok(Arc::from(Vec::new()));
+    };
+    live.prompts
+        .get(&slot.name, "prompts", &slot.last_error, async || Ok(client.list_all_prompts(limits).await?.into()))
+        .await
+}
+
+/// Lists a new connection's resources and prompts (only what it declared: the others are
+/// empty, unasked) within its startup timeout, so the catalogs are there when first wanted. A
+/// failure here is not the connection's: the catalog is listed again when it is asked for.
+async fn list_catalogs(slot: &Slot, live: &Live, limits: ListLimits, timeout: Duration) {
+    let both = async {
+        if let Err(e) = list_resources(slot, live, limits).await {
+            tracing::warn!(server = %slot.name, "listing its resources failed; they are listed again when asked for: {e}");
+        }
+        if let Err(e) = list_prompts(slot, live, limits).await {
+            tracing::warn!(server = %slot.name, "listing its prompts failed; they are listed again when asked for: {e}");
+        }
+    };
+    if tokio::time::timeout(timeout, both).await.is_err() {
+        tracing::warn!(server = %slot.name, "listing its resources and prompts took over {timeout:?}; they are listed when asked for");
     }
 }
 
@@ -643,6 +798,7 @@ async fn keep(slot: Arc<Slot>, shared: Arc<Shared>, mut requests: mpsc::Unbounde
             ServerState::Connected { .. } => {
                 failures = 0;
                 let live = slot.publish(connection);
+                list_catalogs(&slot, &live, shared.options.connect.list_limits, spec.startup_timeout).await;
                 slot.set_state(&shared, live.connection.state().clone());
                 let ended = match live.connection.client() {
                     Some(client) => {

@@ -263,3 +263,96 @@ async fn servers_can_be_disabled_enabled_added_replaced_and_removed_while_runnin
     assert!(set.state("two").is_none());
     set.close().await;
 }
+
+/// A `content --mutable` fixture named `name`.
+fn content_server(name: &str) -> ServerSpec {
+    let mut spec = fixture(&["content", "--mutable"]);
+    spec.name = name.to_owned();
+    spec
+}
+
+/// How many requests of `method` `server` has received (its `counters` tool).
+async fn count(set: &ServerSet, server: &str, method: &str) -> u64 {
+    let text = set.call(server, "counters", None, None, None).await.unwrap().joined_text();
+    let counts: serde_json::Value = serde_json::from_str(&text).unwrap();
+    counts.get(method).and_then(serde_json::Value::as_u64).unwrap_or(0)
+}
+
+/// Asks `check` again (bounded) until it holds; whether it did.
+async fn eventually(mut check: impl AsyncFnMut() -> bool) -> bool {
+    let wait = async {
+        while !check().await {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(mcp_fixtures::EVENT_DEADLINE, wait).await.is_ok()
+}
+
+#[tokio::test]
+async fn resources_and_prompts_are_listed_at_connect_and_relisted_only_for_their_own_change_on_that_server() {
+    let set = ServerSet::start(vec![content_server("a"), content_server("b")], options(3));
+    wait_for(&set, "a", connected).await;
+    wait_for(&set, "b", connected).await;
+    let lists = ["tools/list", "resources/list", "resources/templates/list", "prompts/list"];
+    for server in ["a", "b"] {
+        for method in lists {
+            assert_eq!(count(&set, server, method).await, 1, "{server} listed {method} once at connect");
+        }
+    }
+
+    // Asking for the catalogs lists nothing again.
+    let catalog = set.resource_catalog("a").await.unwrap();
+    assert_eq!(catalog.resources.len(), 4);
+    assert_eq!(catalog.templates.len(), 1);
+    assert_eq!(set.prompts("a").await.unwrap().len(), 3);
+    assert_eq!(count(&set, "a", "resources/list").await, 1);
+    assert_eq!(count(&set, "a", "prompts/list").await, 1);
+
+    // A resource change re-lists a's resources (and templates), nothing else, nowhere else.
+    set.call("a", "add_resource", args(json!({"name": "fresh"})), None, None).await.unwrap();
+    let seen = eventually(async || {
+        let catalog = set.resource_catalog("a").await.unwrap();
+        catalog.resources.iter().any(|r| r.uri == "fixture://added/fresh")
+    });
+    assert!(seen.await, "the added resource was never listed");
+    assert_eq!(count(&set, "a", "resources/list").await, 2);
+    assert_eq!(count(&set, "a", "resources/templates/list").await, 2);
+    assert_eq!(count(&set, "a", "prompts/list").await, 1, "a resource change does not re-list prompts");
+    let generation = set.refresh().await.iter().find(|l| l.name == "a").unwrap().generation;
+    assert_eq!(count(&set, "a", "tools/list").await, 1, "a resource change does not re-list tools");
+    assert_eq!(count(&set, "b", "resources/list").await, 1, "another server's change does not re-list b");
+    assert_eq!(set.resource_catalog("b").await.unwrap().resources.len(), 4);
+
+    // A prompt change re-lists a's prompts only.
+    set.call("a", "add_prompt", args(json!({"name": "fresh"})), None, None).await.unwrap();
+    let seen = eventually(async || set.prompts("a").await.unwrap().iter().any(|p| p.name == "fresh"));
+    assert!(seen.await, "the added prompt was never listed");
+    assert_eq!(count(&set, "a", "prompts/list").await, 2);
+    assert_eq!(count(&set, "a", "resources/list").await, 2, "a prompt change does not re-list resources");
+    assert_eq!(set.refresh().await.iter().find(|l| l.name == "a").unwrap().generation, generation);
+    assert_eq!(count(&set, "b", "prompts/list").await, 1);
+
+    // A tools change re-lists tools only.
+    set.call("a", "add_tool", args(json!({"name": "late"})), None, None).await.unwrap();
+    let seen = eventually(async || {
+        set.refresh().await.iter().any(|l| l.name == "a" && l.tools.iter().any(|t| t.name == "late"))
+    });
+    assert!(seen.await, "the added tool was never listed");
+    set.resource_catalog("a").await.unwrap();
+    set.prompts("a").await.unwrap();
+    assert_eq!(count(&set, "a", "tools/list").await, 2);
+    assert_eq!(count(&set, "a", "resources/list").await, 2, "a tools change does not re-list resources");
+    assert_eq!(count(&set, "a", "prompts/list").await, 2, "a tools change does not re-list prompts");
+    set.close().await;
+}
+
+#[tokio::test]
+async fn a_server_without_resources_or_prompts_has_empty_catalogs_unasked() {
+    let set = ServerSet::start(vec![fixture(&["echo"])], options(3));
+    wait_for(&set, "fx", connected).await;
+    let catalog = set.resource_catalog("fx").await.unwrap();
+    assert!(catalog.resources.is_empty() && catalog.templates.is_empty());
+    assert!(set.prompts("fx").await.unwrap().is_empty());
+    assert!(matches!(set.prompts("nope").await, Err(SetCallError::UnknownServer { .. })));
+    set.close().await;
+}

@@ -42,7 +42,13 @@
 //! `fixture://hostile` (terminal escapes in its description and text) and `fixture://big` (1
 //! MiB of text); the template `fixture://notes/{name}` (any name reads `Note NAME.`); the prompts
 //! `greet {name, style?}`, `review {code}` (a user and an assistant message) and `hostile`. Its
-//! lists come in pages of `--page-size`; an unknown URI is error -32002.
+//! lists come in pages of `--page-size`; an unknown URI is error -32002. `content --mutable`
+//! also declares `tools` and `listChanged` for tools, resources and prompts, with the tools
+//! `add_resource {name}` (adds `fixture://added/NAME` and announces
+//! `resources/list_changed`), `add_prompt {name}` (announces `prompts/list_changed`),
+//! `add_tool {name}` and `counters` (how many requests of each method arrived, as a JSON
+//! object: what a test counts re-listings with). `--instructions TEXT` (any mode) puts TEXT
+//! in the initialize result's `instructions`.
 //!
 //! [`http`] is an MCP server over HTTP with switchable faults, for the HTTP transports' tests
 //! (in-process) and, as `mcp-fixture-http-server`, by hand; with [`oauth`] it is also an OAuth

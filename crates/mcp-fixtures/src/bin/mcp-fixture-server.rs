@@ -62,6 +62,11 @@ struct Options {
     startup_ms: u64,
     /// Adds the tools with an output schema (`--structured`).
     structured: bool,
+    /// `content --mutable`: also declares `tools` and `listChanged` for everything, with the
+    /// tools `add_resource`, `add_prompt`, `add_tool` and `counters`.
+    mutable: bool,
+    /// The `instructions` of the initialize result (`--instructions TEXT`).
+    instructions: Option<String>,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -98,6 +103,8 @@ fn parse_args() -> Result<Options, String> {
         tag_pid: false,
         startup_ms: 0,
         structured: false,
+        mutable: false,
+        instructions: None,
     };
     while let Some(flag) = args.next() {
         let mut num = |name: &str| -> Result<u64, String> {
@@ -116,6 +123,8 @@ fn parse_args() -> Result<Options, String> {
             "--fail-relist" => o.fail_relist = true,
             "--tag-pid" => o.tag_pid = true,
             "--structured" => o.structured = true,
+            "--mutable" => o.mutable = true,
+            "--instructions" => o.instructions = Some(args.next().ok_or("--instructions needs a text")?),
             "--startup-ms" => o.startup_ms = num("--startup-ms")?,
             "--log" => o.log = Some(args.next().ok_or("--log needs a file")?),
             "--marker" => o.marker = Some(args.next().ok_or("--marker needs a value")?),
@@ -318,6 +327,19 @@ fn prompts() -> Vec<Value> {
     ]
 }
 
+/// The tools of `content --mutable`: each changes a list and announces it, and `counters`
+/// says how many requests of each method the server received (so a test sees what was
+/// re-listed).
+fn mutable_tools() -> Vec<Value> {
+    let named = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
+    vec![
+        json!({"name": "add_resource", "description": "Add resource fixture://added/NAME and announce resources/list_changed.", "inputSchema": named}),
+        json!({"name": "add_prompt", "description": "Add prompt NAME and announce prompts/list_changed.", "inputSchema": named}),
+        json!({"name": "add_tool", "description": "Register a tool and announce list_changed.", "inputSchema": named}),
+        json!({"name": "counters", "description": "How many requests of each method arrived, as a JSON object.", "inputSchema": {"type": "object"}}),
+    ]
+}
+
 /// `resources/read` of `content`: the contents, or a JSON-RPC error (code, message).
 fn read_resource(uri: &str) -> Result<Value, (i64, String)> {
     let text = |text: String| Ok(json!({"contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]}));
@@ -326,7 +348,7 @@ fn read_resource(uri: &str) -> Result<Value, (i64, String)> {
         "fixture://logo.png" => Ok(json!({"contents": [{"uri": uri, "mimeType": "image/png", "blob": LOGO}]})),
         "fixture://hostile" => text(HOSTILE.to_owned()),
         "fixture://big" => text("x".repeat(1024 * 1024)),
-        _ => match uri.strip_prefix("fixture://notes/") {
+        _ => match uri.strip_prefix("fixture://notes/").or_else(|| uri.strip_prefix("fixture://added/")) {
             Some(name) if !name.is_empty() => text(format!("Note {name}.")),
             _ => Err((-32002, format!("Resource not found: {uri}"))),
         },
@@ -371,6 +393,11 @@ struct Server {
     gathered: Mutex<usize>,
     gathered_changed: Condvar,
     listed_once: std::sync::atomic::AtomicBool,
+    /// `content --mutable`: resources and prompts added by `add_resource` / `add_prompt`.
+    added_resources: Mutex<Vec<Value>>,
+    added_prompts: Mutex<Vec<Value>>,
+    /// Requests received, by method (`counters`).
+    counts: Mutex<HashMap<String, u64>>,
 }
 
 impl Server {
@@ -510,6 +537,22 @@ impl Server {
                 }
                 send(&self.out, &json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}), true);
                 text_result(format!("added {new}"))
+            }
+            "add_resource" | "add_prompt" if self.opts.mutable => {
+                let new = args.get("name").and_then(Value::as_str).unwrap_or("added").to_owned();
+                let (list, item, method) = if name == "add_resource" {
+                    let uri = format!("fixture://added/{new}");
+                    (&self.added_resources, json!({"uri": uri, "name": new, "mimeType": "text/plain"}), "resources")
+                } else {
+                    (&self.added_prompts, json!({"name": new, "description": "An added prompt."}), "prompts")
+                };
+                lock(list).push(item);
+                send(&self.out, &json!({"jsonrpc": "2.0", "method": format!("notifications/{method}/list_changed")}), true);
+                text_result(format!("added {new}"))
+            }
+            "counters" if self.opts.mutable => {
+                let counts = lock(&self.counts).clone();
+                text_result(json!(counts).to_string())
             }
             "ask_roots" => text_result(self.ask_client("roots/list", json!({})).to_string()),
             "ask_sampling" => text_result(
@@ -692,7 +735,7 @@ fn main() {
         }
     };
     std::thread::sleep(Duration::from_millis(opts.startup_ms));
-    let mut tools = base_tools();
+    let mut tools = if opts.mutable { mutable_tools() } else { base_tools() };
     if opts.mode == Mode::Snoop {
         tools.extend(snoop_tools());
     }
@@ -735,6 +778,9 @@ fn main() {
         gathered: Mutex::new(0),
         gathered_changed: Condvar::new(),
         listed_once: std::sync::atomic::AtomicBool::new(false),
+        added_resources: Mutex::default(),
+        added_prompts: Mutex::default(),
+        counts: Mutex::default(),
         opts,
     });
     if server.opts.huge_line > 0
@@ -799,6 +845,9 @@ fn handle(server: &Arc<Server>, msg: Value, flush: bool) {
             let _ = w.write_all(b"this is not json\n\n{\"half\": \n[1,2,3]\n{\"jsonrpc\":\"1.0\",\"id\":99}\n");
         }
     }
+    if let (Some(method), Some(_)) = (&method, &id) {
+        *lock(&server.counts).entry(method.clone()).or_default() += 1;
+    }
     match (method.as_deref(), id) {
         (Some("initialize"), Some(id)) => {
             if let Some(dir) = &server.opts.rendezvous
@@ -810,18 +859,20 @@ fn handle(server: &Arc<Server>, msg: Value, flush: bool) {
             let requested = params.get("protocolVersion").and_then(Value::as_str).unwrap_or("2025-11-25");
             let known = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
             let version = if known.contains(&requested) { requested } else { "2025-11-25" };
-            let capabilities = if server.opts.mode == Mode::Content {
+            let capabilities = if server.opts.mode == Mode::Content && server.opts.mutable {
+                json!({"tools": {"listChanged": true}, "resources": {"listChanged": true}, "prompts": {"listChanged": true}})
+            } else if server.opts.mode == Mode::Content {
                 json!({"resources": {}, "prompts": {}})
             } else {
                 json!({"tools": {"listChanged": true}, "logging": {}})
             };
-            server.respond(
-                &id,
-                json!({"protocolVersion": version,
-                       "capabilities": capabilities,
-                       "serverInfo": {"name": "mcp-fixture-server", "version": env!("CARGO_PKG_VERSION")}}),
-                true,
-            );
+            let mut result = json!({"protocolVersion": version,
+                   "capabilities": capabilities,
+                   "serverInfo": {"name": "mcp-fixture-server", "version": env!("CARGO_PKG_VERSION")}});
+            if let Some(instructions) = &server.opts.instructions {
+                result["instructions"] = json!(instructions);
+            }
+            server.respond(&id, result, true);
         }
         (Some("notifications/initialized"), None) => {
             if server.opts.mode == Mode::ListChanging {
@@ -834,7 +885,7 @@ fn handle(server: &Arc<Server>, msg: Value, flush: bool) {
             }
         }
         (Some("ping"), Some(id)) => server.respond(&id, json!({}), true),
-        (Some("tools/list" | "tools/call"), Some(id)) if server.opts.mode == Mode::Content => {
+        (Some("tools/list" | "tools/call"), Some(id)) if server.opts.mode == Mode::Content && !server.opts.mutable => {
             server.respond_error(&id, -32601, "Method not found");
         }
         (Some("tools/list"), Some(id)) => server.list_tools(&id, &params),
@@ -843,9 +894,9 @@ fn handle(server: &Arc<Server>, msg: Value, flush: bool) {
             if server.opts.mode == Mode::Content =>
         {
             let (key, items) = match method {
-                "resources/list" => ("resources", resources()),
+                "resources/list" => ("resources", [resources(), lock(&server.added_resources).clone()].concat()),
                 "resources/templates/list" => ("resourceTemplates", templates()),
-                _ => ("prompts", prompts()),
+                _ => ("prompts", [prompts(), lock(&server.added_prompts).clone()].concat()),
             };
             server.list_page(&id, &params, key, &items);
         }
