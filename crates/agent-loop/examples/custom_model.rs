@@ -113,6 +113,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let policy = Policy::new(PolicyConfig {
         default: Decision::Confirm,
         rules: vec![RuleConfig::new("geo", "lookup", Decision::Allow)],
+        ..Default::default()
     })?;
     let agent = Agent::new(Arc::new(RuleModel), Arc::new(Capitals), policy, AgentConfig::default());
     let mut conversation = Vec::new();

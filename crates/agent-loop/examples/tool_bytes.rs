@@ -103,7 +103,8 @@ impl ToolSource for Servers {
 
 /// Bytes of every request's tools over `sessions` sessions of [`TURNS`] queries.
 async fn run(servers: &Arc<Servers>, queries: &[String], sessions: usize, exposure: &ExposureOptions) -> Vec<usize> {
-    let policy = Policy::new(PolicyConfig { default: Decision::Allow, rules: vec![] }).unwrap_or_default();
+    let policy =
+        Policy::new(PolicyConfig { default: Decision::Allow, rules: vec![], ..Default::default() }).unwrap_or_default();
     let mut all = Vec::new();
     for session in queries.chunks(TURNS).take(sessions) {
         let model = Arc::new(Searcher::default());

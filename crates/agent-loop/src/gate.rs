@@ -37,6 +37,8 @@ const SUGGESTIONS: usize = 3;
 pub struct Binding {
     pool: Arc<Pool>,
     generations: BTreeMap<String, u64>,
+    /// The policy the pool was assembled under (built-ins that decide by their input use it).
+    policy: Arc<Policy>,
     /// The revision the pool was assembled under; [`Catalog::renumber`] keeps it.
     assembled: u64,
 }
@@ -50,6 +52,11 @@ impl Binding {
     /// The generation of `server`'s listing this binding was built from.
     pub fn generation(&self, server: &str) -> Option<u64> {
         self.generations.get(server).copied()
+    }
+
+    /// The policy the pool was assembled under.
+    pub fn policy(&self) -> &Arc<Policy> {
+        &self.policy
     }
 
     /// The revision the pool's entries were assembled under: equal for two bindings exactly
@@ -69,7 +76,7 @@ impl Binding {
 #[derive(Debug)]
 pub struct Catalog {
     builtins: Arc<[tool_pool::BuiltinTool]>,
-    policy: Policy,
+    policy: Arc<Policy>,
     options: tool_pool::Options,
     state: Mutex<CatalogState>,
 }
@@ -90,7 +97,7 @@ pub struct CatalogError(String);
 impl Catalog {
     /// A catalog of these built-in tools (they come first) and the servers' tools, under `policy`.
     pub fn new(builtins: Arc<[tool_pool::BuiltinTool]>, policy: Policy, options: tool_pool::Options) -> Self {
-        Self { builtins, policy, options, state: Mutex::new(CatalogState::default()) }
+        Self { builtins, policy: Arc::new(policy), options, state: Mutex::new(CatalogState::default()) }
     }
 
     /// The policy the pools are built under.
@@ -108,6 +115,7 @@ impl Catalog {
         let binding = Arc::new(Binding {
             pool: Arc::new(current.pool.renumbered(revision)),
             generations: current.generations.clone(),
+            policy: Arc::clone(&current.policy),
             assembled: current.assembled,
         });
         state.revision = revision;
@@ -128,11 +136,15 @@ impl Catalog {
             return Ok(Arc::clone(current));
         }
         state.revision += 1;
-        let policy = listing.policy.as_ref().map_or(&self.policy, |(_, policy)| policy.as_ref());
-        let pool = assemble(&self.builtins, &listing.servers, policy, &self.options, state.revision)
+        let policy = Arc::clone(listing.policy.as_ref().map_or(&self.policy, |(_, policy)| policy));
+        let pool = assemble(&self.builtins, &listing.servers, &policy, &self.options, state.revision)
             .map_err(|e| CatalogError(e.to_string()))?;
-        let binding =
-            Arc::new(Binding { pool: Arc::new(pool), generations: listing.generations, assembled: state.revision });
+        let binding = Arc::new(Binding {
+            pool: Arc::new(pool),
+            generations: listing.generations,
+            policy,
+            assembled: state.revision,
+        });
         state.current = Some(Arc::clone(&binding));
         state.policy_version = policy_version;
         Ok(binding)
@@ -297,6 +309,8 @@ pub enum Job {
         tool: Arc<dyn BuiltinTool>,
         /// Its input.
         input: Value,
+        /// The policy it was admitted under.
+        policy: Arc<Policy>,
     },
     /// A tool of an MCP server.
     Mcp {
@@ -440,17 +454,35 @@ impl CallGate {
             }
             Err(_) => return Admission::Refused(missing(pool, name)),
         }
-        let rule = entry.verdict().source.to_string();
-        let (decision, reason) = match entry.decision() {
+        let handler = match entry.origin() {
+            Origin::Builtin(spec) => match self.builtins.iter().find(|b| b.spec().name == spec.name) {
+                Some(tool) => Some(tool),
+                None => return Admission::Refused(Refusal::NoHandler { name: name.to_owned() }),
+            },
+            Origin::Mcp { .. } => None,
+        };
+        // A built-in that reads something policy names (a resource) may be stricter for this
+        // input than the tool itself is.
+        let mut verdict = entry.verdict().clone();
+        let mut approval_key = name.to_owned();
+        if let Some(stricter) = handler.and_then(|h| h.decide_input(&binding.policy, arguments))
+            && stricter.decision > verdict.decision
+        {
+            // An approval "for the session" of this stricter rule covers only what it names.
+            approval_key = format!("{name}\n{}", stricter.source);
+            verdict = stricter;
+        }
+        let rule = verdict.source.to_string();
+        let (decision, reason) = match verdict.decision {
             Decision::Allow => (CallDecision::Allowed, format!("allowed by {rule}")),
-            // Denied tools are not in the pool; a deny here would be a pool bug, so refuse.
+            // Denied tools are not in the pool; a deny here is an input's (or a pool bug).
             Decision::Deny => {
                 return Admission::Refused(Refusal::NotApproved {
                     name: name.to_owned(),
                     reason: format!("denied by {rule}"),
                 });
             }
-            Decision::Confirm if lock(&self.approved_for_session).contains(name) => {
+            Decision::Confirm if lock(&self.approved_for_session).contains(&approval_key) => {
                 (CallDecision::Approved, "approved earlier in this session".to_owned())
             }
             Decision::Confirm => {
@@ -464,7 +496,7 @@ impl CallGate {
                 match self.approver.approve(&request).await {
                     ApprovalAnswer::Yes => (CallDecision::Approved, format!("approved (asked by {rule})")),
                     ApprovalAnswer::YesForSession => {
-                        lock(&self.approved_for_session).insert(name.to_owned());
+                        lock(&self.approved_for_session).insert(approval_key);
                         (CallDecision::Approved, format!("approved for this session (asked by {rule})"))
                     }
                     ApprovalAnswer::No => {
@@ -472,7 +504,7 @@ impl CallGate {
                         return Admission::Refused(Refusal::NotApproved { name: name.to_owned(), reason });
                     }
                     ApprovalAnswer::Unanswered(why) => {
-                        let reason = format!("{name} needs confirmation ({}) and {why}", entry.verdict());
+                        let reason = format!("{name} needs confirmation ({verdict}) and {why}");
                         return Admission::Refused(Refusal::NotApproved { name: name.to_owned(), reason });
                     }
                 }
@@ -494,12 +526,12 @@ impl CallGate {
                 return Admission::Refused(Refusal::Blocked { name: name.to_owned(), why });
             }
         }
-        let job = match entry.origin() {
-            Origin::Builtin(spec) => match self.builtins.iter().find(|b| b.spec().name == spec.name) {
-                Some(tool) => Job::Builtin { tool: Arc::clone(tool), input: arguments.clone() },
-                None => return Admission::Refused(Refusal::NoHandler { name: name.to_owned() }),
-            },
-            Origin::Mcp { server, tool } => Job::Mcp {
+        let job = match (entry.origin(), handler) {
+            (Origin::Builtin(_), Some(tool)) => {
+                Job::Builtin { tool: Arc::clone(tool), input: arguments.clone(), policy: Arc::clone(&binding.policy) }
+            }
+            (Origin::Builtin(_), None) => return Admission::Refused(Refusal::NoHandler { name: name.to_owned() }),
+            (Origin::Mcp { server, tool }, _) => Job::Mcp {
                 server: server.to_owned(),
                 tool: tool.name.clone(),
                 arguments: arguments.as_object().cloned(),
@@ -524,8 +556,8 @@ impl CallGate {
         progress: Option<tokio::sync::mpsc::UnboundedSender<mcp_protocol::ProgressNotificationParams>>,
     ) -> Ran {
         match job {
-            Job::Builtin { tool, input } => {
-                let ran = AssertUnwindSafe(tool.call(&input)).catch_unwind().await;
+            Job::Builtin { tool, input, policy } => {
+                let ran = AssertUnwindSafe(tool.call_under(&input, &policy)).catch_unwind().await;
                 Ran::Builtin(ran.unwrap_or_else(|panic| {
                     Err(format!("the built-in tool {} failed ({})", tool.spec().name, panic_message(panic.as_ref())))
                 }))

@@ -75,6 +75,18 @@ pub trait BuiltinTool: Send + Sync {
 
     /// Run it; `Err` is a failure the model reads (as `Error: …`).
     async fn call(&self, input: &Value) -> Result<String, String>;
+
+    /// A decision that depends on this call's input (the resource it reads), for the gate to
+    /// apply beside the tool's own: the stricter wins. `None` (the default) adds nothing.
+    fn decide_input(&self, _policy: &policy::Policy, _input: &Value) -> Option<policy::Verdict> {
+        None
+    }
+
+    /// Runs it under the policy of the binding it was admitted with (a tool that lists what
+    /// policy may hide, such as resources, filters by it). By default [`BuiltinTool::call`].
+    async fn call_under(&self, input: &Value, _policy: &policy::Policy) -> Result<String, String> {
+        self.call(input).await
+    }
 }
 
 /// A tool call as hooks see it.

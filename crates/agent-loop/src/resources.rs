@@ -7,6 +7,10 @@
 //! result budget (a text over it is saved in the session's directory and the model gets an
 //! excerpt and the path). Blobs are never inlined: they are saved, decoded, in the session's
 //! `resources/` directory (0600 in 0700) and the model gets their type, size and path.
+//!
+//! Resource rules of the policy apply on top of the tools' own decisions: a read is decided
+//! by the stricter of [`READ_RESOURCE_TOOL`]'s rule and the resource's, and a resource (or
+//! template) denied by a resource rule is left out of listings, so the model never sees it.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -74,6 +78,22 @@ impl BuiltinTool for ListResources {
     }
 
     async fn call(&self, input: &Value) -> Result<String, String> {
+        self.list(input, None).await
+    }
+
+    async fn call_under(&self, input: &Value, policy: &policy::Policy) -> Result<String, String> {
+        self.list(input, Some(policy)).await
+    }
+}
+
+/// Whether `policy` denies resource (or template) `uri` of `server` outright.
+fn denied(policy: Option<&policy::Policy>, server: &str, uri: &str) -> bool {
+    policy.and_then(|p| p.decide_resource(server, uri)).is_some_and(|v| v.decision == policy::Decision::Deny)
+}
+
+impl ListResources {
+    /// The listing, without what `policy` denies.
+    async fn list(&self, input: &Value, policy: Option<&policy::Policy>) -> Result<String, String> {
         let offset = input.get("offset").and_then(Value::as_u64).unwrap_or(0);
         let offset = usize::try_from(offset).unwrap_or(usize::MAX);
         let servers = match input.get("server").and_then(Value::as_str) {
@@ -85,7 +105,7 @@ impl BuiltinTool for ListResources {
         for server in &servers {
             match self.source.resources(server).await {
                 Ok((resources, templates)) => {
-                    for r in resources {
+                    for r in resources.into_iter().filter(|r| !denied(policy, server, &r.uri)) {
                         let mut entry = json!({"server": field(server), "uri": field(&r.uri), "name": field(&r.name)});
                         if let Some(mime) = &r.mime_type {
                             entry["mimeType"] = json!(field(mime));
@@ -95,7 +115,7 @@ impl BuiltinTool for ListResources {
                         }
                         entries.push(entry);
                     }
-                    for t in templates {
+                    for t in templates.into_iter().filter(|t| !denied(policy, server, &t.uri_template)) {
                         let mut entry = json!({"server": field(server), "uriTemplate": field(&t.uri_template), "name": field(&t.name)});
                         if let Some(description) = &t.description {
                             entry["description"] = json!(field(description));
@@ -125,6 +145,12 @@ impl BuiltinTool for ListResources {
 
 #[async_trait]
 impl BuiltinTool for ReadResource {
+    fn decide_input(&self, policy: &policy::Policy, input: &Value) -> Option<policy::Verdict> {
+        let server = input.get("server").and_then(Value::as_str)?;
+        let uri = input.get("uri").and_then(Value::as_str)?;
+        policy.decide_resource(server, uri)
+    }
+
     fn spec(&self) -> tool_pool::BuiltinTool {
         tool_pool::BuiltinTool {
             name: READ_RESOURCE_TOOL.into(),

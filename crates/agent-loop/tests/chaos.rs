@@ -203,7 +203,7 @@ async fn twenty_servers_killed_at_random_while_the_agent_calls_them() {
         }
         kills
     });
-    let policy = Policy::new(PolicyConfig { default: Decision::Allow, rules: vec![] }).unwrap();
+    let policy = Policy::new(PolicyConfig { default: Decision::Allow, rules: vec![], ..Default::default() }).unwrap();
     let config = AgentConfig { max_steps: 100_000, ..AgentConfig::default() };
     let agent = Agent::new(model.clone(), set.clone(), policy, config);
     let mut conversation = Vec::new();

@@ -68,6 +68,7 @@ async fn a_scripted_session_with_server_everything() {
             RuleConfig::new("everything", "echo", Decision::Allow),
             RuleConfig::new("everything", "get-sum", Decision::Allow),
         ],
+        ..Default::default()
     })
     .unwrap();
     let asked = Arc::new(Asked(Mutex::new(Vec::new())));

@@ -477,7 +477,8 @@ pub(crate) fn demo_config(harness: &Path) -> Config {
         .into_iter()
         .map(|tool| policy::RuleConfig::new("notes", tool, policy::Decision::Allow))
         .collect();
-    let policy = Policy::new(PolicyConfig { default: policy::Decision::Confirm, rules }).unwrap_or_default();
+    let policy = Policy::new(PolicyConfig { default: policy::Decision::Confirm, rules, ..Default::default() })
+        .unwrap_or_default();
     Config {
         servers: vec![ServerConfig::stdio("notes", stdio)],
         policy,
@@ -592,6 +593,11 @@ fn parse_checked(path: &Path, text: &str, context: &Context<'_>) -> Result<Confi
     let policy = Policy::new(policy).map_err(|e| match e {
         PolicyError::InvalidPattern { index, field, pattern, reason } => invalid(
             Some(format!("policy.rules[{index}].{field}")),
+            format!("invalid pattern {pattern:?}: {reason}"),
+            None,
+        ),
+        PolicyError::InvalidResourcePattern { index, field, pattern, reason } => invalid(
+            Some(format!("policy.resources[{index}].{field}")),
             format!("invalid pattern {pattern:?}: {reason}"),
             None,
         ),
@@ -1728,12 +1734,13 @@ mod tests {
     #[test]
     fn configuration_reference_lists_every_key() {
         // Every key each table of our TOML accepts, read from the parser itself.
-        let tables: [(&str, &[&str]); 8] = [
+        let tables: [(&str, &[&str]); 9] = [
             ("## Top level", keys::fields::<RawToml>()),
             ("## `[servers.NAME]`", keys::fields::<RawServer>()),
             ("### `[servers.NAME.oauth]`", keys::fields::<RawOAuth>()),
             ("## `[policy]`", keys::fields::<PolicyConfig>()),
             ("## `[policy]`", keys::fields::<policy::RuleConfig>()),
+            ("## `[policy]`", keys::fields::<policy::ResourceRuleConfig>()),
             ("## `[sandbox]`", keys::fields::<RawSandboxDefaults>()),
             ("## `[sandbox]`", keys::fields::<RawSandboxTable>()),
             ("## `[runtime]`", keys::fields::<RawRuntime>()),

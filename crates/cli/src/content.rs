@@ -163,8 +163,42 @@ fn resource_row(server: &str, uri: &str, mime: Option<&str>, description: &str) 
     ]
 }
 
-/// `mcp-harness read SERVER URI [--json]`: text as is, blobs summarized (`--json` has them).
-pub(crate) async fn read_command(config: Config, server: &str, uri: &str, as_json: bool) -> anyhow::Result<Outcome> {
+/// Whether the resource rules let a person read `uri` of `server`: a `deny` is an error naming
+/// the rule, a `confirm` asks on the terminal (or needs `yes`). Checked before any server
+/// starts.
+fn check_resource_policy(config: &Config, server: &str, uri: &str, yes: bool) -> anyhow::Result<()> {
+    let Some(verdict) = config.policy.decide_resource(server, uri) else { return Ok(()) };
+    let what = format!("reading {:?} of server {:?}", output::one_line(uri, 300), output::one_line(server, 100));
+    match verdict.decision {
+        policy::Decision::Allow => Ok(()),
+        policy::Decision::Deny => {
+            bail!("{what} is denied by policy {}; nothing was read", output::one_line(&verdict.source.to_string(), 500))
+        }
+        policy::Decision::Confirm if yes => Ok(()),
+        policy::Decision::Confirm => {
+            let question = format!("Allow {what}? ({})", output::one_line(&verdict.source.to_string(), 500));
+            match crate::approve::confirm(&question) {
+                Some(true) => Ok(()),
+                Some(false) => bail!("{what} was not approved; nothing was read"),
+                None => bail!(
+                    "{what} needs confirmation ({}) and there is no terminal to ask on; rerun with --yes to approve it",
+                    output::one_line(&verdict.to_string(), 500)
+                ),
+            }
+        }
+    }
+}
+
+/// `mcp-harness read SERVER URI [--yes] [--json]`: text as is, blobs summarized (`--json` has
+/// them). Resource rules of the policy apply (`--yes` approves a `confirm`).
+pub(crate) async fn read_command(
+    config: Config,
+    server: &str,
+    uri: &str,
+    yes: bool,
+    as_json: bool,
+) -> anyhow::Result<Outcome> {
+    check_resource_policy(&config, server, uri, yes)?;
     let read = ask(config, server, async |client| client.read_resource(uri, DEFAULT_MAX_RESOURCE_BYTES).await).await?;
     let result = read.with_context(|| format!("reading {uri:?} from server {server:?}"))?;
     if as_json {

@@ -115,6 +115,9 @@ enum Command {
         server: String,
         /// The resource's URI, as `resources` lists it (or filled in from a template).
         uri: String,
+        /// Approve a resource whose policy is `confirm` without asking.
+        #[arg(long)]
+        yes: bool,
         /// Print the raw ReadResourceResult as JSON.
         #[arg(long)]
         json: bool,
@@ -321,7 +324,7 @@ async fn run(cli: Cli, at: session::ConfigPath) -> anyhow::Result<Outcome> {
         }
         Command::Call { name, args, yes, json } => call::call_command(config, &name, &args, yes, json).await,
         Command::Resources { json } => content::resources_command(config, json).await,
-        Command::Read { server, uri, json } => content::read_command(config, &server, &uri, json).await,
+        Command::Read { server, uri, yes, json } => content::read_command(config, &server, &uri, yes, json).await,
         Command::Prompts { json } => content::prompts_command(config, json).await,
         Command::Prompt { server, name, args, json } => {
             content::prompt_command(config, &server, &name, &args, json).await

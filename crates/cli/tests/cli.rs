@@ -785,6 +785,47 @@ fn read_prints_text_summarizes_blobs_and_json_keeps_the_exact_text() {
 }
 
 #[test]
+fn read_obeys_the_resource_rules_of_the_policy() {
+    let env = env();
+    let rules = r#"
+[[policy.resources]]
+server = "docs"
+uri = "fixture://notes/*"
+decision = "deny"
+
+[[policy.resources]]
+server = "d*"
+uri = "fixture://readme"
+decision = "confirm"
+"#;
+    let config = env.write("config.toml", &format!("{CONTENT}{rules}"));
+    env.run(&config).args(["read", "docs", "fixture://notes/secret"]).assert().code(2).stdout("").stderr(
+        predicate::str::contains(
+            r#"reading "fixture://notes/secret" of server "docs" is denied by policy resource rule 0 (server "docs", uri "fixture://notes/*"); nothing was read"#,
+        ),
+    );
+    // No terminal to ask on: refused, saying how to approve it.
+    env.run(&config).args(["read", "docs", "fixture://readme"]).assert().code(2).stdout("").stderr(
+        predicate::str::contains("needs confirmation (confirm by resource rule 1")
+            .and(predicate::str::contains("--yes")),
+    );
+    env.run(&config)
+        .args(["read", "docs", "fixture://readme", "--yes"])
+        .assert()
+        .success()
+        .stdout("Fixture readme.\nSecond line.\n");
+    // No rule: no restriction.
+    env.run(&config).args(["read", "docs", "fixture://logo.png", "--json"]).assert().success();
+    // A bad pattern names its key.
+    let bad = env.write("bad.toml", "[[policy.resources]]\nserver = \"docs\"\nuri = \"a{b}\"\ndecision = \"deny\"\n");
+    env.run(&bad)
+        .args(["read", "docs", "x"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("policy.resources[0].uri").and(predicate::str::contains("invalid pattern")));
+}
+
+#[test]
 fn prompts_lists_arguments_and_prompt_prints_the_messages() {
     let env = env();
     let config = env.write("config.toml", CONTENT);

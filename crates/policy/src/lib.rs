@@ -41,6 +41,7 @@
 //!         RuleConfig::new("github", "delete_*", Decision::Deny),
 //!         RuleConfig::new("@builtin", "read_file", Decision::Allow),
 //!     ],
+//!     ..PolicyConfig::default()
 //! };
 //! let policy = Policy::new(config)?;
 //!
@@ -60,6 +61,29 @@
 //! // Built-ins are addressed with `@builtin` (server `None`).
 //! assert_eq!(policy.decide(None, "read_file", &ServerClaims::default()).decision, Decision::Allow);
 //! assert_eq!(policy.decide(None, "shell", &ServerClaims::default()).decision, Decision::Confirm);
+//! # Ok::<(), policy::PolicyError>(())
+//! ```
+//!
+//! # Resources
+//!
+//! Resource rules (`resources` in the configuration) name MCP resources by server pattern and
+//! URI pattern (the same `*` / `?` patterns, matched against the whole URI as the server listed
+//! it, or a template's URI template). They do not replace the decision of the host's tool that
+//! reads or lists resources: [`Policy::decide_resource`] gives the winning resource rule, if
+//! any, and the caller applies the stricter of the two. The most specific rule wins as for
+//! tools (server pattern first, then the URI pattern; ties to the strictest). No matching rule
+//! means no further restriction.
+//!
+//! ```
+//! use policy::{Decision, Policy, PolicyConfig, ResourceRuleConfig};
+//!
+//! let mut config = PolicyConfig::default();
+//! config.resources = vec![ResourceRuleConfig::new("docs", "file:///secret/*", Decision::Deny)];
+//! let policy = Policy::new(config)?;
+//! let v = policy.decide_resource("docs", "file:///secret/key").unwrap();
+//! assert_eq!(v.decision, Decision::Deny);
+//! assert_eq!(v.source.to_string(), r#"resource rule 0 (server "docs", uri "file:///secret/*")"#);
+//! assert!(policy.decide_resource("docs", "file:///public/readme").is_none());
 //! # Ok::<(), policy::PolicyError>(())
 //! ```
 //!
@@ -121,7 +145,26 @@ impl RuleConfig {
     }
 }
 
-/// The policy configuration: `{ default = "confirm", rules = [...] }`.
+/// One resource rule as written in the configuration (see the crate docs, "Resources").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceRuleConfig {
+    /// Server pattern (`@builtin` is refused: built-ins have no resources).
+    pub server: String,
+    /// URI pattern, matched against the whole URI.
+    pub uri: String,
+    /// What to do with matching resources: `deny` also hides them from listings.
+    pub decision: Decision,
+}
+
+impl ResourceRuleConfig {
+    /// A resource rule from its parts.
+    pub fn new(server: impl Into<String>, uri: impl Into<String>, decision: Decision) -> Self {
+        Self { server: server.into(), uri: uri.into(), decision }
+    }
+}
+
+/// The policy configuration: `{ default = "confirm", rules = [...], resources = [...] }`.
 ///
 /// Unknown fields are refused so that a typo cannot silently drop a rule's intent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,6 +176,9 @@ pub struct PolicyConfig {
     /// The rules, in any order (order only picks which of two identical rules is reported).
     #[serde(default)]
     pub rules: Vec<RuleConfig>,
+    /// Rules over resources by server and URI pattern (see the crate docs, "Resources").
+    #[serde(default)]
+    pub resources: Vec<ResourceRuleConfig>,
 }
 
 fn default_decision() -> Decision {
@@ -141,17 +187,20 @@ fn default_decision() -> Decision {
 
 impl Default for PolicyConfig {
     fn default() -> Self {
-        Self { default: default_decision(), rules: Vec::new() }
+        Self { default: default_decision(), rules: Vec::new(), resources: Vec::new() }
     }
 }
 
 /// Which pattern of a rule was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PatternField {
     /// The `server` pattern.
     Server,
     /// The `tool` pattern.
     Tool,
+    /// The `uri` pattern of a resource rule.
+    Uri,
 }
 
 impl fmt::Display for PatternField {
@@ -159,6 +208,7 @@ impl fmt::Display for PatternField {
         f.write_str(match self {
             Self::Server => "server",
             Self::Tool => "tool",
+            Self::Uri => "uri",
         })
     }
 }
@@ -171,6 +221,19 @@ pub enum PolicyError {
     #[error("rule {index}: invalid {field} pattern {pattern:?}: {reason}")]
     InvalidPattern {
         /// Index of the rule in `rules`, counting from 0.
+        index: usize,
+        /// Which of its patterns.
+        field: PatternField,
+        /// The pattern as written.
+        pattern: String,
+        /// Why it was refused.
+        #[source]
+        reason: PatternError,
+    },
+    /// A resource rule's pattern is invalid.
+    #[error("resource rule {index}: invalid {field} pattern {pattern:?}: {reason}")]
+    InvalidResourcePattern {
+        /// Index of the rule in `resources`, counting from 0.
         index: usize,
         /// Which of its patterns.
         field: PatternField,
@@ -210,11 +273,24 @@ pub struct RuleRef {
     pub tool: Arc<str>,
 }
 
+/// The resource rule behind a decision.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ResourceRuleRef {
+    /// Index of the rule in the configuration's `resources`, counting from 0.
+    pub index: usize,
+    /// Its server pattern as written.
+    pub server: Arc<str>,
+    /// Its URI pattern as written.
+    pub uri: Arc<str>,
+}
+
 /// Where a decision came from.
 ///
 /// Displays (and serializes) as `rule 2 (server "git*", tool "*")`, `default`,
-/// `enabled_tools of server "git" (not listed)` or `disabled_tools of server "git"`.
+/// `enabled_tools of server "git" (not listed)`, `disabled_tools of server "git"` or
+/// `resource rule 0 (server "docs", uri "file:///*")`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DecisionSource {
     /// No rule matched.
     Default,
@@ -227,6 +303,8 @@ pub enum DecisionSource {
         /// Which of its lists decided.
         list: FilterList,
     },
+    /// This resource rule matched.
+    Resource(ResourceRuleRef),
 }
 
 /// Which list of a [`ToolFilter`] denied a tool.
@@ -247,6 +325,7 @@ impl fmt::Display for DecisionSource {
                 write!(f, "enabled_tools of server {server:?} (not listed)")
             }
             Self::Filter { server, list: FilterList::Disabled } => write!(f, "disabled_tools of server {server:?}"),
+            Self::Resource(r) => write!(f, "resource rule {} (server {:?}, uri {:?})", r.index, r.server, r.uri),
         }
     }
 }
@@ -304,6 +383,14 @@ struct Rule {
     source: RuleRef,
 }
 
+#[derive(Debug, Clone)]
+struct ResourceRule {
+    server: Pattern,
+    uri: Pattern,
+    decision: Decision,
+    source: ResourceRuleRef,
+}
+
 /// A validated policy. `Policy::default()` confirms everything.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(try_from = "PolicyConfig")]
@@ -314,11 +401,13 @@ pub struct Policy {
     rules: Vec<Rule>,
     /// Per server (exact name): the tools offered at all.
     filters: Vec<(Arc<str>, ToolFilter)>,
+    /// Resource rules, in the same winning order as `rules`.
+    resources: Vec<ResourceRule>,
 }
 
 impl Default for Policy {
     fn default() -> Self {
-        Self { default: default_decision(), rules: Vec::new(), filters: Vec::new() }
+        Self::uniform(default_decision())
     }
 }
 
@@ -353,12 +442,46 @@ impl Policy {
                 .cmp(&(a.server.specificity(), a.tool.specificity(), a.decision))
                 .then(a.source.index.cmp(&b.source.index))
         });
-        Ok(Self { default: config.default, rules, filters: Vec::new() })
+        let mut resources = Vec::with_capacity(config.resources.len());
+        for (index, rc) in config.resources.into_iter().enumerate() {
+            let invalid = |field, pattern: &str, reason| PolicyError::InvalidResourcePattern {
+                index,
+                field,
+                pattern: pattern.to_owned(),
+                reason,
+            };
+            // Built-ins have no resources, and `@` stays reserved.
+            let server =
+                if rc.server.starts_with('@') { Err(PatternError::ReservedPrefix) } else { Pattern::new(&rc.server) }
+                    .map_err(|e| invalid(PatternField::Server, &rc.server, e))?;
+            let uri = Pattern::new(&rc.uri).map_err(|e| invalid(PatternField::Uri, &rc.uri, e))?;
+            let source = ResourceRuleRef { index, server: rc.server.into(), uri: rc.uri.into() };
+            resources.push(ResourceRule { server, uri, decision: rc.decision, source });
+        }
+        resources.sort_by(|a, b| {
+            (b.server.specificity(), b.uri.specificity(), b.decision)
+                .cmp(&(a.server.specificity(), a.uri.specificity(), a.decision))
+                .then(a.source.index.cmp(&b.source.index))
+        });
+        Ok(Self { default: config.default, rules, filters: Vec::new(), resources })
     }
 
     /// A policy with no rules that decides `decision` for everything.
     pub fn uniform(decision: Decision) -> Self {
-        Self { default: decision, rules: Vec::new(), filters: Vec::new() }
+        Self { default: decision, rules: Vec::new(), filters: Vec::new(), resources: Vec::new() }
+    }
+
+    /// The resource rule that decides resource `uri` of `server`, if one matches (see the
+    /// crate docs, "Resources": the caller applies the stricter of this and its tool's
+    /// decision). `uri` may be a template's URI template.
+    pub fn decide_resource(&self, server: &str, uri: &str) -> Option<Verdict> {
+        let rule = self.resources.iter().find(|r| r.server.matches(server) && r.uri.matches(uri))?;
+        Some(Verdict { decision: rule.decision, source: DecisionSource::Resource(rule.source.clone()) })
+    }
+
+    /// Whether any resource rule is configured.
+    pub fn has_resource_rules(&self) -> bool {
+        !self.resources.is_empty()
     }
 
     /// This policy with `filter` applied to the tools of server `server` (its exact name),

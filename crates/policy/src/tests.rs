@@ -13,8 +13,12 @@ const NO_CLAIMS: ServerClaims<'static> = ServerClaims {
 };
 
 fn policy(default: Decision, rules: &[(&str, &str, Decision)]) -> Policy {
-    Policy::new(PolicyConfig { default, rules: rules.iter().map(|&(s, t, d)| RuleConfig::new(s, t, d)).collect() })
-        .unwrap()
+    Policy::new(PolicyConfig {
+        default,
+        rules: rules.iter().map(|&(s, t, d)| RuleConfig::new(s, t, d)).collect(),
+        ..Default::default()
+    })
+    .unwrap()
 }
 
 fn decide(p: &Policy, server: Option<&str>, tool: &str) -> (Decision, String) {
@@ -133,6 +137,7 @@ fn invalid_pattern_names_rule_and_pattern() {
     let err = Policy::new(PolicyConfig {
         default: Confirm,
         rules: vec![RuleConfig::new("a", "b", Allow), RuleConfig::new("docs", "get[0-9]", Deny)],
+        ..Default::default()
     })
     .unwrap_err();
     assert_eq!(
@@ -150,8 +155,12 @@ fn invalid_pattern_names_rule_and_pattern() {
     );
     let err = toml::from_str::<Policy>(r#"rules = [{ server = "", tool = "*", decision = "deny" }]"#).unwrap_err();
     assert!(err.to_string().contains(r#"rule 0: invalid server pattern "": pattern is empty"#), "{err}");
-    let err = Policy::new(PolicyConfig { default: Confirm, rules: vec![RuleConfig::new("@builtins", "*", Allow)] })
-        .unwrap_err();
+    let err = Policy::new(PolicyConfig {
+        default: Confirm,
+        rules: vec![RuleConfig::new("@builtins", "*", Allow)],
+        ..Default::default()
+    })
+    .unwrap_err();
     assert!(matches!(err, PolicyError::InvalidPattern { index: 0, field: PatternField::Server, .. }));
 }
 
@@ -223,6 +232,7 @@ proptest! {
         let p = Policy::new(PolicyConfig {
             default,
             rules: rules.into_iter().map(|(s, t, d)| RuleConfig::new(s, t, d)).collect(),
+            ..Default::default()
         }).unwrap();
         let claims = claims.borrow();
         prop_assert_eq!(p.decide(server.as_deref(), &tool, &claims), p.decide(server.as_deref(), &tool, &NO_CLAIMS));
@@ -238,7 +248,7 @@ proptest! {
         tool in "[xy]{1,3}",
     ) {
         let configs: Vec<RuleConfig> = rules.iter().map(|(s, t, d)| RuleConfig::new(s.as_str(), t.as_str(), *d)).collect();
-        let p = Policy::new(PolicyConfig { default: Confirm, rules: configs.clone() }).unwrap();
+        let p = Policy::new(PolicyConfig { default: Confirm, rules: configs.clone(), ..Default::default() }).unwrap();
         let v = p.decide(Some(&server), &tool, &NO_CLAIMS);
         match (&v.source, oracle(&rules, &server, &tool)) {
             (DecisionSource::Default, None) => prop_assert_eq!(v.decision, Confirm),
@@ -252,7 +262,7 @@ proptest! {
         prop_assert_eq!(p.for_server(None).decide(&tool, &NO_CLAIMS), p.decide(None, &tool, &NO_CLAIMS));
         let mut reversed = configs.clone();
         reversed.reverse();
-        let q = Policy::new(PolicyConfig { default: Confirm, rules: reversed }).unwrap();
+        let q = Policy::new(PolicyConfig { default: Confirm, rules: reversed, ..Default::default() }).unwrap();
         prop_assert_eq!(q.decide(Some(&server), &tool, &NO_CLAIMS).decision, v.decision);
     }
 }
@@ -322,4 +332,56 @@ fn tool_filters_deny_before_any_rule() {
     // A later filter of the same server replaces the earlier one.
     let p = p.with_tool_filter("git", ToolFilter::default());
     assert_eq!(decide(&p, Some("git"), "reset").0, Allow);
+}
+
+fn resource_policy(rules: &[(&str, &str, Decision)]) -> Policy {
+    let resources = rules.iter().map(|&(s, u, d)| ResourceRuleConfig::new(s, u, d)).collect();
+    Policy::new(PolicyConfig { resources, ..Default::default() }).unwrap()
+}
+
+fn decide_resource(p: &Policy, server: &str, uri: &str) -> Option<(Decision, String)> {
+    p.decide_resource(server, uri).map(|v| (v.decision, v.source.to_string()))
+}
+
+#[test]
+fn resource_rules_match_server_and_uri_and_the_most_specific_wins() {
+    let p = resource_policy(&[
+        ("*", "file:///*", Confirm),
+        ("docs", "file:///secret/*", Deny),
+        ("docs", "file:///secret/public.txt", Allow),
+    ]);
+    let rule = |i: usize, s: &str, u: &str| format!("resource rule {i} (server {s:?}, uri {u:?})");
+    assert_eq!(decide_resource(&p, "docs", "file:///secret/key"), Some((Deny, rule(1, "docs", "file:///secret/*"))));
+    assert_eq!(
+        decide_resource(&p, "docs", "file:///secret/public.txt"),
+        Some((Allow, rule(2, "docs", "file:///secret/public.txt")))
+    );
+    assert_eq!(decide_resource(&p, "other", "file:///secret/key"), Some((Confirm, rule(0, "*", "file:///*"))));
+    assert_eq!(decide_resource(&p, "docs", "https://example.com/"), None, "no rule, no restriction");
+    // Resource rules say nothing about tools, nor tool rules about resources.
+    assert_eq!(decide(&p, Some("docs"), "file:///secret/key"), (Confirm, "default".into()));
+    assert_eq!(decide_resource(&policy(Deny, &[("*", "*", Deny)]), "docs", "x"), None);
+}
+
+#[test]
+fn equally_specific_resource_rules_tie_to_the_strictest() {
+    let p = resource_policy(&[("docs", "a*", Allow), ("docs", "a*", Deny)]);
+    assert_eq!(decide_resource(&p, "docs", "abc").map(|v| v.0), Some(Deny));
+}
+
+#[test]
+fn invalid_resource_patterns_are_refused_with_their_index() {
+    let config = |server: &str, uri: &str| PolicyConfig {
+        resources: vec![ResourceRuleConfig::new("docs", "ok", Allow), ResourceRuleConfig::new(server, uri, Deny)],
+        ..Default::default()
+    };
+    let err = Policy::new(config("docs", "file:///{x}")).unwrap_err();
+    assert!(matches!(err, PolicyError::InvalidResourcePattern { index: 1, field: PatternField::Uri, .. }), "{err}");
+    assert!(err.to_string().starts_with("resource rule 1: invalid uri pattern"), "{err}");
+    let err = Policy::new(config("@builtin", "*")).unwrap_err();
+    assert!(matches!(err, PolicyError::InvalidResourcePattern { index: 1, field: PatternField::Server, .. }), "{err}");
+    let parsed: Policy =
+        toml::from_str("[[resources]]\nserver = \"docs\"\nuri = \"file:///*\"\ndecision = \"deny\"\n").unwrap();
+    assert!(parsed.decide_resource("docs", "file:///x").is_some());
+    assert!(toml::from_str::<Policy>("[[resources]]\nserver = \"docs\"\nurl = \"x\"\ndecision = \"deny\"\n").is_err());
 }

@@ -64,6 +64,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             RuleConfig::new("@builtin", "read_*", Decision::Allow),
             RuleConfig::new("*", "namespace*", Decision::Confirm),
         ],
+        ..Default::default()
     })?;
     let options = Options::default();
 

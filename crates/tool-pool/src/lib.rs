@@ -54,6 +54,7 @@
 //! let policy = Policy::new(PolicyConfig {
 //!     default: Decision::Confirm,
 //!     rules: vec![RuleConfig::new("db", "drop", Decision::Deny)],
+//!     ..PolicyConfig::default()
 //! })?;
 //! let servers = [ServerTools::new("docs", docs), ServerTools::new("db", db)];
 //! let pool = assemble(&builtins, &servers, &policy, &Options::default(), 7)?;

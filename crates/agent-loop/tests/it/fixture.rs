@@ -10,7 +10,7 @@ use agent_loop::{
 use async_trait::async_trait;
 use mcp_client::{ConnectOptions, ServerSet, ServerSpec, connect_all};
 use mcp_transport::StdioConfig;
-use policy::{Decision, Policy, PolicyConfig, RuleConfig};
+use policy::{Decision, Policy, PolicyConfig, ResourceRuleConfig, RuleConfig};
 use serde_json::{Value, json};
 
 use crate::fake::{Events, Recording, error_results};
@@ -96,7 +96,7 @@ async fn race_a_list_change_with_a_call(name: &'static str) -> (Vec<(String, boo
         name,
         asked: Default::default(),
     };
-    let policy = Policy::new(PolicyConfig { default: Decision::Allow, rules: vec![] }).unwrap();
+    let policy = Policy::new(PolicyConfig { default: Decision::Allow, rules: vec![], ..Default::default() }).unwrap();
     let agent = Agent::new(Arc::new(model), set.clone(), policy, AgentConfig::default());
     let events = Events::default();
     let mut conversation = Vec::new();
@@ -141,6 +141,7 @@ async fn a_session_with_a_real_server_sees_list_changed_between_steps() {
     let policy = Policy::new(PolicyConfig {
         default: Decision::Allow,
         rules: vec![RuleConfig::new("fx", "crash", Decision::Deny)],
+        ..Default::default()
     })
     .unwrap();
     let agent = Agent::new(model.clone(), set.clone(), policy, AgentConfig::default());
@@ -178,7 +179,7 @@ async fn structured_content_is_checked_against_the_output_schema_and_shown_when_
         ]},
         {"text": "Checked."}
     ]}));
-    let policy = Policy::new(PolicyConfig { default: Decision::Allow, rules: vec![] }).unwrap();
+    let policy = Policy::new(PolicyConfig { default: Decision::Allow, rules: vec![], ..Default::default() }).unwrap();
     let agent = Agent::new(model, set.clone(), policy, AgentConfig::default());
     let mut conversation = Vec::new();
     let outcome = agent.run_turn(&mut conversation, "go", &Events::default()).await.unwrap();
@@ -227,6 +228,7 @@ async fn the_model_lists_and_reads_resources_through_the_built_in_tools() {
     let policy = Policy::new(PolicyConfig {
         default: Decision::Allow,
         rules: vec![RuleConfig::new("@builtin", "read_mcp_resource", Decision::Confirm)],
+        ..Default::default()
     })
     .unwrap();
     let config = AgentConfig { session_dir: Some(session.path().to_owned()), ..AgentConfig::default() };
@@ -303,6 +305,7 @@ async fn resource_tools_go_through_policy_like_any_tool() {
             RuleConfig::new("@builtin", "read_mcp_resource", Decision::Confirm),
             RuleConfig::new("@builtin", "list_mcp_resources", Decision::Deny),
         ],
+        ..Default::default()
     })
     .unwrap();
     let source: Arc<dyn agent_loop::ToolSource> = set.clone();
@@ -321,6 +324,60 @@ async fn resource_tools_go_through_policy_like_any_tool() {
 }
 
 #[tokio::test]
+async fn resource_rules_deny_confirm_and_hide_resources_by_server_and_uri() {
+    let set = Arc::new(fixture_set("content").await);
+    let model = Recording::new(json!({"turns": [
+        {"tool_calls": [
+            {"name": "list_mcp_resources", "input": {}},
+            {"name": "read_mcp_resource", "input": {"server": "fx", "uri": "fixture://hostile"}},
+            {"name": "read_mcp_resource", "input": {"server": "fx", "uri": "fixture://notes/secret"}},
+            {"name": "read_mcp_resource", "input": {"server": "fx", "uri": "fixture://readme"}},
+            {"name": "read_mcp_resource", "input": {"server": "fx", "uri": "fixture://big"}}
+        ]},
+        {"text": "Done."}
+    ]}));
+    // The tools themselves are allowed; resource rules make some reads stricter.
+    let policy = Policy::new(PolicyConfig {
+        default: Decision::Allow,
+        resources: vec![
+            ResourceRuleConfig::new("fx", "fixture://hostile", Decision::Deny),
+            ResourceRuleConfig::new("f?", "fixture://notes/*", Decision::Deny),
+            ResourceRuleConfig::new("*", "fixture://big", Decision::Confirm),
+            ResourceRuleConfig::new("other", "*", Decision::Deny),
+        ],
+        ..Default::default()
+    })
+    .unwrap();
+    let source: Arc<dyn agent_loop::ToolSource> = set.clone();
+    // Nobody approves: the confirm read is refused.
+    let agent = Agent::new(model.clone(), source.clone(), policy, AgentConfig::default())
+        .with_builtins(agent_loop::resource_tools(source, None));
+    let mut conversation = Vec::new();
+    agent.run_turn(&mut conversation, "go", &Events::default()).await.unwrap();
+    let results = tool_results(&conversation);
+    assert_eq!(results.len(), 5, "{results:?}");
+    // Denied resources and templates are not listed.
+    let listed: serde_json::Value = serde_json::from_str(&results[0].0).unwrap();
+    let uris: Vec<&str> = listed["resources"].as_array().unwrap().iter().filter_map(|r| r["uri"].as_str()).collect();
+    assert_eq!(uris, ["fixture://readme", "fixture://logo.png", "fixture://big"], "{listed}");
+    assert_eq!(listed["total"], 3, "the template fixture://notes/{{name}} is hidden too: {listed}");
+    let denied = |i: usize, rule: &str| {
+        let (text, is_error) = &results[i];
+        assert!(*is_error && text.contains("was not run") && text.contains(rule), "{text}");
+        assert!(!text.contains("HOSTILE") && !text.contains("Note secret"), "{text}");
+    };
+    denied(1, r#"denied by resource rule 0 (server "fx", uri "fixture://hostile")"#);
+    denied(2, r#"denied by resource rule 1 (server "f?", uri "fixture://notes/*")"#);
+    assert_eq!(
+        results[3],
+        ("[resource <fixture://readme> (text/plain)]\nFixture readme.\nSecond line.\n".to_owned(), false)
+    );
+    denied(4, r#"(asked by resource rule 2 (server "*", uri "fixture://big"))"#);
+    drop(agent);
+    Arc::try_unwrap(set).unwrap().close().await;
+}
+
+#[tokio::test]
 async fn a_server_that_dies_mid_session_becomes_an_error_result() {
     let set = Arc::new(fixture_set("echo").await);
     let model = Recording::new(json!({"turns": [
@@ -328,7 +385,7 @@ async fn a_server_that_dies_mid_session_becomes_an_error_result() {
         {"tool_calls": [{"name": "mcp__fx__echo", "input": {"text": "anyone?"}}]},
         {"text": "The server is gone."}
     ]}));
-    let policy = Policy::new(PolicyConfig { default: Decision::Allow, rules: vec![] }).unwrap();
+    let policy = Policy::new(PolicyConfig { default: Decision::Allow, rules: vec![], ..Default::default() }).unwrap();
     let agent = Agent::new(model, set.clone(), policy, AgentConfig::default());
     let mut conversation = Vec::new();
     let outcome = agent.run_turn(&mut conversation, "go", &Events::default()).await.unwrap();
@@ -405,7 +462,7 @@ async fn a_server_that_connects_late_joins_a_later_step_and_the_transcript_says_
     let set = Arc::new(ServerSet::start(vec![late], mcp_client::SetOptions::default()));
     set.settled(std::time::Duration::from_secs(10)).await;
     let model = Arc::new(WaitsForLate { set: set.clone(), go, requests: std::sync::Mutex::default() });
-    let policy = Policy::new(PolicyConfig { default: Decision::Allow, rules: vec![] }).unwrap();
+    let policy = Policy::new(PolicyConfig { default: Decision::Allow, rules: vec![], ..Default::default() }).unwrap();
     let transcript_path = dir.path().join("t.jsonl");
     let agent = Agent::new(model.clone(), set.clone(), policy, AgentConfig::default())
         .with_transcript(agent_loop::Transcript::open(&transcript_path).unwrap());

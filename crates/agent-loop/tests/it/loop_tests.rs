@@ -14,6 +14,7 @@ fn policy(rules: &[(&str, &str, Decision)]) -> Policy {
     Policy::new(PolicyConfig {
         default: Decision::Confirm,
         rules: rules.iter().map(|(s, t, d)| RuleConfig::new(*s, *t, *d)).collect(),
+        ..Default::default()
     })
     .unwrap()
 }

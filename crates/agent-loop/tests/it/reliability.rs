@@ -57,7 +57,7 @@ async fn calls_to_a_crashed_server_name_it_and_why_it_is_gone() {
         {"tool_calls": [{"name": "mcp__fx__add", "input": {"a": 1, "b": 2}}]},
         {"text": "The server is gone."}
     ]}));
-    let policy = Policy::new(PolicyConfig { default: Decision::Allow, rules: vec![] }).unwrap();
+    let policy = Policy::new(PolicyConfig { default: Decision::Allow, rules: vec![], ..Default::default() }).unwrap();
     let agent = Agent::new(model, set.clone(), policy, AgentConfig::default());
     let mut conversation = Vec::new();
     agent.run_turn(&mut conversation, "go", &Events::default()).await.unwrap();

@@ -38,6 +38,7 @@ fn allow_all_but_secrets() -> Policy {
     Policy::new(PolicyConfig {
         default: Decision::Allow,
         rules: vec![RuleConfig::new("big", "secret_dump", Decision::Deny)],
+        ..Default::default()
     })
     .unwrap()
 }

@@ -43,6 +43,7 @@ fn fixture_policy() -> Policy {
             RuleConfig::new("danger", "look", Decision::Allow),
             RuleConfig::new("git*", "*", Decision::Allow),
         ],
+        ..Default::default()
     })
     .unwrap()
 }
@@ -190,7 +191,7 @@ fn strict_mode_turns_diagnostics_into_an_error() {
     assert_eq!(kinds.len(), 7, "every kind is exercised: {kinds:?}");
 
     // A clean input is fine in strict mode; denied tools are not problems.
-    let policy = Policy::new(PolicyConfig { default: Decision::Deny, rules: vec![] }).unwrap();
+    let policy = Policy::new(PolicyConfig { default: Decision::Deny, rules: vec![], ..Default::default() }).unwrap();
     let pool = assemble(
         &Arc::from(Vec::new()),
         &[ServerTools::new("s", vec![tool("ok", None, obj())])],

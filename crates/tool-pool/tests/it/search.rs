@@ -65,6 +65,7 @@ fn deny_delete() -> Policy {
     Policy::new(PolicyConfig {
         default: Decision::Confirm,
         rules: vec![RuleConfig::new("github", "delete_*", Decision::Deny)],
+        ..Default::default()
     })
     .unwrap()
 }
@@ -218,6 +219,7 @@ proptest! {
         let policy = Policy::new(PolicyConfig {
             default: Decision::Allow,
             rules: vec![RuleConfig::new("a*", "*", Decision::Deny)],
+            ..Default::default()
         })
         .unwrap();
         let index = index(&pool_of(&tools, &policy));
