@@ -287,7 +287,8 @@ impl Agent {
             self.emit(events, AgentEvent::Step { step, pool_revision, tools: tools.len() });
             let request = ModelRequest {
                 model: self.config.model.clone(),
-                system: self.config.system.clone(),
+                // Server instructions under the policy of this step's binding.
+                system: crate::system_prompt(&self.config.system, &self.source.instructions(), view.binding.policy()),
                 messages: conversation.clone(),
                 tools,
                 max_tokens: self.config.max_tokens,

@@ -44,6 +44,7 @@
 
 mod agent;
 mod gate;
+mod instructions;
 mod model;
 mod ports;
 mod private;
@@ -56,6 +57,7 @@ mod transcript;
 
 pub use agent::{Agent, AgentConfig, AgentError, TurnOutcome};
 pub use gate::{Admission, Binding, CallGate, CallRequest, Catalog, CatalogError, Job, Ran, Refusal};
+pub use instructions::{MAX_ALL_INSTRUCTIONS_CHARS, MAX_INSTRUCTIONS_CHARS, system_prompt};
 pub use model::{
     Block, LanguageModel, Message, ModelError, ModelRequest, ModelResponse, NoStream, Role, StopReason, TextStream,
     ToolSpec, Usage,

@@ -96,6 +96,12 @@ pub trait ToolSource: Send + Sync {
     async fn read_resource(&self, server: &str, uri: &str, _max_bytes: usize) -> Result<ReadResourceResult, String> {
         Err(format!("server {server:?} offers no resources here, so {uri:?} cannot be read"))
     }
+
+    /// The `instructions` of the connected servers that sent some (server, text), raw: the loop
+    /// cleans, caps and marks them ([`crate::system_prompt`]). By default none.
+    fn instructions(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
 }
 
 /// The text a failed call reaches the model (and a person) as: every failure names the tool,
@@ -154,5 +160,9 @@ impl ToolSource for ServerSet {
 
     async fn read_resource(&self, server: &str, uri: &str, max_bytes: usize) -> Result<ReadResourceResult, String> {
         ServerSet::read_resource(self, server, uri, max_bytes).await.map_err(|e| format!("reading {uri:?}: {e}"))
+    }
+
+    fn instructions(&self) -> Vec<(String, String)> {
+        ServerSet::instructions(self)
     }
 }

@@ -546,6 +546,7 @@ fn parse_checked(path: &Path, text: &str, context: &Context<'_>) -> Result<Confi
     let mut oauth = BTreeMap::new();
     let mut sandboxes = BTreeMap::new();
     let mut filters = Vec::new();
+    let mut instructions_off = Vec::new();
     for (name, mut raw) in servers {
         let key = || foreign::entry_key(table, &name);
         fingerprints.insert(name.clone(), format!("{}|{globals}", edit::server_table(&raw)));
@@ -563,6 +564,9 @@ fn parse_checked(path: &Path, text: &str, context: &Context<'_>) -> Result<Confi
             raw.tool_filter().map_err(|(field, m)| invalid(Some(format!("{}.{field}", key())), m, None))?
         {
             filters.push((name.clone(), filter));
+        }
+        if raw.instructions == Some(false) {
+            instructions_off.push(name.clone());
         }
         let sandbox = (raw.sandbox.take(), raw.sandbox_required.take());
         let (spec, options, settings) =
@@ -589,7 +593,7 @@ fn parse_checked(path: &Path, text: &str, context: &Context<'_>) -> Result<Confi
         }
         specs.push(spec);
     }
-    let policy_fingerprint = format!("{policy:?}|{filters:?}");
+    let policy_fingerprint = format!("{policy:?}|{filters:?}|{instructions_off:?}");
     let policy = Policy::new(policy).map_err(|e| match e {
         PolicyError::InvalidPattern { index, field, pattern, reason } => invalid(
             Some(format!("policy.rules[{index}].{field}")),
@@ -604,6 +608,7 @@ fn parse_checked(path: &Path, text: &str, context: &Context<'_>) -> Result<Confi
         other => invalid(Some("policy".to_owned()), other.to_string(), None),
     })?;
     let policy = filters.into_iter().fold(policy, |policy, (name, filter)| policy.with_tool_filter(&name, filter));
+    let policy = instructions_off.iter().fold(policy, |policy, name| policy.without_instructions(name));
     Ok(Config {
         servers: specs,
         policy,
@@ -878,6 +883,9 @@ pub(crate) struct RawServer {
     /// `run` and `chat` do not start without it (Codex's `required` too).
     #[serde(default)]
     required: Option<bool>,
+    /// Whether the server's `instructions` reach the model's system prompt (default yes).
+    #[serde(default)]
+    instructions: Option<bool>,
     /// Its tools' search mode (`auto`, `on`, `off`).
     #[serde(default)]
     pub(crate) tool_search: Option<String>,
@@ -1369,6 +1377,7 @@ mod tests {
             url = "https://docs.example/mcp"
             headers = { Authorization = "Bearer x" }
             enabled = false
+            instructions = false
 
             [policy]
             default = "deny"
@@ -1395,6 +1404,7 @@ mod tests {
         );
         assert_eq!(config.policy.default_decision(), policy::Decision::Deny);
         assert_eq!(config.policy.rule_count(), 1);
+        assert!(!config.policy.allows_instructions("docs") && config.policy.allows_instructions("git"));
     }
 
     #[test]

@@ -394,4 +394,8 @@ impl ToolSource for Runtime {
     ) -> Result<mcp_protocol::ReadResourceResult, String> {
         ToolSource::read_resource(&self.servers, server, uri, max_bytes).await
     }
+
+    fn instructions(&self) -> Vec<(String, String)> {
+        ToolSource::instructions(&self.servers)
+    }
 }

@@ -565,6 +565,20 @@ impl ServerSet {
             .map_err(|error| SetCallError::Call { server: server.to_owned(), error })
     }
 
+    /// The `instructions` of every connected server that sent some (its initialize or
+    /// discover result), by server name; raw server text.
+    pub fn instructions(&self) -> Vec<(String, String)> {
+        let slots: Vec<Arc<Slot>> = lock(&self.slots).values().cloned().collect();
+        slots
+            .iter()
+            .filter_map(|slot| {
+                let live = slot.live()?;
+                let text = live.connection.client()?.server_info()?.instructions?;
+                Some((slot.name.clone(), text))
+            })
+            .collect()
+    }
+
     /// The names of the servers connected now, by name.
     pub fn connected(&self) -> Vec<String> {
         lock(&self.slots).values().filter(|s| s.live().is_some()).map(|s| s.name.clone()).collect()

@@ -403,6 +403,8 @@ pub struct Policy {
     filters: Vec<(Arc<str>, ToolFilter)>,
     /// Resource rules, in the same winning order as `rules`.
     resources: Vec<ResourceRule>,
+    /// Servers (exact names) whose `instructions` are not given to the model.
+    instructions_off: Vec<Arc<str>>,
 }
 
 impl Default for Policy {
@@ -463,12 +465,33 @@ impl Policy {
                 .cmp(&(a.server.specificity(), a.uri.specificity(), a.decision))
                 .then(a.source.index.cmp(&b.source.index))
         });
-        Ok(Self { default: config.default, rules, filters: Vec::new(), resources })
+        Ok(Self { default: config.default, rules, filters: Vec::new(), resources, instructions_off: Vec::new() })
     }
 
     /// A policy with no rules that decides `decision` for everything.
     pub fn uniform(decision: Decision) -> Self {
-        Self { default: decision, rules: Vec::new(), filters: Vec::new(), resources: Vec::new() }
+        Self {
+            default: decision,
+            rules: Vec::new(),
+            filters: Vec::new(),
+            resources: Vec::new(),
+            instructions_off: Vec::new(),
+        }
+    }
+
+    /// This policy with server `server`'s (exact name) `instructions` kept from the model.
+    #[must_use]
+    pub fn without_instructions(mut self, server: &str) -> Self {
+        if self.allows_instructions(server) {
+            self.instructions_off.push(server.into());
+        }
+        self
+    }
+
+    /// Whether server `server`'s `instructions` may be given to the model (yes, unless
+    /// [`Policy::without_instructions`] said otherwise).
+    pub fn allows_instructions(&self, server: &str) -> bool {
+        !self.instructions_off.iter().any(|s| &**s == server)
     }
 
     /// The resource rule that decides resource `uri` of `server`, if one matches (see the

@@ -385,3 +385,11 @@ fn invalid_resource_patterns_are_refused_with_their_index() {
     assert!(parsed.decide_resource("docs", "file:///x").is_some());
     assert!(toml::from_str::<Policy>("[[resources]]\nserver = \"docs\"\nurl = \"x\"\ndecision = \"deny\"\n").is_err());
 }
+
+#[test]
+fn instructions_are_allowed_unless_turned_off_per_server() {
+    let p = Policy::default().without_instructions("noisy").without_instructions("noisy");
+    assert!(!p.allows_instructions("noisy"));
+    assert!(p.allows_instructions("docs"));
+    assert!(p.allows_instructions("noisy2"), "exact names, not patterns");
+}

@@ -331,6 +331,9 @@ pub(crate) fn server_table(raw: &RawServer) -> Table {
     if let Some(tools) = &raw.disabled_tools {
         put("disabled_tools", strings(tools).into());
     }
+    if let Some(instructions) = raw.instructions {
+        put("instructions", instructions.into());
+    }
     if let Some(sandbox) = &raw.sandbox {
         put("sandbox", sandbox_value(sandbox));
     }
