@@ -50,6 +50,7 @@ mod ports;
 mod private;
 mod resources;
 mod results;
+mod saved;
 mod scripted;
 mod search;
 mod source;
@@ -69,6 +70,7 @@ pub use ports::{
 pub use private::create_private_dir;
 pub use resources::{LIST_RESOURCES_TOOL, MAX_LISTED, READ_RESOURCE_TOOL, resource_tools};
 pub use results::{error_text, fit_budget, render};
+pub use saved::{DEFAULT_SLICE_CHARS, READ_SAVED_TOOL, saved_result_tool};
 pub use scripted::{Script, ScriptedCall, ScriptedModel, ScriptedTurn};
 pub use search::{DEFAULT_MAX_LOADED, SEARCH_TOOL, ToolSearch};
 pub use source::{BoundCall, Listing, ToolSource};

@@ -53,8 +53,8 @@ pub fn error_text(message: &str) -> String {
 }
 
 /// Keep `text` within `budget` characters: a longer one is written to `dir/<id>.txt` (0600, in
-/// directories created 0700) and replaced by its beginning and the file's path. Without a
-/// directory it is cut.
+/// directories created 0700) and replaced by its beginning, the file's path and the tool that
+/// reads it back in slices ([`crate::READ_SAVED_TOOL`]). Without a directory it is cut.
 pub fn fit_budget(text: String, budget: usize, dir: Option<&Path>, id: &str) -> String {
     let total = text.chars().count();
     if total <= budget {
@@ -66,8 +66,10 @@ pub fn fit_budget(text: String, budget: usize, dir: Option<&Path>, id: &str) -> 
     let saved = dir.and_then(|dir| save(dir, id, &text).ok());
     match saved {
         Some(path) => format!(
-            "{excerpt}\n… [{rest} more characters; the whole result ({total} characters) is saved in {}]",
-            path.display()
+            "{excerpt}\n… [{rest} more characters; the whole result ({total} characters) is saved in {}; read it in \
+             slices with {}]",
+            path.display(),
+            crate::READ_SAVED_TOOL
         ),
         None => format!("{excerpt}\n… [{rest} more characters cut]"),
     }

@@ -280,8 +280,11 @@ async fn prepare(
         max_loaded,
         ..AgentConfig::default()
     };
+    // The resource tools, and the one that reads back results saved because they were too long.
+    let mut builtins = agent_loop::resource_tools(runtime.clone(), Some(session_dir.clone()));
+    builtins.push(agent_loop::saved_result_tool(session_dir, agent_loop::DEFAULT_SLICE_CHARS));
     let agent = Agent::new(model, runtime.clone(), policy, agent_config)
-        .with_builtins(agent_loop::resource_tools(runtime.clone(), Some(session_dir)))
+        .with_builtins(builtins)
         .with_approver(crate::approve::for_session(args.yes))
         .with_transcript(transcript);
     let events: Box<dyn EventSink> = if args.json {

@@ -189,7 +189,10 @@ fn run_uses_the_configured_servers_and_policy() {
         .clone();
     let events = events(&out.stdout);
     let step = events.iter().find(|e| e["event"] == "step").unwrap();
-    assert_eq!(step["tools"], 11, "10 fixture tools minus the denied one, and the two resource built-ins");
+    assert_eq!(
+        step["tools"], 12,
+        "10 fixture tools minus the denied one, the two resource built-ins and read_saved_result"
+    );
     let results: Vec<(&str, bool)> = events
         .iter()
         .filter(|e| e["event"] == "tool_result")

@@ -468,3 +468,59 @@ async fn a_panicking_builtin_tool_or_hook_becomes_an_error_result_and_the_turn_g
     assert_eq!(sent, ["audited", "fine"], "the call whose guard failed was not sent");
     assert_eq!(events.of("tool_call")[1]["decision"], "blocked");
 }
+
+#[tokio::test]
+async fn the_model_reads_a_saved_result_back_in_slices_and_nothing_outside_the_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = dir.path().join("s1");
+    std::fs::write(dir.path().join("secret.txt"), "the key").unwrap();
+    let source = FakeSource::with(&[("s", vec![tool("dump", json!({"type": "object"}))])]);
+    source.set_behaviour("dump", Behaviour::Big(50_000));
+    let read = |input: Value| json!({"name": "read_saved_result", "input": input});
+    let model = Recording::new(turns(json!([
+        {"tool_calls": [{"name": "mcp__s__dump"}]},
+        {"tool_calls": [
+            read(json!({"path": "tool-results/call_1_1.txt", "offset": 49_990, "unit": "bytes"})),
+            read(json!({"path": "tool-results/call_1_1.txt"})),
+            read(json!({"path": "../secret.txt"}))
+        ]},
+        {"text": "ok"}
+    ])));
+    let config = AgentConfig { result_budget: 1_000, session_dir: Some(session.clone()), ..AgentConfig::default() };
+    let rules = [("s", "*", Decision::Allow), ("@builtin", "read_saved_result", Decision::Allow)];
+    let agent = Agent::new(model.clone(), source.clone(), policy(&rules), config)
+        .with_builtins(vec![agent_loop::saved_result_tool(session.clone(), 500)]);
+    let mut conversation = Vec::new();
+    agent.run_turn(&mut conversation, "go", &Events::default()).await.unwrap();
+    assert!(model.tool_names(0).contains(&"read_saved_result".to_owned()));
+    let results = results(&conversation);
+    assert_eq!(results.len(), 4, "{results:?}");
+    let saved = session.join("tool-results").join("call_1_1.txt");
+    assert!(
+        results[0].0.ends_with(&format!(
+            "the whole result (50000 characters) is saved in {}; read it in slices with read_saved_result]",
+            saved.display()
+        )),
+        "the message names the tool: {}",
+        results[0].0
+    );
+    assert_eq!(
+        results[1],
+        ("[tool-results/call_1_1.txt: bytes 49990-50000 of 50000; that is the end]\nzzzzzzzzzz".to_owned(), false)
+    );
+    // One line of 50,000 characters: its beginning, within the slice, and how to read the rest.
+    let (line, is_error) = &results[2];
+    assert!(!is_error && line.contains("Read all of it with unit \"bytes\" from offset 0"));
+    assert!(line.chars().count() < 700, "bounded: {}", line.chars().count());
+    let (outside, is_error) = &results[3];
+    assert!(*is_error && outside.contains("not a file in this session's directory"), "{outside}");
+    assert!(!outside.contains("the key"));
+
+    // Denied by policy: not offered at all.
+    let model = Recording::new(turns(json!([{"text": "ok"}])));
+    let denied = [("s", "*", Decision::Allow), ("@builtin", "read_saved_result", Decision::Deny)];
+    let agent = Agent::new(model.clone(), source, policy(&denied), AgentConfig::default())
+        .with_builtins(vec![agent_loop::saved_result_tool(session, 500)]);
+    agent.run_turn(&mut Vec::new(), "go", &Events::default()).await.unwrap();
+    assert!(!model.tool_names(0).contains(&"read_saved_result".to_owned()));
+}
