@@ -439,11 +439,7 @@ impl Policy {
             rules.push(Rule { server, tool, decision: rc.decision, source });
         }
         // Sorting once makes `decide` a first-match scan.
-        rules.sort_by(|a, b| {
-            (b.server.specificity(), b.tool.specificity(), b.decision)
-                .cmp(&(a.server.specificity(), a.tool.specificity(), a.decision))
-                .then(a.source.index.cmp(&b.source.index))
-        });
+        rules.sort_by_key(|r| winning_order(r.server.specificity(), r.tool.specificity(), r.decision, r.source.index));
         let mut resources = Vec::with_capacity(config.resources.len());
         for (index, rc) in config.resources.into_iter().enumerate() {
             let invalid = |field, pattern: &str, reason| PolicyError::InvalidResourcePattern {
@@ -460,11 +456,8 @@ impl Policy {
             let source = ResourceRuleRef { index, server: rc.server.into(), uri: rc.uri.into() };
             resources.push(ResourceRule { server, uri, decision: rc.decision, source });
         }
-        resources.sort_by(|a, b| {
-            (b.server.specificity(), b.uri.specificity(), b.decision)
-                .cmp(&(a.server.specificity(), a.uri.specificity(), a.decision))
-                .then(a.source.index.cmp(&b.source.index))
-        });
+        resources
+            .sort_by_key(|r| winning_order(r.server.specificity(), r.uri.specificity(), r.decision, r.source.index));
         Ok(Self { default: config.default, rules, filters: Vec::new(), resources, instructions_off: Vec::new() })
     }
 
@@ -560,6 +553,17 @@ impl Policy {
             Some(r) => Verdict { decision: r.decision, source: DecisionSource::Rule(r.source.clone()) },
         }
     }
+}
+
+/// The sort key that puts the winning rule first: the most specific server pattern, then the
+/// most specific other pattern, then the strictest decision, then the first written.
+fn winning_order(
+    server: Specificity,
+    other: Specificity,
+    decision: Decision,
+    index: usize,
+) -> (std::cmp::Reverse<(Specificity, Specificity, Decision)>, usize) {
+    (std::cmp::Reverse((server, other, decision)), index)
 }
 
 /// A [`Policy`] narrowed to one server: [`ServerRules::decide`] equals [`Policy::decide`] for
