@@ -462,15 +462,17 @@ impl CallGate {
             Origin::Mcp { .. } => None,
         };
         // A built-in that reads something policy names (a resource) may be stricter for this
-        // input than the tool itself is.
+        // input than the tool itself is; at equal strictness the input's rule, the more
+        // specific, is the one reported and asked about.
         let mut verdict = entry.verdict().clone();
         let mut approval_key = name.to_owned();
-        if let Some(stricter) = handler.and_then(|h| h.decide_input(&binding.policy, arguments))
-            && stricter.decision > verdict.decision
+        if let Some(input) = handler.and_then(|h| h.decide_input(&binding.policy, arguments))
+            && input.decision >= verdict.decision
         {
-            // An approval "for the session" of this stricter rule covers only what it names.
-            approval_key = format!("{name}\n{}", stricter.source);
-            verdict = stricter;
+            // An approval "for the session" of the input's rule covers only what it names, and
+            // one of the tool does not cover it.
+            approval_key = format!("{name}\n{}", input.source);
+            verdict = input;
         }
         let rule = verdict.source.to_string();
         let (decision, reason) = match verdict.decision {

@@ -410,6 +410,44 @@ async fn server_instructions_reach_the_system_prompt_marked_cleaned_and_not_wher
 }
 
 #[tokio::test]
+async fn an_approval_for_the_session_covers_its_own_rule_only() {
+    let set = Arc::new(fixture_set("content").await);
+    let read =
+        |uri: &str| json!({"tool_calls": [{"name": "read_mcp_resource", "input": {"server": "fx", "uri": uri}}]});
+    let model = Recording::new(json!({"turns": [
+        read("fixture://readme"), read("fixture://notes/a"), read("fixture://notes/b"), read("fixture://logo.png"),
+        {"text": "Done."}
+    ]}));
+    let policy = Policy::new(PolicyConfig {
+        default: Decision::Allow,
+        rules: vec![RuleConfig::new("@builtin", "read_mcp_resource", Decision::Confirm)],
+        resources: vec![ResourceRuleConfig::new("fx", "fixture://notes/*", Decision::Confirm)],
+        ..Default::default()
+    })
+    .unwrap();
+    let approver = crate::fake::Counting::new(agent_loop::ApprovalAnswer::YesForSession);
+    let source: Arc<dyn agent_loop::ToolSource> = set.clone();
+    let agent = Agent::new(model, source.clone(), policy, AgentConfig::default())
+        .with_builtins(agent_loop::resource_tools(source, None))
+        .with_approver(approver.clone());
+    let mut conversation = Vec::new();
+    agent.run_turn(&mut conversation, "go", &Events::default()).await.unwrap();
+    assert!(tool_results(&conversation).iter().all(|(_, is_error)| !is_error), "{:?}", tool_results(&conversation));
+    // Asked for the tool (readme), then for the resource rule (notes/a); notes/b is covered by
+    // the second approval and logo.png by the first.
+    let asked: Vec<String> = approver.asked.lock().unwrap().iter().map(|r| r.rule.clone()).collect();
+    assert_eq!(
+        asked,
+        [
+            r#"rule 0 (server "@builtin", tool "read_mcp_resource")"#,
+            r#"resource rule 0 (server "fx", uri "fixture://notes/*")"#
+        ]
+    );
+    drop(agent);
+    Arc::try_unwrap(set).unwrap().close().await;
+}
+
+#[tokio::test]
 async fn a_server_that_dies_mid_session_becomes_an_error_result() {
     let set = Arc::new(fixture_set("echo").await);
     let model = Recording::new(json!({"turns": [
