@@ -422,7 +422,6 @@ async fn an_approval_for_the_session_covers_its_own_rule_only() {
         default: Decision::Allow,
         rules: vec![RuleConfig::new("@builtin", "read_mcp_resource", Decision::Confirm)],
         resources: vec![ResourceRuleConfig::new("fx", "fixture://notes/*", Decision::Confirm)],
-        ..Default::default()
     })
     .unwrap();
     let approver = crate::fake::Counting::new(agent_loop::ApprovalAnswer::YesForSession);
