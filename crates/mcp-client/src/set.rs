@@ -696,8 +696,11 @@ async fn list_prompts(slot: &Slot, live: &Live, limits: ListLimits) -> Result<Ar
 }
 
 /// Lists a new connection's resources and prompts (only what it declared: the others are
-/// empty, unasked) within its startup timeout, so the catalogs are there when first wanted. A
-/// failure here is not the connection's: the catalog is listed again when it is asked for.
+/// empty, unasked) within its startup timeout, so the catalogs are there when first wanted. It
+/// runs beside the connection, which is `connected` (its tools usable) meanwhile: a slow
+/// resource listing does not hold the tools back, and whoever asks for a catalog while it is
+/// being listed waits for that listing. A failure here is not the connection's: the catalog
+/// is listed again when it is asked for.
 async fn list_catalogs(slot: &Slot, live: &Live, limits: ListLimits, timeout: Duration) {
     let both = async {
         if let Err(e) = list_resources(slot, live, limits).await {
@@ -812,7 +815,11 @@ async fn keep(slot: Arc<Slot>, shared: Arc<Shared>, mut requests: mpsc::Unbounde
             ServerState::Connected { .. } => {
                 failures = 0;
                 let live = slot.publish(connection);
-                list_catalogs(&slot, &live, shared.options.connect.list_limits, spec.startup_timeout).await;
+                let catalogs = {
+                    let (slot, live) = (Arc::clone(&slot), Arc::clone(&live));
+                    let limits = shared.options.connect.list_limits;
+                    tokio::spawn(async move { list_catalogs(&slot, &live, limits, spec.startup_timeout).await })
+                };
                 slot.set_state(&shared, live.connection.state().clone());
                 let ended = match live.connection.client() {
                     Some(client) => {
@@ -823,6 +830,9 @@ async fn keep(slot: Arc<Slot>, shared: Arc<Shared>, mut requests: mpsc::Unbounde
                     }
                     None => Ok("the connection has no client".to_owned()),
                 };
+                // Its hold on the connection goes before the connection is closed.
+                catalogs.abort();
+                let _ = catalogs.await;
                 slot.unpublish();
                 match ended {
                     Ok(reason) => {

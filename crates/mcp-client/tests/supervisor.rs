@@ -293,8 +293,11 @@ async fn resources_and_prompts_are_listed_at_connect_and_relisted_only_for_their
     let set = ServerSet::start(vec![content_server("a"), content_server("b")], options(3));
     wait_for(&set, "a", connected).await;
     wait_for(&set, "b", connected).await;
+    // The catalogs are listed beside the connection: wait for that listing, then count.
     let lists = ["tools/list", "resources/list", "resources/templates/list", "prompts/list"];
     for server in ["a", "b"] {
+        let listed = eventually(async || count(&set, server, "prompts/list").await == 1);
+        assert!(listed.await, "{server} listed its prompts at connect");
         for method in lists {
             assert_eq!(count(&set, server, method).await, 1, "{server} listed {method} once at connect");
         }
