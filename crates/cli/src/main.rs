@@ -9,6 +9,7 @@ mod agent;
 mod approve;
 mod auth;
 mod call;
+mod chat_prompts;
 mod config;
 mod content;
 mod demo_server;

@@ -686,3 +686,79 @@ fn resuming_an_unknown_session_says_so_once() {
         .code(2)
         .stderr(predicates::str::contains("a session id is letters, digits"));
 }
+
+/// The user messages of a transcript, as JSON (what the model was sent as the user's turns).
+fn user_messages(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["kind"] == "message" && e["message"]["role"] == "user")
+        .map(|e| e["message"].clone())
+        .collect()
+}
+
+/// `/SERVER:PROMPT args` and `/mcp__SERVER__PROMPT args` in `chat` send the prompt's messages
+/// as the user's turn; a line naming an unknown server or prompt, or missing a required
+/// argument, says what to type and calls no model; `/complete` asks the server.
+#[test]
+fn chat_sends_a_servers_prompt_as_the_next_turn() {
+    let env = env();
+    let config = env.write("config.toml", "[servers.fx]\ncommand = \"$FX\"\nargs = [\"content\"]\n");
+    let script = env.write("script.json", r#"{"turns": [{"text": "Hello, Ada."}, {"text": "Looks fine."}]}"#);
+    let lines = [
+        "/prompts",
+        "/fx:greet",
+        "/fx:greet nmae=Ada",
+        "/fx:nope",
+        "/zz:greet Ada",
+        "/complete fx:greet name A",
+        "/complete fx:greet name style=formal",
+        "/fx:greet name=Ada Lovelace style=formal",
+        "/mcp__fx__review fn main() {}",
+        "/fx:hostile",
+    ];
+    let out = env
+        .cmd()
+        .arg("--config")
+        .arg(&config)
+        .args(["chat", "--provider", "scripted", "--script"])
+        .arg(&script)
+        .write_stdin(lines.join("\n") + "\n")
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    for expected in [
+        "/fx:greet name=VALUE [style=VALUE]  Greet someone.",
+        "prompt greet needs the argument name; type /fx:greet name=VALUE [style=VALUE]",
+        "prompt greet has no argument nmae; type /fx:greet",
+        "server fx has no prompt nope; it has /fx:greet, /fx:review, /fx:hostile",
+        "no server named zz; servers: fx",
+        "Ada\nAlan\n",
+        "Dr. Ada Lovelace\nDr. Alan Turing\n",
+        "[user]\nGreet Ada Lovelace, formal.\nHello, Ada.",
+        "[assistant]\nWhat should I look for?\nLooks fine.",
+    ] {
+        assert!(stdout.contains(expected), "missing {expected:?} in:\n{stdout}");
+    }
+    assert!(!stdout.contains('\u{1b}') && !stdout.contains('\u{7}'), "server text is terminal-safe: {stdout:?}");
+    let sessions = env.sessions();
+    assert_eq!(sessions.len(), 1);
+    let users = user_messages(&sessions[0]);
+    assert_eq!(
+        users,
+        vec![
+            serde_json::json!({"role": "user", "content": [{"type": "text", "text": "Greet Ada Lovelace, formal."}]}),
+            serde_json::json!({"role": "user", "content": [
+                {"type": "text", "text": "[user]\nReview this code:\nfn main() {}"},
+                {"type": "text", "text": "[assistant]\nWhat should I look for?"}]}),
+            // The hostile prompt is sent too (its text cleaned); the script has no third turn.
+            users[2].clone(),
+        ],
+        "only the three fetched prompts reached the model"
+    );
+    let hostile = users[2]["content"][0]["text"].as_str().unwrap();
+    assert!(hostile.starts_with("HOSTILE") && !hostile.contains('\u{1b}'), "{hostile:?}");
+}

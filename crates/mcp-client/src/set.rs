@@ -24,7 +24,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use mcp_protocol::{CallToolResult, ReadResourceResult, Resource, ResourceTemplate, ServerNotification, Tool};
+use mcp_protocol::{
+    CallToolResult, CompleteReference, CompleteResult, GetPromptResult, Prompt, ReadResourceResult, Resource,
+    ResourceTemplate, ServerNotification, Tool,
+};
 use mcp_safety::Backoff;
 use serde_json::{Map, Value};
 use tokio::sync::broadcast::error::TryRecvError;
@@ -514,6 +517,35 @@ impl ServerSet {
         max_bytes: usize,
     ) -> Result<ReadResourceResult, SetCallError> {
         self.on_client(server, async |client| client.read_resource(uri, max_bytes).await).await
+    }
+
+    /// Every prompt of `server`, within the set's listing limits (none when it does not
+    /// declare `prompts`).
+    pub async fn prompts(&self, server: &str) -> Result<Vec<Prompt>, SetCallError> {
+        let limits = self.limits;
+        self.on_client(server, async |client| client.list_all_prompts(limits).await).await
+    }
+
+    /// `prompts/get` of prompt `name` on `server` with its arguments.
+    pub async fn get_prompt(
+        &self,
+        server: &str,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+    ) -> Result<GetPromptResult, SetCallError> {
+        self.on_client(server, async |client| client.get_prompt(name, arguments).await).await
+    }
+
+    /// `completion/complete` on `server` (see [`Client::complete`](crate::Client::complete)).
+    pub async fn complete(
+        &self,
+        server: &str,
+        reference: CompleteReference,
+        argument: &str,
+        value: &str,
+        context: Option<Map<String, Value>>,
+    ) -> Result<CompleteResult, SetCallError> {
+        self.on_client(server, async |client| client.complete(reference, argument, value, context).await).await
     }
 
     /// Runs `ask` on `server`'s live client, waiting for a server that is coming back as a
