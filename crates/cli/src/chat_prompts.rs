@@ -282,7 +282,7 @@ pub(crate) async fn complete(runtime: &Runtime, line: &str) -> String {
         }
     }
     let prefix = prefix.join(" ");
-    let reference = CompleteReference::Prompt { name: prompt.name.clone() };
+    let reference = CompleteReference::prompt(prompt.name.clone());
     let context = (!context.is_empty()).then_some(context);
     match runtime.servers().complete(named.server, reference, argument, &prefix, context).await {
         Ok(result) => {

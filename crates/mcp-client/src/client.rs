@@ -1076,7 +1076,7 @@ impl Client {
             .map(|arguments| CompleteContext { arguments: Some(arguments), extra: Map::new() });
         let params = CompleteRequestParams {
             reference,
-            argument: CompleteArgument { name: argument.to_owned(), value: value.to_owned() },
+            argument: CompleteArgument { name: argument.to_owned(), value: value.to_owned(), extra: Map::new() },
             context,
             extra: Map::new(),
         };

@@ -918,13 +918,31 @@ pub enum CompleteReference {
     Prompt {
         /// The prompt's name.
         name: String,
+        /// Unknown fields (a `title`).
+        #[serde(flatten)]
+        extra: Extra,
     },
     /// A resource template (or resource), by URI.
     #[serde(rename = "ref/resource")]
     Resource {
         /// The URI or URI template.
         uri: String,
+        /// Unknown fields.
+        #[serde(flatten)]
+        extra: Extra,
     },
+}
+
+impl CompleteReference {
+    /// The prompt named `name`.
+    pub fn prompt(name: impl Into<String>) -> Self {
+        Self::Prompt { name: name.into(), extra: Extra::new() }
+    }
+
+    /// The resource template (or resource) `uri`.
+    pub fn resource(uri: impl Into<String>) -> Self {
+        Self::Resource { uri: uri.into(), extra: Extra::new() }
+    }
 }
 
 /// The argument being completed and what was typed of it so far.
@@ -934,6 +952,9 @@ pub struct CompleteArgument {
     pub name: String,
     /// The value so far (a prefix, possibly empty).
     pub value: String,
+    /// Unknown fields.
+    #[serde(flatten)]
+    pub extra: Extra,
 }
 
 /// Arguments already given, which a server may use to narrow its completions (2025-06-18 on).
