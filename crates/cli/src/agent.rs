@@ -374,7 +374,8 @@ pub(crate) async fn chat_command(config: Config, allow_workspace: bool, args: &A
                     }
                 };
                 if !args.json {
-                    let _ = output::stdout(&format!("{}\n", fetched.shown.trim_end()));
+                    // What is sent, then a blank line before the model's answer.
+                    let _ = output::stdout(&format!("{}\n\n", fetched.shown.trim_end()));
                 }
                 match one_turn(&mut prepared, fetched.message).await {
                     Ok(()) => {}

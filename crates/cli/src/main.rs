@@ -146,7 +146,9 @@ enum Command {
         #[command(flatten)]
         agent: agent::AgentArgs,
     },
-    /// Talk with the agent, one task per line (`/exit` or end of input to stop).
+    /// Talk with the agent, one task per line (`/exit` or end of input to stop; `/mcp` for the
+    /// servers, `/prompts`, `/SERVER:PROMPT key=value ...` to send a server's prompt, `/complete
+    /// SERVER:PROMPT ARG [PREFIX]` for argument values).
     Chat {
         #[command(flatten)]
         agent: agent::AgentArgs,

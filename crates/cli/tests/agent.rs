@@ -738,8 +738,8 @@ fn chat_sends_a_servers_prompt_as_the_next_turn() {
         "no server named zz; servers: fx",
         "Ada\nAlan\n",
         "Dr. Ada Lovelace\nDr. Alan Turing\n",
-        "[user]\nGreet Ada Lovelace, formal.\nHello, Ada.",
-        "[assistant]\nWhat should I look for?\nLooks fine.",
+        "[user]\nGreet Ada Lovelace, formal.\n\nHello, Ada.",
+        "[assistant]\nWhat should I look for?\n\nLooks fine.",
     ] {
         assert!(stdout.contains(expected), "missing {expected:?} in:\n{stdout}");
     }
