@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use agent_loop::{
-    Agent, AgentConfig, AgentEvent, ApprovalAnswer, ApprovalRequest, Approver, Block, EventSink, Role, ScriptedModel,
+    Agent, AgentConfig, AgentEvent, ApprovalAnswer, ApprovalRequest, Approver, Block, EventSink, Message, Role,
+    ScriptedModel,
 };
 use async_trait::async_trait;
 use mcp_client::{ConnectOptions, ServerSet, ServerSpec, connect_all};
@@ -45,6 +46,19 @@ impl EventSink for Kinds {
     }
 }
 
+/// Every tool result the model was sent, in order: its text and whether it is an error.
+fn tool_results(conversation: &[Message]) -> Vec<(String, bool)> {
+    conversation
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .flat_map(|m| m.content.iter())
+        .filter_map(|b| match b {
+            Block::ToolResult { content, is_error, .. } => Some((content.clone(), *is_error)),
+            _ => None,
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn a_scripted_session_with_server_everything() {
     let connections =
@@ -78,15 +92,7 @@ async fn a_scripted_session_with_server_everything() {
     let mut conversation = Vec::new();
     let outcome = agent.run_turn(&mut conversation, "try the tools", &kinds).await.unwrap();
     assert_eq!(outcome.final_text, "All done.");
-    let results: Vec<(String, bool)> = conversation
-        .iter()
-        .filter(|m| m.role == Role::User)
-        .flat_map(|m| m.content.iter())
-        .filter_map(|b| match b {
-            Block::ToolResult { content, is_error, .. } => Some((content.clone(), *is_error)),
-            _ => None,
-        })
-        .collect();
+    let results = tool_results(&conversation);
     assert_eq!(results[0], ("Echo: agent".to_owned(), false));
     assert!(results[1].0.contains("42") && !results[1].1, "{results:?}");
     assert!(results[2].0.contains("[image image/png") && !results[2].1, "{results:?}");
@@ -127,14 +133,7 @@ async fn structured_content_and_resources_through_the_gate() {
     let mut conversation = Vec::new();
     let outcome = agent.run_turn(&mut conversation, "look", &Kinds::default()).await.unwrap();
     assert_eq!(outcome.final_text, "Done.");
-    let results: Vec<(String, bool)> = conversation
-        .iter()
-        .flat_map(|m| m.content.iter())
-        .filter_map(|b| match b {
-            Block::ToolResult { content, is_error, .. } => Some((content.clone(), *is_error)),
-            _ => None,
-        })
-        .collect();
+    let results = tool_results(&conversation);
     assert_eq!(results.len(), 3, "{results:?}");
     assert!(!results[0].1 && results[0].0.contains("Light rain"), "the structured result matched: {results:?}");
     assert!(!results[1].1 && results[1].0.contains("demo://resource/static/document/architecture.md"), "{results:?}");
