@@ -762,3 +762,69 @@ fn chat_sends_a_servers_prompt_as_the_next_turn() {
     let hostile = users[2]["content"][0]["text"].as_str().unwrap();
     assert!(hostile.starts_with("HOSTILE") && !hostile.contains('\u{1b}'), "{hostile:?}");
 }
+
+/// An OpenAI-compatible endpoint on 127.0.0.1 that answers every request with `answer` (one
+/// streamed text) and hands each request's body to the test.
+fn fake_openai(answer: &'static str) -> (String, std::sync::mpsc::Receiver<Value>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some((name, value)) = line.split_once(':')
+                    && name.eq_ignore_ascii_case("content-length")
+                {
+                    length = value.trim().parse().unwrap();
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            let _ = tx.send(serde_json::from_slice::<Value>(&body).unwrap());
+            let chunk = serde_json::json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": answer}, "finish_reason": "stop"}]});
+            let events = format!("data: {chunk}\n\ndata: [DONE]\n\n");
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n";
+            let _ = write!(stream, "{head}content-length: {}\r\n\r\n{events}", events.len());
+        }
+    });
+    (base, rx)
+}
+
+/// What the model is sent for `/SERVER:PROMPT`: the prompt's messages as the user's turn, on
+/// the wire of a real provider adapter.
+#[test]
+fn a_prompt_is_in_the_models_request() {
+    let env = env();
+    let config = env.write("config.toml", "[servers.fx]\ncommand = \"$FX\"\nargs = [\"content\"]\n");
+    let (base, requests) = fake_openai("Noted.");
+    let out = env
+        .cmd()
+        .arg("--config")
+        .arg(&config)
+        .args(["chat", "--provider", "openai", "--model", "gpt-test"])
+        .env("OPENAI_BASE_URL", &base)
+        .env("NO_PROXY", "127.0.0.1")
+        .write_stdin("/fx:greet\n/mcp__fx__review fn main() {}\n")
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("prompt greet needs the argument name"), "{stdout}");
+    assert!(stdout.trim_end().ends_with("What should I look for?\n\nNoted."), "{stdout}");
+    let bodies: Vec<Value> = requests.try_iter().collect();
+    assert_eq!(bodies.len(), 1, "the line missing an argument called no model: {bodies:?}");
+    let messages = bodies[0]["messages"].as_array().unwrap();
+    let user = messages.iter().rfind(|m| m["role"] == "user").unwrap();
+    let text = user["content"].to_string();
+    assert!(text.contains(r"[user]\nReview this code:\nfn main() {}"), "{user}");
+    assert!(text.contains(r"[assistant]\nWhat should I look for?"), "{user}");
+}
