@@ -54,7 +54,7 @@ pub(crate) struct Dictionary {
 }
 
 /// Entries of the cache in front of [`Dictionary::intern`]: 24 KiB.
-pub(crate) const RECENT: usize = 1024;
+pub(crate) const RECENT: usize = 4096;
 
 /// `word` packed with its length when it has at most 15 bytes (two `u64`s rather than a `u128`:
 /// eight-byte alignment makes the table's entries smaller).

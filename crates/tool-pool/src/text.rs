@@ -68,6 +68,33 @@ pub(crate) fn words(text: &str, split: Split, mut emit: impl FnMut(&str)) {
             continue;
         }
         let start = i;
+        // Fast path for the common word: a letter, then lower-case letters, then a separator
+        // (`weather`, `Weather`). It has no split point under either rule, so it is the word,
+        // lowercased; anything else (digits, capitals inside, other characters) takes the
+        // general loop below from the same start. (The general loop's per-byte bookkeeping was
+        // most of the cost of building an index.)
+        if class(b) & (UPPER | LOWER) != 0 {
+            let mut end = i + 1;
+            while bytes.get(end).is_some_and(|&n| class(n) == ALNUM | LOWER) {
+                end += 1;
+            }
+            let ends_word = bytes.get(end).is_none_or(|&n| n.is_ascii() && class(n) == 0);
+            if ends_word && end - start <= MAX_IDENTIFIER_LEN {
+                let word = &text[start..end];
+                if class(b) & UPPER == 0 {
+                    emit(word);
+                } else {
+                    let mut stack = [0u8; MAX_IDENTIFIER_LEN];
+                    if let Some(lower) = stack.get_mut(..word.len()) {
+                        lower.copy_from_slice(word.as_bytes());
+                        lower[0] = b.to_ascii_lowercase();
+                        emit(std::str::from_utf8(lower).unwrap_or_default());
+                    }
+                }
+                i = end;
+                continue;
+            }
+        }
         // Where the run splits (offsets from `start`, increasing), kept while the run is short
         // enough to be split at all.
         let mut cuts = [0u8; MAX_IDENTIFIER_LEN];
@@ -177,7 +204,11 @@ pub(crate) fn compact(text: &str) -> String {
 pub(crate) fn compact_into(out: &mut String, text: &str) {
     out.clear();
     if text.is_ascii() {
-        out.extend(text.bytes().filter(u8::is_ascii_alphanumeric).map(|b| char::from(b.to_ascii_lowercase())));
+        // As bytes: pushing `char`s one by one encodes each, a visible cost when indexing.
+        let mut bytes = std::mem::take(out).into_bytes();
+        bytes.extend(text.bytes().filter(u8::is_ascii_alphanumeric).map(|b| b.to_ascii_lowercase()));
+        // Always ASCII, so always valid.
+        *out = String::from_utf8(bytes).unwrap_or_default();
     } else {
         out.extend(text.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase));
     }
@@ -303,6 +334,27 @@ mod tests {
         assert_eq!(s("  Ünïcode Straße 服务 "), ["ünïcode", "straße", "服务"]);
         assert_eq!(s(""), Vec::<String>::new());
         assert_eq!(s("İ"), ["i\u{307}"]);
+    }
+
+    /// What [`words`] must equal: runs of alphanumeric characters, each split on characters.
+    fn by_characters(text: &str, how: Split) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut buf = String::new();
+        for run in text.split(|c: char| !c.is_alphanumeric()).filter(|r| !r.is_empty()) {
+            split_chars(run, how, &mut buf, &mut |w: &str| out.push(w.to_owned()));
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_byte_tokenizer_equals_the_character_one(
+            text in r"([a-z]{1,6}|[A-Z]{1,4}|[0-9]{1,3}|[ _.\-]|é|É|日|[a-zA-Z]{40,60}){0,24}"
+        ) {
+            for how in [Split::Identifiers, Split::Plain] {
+                proptest::prop_assert_eq!(split(&text, how), by_characters(&text, how));
+            }
+        }
     }
 
     #[test]
