@@ -275,7 +275,18 @@ impl Agent {
         user_text: &str,
         events: &dyn EventSink,
     ) -> Result<TurnOutcome, AgentError> {
-        let user = Message::user(user_text);
+        self.run_turn_with(conversation, Message::user(user_text), events).await
+    }
+
+    /// [`Agent::run_turn`] with a whole user message (several blocks, as a server's prompt
+    /// gives); its role is taken as the user's whatever it says.
+    pub async fn run_turn_with(
+        &self,
+        conversation: &mut Vec<Message>,
+        user: Message,
+        events: &dyn EventSink,
+    ) -> Result<TurnOutcome, AgentError> {
+        let user = Message { role: Role::User, ..user };
         self.record_message(&user);
         conversation.push(user);
         let mut usage = Usage::default();

@@ -15,7 +15,7 @@ use anyhow::{Context as _, bail};
 
 use crate::config::Config;
 use crate::runtime::{Runtime, Source};
-use crate::{Outcome, output};
+use crate::{Outcome, chat_prompts, output};
 
 /// Which language model answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -309,9 +309,9 @@ async fn finish(prepared: Prepared) {
 
 /// One task; a signal (SIGINT, SIGTERM, SIGHUP) stops it (pending calls are cancelled) and
 /// is returned as the error, after which the caller closes the servers.
-async fn one_turn(prepared: &mut Prepared, task: &str) -> anyhow::Result<()> {
+async fn one_turn(prepared: &mut Prepared, task: Message) -> anyhow::Result<()> {
     let Prepared { agent, conversation, events, .. } = prepared;
-    match crate::signals::interruptible(agent.run_turn(conversation, task, events.as_ref())).await {
+    match crate::signals::interruptible(agent.run_turn_with(conversation, task, events.as_ref())).await {
         Ok(outcome) => outcome.map(drop).map_err(anyhow::Error::from),
         Err(interrupted) => {
             let _ = output::stderr("\ninterrupted: pending tool calls were cancelled\n");
@@ -329,7 +329,7 @@ pub(crate) async fn run_command(
 ) -> anyhow::Result<Outcome> {
     let source = Source { path: config.file.clone(), allow_workspace };
     let mut prepared = prepare(config, source, args, None).await?;
-    let result = one_turn(&mut prepared, task).await;
+    let result = one_turn(&mut prepared, Message::user(task)).await;
     finish(prepared).await;
     result.map(|()| Outcome::Success)
 }
@@ -355,7 +355,40 @@ pub(crate) async fn chat_command(config: Config, allow_workspace: bool, args: &A
                 let text = mcp_command(&prepared.runtime, line.trim()).await;
                 let _ = output::stdout(&text);
             }
-            Ok(Some(line)) => match one_turn(&mut prepared, line.trim()).await {
+            Ok(Some(line)) if line.trim() == "/prompts" => {
+                let _ = output::stdout(&chat_prompts::list(&prepared.runtime).await);
+            }
+            Ok(Some(line)) if line.trim() == "/complete" || line.trim().starts_with("/complete ") => {
+                let _ = output::stdout(&chat_prompts::complete(&prepared.runtime, line.trim()).await);
+            }
+            Ok(Some(line)) if prompt_named(&prepared.runtime, &line).is_some() => {
+                let Some(named) = prompt_named(&prepared.runtime, &line) else { continue };
+                let fetched = match crate::signals::interruptible(chat_prompts::fetch(&prepared.runtime, &named)).await
+                {
+                    Ok(fetched) => fetched,
+                    Err(interrupted) => break Err(interrupted.into()),
+                };
+                let fetched = match fetched {
+                    Ok(fetched) => fetched,
+                    Err(what_to_type) => {
+                        // Nothing is sent: the user retypes the line.
+                        let _ = output::stdout(&what_to_type);
+                        continue;
+                    }
+                };
+                if !args.json {
+                    // What is sent, then a blank line before the model's answer.
+                    let _ = output::stdout(&format!("{}\n\n", fetched.shown.trim_end()));
+                }
+                match one_turn(&mut prepared, fetched.message).await {
+                    Ok(()) => {}
+                    Err(e) if e.is::<crate::signals::Interrupted>() => break Err(e),
+                    Err(e) => {
+                        let _ = output::stderr(&format!("error: {e:#}\n"));
+                    }
+                }
+            }
+            Ok(Some(line)) => match one_turn(&mut prepared, Message::user(line.trim())).await {
                 Ok(()) => {}
                 Err(e) if e.is::<crate::signals::Interrupted>() => break Err(e),
                 Err(e) => {
@@ -369,6 +402,17 @@ pub(crate) async fn chat_command(config: Config, allow_workspace: bool, args: &A
     };
     finish(prepared).await;
     result.map(|()| Outcome::Success)
+}
+
+/// The configured servers' names.
+fn server_names(runtime: &Runtime) -> Vec<String> {
+    runtime.servers().states().into_iter().map(|(name, _)| name).collect()
+}
+
+/// Whether `line` is `/SERVER:PROMPT ...` or `/mcp__SERVER__PROMPT ...` (a line that only looks
+/// like one, naming no known server, is still taken as one: the user is told the servers).
+fn prompt_named<'a>(runtime: &Runtime, line: &'a str) -> Option<chat_prompts::PromptLine<'a>> {
+    chat_prompts::prompt_line(line, &server_names(runtime))
 }
 
 /// `/mcp`, `/mcp reconnect NAME`, `/mcp enable NAME`, `/mcp disable NAME` in `chat`: what the
@@ -413,7 +457,7 @@ pub(crate) async fn demo_command(args: &AgentArgs) -> anyhow::Result<Outcome> {
     }
     let source = Source { path: None, allow_workspace: false };
     let mut prepared = prepare(config, source, args, Some(include_str!("demo/script.json"))).await?;
-    let result = one_turn(&mut prepared, DEMO_TASK).await;
+    let result = one_turn(&mut prepared, Message::user(DEMO_TASK)).await;
     finish(prepared).await;
     result.map(|()| Outcome::Success)
 }

@@ -8,7 +8,7 @@
 
 use anyhow::{Context as _, bail};
 use mcp_client::{Client, ClientError, DEFAULT_MAX_RESOURCE_BYTES, ListLimits, ServerConnection, close_all};
-use mcp_protocol::{Prompt, Resource, ResourceTemplate};
+use mcp_protocol::{GetPromptResult, Prompt, Resource, ResourceTemplate};
 use serde_json::{Map, Value, json};
 
 use crate::Outcome;
@@ -271,7 +271,7 @@ pub(crate) async fn prompts_command(config: Config, as_json: bool) -> anyhow::Re
 }
 
 /// `name style?`: the optional ones marked, `-` for none.
-fn arguments_of(prompt: &Prompt) -> String {
+pub(crate) fn arguments_of(prompt: &Prompt) -> String {
     let Some(arguments) = prompt.arguments.as_ref().filter(|a| !a.is_empty()) else { return "-".to_owned() };
     let names: Vec<String> = arguments
         .iter()
@@ -317,6 +317,13 @@ pub(crate) async fn prompt_command(
         output::stdout(&pretty(&serde_json::to_value(&result)?)?)?;
         return Ok(Outcome::Success);
     }
+    output::stdout(&prompt_text(&result))?;
+    Ok(Outcome::Success)
+}
+
+/// A prompt's description and messages for a person (`prompt`, and `chat` showing what it
+/// sends): each message under its role, terminal-safe.
+pub(crate) fn prompt_text(result: &GetPromptResult) -> String {
     let mut out = String::new();
     if let Some(description) = &result.description {
         out.push_str(&format!("# {}\n\n", output::one_line(description, 300)));
@@ -334,8 +341,7 @@ pub(crate) async fn prompt_command(
     if result.messages.is_empty() {
         out.push_str("the prompt has no messages\n");
     }
-    output::stdout(&out)?;
-    Ok(Outcome::Success)
+    out
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ mod agent;
 mod approve;
 mod auth;
 mod call;
+mod chat_prompts;
 mod config;
 mod content;
 mod demo_server;
@@ -148,7 +149,9 @@ enum Command {
         #[command(flatten)]
         agent: agent::AgentArgs,
     },
-    /// Talk with the agent, one task per line (`/exit` or end of input to stop).
+    /// Talk with the agent, one task per line (`/exit` or end of input to stop; `/mcp` for the
+    /// servers, `/prompts`, `/SERVER:PROMPT key=value ...` to send a server's prompt, `/complete
+    /// SERVER:PROMPT ARG [PREFIX]` for argument values).
     Chat {
         #[command(flatten)]
         agent: agent::AgentArgs,

@@ -689,3 +689,145 @@ fn resuming_an_unknown_session_says_so_once() {
         .code(2)
         .stderr(predicates::str::contains("a session id is letters, digits"));
 }
+
+/// The user messages of a transcript, as JSON (what the model was sent as the user's turns).
+fn user_messages(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["kind"] == "message" && e["message"]["role"] == "user")
+        .map(|e| e["message"].clone())
+        .collect()
+}
+
+/// `/SERVER:PROMPT args` and `/mcp__SERVER__PROMPT args` in `chat` send the prompt's messages
+/// as the user's turn; a line naming an unknown server or prompt, or missing a required
+/// argument, says what to type and calls no model; `/complete` asks the server.
+#[test]
+fn chat_sends_a_servers_prompt_as_the_next_turn() {
+    let env = env();
+    let config = env.write("config.toml", "[servers.fx]\ncommand = \"$FX\"\nargs = [\"content\"]\n");
+    let script = env.write("script.json", r#"{"turns": [{"text": "Hello, Ada."}, {"text": "Looks fine."}]}"#);
+    let lines = [
+        "/prompts",
+        "/fx:greet",
+        "/fx:greet nmae=Ada",
+        "/fx:nope",
+        "/zz:greet Ada",
+        "/complete fx:greet name A",
+        "/complete fx:greet name style=formal",
+        "/fx:greet name=Ada Lovelace style=formal",
+        "/mcp__fx__review fn main() {}",
+        "/fx:hostile",
+    ];
+    let out = env
+        .cmd()
+        .arg("--config")
+        .arg(&config)
+        .args(["chat", "--provider", "scripted", "--script"])
+        .arg(&script)
+        .write_stdin(lines.join("\n") + "\n")
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    for expected in [
+        "/fx:greet name=VALUE [style=VALUE]  Greet someone.",
+        "prompt greet needs the argument name; type /fx:greet name=VALUE [style=VALUE]",
+        "prompt greet has no argument nmae; type /fx:greet",
+        "server fx has no prompt nope; it has /fx:greet, /fx:review, /fx:hostile",
+        "no server named zz; servers: fx",
+        "Ada\nAlan\n",
+        "Dr. Ada Lovelace\nDr. Alan Turing\n",
+        "[user]\nGreet Ada Lovelace, formal.\n\nHello, Ada.",
+        "[assistant]\nWhat should I look for?\n\nLooks fine.",
+    ] {
+        assert!(stdout.contains(expected), "missing {expected:?} in:\n{stdout}");
+    }
+    assert!(!stdout.contains('\u{1b}') && !stdout.contains('\u{7}'), "server text is terminal-safe: {stdout:?}");
+    let sessions = env.sessions();
+    assert_eq!(sessions.len(), 1);
+    let users = user_messages(&sessions[0]);
+    assert_eq!(
+        users,
+        vec![
+            serde_json::json!({"role": "user", "content": [{"type": "text", "text": "Greet Ada Lovelace, formal."}]}),
+            serde_json::json!({"role": "user", "content": [
+                {"type": "text", "text": "[user]\nReview this code:\nfn main() {}"},
+                {"type": "text", "text": "[assistant]\nWhat should I look for?"}]}),
+            // The hostile prompt is sent too (its text cleaned); the script has no third turn.
+            users[2].clone(),
+        ],
+        "only the three fetched prompts reached the model"
+    );
+    let hostile = users[2]["content"][0]["text"].as_str().unwrap();
+    assert!(hostile.starts_with("HOSTILE") && !hostile.contains('\u{1b}'), "{hostile:?}");
+}
+
+/// An OpenAI-compatible endpoint on 127.0.0.1 that answers every request with `answer` (one
+/// streamed text) and hands each request's body to the test.
+fn fake_openai(answer: &'static str) -> (String, std::sync::mpsc::Receiver<Value>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some((name, value)) = line.split_once(':')
+                    && name.eq_ignore_ascii_case("content-length")
+                {
+                    length = value.trim().parse().unwrap();
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            let _ = tx.send(serde_json::from_slice::<Value>(&body).unwrap());
+            let chunk = serde_json::json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": answer}, "finish_reason": "stop"}]});
+            let events = format!("data: {chunk}\n\ndata: [DONE]\n\n");
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n";
+            let _ = write!(stream, "{head}content-length: {}\r\n\r\n{events}", events.len());
+        }
+    });
+    (base, rx)
+}
+
+/// What the model is sent for `/SERVER:PROMPT`: the prompt's messages as the user's turn, on
+/// the wire of a real provider adapter.
+#[test]
+fn a_prompt_is_in_the_models_request() {
+    let env = env();
+    let config = env.write("config.toml", "[servers.fx]\ncommand = \"$FX\"\nargs = [\"content\"]\n");
+    let (base, requests) = fake_openai("Noted.");
+    let out = env
+        .cmd()
+        .arg("--config")
+        .arg(&config)
+        .args(["chat", "--provider", "openai", "--model", "gpt-test"])
+        .env("OPENAI_BASE_URL", &base)
+        .env("NO_PROXY", "127.0.0.1")
+        .write_stdin("/fx:greet\n/mcp__fx__review fn main() {}\n")
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("prompt greet needs the argument name"), "{stdout}");
+    assert!(stdout.trim_end().ends_with("What should I look for?\n\nNoted."), "{stdout}");
+    let bodies: Vec<Value> = requests.try_iter().collect();
+    assert_eq!(bodies.len(), 1, "the line missing an argument called no model: {bodies:?}");
+    let messages = bodies[0]["messages"].as_array().unwrap();
+    let user = messages.iter().rfind(|m| m["role"] == "user").unwrap();
+    let text = user["content"].to_string();
+    assert!(text.contains(r"[user]\nReview this code:\nfn main() {}"), "{user}");
+    assert!(text.contains(r"[assistant]\nWhat should I look for?"), "{user}");
+}

@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 
 use mcp_protocol::stateless::{self, ResultKind};
 use mcp_protocol::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientSession, GetPromptRequestParams, GetPromptResult,
-    Implementation, Incoming, InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, Outgoing, PaginatedRequestParams, ProgressNotificationParams, Prompt, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities, ServerNotification,
-    ServerRequest, SessionConfig, SessionError, SessionState, Tool, methods,
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientSession, CompleteArgument, CompleteContext,
+    CompleteReference, CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult, Implementation,
+    Incoming, InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    Outgoing, PaginatedRequestParams, ProgressNotificationParams, Prompt, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities, ServerNotification, ServerRequest,
+    SessionConfig, SessionError, SessionState, Tool, methods,
 };
 use mcp_protocol::{ErrorObject, Message, RequestId, error_codes};
 use mcp_protocol::{encode_error, encode_notification, encode_result};
@@ -160,6 +161,7 @@ enum Capability {
     Tools,
     Resources,
     Prompts,
+    Completions,
 }
 
 impl Capability {
@@ -168,6 +170,7 @@ impl Capability {
             Self::Tools => "tools",
             Self::Resources => "resources",
             Self::Prompts => "prompts",
+            Self::Completions => "completions",
         }
     }
 }
@@ -918,6 +921,7 @@ impl Client {
             Capability::Tools => declared.tools.is_some(),
             Capability::Resources => declared.resources.is_some(),
             Capability::Prompts => declared.prompts.is_some(),
+            Capability::Completions => declared.completions.is_some(),
         }
     }
 
@@ -1049,6 +1053,34 @@ impl Client {
         self.require(Capability::Prompts, methods::PROMPTS_GET)?;
         let params = GetPromptRequestParams { name: name.to_owned(), arguments, extra: Map::new() };
         self.request(methods::PROMPTS_GET, Some(&params), RequestOptions::default()).await
+    }
+
+    /// `completion/complete`: suggested values of argument `argument` of `reference`, given
+    /// `value` typed so far and the `context` of arguments already given (sent only to servers
+    /// of 2025-06-18 and later, which know it). Fails with [`ClientError::NotOffered`] when a
+    /// server of 2025-03-26 or later did not declare `completions` (2024-11-05 had no such
+    /// capability: such a server is asked, and its answer decides).
+    pub async fn complete(
+        &self,
+        reference: CompleteReference,
+        argument: &str,
+        value: &str,
+        context: Option<Map<String, Value>>,
+    ) -> Result<CompleteResult, ClientError> {
+        if self.protocol_version().is_none_or(|v| v >= ProtocolVersion::V2025_03_26) {
+            self.require(Capability::Completions, methods::COMPLETION_COMPLETE)?;
+        }
+        let knows_context = self.protocol_version().is_none_or(|v| v >= ProtocolVersion::V2025_06_18);
+        let context = context
+            .filter(|arguments| knows_context && !arguments.is_empty())
+            .map(|arguments| CompleteContext { arguments: Some(arguments), extra: Map::new() });
+        let params = CompleteRequestParams {
+            reference,
+            argument: CompleteArgument { name: argument.to_owned(), value: value.to_owned(), extra: Map::new() },
+            context,
+            extra: Map::new(),
+        };
+        self.request(methods::COMPLETION_COMPLETE, Some(&params), RequestOptions::default()).await
     }
 
     /// `tools/call` under the tool's raw name.

@@ -31,7 +31,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use mcp_protocol::{
-    CallToolResult, GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplate, ServerNotification, Tool,
+    CallToolResult, CompleteReference, CompleteResult, GetPromptResult, Prompt, ReadResourceResult, Resource,
+    ResourceTemplate, ServerNotification, Tool,
 };
 use mcp_safety::Backoff;
 use serde_json::{Map, Value};
@@ -603,12 +604,13 @@ impl ServerSet {
 
     /// `server`'s prompts from its catalog, within the set's listing limits (none when it does
     /// not declare `prompts`), re-listed first when it announced a change.
-    pub async fn prompts(&self, server: &str) -> Result<Arc<[Prompt]>, SetCallError> {
+    pub async fn prompts(&self, server: &str) -> Result<Vec<Prompt>, SetCallError> {
         let (slot, live) = self.live_of(server).await?;
         live.catch_up();
-        list_prompts(&slot, &live, self.limits)
+        let prompts = list_prompts(&slot, &live, self.limits)
             .await
-            .map_err(|error| SetCallError::Call { server: server.to_owned(), error })
+            .map_err(|error| SetCallError::Call { server: server.to_owned(), error })?;
+        Ok(prompts.to_vec())
     }
 
     /// `prompts/get` of prompt `name` of `server` with its arguments.
@@ -642,6 +644,18 @@ impl ServerSet {
         max_bytes: usize,
     ) -> Result<ReadResourceResult, SetCallError> {
         self.on_client(server, async |client| client.read_resource(uri, max_bytes).await).await
+    }
+
+    /// `completion/complete` on `server` (see [`Client::complete`](crate::Client::complete)).
+    pub async fn complete(
+        &self,
+        server: &str,
+        reference: CompleteReference,
+        argument: &str,
+        value: &str,
+        context: Option<Map<String, Value>>,
+    ) -> Result<CompleteResult, SetCallError> {
+        self.on_client(server, async |client| client.complete(reference, argument, value, context).await).await
     }
 
     /// Runs `ask` on `server`'s live client, waiting for a server that is coming back as a

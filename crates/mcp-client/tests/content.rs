@@ -11,7 +11,7 @@ use mcp_client::{
     Client, ClientError, ClientOptions, ConnectOptions, DEFAULT_MAX_RESOURCE_BYTES, ListLimits, ServerSpec,
     ServerState, connect,
 };
-use mcp_protocol::{ContentBlock, ErrorObject};
+use mcp_protocol::{CompleteReference, CompleteResult, ContentBlock, ErrorObject, ProtocolVersion};
 use mcp_transport::{StdioConfig, StdioTransport};
 use serde_json::json;
 
@@ -159,4 +159,60 @@ async fn prompts_are_listed_and_got_with_arguments() {
     assert_eq!(server_error(&err).code, -32602);
     assert!(server_error(&err).message.contains("\"name\""), "{err}");
     c.close().await.unwrap();
+}
+
+async fn client_of(version: ProtocolVersion, args: &[&str]) -> Client {
+    let config = StdioConfig::new(fixture(), args.iter().copied());
+    let transport = StdioTransport::spawn(config).expect("spawn fixture");
+    let options = ClientOptions { offered_version: version, ..ClientOptions::default() };
+    Client::connect(transport, options).await.expect("handshake with fixture")
+}
+
+fn values(result: &CompleteResult) -> Vec<&str> {
+    result.completion.values.iter().map(String::as_str).collect()
+}
+
+#[tokio::test]
+async fn arguments_are_completed_where_the_server_offers_it() {
+    let greet = || CompleteReference::prompt("greet");
+    let log = log_file("complete");
+    let log_arg = log.display().to_string();
+    let c = client(&["content", "--log", &log_arg]).await;
+    assert!(c.server_capabilities().unwrap().completions.is_some());
+    assert_eq!(values(&c.complete(greet(), "name", "a", None).await.unwrap()), ["Ada", "Alan"]);
+    assert_eq!(values(&c.complete(greet(), "style", "", None).await.unwrap()), ["casual", "formal"]);
+    // The arguments already given go as the context (2025-06-18 on), and narrow the answer.
+    let formal = json!({"style": "formal"}).as_object().cloned();
+    let titled = c.complete(greet(), "name", "", formal.clone()).await.unwrap();
+    assert_eq!(values(&titled), ["Dr. Ada Lovelace", "Dr. Alan Turing"]);
+    let template = CompleteReference::resource("fixture://notes/{name}");
+    assert_eq!(values(&c.complete(template, "name", "T", None).await.unwrap()), ["todo"]);
+    c.close().await.unwrap();
+    let lines = received(&log);
+    assert!(lines.contains(r#""ref":{"type":"ref/prompt","name":"greet"}"#), "{lines}");
+    assert!(lines.contains(r#""context":{"arguments":{"style":"formal"}}"#), "{lines}");
+
+    // 2024-11-05 has neither the capability nor the context: the request is sent without it.
+    let log = log_file("complete-2024");
+    let log_arg = log.display().to_string();
+    let old = client_of(ProtocolVersion::V2024_11_05, &["content", "--log", &log_arg]).await;
+    assert_eq!(old.protocol_version(), Some(ProtocolVersion::V2024_11_05));
+    assert_eq!(values(&old.complete(greet(), "name", "", formal).await.unwrap()), ["Ada", "Alan", "Grace"]);
+    old.close().await.unwrap();
+    assert!(!received(&log).contains("context"), "{}", received(&log));
+
+    // A server that does not declare `completions` is not asked; one of 2024-11-05 is, and
+    // its answer decides.
+    let log = log_file("complete-none");
+    let log_arg = log.display().to_string();
+    let tools_only = client(&["echo", "--log", &log_arg]).await;
+    let err = tools_only.complete(greet(), "name", "", None).await.unwrap_err();
+    assert!(matches!(err, ClientError::NotOffered { capability: "completions", .. }), "{err:?}");
+    tools_only.close().await.unwrap();
+    assert!(!received(&log).contains("completion/complete"), "{}", received(&log));
+    let old_tools = client_of(ProtocolVersion::V2024_11_05, &["echo"]).await;
+    let err = old_tools.complete(greet(), "name", "", None).await.unwrap_err();
+    assert_eq!(server_error(&err).code, -32601, "{err:?}");
+    old_tools.close().await.unwrap();
+    let _ = std::fs::remove_file(&log);
 }

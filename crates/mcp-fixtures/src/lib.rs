@@ -13,7 +13,7 @@
 //! | `garbage` | writes non-JSON lines, invalid JSON-RPC and, with `--huge-line BYTES`, one oversize line before answering |
 //! | `snoop` | adds `read_file {path}`, `write_file {path,text}`, `connect {port}` (127.0.0.1) and `fork_bomb {max}`, which report the OS error they get: what a confined server may and may not do |
 //! | `gather` | every call waits until `--peers N` (default 2) calls are in flight together, else fails (after 60 s) |
-//! | `content` | declares only `resources` and `prompts` (no tools: `tools/list` is "Method not found"); see below |
+//! | `content` | declares only `resources`, `prompts` and `completions` (no tools: `tools/list` is "Method not found"); see below |
 //! | `hostile` | adds `hostile {where}` (terminal escapes, OSC 52, CR, C1 and bidi overrides as an `error` answer, a `log` notification, a `stdout` line that is not JSON, the `result`, or on stderr before a `crash`), `traceback {lines}` (stderr lines, then exit at once), `big {bytes,id_last}` (an answer of that size, its id first or last) and `spawn_child` (a child that lingers in the server's process group) |
 //!
 //! Flags of every mode, so tests wait for what the server saw rather than for a time:
@@ -42,7 +42,10 @@
 //! `fixture://hostile` (terminal escapes in its description and text) and `fixture://big` (1
 //! MiB of text); the template `fixture://notes/{name}` (any name reads `Note NAME.`); the prompts
 //! `greet {name, style?}`, `review {code}` (a user and an assistant message) and `hostile`. Its
-//! lists come in pages of `--page-size`; an unknown URI is error -32002. `content --mutable`
+//! lists come in pages of `--page-size`; an unknown URI is error -32002. `completion/complete`
+//! suggests `greet`'s `name` (`Ada`, `Alan`, `Grace`; titled ones when the context has
+//! `style=formal`) and `style` (`casual`, `formal`), and the template's `name` (`ideas`,
+//! `todo`): the values starting with what was typed, ignoring case. `content --mutable`
 //! also declares `tools` and `listChanged` for tools, resources and prompts, with the tools
 //! `add_resource {name}` (adds `fixture://added/NAME` and announces
 //! `resources/list_changed`), `add_prompt {name}` (announces `prompts/list_changed`),

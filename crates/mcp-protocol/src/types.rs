@@ -59,6 +59,8 @@ method_names! {
     PROMPTS_LIST = "prompts/list";
     /// Get a prompt.
     PROMPTS_GET = "prompts/get";
+    /// Ask for completions of a prompt's or a resource template's argument.
+    COMPLETION_COMPLETE = "completion/complete";
     /// Server → client: list the client's roots.
     ROOTS_LIST = "roots/list";
     /// Server → client: ask the client's model for a completion.
@@ -901,6 +903,110 @@ pub struct GetPromptResult {
     pub description: Option<String>,
     /// The messages.
     pub messages: Vec<PromptMessage>,
+    /// Unknown fields.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// What a `completion/complete` request completes an argument of.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+#[non_exhaustive]
+pub enum CompleteReference {
+    /// A prompt, by name.
+    #[serde(rename = "ref/prompt")]
+    Prompt {
+        /// The prompt's name.
+        name: String,
+        /// Unknown fields (a `title`).
+        #[serde(flatten)]
+        extra: Extra,
+    },
+    /// A resource template (or resource), by URI.
+    #[serde(rename = "ref/resource")]
+    Resource {
+        /// The URI or URI template.
+        uri: String,
+        /// Unknown fields.
+        #[serde(flatten)]
+        extra: Extra,
+    },
+}
+
+impl CompleteReference {
+    /// The prompt named `name`.
+    pub fn prompt(name: impl Into<String>) -> Self {
+        Self::Prompt { name: name.into(), extra: Extra::new() }
+    }
+
+    /// The resource template (or resource) `uri`.
+    pub fn resource(uri: impl Into<String>) -> Self {
+        Self::Resource { uri: uri.into(), extra: Extra::new() }
+    }
+}
+
+/// The argument being completed and what was typed of it so far.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompleteArgument {
+    /// The argument's name.
+    pub name: String,
+    /// The value so far (a prefix, possibly empty).
+    pub value: String,
+    /// Unknown fields.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// Arguments already given, which a server may use to narrow its completions (2025-06-18 on).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CompleteContext {
+    /// The other arguments' values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Map<String, Value>>,
+    /// Unknown fields.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// Params of `completion/complete`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompleteRequestParams {
+    /// What is completed.
+    #[serde(rename = "ref")]
+    pub reference: CompleteReference,
+    /// Which argument, and its value so far.
+    pub argument: CompleteArgument,
+    /// Other arguments already given (left out for servers of 2025-03-26 and before, which
+    /// do not know it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<CompleteContext>,
+    /// Unknown fields.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// The completions of `completion/complete`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Completion {
+    /// The suggested values (at most 100 by the specification).
+    pub values: Vec<String>,
+    /// How many there are in all, when the server knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    /// Whether there are more than `values`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub has_more: Option<bool>,
+    /// Unknown fields.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// Result of `completion/complete`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CompleteResult {
+    /// The completions.
+    pub completion: Completion,
     /// Unknown fields.
     #[serde(flatten)]
     pub extra: Extra,

@@ -13,13 +13,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use mcp_client::{
-    Client, ClientError, ClientOptions, DecliningHandler, ListLimits, RequestOptions, ServerRequestHandler,
+    Client, ClientError, ClientOptions, DEFAULT_MAX_RESOURCE_BYTES, DecliningHandler, ListLimits, RequestOptions,
+    ServerRequestHandler,
 };
-use mcp_protocol::ErrorObject;
 use mcp_protocol::{
     ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
     ListRootsResult, Root, RootsCapability, ServerNotification,
 };
+use mcp_protocol::{CompleteReference, ContentBlock, ErrorObject};
 use mcp_sandbox::Sandbox;
 use mcp_sandbox::launcher::Launcher;
 use mcp_transport::{StdioConfig, StdioSandbox, StdioTransport};
@@ -113,6 +114,78 @@ async fn everything_echo() {
     assert!(r.structured_content.is_some(), "structuredContent decoded: {r:?}");
     let r = client.call_tool("get-tiny-image", None, RequestOptions::default()).await.unwrap();
     assert!(r.content.iter().any(|c| matches!(c, mcp_protocol::ContentBlock::Image { .. })), "{r:?}");
+    client.close().await.unwrap();
+}
+
+/// Resources (every page), templates, a text and a blob read, prompts, a prompt with
+/// arguments and one with an embedded resource, and argument completion with its context.
+#[tokio::test]
+async fn everything_resources_templates_prompts_and_completion() {
+    let client = connect(node_server("server-everything", &["stdio"]), ClientOptions::default()).await;
+    let declared = client.server_capabilities().unwrap();
+    assert!(declared.resources.is_some() && declared.prompts.is_some() && declared.completions.is_some());
+
+    let resources = client.list_all_resources(ListLimits::default()).await.unwrap();
+    let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
+    let doc = "demo://resource/static/document/architecture.md";
+    assert!(uris.contains(&doc), "{uris:?}");
+    // The cap applies to a real server's list too (it has more than one resource).
+    assert!(resources.len() > 1, "{uris:?}");
+    let err = client.list_all_resources(ListLimits { max_pages: 100, max_items: 1 }).await.unwrap_err();
+    assert!(matches!(err, ClientError::TooManyItems { method: "resources/list", limit: 1 }), "{err:?}");
+    let templates = client.list_all_resource_templates(ListLimits::default()).await.unwrap();
+    let patterns: Vec<&str> = templates.iter().map(|t| t.uri_template.as_str()).collect();
+    for pattern in ["demo://resource/dynamic/text/{resourceId}", "demo://resource/dynamic/blob/{resourceId}"] {
+        assert!(patterns.contains(&pattern), "{patterns:?}");
+    }
+
+    let text = client.read_resource(doc, DEFAULT_MAX_RESOURCE_BYTES).await.unwrap();
+    assert_eq!(text.contents[0].mime_type.as_deref(), Some("text/markdown"));
+    assert!(text.contents[0].text.as_deref().is_some_and(|t| !t.is_empty()), "{text:?}");
+    let blob = client.read_resource("demo://resource/dynamic/blob/7", DEFAULT_MAX_RESOURCE_BYTES).await.unwrap();
+    let data = blob.contents[0].blob.as_deref().expect("a blob");
+    // Base64 of "Resource 7: This is a base64 blob" (33 bytes: whole 3-byte groups, so a stable
+    // prefix of the encoding whatever timestamp follows).
+    assert!(data.starts_with("UmVzb3VyY2UgNzogVGhpcyBpcyBhIGJhc2U2NCBibG9i"), "{data}");
+    let err = client.read_resource("demo://resource/dynamic/text/x", DEFAULT_MAX_RESOURCE_BYTES).await.unwrap_err();
+    assert!(matches!(err, ClientError::Server { .. }), "an unknown resource is the server's error: {err:?}");
+
+    let prompts = client.list_all_prompts(ListLimits::default()).await.unwrap();
+    let names: Vec<&str> = prompts.iter().map(|p| p.name.as_str()).collect();
+    for name in ["simple-prompt", "args-prompt", "completable-prompt", "resource-prompt"] {
+        assert!(names.contains(&name), "{names:?}");
+    }
+    let args_prompt = prompts.iter().find(|p| p.name == "args-prompt").unwrap();
+    let required: Vec<(&str, bool)> =
+        args_prompt.arguments.iter().flatten().map(|a| (a.name.as_str(), a.required == Some(true))).collect();
+    assert_eq!(required, [("city", true), ("state", false)]);
+    let got = client.get_prompt("args-prompt", args(json!({"city": "Paris", "state": "Texas"}))).await.unwrap();
+    assert_eq!(got.messages.len(), 1);
+    assert_eq!(got.messages[0].role, "user");
+    assert!(
+        matches!(&got.messages[0].content, ContentBlock::Text { text, .. } if text == "What's weather in Paris, Texas?"),
+        "{got:?}"
+    );
+    let got =
+        client.get_prompt("resource-prompt", args(json!({"resourceType": "Text", "resourceId": "3"}))).await.unwrap();
+    assert!(
+        matches!(&got.messages[1].content, ContentBlock::Resource { resource, .. }
+            if resource.uri == "demo://resource/dynamic/text/3"
+                && resource.text.as_deref().is_some_and(|t| t.starts_with("Resource 3:"))),
+        "an embedded resource: {got:?}"
+    );
+    let err = client.get_prompt("args-prompt", None).await.unwrap_err();
+    assert!(matches!(err, ClientError::Server { .. }), "a missing required argument is refused: {err:?}");
+
+    let team = || CompleteReference::prompt("completable-prompt");
+    let departments = client.complete(team(), "department", "S", None).await.unwrap();
+    assert_eq!(departments.completion.values, ["Sales", "Support"]);
+    let context = args(json!({"department": "Sales"}));
+    let names = client.complete(team(), "name", "", context).await.unwrap();
+    assert_eq!(names.completion.values, ["David", "Eve", "Frank"], "the context narrows the answer");
+    let template = CompleteReference::resource("demo://resource/dynamic/text/{resourceId}");
+    let ids = client.complete(template, "resourceId", "12", None).await.unwrap();
+    assert_eq!(ids.completion.values, ["12"]);
     client.close().await.unwrap();
 }
 

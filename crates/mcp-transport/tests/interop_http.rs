@@ -1,6 +1,8 @@
 //! Interoperability over HTTP with real third-party servers: server-everything (TypeScript SDK)
 //! in `streamableHttp` and `sse` modes, and a server on PyPI `mcp` 2.3 in SSE-answer,
-//! JSON-answer and stateless modes. Handshake, list, call, and a notification on the GET stream.
+//! JSON-answer and stateless modes. Handshake, list, call, and a notification on the GET stream;
+//! the Python server's resources, template, prompt and completion over stdio in 2024-11-05,
+//! 2025-11-25 and 2026-07-28.
 //!
 //! Run by `cargo xtask test` (feature `interop`) with `MCP_PEERS_DIR` pointing at the peers.
 //! Every peer runs confined (the `standard` sandbox, reading the peers), over stdio through the
@@ -361,4 +363,81 @@ async fn python_subscriptions_listen_in_2026_07_28() {
     assert_eq!(r.joined_text(), "announced");
     assert!(list_changed(&mut notes).await, "tools/list_changed arrived on the subscriptions/listen stream");
     client.close().await.unwrap();
+}
+
+/// The Python peer over stdio, confined, connected with `options`.
+async fn python_stdio(options: ClientOptions) -> Client {
+    let python = peers_dir().join("py/bin/python");
+    assert!(python.is_file(), "{} is missing; run `cargo xtask peers`", python.display());
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/py_http_server.py");
+    let config = StdioConfig::new(
+        python.to_string_lossy().into_owned(),
+        [server.to_string_lossy().into_owned(), "stdio".to_owned()],
+    );
+    Client::connect(StdioTransport::spawn(confined(config)).unwrap(), options).await.unwrap()
+}
+
+/// Resources, a template, a text and a blob read, a prompt got with arguments and argument
+/// completion, against the PyPI `mcp` server in the revision `options` leads to.
+async fn python_resources_and_prompts(options: ClientOptions, expected_version: &str) {
+    let client = python_stdio(options).await;
+    assert_eq!(client.protocol_version().unwrap().as_str(), expected_version);
+    let resources = client.list_all_resources(ListLimits::default()).await.unwrap();
+    let mut uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
+    uris.sort_unstable();
+    assert_eq!(uris, ["py://logo.png", "py://readme"], "{expected_version}");
+    let templates = client.list_all_resource_templates(ListLimits::default()).await.unwrap();
+    let patterns: Vec<&str> = templates.iter().map(|t| t.uri_template.as_str()).collect();
+    assert_eq!(patterns, ["py://notes/{name}"], "{expected_version}");
+
+    let max = mcp_client::DEFAULT_MAX_RESOURCE_BYTES;
+    let text = client.read_resource("py://readme", max).await.unwrap();
+    assert_eq!(text.contents[0].text.as_deref(), Some("Python readme.\nSecond line.\n"), "{expected_version}");
+    let blob = client.read_resource("py://logo.png", max).await.unwrap();
+    assert_eq!(blob.contents[0].blob.as_deref(), Some("iVBORw0KGgo="), "{expected_version}");
+    assert_eq!(blob.contents[0].mime_type.as_deref(), Some("image/png"));
+    let note = client.read_resource("py://notes/today", max).await.unwrap();
+    assert_eq!(note.contents[0].text.as_deref(), Some("Note today."), "{expected_version}");
+
+    let prompts = client.list_all_prompts(ListLimits::default()).await.unwrap();
+    assert_eq!(prompts.len(), 1, "{prompts:?}");
+    let arguments: Vec<(&str, bool)> =
+        prompts[0].arguments.iter().flatten().map(|a| (a.name.as_str(), a.required == Some(true))).collect();
+    assert_eq!(arguments, [("code", true), ("language", false)], "{expected_version}");
+    let got = client.get_prompt("review", args(json!({"code": "x = 1", "language": "rust"}))).await.unwrap();
+    let messages: Vec<(&str, String)> = got.messages.iter().map(|m| (m.role.as_str(), text_of(&m.content))).collect();
+    assert_eq!(
+        messages,
+        [("user", "Review this rust code:\nx = 1".to_owned()), ("assistant", "What should I look for?".to_owned())],
+        "{expected_version}"
+    );
+    let err = client.get_prompt("review", None).await.unwrap_err();
+    assert!(matches!(err, mcp_client::ClientError::Server { .. }), "a missing argument is refused: {err:?}");
+    let reference = mcp_protocol::CompleteReference::prompt("review");
+    let languages = client.complete(reference, "language", "r", None).await.unwrap();
+    assert_eq!(languages.completion.values, ["ruby", "rust"], "{expected_version}");
+    client.close().await.unwrap();
+}
+
+fn text_of(content: &mcp_protocol::ContentBlock) -> String {
+    match content {
+        mcp_protocol::ContentBlock::Text { text, .. } => text.clone(),
+        other => panic!("expected text, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn python_resources_and_prompts_in_2025_11_25() {
+    python_resources_and_prompts(ClientOptions::default(), "2025-11-25").await;
+}
+
+#[tokio::test]
+async fn python_resources_and_prompts_in_2024_11_05() {
+    let options = ClientOptions { offered_version: mcp_protocol::ProtocolVersion::V2024_11_05, ..Default::default() };
+    python_resources_and_prompts(options, "2024-11-05").await;
+}
+
+#[tokio::test]
+async fn python_resources_and_prompts_in_2026_07_28() {
+    python_resources_and_prompts(auto(), "2026-07-28").await;
 }

@@ -378,6 +378,31 @@ fn get_prompt(params: &Value) -> Result<Value, (i64, String)> {
     }
 }
 
+/// `completion/complete` of `content`: values of the argument that start with what was typed
+/// (case-insensitive), or a JSON-RPC error. `greet`'s `name` suggests other names once `style`
+/// is `formal` (the context of 2025-06-18 on).
+fn complete(params: &Value) -> Result<Value, (i64, String)> {
+    let reference = params.get("ref").unwrap_or(&Value::Null);
+    let argument = params.get("argument").and_then(|a| a.get("name")).and_then(Value::as_str).unwrap_or_default();
+    let typed = params.get("argument").and_then(|a| a.get("value")).and_then(Value::as_str).unwrap_or_default();
+    let formal = params.pointer("/context/arguments/style").and_then(Value::as_str) == Some("formal");
+    let candidates: &[&str] = match (
+        reference.get("type").and_then(Value::as_str),
+        reference.get("name").or_else(|| reference.get("uri")).and_then(Value::as_str),
+        argument,
+    ) {
+        (Some("ref/prompt"), Some("greet"), "name") if formal => &["Dr. Ada Lovelace", "Dr. Alan Turing"],
+        (Some("ref/prompt"), Some("greet"), "name") => &["Ada", "Alan", "Grace"],
+        (Some("ref/prompt"), Some("greet"), "style") => &["casual", "formal"],
+        (Some("ref/resource"), Some("fixture://notes/{name}"), "name") => &["ideas", "todo"],
+        (Some("ref/prompt" | "ref/resource"), _, _) => &[],
+        _ => return Err((-32602, "completion/complete needs ref/prompt or ref/resource".to_owned())),
+    };
+    let lower = typed.to_lowercase();
+    let values: Vec<&str> = candidates.iter().copied().filter(|c| c.to_lowercase().starts_with(&lower)).collect();
+    Ok(json!({"completion": {"values": values, "total": values.len(), "hasMore": false}}))
+}
+
 struct Server {
     bomb: Mutex<Bomb>,
     opts: Options,
@@ -860,9 +885,9 @@ fn handle(server: &Arc<Server>, msg: Value, flush: bool) {
             let known = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
             let version = if known.contains(&requested) { requested } else { "2025-11-25" };
             let capabilities = if server.opts.mode == Mode::Content && server.opts.mutable {
-                json!({"tools": {"listChanged": true}, "resources": {"listChanged": true}, "prompts": {"listChanged": true}})
+                json!({"tools": {"listChanged": true}, "resources": {"listChanged": true}, "prompts": {"listChanged": true}, "completions": {}})
             } else if server.opts.mode == Mode::Content {
-                json!({"resources": {}, "prompts": {}})
+                json!({"resources": {}, "prompts": {}, "completions": {}})
             } else {
                 json!({"tools": {"listChanged": true}, "logging": {}})
             };
@@ -905,6 +930,9 @@ fn handle(server: &Arc<Server>, msg: Value, flush: bool) {
             server.answer(&id, read_resource(uri));
         }
         (Some("prompts/get"), Some(id)) if server.opts.mode == Mode::Content => server.answer(&id, get_prompt(&params)),
+        (Some("completion/complete"), Some(id)) if server.opts.mode == Mode::Content => {
+            server.answer(&id, complete(&params));
+        }
         (Some(_), Some(id)) => server.respond_error(&id, -32601, "Method not found"),
         (Some(_), None) => {}
         (None, Some(id)) => {

@@ -11,12 +11,12 @@ use std::path::PathBuf;
 use mcp_protocol::stateless::{DiscoverResult, InputRequest, InputRequiredResult, SubscriptionsListenRequestParams};
 use mcp_protocol::to_raw;
 use mcp_protocol::{
-    CallToolRequestParams, CallToolResult, CancelledNotificationParams, ClientCapabilities, ContentBlock,
-    CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult, ErrorObject, Extra,
-    GetPromptRequestParams, GetPromptResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListRootsResult, ListToolsResult, LoggingMessageNotificationParams, Message, PaginatedRequestParams,
-    ProgressNotificationParams, ReadResourceRequestParams, ReadResourceResult, Resource, ResourceContents,
-    ResourceUpdatedNotificationParams, Root, SamplingMessage, ServerCapabilities, Tool,
+    CallToolRequestParams, CallToolResult, CancelledNotificationParams, ClientCapabilities, CompleteRequestParams,
+    CompleteResult, ContentBlock, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
+    ErrorObject, Extra, GetPromptRequestParams, GetPromptResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListRootsResult, ListToolsResult, LoggingMessageNotificationParams, Message,
+    PaginatedRequestParams, ProgressNotificationParams, ReadResourceRequestParams, ReadResourceResult, Resource,
+    ResourceContents, ResourceUpdatedNotificationParams, Root, SamplingMessage, ServerCapabilities, Tool,
 };
 use pretty_assertions::assert_eq;
 use serde::de::DeserializeOwned;
@@ -34,6 +34,8 @@ const MODELLED: &[(&str, RoundTrip)] = &[
     ("CallToolRequestParams", typed::<CallToolRequestParams>),
     ("CallToolResult", typed::<CallToolResult>),
     ("CancelledNotificationParams", typed::<CancelledNotificationParams>),
+    ("CompleteRequestParams", typed::<CompleteRequestParams>),
+    ("CompleteResult", typed::<CompleteResult>),
     ("ClientCapabilities", typed::<ClientCapabilities>),
     ("CreateMessageRequestParams", typed::<CreateMessageRequestParams>),
     ("CreateMessageResult", typed::<CreateMessageResult>),
@@ -74,6 +76,8 @@ const MODELLED: &[(&str, RoundTrip)] = &[
     ("CallToolRequest", message::<CallToolRequestParams>),
     ("CallToolResultResponse", message::<CallToolResult>),
     ("CancelledNotification", message::<CancelledNotificationParams>),
+    ("CompleteRequest", message::<CompleteRequestParams>),
+    ("CompleteResultResponse", message::<CompleteResult>),
     ("GetPromptRequest", message::<GetPromptRequestParams>),
     ("GetPromptResultResponse", message::<GetPromptResult>),
     ("ListPromptsRequest", message::<PaginatedRequestParams>),
@@ -89,13 +93,11 @@ const MODELLED: &[(&str, RoundTrip)] = &[
     ("ReadResourceRequest", message::<ReadResourceRequestParams>),
     ("ReadResourceResultResponse", message::<ReadResourceResult>),
     ("ResourceUpdatedNotification", message::<ResourceUpdatedNotificationParams>),
-    // Whole messages whose payload the crate keeps raw (list_changed params only carry `_meta`;
-    // completion/complete is not modelled) or generic error responses.
+    // Whole messages whose payload the crate keeps raw (list_changed params only carry `_meta`)
+    // or generic error responses.
     ("PromptListChangedNotification", message::<Extra>),
     ("ResourceListChangedNotification", message::<Extra>),
     ("ToolListChangedNotification", message::<Extra>),
-    ("CompleteRequest", message::<Extra>),
-    ("CompleteResultResponse", message::<Extra>),
     ("HeaderMismatchError", message::<Extra>),
     ("MissingRequiredClientCapabilityError", message::<Extra>),
     ("UnsupportedProtocolVersionError", message::<Extra>),
@@ -119,8 +121,6 @@ const MODELLED: &[(&str, RoundTrip)] = &[
 
 /// Example folders deliberately not covered, and why.
 const SKIPPED: &[(&str, &str)] = &[
-    ("CompleteRequestParams", "completion/complete payloads are not modelled (the envelope is covered)"),
-    ("CompleteResult", "completion/complete payloads are not modelled (the envelope is covered)"),
     ("ModelPreferences", "kept as raw JSON inside CreateMessageRequestParams"),
     ("ToolUseContent", "sampling-only content; SamplingMessage/CreateMessageResult keep content as raw JSON"),
     ("ToolResultContent", "sampling-only content; SamplingMessage/CreateMessageResult keep content as raw JSON"),

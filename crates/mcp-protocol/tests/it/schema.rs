@@ -12,7 +12,8 @@ use jsonschema::{Draft, ValidatorMap};
 use mcp_protocol::error_codes;
 use mcp_protocol::methods;
 use mcp_protocol::{
-    Annotations, CallToolRequestParams, CallToolResult, ClientCapabilities, ClientSession, ContentBlock,
+    Annotations, CallToolRequestParams, CallToolResult, ClientCapabilities, ClientSession, CompleteArgument,
+    CompleteContext, CompleteReference, CompleteRequestParams, CompleteResult, Completion, ContentBlock,
     CreateMessageResult, ElicitAction, ElicitResult, ErrorObject, Extra, GetPromptRequestParams, GetPromptResult, Icon,
     Implementation, ListChangedCapability, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
     ListRootsResult, ListToolsResult, LoggingMessageNotificationParams, PaginatedRequestParams,
@@ -398,6 +399,7 @@ const CASES: &[Case] = &[
     ("ReadResourceRequest and Result", V::V2024_11_05, read_resource),
     ("Prompt and ListPromptsResult", V::V2024_11_05, prompts),
     ("GetPromptRequest and Result", V::V2024_11_05, get_prompt),
+    ("CompleteRequest and Result", V::V2024_11_05, complete),
 ];
 
 #[test]
@@ -796,6 +798,39 @@ fn get_prompt(s: &Schemas) {
     s.assert_response(
         &encode_result(RequestId::Number(1), &GetPromptResult::default()),
         "GetPromptResult",
+        Check::Strict,
+    );
+}
+
+/// `completion/complete` for a prompt and a resource template, with the context only where the
+/// revision has it (2025-06-18 on), as the client sends it.
+fn complete(s: &Schemas) {
+    let v = s.revision;
+    for reference in [CompleteReference::prompt("code_review"), CompleteReference::resource("file:///{path}")] {
+        let mut session = ready_session(v);
+        let params = CompleteRequestParams {
+            reference,
+            argument: CompleteArgument { name: "language".into(), value: "py".into(), extra: Extra::new() },
+            context: since(v, V::V2025_06_18)
+                .then(|| CompleteContext { arguments: Some(obj(json!({"framework": "flask"}))), extra: Extra::new() }),
+            extra: Extra::new(),
+        };
+        let (_, line) = session.start_request(methods::COMPLETION_COMPLETE, Some(&params), ()).unwrap();
+        s.assert_message(&line, "CompleteRequest", "JSONRPCRequest");
+    }
+    let result = CompleteResult {
+        completion: Completion {
+            values: vec!["python".into(), "pytorch".into()],
+            total: Some(10),
+            has_more: Some(true),
+            extra: Extra::new(),
+        },
+        extra: Extra::new(),
+    };
+    s.assert_response(&encode_result(RequestId::Number(1), &result), "CompleteResult", Check::Strict);
+    s.assert_response(
+        &encode_result(RequestId::Number(1), &CompleteResult::default()),
+        "CompleteResult",
         Check::Strict,
     );
 }
