@@ -1,6 +1,8 @@
 //! The command line: a task and its flags. Unknown tasks and flags are errors, so a typo never
 //! starts a multi-minute run; `--help` (anywhere) prints the usage of every task.
 
+use crate::bench::Group;
+
 /// What `cargo xtask` was asked to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Task {
@@ -8,7 +10,7 @@ pub(crate) enum Task {
     Test { hermetic: bool },
     Purity,
     Peers,
-    Bench { n: usize, rounds: usize },
+    Bench { groups: Vec<Group>, n: usize, rounds: usize },
     ConnectBench { rounds: usize },
     Conformance { only: Vec<String> },
     SearchEval { args: Vec<String> },
@@ -24,7 +26,10 @@ tasks:
                                did). --hermetic skips what needs npm and PyPI, and says so.
   purity                       the pure crates do no I/O (tidy's workspace::purity tests)
   peers                        install the pinned third-party MCP servers into target/peers
-  bench [--n N] [--rounds R]   stdio client vs a raw pipe, side by side (default 2000 calls, 3 rounds)
+  bench [GROUP...] [--n N] [--rounds R]
+                               each path beside a floor with no framework, in one run: stdio,
+                               http, catalog, agent, startup (no GROUP: all; default 2000
+                               calls, 3 rounds)
   connect-bench [--rounds R]   time to connect 1, 10 and 50 stdio servers (fast and slow-starting
                                ones) and memory per server (default 5 rounds)
   conformance [SCENARIO...]    the official MCP conformance harness against conformance-client
@@ -59,6 +64,7 @@ pub(crate) fn parse(args: &[String]) -> Result<Task, String> {
         },
         "bench" => {
             let (mut n, mut rounds) = (2000, 3);
+            let mut groups = Vec::new();
             let mut it = rest.iter();
             while let Some(arg) = it.next() {
                 let mut number = |flag: &str| -> Result<usize, String> {
@@ -70,10 +76,14 @@ pub(crate) fn parse(args: &[String]) -> Result<Task, String> {
                 match arg.as_str() {
                     "--n" => n = number("--n")?,
                     "--rounds" => rounds = number("--rounds")?,
-                    other => return Err(unknown(other)),
+                    other => match Group::from_name(other) {
+                        Some(group) if !groups.contains(&group) => groups.push(group),
+                        Some(_) => {}
+                        None => return Err(unknown(other)),
+                    },
                 }
             }
-            Ok(Task::Bench { n, rounds })
+            Ok(Task::Bench { groups, n, rounds })
         }
         "connect-bench" => match rest {
             [] => Ok(Task::ConnectBench { rounds: 5 }),
@@ -114,8 +124,13 @@ mod tests {
         assert_eq!(parse_str("test --hermetic"), Ok(Task::Test { hermetic: true }));
         assert_eq!(parse_str("purity"), Ok(Task::Purity));
         assert_eq!(parse_str("peers"), Ok(Task::Peers));
-        assert_eq!(parse_str("bench"), Ok(Task::Bench { n: 2000, rounds: 3 }));
-        assert_eq!(parse_str("bench --n 5000 --rounds 7"), Ok(Task::Bench { n: 5000, rounds: 7 }));
+        assert_eq!(parse_str("bench"), Ok(Task::Bench { groups: vec![], n: 2000, rounds: 3 }));
+        assert_eq!(parse_str("bench --n 5000 --rounds 7"), Ok(Task::Bench { groups: vec![], n: 5000, rounds: 7 }));
+        assert_eq!(
+            parse_str("bench http stdio --rounds 2 http"),
+            Ok(Task::Bench { groups: vec![Group::Http, Group::Stdio], n: 2000, rounds: 2 })
+        );
+        assert_eq!(parse_str("bench htp"), Err("unknown argument `htp` for `bench`".to_owned()));
         assert_eq!(parse_str("connect-bench"), Ok(Task::ConnectBench { rounds: 5 }));
         assert_eq!(parse_str("connect-bench --rounds 2"), Ok(Task::ConnectBench { rounds: 2 }));
         assert!(parse_str("connect-bench --rounds x").is_err());

@@ -1,5 +1,5 @@
 //! Project automation: `cargo xtask test [--hermetic]`, `cargo xtask purity`, `cargo xtask
-//! bench`, `cargo xtask peers`, `cargo xtask conformance [SCENARIO...]`, `cargo xtask search-eval
+//! bench [GROUP...]`, `cargo xtask peers`, `cargo xtask conformance [SCENARIO...]`, `cargo xtask search-eval
 //! [--split dev|test]` (`cargo xtask --help`).
 //!
 //! Std only, so `cargo xtask` starts fast. Every step prints what it runs. `test` runs every
@@ -40,7 +40,7 @@ fn main() -> ExitCode {
         Task::Test { hermetic } => test::test(hermetic),
         Task::Purity => purity(),
         Task::Peers => install_peers().map(|dir| println!("peers installed in {}", dir.display())),
-        Task::Bench { n, rounds } => bench::run(n, rounds),
+        Task::Bench { groups, n, rounds } => bench::run(&groups, n, rounds),
         Task::ConnectBench { rounds } => bench::connect(rounds),
         Task::SearchEval { args } => run(
             "search-eval",

@@ -1,8 +1,9 @@
-//! `cargo xtask bench`: the stdio client against a raw-pipe client with no MCP layer, both
+//! `cargo xtask bench stdio`: the stdio client against a raw-pipe client with no MCP layer, both
 //! against the same fast Rust echo server, rounds interleaved so machine noise hits both.
 
 use std::process::Command;
 
+use super::{field, median};
 use crate::{Result, cargo, root};
 
 struct Figure {
@@ -11,18 +12,6 @@ struct Figure {
     calls_per_s: f64,
     p50_ms: f64,
     p99_ms: f64,
-}
-
-fn field(line: &str, key: &str) -> Option<f64> {
-    let at = line.find(&format!("\"{key}\":"))? + key.len() + 3;
-    let rest = &line[at..];
-    let end = rest.find([',', '}']).unwrap_or(rest.len());
-    rest[..end].trim().parse().ok()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
 }
 
 pub(crate) fn run(n: usize, rounds: usize) -> Result {
@@ -97,21 +86,4 @@ pub(crate) fn run(n: usize, rounds: usize) -> Result {
     }
     println!("\nbench: {}", if all_met { "target met in both modes" } else { "target missed" });
     Ok(())
-}
-
-/// `cargo xtask connect-bench`: the connect benchmark example (it prints its own table and
-/// whether the goal was met) against the release fixture server.
-pub(crate) fn connect(rounds: usize) -> Result {
-    crate::run(
-        "build (release)",
-        cargo().args(["build", "--release", "-p", "mcp-client", "--example", "connect_bench"]),
-    )?;
-    crate::run("build fixture server (release)", cargo().args(["build", "--release", "-p", "mcp-fixtures", "--bins"]))?;
-    let release = root().join("target").join("release");
-    let status = Command::new(release.join("examples").join("connect_bench"))
-        .args(["--rounds", &rounds.to_string(), "--"])
-        .arg(release.join("mcp-fixture-server"))
-        .status()
-        .map_err(|e| format!("connect_bench: {e}"))?;
-    if status.success() { Ok(()) } else { Err(format!("connect_bench failed: {status}")) }
 }
