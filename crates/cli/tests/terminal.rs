@@ -343,3 +343,51 @@ fn without_a_terminal_elicitation_is_declined() {
         "{stderr}"
     );
 }
+
+#[test]
+fn chat_hands_the_terminal_to_a_form_during_a_turn_and_takes_it_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let config = elicit_config(dir.path(), "");
+    let script = dir.path().join("script.json");
+    std::fs::write(
+        &script,
+        r#"{"turns": [{"text": "Asking.", "tool_calls": [{"name": "mcp__fx__ask_form", "input": {}}]}, {"text": "Thanks."}, {"text": "Bye."}]}"#,
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let env = [("MCP_HARNESS_DATA_DIR", data.to_str().unwrap())];
+    let args = ["chat", "--provider", "scripted", "--script", script.to_str().unwrap(), "--yes"];
+    let mut t = Terminal::run_with(&config, work.path(), &args, &env);
+    t.wait_for("> ");
+    t.type_in(b"fill in the form\r");
+    t.wait_for("Answer it?");
+    t.type_in(b"a\r");
+    t.wait_for("required): ");
+    t.type_in(b"Ada\r");
+    t.wait_for("Email (");
+    t.type_in(b"ada@example.com\r");
+    // Every other field is optional or has a default: Enter for each.
+    for prompt in ["Birthday (", "Homepage (", "Age (", "Rating (", "Subscribe (", "Color (", "Size (", "Tags ("] {
+        t.wait_for(prompt);
+        t.type_in(b"\r");
+    }
+    t.wait_for("Send this to");
+    t.type_in(b"y\r");
+    // The chat's prompt comes back once the turn is over; the next line is chat's again.
+    let start = Instant::now();
+    while t.seen().matches("> ").count() < 2 {
+        assert!(start.elapsed() < DEADLINE, "no second prompt: {:?}", t.seen());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    t.type_in(b"/exit\r");
+    let (status, stdout, seen) = t.finish();
+    assert!(status.success(), "{status}; terminal: {seen:?}");
+    let result = stdout.lines().find_map(|l| l.trim().strip_prefix("← ")).unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(
+        answered(result),
+        serde_json::json!({"action": "accept", "content": {"name": "Ada", "email": "ada@example.com", "age": 30,
+            "subscribe": false, "color": "green"}})
+    );
+    assert!(stdout.contains("Thanks."), "{stdout}");
+}
