@@ -171,6 +171,7 @@ fn say(term: &Term, text: &str) {
 
 fn quoted(value: &Value) -> String {
     match value {
+        Value::Bool(yes) => if *yes { "yes" } else { "no" }.to_owned(),
         Value::String(s) => output::one_line(s, 200),
         Value::Array(items) => items.iter().map(quoted).collect::<Vec<_>>().join(", "),
         other => output::one_line(&other.to_string(), 200),
@@ -239,11 +240,7 @@ fn field_prompt(field: &Field) -> (String, String) {
         _ => "a value".to_owned(),
     };
     let required = if field.required { ", required" } else { "" };
-    let default = match &field.default {
-        Some(Value::Bool(b)) => format!(" [{}]", if *b { "yes" } else { "no" }),
-        Some(default) => format!(" [{}]", choice_names(field, default)),
-        None => String::new(),
-    };
+    let default = field.default.as_ref().map(|d| format!(" [{}]", choice_names(field, d))).unwrap_or_default();
     (before, format!("  {} ({what}{required}){default}: ", output::one_line(field.label(), 120)))
 }
 
