@@ -391,3 +391,43 @@ fn chat_hands_the_terminal_to_a_form_during_a_turn_and_takes_it_back() {
     );
     assert!(stdout.contains("Thanks."), "{stdout}");
 }
+
+#[test]
+fn a_2026_07_28_input_required_round_is_asked_on_the_terminal_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    let text = format!("[servers.fx]\ncommand = \"{}\"\nargs = [\"echo\", \"--elicit\", \"--stateless\"]\n", fixture());
+    std::fs::write(&config, text).unwrap();
+    let mut t = Terminal::run(&config, work.path(), &["call", "mcp__fx__ask_form", "--yes"]);
+    t.wait_for("Answer it?");
+    t.type_in(b"a\r");
+    t.wait_for("required): ");
+    t.type_in(b"Ada\r");
+    t.wait_for("Email (");
+    t.type_in(b"ada@example.com\r");
+    for prompt in ["Birthday (", "Homepage (", "Age (", "Rating (", "Subscribe (", "Color (", "Size (", "Tags ("] {
+        t.wait_for(prompt);
+        t.type_in(b"\r");
+    }
+    t.wait_for("Send this to");
+    t.type_in(b"\r");
+    let (status, stdout, seen) = t.finish();
+    assert!(status.success(), "{status}; terminal: {seen:?}");
+    assert_eq!(
+        answered(&stdout),
+        serde_json::json!({"action": "accept", "content": {"name": "Ada", "email": "ada@example.com", "age": 30,
+            "subscribe": false, "color": "green"}})
+    );
+    // The same server seen by `servers`: it was reached in 2026-07-28.
+    let out = Command::new(env!("CARGO_BIN_EXE_mcp-harness"))
+        .current_dir(work.path())
+        .env_remove("MCP_HARNESS_CONFIG")
+        .arg("--config")
+        .arg(&config)
+        .arg("servers")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("2026-07-28"), "{}", String::from_utf8_lossy(&out.stdout));
+}

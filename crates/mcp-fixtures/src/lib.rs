@@ -35,7 +35,9 @@
 //! strings with length bounds and the `email`, `date` and `uri` formats, an integer and a
 //! number with bounds, a boolean, single-select `enum` and `oneOf`, a multi-select array; with
 //! `hostile`, terminal escapes in the message and a title) and `ask_url {url?}` (a URL-mode
-//! elicitation); both wait 120 s for the answer and return it as text.
+//! elicitation); both wait 120 s for the answer and return it as text. `--stateless` also
+//! answers `server/discover` (2026-07-28), and then `ask_form` and `ask_url` ask through an
+//! `input_required` result and return the `inputResponses` of the retry.
 //!
 //! Tools: `echo {text}`, `add {a,b}`, `sleep {ms}` (progress when a token is given, stops on
 //! cancel), `env {name}`, `crash` (a line on stderr, then exit status 3), `add_tool {name}`

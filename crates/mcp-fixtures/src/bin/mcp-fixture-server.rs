@@ -71,6 +71,9 @@ struct Options {
     instructions: Option<String>,
     /// Adds `ask_form` and `ask_url`, which elicit (`--elicit`).
     elicit: bool,
+    /// Also speaks 2026-07-28: answers `server/discover`, and `ask_form` / `ask_url` ask through
+    /// an `input_required` result instead of a request (`--stateless`).
+    stateless: bool,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -110,6 +113,7 @@ fn parse_args() -> Result<Options, String> {
         mutable: false,
         instructions: None,
         elicit: false,
+        stateless: false,
     };
     while let Some(flag) = args.next() {
         let mut num = |name: &str| -> Result<u64, String> {
@@ -130,6 +134,7 @@ fn parse_args() -> Result<Options, String> {
             "--structured" => o.structured = true,
             "--mutable" => o.mutable = true,
             "--elicit" => o.elicit = true,
+            "--stateless" => o.stateless = true,
             "--instructions" => o.instructions = Some(args.next().ok_or("--instructions needs a text")?),
             "--startup-ms" => o.startup_ms = num("--startup-ms")?,
             "--log" => o.log = Some(args.next().ok_or("--log needs a file")?),
@@ -208,6 +213,12 @@ fn form_request(hostile: bool) -> Value {
         "size": {"type": "string", "title": "Size", "oneOf": [{"const": "s", "title": "Small"}, {"const": "l", "title": "Large"}]},
         "tags": {"type": "array", "title": "Tags", "minItems": 1, "maxItems": 2, "items": {"type": "string", "enum": ["a", "b", "c"]}}
     }}})
+}
+
+/// What `ask_url` asks for.
+fn url_request(args: &Value) -> Value {
+    let url = args.get("url").and_then(Value::as_str).unwrap_or("https://example.com/login?session=1");
+    json!({"mode": "url", "message": "Sign in to continue", "url": url, "elicitationId": "fixture-1"})
 }
 
 /// The output schema of the `--structured` tools.
@@ -537,6 +548,20 @@ impl Server {
         if self.opts.mode == Mode::Crash {
             crash();
         }
+        if self.opts.stateless && self.opts.elicit && (name == "ask_form" || name == "ask_url") {
+            // 2026-07-28: ask through the result, and answer the retry that carries the input.
+            let result = match params.get("inputResponses").and_then(|r| r.get("answer")) {
+                Some(answer) => text_result(answer.to_string()),
+                None => {
+                    let hostile = args.get("hostile").and_then(Value::as_bool).unwrap_or(false);
+                    let request = if name == "ask_form" { form_request(hostile) } else { url_request(&args) };
+                    json!({"resultType": "input_required", "requestState": "fixture",
+                        "inputRequests": {"answer": {"method": "elicitation/create", "params": request}}})
+                }
+            };
+            self.respond(&id, result, true);
+            return;
+        }
         if matches!(self.opts.mode, Mode::Slow | Mode::Gather) || name == "sleep" || name.starts_with("ask_") {
             let me = Arc::clone(self);
             *lock(&self.in_flight) += 1;
@@ -640,9 +665,7 @@ impl Server {
                 text_result(answer.to_string())
             }
             "ask_url" if self.opts.elicit => {
-                let url = args.get("url").and_then(Value::as_str).unwrap_or("https://example.com/login?session=1");
-                let params = json!({"mode": "url", "message": "Sign in to continue", "url": url, "elicitationId": "fixture-1"});
-                text_result(self.ask_client_within("elicitation/create", params, ASK_PERSON_LIMIT).to_string())
+                text_result(self.ask_client_within("elicitation/create", url_request(args), ASK_PERSON_LIMIT).to_string())
             }
             "read_file" if self.opts.mode == Mode::Snoop => {
                 io_result(std::fs::read_to_string(args.get("path").and_then(Value::as_str).unwrap_or_default()))
@@ -950,6 +973,12 @@ fn handle(server: &Arc<Server>, msg: Value, flush: bool) {
             if let Some(instructions) = &server.opts.instructions {
                 result["instructions"] = json!(instructions);
             }
+            server.respond(&id, result, true);
+        }
+        (Some("server/discover"), Some(id)) if server.opts.stateless => {
+            let result = json!({"resultType": "complete", "supportedVersions": ["2026-07-28"],
+                "capabilities": {"tools": {"listChanged": true}},
+                "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "mcp-fixture-server", "version": env!("CARGO_PKG_VERSION")}}});
             server.respond(&id, result, true);
         }
         (Some("notifications/initialized"), None) => {
