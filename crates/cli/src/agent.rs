@@ -344,7 +344,7 @@ pub(crate) async fn chat_command(config: Config, allow_workspace: bool, args: &A
         if interactive {
             let _ = output::stderr("> ");
         }
-        let reading = crate::approve::ChatReading::start();
+        let reading = crate::approve::ChatReading::start().await;
         let line = match crate::signals::interruptible(lines.next_line()).await {
             Ok(line) => line,
             Err(interrupted) => break Err(interrupted.into()),

@@ -108,8 +108,14 @@ pub(crate) async fn on_terminal<T: Send + 'static>(
 pub(crate) struct ChatReading(());
 
 impl ChatReading {
-    /// Marks the terminal as `chat`'s.
-    pub(crate) fn start() -> Self {
+    /// Marks the terminal as `chat`'s, once a question still on it is answered (one whose call
+    /// stopped waiting: the turn is over, the question is not).
+    pub(crate) async fn start() -> Self {
+        let _ = tokio::task::spawn_blocking(|| {
+            let _alone = TERMINAL.lock().unwrap_or_else(|p| p.into_inner());
+            CHAT_READING.store(true, Ordering::SeqCst);
+        })
+        .await;
         CHAT_READING.store(true, Ordering::SeqCst);
         Self(())
     }
