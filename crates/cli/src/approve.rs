@@ -98,7 +98,7 @@ pub(crate) async fn on_terminal<T: Send + 'static>(
         if CHAT_READING.load(Ordering::SeqCst) {
             return Err(CHAT_IS_READING);
         }
-        Ok(ask(&dialoguer::console::Term::stderr()))
+        Ok(crate::progress::hidden_while(|| ask(&dialoguer::console::Term::stderr())))
     })
     .await
     .unwrap_or(Err(NO_TERMINAL))

@@ -227,6 +227,9 @@ fn an_elicitation_form_is_asked_field_by_field_checked_and_sent() {
         assert!(!seen.contains(escape), "{escape:?} reached the terminal: {seen:?}");
     }
     assert!(seen.contains("HOSTILE<"), "the message is shown, cleaned: {seen:?}");
+    // The call's progress bar (the fixture reports `1/2 asking` first) keeps off the form.
+    let form = &seen[seen.find("Answer it?").unwrap()..seen.find("Send this to").unwrap()];
+    assert!(!form.contains("1/2 asking"), "a progress bar was drawn over the form: {form:?}");
 }
 
 #[test]

@@ -34,7 +34,8 @@
 //! `--elicit` adds `ask_form {hostile?}` (an `elicitation/create` form with every field type:
 //! strings with length bounds and the `email`, `date` and `uri` formats, an integer and a
 //! number with bounds, a boolean, single-select `enum` and `oneOf`, a multi-select array; with
-//! `hostile`, terminal escapes in the message and a title) and `ask_url {url?}` (a URL-mode
+//! `hostile`, terminal escapes in the message and a title; with a progress token, one progress
+//! notification `1/2 asking` first) and `ask_url {url?}` (a URL-mode
 //! elicitation); both wait 120 s for the answer and return it as text. `--stateless` also
 //! answers `server/discover` (2026-07-28), and then `ask_form` and `ask_url` ask through an
 //! `input_required` result and return the `inputResponses` of the retry.

@@ -660,6 +660,11 @@ impl Server {
                 .to_string(),
             ),
             "ask_form" if self.opts.elicit => {
+                if let Some(token) = &token {
+                    // A bar on the client's terminal before the form: it must make way for it.
+                    send(&self.out, &json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                        "params": {"progressToken": token, "progress": 1, "total": 2, "message": "asking"}}), true);
+                }
                 let hostile = args.get("hostile").and_then(Value::as_bool).unwrap_or(false);
                 let answer = self.ask_client_within("elicitation/create", form_request(hostile), ASK_PERSON_LIMIT);
                 text_result(answer.to_string())
