@@ -28,7 +28,7 @@ const MAX_TYPED_CHARS: usize = 4_096;
 /// terminal when there is one and the policy allows it, else declined.
 pub(crate) fn requests_for(server: &str, policy: &policy::Policy) -> ServerRequests {
     let declined = |reason: &'static str| ServerRequests {
-        handler: Arc::new(Declining { server: server.to_owned(), reason }),
+        handler: Arc::new(Declining { server: server.to_owned(), reason, shown: Default::default() }),
         capabilities: ClientCapabilities::default(),
     };
     if !policy.allows_elicitation(server) {
@@ -52,16 +52,30 @@ fn server_label(server: &str) -> String {
     format!("server {:?}", output::one_line(server, 80))
 }
 
-/// Declines every elicitation and says so on stderr.
+/// At most this many declines are reported per server; a server that keeps asking is declined
+/// quietly after.
+const DECLINES_SHOWN: usize = 5;
+
+/// Declines every elicitation and says so on stderr (the first [`DECLINES_SHOWN`] times).
 struct Declining {
     server: String,
     reason: &'static str,
+    shown: std::sync::atomic::AtomicUsize,
 }
 
 #[async_trait]
 impl ServerRequestHandler for Declining {
     async fn elicit(&self, params: ElicitRequestParams) -> Result<ElicitResult, ErrorObject> {
-        say_declined(&self.server, &params.message, self.reason);
+        match self.shown.fetch_add(1, std::sync::atomic::Ordering::Relaxed) {
+            n if n < DECLINES_SHOWN => say_declined(&self.server, &params.message, self.reason),
+            DECLINES_SHOWN => {
+                let _ = output::stderr(&format!(
+                    "{} keeps asking for input; its further requests are declined without a word\n",
+                    server_label(&self.server)
+                ));
+            }
+            _ => {}
+        }
         Ok(answer(ElicitAction::Decline, None))
     }
 }
@@ -148,7 +162,8 @@ fn read_typed(term: &Term, prompt: &str) -> Typed {
                 if let Some(c) = line.pop()
                     && !mcp_safety::text::is_stripped(c)
                 {
-                    let _ = term.clear_chars(1);
+                    let width = dialoguer::console::measure_text_width(c.encode_utf8(&mut [0; 4]));
+                    let _ = term.clear_chars(width);
                 }
             }
             Ok(Key::Char(c)) if !c.is_control() && line.chars().count() < MAX_TYPED_CHARS => {
