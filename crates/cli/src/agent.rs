@@ -344,10 +344,12 @@ pub(crate) async fn chat_command(config: Config, allow_workspace: bool, args: &A
         if interactive {
             let _ = output::stderr("> ");
         }
+        let reading = crate::approve::ChatReading::start().await;
         let line = match crate::signals::interruptible(lines.next_line()).await {
             Ok(line) => line,
             Err(interrupted) => break Err(interrupted.into()),
         };
+        drop(reading);
         match line {
             Ok(Some(line)) if line.trim().is_empty() => continue,
             Ok(Some(line)) if matches!(line.trim(), "/exit" | "/quit") => break Ok(()),

@@ -1,8 +1,10 @@
 //! Who approves `confirm` calls from the command line: a prompt on the terminal, `--yes`, or
-//! nobody (then the call is refused, and the reason says so).
+//! nobody (then the call is refused, and the reason says so). Also the one way anything asks
+//! on the terminal while commands run ([`on_terminal`]): approvals and servers' forms.
 
 use std::io::IsTerminal;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use agent_loop::{ApprovalAnswer, ApprovalRequest, ApproveAll, Approver, RefuseAll};
 use async_trait::async_trait;
@@ -31,20 +33,18 @@ impl Approver for TerminalApprover {
             request.rule
         );
         let session = self.session;
-        // The prompt blocks on the terminal; keep it off the async workers.
-        let answer = tokio::task::spawn_blocking(move || {
-            let term = dialoguer::console::Term::stderr();
+        let answer = on_terminal(move |term| {
             if session {
                 dialoguer::Select::new()
                     .with_prompt(prompt)
                     .items(["no", "yes", "yes, and for the rest of this session"])
                     .default(0)
-                    .interact_on_opt(&term)
+                    .interact_on_opt(term)
             } else {
                 dialoguer::Confirm::new()
                     .with_prompt(prompt)
                     .default(false)
-                    .interact_on_opt(&term)
+                    .interact_on_opt(term)
                     .map(|a| a.map(usize::from))
             }
         })
@@ -67,8 +67,64 @@ impl Approver for NoTerminal {
     }
 }
 
-fn can_ask() -> bool {
+/// Whether a person can be asked: stdin and stderr are a terminal.
+pub(crate) fn can_ask() -> bool {
     std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+}
+
+/// Held by whoever asks on the terminal: calls running together ask one after another.
+static TERMINAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Set while `chat` waits for the next line: its reader has the terminal then.
+static CHAT_READING: AtomicBool = AtomicBool::new(false);
+
+/// Why nothing could be asked.
+pub(crate) const NO_TERMINAL: &str = "there is no terminal to ask on";
+/// Why nothing could be asked while `chat` waits for a line.
+pub(crate) const CHAT_IS_READING: &str = "it came while no task was running (chat was waiting for your next line)";
+
+/// Runs `ask` with the terminal (stderr) to itself, off the async workers: one question at a
+/// time, and none while `chat` waits for a line. `Err` says why nobody could be asked.
+pub(crate) async fn on_terminal<T: Send + 'static>(
+    ask: impl FnOnce(&dialoguer::console::Term) -> T + Send + 'static,
+) -> Result<T, &'static str> {
+    if !can_ask() {
+        return Err(NO_TERMINAL);
+    }
+    // The lock is taken inside the blocking task, so a caller that stops waiting (a cancelled
+    // call) still keeps the next question from starting while this one reads keys.
+    tokio::task::spawn_blocking(move || {
+        let _alone = TERMINAL.lock().unwrap_or_else(|p| p.into_inner());
+        if CHAT_READING.load(Ordering::SeqCst) {
+            return Err(CHAT_IS_READING);
+        }
+        Ok(crate::progress::hidden_while(|| ask(&dialoguer::console::Term::stderr())))
+    })
+    .await
+    .unwrap_or(Err(NO_TERMINAL))
+}
+
+/// `chat` waits for its next line while this lives: nothing else asks on the terminal then.
+pub(crate) struct ChatReading(());
+
+impl ChatReading {
+    /// Marks the terminal as `chat`'s, once a question still on it is answered (one whose call
+    /// stopped waiting: the turn is over, the question is not).
+    pub(crate) async fn start() -> Self {
+        let _ = tokio::task::spawn_blocking(|| {
+            let _alone = TERMINAL.lock().unwrap_or_else(|p| p.into_inner());
+            CHAT_READING.store(true, Ordering::SeqCst);
+        })
+        .await;
+        CHAT_READING.store(true, Ordering::SeqCst);
+        Self(())
+    }
+}
+
+impl Drop for ChatReading {
+    fn drop(&mut self) {
+        CHAT_READING.store(false, Ordering::SeqCst);
+    }
 }
 
 /// For `run`, `chat` and `demo`: `--yes`, the terminal, or (nobody to ask) a refusal the model

@@ -547,6 +547,7 @@ fn parse_checked(path: &Path, text: &str, context: &Context<'_>) -> Result<Confi
     let mut sandboxes = BTreeMap::new();
     let mut filters = Vec::new();
     let mut instructions_off = Vec::new();
+    let mut elicitation_off = Vec::new();
     for (name, mut raw) in servers {
         let key = || foreign::entry_key(table, &name);
         fingerprints.insert(name.clone(), format!("{}|{globals}", edit::server_table(&raw)));
@@ -567,6 +568,9 @@ fn parse_checked(path: &Path, text: &str, context: &Context<'_>) -> Result<Confi
         }
         if raw.instructions == Some(false) {
             instructions_off.push(name.clone());
+        }
+        if raw.elicitation == Some(false) {
+            elicitation_off.push(name.clone());
         }
         let sandbox = (raw.sandbox.take(), raw.sandbox_required.take());
         let (spec, options, settings) =
@@ -593,7 +597,7 @@ fn parse_checked(path: &Path, text: &str, context: &Context<'_>) -> Result<Confi
         }
         specs.push(spec);
     }
-    let policy_fingerprint = format!("{policy:?}|{filters:?}|{instructions_off:?}");
+    let policy_fingerprint = format!("{policy:?}|{filters:?}|{instructions_off:?}|{elicitation_off:?}");
     let policy = Policy::new(policy).map_err(|e| match e {
         PolicyError::InvalidPattern { index, field, pattern, reason } => invalid(
             Some(format!("policy.rules[{index}].{field}")),
@@ -609,6 +613,7 @@ fn parse_checked(path: &Path, text: &str, context: &Context<'_>) -> Result<Confi
     })?;
     let policy = filters.into_iter().fold(policy, |policy, (name, filter)| policy.with_tool_filter(&name, filter));
     let policy = instructions_off.iter().fold(policy, |policy, name| policy.without_instructions(name));
+    let policy = elicitation_off.iter().fold(policy, |policy, name| policy.without_elicitation(name));
     Ok(Config {
         servers: specs,
         policy,
@@ -886,6 +891,9 @@ pub(crate) struct RawServer {
     /// Whether the server's `instructions` reach the model's system prompt (default yes).
     #[serde(default)]
     instructions: Option<bool>,
+    /// Whether the server may ask the user for input (elicitation) on a terminal (default yes).
+    #[serde(default)]
+    elicitation: Option<bool>,
     /// Its tools' search mode (`auto`, `on`, `off`).
     #[serde(default)]
     pub(crate) tool_search: Option<String>,
@@ -1378,6 +1386,7 @@ mod tests {
             headers = { Authorization = "Bearer x" }
             enabled = false
             instructions = false
+            elicitation = false
 
             [policy]
             default = "deny"
@@ -1405,6 +1414,7 @@ mod tests {
         assert_eq!(config.policy.default_decision(), policy::Decision::Deny);
         assert_eq!(config.policy.rule_count(), 1);
         assert!(!config.policy.allows_instructions("docs") && config.policy.allows_instructions("git"));
+        assert!(!config.policy.allows_elicitation("docs") && config.policy.allows_elicitation("git"));
     }
 
     #[test]

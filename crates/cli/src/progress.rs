@@ -1,15 +1,29 @@
 //! A tool's progress on the terminal while it runs: a bar with the server's message when the
 //! server gives a total, a spinner otherwise; nothing when stderr is not a terminal (scripts
-//! read `--json` events instead).
+//! read `--json` events instead), and nothing while a question is asked on the terminal.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
-use std::sync::Mutex;
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::output;
+
+/// Every progress bar of the process draws through this, so a question on the terminal can
+/// take them off it ([`hidden_while`]).
+static BARS: LazyLock<MultiProgress> = LazyLock::new(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()));
+
+/// Runs `ask` with every progress bar off the terminal (a question is asked there: a bar
+/// redrawing would overwrite it); they come back, below, afterwards.
+pub(crate) fn hidden_while<T>(ask: impl FnOnce() -> T) -> T {
+    let _ = BARS.clear();
+    BARS.set_draw_target(ProgressDrawTarget::hidden());
+    let answer = ask();
+    BARS.set_draw_target(ProgressDrawTarget::stderr());
+    answer
+}
 
 /// Progress bars by call, on stderr.
 pub(crate) struct ProgressView {
@@ -31,7 +45,7 @@ impl ProgressView {
         }
         let mut bars = self.bars.lock().unwrap_or_else(|p| p.into_inner());
         let bar = bars.entry(id.to_owned()).or_insert_with(|| {
-            let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+            let bar = BARS.add(ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden()));
             bar.enable_steady_tick(Duration::from_millis(120));
             bar
         });

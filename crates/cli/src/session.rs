@@ -73,7 +73,8 @@ fn read_config(at: &ConfigPath, interactive: bool) -> anyhow::Result<Config> {
 }
 
 /// What the client library connects, for every configured server: its transport's connector
-/// with its sandbox, remote options and (non-interactive) OAuth authorizer.
+/// with its sandbox, remote options and (non-interactive) OAuth authorizer, and who answers its
+/// elicitation requests.
 pub(crate) fn client_specs(config: &Config) -> Vec<mcp_client::ServerSpec> {
     let mut authorizers = crate::auth::authorizers(config);
     config
@@ -81,7 +82,11 @@ pub(crate) fn client_specs(config: &Config) -> Vec<mcp_client::ServerSpec> {
         .iter()
         .cloned()
         .map(|server| crate::sandbox::apply(server, config))
-        .map(|server| server.client_spec(config.remote.get(&server.name), authorizers.remove(&server.name)))
+        .map(|server| {
+            let mut spec = server.client_spec(config.remote.get(&server.name), authorizers.remove(&server.name));
+            spec.requests = Some(crate::elicit::requests_for(&server.name, &config.policy));
+            spec
+        })
         .collect()
 }
 

@@ -97,5 +97,5 @@ pub mod www_authenticate;
 pub use authorizer::{ClientConfig, CrossAppConfig, Grant, LogoutError, OAuthAuthorizer, OAuthConfig};
 pub use clock::{Clock, SystemClock};
 pub use user_agent::{
-    FollowRedirects, LoopbackBrowser, PendingRedirect, Redirected, ShowUrl, UserAgent, UserAgentError,
+    FollowRedirects, LoopbackBrowser, PendingRedirect, Redirected, ShowUrl, UserAgent, UserAgentError, open_in_browser,
 };

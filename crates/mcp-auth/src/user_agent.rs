@@ -133,7 +133,7 @@ impl PendingRedirect for LoopbackPending {
     async fn complete(self: Box<Self>, authorization_url: &Url, state: &str) -> Result<Redirected, UserAgentError> {
         (self.browser.show)(authorization_url);
         if self.browser.open_browser {
-            open_in_browser(authorization_url);
+            let _ = open_in_browser(authorization_url);
         }
         let timeout = self.browser.timeout;
         tokio::time::timeout(timeout, accept_callback(&self.listener, state))
@@ -193,8 +193,9 @@ async fn accept_callback(listener: &TcpListener, state: &str) -> Redirected {
     }
 }
 
-/// Best effort: a missing opener only means the user opens the URL by hand.
-fn open_in_browser(url: &Url) {
+/// Opens `url` in the system browser (`xdg-open`, `open` on macOS); whether the opener started.
+/// Best effort: a missing opener only means the user opens the URL by hand, so show it too.
+pub fn open_in_browser(url: &Url) -> bool {
     let opener = if cfg!(target_os = "macos") { "open" } else { "xdg-open" };
     let spawned = std::process::Command::new(opener)
         .arg(url.as_str())
@@ -202,9 +203,13 @@ fn open_in_browser(url: &Url) {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn();
-    if let Ok(mut child) = spawned {
-        // Reap it in the background so it does not linger as a zombie.
-        std::thread::spawn(move || child.wait());
+    match spawned {
+        Ok(mut child) => {
+            // Reap it in the background so it does not linger as a zombie.
+            std::thread::spawn(move || child.wait());
+            true
+        }
+        Err(_) => false,
     }
 }
 

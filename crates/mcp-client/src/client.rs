@@ -401,6 +401,9 @@ struct Inner {
     /// Flips to `true` once, when the connection is gone.
     closed: tokio::sync::watch::Sender<bool>,
     options: ClientOptions,
+    /// Elicitations being answered (a person is asked) and since when the first of them: the
+    /// time a person takes does not count against this connection's request timeouts.
+    asking: Mutex<(usize, Option<Instant>)>,
 }
 
 impl Inner {
@@ -473,8 +476,11 @@ impl Expiring for Inner {
     }
 
     /// Fails the requests whose deadline passed: each gets `Timeout`, and the server gets
-    /// `notifications/cancelled`.
+    /// `notifications/cancelled`. Nothing expires while a person answers an elicitation.
     fn expire(&self, now: Instant) {
+        if self.asking.lock().map(|a| a.0 > 0).unwrap_or(false) {
+            return;
+        }
         let expired: Vec<(Waiter, Option<Outgoing>, String)> = {
             let mut session = self.session();
             let ids = session.pending_where(|w| w.deadline <= now);
@@ -490,6 +496,42 @@ impl Expiring for Inner {
                 self.send_line(line);
             }
             let _ = waiter.reply.send(Err(ClientError::Timeout { method, after: waiter.timeout }));
+        }
+    }
+}
+
+/// A person is being asked (an elicitation) while this lives: the connection's deadlines stand
+/// still, and when nobody is asked any more every pending request's deadline moves later by the
+/// time the asking took.
+struct Asking<'a>(&'a Inner);
+
+impl<'a> Asking<'a> {
+    fn start(inner: &'a Inner) -> Self {
+        let mut asking = inner.asking.lock().unwrap_or_else(|p| p.into_inner());
+        asking.0 += 1;
+        asking.1.get_or_insert_with(Instant::now);
+        Self(inner)
+    }
+}
+
+impl Drop for Asking<'_> {
+    fn drop(&mut self) {
+        let inner = self.0;
+        let paused = {
+            let mut asking = inner.asking.lock().unwrap_or_else(|p| p.into_inner());
+            asking.0 = asking.0.saturating_sub(1);
+            if asking.0 > 0 {
+                return;
+            }
+            asking.1.take().map(|since| since.elapsed())
+        };
+        let Some(paused) = paused else { return };
+        let mut session = inner.session();
+        for id in session.pending_where(|_| true) {
+            if let Some(waiter) = session.pending_mut(&id) {
+                waiter.deadline = deadline_after(waiter.deadline, paused);
+                waiter.last_deadline = deadline_after(waiter.last_deadline, paused);
+            }
         }
     }
 }
@@ -557,6 +599,7 @@ impl Client {
             closed_reason: Mutex::new(None),
             closed: tokio::sync::watch::Sender::new(false),
             options,
+            asking: Mutex::new((0, None)),
         });
         let writer = tokio::spawn(write_loop(Arc::clone(&inner), sink, outgoing_rx));
         let reader = tokio::spawn(read_loop(Arc::clone(&inner), stream));
@@ -1315,7 +1358,12 @@ fn answer_server_request(inner: &Arc<Inner>, id: RequestId, request: ServerReque
                 let line = match request {
                     ServerRequest::ListRoots => reply_line(id, handler.list_roots().await),
                     ServerRequest::CreateMessage(params) => reply_line(id, handler.create_message(params).await),
-                    ServerRequest::Elicit(params) => reply_line(id, handler.elicit(params).await),
+                    ServerRequest::Elicit(params) => {
+                        let asking = Asking::start(&inner);
+                        let answer = handler.elicit(params).await;
+                        drop(asking);
+                        reply_line(id, answer)
+                    }
                     ServerRequest::Ping | ServerRequest::Unknown { .. } => return,
                 };
                 inner.send_line(line);

@@ -1,7 +1,9 @@
 //! The port through which a server's requests reach the host: roots, sampling, elicitation.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
-use mcp_protocol::ErrorObject;
+use mcp_protocol::{ClientCapabilities, ErrorObject};
 use mcp_protocol::{
     CreateMessageRequestParams, CreateMessageResult, ElicitAction, ElicitRequestParams, ElicitResult, ListRootsResult,
 };
@@ -35,6 +37,23 @@ pub trait ServerRequestHandler: Send + Sync {
 pub struct DecliningHandler;
 
 impl ServerRequestHandler for DecliningHandler {}
+
+/// One server's own handler and the capabilities declared to it, in place of the connection
+/// options' shared ones: a host that can ask a person about one server's requests and is told
+/// not to for another. Declare only what the handler really does.
+#[derive(Clone)]
+pub struct ServerRequests {
+    /// Answers this server's roots, sampling and elicitation requests.
+    pub handler: Arc<dyn ServerRequestHandler>,
+    /// What is declared to this server.
+    pub capabilities: ClientCapabilities,
+}
+
+impl std::fmt::Debug for ServerRequests {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerRequests").field("capabilities", &self.capabilities).finish_non_exhaustive()
+    }
+}
 
 /// The values a form elicitation's `requestedSchema` gives as defaults, by property name
 /// (SEP-1034): what a client fills in when the user accepts without changing anything.

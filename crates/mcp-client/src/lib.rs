@@ -46,6 +46,7 @@
 mod auth;
 mod client;
 mod deadlines;
+pub mod elicitation;
 mod handler;
 mod memory;
 mod servers;
@@ -58,7 +59,7 @@ pub use client::{
     Era, ListLimits, MAX_INPUT_ROUNDS, Progress, RequestOptions,
 };
 pub use deadlines::TIMEOUT_GRANULARITY;
-pub use handler::{DecliningHandler, ServerRequestHandler, USER_REJECTED, schema_defaults};
+pub use handler::{DecliningHandler, ServerRequestHandler, ServerRequests, USER_REJECTED, schema_defaults};
 pub use memory::{MemoryPeer, MemoryTransport, memory_pair};
 pub use servers::{
     ConnectOptions, Connector, DEFAULT_MAX_TOOL_TIME, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, Opened,

@@ -51,6 +51,7 @@ use tokio::sync::broadcast::error::TryRecvError;
 use tokio::task::JoinSet;
 
 use crate::client::{Client, ClientError, ClientOptions, Era, ListLimits, RequestOptions};
+use crate::handler::ServerRequests;
 use crate::transport::{Transport, TransportError};
 
 /// Default time a server gets to start: spawn, initialize and list its tools.
@@ -119,6 +120,8 @@ pub struct ServerSpec {
     /// Time one tool call may take in all, however much progress it reports (at least
     /// `tool_timeout`).
     pub max_tool_time: Duration,
+    /// Its own request handler and declared capabilities (else [`ConnectOptions::client`]'s).
+    pub requests: Option<ServerRequests>,
 }
 
 impl ServerSpec {
@@ -131,6 +134,7 @@ impl ServerSpec {
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
             tool_timeout: DEFAULT_TOOL_TIMEOUT,
             max_tool_time: DEFAULT_MAX_TOOL_TIME,
+            requests: None,
         }
     }
 }
@@ -400,6 +404,10 @@ pub async fn connect(spec: ServerSpec, options: &ConnectOptions) -> ServerConnec
     client_options.label = spec.name.clone();
     client_options.startup_timeout = spec.startup_timeout;
     client_options.request_timeout = spec.tool_timeout;
+    if let Some(requests) = &spec.requests {
+        client_options.handler = Arc::clone(&requests.handler);
+        client_options.capabilities = requests.capabilities.clone();
+    }
     let opened = match tokio::time::timeout(spec.startup_timeout, spec.connector.open(&spec.name)).await {
         Ok(Ok(opened)) => opened,
         Ok(Err(e)) => return ServerConnection::without_client(&spec, failed(e.to_string())),

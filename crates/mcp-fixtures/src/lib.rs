@@ -31,6 +31,14 @@
 //! exists changes nothing but still announces `list_changed`. `--structured` adds tools with an
 //! output schema: `weather` (text and matching structured content), `weather_quiet` (matching
 //! structured content, no text) and `weather_bad` (structured content that does not match).
+//! `--elicit` adds `ask_form {hostile?}` (an `elicitation/create` form with every field type:
+//! strings with length bounds and the `email`, `date` and `uri` formats, an integer and a
+//! number with bounds, a boolean, single-select `enum` and `oneOf`, a multi-select array; with
+//! `hostile`, terminal escapes in the message and a title; with a progress token, one progress
+//! notification `1/2 asking` first) and `ask_url {url?}` (a URL-mode
+//! elicitation); both wait 120 s for the answer and return it as text. `--stateless` also
+//! answers `server/discover` (2026-07-28), and then `ask_form` and `ask_url` ask through an
+//! `input_required` result and return the `inputResponses` of the retry.
 //!
 //! Tools: `echo {text}`, `add {a,b}`, `sleep {ms}` (progress when a token is given, stops on
 //! cancel), `env {name}`, `crash` (a line on stderr, then exit status 3), `add_tool {name}`

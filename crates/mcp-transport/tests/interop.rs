@@ -12,13 +12,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use mcp_client::elicitation::Form;
 use mcp_client::{
     Client, ClientError, ClientOptions, DEFAULT_MAX_RESOURCE_BYTES, DecliningHandler, ListLimits, RequestOptions,
     ServerRequestHandler,
 };
 use mcp_protocol::{
-    ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
-    ListRootsResult, Root, RootsCapability, ServerNotification,
+    ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitAction, ElicitRequestParams,
+    ElicitResult, ListRootsResult, Root, RootsCapability, ServerNotification,
 };
 use mcp_protocol::{CompleteReference, ContentBlock, ErrorObject};
 use mcp_sandbox::Sandbox;
@@ -310,6 +311,128 @@ async fn everything_server_requests_and_list_changed() {
         Err(e) => e.to_string(),
     };
     assert!(text.contains("does not allow servers to sample"), "the server saw our refusal: {text}");
+    client.close().await.unwrap();
+}
+
+/// A person, scripted: form fields answered with the text a person would type (read and
+/// checked as the CLI reads them), URLs accepted; or everything declined.
+struct ScriptedPerson {
+    typed: Vec<(&'static str, &'static str)>,
+    accept: bool,
+    seen: std::sync::Mutex<Vec<ElicitRequestParams>>,
+}
+
+#[async_trait]
+impl ServerRequestHandler for ScriptedPerson {
+    async fn elicit(&self, params: ElicitRequestParams) -> Result<ElicitResult, ErrorObject> {
+        self.seen.lock().unwrap().push(params.clone());
+        let reply = |action, content| ElicitResult { action, content, extra: Default::default() };
+        if !self.accept {
+            return Ok(reply(ElicitAction::Decline, None));
+        }
+        if params.mode.as_deref() == Some("url") {
+            return Ok(reply(ElicitAction::Accept, None));
+        }
+        let form = Form::parse(params.requested_schema.as_ref().unwrap()).unwrap();
+        let mut content = serde_json::Map::new();
+        for field in &form.fields {
+            let typed = self.typed.iter().find(|(name, _)| *name == field.name).map_or("", |(_, t)| *t);
+            let value = field.read(typed).unwrap_or_else(|e| panic!("{}: {typed:?}: {e}", field.name));
+            if let Some(value) = value {
+                content.insert(field.name.clone(), value);
+            }
+        }
+        form.check(&content).unwrap();
+        Ok(reply(ElicitAction::Accept, Some(content)))
+    }
+}
+
+/// server-everything with form and URL elicitation declared, once it has registered its
+/// elicitation tools.
+async fn everything_eliciting(person: Arc<ScriptedPerson>) -> Client {
+    let options = ClientOptions {
+        handler: person,
+        capabilities: ClientCapabilities { elicitation: Some(json!({"form": {}, "url": {}})), ..Default::default() },
+        ..ClientOptions::default()
+    };
+    let transport = StdioTransport::spawn(node_server("server-everything", &["stdio"])).unwrap();
+    let client = Client::start(transport, options);
+    let mut notifications = client.subscribe();
+    client.initialize().await.unwrap();
+    let wanted = ["trigger-elicitation-request", "trigger-url-elicitation"];
+    let registered = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let tools = client.list_all_tools(ListLimits::default()).await.unwrap();
+            if wanted.iter().all(|w| tools.iter().any(|t| t.name == *w)) {
+                return true;
+            }
+            // Registered on seeing the capabilities; announced with list_changed.
+            if notifications.recv().await.is_err() {
+                return false;
+            }
+        }
+    })
+    .await
+    .unwrap_or(false);
+    assert!(registered, "server-everything registers {wanted:?} for a client declaring form and url elicitation");
+    client
+}
+
+#[tokio::test]
+async fn everything_elicitation_form_and_url_answered_by_a_person() {
+    let person = Arc::new(ScriptedPerson {
+        typed: vec![
+            ("name", "Ada Lovelace"),
+            ("check", "yes"),
+            ("email", "ada@example.com"),
+            ("homepage", "https://ada.example/"),
+            ("birthdate", "1815-12-10"),
+            ("number", "2.5"),
+            ("untitledSingleSelectEnum", "3"),
+            ("untitledMultipleSelectEnum", "Piano, drums"),
+            ("titledSingleSelectEnum", "Wonder Woman"),
+            ("titledMultipleSelectEnum", "Salmon,Trout"),
+            ("legacyTitledEnum", "Dogs"),
+        ],
+        accept: true,
+        seen: Default::default(),
+    });
+    let client = everything_eliciting(Arc::clone(&person)).await;
+    let r = client.call_tool("trigger-elicitation-request", None, RequestOptions::default()).await.unwrap();
+    let text = r.joined_text();
+    for line in ["- Name: Ada Lovelace", "- Agreed to terms: true", "- Birthdate: 1815-12-10", "- Favorite Integer: 42"]
+    {
+        assert!(text.contains(line), "{line:?} in {text}");
+    }
+    let raw: serde_json::Value =
+        serde_json::from_str(text.split("Raw result: ").nth(1).unwrap_or_else(|| panic!("{text}"))).unwrap();
+    assert_eq!(raw["action"], "accept");
+    let content = &raw["content"];
+    assert_eq!(content["untitledSingleSelectEnum"], "Joey", "an option by its number");
+    assert_eq!(content["untitledMultipleSelectEnum"], json!(["Piano", "Drums"]));
+    assert_eq!(content["titledSingleSelectEnum"], "hero-3", "an option by its title");
+    assert_eq!(content["titledMultipleSelectEnum"], json!(["fish-2", "fish-3"]));
+    assert_eq!(content["legacyTitledEnum"], "pet-2", "legacy enumNames");
+    assert_eq!(content["firstLine"], "It was a dark and stormy night.", "a default kept");
+    assert_eq!(content["integer"], 42);
+    assert_eq!(content["number"], 2.5);
+
+    let url = "https://example.com/verify?step=1";
+    let r = client.call_tool("trigger-url-elicitation", args(json!({"url": url})), RequestOptions::default()).await;
+    let text = r.unwrap().joined_text();
+    assert!(text.contains("User completed the URL elicitation flow") && text.contains(url), "{text}");
+    let seen = person.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    assert_eq!((seen[1].mode.as_deref(), seen[1].url.as_deref()), (Some("url"), Some(url)));
+    assert!(seen[1].elicitation_id.is_some(), "2025-11-25 URL mode carries an elicitation id");
+    client.close().await.unwrap();
+
+    let declining = Arc::new(ScriptedPerson { typed: vec![], accept: false, seen: Default::default() });
+    let client = everything_eliciting(declining).await;
+    let r = client.call_tool("trigger-elicitation-request", None, RequestOptions::default()).await.unwrap();
+    assert!(r.joined_text().contains("User declined to provide the requested information"), "{}", r.joined_text());
+    let r = client.call_tool("trigger-url-elicitation", args(json!({"url": url})), RequestOptions::default()).await;
+    assert!(r.unwrap().joined_text().contains("User declined to open the URL"));
     client.close().await.unwrap();
 }
 

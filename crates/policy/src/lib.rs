@@ -405,6 +405,8 @@ pub struct Policy {
     resources: Vec<ResourceRule>,
     /// Servers (exact names) whose `instructions` are not given to the model.
     instructions_off: Vec<Arc<str>>,
+    /// Servers (exact names) whose elicitation requests are declined without asking anyone.
+    elicitation_off: Vec<Arc<str>>,
 }
 
 impl Default for Policy {
@@ -458,7 +460,14 @@ impl Policy {
         }
         resources
             .sort_by_key(|r| winning_order(r.server.specificity(), r.uri.specificity(), r.decision, r.source.index));
-        Ok(Self { default: config.default, rules, filters: Vec::new(), resources, instructions_off: Vec::new() })
+        Ok(Self {
+            default: config.default,
+            rules,
+            filters: Vec::new(),
+            resources,
+            instructions_off: Vec::new(),
+            elicitation_off: Vec::new(),
+        })
     }
 
     /// A policy with no rules that decides `decision` for everything.
@@ -469,6 +478,7 @@ impl Policy {
             filters: Vec::new(),
             resources: Vec::new(),
             instructions_off: Vec::new(),
+            elicitation_off: Vec::new(),
         }
     }
 
@@ -485,6 +495,22 @@ impl Policy {
     /// [`Policy::without_instructions`] said otherwise).
     pub fn allows_instructions(&self, server: &str) -> bool {
         !self.instructions_off.iter().any(|s| &**s == server)
+    }
+
+    /// This policy with server `server`'s (exact name) elicitation requests declined without
+    /// asking anyone (and elicitation not declared to it).
+    #[must_use]
+    pub fn without_elicitation(mut self, server: &str) -> Self {
+        if self.allows_elicitation(server) {
+            self.elicitation_off.push(server.into());
+        }
+        self
+    }
+
+    /// Whether server `server` may ask the user for input (elicitation): yes, unless
+    /// [`Policy::without_elicitation`] said otherwise.
+    pub fn allows_elicitation(&self, server: &str) -> bool {
+        !self.elicitation_off.iter().any(|s| &**s == server)
     }
 
     /// The resource rule that decides resource `uri` of `server`, if one matches (see the

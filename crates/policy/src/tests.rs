@@ -393,3 +393,12 @@ fn instructions_are_allowed_unless_turned_off_per_server() {
     assert!(p.allows_instructions("docs"));
     assert!(p.allows_instructions("noisy2"), "exact names, not patterns");
 }
+
+#[test]
+fn elicitation_is_allowed_unless_turned_off_per_server() {
+    let p = Policy::default().without_elicitation("pushy").without_elicitation("pushy");
+    assert!(!p.allows_elicitation("pushy"));
+    assert!(p.allows_elicitation("docs"));
+    assert!(p.allows_elicitation("pushy2"), "exact names, not patterns");
+    assert!(p.allows_instructions("pushy"), "one switch does not turn the other off");
+}

@@ -334,6 +334,9 @@ pub(crate) fn server_table(raw: &RawServer) -> Table {
     if let Some(instructions) = raw.instructions {
         put("instructions", instructions.into());
     }
+    if let Some(elicitation) = raw.elicitation {
+        put("elicitation", elicitation.into());
+    }
     if let Some(sandbox) = &raw.sandbox {
         put("sandbox", sandbox_value(sandbox));
     }

@@ -28,6 +28,8 @@ enum Mode {
     Content,
 }
 
+/// How long `ask_form` and `ask_url` wait for the client's answer (a person typing).
+const ASK_PERSON_LIMIT: Duration = Duration::from_secs(120);
 /// How long a waiting fixture waits for the others before it gives up (`gather`, `--rendezvous`).
 const GATHER_LIMIT: Duration = Duration::from_secs(60);
 /// What `hostile` sends wherever a server's text can reach a person: OSC 52 (writes the
@@ -67,6 +69,11 @@ struct Options {
     mutable: bool,
     /// The `instructions` of the initialize result (`--instructions TEXT`).
     instructions: Option<String>,
+    /// Adds `ask_form` and `ask_url`, which elicit (`--elicit`).
+    elicit: bool,
+    /// Also speaks 2026-07-28: answers `server/discover`, and `ask_form` / `ask_url` ask through
+    /// an `input_required` result instead of a request (`--stateless`).
+    stateless: bool,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -105,6 +112,8 @@ fn parse_args() -> Result<Options, String> {
         structured: false,
         mutable: false,
         instructions: None,
+        elicit: false,
+        stateless: false,
     };
     while let Some(flag) = args.next() {
         let mut num = |name: &str| -> Result<u64, String> {
@@ -124,6 +133,8 @@ fn parse_args() -> Result<Options, String> {
             "--tag-pid" => o.tag_pid = true,
             "--structured" => o.structured = true,
             "--mutable" => o.mutable = true,
+            "--elicit" => o.elicit = true,
+            "--stateless" => o.stateless = true,
             "--instructions" => o.instructions = Some(args.next().ok_or("--instructions needs a text")?),
             "--startup-ms" => o.startup_ms = num("--startup-ms")?,
             "--log" => o.log = Some(args.next().ok_or("--log needs a file")?),
@@ -173,6 +184,41 @@ fn base_tools() -> Vec<Value> {
         json!({"name": "ask_elicitation", "description": "Ask the client to elicit.", "inputSchema": {"type": "object"}}),
         json!({"name": "stderr", "description": "Write lines to stderr.", "inputSchema": obj(json!({"lines": {"type": "integer"}}), json!(["lines"]))}),
     ]
+}
+
+/// The `--elicit` tools.
+fn elicit_tools() -> Vec<Value> {
+    vec![
+        json!({"name": "ask_form", "description": "Ask the user to fill in a form with every field type; returns the answer.",
+            "inputSchema": {"type": "object", "properties": {"hostile": {"type": "boolean"}}}}),
+        json!({"name": "ask_url", "description": "Ask the user to open a URL; returns the answer.",
+            "inputSchema": {"type": "object", "properties": {"url": {"type": "string"}}}}),
+    ]
+}
+
+/// What `ask_form` asks for: every field type of the restricted schema.
+fn form_request(hostile: bool) -> Value {
+    let message =
+        if hostile { format!("Tell us about yourself {HOSTILE}") } else { "Tell us about yourself".to_owned() };
+    let name_title = if hostile { format!("Name {HOSTILE}") } else { "Name".to_owned() };
+    json!({"mode": "form", "message": message, "requestedSchema": {"type": "object", "required": ["name", "email"], "properties": {
+        "name": {"type": "string", "title": name_title, "description": "Your full name", "minLength": 2, "maxLength": 40},
+        "email": {"type": "string", "title": "Email", "format": "email"},
+        "birthday": {"type": "string", "title": "Birthday", "format": "date"},
+        "homepage": {"type": "string", "title": "Homepage", "format": "uri"},
+        "age": {"type": "integer", "title": "Age", "minimum": 0, "maximum": 150, "default": 30},
+        "rating": {"type": "number", "title": "Rating", "minimum": 0, "maximum": 5},
+        "subscribe": {"type": "boolean", "title": "Subscribe", "default": false},
+        "color": {"type": "string", "title": "Color", "enum": ["red", "green", "blue"], "default": "green"},
+        "size": {"type": "string", "title": "Size", "oneOf": [{"const": "s", "title": "Small"}, {"const": "l", "title": "Large"}]},
+        "tags": {"type": "array", "title": "Tags", "minItems": 1, "maxItems": 2, "items": {"type": "string", "enum": ["a", "b", "c"]}}
+    }}})
+}
+
+/// What `ask_url` asks for.
+fn url_request(args: &Value) -> Value {
+    let url = args.get("url").and_then(Value::as_str).unwrap_or("https://example.com/login?session=1");
+    json!({"mode": "url", "message": "Sign in to continue", "url": url, "elicitationId": "fixture-1"})
 }
 
 /// The output schema of the `--structured` tools.
@@ -435,6 +481,11 @@ impl Server {
     }
 
     fn ask_client(&self, method: &str, params: Value) -> Value {
+        self.ask_client_within(method, params, Duration::from_secs(10))
+    }
+
+    /// Asks the client and waits `limit` for the answer (a person filling a form takes longer).
+    fn ask_client_within(&self, method: &str, params: Value, limit: Duration) -> Value {
         let id = self.next_server_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
         if let Ok(mut w) = self.waiting.lock() {
@@ -445,7 +496,7 @@ impl Server {
             &json!({"jsonrpc": "2.0", "id": format!("srv-{id}"), "method": method, "params": params}),
             true,
         );
-        rx.recv_timeout(Duration::from_secs(10)).unwrap_or_else(|_| json!({"timeout": true}))
+        rx.recv_timeout(limit).unwrap_or_else(|_| json!({"timeout": true}))
     }
 
     fn list_tools(&self, id: &Value, params: &Value) {
@@ -496,6 +547,20 @@ impl Server {
         let token = params.get("_meta").and_then(|m| m.get("progressToken")).cloned();
         if self.opts.mode == Mode::Crash {
             crash();
+        }
+        if self.opts.stateless && self.opts.elicit && (name == "ask_form" || name == "ask_url") {
+            // 2026-07-28: ask through the result, and answer the retry that carries the input.
+            let result = match params.get("inputResponses").and_then(|r| r.get("answer")) {
+                Some(answer) => text_result(answer.to_string()),
+                None => {
+                    let hostile = args.get("hostile").and_then(Value::as_bool).unwrap_or(false);
+                    let request = if name == "ask_form" { form_request(hostile) } else { url_request(&args) };
+                    json!({"resultType": "input_required", "requestState": "fixture",
+                        "inputRequests": {"answer": {"method": "elicitation/create", "params": request}}})
+                }
+            };
+            self.respond(&id, result, true);
+            return;
         }
         if matches!(self.opts.mode, Mode::Slow | Mode::Gather) || name == "sleep" || name.starts_with("ask_") {
             let me = Arc::clone(self);
@@ -594,6 +659,19 @@ impl Server {
                 )
                 .to_string(),
             ),
+            "ask_form" if self.opts.elicit => {
+                if let Some(token) = &token {
+                    // A bar on the client's terminal before the form: it must make way for it.
+                    send(&self.out, &json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                        "params": {"progressToken": token, "progress": 1, "total": 2, "message": "asking"}}), true);
+                }
+                let hostile = args.get("hostile").and_then(Value::as_bool).unwrap_or(false);
+                let answer = self.ask_client_within("elicitation/create", form_request(hostile), ASK_PERSON_LIMIT);
+                text_result(answer.to_string())
+            }
+            "ask_url" if self.opts.elicit => {
+                text_result(self.ask_client_within("elicitation/create", url_request(args), ASK_PERSON_LIMIT).to_string())
+            }
             "read_file" if self.opts.mode == Mode::Snoop => {
                 io_result(std::fs::read_to_string(args.get("path").and_then(Value::as_str).unwrap_or_default()))
             }
@@ -770,6 +848,9 @@ fn main() {
     if opts.structured {
         tools.extend(structured_tools());
     }
+    if opts.elicit {
+        tools.extend(elicit_tools());
+    }
     let mut log = opts.log.as_deref().and_then(|path| {
         std::fs::OpenOptions::new()
             .create(true)
@@ -897,6 +978,12 @@ fn handle(server: &Arc<Server>, msg: Value, flush: bool) {
             if let Some(instructions) = &server.opts.instructions {
                 result["instructions"] = json!(instructions);
             }
+            server.respond(&id, result, true);
+        }
+        (Some("server/discover"), Some(id)) if server.opts.stateless => {
+            let result = json!({"resultType": "complete", "supportedVersions": ["2026-07-28"],
+                "capabilities": {"tools": {"listChanged": true}},
+                "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "mcp-fixture-server", "version": env!("CARGO_PKG_VERSION")}}});
             server.respond(&id, result, true);
         }
         (Some("notifications/initialized"), None) => {

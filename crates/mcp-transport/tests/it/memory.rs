@@ -22,8 +22,13 @@ fn init_result(version: &str) -> Value {
 
 /// Connect through the handshake, answering with `version`.
 async fn handshake(version: &str) -> (Client, MemoryPeer) {
+    handshake_with(ClientOptions::default(), version).await
+}
+
+/// [`handshake`] with these options.
+async fn handshake_with(options: ClientOptions, version: &str) -> (Client, MemoryPeer) {
     let (transport, mut peer) = memory_pair();
-    let client = Client::start(transport, ClientOptions::default());
+    let client = Client::start(transport, options);
     let version = version.to_owned();
     let init = tokio::spawn(async move {
         let request = next(&mut peer).await;
@@ -89,6 +94,63 @@ async fn timeout_sends_cancelled_with_the_request_id() {
     assert_eq!(next(&mut peer).await, json!({"jsonrpc": "2.0", "id": "after", "result": {}}));
     assert_eq!(client.pending_requests(), 0);
     assert!(client.is_open(), "the late answer did not break the connection");
+}
+
+/// Answers an elicitation once the test lets it: a person taking their time.
+struct SlowPerson(tokio::sync::Mutex<Option<tokio::sync::oneshot::Receiver<()>>>);
+
+#[async_trait::async_trait]
+impl mcp_client::ServerRequestHandler for SlowPerson {
+    async fn elicit(
+        &self,
+        _params: mcp_protocol::ElicitRequestParams,
+    ) -> Result<mcp_protocol::ElicitResult, mcp_protocol::ErrorObject> {
+        if let Some(answered) = self.0.lock().await.take() {
+            let _ = answered.await;
+        }
+        Ok(mcp_protocol::ElicitResult {
+            action: mcp_protocol::ElicitAction::Decline,
+            content: None,
+            extra: Default::default(),
+        })
+    }
+}
+
+#[tokio::test]
+async fn the_time_a_person_takes_to_answer_does_not_count_against_the_call() {
+    let (answered, answer_now) = tokio::sync::oneshot::channel();
+    let options = ClientOptions {
+        request_timeout: Duration::from_millis(500),
+        handler: std::sync::Arc::new(SlowPerson(tokio::sync::Mutex::new(Some(answer_now)))),
+        ..ClientOptions::default()
+    };
+    let (client, mut peer) = handshake_with(options, "2025-06-18").await;
+    let client = std::sync::Arc::new(client);
+    let call = {
+        let client = client.clone();
+        tokio::spawn(async move { client.call_tool("form", None, RequestOptions::default()).await })
+    };
+    let request = next(&mut peer).await;
+    assert_eq!(request["method"], "tools/call");
+    peer.outgoing
+        .send(
+            json!({"jsonrpc": "2.0", "id": "e1", "method": "elicitation/create",
+            "params": {"message": "Who?", "requestedSchema": {"type": "object", "properties": {}}}})
+            .to_string(),
+        )
+        .unwrap();
+    // The person takes three times the call's timeout; the call is still waiting after.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!call.is_finished(), "the call timed out while a person was being asked");
+    answered.send(()).unwrap();
+    let reply = next(&mut peer).await;
+    assert_eq!((reply["id"].clone(), reply["result"]["action"].clone()), (json!("e1"), json!("decline")));
+    answer(&peer, &request["id"], json!({"content": [{"type": "text", "text": "thanks"}]}));
+    let result = tokio::time::timeout(EVENT_DEADLINE, call).await.unwrap().unwrap().unwrap();
+    assert_eq!(result.joined_text(), "thanks");
+    // Deadlines were moved, not dropped: an unanswered call still times out.
+    let err = client.call_tool("never", None, RequestOptions::default()).await.unwrap_err();
+    assert!(matches!(err, ClientError::Timeout { .. }), "{err:?}");
 }
 
 #[tokio::test]
