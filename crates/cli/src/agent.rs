@@ -341,10 +341,11 @@ pub(crate) async fn chat_command(config: Config, allow_workspace: bool, args: &A
     let interactive = std::io::stdin().is_terminal();
     let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(tokio::io::stdin()));
     let result = loop {
+        // After a question still on the terminal, so the prompt is not drawn into it.
+        let reading = crate::approve::ChatReading::start().await;
         if interactive {
             let _ = output::stderr("> ");
         }
-        let reading = crate::approve::ChatReading::start().await;
         let line = match crate::signals::interruptible(lines.next_line()).await {
             Ok(line) => line,
             Err(interrupted) => break Err(interrupted.into()),

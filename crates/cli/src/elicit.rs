@@ -373,6 +373,29 @@ fn ask_url(term: &Term, server: &str, message: &str, url: &url::Url) -> ElicitRe
 mod tests {
     use super::*;
 
+    /// What the host cannot show is answered with an error before anything is asked.
+    #[tokio::test]
+    async fn forms_that_cannot_be_shown_are_refused_before_asking() {
+        let asker = OnTerminal { server: "fx".to_owned() };
+        let params = |value: Value| serde_json::from_value::<ElicitRequestParams>(value).unwrap();
+        let many: Map<String, Value> = (0..40).map(|i| (format!("f{i}"), json!({"type": "boolean"}))).collect();
+        for (bad, says) in [
+            (json!({"message": "m"}), "no requestedSchema"),
+            (json!({"message": "m", "requestedSchema": {"type": "object", "properties": many}}), "40 fields"),
+            (
+                json!({"message": "m", "requestedSchema": {"type": "object", "properties": {"o": {"type": "object"}}}}),
+                "\"o\"",
+            ),
+            (json!({"message": "m", "mode": "url"}), "without a url"),
+            (json!({"message": "m", "mode": "url", "url": "javascript:alert(1)"}), "only http and https"),
+            (json!({"message": "m", "mode": "telepathy"}), "unknown elicitation mode"),
+        ] {
+            let error = asker.elicit(params(bad)).await.unwrap_err();
+            assert_eq!(error.code, error_codes::INVALID_PARAMS);
+            assert!(error.message.contains(says), "{says:?} in {:?}", error.message);
+        }
+    }
+
     #[test]
     fn urls_that_could_mislead_are_refused() {
         assert!(checked_url("https://example.com/a?b=c").is_ok());

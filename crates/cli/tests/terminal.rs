@@ -160,11 +160,25 @@ fn the_connecting_spinner_never_shows_an_empty_list() {
 }
 
 /// A configuration with the fixture server `fx` in `--elicit` mode, plus `extra` lines in its table.
+/// The fixture logs what it receives to `received` in `dir` (unconfined: the configuration's
+/// directory is kept from a confined server).
 fn elicit_config(dir: &Path, extra: &str) -> std::path::PathBuf {
     let config = dir.join("config.toml");
-    let text = format!("[servers.fx]\ncommand = \"{}\"\nargs = [\"echo\", \"--elicit\"]\n{extra}\n", fixture());
+    let log = dir.join("received");
+    let text = format!(
+        "[servers.fx]\ncommand = \"{}\"\nargs = [\"echo\", \"--elicit\", \"--log\", \"{}\"]\nsandbox = \"off\"\n{extra}\n",
+        fixture(),
+        log.display()
+    );
     std::fs::write(&config, text).unwrap();
     config
+}
+
+/// Whether the client declared elicitation to the fixture (in any message it received).
+fn declared_elicitation(dir: &Path) -> bool {
+    let received = std::fs::read_to_string(dir.join("received")).unwrap();
+    assert!(received.contains("\"initialize\""), "{received}");
+    received.contains(r#""elicitation":{"form":{},"url":{}}"#)
 }
 
 /// The JSON answer the fixture returns as its result's text.
@@ -227,6 +241,7 @@ fn an_elicitation_form_is_asked_field_by_field_checked_and_sent() {
         assert!(!seen.contains(escape), "{escape:?} reached the terminal: {seen:?}");
     }
     assert!(seen.contains("HOSTILE<"), "the message is shown, cleaned: {seen:?}");
+    assert!(declared_elicitation(dir.path()), "form and url mode are declared when someone can be asked");
     // The call's progress bar (the fixture reports `1/2 asking` first) keeps off the form.
     let form = &seen[seen.find("Answer it?").unwrap()..seen.find("Send this to").unwrap()];
     assert!(!form.contains("1/2 asking"), "a progress bar was drawn over the form: {form:?}");
@@ -321,6 +336,7 @@ fn elicitation_turned_off_by_policy_is_declined_without_asking() {
     assert_eq!(answered(&stdout), serde_json::json!({"action": "decline"}));
     assert!(!seen.contains("Answer it?"), "nothing was asked: {seen:?}");
     assert!(seen.contains("declined: its configuration says `elicitation = false`"), "{seen:?}");
+    assert!(!declared_elicitation(dir.path()), "not declared to a server the policy refuses");
 }
 
 #[test]
@@ -345,6 +361,7 @@ fn without_a_terminal_elicitation_is_declined() {
         stderr.contains("server \"fx\" asked for input (Tell us about yourself); declined: there is no terminal"),
         "{stderr}"
     );
+    assert!(!declared_elicitation(dir.path()), "not declared without a terminal");
 }
 
 #[test]

@@ -11,11 +11,12 @@ use std::time::{Duration, Instant};
 use mcp_protocol::stateless::{self, ResultKind};
 use mcp_protocol::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientSession, CompleteArgument, CompleteContext,
-    CompleteReference, CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult, Implementation,
-    Incoming, InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    Outgoing, PaginatedRequestParams, ProgressNotificationParams, Prompt, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities, ServerNotification, ServerRequest,
-    SessionConfig, SessionError, SessionState, Tool, methods,
+    CompleteReference, CompleteRequestParams, CompleteResult, ElicitAction, ElicitRequestParams, ElicitResult,
+    GetPromptRequestParams, GetPromptResult, Implementation, Incoming, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, Outgoing, PaginatedRequestParams,
+    ProgressNotificationParams, Prompt, ProtocolVersion, ReadResourceRequestParams, ReadResourceResult, Resource,
+    ResourceTemplate, ServerCapabilities, ServerNotification, ServerRequest, SessionConfig, SessionError, SessionState,
+    Tool, methods,
 };
 use mcp_protocol::{ErrorObject, Message, RequestId, error_codes};
 use mcp_protocol::{encode_error, encode_notification, encode_result};
@@ -177,6 +178,9 @@ impl Capability {
 
 /// At most this many input-required rounds for one request, so a server cannot keep us in a loop.
 pub const MAX_INPUT_ROUNDS: usize = 8;
+
+/// A URL-elicitation-required error listing more URLs than this is not put to the user.
+pub const MAX_URL_ELICITATIONS: usize = 4;
 
 /// Options of a connection.
 #[derive(Clone)]
@@ -839,7 +843,9 @@ impl Client {
 
     /// Send a request and wait for its raw result. An input-required result (2026-07-28) is
     /// answered through the [`ServerRequestHandler`] and the request retried with
-    /// `inputResponses`, up to [`MAX_INPUT_ROUNDS`] times.
+    /// `inputResponses`, up to [`MAX_INPUT_ROUNDS`] times. A URL-elicitation-required error
+    /// (2025-11-25) puts its URLs to the handler, and the request is retried once if every one
+    /// was accepted.
     pub async fn request_raw<T: Serialize + ?Sized>(
         &self,
         method: &str,
@@ -849,7 +855,16 @@ impl Client {
         let timeout = options.timeout;
         let progress = options.progress.clone();
         let max_total = options.max_total;
-        let raw = self.request_once(method, params, options).await?;
+        let raw = match self.request_once(method, params, options).await {
+            Err(ClientError::Server { method, error }) if error.code == error_codes::URL_ELICITATION_REQUIRED => {
+                if !self.visit_urls(&error).await {
+                    return Err(ClientError::Server { method, error });
+                }
+                let options = RequestOptions { timeout, progress: progress.clone(), max_total };
+                self.request_once(&method, params, options).await?
+            }
+            other => other?,
+        };
         if stateless::result_kind(&raw) != ResultKind::InputRequired {
             return Ok(raw);
         }
@@ -877,6 +892,36 @@ impl Client {
             }
         }
         Err(input_error(format!("the server asked for input more than {MAX_INPUT_ROUNDS} times")))
+    }
+
+    /// The URL elicitations of a URL-elicitation-required error, each put to the handler:
+    /// whether there were some, all well-formed URL-mode params (at most
+    /// [`MAX_URL_ELICITATIONS`]), and the user accepted every one.
+    async fn visit_urls(&self, error: &ErrorObject) -> bool {
+        let Some(listed) = error.data.as_ref().and_then(|d| d.get("elicitations")).and_then(Value::as_array) else {
+            return false;
+        };
+        if listed.is_empty() || listed.len() > MAX_URL_ELICITATIONS {
+            return false;
+        }
+        let Ok(asked) = listed
+            .iter()
+            .map(|e| serde_json::from_value::<ElicitRequestParams>(e.clone()))
+            .collect::<Result<Vec<_>, _>>()
+        else {
+            return false;
+        };
+        if asked.iter().any(|p| p.mode.as_deref() != Some("url") || p.url.is_none()) {
+            return false;
+        }
+        let handler = Arc::clone(&self.inner.options.handler);
+        for params in asked {
+            match handler.elicit(params).await {
+                Ok(ElicitResult { action: ElicitAction::Accept, .. }) => {}
+                _ => return false,
+            }
+        }
+        true
     }
 
     /// One input request, through the same handler as the handshake era's server requests.

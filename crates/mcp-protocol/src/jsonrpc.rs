@@ -23,6 +23,9 @@ pub mod error_codes {
     pub const INVALID_PARAMS: i64 = -32602;
     /// Internal error.
     pub const INTERNAL_ERROR: i64 = -32603;
+    /// The request needs the user to visit URLs first (2025-11-25): `data.elicitations` holds
+    /// URL-mode elicitation params.
+    pub const URL_ELICITATION_REQUIRED: i64 = -32042;
 }
 
 /// A request id: a string or an integer (never null for requests).

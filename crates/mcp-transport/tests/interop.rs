@@ -425,6 +425,18 @@ async fn everything_elicitation_form_and_url_answered_by_a_person() {
     assert_eq!(seen.len(), 2);
     assert_eq!((seen[1].mode.as_deref(), seen[1].url.as_deref()), (Some("url"), Some(url)));
     assert!(seen[1].elicitation_id.is_some(), "2025-11-25 URL mode carries an elicitation id");
+
+    // The error path (-32042): the prerequisite URL is put to the person, then the call is
+    // retried once and goes the request path.
+    let r = client
+        .call_tool("trigger-url-elicitation", args(json!({"url": url, "errorPath": true})), RequestOptions::default())
+        .await;
+    let text = r.unwrap().joined_text();
+    assert!(text.contains("User completed the URL elicitation flow"), "{text}");
+    let seen = person.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 4, "the prerequisite, then the URL of the retried call");
+    assert_eq!(seen[2].url.as_deref(), Some("https://modelcontextprotocol.io"));
+    assert_eq!(seen[3].url.as_deref(), Some(url));
     client.close().await.unwrap();
 
     let declining = Arc::new(ScriptedPerson { typed: vec![], accept: false, seen: Default::default() });
@@ -433,6 +445,14 @@ async fn everything_elicitation_form_and_url_answered_by_a_person() {
     assert!(r.joined_text().contains("User declined to provide the requested information"), "{}", r.joined_text());
     let r = client.call_tool("trigger-url-elicitation", args(json!({"url": url})), RequestOptions::default()).await;
     assert!(r.unwrap().joined_text().contains("User declined to open the URL"));
+    // A declined prerequisite leaves the error as the server sent it; nothing is retried.
+    let r = client
+        .call_tool("trigger-url-elicitation", args(json!({"url": url, "errorPath": true})), RequestOptions::default())
+        .await;
+    match r {
+        Err(ClientError::Server { error, .. }) => assert_eq!(error.code, -32042, "{error:?}"),
+        other => panic!("expected the URL-elicitation-required error: {other:?}"),
+    }
     client.close().await.unwrap();
 }
 

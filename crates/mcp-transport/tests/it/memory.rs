@@ -153,6 +153,59 @@ async fn the_time_a_person_takes_to_answer_does_not_count_against_the_call() {
     assert!(matches!(err, ClientError::Timeout { .. }), "{err:?}");
 }
 
+/// Accepts every elicitation at once.
+struct Accepts;
+
+#[async_trait::async_trait]
+impl mcp_client::ServerRequestHandler for Accepts {
+    async fn elicit(
+        &self,
+        _params: mcp_protocol::ElicitRequestParams,
+    ) -> Result<mcp_protocol::ElicitResult, mcp_protocol::ErrorObject> {
+        Ok(mcp_protocol::ElicitResult {
+            action: mcp_protocol::ElicitAction::Accept,
+            content: None,
+            extra: Default::default(),
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_url_elicitation_required_error_is_retried_once_after_the_urls_are_accepted() {
+    let options = ClientOptions { handler: std::sync::Arc::new(Accepts), ..ClientOptions::default() };
+    let (client, mut peer) = handshake_with(options, "2025-11-25").await;
+    let required = |peer: &MemoryPeer, id: &Value| {
+        let data = json!({"elicitations": [{"mode": "url", "message": "Sign in", "url": "https://example.com/a", "elicitationId": "e"}]});
+        let error = json!({"code": -32042, "message": "needs a visit", "data": data});
+        peer.outgoing.send(json!({"jsonrpc": "2.0", "id": id, "error": error}).to_string()).unwrap();
+    };
+    let server = tokio::spawn(async move {
+        // Twice: the first call and its one retry; a third request would be a loop.
+        for _ in 0..2 {
+            let request = next(&mut peer).await;
+            assert_eq!(request["method"], "tools/call");
+            required(&peer, &request["id"]);
+        }
+        peer
+    });
+    let err = client.call_tool("book", None, RequestOptions::default()).await.unwrap_err();
+    assert!(matches!(&err, ClientError::Server { error, .. } if error.code == -32042), "{err:?}");
+    let mut peer = server.await.unwrap();
+    // The retry is answered this time.
+    let server = tokio::spawn(async move {
+        let first = next(&mut peer).await;
+        required(&peer, &first["id"]);
+        let retry = next(&mut peer).await;
+        assert_ne!(retry["id"], first["id"]);
+        answer(&peer, &retry["id"], json!({"content": [{"type": "text", "text": "booked"}]}));
+        peer
+    });
+    let result = client.call_tool("book", None, RequestOptions::default()).await.unwrap();
+    assert_eq!(result.joined_text(), "booked");
+    let _peer = server.await.unwrap();
+    assert_eq!(client.pending_requests(), 0);
+}
+
 #[tokio::test]
 async fn a_caller_that_gives_up_cancels_its_request() {
     let (client, mut peer) = handshake("2025-06-18").await;
