@@ -29,10 +29,10 @@ use futures_util::StreamExt;
 use http::StatusCode;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, WWW_AUTHENTICATE};
 use mcp_client::{
-    AuthChallenge, AuthError, Authorizer, Connector, Inbound, MAX_AUTH_RETRIES, Opened, Transport, TransportError,
-    TransportSink, TransportStream,
+    AuthChallenge, AuthError, Authorizer, Connector, Exchange, Inbound, MAX_AUTH_RETRIES, Opened, Transport,
+    TransportError, TransportSink, TransportStream,
 };
-use mcp_protocol::{Outgoing, RequestId};
+use mcp_protocol::{Message, Outgoing, RequestId};
 use mcp_safety::Backoff;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -84,6 +84,34 @@ fn reconnect_wait(attempt: u32, retry: Option<Duration>, recent: bool, jitter: f
         Some(asked) => asked.min(STREAM_RECONNECT.max_delay).max(floor),
         None => floor,
     }
+}
+
+/// The clients every HTTP transport of the process shares, one per (TLS, connect timeout).
+static CLIENTS: Mutex<Vec<(bool, Duration, reqwest::Client)>> = Mutex::new(Vec::new());
+
+/// The process's HTTP client for `https` (`tls`) or plain `http` URLs with this connect timeout,
+/// built on first use and shared after: its pool keeps connections alive across transports, and
+/// building one is most of what opening a session costs (a TLS client loads and decodes the
+/// system's certificates). The plain client trusts no certificate at all, so `http://` URLs
+/// never load them. Neither follows redirects: they could carry our headers elsewhere, and MCP
+/// endpoints do not redirect.
+///
+/// # Errors
+///
+/// [`TransportError::Config`] when the TLS backend cannot be set up.
+pub fn shared_client(tls: bool, connect_timeout: Duration) -> Result<reqwest::Client, TransportError> {
+    let mut clients = CLIENTS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, _, client)) = clients.iter().find(|(t, timeout, _)| *t == tls && *timeout == connect_timeout) {
+        return Ok(client.clone());
+    }
+    let builder =
+        reqwest::Client::builder().connect_timeout(connect_timeout).redirect(reqwest::redirect::Policy::none());
+    let builder = if tls { builder } else { builder.tls_certs_only([]) };
+    let client = builder
+        .build()
+        .map_err(|e| TransportError::Config(format!("could not build the HTTP client: {}", error_chain(&e))))?;
+    clients.push((tls, connect_timeout, client.clone()));
+    Ok(client)
 }
 
 /// Which HTTP transport to speak.
@@ -157,11 +185,13 @@ impl HttpConfig {
     }
 }
 
+/// Where an exchange started by a caller hands what comes back (see [`Exchange`]).
+type Deliver<'a> = dyn Fn(Inbound) + Send + Sync + 'a;
+
 /// What the reader half receives.
 enum Event {
-    Message(String),
-    /// One request failed; the connection goes on.
-    Failed(RequestId, TransportError),
+    /// A message, or one request failed (the connection goes on).
+    Inbound(Inbound),
     /// The transport cannot go on.
     Fatal,
     /// Closed by the client.
@@ -202,7 +232,9 @@ struct Shared {
 
 /// Where the messages read for one exchange go.
 #[derive(Default)]
-struct Collector {
+struct Collector<'a> {
+    /// The caller that started the exchange, who takes what comes back; `None`: the reader.
+    to: Option<&'a Deliver<'a>>,
     /// The id of the request whose answer ends the exchange.
     awaited: Option<RequestId>,
     /// The awaited request is `initialize`: its result names the revision.
@@ -415,70 +447,102 @@ impl Shared {
         headers
     }
 
-    fn common(
-        &self,
-        mut rb: reqwest::RequestBuilder,
-        message: Option<&Outgoing>,
-        authz: Option<&HeaderValue>,
-    ) -> reqwest::RequestBuilder {
-        rb = rb.headers(self.headers_with(authz));
+    /// Every header of a request: the configured ones (with the authorizer's), then, unless the
+    /// legacy transport is in use, the session, the revision and what the message routes on.
+    /// Made as one map, the names and fixed values static, since this runs for every message.
+    fn header_map(&self, accept: &'static str, message: Option<&Outgoing>, authz: Option<&HeaderValue>) -> HeaderMap {
+        let mut headers = if self.headers.is_empty() && authz.is_none() {
+            HeaderMap::with_capacity(8)
+        } else {
+            self.headers_with(authz)
+        };
+        headers.insert(ACCEPT, HeaderValue::from_static(accept));
+        if message.is_some() {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        }
         let state = self.state();
         if state.legacy_endpoint.is_some() {
-            return rb;
+            return headers;
         }
+        // A value that is not a valid header value stays out (the server then refuses the request).
+        let mut put = |name: &'static str, value: &str| {
+            if let Ok(value) = HeaderValue::from_str(value) {
+                headers.insert(HeaderName::from_static(name), value);
+            }
+        };
         if let Some(session) = &state.session_id {
-            rb = rb.header(SESSION_ID, session);
+            put(SESSION_ID, session);
         }
         match message.and_then(Outgoing::protocol_version) {
-            Some(version) => rb = rb.header(PROTOCOL_VERSION, version.as_str()),
+            Some(version) => put(PROTOCOL_VERSION, version.as_str()),
             None => {
                 if let Some(version) = &state.protocol_version {
-                    rb = rb.header(PROTOCOL_VERSION, version);
+                    put(PROTOCOL_VERSION, version);
                 }
             }
         }
+        drop(state);
         if let Some(message) = message {
             if let Some(method) = message.method() {
-                rb = rb.header(MCP_METHOD, method);
+                put(MCP_METHOD, method);
             }
-            // Header values must be visible ASCII; a name that is not stays out of the header.
-            if let Some(name) = message.routing_name().filter(|n| HeaderValue::from_str(n).is_ok()) {
-                rb = rb.header(MCP_NAME, name);
+            if let Some(name) = message.routing_name() {
+                put(MCP_NAME, &name);
             }
         }
-        rb
+        headers
     }
 
     fn post(&self, url: &Url, message: &Outgoing, authz: Option<&HeaderValue>) -> reqwest::RequestBuilder {
-        let rb = self
-            .http
-            .post(url.clone())
-            .header(ACCEPT, "application/json, text/event-stream")
-            .header(CONTENT_TYPE, "application/json")
-            .body(message.text().to_owned());
-        self.common(rb, Some(message), authz)
+        let mut request = reqwest::Request::new(reqwest::Method::POST, url.clone());
+        *request.headers_mut() = self.header_map("application/json, text/event-stream", Some(message), authz);
+        *request.body_mut() = Some(message.text().to_owned().into());
+        reqwest::RequestBuilder::from_parts(self.http.clone(), request)
     }
 
     fn get(&self, last_event_id: Option<&str>, authz: Option<&HeaderValue>) -> reqwest::RequestBuilder {
-        let mut rb = self.http.get(self.url.clone()).header(ACCEPT, "text/event-stream");
-        if let Some(id) = last_event_id {
-            rb = rb.header(LAST_EVENT_ID, id);
+        let mut request = reqwest::Request::new(reqwest::Method::GET, self.url.clone());
+        let mut headers = self.header_map("text/event-stream", None, authz);
+        if let Some(value) = last_event_id.and_then(|id| HeaderValue::from_str(id).ok()) {
+            headers.insert(HeaderName::from_static(LAST_EVENT_ID), value);
         }
-        self.common(rb, None, authz)
+        *request.headers_mut() = headers;
+        reqwest::RequestBuilder::from_parts(self.http.clone(), request)
     }
 
-    /// One message the server sent: passed to the client, or kept when captured.
-    async fn accept(&self, text: String, c: &mut Collector) {
+    /// Hands a message or a failed request to whoever reads this exchange.
+    async fn route(&self, inbound: Inbound, to: Option<&Deliver<'_>>) {
+        match to {
+            Some(deliver) => deliver(inbound),
+            None => {
+                let _ = self.events.send(Event::Inbound(inbound)).await;
+            }
+        }
+    }
+
+    /// One message the server sent: passed to the client, or kept when captured. The envelope
+    /// is decoded once, here, to learn whether it is the awaited answer; the client takes the
+    /// decoded message as it is.
+    async fn accept(&self, text: String, c: &mut Collector<'_>) {
         c.delivered += 1;
-        if let Some(awaited) = &c.awaited
-            && let Ok(Value::Object(map)) = serde_json::from_str::<Value>(&text)
-            && !map.contains_key("method")
-            && map.get("id").and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok()).as_ref()
-                == Some(awaited)
-        {
+        let Some(awaited) = &c.awaited else {
+            return self.route(Inbound::Message(text), c.to).await;
+        };
+        let Ok(message) = Message::decode_str(&text) else {
+            // The client says what is wrong with it.
+            return self.route(Inbound::Message(text), c.to).await;
+        };
+        let answers = match &message {
+            Message::Response(response) => Some(&response.id),
+            Message::Error(error) => error.id.as_ref(),
+            Message::Request(_) | Message::Notification(_) => None,
+        };
+        if answers == Some(awaited) {
             c.answered = true;
             if c.initialize
-                && let Some(version) = map.get("result").and_then(|r| r.get("protocolVersion")).and_then(Value::as_str)
+                && let Message::Response(response) = &message
+                && let Ok(result) = serde_json::from_str::<Value>(response.result.get())
+                && let Some(version) = result.get("protocolVersion").and_then(Value::as_str)
             {
                 self.state().protocol_version = Some(version.to_owned());
             }
@@ -487,11 +551,11 @@ impl Shared {
                 return;
             }
         }
-        let _ = self.events.send(Event::Message(text)).await;
+        self.route(Inbound::Decoded(message), c.to).await;
     }
 
     /// A JSON body: one message or a batch.
-    async fn accept_json(&self, body: &[u8], c: &mut Collector) -> Result<(), String> {
+    async fn accept_json(&self, body: &[u8], c: &mut Collector<'_>) -> Result<(), String> {
         let text = std::str::from_utf8(body).map_err(|_| "the server's JSON answer is not UTF-8".to_owned())?;
         let trimmed = text.trim();
         if trimmed.is_empty() {
@@ -513,7 +577,7 @@ impl Shared {
     async fn read_events(
         &self,
         resp: reqwest::Response,
-        c: &mut Collector,
+        c: &mut Collector<'_>,
         cursor: &mut Cursor,
     ) -> Result<(), SseError> {
         let mut events = EventStream::new(Box::pin(resp.bytes_stream()), self.max_bytes);
@@ -542,7 +606,7 @@ impl Shared {
     }
 
     /// POSTs one message and reads what comes back, resuming a dropped answer stream.
-    async fn exchange(&self, message: &Outgoing, c: &mut Collector) -> Result<(), Failure> {
+    async fn exchange(&self, message: &Outgoing, c: &mut Collector<'_>) -> Result<(), Failure> {
         let legacy = self.state().legacy_endpoint.clone();
         let url = legacy.clone().unwrap_or_else(|| self.url.clone());
         let had_session = self.state().session_id.is_some();
@@ -627,7 +691,11 @@ impl Shared {
         match read_bounded(resp, self.max_bytes).await {
             Ok(Some(body)) => {
                 // A login page or a proxy's error page can come back with 200: say what it was.
-                if serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err() {
+                // (Only the first byte is looked at: the decoding below reads the rest once, and
+                // a body that merely starts like JSON fails there with the same account.)
+                let starts_like_json =
+                    body.iter().find(|b| !b.is_ascii_whitespace()).is_some_and(|b| matches!(b, b'{' | b'['));
+                if !starts_like_json {
                     return Err(Failure::NoAnswer(format!(
                         "the answer is neither JSON nor an event stream ({})",
                         what_came_back(status, content_type.as_deref(), &body)
@@ -682,10 +750,26 @@ impl Shared {
         Ok(())
     }
 
-    /// Sends one message the client wrote, with the session-expiry retry and the legacy
-    /// fallback; a failed request gets an error answer.
+    /// Keeps what a session expiry replays.
+    fn note(&self, message: &Outgoing) {
+        match message.method() {
+            Some("initialize") => self.state().initialize = Some(message.clone()),
+            Some("notifications/initialized") => self.state().initialized = Some(message.clone()),
+            _ => {}
+        }
+    }
+
+    /// Sends one message the client wrote (from the writer), with the session-expiry retry
+    /// and the legacy fallback; a failed request fails through the reader.
     async fn deliver(self: Arc<Self>, message: Outgoing) {
+        self.deliver_to(&message, None).await;
+    }
+
+    /// [`Shared::deliver`], with what comes back handed to `to` (the caller that started the
+    /// exchange) instead of the reader.
+    async fn deliver_to(self: &Arc<Self>, message: &Outgoing, to: Option<&Deliver<'_>>) {
         let mut c = Collector {
+            to,
             awaited: if message.is_request() { message.id().cloned() } else { None },
             initialize: message.method() == Some("initialize"),
             ..Collector::default()
@@ -700,7 +784,7 @@ impl Shared {
         let mut auth_retries = 0;
         let outcome = loop {
             let stale = self.state().session_id.clone();
-            match self.exchange(&message, &mut c).await {
+            match self.exchange(message, &mut c).await {
                 Err(Failure::Unauthorized(challenge)) => {
                     let status = StatusCode::from_u16(challenge.status).unwrap_or(StatusCode::UNAUTHORIZED);
                     let Some(auth) = self.auth.clone() else {
@@ -721,8 +805,14 @@ impl Shared {
                 }
                 Err(Failure::SessionExpired) if !retried && !c.initialize => {
                     retried = true;
-                    if let Err(e) = self.reinitialize(stale).await {
-                        break Err(e);
+                    // In a task of its own: a caller that stops waiting must not leave the
+                    // session half re-initialized for everyone else.
+                    let me = Arc::clone(self);
+                    let renewed = tokio::spawn(async move { me.reinitialize(stale).await });
+                    match renewed.await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => break Err(e),
+                        Err(e) => break Err(Failure::Transport(format!("initializing again failed: {e}"))),
                     }
                 }
                 Err(Failure::Status { status, body })
@@ -758,7 +848,7 @@ impl Shared {
                 match message.id().filter(|_| message.is_request()) {
                     Some(id) => {
                         let error = failure.into_error(described);
-                        let _ = self.events.send(Event::Failed(id.clone(), error)).await;
+                        self.route(Inbound::Failed { id: id.clone(), error }, c.to).await;
                     }
                     None => tracing::warn!(server = %self.label, "could not send {described}"),
                 }
@@ -901,7 +991,7 @@ impl Shared {
                             }
                         }
                         (None | Some("message"), Some(data)) if !data.trim().is_empty() => {
-                            let _ = me.events.send(Event::Message(data)).await;
+                            let _ = me.events.send(Event::Inbound(Inbound::Message(data))).await;
                         }
                         _ => {}
                     },
@@ -972,12 +1062,7 @@ impl HttpTransport {
             value.set_sensitive(true);
             headers.insert(AUTHORIZATION, value);
         }
-        let http = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
-            // Redirects could carry our headers elsewhere; MCP endpoints do not redirect.
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| bad(format!("could not build the HTTP client: {}", error_chain(&e))))?;
+        let http = shared_client(url.scheme() == "https", config.connect_timeout)?;
         let (tx, rx) = mpsc::channel(1024);
         let shared = Arc::new(Shared {
             http,
@@ -1019,22 +1104,43 @@ impl Transport for HttpTransport {
     }
 }
 
+/// The request path of Streamable HTTP: the caller's task makes the POST and reads its answer.
+struct HttpExchange {
+    shared: Arc<Shared>,
+}
+
+#[async_trait]
+impl Exchange for HttpExchange {
+    async fn exchange(&self, message: Outgoing, deliver: &(dyn Fn(Inbound) + Send + Sync)) {
+        self.shared.note(&message);
+        if message.is_request() {
+            self.shared.deliver_to(&message, Some(deliver)).await;
+        } else if tokio::time::timeout(INLINE_SEND_TIMEOUT, self.shared.deliver_to(&message, Some(deliver)))
+            .await
+            .is_err()
+        {
+            // The same bound as the writer's: a server that never answers a notification must
+            // not hold its sender.
+            tracing::warn!(server = %self.shared.label, "a notification got no HTTP answer within {INLINE_SEND_TIMEOUT:?}");
+        }
+    }
+}
+
 #[async_trait]
 impl TransportSink for HttpSink {
+    fn exchange(&self) -> Option<Arc<dyn Exchange>> {
+        // The 2024-11-05 transport answers on its one SSE stream, opened by the first send.
+        (self.shared.mode != HttpMode::LegacySse)
+            .then(|| Arc::new(HttpExchange { shared: Arc::clone(&self.shared) }) as Arc<dyn Exchange>)
+    }
+
     async fn send(&mut self, messages: &[Outgoing]) -> Result<(), TransportError> {
         if self.shared.mode == HttpMode::LegacySse && !self.legacy_opened {
             self.shared.open_legacy().await.map_err(TransportError::Closed)?;
             self.legacy_opened = true;
         }
         for message in messages {
-            {
-                let mut state = self.shared.state();
-                match message.method() {
-                    Some("initialize") => state.initialize = Some(message.clone()),
-                    Some("notifications/initialized") => state.initialized = Some(message.clone()),
-                    _ => {}
-                }
-            }
+            self.shared.note(message);
             if message.is_request() {
                 // Requests run side by side: a slow tool call must not hold up the others.
                 let shared = Arc::clone(&self.shared);
@@ -1106,8 +1212,7 @@ impl Drop for HttpSink {
 impl TransportStream for HttpStream {
     async fn recv(&mut self) -> Result<Option<Inbound>, TransportError> {
         match self.events.recv().await {
-            Some(Event::Message(text)) => Ok(Some(Inbound::Message(text))),
-            Some(Event::Failed(id, error)) => Ok(Some(Inbound::Failed { id, error })),
+            Some(Event::Inbound(inbound)) => Ok(Some(inbound)),
             // The stream ends; closed_reason() says why (the client asks it).
             Some(Event::Fatal) => Ok(None),
             Some(Event::End) | None => Ok(None),
