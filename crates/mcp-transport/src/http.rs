@@ -114,6 +114,34 @@ pub fn shared_client(tls: bool, connect_timeout: Duration) -> Result<reqwest::Cl
     Ok(client)
 }
 
+/// hyper's pooled client, for plain `http` without a proxy.
+type PlainClient =
+    hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, reqwest::Body>;
+
+/// The plain clients every HTTP transport of the process shares, one per connect timeout.
+static PLAIN_CLIENTS: Mutex<Vec<(Duration, PlainClient)>> = Mutex::new(Vec::new());
+
+/// The process's hyper client for `http` URLs with this connect timeout; `None` when the
+/// environment names a proxy for `http` (reqwest honours it; this client would not).
+fn shared_plain_client(connect_timeout: Duration) -> Option<PlainClient> {
+    let proxied = ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
+        .iter()
+        .any(|var| std::env::var_os(var).is_some_and(|v| !v.is_empty()));
+    if proxied {
+        return None;
+    }
+    let mut clients = PLAIN_CLIENTS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, client)) = clients.iter().find(|(timeout, _)| *timeout == connect_timeout) {
+        return Some(client.clone());
+    }
+    let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    connector.set_connect_timeout(Some(connect_timeout));
+    connector.set_nodelay(true);
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
+    clients.push((connect_timeout, client.clone()));
+    Some(client)
+}
+
 /// Which HTTP transport to speak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -216,6 +244,10 @@ struct State {
 
 struct Shared {
     http: reqwest::Client,
+    /// For `http` URLs without a proxy: hyper's pooled client directly, without reqwest's
+    /// per-request layers (the URL parsed twice, redirect and retry services: most of what a
+    /// call cost beyond the raw client).
+    plain: Option<PlainClient>,
     url: Url,
     headers: HeaderMap,
     label: String,
@@ -252,6 +284,20 @@ struct Collector<'a> {
 struct Cursor {
     last_event_id: Option<String>,
     retry: Option<Duration>,
+}
+
+/// Why a request could not be sent, or got no response.
+#[derive(Debug)]
+struct SendError {
+    /// Connecting failed: the server never saw the request, so it may be sent again.
+    connect: bool,
+    text: String,
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
 }
 
 /// Why an exchange failed.
@@ -408,22 +454,40 @@ impl Shared {
         let _ = self.events.send(Event::Fatal).await;
     }
 
+    /// Sends one request: over the plain hyper client when there is one (an `http` URL, no
+    /// proxy), else over reqwest.
+    async fn send(&self, request: reqwest::RequestBuilder) -> Result<reqwest::Response, SendError> {
+        let request = request.build().map_err(|e| SendError { connect: false, text: error_chain(&e) })?;
+        let Some(plain) = &self.plain else {
+            return self
+                .http
+                .execute(request)
+                .await
+                .map_err(|e| SendError { connect: e.is_connect(), text: error_chain(&e) });
+        };
+        let request = http::Request::<reqwest::Body>::try_from(request)
+            .map_err(|e| SendError { connect: false, text: error_chain(&e) })?;
+        match plain.request(request).await {
+            Ok(resp) => Ok(reqwest::Response::from(resp.map(reqwest::Body::wrap))),
+            Err(e) => Err(SendError { connect: e.is_connect(), text: error_chain(&e) }),
+        }
+    }
+
     /// Sends, retrying connection failures (never answered requests) with backoff.
     async fn send_retrying(&self, make: impl Fn() -> reqwest::RequestBuilder) -> Result<reqwest::Response, String> {
         let mut failed = 0;
         loop {
-            match make().send().await {
+            match self.send(make()).await {
                 Ok(resp) => return Ok(resp),
                 // Only a failed connect is safe to repeat: the server never saw the message.
-                Err(e) if e.is_connect() && self.backoff.allows(failed + 1) => {
-                    tracing::debug!(server = %self.label, "connecting failed, retrying: {}", error_chain(&e));
+                Err(e) if e.connect && self.backoff.allows(failed + 1) => {
+                    tracing::debug!(server = %self.label, "connecting failed, retrying: {e}");
                     tokio::time::sleep(self.backoff.delay(failed, rand::random())).await;
                     failed += 1;
                 }
                 Err(e) => {
-                    let attempts =
-                        if e.is_connect() { format!(" (after {} attempts)", failed + 1) } else { String::new() };
-                    return Err(format!("could not reach {}{attempts}: {}", self.url, error_chain(&e)));
+                    let attempts = if e.connect { format!(" (after {} attempts)", failed + 1) } else { String::new() };
+                    return Err(format!("could not reach {}{attempts}: {e}", self.url));
                 }
             }
         }
@@ -669,7 +733,7 @@ impl Shared {
                 tokio::time::sleep(self.reconnect_wait(attempts, cursor.retry)).await;
                 attempts += 1;
                 let authz = self.authorization().await;
-                let resp = match self.get(Some(&last), authz.as_ref()).send().await {
+                let resp = match self.send(self.get(Some(&last), authz.as_ref())).await {
                     Ok(resp) if resp.status().is_success() && is_event_stream(&resp) => resp,
                     Ok(resp) if resp.status() == StatusCode::NOT_FOUND && had_session => {
                         return Err(Failure::SessionExpired);
@@ -679,7 +743,7 @@ impl Shared {
                         return Err(Failure::Status { status, body: error_body(resp).await });
                     }
                     Err(e) => {
-                        outcome = Err(SseError::Body(error_chain(&e)));
+                        outcome = Err(SseError::Body(e.to_string()));
                         continue;
                     }
                 };
@@ -877,7 +941,7 @@ impl Shared {
         let mut quiet = 0;
         loop {
             let authz = self.authorization().await;
-            let sent = self.get(cursor.last_event_id.as_deref(), authz.as_ref()).send().await;
+            let sent = self.send(self.get(cursor.last_event_id.as_deref(), authz.as_ref())).await;
             if let Some(ready) = ready.take() {
                 let _ = ready.send(());
             }
@@ -915,12 +979,7 @@ impl Shared {
                     failed += 1;
                     quiet += 1;
                     if !self.backoff.allows(failed) {
-                        self.fatal(format!(
-                            "the server at {} is unreachable ({failed} attempts): {}",
-                            self.url,
-                            error_chain(&e)
-                        ))
-                        .await;
+                        self.fatal(format!("the server at {} is unreachable ({failed} attempts): {e}", self.url)).await;
                         return;
                     }
                 }
@@ -1062,10 +1121,13 @@ impl HttpTransport {
             value.set_sensitive(true);
             headers.insert(AUTHORIZATION, value);
         }
-        let http = shared_client(url.scheme() == "https", config.connect_timeout)?;
+        let tls = url.scheme() == "https";
+        let http = shared_client(tls, config.connect_timeout)?;
+        let plain = if tls { None } else { shared_plain_client(config.connect_timeout) };
         let (tx, rx) = mpsc::channel(1024);
         let shared = Arc::new(Shared {
             http,
+            plain,
             url,
             headers,
             label: config.label,
@@ -1185,7 +1247,7 @@ impl TransportSink for HttpSink {
                 if let Some(version) = version {
                     delete = delete.header(PROTOCOL_VERSION, version);
                 }
-                delete.send().await
+                shared.send(delete).await
             };
             match tokio::time::timeout(Duration::from_secs(2), delete).await {
                 Ok(Ok(resp)) => tracing::debug!(server = %self.shared.label, "DELETE session: HTTP {}", resp.status()),
