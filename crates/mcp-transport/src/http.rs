@@ -124,10 +124,7 @@ static PLAIN_CLIENTS: Mutex<Vec<(Duration, PlainClient)>> = Mutex::new(Vec::new(
 /// The process's hyper client for `http` URLs with this connect timeout; `None` when the
 /// environment names a proxy for `http` (reqwest honours it; this client would not).
 fn shared_plain_client(connect_timeout: Duration) -> Option<PlainClient> {
-    let proxied = ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
-        .iter()
-        .any(|var| std::env::var_os(var).is_some_and(|v| !v.is_empty()));
-    if proxied {
+    if names_an_http_proxy(|var| std::env::var_os(var)) {
         return None;
     }
     let mut clients = PLAIN_CLIENTS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -140,6 +137,12 @@ fn shared_plain_client(connect_timeout: Duration) -> Option<PlainClient> {
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
     clients.push((connect_timeout, client.clone()));
     Some(client)
+}
+
+/// Whether the environment (read through `lookup`) names a proxy for plain `http`, as reqwest
+/// reads it.
+fn names_an_http_proxy(lookup: impl Fn(&str) -> Option<std::ffi::OsString>) -> bool {
+    ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"].iter().any(|var| lookup(var).is_some_and(|v| !v.is_empty()))
 }
 
 /// Which HTTP transport to speak.
@@ -1294,6 +1297,20 @@ impl TransportStream for HttpStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn env(set: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<std::ffi::OsString> {
+        move |var| set.iter().find(|(name, _)| *name == var).map(|(_, value)| (*value).into())
+    }
+
+    #[test]
+    fn a_proxy_for_http_in_the_environment_keeps_plain_http_on_reqwest() {
+        assert!(!names_an_http_proxy(env(&[])));
+        assert!(!names_an_http_proxy(env(&[("https_proxy", "http://proxy:3128"), ("http_proxy", "")])));
+        assert!(names_an_http_proxy(env(&[("http_proxy", "http://proxy:3128")])));
+        assert!(names_an_http_proxy(env(&[("HTTP_PROXY", "http://proxy:3128")])));
+        assert!(names_an_http_proxy(env(&[("all_proxy", "socks5://proxy:1080")])));
+        assert!(names_an_http_proxy(env(&[("ALL_PROXY", "socks5://proxy:1080")])));
+    }
 
     #[test]
     fn a_servers_retry_is_taken_once_then_the_backoff_floor_holds() {
