@@ -92,6 +92,9 @@ fn search_settings(config: &Config, provider: Provider) -> anyhow::Result<(tool_
 }
 
 /// The model behind `--provider`.
+/// How long a model provider's connection may take to open.
+const PROVIDER_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 fn model(args: &AgentArgs, demo_script: Option<&str>) -> anyhow::Result<(Arc<dyn LanguageModel>, String, Provider)> {
     let default = if demo_script.is_some() { Provider::Scripted } else { Provider::Anthropic };
     let provider = args.provider.unwrap_or(default);
@@ -102,8 +105,16 @@ fn model(args: &AgentArgs, demo_script: Option<&str>) -> anyhow::Result<(Arc<dyn
             (None, Some(script)) => Arc::new(ScriptedModel::from_json(script)?),
             (None, None) => bail!("--provider scripted needs --script FILE"),
         },
-        Provider::Anthropic => Arc::new(llm_providers::AnthropicModel::from_env(&name)?),
-        Provider::Openai => Arc::new(llm_providers::OpenAiModel::from_env(&name)?),
+        // The process's HTTPS client, which remote servers share (certificates loaded once), with
+        // the connect timeout of `llm_providers::default_client`; it follows no redirects.
+        Provider::Anthropic => {
+            let client = mcp_transport::shared_client(true, PROVIDER_CONNECT_TIMEOUT)?;
+            Arc::new(llm_providers::AnthropicModel::from_env_using(&name, client)?)
+        }
+        Provider::Openai => {
+            let client = mcp_transport::shared_client(true, PROVIDER_CONNECT_TIMEOUT)?;
+            Arc::new(llm_providers::OpenAiModel::from_env_using(&name, client)?)
+        }
     };
     Ok((model, name, provider))
 }

@@ -70,12 +70,32 @@ impl AnthropicModel {
         Self::from_lookup(model, |name| std::env::var(name).ok())
     }
 
+    /// [`from_env`](Self::from_env) over the HTTP client given instead of a new
+    /// [`default_client`]: a process that shares one client (its connection pool, and the
+    /// system's certificates loaded once) hands it here. It should follow no redirects, as
+    /// [`default_client`] does not.
+    ///
+    /// # Errors
+    ///
+    /// As [`from_env`](Self::from_env).
+    pub fn from_env_using(model: &str, client: reqwest::Client) -> Result<Self, ModelError> {
+        Self::from_lookup_using(model, |name| std::env::var(name).ok(), Some(client))
+    }
+
     /// [`from_env`](Self::from_env) with the variables read through `lookup` (tests, config files).
     ///
     /// # Errors
     ///
     /// As [`from_env`](Self::from_env).
     pub fn from_lookup(model: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ModelError> {
+        Self::from_lookup_using(model, lookup, None)
+    }
+
+    fn from_lookup_using(
+        model: &str,
+        lookup: impl Fn(&str) -> Option<String>,
+        client: Option<reqwest::Client>,
+    ) -> Result<Self, ModelError> {
         let Some(key) = lookup_nonempty(&lookup, API_KEY_VARIABLE) else {
             return Err(ModelError::Configuration(format!(
                 "no Anthropic API key: set {API_KEY_VARIABLE} (and {BASE_URL_VARIABLE} for a gateway)"
@@ -87,7 +107,11 @@ impl AnthropicModel {
                 "{BASE_URL_VARIABLE} ends in /v1; the Anthropic SDKs expect the base without it and requests go to {base}/v1/messages"
             );
         }
-        Ok(Self::new(&base, &key, default_client()?)?.with_model(model))
+        let client = match client {
+            Some(client) => client,
+            None => default_client()?,
+        };
+        Ok(Self::new(&base, &key, client)?.with_model(model))
     }
 
     /// An adapter for `base_url` (without `/v1`) with an explicit key and HTTP client. The model

@@ -93,12 +93,32 @@ impl OpenAiModel {
         Self::from_lookup(model, |name| std::env::var(name).ok())
     }
 
+    /// [`from_env`](Self::from_env) over the HTTP client given instead of a new
+    /// [`default_client`]: a process that shares one client (its connection pool, and the
+    /// system's certificates loaded once) hands it here. It should follow no redirects, as
+    /// [`default_client`] does not.
+    ///
+    /// # Errors
+    ///
+    /// As [`from_env`](Self::from_env).
+    pub fn from_env_using(model: &str, client: reqwest::Client) -> Result<Self, ModelError> {
+        Self::from_lookup_using(model, |name| std::env::var(name).ok(), Some(client))
+    }
+
     /// [`from_env`](Self::from_env) with the variables read through `lookup` (tests, config files).
     ///
     /// # Errors
     ///
     /// As [`from_env`](Self::from_env).
     pub fn from_lookup(model: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ModelError> {
+        Self::from_lookup_using(model, lookup, None)
+    }
+
+    fn from_lookup_using(
+        model: &str,
+        lookup: impl Fn(&str) -> Option<String>,
+        client: Option<reqwest::Client>,
+    ) -> Result<Self, ModelError> {
         let base = lookup_nonempty(&lookup, BASE_URL_VARIABLE).unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
         let key = lookup_nonempty(&lookup, API_KEY_VARIABLE);
         if key.is_none() && !is_loopback(&join_base(&base, "/chat/completions", BASE_URL_VARIABLE)?) {
@@ -108,7 +128,11 @@ impl OpenAiModel {
                  for a remote server that needs no key, set it to any value)"
             )));
         }
-        Ok(Self::new(&base, key.as_deref(), default_client()?)?.with_model(model))
+        let client = match client {
+            Some(client) => client,
+            None => default_client()?,
+        };
+        Ok(Self::new(&base, key.as_deref(), client)?.with_model(model))
     }
 
     /// An adapter for `base_url` (ending in `/v1`, or wherever `chat/completions` lives) with an

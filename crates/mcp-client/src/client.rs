@@ -29,7 +29,7 @@ use tokio::task::JoinHandle;
 
 use crate::deadlines::{self, Expiring};
 use crate::handler::{DecliningHandler, ServerRequestHandler};
-use crate::transport::{DirectWrite, Inbound, Transport, TransportError, TransportSink, TransportStream};
+use crate::transport::{DirectWrite, Exchange, Inbound, Transport, TransportError, TransportSink, TransportStream};
 
 /// Why a client operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -400,6 +400,8 @@ struct Inner {
     /// `None` asks the writer to close the sink and stop.
     outgoing: mpsc::Sender<Option<Outgoing>>,
     direct: Option<DirectPath>,
+    /// The transport's request path: callers send and read their own answers.
+    exchange: Option<Arc<dyn Exchange>>,
     notifications: broadcast::Sender<ServerNotification>,
     closed_reason: Mutex<Option<String>>,
     /// Flips to `true` once, when the connection is gone.
@@ -594,11 +596,13 @@ impl Client {
             state: Mutex::new(DirectState::default()),
             wake: tokio::sync::Notify::new(),
         });
+        let exchange = if direct.is_none() { sink.exchange() } else { None };
         let (notifications, _) = broadcast::channel(options.notification_capacity.max(1));
         let inner = Arc::new(Inner {
             session: Mutex::new(ClientSession::new(config)),
             outgoing,
             direct,
+            exchange,
             notifications,
             closed_reason: Mutex::new(None),
             closed: tokio::sync::watch::Sender::new(false),
@@ -806,6 +810,14 @@ impl Client {
     }
 
     async fn send(&self, line: Outgoing) -> Result<(), ClientError> {
+        if let Some(exchange) = &self.inner.exchange {
+            if self.inner.session().state() == SessionState::Closed {
+                return Err(self.inner.closed_error());
+            }
+            let inner = &self.inner;
+            exchange.exchange(line, &|inbound| handle_inbound(inner, inbound)).await;
+            return Ok(());
+        }
         if let Some(direct) = &self.inner.direct {
             if self.inner.session().state() == SessionState::Closed {
                 return Err(self.inner.closed_error());
@@ -833,10 +845,28 @@ impl Client {
     ) -> Result<Box<RawValue>, ClientError> {
         let mut guard = PendingGuard { inner: &self.inner, id: Some(id) };
         deadlines::wake();
-        self.send(line).await?;
-        // The reader answers, or the watchdog fails it with a timeout, or the connection's end
-        // drops the sender.
-        let reply = rx.await;
+        let reply = match &self.inner.exchange {
+            Some(exchange) => {
+                // The answer usually comes back through the exchange itself; the watchdog or the
+                // connection's end may answer first, and then the exchange is abandoned.
+                let inner = &self.inner;
+                let deliver = |inbound| handle_inbound(inner, inbound);
+                let sent = exchange.exchange(line, &deliver);
+                tokio::pin!(sent);
+                let mut rx = rx;
+                tokio::select! {
+                    biased;
+                    reply = &mut rx => reply,
+                    () = &mut sent => rx.await,
+                }
+            }
+            None => {
+                self.send(line).await?;
+                // The reader answers, or the watchdog fails it with a timeout, or the
+                // connection's end drops the sender.
+                rx.await
+            }
+        };
         guard.id = None;
         reply.unwrap_or_else(|_| Err(self.inner.closed_error()))
     }
@@ -1311,16 +1341,7 @@ async fn read_loop(inner: Arc<Inner>, mut stream: Box<dyn TransportStream>) {
     let label = inner.options.label.clone();
     loop {
         match stream.recv().await {
-            Ok(Some(Inbound::Message(text))) => handle_incoming(&inner, &text),
-            Ok(Some(Inbound::Failed { id, error })) => {
-                let pending = inner.session().fail(&id);
-                match pending {
-                    Some(pending) => {
-                        let _ = pending.payload.reply.send(Err(ClientError::Transport(error)));
-                    }
-                    None => tracing::debug!(server = %label, "a failure for no pending request ({id:?}): {error}"),
-                }
-            }
+            Ok(Some(inbound)) => handle_inbound(&inner, inbound),
             Ok(None) => {
                 let reason = stream.closed_reason().await;
                 inner.shut_down(reason);
@@ -1331,6 +1352,25 @@ async fn read_loop(inner: Arc<Inner>, mut stream: Box<dyn TransportStream>) {
                 let reason = format!("{e}; {}", stream.closed_reason().await);
                 inner.shut_down(reason);
                 return;
+            }
+        }
+    }
+}
+
+/// What the transport's stream yielded, or an exchange delivered.
+fn handle_inbound(inner: &Arc<Inner>, inbound: Inbound) {
+    match inbound {
+        Inbound::Message(text) => handle_incoming(inner, &text),
+        Inbound::Decoded(message) => handle_message(inner, message),
+        Inbound::Failed { id, error } => {
+            let pending = inner.session().fail(&id);
+            match pending {
+                Some(pending) => {
+                    let _ = pending.payload.reply.send(Err(ClientError::Transport(error)));
+                }
+                None => {
+                    tracing::debug!(server = %inner.options.label, "a failure for no pending request ({id:?}): {error}")
+                }
             }
         }
     }
@@ -1349,6 +1389,11 @@ fn handle_incoming(inner: &Arc<Inner>, text: &str) {
             return;
         }
     };
+    handle_message(inner, message);
+}
+
+fn handle_message(inner: &Arc<Inner>, message: Message) {
+    let label = &inner.options.label;
     let incoming = inner.session().receive(message);
     match incoming {
         Incoming::Response { payload, outcome, method, .. } => {

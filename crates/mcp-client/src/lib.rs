@@ -66,4 +66,4 @@ pub use servers::{
     ServerConnection, ServerSpec, ServerState, StderrSource, close_all, connect, connect_all,
 };
 pub use set::{ResourceCatalog, RestartPolicy, ServerEvent, ServerListing, ServerSet, SetCallError, SetOptions};
-pub use transport::{DirectWrite, Inbound, Transport, TransportError, TransportSink, TransportStream};
+pub use transport::{DirectWrite, Exchange, Inbound, Transport, TransportError, TransportSink, TransportStream};

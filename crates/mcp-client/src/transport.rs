@@ -131,6 +131,9 @@ fn size_text(bytes: usize) -> String {
 pub enum Inbound {
     /// A message from the server (encoded JSON text).
     Message(String),
+    /// A message from the server the transport already decoded (to learn what it answers), so
+    /// the client does not decode it again.
+    Decoded(mcp_protocol::Message),
     /// The transport could not deliver request `id`, or cannot deliver its answer: that
     /// request fails with `error` at once; the connection goes on.
     Failed {
@@ -156,12 +159,35 @@ pub trait DirectWrite: Send + Sync {
     async fn writable(&self) -> std::io::Result<()>;
 }
 
+/// A request path a transport may offer beside its sink, where every message is an exchange of
+/// its own (Streamable HTTP: one POST, answered by its response): the caller sends its message
+/// and reads back what answers it in its own task, instead of handing the message to the writer
+/// task and waiting for the reader task to wake it (two cross-thread hops per call).
+#[async_trait]
+pub trait Exchange: Send + Sync {
+    /// Send `message` and hand what comes back for it (the answer, and on an SSE answer the
+    /// server's messages before it) to `deliver`, in order, exactly as the stream would have
+    /// yielded them; a request the transport cannot deliver or get answered is delivered as
+    /// [`Inbound::Failed`]. Returns when this exchange is over, for a notification once the
+    /// server took it. An answer may still come through the stream afterwards (a transport
+    /// whose answers arrive elsewhere, like the 2024-11-05 HTTP+SSE one); a connection that
+    /// fails ends the stream, as without this path. Dropping the future abandons the exchange.
+    async fn exchange(&self, message: Outgoing, deliver: &(dyn Fn(Inbound) + Send + Sync));
+}
+
 /// The writing half of a transport.
 #[async_trait]
 pub trait TransportSink: Send {
     /// The direct write path, if this transport has one. When it does, the client writes every
     /// message through it (newline-delimited) and uses [`TransportSink::send`] for nothing.
     fn direct(&self) -> Option<std::sync::Arc<dyn DirectWrite>> {
+        None
+    }
+
+    /// The request path, if this transport has one. When it does, the client sends its requests
+    /// and notifications through it; [`TransportSink::send`] still carries what the client sends
+    /// without waiting (cancellations, replies to the server's requests).
+    fn exchange(&self) -> Option<std::sync::Arc<dyn Exchange>> {
         None
     }
 

@@ -29,10 +29,10 @@ use futures_util::StreamExt;
 use http::StatusCode;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, WWW_AUTHENTICATE};
 use mcp_client::{
-    AuthChallenge, AuthError, Authorizer, Connector, Inbound, MAX_AUTH_RETRIES, Opened, Transport, TransportError,
-    TransportSink, TransportStream,
+    AuthChallenge, AuthError, Authorizer, Connector, Exchange, Inbound, MAX_AUTH_RETRIES, Opened, Transport,
+    TransportError, TransportSink, TransportStream,
 };
-use mcp_protocol::{Outgoing, RequestId};
+use mcp_protocol::{Message, Outgoing, RequestId};
 use mcp_safety::Backoff;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -84,6 +84,65 @@ fn reconnect_wait(attempt: u32, retry: Option<Duration>, recent: bool, jitter: f
         Some(asked) => asked.min(STREAM_RECONNECT.max_delay).max(floor),
         None => floor,
     }
+}
+
+/// The clients every HTTP transport of the process shares, one per (TLS, connect timeout).
+static CLIENTS: Mutex<Vec<(bool, Duration, reqwest::Client)>> = Mutex::new(Vec::new());
+
+/// The process's HTTP client for `https` (`tls`) or plain `http` URLs with this connect timeout,
+/// built on first use and shared after: its pool keeps connections alive across transports, and
+/// building one is most of what opening a session costs (a TLS client loads and decodes the
+/// system's certificates). The plain client trusts no certificate at all, so `http://` URLs
+/// never load them. Neither follows redirects: they could carry our headers elsewhere, and MCP
+/// endpoints do not redirect.
+///
+/// # Errors
+///
+/// [`TransportError::Config`] when the TLS backend cannot be set up.
+pub fn shared_client(tls: bool, connect_timeout: Duration) -> Result<reqwest::Client, TransportError> {
+    let mut clients = CLIENTS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, _, client)) = clients.iter().find(|(t, timeout, _)| *t == tls && *timeout == connect_timeout) {
+        return Ok(client.clone());
+    }
+    let builder =
+        reqwest::Client::builder().connect_timeout(connect_timeout).redirect(reqwest::redirect::Policy::none());
+    let builder = if tls { builder } else { builder.tls_certs_only([]) };
+    let client = builder
+        .build()
+        .map_err(|e| TransportError::Config(format!("could not build the HTTP client: {}", error_chain(&e))))?;
+    clients.push((tls, connect_timeout, client.clone()));
+    Ok(client)
+}
+
+/// hyper's pooled client, for plain `http` without a proxy.
+type PlainClient =
+    hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, reqwest::Body>;
+
+/// The plain clients every HTTP transport of the process shares, one per connect timeout.
+static PLAIN_CLIENTS: Mutex<Vec<(Duration, PlainClient)>> = Mutex::new(Vec::new());
+
+/// The process's hyper client for `http` URLs with this connect timeout; `None` when the
+/// environment names a proxy for `http` (reqwest honours it; this client would not).
+fn shared_plain_client(connect_timeout: Duration) -> Option<PlainClient> {
+    if names_an_http_proxy(|var| std::env::var_os(var)) {
+        return None;
+    }
+    let mut clients = PLAIN_CLIENTS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, client)) = clients.iter().find(|(timeout, _)| *timeout == connect_timeout) {
+        return Some(client.clone());
+    }
+    let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    connector.set_connect_timeout(Some(connect_timeout));
+    connector.set_nodelay(true);
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
+    clients.push((connect_timeout, client.clone()));
+    Some(client)
+}
+
+/// Whether the environment (read through `lookup`) names a proxy for plain `http`, as reqwest
+/// reads it.
+fn names_an_http_proxy(lookup: impl Fn(&str) -> Option<std::ffi::OsString>) -> bool {
+    ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"].iter().any(|var| lookup(var).is_some_and(|v| !v.is_empty()))
 }
 
 /// Which HTTP transport to speak.
@@ -157,11 +216,13 @@ impl HttpConfig {
     }
 }
 
+/// Where an exchange started by a caller hands what comes back (see [`Exchange`]).
+type Deliver<'a> = dyn Fn(Inbound) + Send + Sync + 'a;
+
 /// What the reader half receives.
 enum Event {
-    Message(String),
-    /// One request failed; the connection goes on.
-    Failed(RequestId, TransportError),
+    /// A message, or one request failed (the connection goes on).
+    Inbound(Inbound),
     /// The transport cannot go on.
     Fatal,
     /// Closed by the client.
@@ -186,6 +247,10 @@ struct State {
 
 struct Shared {
     http: reqwest::Client,
+    /// For `http` URLs without a proxy: hyper's pooled client directly, without reqwest's
+    /// per-request layers (the URL parsed twice, redirect and retry services: most of what a
+    /// call cost beyond the raw client).
+    plain: Option<PlainClient>,
     url: Url,
     headers: HeaderMap,
     label: String,
@@ -202,7 +267,9 @@ struct Shared {
 
 /// Where the messages read for one exchange go.
 #[derive(Default)]
-struct Collector {
+struct Collector<'a> {
+    /// The caller that started the exchange, who takes what comes back; `None`: the reader.
+    to: Option<&'a Deliver<'a>>,
     /// The id of the request whose answer ends the exchange.
     awaited: Option<RequestId>,
     /// The awaited request is `initialize`: its result names the revision.
@@ -220,6 +287,20 @@ struct Collector {
 struct Cursor {
     last_event_id: Option<String>,
     retry: Option<Duration>,
+}
+
+/// Why a request could not be sent, or got no response.
+#[derive(Debug)]
+struct SendError {
+    /// Connecting failed: the server never saw the request, so it may be sent again.
+    connect: bool,
+    text: String,
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
 }
 
 /// Why an exchange failed.
@@ -376,22 +457,40 @@ impl Shared {
         let _ = self.events.send(Event::Fatal).await;
     }
 
+    /// Sends one request: over the plain hyper client when there is one (an `http` URL, no
+    /// proxy), else over reqwest.
+    async fn send(&self, request: reqwest::RequestBuilder) -> Result<reqwest::Response, SendError> {
+        let request = request.build().map_err(|e| SendError { connect: false, text: error_chain(&e) })?;
+        let Some(plain) = &self.plain else {
+            return self
+                .http
+                .execute(request)
+                .await
+                .map_err(|e| SendError { connect: e.is_connect(), text: error_chain(&e) });
+        };
+        let request = http::Request::<reqwest::Body>::try_from(request)
+            .map_err(|e| SendError { connect: false, text: error_chain(&e) })?;
+        match plain.request(request).await {
+            Ok(resp) => Ok(reqwest::Response::from(resp.map(reqwest::Body::wrap))),
+            Err(e) => Err(SendError { connect: e.is_connect(), text: error_chain(&e) }),
+        }
+    }
+
     /// Sends, retrying connection failures (never answered requests) with backoff.
     async fn send_retrying(&self, make: impl Fn() -> reqwest::RequestBuilder) -> Result<reqwest::Response, String> {
         let mut failed = 0;
         loop {
-            match make().send().await {
+            match self.send(make()).await {
                 Ok(resp) => return Ok(resp),
                 // Only a failed connect is safe to repeat: the server never saw the message.
-                Err(e) if e.is_connect() && self.backoff.allows(failed + 1) => {
-                    tracing::debug!(server = %self.label, "connecting failed, retrying: {}", error_chain(&e));
+                Err(e) if e.connect && self.backoff.allows(failed + 1) => {
+                    tracing::debug!(server = %self.label, "connecting failed, retrying: {e}");
                     tokio::time::sleep(self.backoff.delay(failed, rand::random())).await;
                     failed += 1;
                 }
                 Err(e) => {
-                    let attempts =
-                        if e.is_connect() { format!(" (after {} attempts)", failed + 1) } else { String::new() };
-                    return Err(format!("could not reach {}{attempts}: {}", self.url, error_chain(&e)));
+                    let attempts = if e.connect { format!(" (after {} attempts)", failed + 1) } else { String::new() };
+                    return Err(format!("could not reach {}{attempts}: {e}", self.url));
                 }
             }
         }
@@ -415,70 +514,102 @@ impl Shared {
         headers
     }
 
-    fn common(
-        &self,
-        mut rb: reqwest::RequestBuilder,
-        message: Option<&Outgoing>,
-        authz: Option<&HeaderValue>,
-    ) -> reqwest::RequestBuilder {
-        rb = rb.headers(self.headers_with(authz));
+    /// Every header of a request: the configured ones (with the authorizer's), then, unless the
+    /// legacy transport is in use, the session, the revision and what the message routes on.
+    /// Made as one map, the names and fixed values static, since this runs for every message.
+    fn header_map(&self, accept: &'static str, message: Option<&Outgoing>, authz: Option<&HeaderValue>) -> HeaderMap {
+        let mut headers = if self.headers.is_empty() && authz.is_none() {
+            HeaderMap::with_capacity(8)
+        } else {
+            self.headers_with(authz)
+        };
+        headers.insert(ACCEPT, HeaderValue::from_static(accept));
+        if message.is_some() {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        }
         let state = self.state();
         if state.legacy_endpoint.is_some() {
-            return rb;
+            return headers;
         }
+        // A value that is not a valid header value stays out (the server then refuses the request).
+        let mut put = |name: &'static str, value: &str| {
+            if let Ok(value) = HeaderValue::from_str(value) {
+                headers.insert(HeaderName::from_static(name), value);
+            }
+        };
         if let Some(session) = &state.session_id {
-            rb = rb.header(SESSION_ID, session);
+            put(SESSION_ID, session);
         }
         match message.and_then(Outgoing::protocol_version) {
-            Some(version) => rb = rb.header(PROTOCOL_VERSION, version.as_str()),
+            Some(version) => put(PROTOCOL_VERSION, version.as_str()),
             None => {
                 if let Some(version) = &state.protocol_version {
-                    rb = rb.header(PROTOCOL_VERSION, version);
+                    put(PROTOCOL_VERSION, version);
                 }
             }
         }
+        drop(state);
         if let Some(message) = message {
             if let Some(method) = message.method() {
-                rb = rb.header(MCP_METHOD, method);
+                put(MCP_METHOD, method);
             }
-            // Header values must be visible ASCII; a name that is not stays out of the header.
-            if let Some(name) = message.routing_name().filter(|n| HeaderValue::from_str(n).is_ok()) {
-                rb = rb.header(MCP_NAME, name);
+            if let Some(name) = message.routing_name() {
+                put(MCP_NAME, &name);
             }
         }
-        rb
+        headers
     }
 
     fn post(&self, url: &Url, message: &Outgoing, authz: Option<&HeaderValue>) -> reqwest::RequestBuilder {
-        let rb = self
-            .http
-            .post(url.clone())
-            .header(ACCEPT, "application/json, text/event-stream")
-            .header(CONTENT_TYPE, "application/json")
-            .body(message.text().to_owned());
-        self.common(rb, Some(message), authz)
+        let mut request = reqwest::Request::new(reqwest::Method::POST, url.clone());
+        *request.headers_mut() = self.header_map("application/json, text/event-stream", Some(message), authz);
+        *request.body_mut() = Some(message.text().to_owned().into());
+        reqwest::RequestBuilder::from_parts(self.http.clone(), request)
     }
 
     fn get(&self, last_event_id: Option<&str>, authz: Option<&HeaderValue>) -> reqwest::RequestBuilder {
-        let mut rb = self.http.get(self.url.clone()).header(ACCEPT, "text/event-stream");
-        if let Some(id) = last_event_id {
-            rb = rb.header(LAST_EVENT_ID, id);
+        let mut request = reqwest::Request::new(reqwest::Method::GET, self.url.clone());
+        let mut headers = self.header_map("text/event-stream", None, authz);
+        if let Some(value) = last_event_id.and_then(|id| HeaderValue::from_str(id).ok()) {
+            headers.insert(HeaderName::from_static(LAST_EVENT_ID), value);
         }
-        self.common(rb, None, authz)
+        *request.headers_mut() = headers;
+        reqwest::RequestBuilder::from_parts(self.http.clone(), request)
     }
 
-    /// One message the server sent: passed to the client, or kept when captured.
-    async fn accept(&self, text: String, c: &mut Collector) {
+    /// Hands a message or a failed request to whoever reads this exchange.
+    async fn route(&self, inbound: Inbound, to: Option<&Deliver<'_>>) {
+        match to {
+            Some(deliver) => deliver(inbound),
+            None => {
+                let _ = self.events.send(Event::Inbound(inbound)).await;
+            }
+        }
+    }
+
+    /// One message the server sent: passed to the client, or kept when captured. The envelope
+    /// is decoded once, here, to learn whether it is the awaited answer; the client takes the
+    /// decoded message as it is.
+    async fn accept(&self, text: String, c: &mut Collector<'_>) {
         c.delivered += 1;
-        if let Some(awaited) = &c.awaited
-            && let Ok(Value::Object(map)) = serde_json::from_str::<Value>(&text)
-            && !map.contains_key("method")
-            && map.get("id").and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok()).as_ref()
-                == Some(awaited)
-        {
+        let Some(awaited) = &c.awaited else {
+            return self.route(Inbound::Message(text), c.to).await;
+        };
+        let Ok(message) = Message::decode_str(&text) else {
+            // The client says what is wrong with it.
+            return self.route(Inbound::Message(text), c.to).await;
+        };
+        let answers = match &message {
+            Message::Response(response) => Some(&response.id),
+            Message::Error(error) => error.id.as_ref(),
+            Message::Request(_) | Message::Notification(_) => None,
+        };
+        if answers == Some(awaited) {
             c.answered = true;
             if c.initialize
-                && let Some(version) = map.get("result").and_then(|r| r.get("protocolVersion")).and_then(Value::as_str)
+                && let Message::Response(response) = &message
+                && let Ok(result) = serde_json::from_str::<Value>(response.result.get())
+                && let Some(version) = result.get("protocolVersion").and_then(Value::as_str)
             {
                 self.state().protocol_version = Some(version.to_owned());
             }
@@ -487,11 +618,11 @@ impl Shared {
                 return;
             }
         }
-        let _ = self.events.send(Event::Message(text)).await;
+        self.route(Inbound::Decoded(message), c.to).await;
     }
 
     /// A JSON body: one message or a batch.
-    async fn accept_json(&self, body: &[u8], c: &mut Collector) -> Result<(), String> {
+    async fn accept_json(&self, body: &[u8], c: &mut Collector<'_>) -> Result<(), String> {
         let text = std::str::from_utf8(body).map_err(|_| "the server's JSON answer is not UTF-8".to_owned())?;
         let trimmed = text.trim();
         if trimmed.is_empty() {
@@ -513,7 +644,7 @@ impl Shared {
     async fn read_events(
         &self,
         resp: reqwest::Response,
-        c: &mut Collector,
+        c: &mut Collector<'_>,
         cursor: &mut Cursor,
     ) -> Result<(), SseError> {
         let mut events = EventStream::new(Box::pin(resp.bytes_stream()), self.max_bytes);
@@ -542,7 +673,7 @@ impl Shared {
     }
 
     /// POSTs one message and reads what comes back, resuming a dropped answer stream.
-    async fn exchange(&self, message: &Outgoing, c: &mut Collector) -> Result<(), Failure> {
+    async fn exchange(&self, message: &Outgoing, c: &mut Collector<'_>) -> Result<(), Failure> {
         let legacy = self.state().legacy_endpoint.clone();
         let url = legacy.clone().unwrap_or_else(|| self.url.clone());
         let had_session = self.state().session_id.is_some();
@@ -605,7 +736,7 @@ impl Shared {
                 tokio::time::sleep(self.reconnect_wait(attempts, cursor.retry)).await;
                 attempts += 1;
                 let authz = self.authorization().await;
-                let resp = match self.get(Some(&last), authz.as_ref()).send().await {
+                let resp = match self.send(self.get(Some(&last), authz.as_ref())).await {
                     Ok(resp) if resp.status().is_success() && is_event_stream(&resp) => resp,
                     Ok(resp) if resp.status() == StatusCode::NOT_FOUND && had_session => {
                         return Err(Failure::SessionExpired);
@@ -615,7 +746,7 @@ impl Shared {
                         return Err(Failure::Status { status, body: error_body(resp).await });
                     }
                     Err(e) => {
-                        outcome = Err(SseError::Body(error_chain(&e)));
+                        outcome = Err(SseError::Body(e.to_string()));
                         continue;
                     }
                 };
@@ -627,7 +758,11 @@ impl Shared {
         match read_bounded(resp, self.max_bytes).await {
             Ok(Some(body)) => {
                 // A login page or a proxy's error page can come back with 200: say what it was.
-                if serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err() {
+                // (Only the first byte is looked at: the decoding below reads the rest once, and
+                // a body that merely starts like JSON fails there with the same account.)
+                let starts_like_json =
+                    body.iter().find(|b| !b.is_ascii_whitespace()).is_some_and(|b| matches!(b, b'{' | b'['));
+                if !starts_like_json {
                     return Err(Failure::NoAnswer(format!(
                         "the answer is neither JSON nor an event stream ({})",
                         what_came_back(status, content_type.as_deref(), &body)
@@ -682,10 +817,26 @@ impl Shared {
         Ok(())
     }
 
-    /// Sends one message the client wrote, with the session-expiry retry and the legacy
-    /// fallback; a failed request gets an error answer.
+    /// Keeps what a session expiry replays.
+    fn note(&self, message: &Outgoing) {
+        match message.method() {
+            Some("initialize") => self.state().initialize = Some(message.clone()),
+            Some("notifications/initialized") => self.state().initialized = Some(message.clone()),
+            _ => {}
+        }
+    }
+
+    /// Sends one message the client wrote (from the writer), with the session-expiry retry
+    /// and the legacy fallback; a failed request fails through the reader.
     async fn deliver(self: Arc<Self>, message: Outgoing) {
+        self.deliver_to(&message, None).await;
+    }
+
+    /// [`Shared::deliver`], with what comes back handed to `to` (the caller that started the
+    /// exchange) instead of the reader.
+    async fn deliver_to(self: &Arc<Self>, message: &Outgoing, to: Option<&Deliver<'_>>) {
         let mut c = Collector {
+            to,
             awaited: if message.is_request() { message.id().cloned() } else { None },
             initialize: message.method() == Some("initialize"),
             ..Collector::default()
@@ -700,7 +851,7 @@ impl Shared {
         let mut auth_retries = 0;
         let outcome = loop {
             let stale = self.state().session_id.clone();
-            match self.exchange(&message, &mut c).await {
+            match self.exchange(message, &mut c).await {
                 Err(Failure::Unauthorized(challenge)) => {
                     let status = StatusCode::from_u16(challenge.status).unwrap_or(StatusCode::UNAUTHORIZED);
                     let Some(auth) = self.auth.clone() else {
@@ -721,8 +872,14 @@ impl Shared {
                 }
                 Err(Failure::SessionExpired) if !retried && !c.initialize => {
                     retried = true;
-                    if let Err(e) = self.reinitialize(stale).await {
-                        break Err(e);
+                    // In a task of its own: a caller that stops waiting must not leave the
+                    // session half re-initialized for everyone else.
+                    let me = Arc::clone(self);
+                    let renewed = tokio::spawn(async move { me.reinitialize(stale).await });
+                    match renewed.await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => break Err(e),
+                        Err(e) => break Err(Failure::Transport(format!("initializing again failed: {e}"))),
                     }
                 }
                 Err(Failure::Status { status, body })
@@ -758,7 +915,7 @@ impl Shared {
                 match message.id().filter(|_| message.is_request()) {
                     Some(id) => {
                         let error = failure.into_error(described);
-                        let _ = self.events.send(Event::Failed(id.clone(), error)).await;
+                        self.route(Inbound::Failed { id: id.clone(), error }, c.to).await;
                     }
                     None => tracing::warn!(server = %self.label, "could not send {described}"),
                 }
@@ -787,7 +944,7 @@ impl Shared {
         let mut quiet = 0;
         loop {
             let authz = self.authorization().await;
-            let sent = self.get(cursor.last_event_id.as_deref(), authz.as_ref()).send().await;
+            let sent = self.send(self.get(cursor.last_event_id.as_deref(), authz.as_ref())).await;
             if let Some(ready) = ready.take() {
                 let _ = ready.send(());
             }
@@ -825,12 +982,7 @@ impl Shared {
                     failed += 1;
                     quiet += 1;
                     if !self.backoff.allows(failed) {
-                        self.fatal(format!(
-                            "the server at {} is unreachable ({failed} attempts): {}",
-                            self.url,
-                            error_chain(&e)
-                        ))
-                        .await;
+                        self.fatal(format!("the server at {} is unreachable ({failed} attempts): {e}", self.url)).await;
                         return;
                     }
                 }
@@ -901,7 +1053,7 @@ impl Shared {
                             }
                         }
                         (None | Some("message"), Some(data)) if !data.trim().is_empty() => {
-                            let _ = me.events.send(Event::Message(data)).await;
+                            let _ = me.events.send(Event::Inbound(Inbound::Message(data))).await;
                         }
                         _ => {}
                     },
@@ -972,15 +1124,13 @@ impl HttpTransport {
             value.set_sensitive(true);
             headers.insert(AUTHORIZATION, value);
         }
-        let http = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
-            // Redirects could carry our headers elsewhere; MCP endpoints do not redirect.
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| bad(format!("could not build the HTTP client: {}", error_chain(&e))))?;
+        let tls = url.scheme() == "https";
+        let http = shared_client(tls, config.connect_timeout)?;
+        let plain = if tls { None } else { shared_plain_client(config.connect_timeout) };
         let (tx, rx) = mpsc::channel(1024);
         let shared = Arc::new(Shared {
             http,
+            plain,
             url,
             headers,
             label: config.label,
@@ -1019,22 +1169,43 @@ impl Transport for HttpTransport {
     }
 }
 
+/// The request path of Streamable HTTP: the caller's task makes the POST and reads its answer.
+struct HttpExchange {
+    shared: Arc<Shared>,
+}
+
+#[async_trait]
+impl Exchange for HttpExchange {
+    async fn exchange(&self, message: Outgoing, deliver: &(dyn Fn(Inbound) + Send + Sync)) {
+        self.shared.note(&message);
+        if message.is_request() {
+            self.shared.deliver_to(&message, Some(deliver)).await;
+        } else if tokio::time::timeout(INLINE_SEND_TIMEOUT, self.shared.deliver_to(&message, Some(deliver)))
+            .await
+            .is_err()
+        {
+            // The same bound as the writer's: a server that never answers a notification must
+            // not hold its sender.
+            tracing::warn!(server = %self.shared.label, "a notification got no HTTP answer within {INLINE_SEND_TIMEOUT:?}");
+        }
+    }
+}
+
 #[async_trait]
 impl TransportSink for HttpSink {
+    fn exchange(&self) -> Option<Arc<dyn Exchange>> {
+        // The 2024-11-05 transport answers on its one SSE stream, opened by the first send.
+        (self.shared.mode != HttpMode::LegacySse)
+            .then(|| Arc::new(HttpExchange { shared: Arc::clone(&self.shared) }) as Arc<dyn Exchange>)
+    }
+
     async fn send(&mut self, messages: &[Outgoing]) -> Result<(), TransportError> {
         if self.shared.mode == HttpMode::LegacySse && !self.legacy_opened {
             self.shared.open_legacy().await.map_err(TransportError::Closed)?;
             self.legacy_opened = true;
         }
         for message in messages {
-            {
-                let mut state = self.shared.state();
-                match message.method() {
-                    Some("initialize") => state.initialize = Some(message.clone()),
-                    Some("notifications/initialized") => state.initialized = Some(message.clone()),
-                    _ => {}
-                }
-            }
+            self.shared.note(message);
             if message.is_request() {
                 // Requests run side by side: a slow tool call must not hold up the others.
                 let shared = Arc::clone(&self.shared);
@@ -1079,7 +1250,7 @@ impl TransportSink for HttpSink {
                 if let Some(version) = version {
                     delete = delete.header(PROTOCOL_VERSION, version);
                 }
-                delete.send().await
+                shared.send(delete).await
             };
             match tokio::time::timeout(Duration::from_secs(2), delete).await {
                 Ok(Ok(resp)) => tracing::debug!(server = %self.shared.label, "DELETE session: HTTP {}", resp.status()),
@@ -1106,8 +1277,7 @@ impl Drop for HttpSink {
 impl TransportStream for HttpStream {
     async fn recv(&mut self) -> Result<Option<Inbound>, TransportError> {
         match self.events.recv().await {
-            Some(Event::Message(text)) => Ok(Some(Inbound::Message(text))),
-            Some(Event::Failed(id, error)) => Ok(Some(Inbound::Failed { id, error })),
+            Some(Event::Inbound(inbound)) => Ok(Some(inbound)),
             // The stream ends; closed_reason() says why (the client asks it).
             Some(Event::Fatal) => Ok(None),
             Some(Event::End) | None => Ok(None),
@@ -1127,6 +1297,20 @@ impl TransportStream for HttpStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn env(set: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<std::ffi::OsString> {
+        move |var| set.iter().find(|(name, _)| *name == var).map(|(_, value)| (*value).into())
+    }
+
+    #[test]
+    fn a_proxy_for_http_in_the_environment_keeps_plain_http_on_reqwest() {
+        assert!(!names_an_http_proxy(env(&[])));
+        assert!(!names_an_http_proxy(env(&[("https_proxy", "http://proxy:3128"), ("http_proxy", "")])));
+        assert!(names_an_http_proxy(env(&[("http_proxy", "http://proxy:3128")])));
+        assert!(names_an_http_proxy(env(&[("HTTP_PROXY", "http://proxy:3128")])));
+        assert!(names_an_http_proxy(env(&[("all_proxy", "socks5://proxy:1080")])));
+        assert!(names_an_http_proxy(env(&[("ALL_PROXY", "socks5://proxy:1080")])));
+    }
 
     #[test]
     fn a_servers_retry_is_taken_once_then_the_backoff_floor_holds() {

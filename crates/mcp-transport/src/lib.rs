@@ -42,7 +42,7 @@ mod ws;
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
 #[cfg(feature = "http")]
-pub use http::{HttpConfig, HttpMode, HttpTransport, MIN_STREAM_RETRY, STREAM_RECONNECT};
+pub use http::{HttpConfig, HttpMode, HttpTransport, MIN_STREAM_RETRY, STREAM_RECONNECT, shared_client};
 #[cfg(all(feature = "http", feature = "ws"))]
 pub use remote::{RemoteOptions, RemoteServer};
 #[cfg(feature = "stdio")]

@@ -1,8 +1,197 @@
-//! `cargo xtask bench http`: not written yet.
+//! `cargo xtask bench http`: Streamable HTTP `tools/call` through the project's client beside a
+//! raw pooled hyper keep-alive client making the same POSTs (the floor), both against the same
+//! minimal server (`http_bench serve`, its own process), for JSON and SSE answers, one and 32
+//! calls in flight; then the time to open a session (transport open + `initialize` +
+//! `notifications/initialized`) of both. Rounds are interleaved and alternate who goes first.
 
-use crate::Result;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 
-pub(crate) fn run(_n: usize, _rounds: usize) -> Result {
-    println!("no http benchmark yet");
+use super::{field, median};
+use crate::{Result, cargo, root};
+
+/// Calls kept in flight in the concurrent runs.
+const IN_FLIGHT: [usize; 2] = [1, 32];
+/// Sessions opened one after the other per round.
+const OPENS: usize = 50;
+
+struct Figure {
+    client: &'static str,
+    answers: &'static str,
+    concurrency: usize,
+    calls_per_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    new_connections: f64,
+}
+
+struct Open {
+    client: &'static str,
+    first_ms: f64,
+    median_ms: f64,
+}
+
+/// The server process; killed when dropped (closing its stdin asks it to stop first).
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        drop(self.0.stdin.take());
+        if !matches!(self.0.try_wait(), Ok(Some(_))) {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"))
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".to_owned())
+}
+
+fn example(bench: &PathBuf, args: &[&str]) -> Result<String> {
+    let out = Command::new(bench).args(args).output().map_err(|e| format!("http_bench: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("http_bench {args:?} failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+pub(crate) fn run(n: usize, rounds: usize) -> Result {
+    crate::run(
+        "build (release)",
+        cargo().args(["build", "--release", "-p", "mcp-transport", "--example", "http_bench"]),
+    )?;
+    let bench = target_dir().join("release").join("examples").join("http_bench");
+    let mut child = Command::new(&bench)
+        .arg("serve")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("http_bench serve: {e}"))?;
+    let stdout = child.stdout.take().ok_or("http_bench serve: no stdout")?;
+    let server = Server(child);
+    let mut base = String::new();
+    BufReader::new(stdout).read_line(&mut base).map_err(|e| format!("http_bench serve: {e}"))?;
+    let base = base.trim().to_owned();
+    if !base.starts_with("http://") {
+        return Err(format!("http_bench serve printed {base:?}, not its URL"));
+    }
+    let load_before = load();
+    let (mut figures, mut opens) = (Vec::new(), Vec::new());
+    for round in 1..=rounds {
+        // Alternate who goes first, so warm caches or a busy neighbour favour neither.
+        let order: [(&str, &'static str); 2] = if round % 2 == 1 {
+            [("hyper", "hyper floor"), ("harness", "mcp-harness")]
+        } else {
+            [("harness", "mcp-harness"), ("hyper", "hyper floor")]
+        };
+        for answers in ["json", "sse"] {
+            let url = format!("{base}/{answers}");
+            for concurrency in IN_FLIGHT {
+                for (arg, client) in order {
+                    let line = example(
+                        &bench,
+                        &[
+                            "calls",
+                            "--client",
+                            arg,
+                            "--url",
+                            &url,
+                            "-n",
+                            &n.to_string(),
+                            "--concurrency",
+                            &concurrency.to_string(),
+                        ],
+                    )?;
+                    println!("round {round} {answers}: {line}");
+                    figures.push(Figure {
+                        client,
+                        answers,
+                        concurrency,
+                        calls_per_s: field(&line, "calls_per_s").ok_or("no calls_per_s in output")?,
+                        p50_ms: field(&line, "p50_ms").unwrap_or(0.0),
+                        p99_ms: field(&line, "p99_ms").unwrap_or(0.0),
+                        new_connections: field(&line, "new_connections").unwrap_or(0.0),
+                    });
+                }
+            }
+        }
+        for (arg, client) in order {
+            let url = format!("{base}/json");
+            let line = example(&bench, &["open", "--client", arg, "--url", &url, "-n", &OPENS.to_string()])?;
+            println!("round {round} open: {line}");
+            opens.push(Open {
+                client,
+                first_ms: field(&line, "first_open_ms").unwrap_or(0.0),
+                median_ms: field(&line, "open_ms").ok_or("no open_ms in output")?,
+            });
+        }
+    }
+    drop(server);
+    let load_after = load();
+
+    println!("\nload average (1, 5, 15 min): {load_before} before, {load_after} after");
+    println!("\n| answers | in flight | client | calls/s (median of {rounds}) | p50 ms | p99 ms | new connections |");
+    println!("|---|---|---|---|---|---|---|");
+    let mut all_met = true;
+    let mut verdicts = Vec::new();
+    for answers in ["json", "sse"] {
+        for concurrency in IN_FLIGHT {
+            let pick = |client: &str, f: fn(&Figure) -> f64| {
+                median(
+                    figures
+                        .iter()
+                        .filter(|x| x.client == client && x.answers == answers && x.concurrency == concurrency)
+                        .map(f)
+                        .collect(),
+                )
+            };
+            for client in ["hyper floor", "mcp-harness"] {
+                println!(
+                    "| {answers} | {concurrency} | {client} | {:.0} | {:.3} | {:.3} | {:.0} |",
+                    pick(client, |f| f.calls_per_s),
+                    pick(client, |f| f.p50_ms),
+                    pick(client, |f| f.p99_ms),
+                    pick(client, |f| f.new_connections),
+                );
+            }
+            let ratio = pick("mcp-harness", |f| f.calls_per_s) / pick("hyper floor", |f| f.calls_per_s);
+            let p50 = pick("mcp-harness", |f| f.p50_ms) / pick("hyper floor", |f| f.p50_ms);
+            let met = ratio >= 0.9 && p50 <= 1.2;
+            all_met &= met;
+            verdicts.push(format!(
+                "{answers}, {concurrency} in flight: calls/s ratio {ratio:.3} (goal >= 0.9), p50 ratio {p50:.3} (goal <= 1.2): {}",
+                if met { "met" } else { "MISSED" }
+            ));
+        }
+    }
+    let open = |client: &str, f: fn(&Open) -> f64| median(opens.iter().filter(|o| o.client == client).map(f).collect());
+    println!("\n| session open | first in the process, ms | median of the next {}, ms |", OPENS - 1);
+    println!("|---|---|---|");
+    for client in ["hyper floor", "mcp-harness"] {
+        println!("| {client} | {:.3} | {:.3} |", open(client, |o| o.first_ms), open(client, |o| o.median_ms));
+    }
+    // The goal is the steady open; the first in a process also pays the process's own first
+    // connection and page faults, the floor's as much (both are shown above).
+    let open_ms = open("mcp-harness", |o| o.median_ms);
+    let open_met = open_ms < 1.5;
+    all_met &= open_met;
+    println!();
+    for verdict in verdicts {
+        println!("{verdict}");
+    }
+    println!(
+        "session open: {open_ms:.3} ms, {:.2}x the floor's (goal < 1.5 ms): {}",
+        open_ms / open("hyper floor", |o| o.median_ms),
+        if open_met { "met" } else { "MISSED" }
+    );
+    println!("\nbench: {}", if all_met { "every goal met" } else { "goals missed" });
     Ok(())
 }
