@@ -31,6 +31,8 @@
 //! exists changes nothing but still announces `list_changed`. `--structured` adds tools with an
 //! output schema: `weather` (text and matching structured content), `weather_quiet` (matching
 //! structured content, no text) and `weather_bad` (structured content that does not match).
+//! `--extra-tools N` adds the tools `extra_0` .. `extra_{N-1}`, each of about `--tool-bytes B`
+//! bytes of JSON when that is given (the catalog benchmark's 5,000 tools).
 //!
 //! Tools: `echo {text}`, `add {a,b}`, `sleep {ms}` (progress when a token is given, stops on
 //! cancel), `env {name}`, `crash` (a line on stderr, then exit status 3), `add_tool {name}`
