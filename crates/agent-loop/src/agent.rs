@@ -289,6 +289,9 @@ impl Agent {
         let user = Message { role: Role::User, ..user };
         self.record_message(&user);
         conversation.push(user);
+        // The request's copy of the conversation lives for the whole turn and grows with it:
+        // a step copies its new messages, not the history again.
+        let mut messages = conversation.clone();
         let mut usage = Usage::default();
         for step in 1..=self.config.max_steps {
             let view = self.view().await?;
@@ -300,11 +303,13 @@ impl Agent {
                 model: self.config.model.clone(),
                 // Server instructions under the policy of this step's binding.
                 system: crate::system_prompt(&self.config.system, &self.source.instructions(), view.binding.policy()),
-                messages: conversation.clone(),
+                messages: std::mem::take(&mut messages),
                 tools,
                 max_tokens: self.config.max_tokens,
             };
-            let response = self.model.complete(&request, &TextEvents(events)).await?;
+            let response = self.model.complete(&request, &TextEvents(events)).await;
+            messages = request.messages;
+            let response = response?;
             usage.input_tokens += response.usage.input_tokens;
             usage.output_tokens += response.usage.output_tokens;
             let assistant = Message { role: Role::Assistant, content: response.content };
@@ -318,6 +323,7 @@ impl Agent {
                     _ => None,
                 })
                 .collect();
+            messages.push(assistant.clone());
             conversation.push(assistant);
             if calls.is_empty() {
                 self.emit(
@@ -329,6 +335,7 @@ impl Agent {
             let results = self.run_calls(&view, calls, events).await;
             let message = Message { role: Role::User, content: results };
             self.record_message(&message);
+            messages.push(message.clone());
             conversation.push(message);
         }
         self.emit(events, AgentEvent::StepLimit { steps: self.config.max_steps });

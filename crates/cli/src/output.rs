@@ -5,9 +5,9 @@
 //! C1 controls, bidirectional overrides: `mcp_safety::text::is_stripped`) from everything they
 //! write, whoever produced it: a server, a model, a configuration file, or us. A new path that
 //! prints through them cannot forget. Our own colours go through [`stdout_painted`], which
-//! cleans the text it wraps; JSON goes through [`json`], which escapes those characters
-//! (`\u202e`), so `--json` keeps the exact text and still drives no terminal. Logs go through
-//! [`LogWriter`].
+//! cleans the text it wraps; JSON goes through [`json`] (or [`stdout_json`], which writes it as it
+//! is made), which escapes those characters (`\u202e`), so `--json` keeps the exact text and
+//! still drives no terminal. Logs go through [`LogWriter`].
 
 use std::io::Write;
 use std::time::Duration;
@@ -60,24 +60,93 @@ pub(crate) fn stdout_painted(painted: &str) -> Result<(), OutputError> {
 /// `value` as JSON (pretty or one line) with every character [`stdout`] would remove escaped
 /// (`\u001b`, `\u202e`): the same value for a JSON reader, nothing for a terminal to act on.
 pub(crate) fn json(value: &impl serde::Serialize, pretty: bool) -> Result<String, serde_json::Error> {
-    let text = if pretty { serde_json::to_string_pretty(value)? } else { serde_json::to_string(value)? };
-    // Outside strings JSON has only structural ASCII, spaces and newlines, none of them
-    // stripped; inside strings an escape is the same character.
-    if !text.chars().any(mcp_safety::text::is_stripped) {
-        return Ok(text);
+    let mut out = Vec::with_capacity(128);
+    json_to(&mut out, value, pretty)?;
+    String::from_utf8(out).map_err(|e| serde_json::Error::io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
+}
+
+/// Writes `value` to stdout as [`json`] makes it, followed by a newline, as it is serialized:
+/// a big value (`tools --json` of thousands of tools) is never held as one text.
+pub(crate) fn stdout_json(value: &impl serde::Serialize, pretty: bool) -> Result<(), OutputError> {
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    json_to(&mut out, value, pretty).map_err(std::io::Error::from)?;
+    out.write_all(b"\n")?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Serializes `value` into `out` with the terminal-safe escapes of [`json`].
+fn json_to(out: impl Write, value: &impl serde::Serialize, pretty: bool) -> Result<(), serde_json::Error> {
+    if pretty {
+        value.serialize(&mut serde_json::Serializer::with_formatter(
+            out,
+            Escaping(serde_json::ser::PrettyFormatter::new()),
+        ))
+    } else {
+        value.serialize(&mut serde_json::Serializer::with_formatter(out, Escaping(serde_json::ser::CompactFormatter)))
     }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        if mcp_safety::text::is_stripped(c) {
+}
+
+/// A JSON formatter that writes every character [`stdout`] would remove as a `\u` escape.
+/// Outside strings JSON has only structural ASCII, spaces and newlines, none of them stripped;
+/// inside strings serde_json escapes the C0 controls itself and hands the rest over as
+/// fragments of whole characters, so escaping the fragments catches every one.
+struct Escaping<F>(F);
+
+impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for Escaping<F> {
+    fn write_string_fragment<W: ?Sized + Write>(&mut self, writer: &mut W, fragment: &str) -> std::io::Result<()> {
+        let mut start = 0;
+        for (at, c) in fragment.char_indices().filter(|&(_, c)| mcp_safety::text::is_stripped(c)) {
+            writer.write_all(&fragment.as_bytes()[start..at])?;
             // Every stripped character is in the Basic Multilingual Plane: one \u escape.
             for unit in c.encode_utf16(&mut [0; 2]) {
-                out.push_str(&format!("\\u{unit:04x}"));
+                write!(writer, "\\u{unit:04x}")?;
             }
-        } else {
-            out.push(c);
+            start = at + c.len_utf8();
         }
+        writer.write_all(&fragment.as_bytes()[start..])
     }
-    Ok(out)
+
+    // The layout is the inner formatter's (the pretty one indents).
+    fn begin_array<W: ?Sized + Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        self.0.begin_array(writer)
+    }
+
+    fn end_array<W: ?Sized + Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        self.0.end_array(writer)
+    }
+
+    fn begin_array_value<W: ?Sized + Write>(&mut self, writer: &mut W, first: bool) -> std::io::Result<()> {
+        self.0.begin_array_value(writer, first)
+    }
+
+    fn end_array_value<W: ?Sized + Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        self.0.end_array_value(writer)
+    }
+
+    fn begin_object<W: ?Sized + Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        self.0.begin_object(writer)
+    }
+
+    fn end_object<W: ?Sized + Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        self.0.end_object(writer)
+    }
+
+    fn begin_object_key<W: ?Sized + Write>(&mut self, writer: &mut W, first: bool) -> std::io::Result<()> {
+        self.0.begin_object_key(writer, first)
+    }
+
+    fn end_object_key<W: ?Sized + Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        self.0.end_object_key(writer)
+    }
+
+    fn begin_object_value<W: ?Sized + Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        self.0.begin_object_value(writer)
+    }
+
+    fn end_object_value<W: ?Sized + Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        self.0.end_object_value(writer)
+    }
 }
 
 /// The writer of log lines (tracing): each line terminal-safe, like everything else printed.
@@ -167,6 +236,14 @@ mod tests {
             assert!(!text.chars().any(mcp_safety::text::is_stripped), "{text}");
             assert_eq!(clean(&text), text);
             assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), value);
+        }
+        // Keys are escaped too, and the text is serde_json's own with those characters escaped.
+        let value = serde_json::json!({ "k\u{202e}": [hostile, 1.5, null], "plain": {"a": "\u{7f}é"} });
+        for pretty in [false, true] {
+            let plain = if pretty { serde_json::to_string_pretty(&value) } else { serde_json::to_string(&value) };
+            let expected =
+                plain.unwrap().replace('\u{202e}', "\\u202e").replace('\u{7f}', "\\u007f").replace('\u{9b}', "\\u009b");
+            assert_eq!(json(&value, pretty).unwrap(), expected);
         }
         assert_eq!(painted(true, "31", "x\u{1b}[2Jy"), "\x1b[31mx[2Jy\x1b[0m");
         assert_eq!(painted(false, "31", "x\u{202e}y"), "xy");

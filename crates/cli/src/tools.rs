@@ -13,6 +13,7 @@
 use std::collections::BTreeSet;
 use std::io::BufRead as _;
 
+use serde::ser::{Serialize, SerializeMap as _, SerializeSeq as _, Serializer};
 use serde_json::{Value, json};
 use tool_pool::{Exposure, ExposureState, HiddenTool, PoolEntry, SearchIndex, SearchResults, expose};
 
@@ -38,9 +39,16 @@ pub(crate) struct ToolsArgs {
 pub(crate) async fn tools_command(config: Config, args: ToolsArgs) -> anyhow::Result<Outcome> {
     let session = Session::open(&config).await?;
     let exposure = expose(&session.pool, &config.tools.exposure, &BTreeSet::new());
+    if args.json && args.search.is_none() {
+        // Written as it is serialized: thousands of tools are never one text in memory.
+        let written = output::stdout_json(&PoolJson { session: &session, exposure: &exposure }, true);
+        session.close().await;
+        written?;
+        return Ok(Outcome::Success);
+    }
     let result = match &args.search {
         Some(query) => search(&session, &exposure, query, &args),
-        None => render(&session, &exposure, args.json),
+        None => render(&session, &exposure),
     };
     session.close().await;
     let (out, err) = result?;
@@ -51,20 +59,49 @@ pub(crate) async fn tools_command(config: Config, args: ToolsArgs) -> anyhow::Re
     Ok(Outcome::Success)
 }
 
-fn render(session: &Session, exposure: &Exposure, as_json: bool) -> anyhow::Result<(String, String)> {
-    let pool = &session.pool;
-    if as_json {
-        let mut value = serde_json::to_value(pool)?;
-        if let Some(Value::Array(diagnostics)) = value.get_mut("diagnostics") {
-            diagnostics.extend(session.unavailable_diagnostics());
+/// `tools --json`: the pool as it serializes (`revision`, `tools`, `diagnostics`, `hidden`),
+/// the unavailable servers after the pool's own diagnostics, then `exposure`.
+struct PoolJson<'a> {
+    session: &'a Session,
+    exposure: &'a Exposure,
+}
+
+impl Serialize for PoolJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        /// The pool's diagnostics, then one per unavailable server.
+        struct Diagnostics<'a>(&'a [tool_pool::Diagnostic], Vec<Value>);
+        impl Serialize for Diagnostics<'_> {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let mut seq = serializer.serialize_seq(Some(self.0.len() + self.1.len()))?;
+                for d in self.0 {
+                    seq.serialize_element(d)?;
+                }
+                for d in &self.1 {
+                    seq.serialize_element(d)?;
+                }
+                seq.end()
+            }
         }
-        if let Some(object) = value.as_object_mut() {
-            object.insert("exposure".to_owned(), serde_json::to_value(exposure)?);
+        /// Every entry of the pool, in order.
+        struct Tools<'a>(&'a tool_pool::Pool);
+        impl Serialize for Tools<'_> {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_seq(self.0.iter())
+            }
         }
-        let mut text = output::json(&value, true)?;
-        text.push('\n');
-        return Ok((text, String::new()));
+        let pool = &self.session.pool;
+        let mut map = serializer.serialize_map(Some(5))?;
+        map.serialize_entry("revision", &pool.revision())?;
+        map.serialize_entry("tools", &Tools(pool))?;
+        map.serialize_entry("diagnostics", &Diagnostics(pool.diagnostics(), self.session.unavailable_diagnostics()))?;
+        map.serialize_entry("hidden", pool.hidden())?;
+        map.serialize_entry("exposure", self.exposure)?;
+        map.end()
     }
+}
+
+fn render(session: &Session, exposure: &Exposure) -> anyhow::Result<(String, String)> {
+    let pool = &session.pool;
     let mut out = if pool.is_empty() {
         "no tools are available\n".to_owned()
     } else {

@@ -5,12 +5,13 @@ use std::collections::BTreeMap;
 use agent_loop::{Block, LanguageModel, ModelError, ModelRequest, ModelResponse, Role, StopReason, TextStream, Usage};
 use async_trait::async_trait;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::Options;
+use crate::body::{Body, MessageCache, check_model};
 use crate::http::{
     ApiKey, Decoder, Endpoint, ReadError, Step, Wire, default_client, join_base, json_error_message, lookup_nonempty,
-    malformed, parse_json, request_body, snippet,
+    malformed, parse_json, snippet,
 };
 
 /// The adapter's name, in [`Block::Provider`] blocks it keeps.
@@ -46,6 +47,7 @@ pub(crate) const TOOL_SEARCH_NAME: &str = "tool_search_tool_bm25";
 pub struct AnthropicModel {
     endpoint: Endpoint,
     model: String,
+    messages: MessageCache,
 }
 
 impl std::fmt::Debug for AnthropicModel {
@@ -128,7 +130,7 @@ impl AnthropicModel {
         headers.insert(HeaderName::from_static("anthropic-version"), HeaderValue::from_static(API_VERSION));
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let endpoint = Endpoint { client, url, headers, options: Options::default(), provider: "anthropic" };
-        Ok(Self { endpoint, model: String::new() })
+        Ok(Self { endpoint, model: String::new(), messages: MessageCache::new(wire_messages) })
     }
 
     /// The model used when a request's `model` is empty.
@@ -168,17 +170,18 @@ impl AnthropicModel {
     /// the `anthropic-beta` header the feature needs. The API's search blocks in the answer
     /// (`server_tool_use`, `tool_search_tool_result`) are kept as [`Block::Provider`] and sent
     /// back unchanged with the conversation.
-    fn body(&self, request: &ModelRequest) -> Value {
+    fn body(&self, request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
+        check_model(&request.model, &self.model)?;
         let model = if request.model.is_empty() { &self.model } else { &request.model };
-        let mut body = Map::new();
-        body.insert("model".into(), json!(model));
-        body.insert("max_tokens".into(), json!(request.max_tokens));
+        let mut body = Body::with_capacity(4096);
+        body.field("model", model)?;
+        body.field("max_tokens", &request.max_tokens)?;
         if !request.system.is_empty() {
-            body.insert("system".into(), json!(request.system));
+            body.field("system", &request.system)?;
         }
-        body.insert("messages".into(), Value::Array(request.messages.iter().map(message).collect()));
+        body.messages("messages", &[], &request.messages, &self.messages)?;
         if !request.tools.is_empty() {
-            let tools = request
+            let mut tools = request
                 .tools
                 .iter()
                 .map(|t| {
@@ -190,20 +193,24 @@ impl AnthropicModel {
                     tool
                 })
                 .collect::<Vec<_>>();
-            let mut tools = tools;
             if defers(request) {
                 tools.push(json!({"type": TOOL_SEARCH_TYPE, "name": TOOL_SEARCH_NAME}));
             }
-            body.insert("tools".into(), Value::Array(tools));
+            body.field("tools", &tools)?;
         }
-        body.insert("stream".into(), json!(true));
-        Value::Object(body)
+        body.field("stream", &true)?;
+        Ok(body.finish())
     }
 }
 
 /// Whether some tool of `request` waits behind the API's tool search.
 fn defers(request: &ModelRequest) -> bool {
     request.tools.iter().any(|t| t.defer_loading)
+}
+
+/// One message, as the one element of the body's `messages` it becomes.
+fn wire_messages(message: &agent_loop::Message) -> Vec<Value> {
+    vec![self::message(message)]
 }
 
 /// One message; empty text blocks are left out (the API refuses them).
@@ -238,7 +245,7 @@ impl LanguageModel for AnthropicModel {
     }
 
     async fn complete(&self, request: &ModelRequest, stream: &dyn TextStream) -> Result<ModelResponse, ModelError> {
-        let body = request_body(&request.model, &self.model, &self.body(request))?;
+        let body = self.body(request)?;
         if defers(request) {
             let mut endpoint = self.endpoint.clone();
             endpoint

@@ -89,14 +89,6 @@ impl From<ModelError> for ReadError {
 }
 
 /// A [`ReadError::Model`] holding [`ModelError::Malformed`].
-/// The request body, once a model is named (in the request, or by the adapter).
-pub(crate) fn request_body(request_model: &str, adapter_model: &str, body: &Value) -> Result<Vec<u8>, ModelError> {
-    if request_model.is_empty() && adapter_model.is_empty() {
-        return Err(ModelError::Configuration("no model named: set one in the request or with with_model".into()));
-    }
-    serde_json::to_vec(body).map_err(|e| ModelError::Configuration(format!("could not encode the request: {e}")))
-}
-
 pub(crate) fn malformed(message: impl Into<String>) -> ReadError {
     ReadError::Model(ModelError::Malformed(message.into()))
 }

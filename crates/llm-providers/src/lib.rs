@@ -44,6 +44,7 @@
 //! [`ModelError`]: agent_loop::ModelError
 
 mod anthropic;
+mod body;
 mod http;
 mod openai;
 mod options;

@@ -10,9 +10,10 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::{Map, Value, json};
 
 use crate::Options;
+use crate::body::{Body, MessageCache, check_model};
 use crate::http::{
     ApiKey, Decoder, Endpoint, ReadError, Step, Wire, default_client, join_base, json_error_message, lookup_nonempty,
-    malformed, parse_json, request_body, snippet,
+    malformed, parse_json, snippet,
 };
 
 /// The environment variable holding the API key.
@@ -60,6 +61,7 @@ pub struct OpenAiModel {
     endpoint: Endpoint,
     model: String,
     token_limit: TokenLimitField,
+    messages: MessageCache,
 }
 
 impl std::fmt::Debug for OpenAiModel {
@@ -152,7 +154,7 @@ impl OpenAiModel {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let token_limit = TokenLimitField::for_url(&url);
         let endpoint = Endpoint { client, url, headers, options: Options::default(), provider: "openai" };
-        Ok(Self { endpoint, model: String::new(), token_limit })
+        Ok(Self { endpoint, model: String::new(), token_limit, messages: MessageCache::new(wire_messages) })
     }
 
     /// The model used when a request's `model` is empty.
@@ -196,21 +198,21 @@ impl OpenAiModel {
         &self.endpoint.options
     }
 
-    /// The JSON body sent for `request`.
-    fn body(&self, request: &ModelRequest) -> Value {
+    /// The JSON body sent for `request`: the conversation's messages come from the cache of the
+    /// last request's (see [`MessageCache`]).
+    fn body(&self, request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
+        check_model(&request.model, &self.model)?;
         let model = if request.model.is_empty() { &self.model } else { &request.model };
-        let mut messages = Vec::new();
-        if !request.system.is_empty() {
-            messages.push(json!({"role": "system", "content": request.system}));
-        }
-        for message in &request.messages {
-            push_message(&mut messages, message);
-        }
-        let mut body = Map::new();
-        body.insert("model".into(), json!(model));
-        body.insert("messages".into(), Value::Array(messages));
+        let system: Vec<Value> = if request.system.is_empty() {
+            Vec::new()
+        } else {
+            vec![json!({"role": "system", "content": request.system})]
+        };
+        let mut body = Body::with_capacity(4096);
+        body.field("model", model)?;
+        body.messages("messages", &system, &request.messages, &self.messages)?;
         if !request.tools.is_empty() {
-            let tools = request
+            let tools: Vec<Value> = request
                 .tools
                 .iter()
                 .map(|t| {
@@ -219,12 +221,12 @@ impl OpenAiModel {
                     }})
                 })
                 .collect();
-            body.insert("tools".into(), Value::Array(tools));
+            body.field("tools", &tools)?;
         }
-        body.insert(self.token_limit.key().into(), json!(request.max_tokens));
-        body.insert("stream".into(), json!(true));
-        body.insert("stream_options".into(), json!({"include_usage": true}));
-        Value::Object(body)
+        body.field(self.token_limit.key(), &request.max_tokens)?;
+        body.field("stream", &true)?;
+        body.field("stream_options", &json!({"include_usage": true}))?;
+        Ok(body.finish())
     }
 }
 
@@ -244,6 +246,12 @@ fn joined_text(message: &agent_loop::Message) -> Option<String> {
 /// One port message as Chat Completions messages: a user message's tool results become `tool`
 /// messages (first, so they follow the assistant's `tool_calls`), then its text a `user` message;
 /// an assistant message carries its tool calls with `content: null` when it has no text.
+fn wire_messages(message: &agent_loop::Message) -> Vec<Value> {
+    let mut out = Vec::with_capacity(1);
+    push_message(&mut out, message);
+    out
+}
+
 fn push_message(out: &mut Vec<Value>, message: &agent_loop::Message) {
     match message.role {
         Role::User => {
@@ -289,7 +297,7 @@ impl LanguageModel for OpenAiModel {
     }
 
     async fn complete(&self, request: &ModelRequest, stream: &dyn TextStream) -> Result<ModelResponse, ModelError> {
-        let body = request_body(&request.model, &self.model, &self.body(request))?;
+        let body = self.body(request)?;
         self.endpoint.call(&OpenAiWire, body, stream).await
     }
 }

@@ -39,6 +39,8 @@
 //! elicitation); both wait 120 s for the answer and return it as text. `--stateless` also
 //! answers `server/discover` (2026-07-28), and then `ask_form` and `ask_url` ask through an
 //! `input_required` result and return the `inputResponses` of the retry.
+//! `--extra-tools N` adds the tools `extra_0` .. `extra_{N-1}`, each of about `--tool-bytes B`
+//! bytes of JSON when that is given (the catalog benchmark's 5,000 tools).
 //!
 //! Tools: `echo {text}`, `add {a,b}`, `sleep {ms}` (progress when a token is given, stops on
 //! cancel), `env {name}`, `crash` (a line on stderr, then exit status 3), `add_tool {name}`

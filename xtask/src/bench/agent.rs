@@ -1,8 +1,72 @@
-//! `cargo xtask bench agent`: not written yet.
+//! `cargo xtask bench agent`: the agent loop's overhead per step beyond the model's own time,
+//! in turns of 1, 41 and 401 steps, beside a loop with no framework doing the same work (build
+//! the request body from the history, parse the answer, call the tool, append): llm-providers'
+//! `agent_step` example, both against the same canned OpenAI-compatible server on loopback
+//! with the same HTTP client. Runs are separate processes, interleaved, who goes first
+//! alternating; each runs about `--n` steps (default 2000).
 
-use crate::Result;
+use std::process::Command;
 
-pub(crate) fn run(_n: usize, _rounds: usize) -> Result {
-    println!("no agent benchmark yet");
+use super::{field, median};
+use crate::{Result, cargo};
+
+/// Steps per turn: the overhead must stay flat as the conversation grows.
+const LENGTHS: [usize; 3] = [1, 41, 401];
+/// Goal: the loop's overhead per step at most this multiple of the floor's, at every length.
+const GOAL: f64 = 1.2;
+
+pub(crate) fn run(n: usize, rounds: usize) -> Result {
+    crate::run(
+        "build (release)",
+        cargo().args(["build", "--release", "-p", "llm-providers", "--example", "agent_step"]),
+    )?;
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| crate::root().join("target"), std::path::PathBuf::from);
+    let example = target.join("release").join("examples").join("agent_step");
+    // (who, steps, per step, model, overhead)
+    let mut figures: Vec<(&str, usize, f64, f64, f64)> = Vec::new();
+    for round in 1..=rounds {
+        for steps in LENGTHS {
+            let order = if round % 2 == 1 { ["floor", "harness"] } else { ["harness", "floor"] };
+            for who in order {
+                let out = Command::new(&example)
+                    .args(["--who", who, "--steps", &steps.to_string(), "--total", &n.to_string()])
+                    .output()
+                    .map_err(|e| format!("{}: {e}", example.display()))?;
+                let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+                if !out.status.success() {
+                    return Err(format!("agent_step --who {who} failed: {}", String::from_utf8_lossy(&out.stderr)));
+                }
+                println!("round {round}: {line}");
+                let get = |key: &str| field(&line, key).ok_or(format!("no {key} in {line:?}"));
+                figures.push((who, steps, get("per_step_ms")?, get("model_ms")?, get("overhead_ms")?));
+            }
+        }
+    }
+    let pick = |who: &str, steps: usize, f: fn(&(&str, usize, f64, f64, f64)) -> f64| {
+        median(figures.iter().filter(|x| x.0 == who && x.1 == steps).map(f).collect())
+    };
+    println!("\n| steps per turn | loop | ms per step | model ms | overhead ms | ratio |");
+    println!("|---|---|---|---|---|---|");
+    let mut all_met = true;
+    for steps in LENGTHS {
+        let ratio = pick("harness", steps, |x| x.4) / pick("floor", steps, |x| x.4);
+        for who in ["floor", "harness"] {
+            let shown = if who == "harness" { format!("{ratio:.2}") } else { "1".to_owned() };
+            println!(
+                "| {steps} | {} | {:.4} | {:.4} | {:.4} | {shown} |",
+                if who == "floor" { "no framework" } else { "agent-loop + OpenAI adapter" },
+                pick(who, steps, |x| x.2),
+                pick(who, steps, |x| x.3),
+                pick(who, steps, |x| x.4)
+            );
+        }
+        let met = ratio <= GOAL;
+        all_met &= met;
+        println!("ratio at {steps} steps: {ratio:.2} (goal <= {GOAL}: {})", if met { "met" } else { "MISSED" });
+    }
+    let growth = |who: &str| pick(who, 401, |x| x.4) / pick(who, 1, |x| x.4);
+    println!("overhead at 401 steps / at 1 step: floor {:.2}, harness {:.2}", growth("floor"), growth("harness"));
+    println!("\nbench agent: {}", if all_met { "goal met at every length" } else { "goal missed" });
     Ok(())
 }

@@ -45,6 +45,8 @@ struct Options {
     endless: bool,
     huge_line: usize,
     extra_tools: usize,
+    /// Each extra tool's definition is about this many bytes of JSON (`--tool-bytes`).
+    tool_bytes: usize,
     /// `gather`: calls wait until this many are in flight together.
     peers: usize,
     /// Wait for calls in flight before exiting at the end of stdin.
@@ -101,6 +103,7 @@ fn parse_args() -> Result<Options, String> {
         endless: false,
         huge_line: 0,
         extra_tools: 0,
+        tool_bytes: 0,
         peers: 2,
         linger: false,
         rendezvous: None,
@@ -126,6 +129,7 @@ fn parse_args() -> Result<Options, String> {
             "--endless" => o.endless = true,
             "--huge-line" => o.huge_line = num("--huge-line")? as usize,
             "--extra-tools" => o.extra_tools = num("--extra-tools")? as usize,
+            "--tool-bytes" => o.tool_bytes = num("--tool-bytes")? as usize,
             "--peers" => o.peers = num("--peers")? as usize,
             "--linger" => o.linger = true,
             "--rendezvous" => o.rendezvous = Some(args.next().ok_or("--rendezvous needs a directory")?.into()),
@@ -222,6 +226,34 @@ fn url_request(args: &Value) -> Value {
 }
 
 /// The output schema of the `--structured` tools.
+/// Extra tool `i`; with `bytes`, its description and parameters fill about that many bytes of
+/// JSON (a big catalog for the `tools --json` benchmark).
+fn extra_tool(i: usize, bytes: usize) -> Value {
+    const WORDS: [&str; 8] = ["reads", "the", "record", "of", "a", "customer", "and", "returns"];
+    let description = format!("Extra tool {i}.");
+    if bytes == 0 {
+        return json!({"name": format!("extra_{i}"), "description": description, "inputSchema": {"type": "object"}});
+    }
+    let words = |n: usize| -> String {
+        let mut text = String::new();
+        for (k, word) in WORDS.iter().cycle().skip(i % WORDS.len()).enumerate() {
+            if text.len() >= n {
+                break;
+            }
+            text.push_str(if k == 0 { "" } else { " " });
+            text.push_str(word);
+        }
+        text
+    };
+    let description = format!("{description} It {}.", words(bytes / 2));
+    let mut properties = serde_json::Map::new();
+    for p in 0..(bytes * 2 / 5).div_ceil(88).max(1) {
+        properties.insert(format!("field_{p}"), json!({"type": "string", "description": words(50)}));
+    }
+    json!({"name": format!("extra_{i}"), "description": description,
+        "inputSchema": {"type": "object", "properties": properties, "required": ["field_0"]}})
+}
+
 fn weather_schema() -> Value {
     json!({"type": "object", "properties": {"temperature": {"type": "number"}, "conditions": {"type": "string"}},
            "required": ["temperature", "conditions"]})
@@ -860,7 +892,7 @@ fn main() {
             .ok()
     });
     for i in 0..opts.extra_tools {
-        tools.push(json!({"name": format!("extra_{i}"), "description": format!("Extra tool {i}."), "inputSchema": {"type": "object"}}));
+        tools.push(extra_tool(i, opts.tool_bytes));
     }
     if opts.tag_pid {
         tools.push(
