@@ -122,10 +122,17 @@ impl ServerRequestHandler for OnTerminal {
     }
 }
 
-/// A URL that may be shown and opened: `http` or `https`, with nothing in it that a terminal
-/// would not show as it is (which could hide where it leads).
+/// Longest URL shown to be opened: a longer one could hide where it goes past the screen.
+const MAX_URL_CHARS: usize = 2_000;
+
+/// A URL that may be shown and opened: `http` or `https`, at most [`MAX_URL_CHARS`] long, with
+/// nothing in it that a terminal would not show as it is (which could hide where it leads).
 fn checked_url(raw: &str) -> Result<url::Url, String> {
-    let shown = output::one_line(raw, 2_000);
+    let chars = raw.chars().count();
+    if chars > MAX_URL_CHARS {
+        return Err(format!("the URL has {chars} characters; at most {MAX_URL_CHARS} are shown"));
+    }
+    let shown = output::one_line(raw, MAX_URL_CHARS);
     if shown != raw {
         return Err("the URL has characters that would not be shown as they are".to_owned());
     }
@@ -405,6 +412,11 @@ mod tests {
         assert!(checked_url("https://example.com/\u{202e}gpj.exe").is_err());
         assert!(checked_url("https://exa\u{1b}]8;;mple.com").is_err());
         assert!(checked_url("not a url").is_err());
+        let long = format!("https://example.com/{}", "a".repeat(MAX_URL_CHARS));
+        assert_eq!(
+            checked_url(&long).map(|_| ()),
+            Err("the URL has 2020 characters; at most 2000 are shown".to_owned())
+        );
     }
 
     #[test]
