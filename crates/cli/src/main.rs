@@ -13,6 +13,7 @@ mod chat_prompts;
 mod config;
 mod content;
 mod demo_server;
+mod eras;
 mod help;
 mod mcp;
 mod output;

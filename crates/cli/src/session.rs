@@ -16,6 +16,7 @@ use tool_pool::{BuiltinTool, Options, Pool, ServerTools, assemble};
 
 use crate::Outcome;
 use crate::config::{self, Config};
+use crate::eras::EraMemory;
 use crate::output;
 
 /// Where the configuration is: `--config` or its variable, else the default location.
@@ -74,15 +75,22 @@ fn read_config(at: &ConfigPath, interactive: bool) -> anyhow::Result<Config> {
 
 /// What the client library connects, for every configured server: its transport's connector
 /// with its sandbox, remote options and (non-interactive) OAuth authorizer.
+/// A server whose protocol era is remembered opens the way it answered last time.
 pub(crate) fn client_specs(config: &Config) -> Vec<mcp_client::ServerSpec> {
+    client_specs_recalling(config, &EraMemory::load())
+}
+
+fn client_specs_recalling(config: &Config, eras: &EraMemory) -> Vec<mcp_client::ServerSpec> {
     let mut authorizers = crate::auth::authorizers(config);
-    config
+    let mut specs: Vec<mcp_client::ServerSpec> = config
         .servers
         .iter()
         .cloned()
         .map(|server| crate::sandbox::apply(server, config))
         .map(|server| server.client_spec(config.remote.get(&server.name), authorizers.remove(&server.name)))
-        .collect()
+        .collect();
+    eras.recall(&mut specs, config);
+    specs
 }
 
 /// Connects to every configured server at once (each under its own startup timeout), with a
@@ -112,7 +120,8 @@ pub(crate) async fn connect(config: &Config) -> Vec<ServerConnection> {
         show(bar);
     }
     let options = ConnectOptions::default();
-    let specs = client_specs(config);
+    let mut eras = EraMemory::load();
+    let specs = client_specs_recalling(config, &eras);
     let connections = futures_util::future::join_all(specs.into_iter().map(|spec| {
         let (options, connecting, spinner, show) = (&options, &connecting, &spinner, &show);
         async move {
@@ -131,6 +140,8 @@ pub(crate) async fn connect(config: &Config) -> Vec<ServerConnection> {
     if let Some(bar) = spinner {
         bar.finish_and_clear();
     }
+    eras.learn(&connections, config);
+    eras.save();
     connections
 }
 

@@ -145,6 +145,20 @@ pub enum Era {
     /// both, and the first success wins. One configuration entry then works with servers of
     /// both eras.
     Auto,
+    /// `initialize` first, for a server known to have answered it before (see
+    /// [`Era::remembering`]); if it refuses (an error, a revision we do not speak, a malformed
+    /// answer), `server/discover`. A server of either era still connects; one of the handshake
+    /// era pays no probe.
+    InitializeFirst,
+}
+
+impl Era {
+    /// How to open a connection that must work with a server of either era, given the revision
+    /// it answered last time: [`Era::InitializeFirst`] for a handshake-era revision, else
+    /// [`Era::Auto`] (whose probe is what a 2026-07-28 server answers first anyway).
+    pub fn remembering(answered: ProtocolVersion) -> Era {
+        if answered.is_stateless() { Era::Auto } else { Era::InitializeFirst }
+    }
 }
 
 /// How long [`Era::Auto`] waits for the `server/discover` probe before falling back (some old
@@ -581,6 +595,13 @@ impl Client {
             Era::Initialize => self.initialize().await,
             Era::Discover => self.discover(self.inner.options.startup_timeout).await,
             Era::Auto => self.probe().await,
+            Era::InitializeFirst => match self.initialize().await {
+                Err(e) if initialize_refused(&e) => {
+                    tracing::debug!(server = %self.inner.options.label, "initialize refused ({e}); server/discover");
+                    self.discover(self.inner.options.startup_timeout).await
+                }
+                other => other,
+            },
         }
     }
 
@@ -1331,6 +1352,20 @@ fn discover_refused(error: &ClientError) -> bool {
         ClientError::Server { .. } | ClientError::Timeout { .. } | ClientError::BadResult { .. } => true,
         // An HTTP server that does not route the method answers with a status; credentials
         // refused are not a refusal of the method.
+        ClientError::Transport(e @ (TransportError::HttpStatus { .. } | TransportError::NoAnswer(_))) => {
+            !e.is_auth_refusal()
+        }
+        ClientError::Session(SessionError::Negotiation(_) | SessionError::BadInitializeResult(_)) => true,
+        _ => false,
+    }
+}
+
+/// Whether a failed `initialize` means "not a handshake-era server any more" (so
+/// `server/discover` may follow) rather than "no server". No answer in time is not a refusal:
+/// the startup budget is spent.
+fn initialize_refused(error: &ClientError) -> bool {
+    match error {
+        ClientError::Server { .. } | ClientError::BadResult { .. } => true,
         ClientError::Transport(e @ (TransportError::HttpStatus { .. } | TransportError::NoAnswer(_))) => {
             !e.is_auth_refusal()
         }

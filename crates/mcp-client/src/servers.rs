@@ -119,6 +119,9 @@ pub struct ServerSpec {
     /// Time one tool call may take in all, however much progress it reports (at least
     /// `tool_timeout`).
     pub max_tool_time: Duration,
+    /// How its session opens, in place of [`ConnectOptions`]' era: for a server whose answer
+    /// is remembered, [`Era::remembering`] (`None`: the options' era).
+    pub era: Option<Era>,
 }
 
 impl ServerSpec {
@@ -131,6 +134,7 @@ impl ServerSpec {
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
             tool_timeout: DEFAULT_TOOL_TIMEOUT,
             max_tool_time: DEFAULT_MAX_TOOL_TIME,
+            era: None,
         }
     }
 }
@@ -400,6 +404,9 @@ pub async fn connect(spec: ServerSpec, options: &ConnectOptions) -> ServerConnec
     client_options.label = spec.name.clone();
     client_options.startup_timeout = spec.startup_timeout;
     client_options.request_timeout = spec.tool_timeout;
+    if let Some(era) = spec.era {
+        client_options.era = era;
+    }
     let opened = match tokio::time::timeout(spec.startup_timeout, spec.connector.open(&spec.name)).await {
         Ok(Ok(opened)) => opened,
         Ok(Err(e)) => return ServerConnection::without_client(&spec, failed(e.to_string())),
