@@ -244,7 +244,7 @@ impl Default for ClientOptions {
             startup_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(60),
             handler: Arc::new(DecliningHandler),
-            notification_capacity: 256,
+            notification_capacity: DEFAULT_NOTIFICATION_CAPACITY,
             label: "server".to_owned(),
             max_backlog_bytes: DEFAULT_MAX_BACKLOG_BYTES,
             probe_timeout: DISCOVER_PROBE_TIMEOUT,
@@ -329,6 +329,12 @@ impl Waiter {
         self.deadline = deadline_after(now, self.timeout).min(self.last_deadline).max(self.deadline);
     }
 }
+
+/// Default of [`ClientOptions::notification_capacity`]. The channel holds this many slots for
+/// every connection from its start (about 200 bytes each, 55 KiB per server at 256), and a
+/// subscriber that falls behind by more loses the oldest (the server set then re-lists, in case
+/// a change was among them).
+pub const DEFAULT_NOTIFICATION_CAPACITY: usize = 32;
 
 /// Default of [`ClientOptions::max_backlog_bytes`].
 pub const DEFAULT_MAX_BACKLOG_BYTES: usize = 64 * 1024 * 1024;
@@ -1197,7 +1203,8 @@ async fn flush_loop(inner: Arc<Inner>) {
 
 /// Writes what callers queued, batching whatever is waiting; `None` asks it to close the sink.
 async fn write_loop(inner: Arc<Inner>, mut sink: Box<dyn TransportSink>, mut rx: mpsc::Receiver<Option<Outgoing>>) {
-    let mut batch: Vec<Outgoing> = Vec::with_capacity(64);
+    // Grown by the first batch (stdio callers mostly write through the direct path).
+    let mut batch: Vec<Outgoing> = Vec::new();
     let mut closing = false;
     while !closing {
         match rx.recv().await {
