@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use mcp_client::{Era, ServerConnection, ServerSpec, ServerState};
+use mcp_client::{Era, ServerSpec, ServerState};
 use mcp_protocol::ProtocolVersion;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -76,12 +76,12 @@ impl EraMemory {
         }
     }
 
-    /// Remembers what each connected server answered.
-    pub(crate) fn learn(&mut self, connections: &[ServerConnection], config: &Config) {
+    /// Remembers what each connected server (by name, with its state) answered.
+    pub(crate) fn learn<'a>(&mut self, states: impl IntoIterator<Item = (&'a str, &'a ServerState)>, config: &Config) {
         let at = now();
-        for connection in connections {
-            let ServerState::Connected { protocol, .. } = connection.state() else { continue };
-            let Some(server) = config.servers.iter().find(|s| s.name == connection.name()) else { continue };
+        for (name, state) in states {
+            let ServerState::Connected { protocol, .. } = state else { continue };
+            let Some(server) = config.servers.iter().find(|s| s.name == name) else { continue };
             let key = key(server, config);
             let entry = Entry { protocol: protocol.as_str().to_owned(), at };
             // The same answer, recently: no write (most starts write nothing).

@@ -140,7 +140,7 @@ pub(crate) async fn connect(config: &Config) -> Vec<ServerConnection> {
     if let Some(bar) = spinner {
         bar.finish_and_clear();
     }
-    eras.learn(&connections, config);
+    eras.learn(connections.iter().map(|c| (c.name(), c.state())), config);
     eras.save();
     connections
 }
