@@ -84,10 +84,12 @@ impl EraMemory {
             let Some(server) = config.servers.iter().find(|s| s.name == name) else { continue };
             let key = key(server, config);
             let entry = Entry { protocol: protocol.as_str().to_owned(), at };
-            // The same answer, recently: no write (most starts write nothing).
-            let fresh = self.file.servers.get(&key).is_some_and(|old| {
-                old.protocol == entry.protocol && old.at.saturating_add(MAX_AGE.as_secs() / 2) >= at
-            });
+            // The same answer, still in use: no write (most starts write nothing), and its time
+            // stays, so the server is probed again once it is older than `MAX_AGE`.
+            let fresh =
+                self.file.servers.get(&key).is_some_and(|old| {
+                    old.protocol == entry.protocol && old.at.saturating_add(MAX_AGE.as_secs()) >= at
+                });
             if !fresh {
                 self.file.servers.insert(key, entry);
                 self.changed = true;
