@@ -14,6 +14,7 @@ mod config;
 mod content;
 mod demo_server;
 mod elicit;
+mod eras;
 mod help;
 mod mcp;
 mod output;
@@ -199,6 +200,23 @@ enum Command {
     DemoServer,
 }
 
+impl Command {
+    /// Whether the command connects, asks the servers once and exits (no agent, no person to
+    /// wait for but an approval, which runs on a blocking thread).
+    fn is_one_shot(&self) -> bool {
+        matches!(
+            self,
+            Self::Servers { .. }
+                | Self::Tools { .. }
+                | Self::Call { .. }
+                | Self::Resources { .. }
+                | Self::Read { .. }
+                | Self::Prompts { .. }
+                | Self::Prompt { .. }
+        )
+    }
+}
+
 /// The process's outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
@@ -233,7 +251,14 @@ fn main() -> ExitCode {
         return exit(result);
     }
     init_logging();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let mut builder = if cli.command.is_one_shot() {
+        // Connect, ask, print, close: one thread drives it all. A multi-threaded runtime would
+        // start a worker per core first and hand every answer from one thread to another.
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => return fail(&anyhow::anyhow!("cannot start the async runtime: {e}")),
     };

@@ -118,7 +118,18 @@ impl Runtime {
             _watcher: watcher,
         };
         runtime.wait_first_attempts().await;
+        runtime.remember_eras();
         Ok(runtime)
+    }
+
+    /// Remembers what the servers connected so far answered (`eras.rs`), as `servers` and
+    /// `tools` do, so the next start opens each one the way it answered.
+    fn remember_eras(&self) {
+        let states = self.servers.states();
+        let config = lock(&self.config);
+        let mut eras = crate::eras::EraMemory::load();
+        eras.learn(states.iter().map(|(name, state)| (name.as_str(), state)), &config);
+        eras.save();
     }
 
     /// The servers.

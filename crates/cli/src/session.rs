@@ -16,6 +16,7 @@ use tool_pool::{BuiltinTool, Options, Pool, ServerTools, assemble};
 
 use crate::Outcome;
 use crate::config::{self, Config};
+use crate::eras::EraMemory;
 use crate::output;
 
 /// Where the configuration is: `--config` or its variable, else the default location.
@@ -74,10 +75,15 @@ fn read_config(at: &ConfigPath, interactive: bool) -> anyhow::Result<Config> {
 
 /// What the client library connects, for every configured server: its transport's connector
 /// with its sandbox, remote options and (non-interactive) OAuth authorizer, and who answers its
-/// elicitation requests.
+/// elicitation requests. A server whose protocol era is remembered opens the way it answered last
+/// time.
 pub(crate) fn client_specs(config: &Config) -> Vec<mcp_client::ServerSpec> {
+    client_specs_recalling(config, &EraMemory::load())
+}
+
+fn client_specs_recalling(config: &Config, eras: &EraMemory) -> Vec<mcp_client::ServerSpec> {
     let mut authorizers = crate::auth::authorizers(config);
-    config
+    let mut specs: Vec<mcp_client::ServerSpec> = config
         .servers
         .iter()
         .cloned()
@@ -87,7 +93,9 @@ pub(crate) fn client_specs(config: &Config) -> Vec<mcp_client::ServerSpec> {
             spec.requests = Some(crate::elicit::requests_for(&server.name, &config.policy));
             spec
         })
-        .collect()
+        .collect();
+    eras.recall(&mut specs, config);
+    specs
 }
 
 /// Connects to every configured server at once (each under its own startup timeout), with a
@@ -117,7 +125,8 @@ pub(crate) async fn connect(config: &Config) -> Vec<ServerConnection> {
         show(bar);
     }
     let options = ConnectOptions::default();
-    let specs = client_specs(config);
+    let mut eras = EraMemory::load();
+    let specs = client_specs_recalling(config, &eras);
     let connections = futures_util::future::join_all(specs.into_iter().map(|spec| {
         let (options, connecting, spinner, show) = (&options, &connecting, &spinner, &show);
         async move {
@@ -136,6 +145,8 @@ pub(crate) async fn connect(config: &Config) -> Vec<ServerConnection> {
     if let Some(bar) = spinner {
         bar.finish_and_clear();
     }
+    eras.learn(connections.iter().map(|c| (c.name(), c.state())), config);
+    eras.save();
     connections
 }
 

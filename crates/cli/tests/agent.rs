@@ -187,6 +187,9 @@ fn run_uses_the_configured_servers_and_policy() {
         .success()
         .get_output()
         .clone();
+    // What the server answered is remembered for the next start, as `servers` remembers it.
+    let eras = std::fs::read_to_string(env.data().join("eras.json")).unwrap();
+    assert!(eras.contains("2025-11-25"), "{eras}");
     let events = events(&out.stdout);
     let step = events.iter().find(|e| e["event"] == "step").unwrap();
     assert_eq!(

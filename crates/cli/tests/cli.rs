@@ -19,12 +19,15 @@ use tempfile::TempDir;
 struct Env {
     config_dir: TempDir,
     work: TempDir,
+    /// The data directory (tokens, remembered protocol eras): never the user's.
+    data: TempDir,
     fx: String,
 }
 
 fn env() -> Env {
     let fx = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}")).display().to_string();
-    Env { config_dir: tempfile::tempdir().unwrap(), work: tempfile::tempdir().unwrap(), fx }
+    let dir = || tempfile::tempdir().unwrap();
+    Env { config_dir: dir(), work: dir(), data: dir(), fx }
 }
 
 impl Env {
@@ -39,6 +42,7 @@ impl Env {
         cmd.current_dir(self.work.path())
             .env_remove("MCP_HARNESS_CONFIG")
             .env("RUST_LOG", "error")
+            .env("MCP_HARNESS_DATA_DIR", self.data.path())
             .arg("--config")
             .arg(config)
             .timeout(Duration::from_secs(30));
@@ -871,4 +875,66 @@ fn prompts_lists_arguments_and_prompt_prints_the_messages() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("--arg \"name\" is not KEY=VALUE"));
+}
+
+/// What a server answered is remembered: the next start sends `initialize` without the
+/// `server/discover` probe first; an edited entry is probed again; a remembered file that is
+/// garbage, too large or wrong never keeps a server from connecting.
+#[test]
+fn a_remembered_era_skips_the_discover_probe_until_the_entry_changes() {
+    let env = env();
+    let log = env.config_dir.path().join("received.log");
+    let entry = |extra: &str| {
+        format!(
+            "[servers.fx]\ncommand = \"$FX\"\nargs = [\"echo\", \"--log\", {:?}{extra}]\nsandbox = \"off\"\n",
+            log.display().to_string()
+        )
+    };
+    let config = env.write("config.toml", &entry(""));
+    let eras = env.data.path().join("eras.json");
+    let received = |method: &str| {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.lines().filter(|l| l.contains(&format!("\"method\":\"{method}\""))).count()
+    };
+    let connected = |config: &Path| {
+        let out = env.run(config).args(["servers", "--json"]).assert().success().get_output().stdout.clone();
+        let json = json_of(&out);
+        assert_eq!(json["servers"][0]["state"], "connected", "{json}");
+        assert_eq!(json["servers"][0]["protocol"], "2025-11-25", "{json}");
+    };
+    connected(&config);
+    assert_eq!((received("server/discover"), received("initialize")), (1, 1), "the first start probes");
+    let remembered = std::fs::read_to_string(&eras).unwrap();
+    assert!(
+        remembered.contains("2025-11-25") && !remembered.contains("echo"),
+        "only a hash and the answer: {remembered}"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        assert_eq!(std::fs::metadata(&eras).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    connected(&config);
+    assert_eq!((received("server/discover"), received("initialize")), (1, 2), "remembered: no probe");
+    // An edited entry (another argument) may answer otherwise: probed again, then remembered.
+    let edited = env.write("config.toml", &entry(", \"--marker\", \"edited\""));
+    connected(&edited);
+    assert_eq!(received("server/discover"), 2, "an edited entry is probed again");
+    connected(&edited);
+    assert_eq!(received("server/discover"), 2);
+    // Garbage, and a file too large to read: the server connects, probed, and the file is
+    // written afresh.
+    for junk in ["not json".to_owned(), format!("{{\"servers\": {{}}, \"pad\": \"{}\"}}", "x".repeat(70_000))] {
+        std::fs::write(&eras, junk).unwrap();
+        let before = received("server/discover");
+        connected(&edited);
+        assert_eq!(received("server/discover"), before + 1);
+        assert!(serde_json::from_str::<Value>(&std::fs::read_to_string(&eras).unwrap()).is_ok());
+    }
+    // A remembered answer that is wrong (2026-07-28 for a server of the handshake era) only
+    // changes what is tried first.
+    let text = std::fs::read_to_string(&eras).unwrap().replace("2025-11-25", "2026-07-28");
+    std::fs::write(&eras, text).unwrap();
+    connected(&edited);
+    assert!(std::fs::read_to_string(&eras).unwrap().contains("2025-11-25"), "the answer replaces what was remembered");
 }

@@ -38,6 +38,7 @@ impl Terminal {
             .envs(env.iter().copied())
             .env_remove("MCP_HARNESS_CONFIG")
             .env("RUST_LOG", "error")
+            .env("MCP_HARNESS_DATA_DIR", work.join(".data"))
             .env("TERM", "xterm")
             .arg("--config")
             .arg(config)

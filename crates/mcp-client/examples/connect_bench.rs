@@ -8,7 +8,12 @@
 //! and `slow` (ready after `--startup-ms`, like an interpreter loading its packages: concurrent
 //! starts make 50 cost about what 1 does). Rounds interleave the sizes so machine noise spreads.
 //!
-//! Usage: `connect_bench [--rounds R] [--startup-ms MS] -- FIXTURE_SERVER`
+//! With `--memory N` it prints one JSON line instead: the host's resident set with no server
+//! connected (after one server came and went, so what the first connection sets up once is
+//! counted in neither figure), and its growth per server with N idle fast servers connected
+//! (medians over the rounds).
+//!
+//! Usage: `connect_bench [--rounds R] [--startup-ms MS] [--memory N] -- FIXTURE_SERVER`
 #![allow(clippy::print_stdout)]
 
 use std::sync::Arc;
@@ -83,6 +88,48 @@ async fn connect(fixture: &str, n: usize, startup_ms: u64) -> Result<Sample, Str
     Ok(Sample { seconds, host_kib_per_server: host, server_kib_per_server: servers })
 }
 
+/// `--memory N`: the resident set with none, and its growth per idle server with `n`.
+async fn memory(fixture: &str, n: usize, rounds: usize) -> Result<(), String> {
+    // The runtime's threads, the deadline watchdog and the allocator's first arenas.
+    connect(fixture, 1, 0).await?;
+    let (mut none, mut per_server) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let before = rss_kib("self");
+        let sample = connect_idle(fixture, n).await?;
+        none.push(before as f64);
+        per_server.push(sample);
+    }
+    println!(
+        "{{\"servers\": {n}, \"rss_none_kib\": {:.0}, \"host_kib_per_server\": {:.1}}}",
+        median(none),
+        median(per_server)
+    );
+    Ok(())
+}
+
+/// Connects `n` fast servers, lets them idle, and returns the host's growth per server in KiB.
+async fn connect_idle(fixture: &str, n: usize) -> Result<f64, String> {
+    let before = rss_kib("self");
+    let specs = (0..n)
+        .map(|i| {
+            let mut spec = ServerSpec::new(format!("s{i}"), Arc::new(StdioConfig::new(fixture, ["echo"])));
+            spec.startup_timeout = Duration::from_secs(60);
+            spec
+        })
+        .collect();
+    let set = ServerSet::start(specs, SetOptions { local_concurrency: n, ..SetOptions::default() });
+    set.settled(Duration::from_secs(120)).await;
+    let connected = set.states().iter().filter(|(_, s)| matches!(s, ServerState::Connected { .. })).count();
+    if connected != n {
+        return Err(format!("{connected} of {n} servers connected: {:?}", set.states()));
+    }
+    // Idle: whatever the connections do once settled (catalog listings) is done.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let grown = rss_kib("self").saturating_sub(before) as f64 / n as f64;
+    set.close().await;
+    Ok(grown)
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(0.0)
@@ -91,18 +138,23 @@ fn median(mut v: Vec<f64>) -> f64 {
 #[tokio::main]
 async fn main() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
-    let (mut rounds, mut startup_ms, mut fixture) = (5usize, 300u64, None);
+    let (mut rounds, mut startup_ms, mut fixture, mut idle) = (5usize, 300u64, None, None);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--rounds" => rounds = args.next().and_then(|v| v.parse().ok()).ok_or("--rounds needs a number")?,
             "--startup-ms" => {
                 startup_ms = args.next().and_then(|v| v.parse().ok()).ok_or("--startup-ms needs a number")?
             }
+            "--memory" => idle = Some(args.next().and_then(|v| v.parse().ok()).ok_or("--memory needs a number")?),
             "--" => fixture = args.next(),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    let fixture = fixture.ok_or("usage: connect_bench [--rounds R] [--startup-ms MS] -- FIXTURE_SERVER")?;
+    let fixture =
+        fixture.ok_or("usage: connect_bench [--rounds R] [--startup-ms MS] [--memory N] -- FIXTURE_SERVER")?;
+    if let Some(n) = idle {
+        return memory(&fixture, n, rounds).await;
+    }
     let mut met = true;
     println!(
         "| servers | kind | connect time (median of {rounds}) | ÷ one server | host KiB / server | server KiB / server |"

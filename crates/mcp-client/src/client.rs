@@ -146,6 +146,20 @@ pub enum Era {
     /// both, and the first success wins. One configuration entry then works with servers of
     /// both eras.
     Auto,
+    /// `initialize` first, for a server known to have answered it before (see
+    /// [`Era::remembering`]); if it refuses (an error, a revision we do not speak, a malformed
+    /// answer), `server/discover`. A server of either era still connects; one of the handshake
+    /// era pays no probe.
+    InitializeFirst,
+}
+
+impl Era {
+    /// How to open a connection that must work with a server of either era, given the revision
+    /// it answered last time: [`Era::InitializeFirst`] for a handshake-era revision, else
+    /// [`Era::Auto`] (whose probe is what a 2026-07-28 server answers first anyway).
+    pub fn remembering(answered: ProtocolVersion) -> Era {
+        if answered.is_stateless() { Era::Auto } else { Era::InitializeFirst }
+    }
 }
 
 /// How long [`Era::Auto`] waits for the `server/discover` probe before falling back (some old
@@ -234,7 +248,7 @@ impl Default for ClientOptions {
             startup_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(60),
             handler: Arc::new(DecliningHandler),
-            notification_capacity: 256,
+            notification_capacity: DEFAULT_NOTIFICATION_CAPACITY,
             label: "server".to_owned(),
             max_backlog_bytes: DEFAULT_MAX_BACKLOG_BYTES,
             probe_timeout: DISCOVER_PROBE_TIMEOUT,
@@ -319,6 +333,12 @@ impl Waiter {
         self.deadline = deadline_after(now, self.timeout).min(self.last_deadline).max(self.deadline);
     }
 }
+
+/// Default of [`ClientOptions::notification_capacity`]. The channel holds this many slots for
+/// every connection from its start (about 200 bytes each, 55 KiB per server at 256), and a
+/// subscriber that falls behind by more loses the oldest (the server set then re-lists, in case
+/// a change was among them).
+pub const DEFAULT_NOTIFICATION_CAPACITY: usize = 32;
 
 /// Default of [`ClientOptions::max_backlog_bytes`].
 pub const DEFAULT_MAX_BACKLOG_BYTES: usize = 64 * 1024 * 1024;
@@ -632,6 +652,13 @@ impl Client {
             Era::Initialize => self.initialize().await,
             Era::Discover => self.discover(self.inner.options.startup_timeout).await,
             Era::Auto => self.probe().await,
+            Era::InitializeFirst => match self.initialize().await {
+                Err(e) if initialize_refused(&e) => {
+                    tracing::debug!(server = %self.inner.options.label, "initialize refused ({e}); server/discover");
+                    self.discover(self.inner.options.startup_timeout).await
+                }
+                other => other,
+            },
         }
     }
 
@@ -1294,7 +1321,8 @@ async fn flush_loop(inner: Arc<Inner>) {
 
 /// Writes what callers queued, batching whatever is waiting; `None` asks it to close the sink.
 async fn write_loop(inner: Arc<Inner>, mut sink: Box<dyn TransportSink>, mut rx: mpsc::Receiver<Option<Outgoing>>) {
-    let mut batch: Vec<Outgoing> = Vec::with_capacity(64);
+    // Grown by the first batch (stdio callers mostly write through the direct path).
+    let mut batch: Vec<Outgoing> = Vec::new();
     let mut closing = false;
     while !closing {
         match rx.recv().await {
@@ -1469,6 +1497,20 @@ fn discover_refused(error: &ClientError) -> bool {
         ClientError::Server { .. } | ClientError::Timeout { .. } | ClientError::BadResult { .. } => true,
         // An HTTP server that does not route the method answers with a status; credentials
         // refused are not a refusal of the method.
+        ClientError::Transport(e @ (TransportError::HttpStatus { .. } | TransportError::NoAnswer(_))) => {
+            !e.is_auth_refusal()
+        }
+        ClientError::Session(SessionError::Negotiation(_) | SessionError::BadInitializeResult(_)) => true,
+        _ => false,
+    }
+}
+
+/// Whether a failed `initialize` means "not a handshake-era server any more" (so
+/// `server/discover` may follow) rather than "no server". No answer in time is not a refusal:
+/// the startup budget is spent.
+fn initialize_refused(error: &ClientError) -> bool {
+    match error {
+        ClientError::Server { .. } | ClientError::BadResult { .. } => true,
         ClientError::Transport(e @ (TransportError::HttpStatus { .. } | TransportError::NoAnswer(_))) => {
             !e.is_auth_refusal()
         }

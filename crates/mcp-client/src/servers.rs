@@ -122,6 +122,9 @@ pub struct ServerSpec {
     pub max_tool_time: Duration,
     /// Its own request handler and declared capabilities (else [`ConnectOptions::client`]'s).
     pub requests: Option<ServerRequests>,
+    /// How its session opens, in place of [`ConnectOptions`]' era: for a server whose answer
+    /// is remembered, [`Era::remembering`] (`None`: the options' era).
+    pub era: Option<Era>,
 }
 
 impl ServerSpec {
@@ -135,6 +138,7 @@ impl ServerSpec {
             tool_timeout: DEFAULT_TOOL_TIMEOUT,
             max_tool_time: DEFAULT_MAX_TOOL_TIME,
             requests: None,
+            era: None,
         }
     }
 }
@@ -407,6 +411,9 @@ pub async fn connect(spec: ServerSpec, options: &ConnectOptions) -> ServerConnec
     if let Some(requests) = &spec.requests {
         client_options.handler = Arc::clone(&requests.handler);
         client_options.capabilities = requests.capabilities.clone();
+    }
+    if let Some(era) = spec.era {
+        client_options.era = era;
     }
     let opened = match tokio::time::timeout(spec.startup_timeout, spec.connector.open(&spec.name)).await {
         Ok(Ok(opened)) => opened,

@@ -266,3 +266,49 @@ async fn a_server_that_ignores_the_probe_is_initialized() {
     seen.sort();
     assert_eq!(seen, ["notifications/cancelled", "notifications/initialized"]);
 }
+
+/// A server remembered to answer `initialize` gets it first, and no probe.
+#[tokio::test]
+async fn initialize_first_sends_no_probe() {
+    let (transport, mut peer) = memory_pair();
+    let client = Client::start(transport, ClientOptions { era: Era::InitializeFirst, ..ClientOptions::default() });
+    let server = tokio::spawn(async move {
+        let init = next(&mut peer).await;
+        assert_eq!(init["method"], "initialize", "the first message is initialize: {init}");
+        reply(
+            &peer,
+            &init["id"],
+            json!({"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "old", "version": "1"}}),
+        );
+        assert_eq!(next(&mut peer).await["method"], "notifications/initialized");
+        peer
+    });
+    client.open().await.unwrap();
+    assert_eq!(client.protocol_version().unwrap().as_str(), "2025-11-25");
+    assert_eq!(Era::remembering(client.protocol_version().unwrap()), Era::InitializeFirst);
+    server.await.unwrap();
+}
+
+/// A server remembered to answer `initialize` that has since moved to 2026-07-28 and refuses
+/// it still connects, through `server/discover`.
+#[tokio::test]
+async fn initialize_first_falls_back_to_discover_when_initialize_is_refused() {
+    let (transport, mut peer) = memory_pair();
+    let client = Client::start(transport, ClientOptions { era: Era::InitializeFirst, ..ClientOptions::default() });
+    let server = tokio::spawn(async move {
+        let init = next(&mut peer).await;
+        assert_eq!(init["method"], "initialize");
+        let refusal = json!({"jsonrpc": "2.0", "id": init["id"],
+            "error": {"code": -32601, "message": "Method not found"}});
+        peer.outgoing.send(refusal.to_string()).unwrap();
+        let discover = next(&mut peer).await;
+        assert_eq!(discover["method"], "server/discover");
+        reply(&peer, &discover["id"], discover_result());
+        peer
+    });
+    client.open().await.unwrap();
+    let version = client.protocol_version().unwrap();
+    assert_eq!(version.as_str(), "2026-07-28");
+    assert_eq!(Era::remembering(version), Era::Auto);
+    let _peer = server.await.unwrap();
+}
