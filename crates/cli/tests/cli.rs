@@ -629,6 +629,7 @@ fn configuration_inside_the_working_directory_is_refused() {
     // Through the environment variable too.
     let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("mcp-harness");
     cmd.current_dir(env.work.path())
+        .env("MCP_HARNESS_DATA_DIR", env.data.path())
         .env("MCP_HARNESS_CONFIG", &inside)
         .arg("servers")
         .assert()
@@ -649,6 +650,7 @@ fn config_from_the_environment_variable() {
     let config = env.write("config.toml", "[servers.fx]\ncommand = \"$FX\"\nargs = [\"echo\"]\n");
     let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("mcp-harness");
     cmd.current_dir(env.work.path())
+        .env("MCP_HARNESS_DATA_DIR", env.data.path())
         .env("MCP_HARNESS_CONFIG", &config)
         .args(["servers", "--json"])
         .assert()
@@ -665,6 +667,7 @@ fn default_location_is_the_user_config_dir() {
         .unwrap();
     let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("mcp-harness");
     cmd.current_dir(env.work.path())
+        .env("MCP_HARNESS_DATA_DIR", env.data.path())
         .env_remove("MCP_HARNESS_CONFIG")
         .env("XDG_CONFIG_HOME", env.config_dir.path())
         .arg("servers")
