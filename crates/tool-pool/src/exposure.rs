@@ -345,7 +345,7 @@ pub fn expose(pool: &Pool, options: &ExposureOptions, loaded: &BTreeSet<String>)
         if state != ExposureState::Hidden {
             total = total.saturating_add(size);
         }
-        tools.push(ToolExposure { name: Arc::from(entry.name()), size, state, reason });
+        tools.push(ToolExposure { name: Arc::clone(entry.shared_name()), size, state, reason });
     }
     let over_threshold = total > options.auto_threshold;
     let threshold = options.auto_threshold;

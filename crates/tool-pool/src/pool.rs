@@ -86,6 +86,11 @@ impl<'a> PoolEntry<'a> {
         &self.slot.name
     }
 
+    /// The model-visible name as the pool holds it, to share rather than copy.
+    pub(crate) fn shared_name(&self) -> &'a Arc<str> {
+        &self.slot.name
+    }
+
     /// Where calls go, with the full tool as listed (annotations, output schema, ...).
     pub fn origin(&self) -> Origin<'a> {
         // In bounds: the indices were taken from these very (immutable) inputs at assembly.

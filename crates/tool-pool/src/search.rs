@@ -245,7 +245,9 @@ impl SearchIndex {
         // guess.
         let same_pool = exposure.revision() == pool.revision() && exposure.iter().len() == pool.len();
         let searchable = pool.iter().zip(exposure.iter()).filter(|(e, x)| {
-            same_pool && e.server().is_some() && *e.name() == *x.name && x.state != ExposureState::Hidden
+            // The exposure shares the pool's names: equal pointers spare comparing the bytes.
+            let same_name = Arc::ptr_eq(e.shared_name(), &x.name) || *e.name() == *x.name;
+            same_pool && e.server().is_some() && same_name && x.state != ExposureState::Hidden
         });
         Self::build(Ranking::tuned(), searchable.map(|(e, _)| e), pool.len())
     }
@@ -304,7 +306,7 @@ impl SearchIndex {
         let mut recent = [((0u64, 0u64), STOP); RECENT];
         for entry in entries {
             let Ok(doc) = u32::try_from(index.docs.len()) else { break };
-            let name: Arc<str> = Arc::from(entry.name());
+            let name: Arc<str> = Arc::clone(entry.shared_name());
             match index.by_name.entry(Arc::clone(&name)) {
                 std::collections::hash_map::Entry::Occupied(_) => continue,
                 std::collections::hash_map::Entry::Vacant(slot) => {
