@@ -20,9 +20,7 @@ pub(crate) fn run(n: usize, rounds: usize) -> Result {
         "build (release)",
         cargo().args(["build", "--release", "-p", "llm-providers", "--example", "agent_step"]),
     )?;
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| crate::root().join("target"), std::path::PathBuf::from);
-    let example = target.join("release").join("examples").join("agent_step");
+    let example = super::release_dir().join("examples").join("agent_step");
     // (who, steps, per step, model, overhead)
     let mut figures: Vec<(&str, usize, f64, f64, f64)> = Vec::new();
     for round in 1..=rounds {

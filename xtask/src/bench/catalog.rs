@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::median;
-use crate::{Result, cargo, root};
+use crate::{Result, cargo};
 
 /// Tools the fixture server offers.
 const TOOLS: usize = 5000;
@@ -50,7 +50,7 @@ pub(crate) fn run(_n: usize, rounds: usize) -> Result {
     )?;
     // Target selection flags would leave the fixture binary out of the build above.
     crate::run("build fixture server (release)", cargo().args(["build", "--release", "-p", "mcp-fixtures", "--bins"]))?;
-    let release = target_dir().join("release");
+    let release = super::release_dir();
     let server = release.join("mcp-fixture-server");
     let server_args = [
         "echo".to_owned(),
@@ -60,7 +60,7 @@ pub(crate) fn run(_n: usize, rounds: usize) -> Result {
         TOOL_BYTES.to_string(),
     ];
     // The configuration lives outside the working directory, as the harness requires.
-    let dir = target_dir().join("bench-catalog");
+    let dir = super::target_dir().join("bench-catalog");
     let work = dir.join("work");
     std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
     let config = dir.join("config.toml");
@@ -110,11 +110,6 @@ pub(crate) fn run(_n: usize, rounds: usize) -> Result {
     println!("wall-time ratio: {wall:.2} (goal <= {WALL_GOAL}: {})", verdict(wall <= WALL_GOAL));
     println!("peak-memory ratio: {memory:.2} (goal <= {MEMORY_GOAL}: {})", verdict(memory <= MEMORY_GOAL));
     Ok(())
-}
-
-/// Where cargo puts its builds (`CARGO_TARGET_DIR`, else `target` at the root).
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from)
 }
 
 /// Runs `cmd` in `work`, reading its stdout to the end through a pipe, and watches its peak

@@ -2,7 +2,7 @@
 
 use std::process::Command;
 
-use crate::{Result, cargo, root};
+use crate::{Result, cargo};
 
 /// `cargo xtask connect-bench`: the connect benchmark example (it prints its own table and
 /// whether the goal was met) against the release fixture server.
@@ -12,7 +12,7 @@ pub(crate) fn run(rounds: usize) -> Result {
         cargo().args(["build", "--release", "-p", "mcp-client", "--example", "connect_bench"]),
     )?;
     crate::run("build fixture server (release)", cargo().args(["build", "--release", "-p", "mcp-fixtures", "--bins"]))?;
-    let release = root().join("target").join("release");
+    let release = super::release_dir();
     let status = Command::new(release.join("examples").join("connect_bench"))
         .args(["--rounds", &rounds.to_string(), "--"])
         .arg(release.join("mcp-fixture-server"))

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use super::{field, median};
-use crate::{Result, cargo, root};
+use crate::{Result, cargo};
 
 /// Calls kept in flight in the concurrent runs.
 const IN_FLIGHT: [usize; 2] = [1, 32];
@@ -45,10 +45,6 @@ impl Drop for Server {
     }
 }
 
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"))
-}
-
 fn load() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -68,7 +64,7 @@ pub(crate) fn run(n: usize, rounds: usize) -> Result {
         "build (release)",
         cargo().args(["build", "--release", "-p", "mcp-transport", "--example", "http_bench"]),
     )?;
-    let bench = target_dir().join("release").join("examples").join("http_bench");
+    let bench = super::release_dir().join("examples").join("http_bench");
     let mut child = Command::new(&bench)
         .arg("serve")
         .stdin(Stdio::piped())

@@ -71,6 +71,16 @@ pub(crate) fn run(groups: &[Group], n: usize, rounds: usize) -> Result {
     if failed.is_empty() { Ok(()) } else { Err(format!("bench groups failed: {}", failed.join(", "))) }
 }
 
+/// Cargo's target directory: `CARGO_TARGET_DIR` when set, else the workspace's `target`.
+pub(crate) fn target_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| crate::root().join("target"), std::path::PathBuf::from)
+}
+
+/// Where cargo puts release builds.
+pub(crate) fn release_dir() -> std::path::PathBuf {
+    target_dir().join("release")
+}
+
 /// The number after `"key":` in a one-line JSON figure an example printed.
 pub(crate) fn field(line: &str, key: &str) -> Option<f64> {
     let at = line.find(&format!("\"{key}\":"))? + key.len() + 3;

@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use super::{field, median};
-use crate::{Result, cargo, root};
+use crate::{Result, cargo};
 
 /// Starts of each kind per round.
 const STARTS_PER_ROUND: usize = 20;
@@ -59,7 +59,7 @@ pub(crate) fn run(_n: usize, rounds: usize) -> Result {
     )?;
     // Target selection flags would leave the fixture binary out of the build above.
     crate::run("build fixture server (release)", cargo().args(["build", "--release", "-p", "mcp-fixtures", "--bins"]))?;
-    let release = target_dir().join("release");
+    let release = super::release_dir();
     let server = release.join("mcp-fixture-server");
     // Outside the working directory: mcp-harness refuses a configuration an agent here could write.
     let work = std::env::temp_dir().join(format!("mcp-harness-bench-startup-{}", std::process::id()));
@@ -154,11 +154,6 @@ pub(crate) fn run(_n: usize, rounds: usize) -> Result {
     let _ = std::fs::remove_dir_all(&work);
     println!("\nbench: {}", if startup_met && memory_met { "goals met" } else { "goals missed" });
     Ok(())
-}
-
-/// Where cargo builds (`CARGO_TARGET_DIR` when set).
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"))
 }
 
 /// Runs `command` to its exit, its output discarded; the milliseconds from exec to exit.

@@ -4,7 +4,7 @@
 use std::process::Command;
 
 use super::{field, median};
-use crate::{Result, cargo, root};
+use crate::{Result, cargo};
 
 struct Figure {
     client: String,
@@ -30,7 +30,7 @@ pub(crate) fn run(n: usize, rounds: usize) -> Result {
     )?;
     // Target selection flags would leave the fixture binary out of the build above.
     crate::run("build fixture server (release)", cargo().args(["build", "--release", "-p", "mcp-fixtures", "--bins"]))?;
-    let release = root().join("target").join("release");
+    let release = super::release_dir();
     let server = release.join("mcp-fixture-server");
     let mut figures = Vec::new();
     for round in 1..=rounds {
