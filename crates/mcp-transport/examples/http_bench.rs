@@ -329,12 +329,15 @@ async fn calls<C: Caller>(args: &Args, client: Arc<C>) -> Result<(), String> {
     let pct =
         |p: f64| latencies.get(((latencies.len().max(1) - 1) as f64 * p).round() as usize).copied().unwrap_or(0.0);
     println!(
-        "{{\"client\":\"{}\",\"n\":{},\"concurrency\":{},\"calls_per_s\":{:.1},\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"new_connections\":{opened}}}",
+        "{{\"client\":\"{}\",\"n\":{},\"concurrency\":{},\"calls_per_s\":{:.1},\"mean_ms\":{:.3},\"p10_ms\":{:.3},\"p50_ms\":{:.3},\"p90_ms\":{:.3},\"p99_ms\":{:.3},\"new_connections\":{opened}}}",
         args.client,
         args.n,
         args.concurrency,
         args.n as f64 / elapsed.as_secs_f64(),
+        latencies.iter().sum::<f64>() / latencies.len().max(1) as f64,
+        pct(0.1),
         pct(0.5),
+        pct(0.9),
         pct(0.99),
     );
     Ok(())
