@@ -25,7 +25,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures_util::StreamExt;
 use http::StatusCode;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, WWW_AUTHENTICATE};
 use mcp_client::{
@@ -252,6 +251,8 @@ struct Shared {
     /// call cost beyond the raw client).
     plain: Option<PlainClient>,
     url: Url,
+    /// `url` as hyper takes it, parsed once (for `plain`).
+    uri: Option<http::Uri>,
     headers: HeaderMap,
     label: String,
     max_bytes: usize,
@@ -361,16 +362,65 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     text
 }
 
-fn is_event_stream(resp: &reqwest::Response) -> bool {
+/// An HTTP response: hyper's own (plain `http`) or reqwest's. hyper's is not wrapped into
+/// reqwest's type: that conversion parsed a placeholder URL for every response, the largest
+/// single cost of a call beyond the raw client.
+enum Answer {
+    Plain(http::Response<hyper::body::Incoming>),
+    Reqwest(reqwest::Response),
+}
+
+impl Answer {
+    fn status(&self) -> StatusCode {
+        match self {
+            Answer::Plain(resp) => resp.status(),
+            Answer::Reqwest(resp) => resp.status(),
+        }
+    }
+
+    fn headers(&self) -> &HeaderMap {
+        match self {
+            Answer::Plain(resp) => resp.headers(),
+            Answer::Reqwest(resp) => resp.headers(),
+        }
+    }
+
+    /// The next piece of the body; `None` at its end.
+    async fn chunk(&mut self) -> Option<Result<bytes::Bytes, String>> {
+        match self {
+            Answer::Plain(resp) => loop {
+                let frame =
+                    std::future::poll_fn(|cx| hyper::body::Body::poll_frame(std::pin::Pin::new(resp.body_mut()), cx))
+                        .await?;
+                match frame.map(hyper::body::Frame::into_data) {
+                    Ok(Ok(data)) => return Some(Ok(data)),
+                    // Trailers carry no data.
+                    Ok(Err(_)) => {}
+                    Err(e) => return Some(Err(error_chain(&e))),
+                }
+            },
+            Answer::Reqwest(resp) => resp.chunk().await.map_err(|e| error_chain(&e)).transpose(),
+        }
+    }
+
+    /// The body as a stream of pieces.
+    fn into_stream(self) -> impl futures_util::Stream<Item = Result<bytes::Bytes, String>> + Send + Unpin + 'static {
+        Box::pin(futures_util::stream::unfold(self, |mut answer| async move {
+            answer.chunk().await.map(|chunk| (chunk, answer))
+        }))
+    }
+}
+
+fn is_event_stream(resp: &Answer) -> bool {
     content_type(resp).is_some_and(|ct| ct.starts_with("text/event-stream"))
 }
 
-fn content_type(resp: &reqwest::Response) -> Option<String> {
+fn content_type(resp: &Answer) -> Option<String> {
     resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(|s| s.trim().to_ascii_lowercase())
 }
 
 /// The refusal in a 401/403 answer, for the authorizer.
-fn challenge_of(resp: &reqwest::Response, authz: Option<&HeaderValue>) -> AuthChallenge {
+fn challenge_of(resp: &Answer, authz: Option<&HeaderValue>) -> AuthChallenge {
     AuthChallenge {
         status: resp.status().as_u16(),
         www_authenticate: resp
@@ -385,11 +435,10 @@ fn challenge_of(resp: &reqwest::Response, authz: Option<&HeaderValue>) -> AuthCh
 }
 
 /// Reads at most `limit` bytes of a body; `None` when it is longer.
-async fn read_bounded(resp: reqwest::Response, limit: usize) -> Result<Option<Vec<u8>>, String> {
+async fn read_bounded(mut resp: Answer, limit: usize) -> Result<Option<Vec<u8>>, String> {
     let mut body = Vec::new();
-    let mut stream = resp.bytes_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| error_chain(&e))?;
+    while let Some(chunk) = resp.chunk().await {
+        let chunk = chunk?;
         if body.len() + chunk.len() > limit {
             return Ok(None);
         }
@@ -399,10 +448,9 @@ async fn read_bounded(resp: reqwest::Response, limit: usize) -> Result<Option<Ve
 }
 
 /// The start of an error body, on one line and made safe to show (a server controls it).
-async fn error_body(resp: reqwest::Response) -> String {
+async fn error_body(mut resp: Answer) -> String {
     let mut body = Vec::new();
-    let mut stream = resp.bytes_stream();
-    while let Some(Ok(chunk)) = stream.next().await {
+    while let Some(Ok(chunk)) = resp.chunk().await {
         body.extend_from_slice(&chunk);
         if body.len() >= ERROR_BODY_BYTES {
             body.truncate(ERROR_BODY_BYTES);
@@ -459,25 +507,32 @@ impl Shared {
 
     /// Sends one request: over the plain hyper client when there is one (an `http` URL, no
     /// proxy), else over reqwest.
-    async fn send(&self, request: reqwest::RequestBuilder) -> Result<reqwest::Response, SendError> {
-        let request = request.build().map_err(|e| SendError { connect: false, text: error_chain(&e) })?;
+    async fn send(&self, request: reqwest::RequestBuilder) -> Result<Answer, SendError> {
+        let unsendable = |text: String| SendError { connect: false, text };
+        let mut request = request.build().map_err(|e| unsendable(error_chain(&e)))?;
         let Some(plain) = &self.plain else {
-            return self
-                .http
-                .execute(request)
-                .await
-                .map_err(|e| SendError { connect: e.is_connect(), text: error_chain(&e) });
+            return match self.http.execute(request).await {
+                Ok(resp) => Ok(Answer::Reqwest(resp)),
+                Err(e) => Err(SendError { connect: e.is_connect(), text: error_chain(&e) }),
+            };
         };
-        let request = http::Request::<reqwest::Body>::try_from(request)
-            .map_err(|e| SendError { connect: false, text: error_chain(&e) })?;
-        match plain.request(request).await {
-            Ok(resp) => Ok(reqwest::Response::from(resp.map(reqwest::Body::wrap))),
+        // Made here rather than by reqwest's conversion, which parses the URL again each time.
+        let uri = match &self.uri {
+            Some(uri) if request.url() == &self.url => uri.clone(),
+            _ => request.url().as_str().parse().map_err(|e: http::uri::InvalidUri| unsendable(e.to_string()))?,
+        };
+        let mut hyper_request = http::Request::new(request.body_mut().take().unwrap_or_default());
+        *hyper_request.method_mut() = request.method().clone();
+        *hyper_request.uri_mut() = uri;
+        *hyper_request.headers_mut() = std::mem::take(request.headers_mut());
+        match plain.request(hyper_request).await {
+            Ok(resp) => Ok(Answer::Plain(resp)),
             Err(e) => Err(SendError { connect: e.is_connect(), text: error_chain(&e) }),
         }
     }
 
     /// Sends, retrying connection failures (never answered requests) with backoff.
-    async fn send_retrying(&self, make: impl Fn() -> reqwest::RequestBuilder) -> Result<reqwest::Response, String> {
+    async fn send_retrying(&self, make: impl Fn() -> reqwest::RequestBuilder) -> Result<Answer, String> {
         let mut failed = 0;
         loop {
             match self.send(make()).await {
@@ -641,13 +696,8 @@ impl Shared {
     }
 
     /// Reads an SSE stream into the collector until it ends or the awaited answer arrives.
-    async fn read_events(
-        &self,
-        resp: reqwest::Response,
-        c: &mut Collector<'_>,
-        cursor: &mut Cursor,
-    ) -> Result<(), SseError> {
-        let mut events = EventStream::new(Box::pin(resp.bytes_stream()), self.max_bytes);
+    async fn read_events(&self, resp: Answer, c: &mut Collector<'_>, cursor: &mut Cursor) -> Result<(), SseError> {
+        let mut events = EventStream::new(resp.into_stream(), self.max_bytes);
         while let Some(event) = events.next().await {
             let event = event?;
             if let Some(id) = event.id {
@@ -675,11 +725,11 @@ impl Shared {
     /// POSTs one message and reads what comes back, resuming a dropped answer stream.
     async fn exchange(&self, message: &Outgoing, c: &mut Collector<'_>) -> Result<(), Failure> {
         let legacy = self.state().legacy_endpoint.clone();
-        let url = legacy.clone().unwrap_or_else(|| self.url.clone());
+        let url = legacy.as_ref().unwrap_or(&self.url);
         let had_session = self.state().session_id.is_some();
         let authz = self.authorization().await;
         let resp =
-            self.send_retrying(|| self.post(&url, message, authz.as_ref())).await.map_err(Failure::Unreachable)?;
+            self.send_retrying(|| self.post(url, message, authz.as_ref())).await.map_err(Failure::Unreachable)?;
         let status = resp.status();
         if self.auth.is_some() && matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
             return Err(Failure::Unauthorized(challenge_of(&resp, authz.as_ref())));
@@ -1030,7 +1080,7 @@ impl Shared {
         let (endpoint_tx, endpoint_rx) = oneshot::channel::<Result<Url, String>>();
         let me = Arc::clone(self);
         self.spawn(async move {
-            let mut events = EventStream::new(Box::pin(resp.bytes_stream()), me.max_bytes);
+            let mut events = EventStream::new(resp.into_stream(), me.max_bytes);
             let mut endpoint_tx = Some(endpoint_tx);
             let reason = loop {
                 match events.next().await {
@@ -1131,6 +1181,7 @@ impl HttpTransport {
         let shared = Arc::new(Shared {
             http,
             plain,
+            uri: url.as_str().parse().ok(),
             url,
             headers,
             label: config.label,
