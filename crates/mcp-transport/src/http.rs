@@ -230,8 +230,10 @@ enum Event {
 
 #[derive(Default)]
 struct State {
-    session_id: Option<String>,
-    protocol_version: Option<String>,
+    /// Kept as the header values they are sent as: every message carries both, and a header
+    /// value is cloned without copying.
+    session_id: Option<HeaderValue>,
+    protocol_version: Option<HeaderValue>,
     /// The client's `initialize` request, replayed when the session expires.
     initialize: Option<Outgoing>,
     /// The client's `notifications/initialized`, replayed after it.
@@ -411,12 +413,18 @@ impl Answer {
     }
 }
 
+/// Looked at on every answer, so without making a lowercased copy of the header.
 fn is_event_stream(resp: &Answer) -> bool {
-    content_type(resp).is_some_and(|ct| ct.starts_with("text/event-stream"))
+    const SSE: &[u8] = b"text/event-stream";
+    resp.headers().get(CONTENT_TYPE).is_some_and(|v| {
+        let value = v.as_bytes().trim_ascii_start();
+        value.get(..SSE.len()).is_some_and(|start| start.eq_ignore_ascii_case(SSE))
+    })
 }
 
-fn content_type(resp: &Answer) -> Option<String> {
-    resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(|s| s.trim().to_ascii_lowercase())
+/// A `Content-Type` value as shown in messages.
+fn content_type(value: Option<&HeaderValue>) -> Option<String> {
+    value.and_then(|v| v.to_str().ok()).map(|s| s.trim().to_ascii_lowercase())
 }
 
 /// The refusal in a 401/403 answer, for the authorizer.
@@ -587,29 +595,29 @@ impl Shared {
             return headers;
         }
         // A value that is not a valid header value stays out (the server then refuses the request).
-        let mut put = |name: &'static str, value: &str| {
+        fn put(headers: &mut HeaderMap, name: &'static str, value: &str) {
             if let Ok(value) = HeaderValue::from_str(value) {
                 headers.insert(HeaderName::from_static(name), value);
             }
-        };
+        }
         if let Some(session) = &state.session_id {
-            put(SESSION_ID, session);
+            headers.insert(HeaderName::from_static(SESSION_ID), session.clone());
         }
         match message.and_then(Outgoing::protocol_version) {
-            Some(version) => put(PROTOCOL_VERSION, version.as_str()),
+            Some(version) => put(&mut headers, PROTOCOL_VERSION, version.as_str()),
             None => {
                 if let Some(version) = &state.protocol_version {
-                    put(PROTOCOL_VERSION, version);
+                    headers.insert(HeaderName::from_static(PROTOCOL_VERSION), version.clone());
                 }
             }
         }
         drop(state);
         if let Some(message) = message {
             if let Some(method) = message.method() {
-                put(MCP_METHOD, method);
+                put(&mut headers, MCP_METHOD, method);
             }
             if let Some(name) = message.routing_name() {
-                put(MCP_NAME, &name);
+                put(&mut headers, MCP_NAME, &name);
             }
         }
         headers
@@ -666,7 +674,8 @@ impl Shared {
                 && let Ok(result) = serde_json::from_str::<Value>(response.result.get())
                 && let Some(version) = result.get("protocolVersion").and_then(Value::as_str)
             {
-                self.state().protocol_version = Some(version.to_owned());
+                // One that is not a valid header value stays out (the server then refuses).
+                self.state().protocol_version = HeaderValue::from_str(version).ok();
             }
             if c.capture {
                 c.captured = Some(text);
@@ -749,9 +758,10 @@ impl Shared {
             return Err(Failure::Status { status, body: error_body(resp).await });
         }
         if message.method() == Some("initialize")
-            && let Some(session) = resp.headers().get(SESSION_ID).and_then(|v| v.to_str().ok())
+            && let Some(session) = resp.headers().get(SESSION_ID).filter(|v| v.to_str().is_ok())
         {
-            self.state().session_id = Some(session.to_owned());
+            // A copy: the value as received is a slice of the connection's read buffer.
+            self.state().session_id = HeaderValue::from_bytes(session.as_bytes()).ok();
         }
         if status == StatusCode::ACCEPTED || c.awaited.is_none() {
             return Ok(());
@@ -804,7 +814,9 @@ impl Shared {
             }
             return Ok(());
         }
-        let content_type = content_type(&resp);
+        // Kept as it came (a shared buffer's slice) and made text only for a message.
+        let content_type_header = resp.headers().get(CONTENT_TYPE).cloned();
+        let content_type = || content_type(content_type_header.as_ref());
         match read_bounded(resp, self.max_bytes).await {
             Ok(Some(body)) => {
                 // A login page or a proxy's error page can come back with 200: say what it was.
@@ -815,7 +827,7 @@ impl Shared {
                 if !starts_like_json {
                     return Err(Failure::NoAnswer(format!(
                         "the answer is neither JSON nor an event stream ({})",
-                        what_came_back(status, content_type.as_deref(), &body)
+                        what_came_back(status, content_type().as_deref(), &body)
                     )));
                 }
                 self.accept_json(&body, c).await.map_err(Failure::Transport)?;
@@ -825,7 +837,7 @@ impl Shared {
                     // Nothing else will answer it: fail it now rather than at its timeout.
                     Err(Failure::NoAnswer(format!(
                         "the JSON answer did not answer this request ({})",
-                        what_came_back(status, content_type.as_deref(), &body)
+                        what_came_back(status, content_type().as_deref(), &body)
                     )))
                 }
             }
@@ -838,7 +850,7 @@ impl Shared {
     }
 
     /// The session expired: initialize again (once, however many requests noticed).
-    async fn reinitialize(self: &Arc<Self>, stale: Option<String>) -> Result<(), Failure> {
+    async fn reinitialize(self: &Arc<Self>, stale: Option<HeaderValue>) -> Result<(), Failure> {
         let _one_at_a_time = self.reinit.lock().await;
         let (initialize, initialized) = {
             let mut state = self.state();
@@ -1075,7 +1087,12 @@ impl Shared {
             }
         };
         if !resp.status().is_success() || !is_event_stream(&resp) {
-            return Err(format!("GET {} answered HTTP {} ({:?})", self.url, resp.status(), content_type(&resp)));
+            return Err(format!(
+                "GET {} answered HTTP {} ({:?})",
+                self.url,
+                resp.status(),
+                content_type(resp.headers().get(CONTENT_TYPE))
+            ));
         }
         let (endpoint_tx, endpoint_rx) = oneshot::channel::<Result<Url, String>>();
         let me = Arc::clone(self);
@@ -1199,7 +1216,7 @@ impl HttpTransport {
 
     /// The session id the server handed out, if any (for tests and diagnostics).
     pub fn session_id(&self) -> Option<String> {
-        self.shared.state().session_id.clone()
+        self.shared.state().session_id.as_ref().and_then(|v| v.to_str().ok()).map(str::to_owned)
     }
 }
 
