@@ -209,8 +209,8 @@ fn defers(request: &ModelRequest) -> bool {
 }
 
 /// One message, as the one element of the body's `messages` it becomes.
-fn wire_messages(message: &agent_loop::Message) -> Vec<Value> {
-    vec![self::message(message)]
+fn wire_messages(message: &agent_loop::Message, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+    serde_json::to_writer(out, &self::message(message))
 }
 
 /// One message; empty text blocks are left out (the API refuses them).

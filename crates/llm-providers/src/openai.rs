@@ -1,16 +1,18 @@
 //! OpenAI Chat Completions (`POST {base}/chat/completions`, streamed), and the servers that
 //! copy it: Ollama, vLLM, llama.cpp, LiteLLM and other gateways.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use agent_loop::{Block, LanguageModel, ModelError, ModelRequest, ModelResponse, Role, StopReason, TextStream, Usage};
 use async_trait::async_trait;
 use reqwest::Url;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Value, json};
 
 use crate::Options;
-use crate::body::{Body, MessageCache, check_model};
+use crate::body::{Body, MessageCache, ToolsCache, check_model, erased::Element};
 use crate::http::{
     ApiKey, Decoder, Endpoint, ReadError, Step, Wire, default_client, join_base, json_error_message, lookup_nonempty,
     malformed, parse_json, snippet,
@@ -62,6 +64,7 @@ pub struct OpenAiModel {
     model: String,
     token_limit: TokenLimitField,
     messages: MessageCache,
+    tools: ToolsCache,
 }
 
 impl std::fmt::Debug for OpenAiModel {
@@ -154,7 +157,13 @@ impl OpenAiModel {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let token_limit = TokenLimitField::for_url(&url);
         let endpoint = Endpoint { client, url, headers, options: Options::default(), provider: "openai" };
-        Ok(Self { endpoint, model: String::new(), token_limit, messages: MessageCache::new(wire_messages) })
+        Ok(Self {
+            endpoint,
+            model: String::new(),
+            token_limit,
+            messages: MessageCache::new(wire_messages),
+            tools: ToolsCache::default(),
+        })
     }
 
     /// The model used when a request's `model` is empty.
@@ -199,95 +208,157 @@ impl OpenAiModel {
     }
 
     /// The JSON body sent for `request`: the conversation's messages come from the cache of the
-    /// last request's (see [`MessageCache`]).
+    /// last request's (see [`MessageCache`]), the tools from the cache of the last tool list.
     fn body(&self, request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
         check_model(&request.model, &self.model)?;
         let model = if request.model.is_empty() { &self.model } else { &request.model };
-        let system: Vec<Value> = if request.system.is_empty() {
-            Vec::new()
-        } else {
-            vec![json!({"role": "system", "content": request.system})]
-        };
+        let system = WireText { role: "system", content: Some(&request.system) };
+        let leading: &[&dyn Element] = if request.system.is_empty() { &[] } else { &[&system] };
         let mut body = Body::with_capacity(4096);
         body.field("model", model)?;
-        body.messages("messages", &system, &request.messages, &self.messages)?;
+        body.messages("messages", leading, &request.messages, &self.messages)?;
         if !request.tools.is_empty() {
-            let tools: Vec<Value> = request
-                .tools
-                .iter()
-                .map(|t| {
-                    json!({"type": "function", "function": {
-                        "name": t.name, "description": t.description, "parameters": t.input_schema
-                    }})
-                })
-                .collect();
-            body.field("tools", &tools)?;
+            self.tools.write(&mut body, "tools", &request.tools, |tools| {
+                let tools: Vec<WireTool<'_>> = tools
+                    .iter()
+                    .map(|t| WireTool {
+                        kind: "function",
+                        function: WireFunction {
+                            name: &t.name,
+                            description: &t.description,
+                            parameters: &t.input_schema,
+                        },
+                    })
+                    .collect();
+                serde_json::to_vec(&tools)
+            })?;
         }
         body.field(self.token_limit.key(), &request.max_tokens)?;
         body.field("stream", &true)?;
-        body.field("stream_options", &json!({"include_usage": true}))?;
+        body.raw_field("stream_options", br#"{"include_usage":true}"#)?;
         Ok(body.finish())
     }
 }
 
+/// A message with text content (`null` when there is none).
+#[derive(Serialize)]
+struct WireText<'a> {
+    role: &'static str,
+    content: Option<&'a str>,
+}
+
+/// A tool result.
+#[derive(Serialize)]
+struct WireToolResult<'a> {
+    role: &'static str,
+    tool_call_id: &'a str,
+    content: &'a str,
+}
+
+/// An assistant message with tool calls.
+#[derive(Serialize)]
+struct WireAssistant<'a> {
+    role: &'static str,
+    content: Option<&'a str>,
+    tool_calls: Vec<WireCall<'a>>,
+}
+
+#[derive(Serialize)]
+struct WireCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireCallFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireCallFunction<'a> {
+    name: &'a str,
+    arguments: Cow<'a, str>,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
 /// The text blocks of a message, joined by newlines (`None` when there are none).
-fn joined_text(message: &agent_loop::Message) -> Option<String> {
-    let texts: Vec<&str> = message
-        .content
-        .iter()
-        .filter_map(|b| match b {
-            Block::Text { text } if !text.is_empty() => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
-    (!texts.is_empty()).then(|| texts.join("\n"))
+fn joined_text(message: &agent_loop::Message) -> Option<Cow<'_, str>> {
+    let mut texts = message.content.iter().filter_map(|b| match b {
+        Block::Text { text } if !text.is_empty() => Some(text.as_str()),
+        _ => None,
+    });
+    let first = texts.next()?;
+    match texts.next() {
+        None => Some(Cow::Borrowed(first)),
+        Some(second) => {
+            let mut joined = format!("{first}\n{second}");
+            for text in texts {
+                joined.push('\n');
+                joined.push_str(text);
+            }
+            Some(Cow::Owned(joined))
+        }
+    }
 }
 
 /// One port message as Chat Completions messages: a user message's tool results become `tool`
 /// messages (first, so they follow the assistant's `tool_calls`), then its text a `user` message;
-/// an assistant message carries its tool calls with `content: null` when it has no text.
-fn wire_messages(message: &agent_loop::Message) -> Vec<Value> {
-    let mut out = Vec::with_capacity(1);
-    push_message(&mut out, message);
-    out
-}
-
-fn push_message(out: &mut Vec<Value>, message: &agent_loop::Message) {
+/// an assistant message carries its tool calls with `content: null` when it has no text. Written
+/// straight from the blocks, with no `Value` built.
+fn wire_messages(message: &agent_loop::Message, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+    let mut first = true;
+    let mut element = |out: &mut Vec<u8>, value: &dyn Element| {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        value.write(out)
+    };
     match message.role {
         Role::User => {
             for block in &message.content {
                 if let Block::ToolResult { tool_use_id, content, .. } = block {
-                    out.push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": content}));
+                    element(out, &WireToolResult { role: "tool", tool_call_id: tool_use_id, content })?;
                 }
             }
             if let Some(text) = joined_text(message) {
-                out.push(json!({"role": "user", "content": text}));
+                element(out, &WireText { role: "user", content: Some(&text) })?;
             }
         }
         Role::Assistant => {
-            let calls: Vec<Value> = message
+            let tool_calls: Vec<WireCall<'_>> = message
                 .content
                 .iter()
                 .filter_map(|b| match b {
                     Block::ToolUse { id, name, input } => {
                         let arguments = match input {
-                            Value::String(raw) => raw.clone(),
-                            other => other.to_string(),
+                            Value::String(raw) => Cow::Borrowed(raw.as_str()),
+                            other => Cow::Owned(other.to_string()),
                         };
-                        Some(json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}))
+                        Some(WireCall { id, kind: "function", function: WireCallFunction { name, arguments } })
                     }
                     _ => None,
                 })
                 .collect();
-            let mut m = Map::new();
-            m.insert("role".into(), json!("assistant"));
-            m.insert("content".into(), joined_text(message).map_or(Value::Null, Value::String));
-            if !calls.is_empty() {
-                m.insert("tool_calls".into(), Value::Array(calls));
+            let text = joined_text(message);
+            if tool_calls.is_empty() {
+                element(out, &WireText { role: "assistant", content: text.as_deref() })?;
+            } else {
+                element(out, &WireAssistant { role: "assistant", content: text.as_deref(), tool_calls })?;
             }
-            out.push(Value::Object(m));
         }
     }
+    Ok(())
 }
 
 #[async_trait]
@@ -313,28 +384,33 @@ impl Wire for OpenAiWire {
 
     fn decode_json(&self, body: &[u8], sink: &dyn TextStream) -> Result<ModelResponse, ReadError> {
         let text = std::str::from_utf8(body).map_err(|_| malformed("the JSON answer is not UTF-8"))?;
-        let value: Value = parse_json(text, "the JSON answer is not valid JSON")?;
-        if value.get("error").is_some_and(|e| !e.is_null()) {
-            return Err(provider_error(&value));
-        }
-        let mut decoder = OpenAiDecoder::default();
-        decoder.usage(&value);
-        let choice = value
-            .get("choices")
-            .and_then(Value::as_array)
-            .and_then(|c| c.first())
-            .ok_or_else(|| malformed(format!("the JSON answer has no choices: {}", snippet(text, 200))))?;
-        let message = choice.get("message").ok_or_else(|| malformed("the JSON answer's choice has no message"))?;
-        decoder.delta(message, sink)?;
-        decoder.finish = Some(
-            choice
-                .get("finish_reason")
-                .and_then(Value::as_str)
-                .ok_or_else(|| malformed("the JSON answer has no finish_reason"))?
-                .to_owned(),
-        );
-        decoder.finish(true)
+        decode_value(text, sink)
     }
+}
+
+/// A whole JSON answer read through a `Value`: the reference reading, for any shape.
+fn decode_value(text: &str, sink: &dyn TextStream) -> Result<ModelResponse, ReadError> {
+    let value: Value = parse_json(text, "the JSON answer is not valid JSON")?;
+    if value.get("error").is_some_and(|e| !e.is_null()) {
+        return Err(provider_error(&value));
+    }
+    let mut decoder = OpenAiDecoder::default();
+    decoder.usage(&value);
+    let choice = value
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+        .ok_or_else(|| malformed(format!("the JSON answer has no choices: {}", snippet(text, 200))))?;
+    let message = choice.get("message").ok_or_else(|| malformed("the JSON answer's choice has no message"))?;
+    decoder.delta(message, sink)?;
+    decoder.finish = Some(
+        choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .ok_or_else(|| malformed("the JSON answer has no finish_reason"))?
+            .to_owned(),
+    );
+    decoder.finish(true)
 }
 
 /// An error object inside a 200 answer (some servers report failures mid-stream). Invalid
@@ -404,34 +480,61 @@ impl OpenAiDecoder {
         let Some(calls) = delta.get("tool_calls").filter(|c| !c.is_null()) else { return Ok(()) };
         let calls = calls.as_array().ok_or_else(|| malformed(format!("tool_calls is not an array: {calls}")))?;
         for (position, call) in calls.iter().enumerate() {
-            let id = call.get("id").and_then(Value::as_str).filter(|s| !s.is_empty());
-            // Whole messages and some servers leave out `index`: a call with an id starts a new
-            // entry, one without continues the last.
             let index = match call.get("index") {
-                Some(i) => i.as_u64().ok_or_else(|| malformed(format!("a tool call index is not a number: {i}")))?,
-                None if id.is_some() || self.last_index.is_none() => {
-                    self.calls.keys().next_back().map_or(position as u64, |last| last + 1)
+                Some(i) => {
+                    Some(i.as_u64().ok_or_else(|| malformed(format!("a tool call index is not a number: {i}")))?)
                 }
-                None => self.last_index.unwrap_or(0),
+                None => None,
             };
-            self.last_index = Some(index);
-            let entry = self.calls.entry(index).or_default();
-            if let Some(id) = id {
-                id.clone_into(&mut entry.id);
-            }
-            if let Some(function) = call.get("function") {
-                if let Some(name) = function.get("name").and_then(Value::as_str).filter(|s| !s.is_empty()) {
-                    name.clone_into(&mut entry.name);
-                }
-                match function.get("arguments") {
-                    Some(Value::String(piece)) => entry.arguments.push_str(piece),
-                    // A server that sends arguments as an object instead of a string.
-                    Some(object @ Value::Object(_)) => entry.arguments.push_str(&object.to_string()),
-                    _ => {}
-                }
-            }
+            let function = call.get("function");
+            let arguments = match function.and_then(|f| f.get("arguments")) {
+                Some(Value::String(piece)) => Some(Cow::Borrowed(piece.as_str())),
+                // A server that sends arguments as an object instead of a string.
+                Some(object @ Value::Object(_)) => Some(Cow::Owned(object.to_string())),
+                _ => None,
+            };
+            self.call_piece(
+                position,
+                index,
+                call.get("id").and_then(Value::as_str),
+                function.and_then(|f| f.get("name")).and_then(Value::as_str),
+                arguments.as_deref(),
+            );
         }
         Ok(())
+    }
+
+    /// One piece of the tool call at `position` of a delta (or message): its `index`, `id`,
+    /// function name and a piece of its arguments, each if given.
+    fn call_piece(
+        &mut self,
+        position: usize,
+        index: Option<u64>,
+        id: Option<&str>,
+        name: Option<&str>,
+        arguments: Option<&str>,
+    ) {
+        let id = id.filter(|s| !s.is_empty());
+        // Whole messages and some servers leave out `index`: a call with an id starts a new
+        // entry, one without continues the last.
+        let index = match index {
+            Some(i) => i,
+            None if id.is_some() || self.last_index.is_none() => {
+                self.calls.keys().next_back().map_or(position as u64, |last| last + 1)
+            }
+            None => self.last_index.unwrap_or(0),
+        };
+        self.last_index = Some(index);
+        let entry = self.calls.entry(index).or_default();
+        if let Some(id) = id {
+            id.clone_into(&mut entry.id);
+        }
+        if let Some(name) = name.filter(|s| !s.is_empty()) {
+            name.clone_into(&mut entry.name);
+        }
+        if let Some(piece) = arguments {
+            entry.arguments.push_str(piece);
+        }
     }
 }
 
