@@ -384,6 +384,13 @@ impl Wire for OpenAiWire {
 
     fn decode_json(&self, body: &[u8], sink: &dyn TextStream) -> Result<ModelResponse, ReadError> {
         let text = std::str::from_utf8(body).map_err(|_| malformed("the JSON answer is not UTF-8"))?;
+        // The usual answer is read straight into structs; anything unusual the `Value` way.
+        if text.trim_start().starts_with('{')
+            && let Ok(answer) = serde_json::from_str::<typed::Obj<typed::Answer<'_>>>(text)
+            && let Some(response) = OpenAiDecoder::whole(answer.0, sink)
+        {
+            return response;
+        }
         decode_value(text, sink)
     }
 }
@@ -535,6 +542,136 @@ impl OpenAiDecoder {
         if let Some(piece) = arguments {
             entry.arguments.push_str(piece);
         }
+    }
+
+    /// A whole answer read as [`typed::Answer`]: `None` (nothing passed to `sink`) unless it has
+    /// the shape [`OpenAiWire::decode_json`] reads the same way from a `Value`.
+    fn whole(answer: typed::Answer<'_>, sink: &dyn TextStream) -> Option<Result<ModelResponse, ReadError>> {
+        if answer.error.is_some() {
+            return None;
+        }
+        let choice = answer.choices.into_iter().next()?.0;
+        let message = choice.message?.0;
+        let finish = choice.finish_reason?;
+        let mut decoder = OpenAiDecoder::default();
+        if let Some(usage) = answer.usage {
+            if let Some(n) = usage.0.prompt_tokens {
+                decoder.usage.input_tokens = n;
+            }
+            if let Some(n) = usage.0.completion_tokens {
+                decoder.usage.output_tokens = n;
+            }
+        }
+        if let Some(content) = message.content {
+            let text = content.as_deref().unwrap_or("");
+            sink.text_delta(text);
+            decoder.text.push_str(text);
+        }
+        if let Some(refusal) = message.refusal {
+            decoder.refusal.push_str(&refusal);
+        }
+        for (position, call) in message.tool_calls.into_iter().flatten().enumerate() {
+            let call = call.0;
+            let function = call.function.map(|f| f.0);
+            let (name, arguments) = match &function {
+                Some(f) => (f.name.as_deref(), f.arguments.as_deref()),
+                None => (None, None),
+            };
+            decoder.call_piece(position, call.index, call.id.as_deref(), name, arguments);
+        }
+        decoder.finish = Some(finish.into_owned());
+        Some(decoder.finish(true))
+    }
+}
+
+/// A whole (non-streamed) Chat Completions answer read into structs, without a `Value` tree.
+/// Every object is read only from a JSON object ([`Obj`]), a key given twice or a value of
+/// another type fails, and a field whose `null` means something else than its absence is read
+/// with [`present`]: whatever this does not read exactly as the `Value` path would, it refuses,
+/// and the `Value` path decides.
+mod typed {
+    use std::borrow::Cow;
+    use std::marker::PhantomData;
+
+    use serde::Deserialize;
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor, value::MapAccessDeserializer};
+
+    /// A `T` read only from a JSON object (serde's derive would also take an array).
+    pub(super) struct Obj<T>(pub(super) T);
+
+    impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct Only<T>(PhantomData<T>);
+            impl<'de, T: Deserialize<'de>> Visitor<'de> for Only<T> {
+                type Value = T;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("a JSON object")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                    T::deserialize(MapAccessDeserializer::new(map))
+                }
+            }
+            deserializer.deserialize_map(Only(PhantomData)).map(Obj)
+        }
+    }
+
+    /// A field that is there, `null` included (`Some(None)`), told from one left out (`None`).
+    fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<Option<T>, D::Error> {
+        T::deserialize(deserializer).map(Some)
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Answer<'a> {
+        #[serde(default)]
+        pub(super) error: Option<IgnoredAny>,
+        #[serde(borrow)]
+        pub(super) choices: Vec<Obj<Choice<'a>>>,
+        #[serde(default)]
+        pub(super) usage: Option<Obj<Usage>>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Usage {
+        #[serde(default)]
+        pub(super) prompt_tokens: Option<u64>,
+        #[serde(default)]
+        pub(super) completion_tokens: Option<u64>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Choice<'a> {
+        #[serde(borrow, default, deserialize_with = "present")]
+        pub(super) message: Option<Obj<Message<'a>>>,
+        #[serde(borrow, default)]
+        pub(super) finish_reason: Option<Cow<'a, str>>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Message<'a> {
+        #[serde(borrow, default, deserialize_with = "present")]
+        pub(super) content: Option<Option<Cow<'a, str>>>,
+        #[serde(borrow, default)]
+        pub(super) refusal: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        pub(super) tool_calls: Option<Vec<Obj<Call<'a>>>>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Call<'a> {
+        #[serde(default, deserialize_with = "present")]
+        pub(super) index: Option<u64>,
+        #[serde(borrow, default)]
+        pub(super) id: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        pub(super) function: Option<Obj<Function<'a>>>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Function<'a> {
+        #[serde(borrow, default)]
+        pub(super) name: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        pub(super) arguments: Option<Cow<'a, str>>,
     }
 }
 
@@ -715,6 +852,63 @@ mod tests {
         assert!(OpenAiWire.decode_json(json.as_bytes(), &NoStream).is_ok());
         for cut in 0..json.len() {
             assert!(OpenAiWire.decode_json(&json.as_bytes()[..cut], &NoStream).is_err());
+        }
+    }
+
+    /// The struct reading of a whole answer gives what the `Value` reading gives, for the
+    /// recorded answer and every field of it replaced by odd values, duplicated or dropped.
+    #[test]
+    fn whole_answers_read_alike_both_ways() {
+        #[derive(Default)]
+        struct Collect(std::sync::Mutex<String>);
+        impl TextStream for Collect {
+            fn text_delta(&self, text: &str) {
+                self.0.lock().unwrap().push_str(&format!("[{text}]"));
+            }
+        }
+        let read = |text: &str, typed: bool| {
+            let sink = Collect::default();
+            let result = if typed { OpenAiWire.decode_json(text.as_bytes(), &sink) } else { decode_value(text, &sink) };
+            format!("{result:?} {}", sink.0.lock().unwrap())
+        };
+        let recorded: Value =
+            serde_json::from_str(include_str!("../tests/it/fixtures/openai_completion.json")).unwrap();
+        let mut answers = vec![recorded.to_string(), format!("[{recorded}]"), "{}".to_owned()];
+        let odd =
+            [json!(null), json!([]), json!({}), json!("x"), json!(""), json!(7), json!(-1), json!(1.5), json!([1, 2])];
+        let message = json!({"role": "assistant", "content": null, "refusal": "no",
+            "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{\"k\": 1}"}},
+                           {"index": 3, "function": {"name": "g", "arguments": {"z": true}}},
+                           {"function": {"arguments": "[1]"}}]});
+        let calls = json!({"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+                           "usage": {"prompt_tokens": 3, "completion_tokens": 4}});
+        for base in [recorded, calls] {
+            answers.push(base.to_string());
+            for pointer in crate::http::robustness::pointers(&base, String::new()) {
+                for value in &odd {
+                    let mut v = base.clone();
+                    if let Some(slot) = v.pointer_mut(&pointer) {
+                        *slot = value.clone();
+                    }
+                    answers.push(v.to_string());
+                }
+                // The field given twice (the later one wins in a `Value`), and left out.
+                let (parent, key) = pointer.rsplit_once('/').unwrap();
+                if let Some(Value::Object(map)) = base.pointer(parent) {
+                    let inner = serde_json::to_string(&map[key]).unwrap();
+                    let whole = serde_json::to_string(map).unwrap();
+                    let twice = format!("{{\"{key}\":{inner},{}", &whole[1..]);
+                    let mut v = base.clone();
+                    *v.pointer_mut(parent).unwrap() = json!("TWICE");
+                    answers.push(v.to_string().replace("\"TWICE\"", &twice));
+                    let mut v = base.clone();
+                    v.pointer_mut(parent).unwrap().as_object_mut().unwrap().shift_remove(key);
+                    answers.push(v.to_string());
+                }
+            }
+        }
+        for answer in answers {
+            assert_eq!(read(&answer, true), read(&answer, false), "{answer}");
         }
     }
 
