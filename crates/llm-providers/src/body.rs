@@ -8,6 +8,7 @@
 //! body as one `serde_json::Value` gives: compact JSON of an array is its elements' compact
 //! JSON joined by commas.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use agent_loop::{Block, Message, ModelError, ToolSpec};
@@ -165,7 +166,13 @@ pub(crate) fn same_json(a: &Value, b: &Value) -> bool {
 pub(crate) struct MessageCache {
     encode: Encode,
     entries: Arc<Mutex<Vec<Cached>>>,
+    /// The length of the last body: the next one is that and its new messages, so it is
+    /// allocated at once instead of grown (and copied) as it is written.
+    last_body: Arc<AtomicUsize>,
 }
+
+/// Room for a step's new messages and the fields around them, beyond the last body's length.
+const BODY_SLACK: usize = 4096;
 
 /// A message and the compact JSON of its elements, joined by commas (empty for none).
 struct Cached {
@@ -176,7 +183,19 @@ struct Cached {
 impl MessageCache {
     /// An empty cache of messages encoded by `encode`.
     pub(crate) fn new(encode: Encode) -> Self {
-        Self { encode, entries: Arc::default() }
+        Self { encode, entries: Arc::default(), last_body: Arc::default() }
+    }
+
+    /// An empty body with room for the next request of this conversation.
+    pub(crate) fn body(&self) -> Body {
+        Body::with_capacity(self.last_body.load(Ordering::Relaxed).saturating_add(BODY_SLACK))
+    }
+
+    /// The bytes of `body`, its length remembered for [`body`](Self::body).
+    pub(crate) fn finish(&self, body: Body) -> Vec<u8> {
+        let bytes = body.finish();
+        self.last_body.store(bytes.len(), Ordering::Relaxed);
+        bytes
     }
 
     /// Writes the elements of `messages` to `out` (a comma before each unless `first` and

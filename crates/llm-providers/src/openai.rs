@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::Options;
-use crate::body::{Body, MessageCache, ToolsCache, check_model, erased::Element};
+use crate::body::{MessageCache, ToolsCache, check_model, erased::Element};
 use crate::http::{
     ApiKey, Decoder, Endpoint, ReadError, Step, Wire, default_client, join_base, json_error_message, lookup_nonempty,
     malformed, parse_json, snippet,
@@ -214,7 +214,7 @@ impl OpenAiModel {
         let model = if request.model.is_empty() { &self.model } else { &request.model };
         let system = WireText { role: "system", content: Some(&request.system) };
         let leading: &[&dyn Element] = if request.system.is_empty() { &[] } else { &[&system] };
-        let mut body = Body::with_capacity(4096);
+        let mut body = self.messages.body();
         body.field("model", model)?;
         body.messages("messages", leading, &request.messages, &self.messages)?;
         if !request.tools.is_empty() {
@@ -236,7 +236,7 @@ impl OpenAiModel {
         body.field(self.token_limit.key(), &request.max_tokens)?;
         body.field("stream", &true)?;
         body.raw_field("stream_options", br#"{"include_usage":true}"#)?;
-        Ok(body.finish())
+        Ok(self.messages.finish(body))
     }
 }
 
