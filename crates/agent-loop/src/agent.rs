@@ -99,14 +99,28 @@ pub struct Agent {
     search: Mutex<SearchState>,
     /// The binding of the last step, to report what changed at the next.
     last: Mutex<Option<Arc<Binding>>>,
+    /// The last step's exposure and tool list, reused while neither the pool revision nor the
+    /// loaded tools change (they are a function of those and the configuration).
+    exposed: Mutex<Option<Exposed>>,
+}
+
+/// What a pool revision and a set of loaded tools show the model.
+struct Exposed {
+    /// The pool revision and [`SearchState::loaded_version`] they are for.
+    key: (u64, u64),
+    exposure: Arc<Exposure>,
+    /// The tools sent, while no request holds them.
+    tools: Option<Vec<ToolSpec>>,
 }
 
 /// What one step shows the model: the binding calls are checked against, each entry's
 /// exposure, and the search index when the loop's search tool is offered.
 struct View {
     binding: Arc<Binding>,
-    exposure: Exposure,
+    exposure: Arc<Exposure>,
     index: Option<Arc<SearchIndex>>,
+    /// The key of the [`Exposed`] it was made from.
+    key: (u64, u64),
 }
 
 impl View {
@@ -162,6 +176,7 @@ impl Agent {
             transcript: None,
             search: Mutex::new(SearchState::default()),
             last: Mutex::new(None),
+            exposed: Mutex::new(None),
         }
     }
 
@@ -182,6 +197,8 @@ impl Agent {
         self.gate = std::mem::take(&mut self.gate).with_builtins(builtins);
         let policy = self.catalog.policy().clone();
         self.catalog = Catalog::new(self.gate.builtin_specs(), policy, self.config.pool.clone());
+        // The new catalog numbers its pools from the start again.
+        self.exposed = Mutex::new(None);
         self
     }
 
@@ -229,10 +246,34 @@ impl Agent {
             binding = self.catalog.renumber().unwrap_or(binding);
         }
         search.shown = binding.pool().revision();
-        let exposure = expose(binding.pool(), &self.config.exposure, &search.loaded());
+        let key = (binding.pool().revision(), search.loaded_version());
+        let exposure = {
+            let mut exposed = lock(&self.exposed);
+            match exposed.as_ref() {
+                Some(last) if last.key == key => Arc::clone(&last.exposure),
+                _ => {
+                    let exposure = Arc::new(expose(binding.pool(), &self.config.exposure, &search.loaded()));
+                    *exposed = Some(Exposed { key, exposure: Arc::clone(&exposure), tools: None });
+                    exposure
+                }
+            }
+        };
         let index = (self.config.tool_search == ToolSearch::Client && exposure.search_active())
             .then(|| search.index(binding.assembled(), binding.pool(), &exposure));
-        Ok(View { binding, exposure, index })
+        Ok(View { binding, exposure, index, key })
+    }
+
+    /// The tools of `view`: those of the last step when it had the same key (see [`Exposed`]).
+    fn step_tools(&self, view: &View) -> Vec<ToolSpec> {
+        let kept = lock(&self.exposed).as_mut().filter(|e| e.key == view.key).and_then(|e| e.tools.take());
+        kept.unwrap_or_else(|| self.tools(view))
+    }
+
+    /// Keeps the tools a request was sent with for the next step of the same key.
+    fn keep_tools(&self, key: (u64, u64), tools: Vec<ToolSpec>) {
+        if let Some(exposed) = lock(&self.exposed).as_mut().filter(|e| e.key == key) {
+            exposed.tools = Some(tools);
+        }
     }
 
     /// The tools the model is sent in this step: loaded entries in pool order, then deferred
@@ -296,7 +337,7 @@ impl Agent {
         for step in 1..=self.config.max_steps {
             let view = self.view().await?;
             self.report_pool_change(&view.binding, events);
-            let tools = self.tools(&view);
+            let tools = self.step_tools(&view);
             let pool_revision = view.binding.pool().revision();
             self.emit(events, AgentEvent::Step { step, pool_revision, tools: tools.len() });
             let request = ModelRequest {
@@ -309,22 +350,24 @@ impl Agent {
             };
             let response = self.model.complete(&request, &TextEvents(events)).await;
             messages = request.messages;
+            self.keep_tools(view.key, request.tools);
             let response = response?;
             usage.input_tokens += response.usage.input_tokens;
             usage.output_tokens += response.usage.output_tokens;
             let assistant = Message { role: Role::Assistant, content: response.content };
             self.record_message(&assistant);
             let final_text = assistant.text();
-            let calls: Vec<(String, String, Value)> = assistant
+            conversation.push(assistant.clone());
+            // The calls are read from the assistant's message, which goes into the request's
+            // copy of the conversation once they have run.
+            let calls: Vec<(&str, &str, &Value)> = assistant
                 .content
                 .iter()
                 .filter_map(|b| match b {
-                    Block::ToolUse { id, name, input } => Some((id.clone(), name.clone(), input.clone())),
+                    Block::ToolUse { id, name, input } => Some((id.as_str(), name.as_str(), input)),
                     _ => None,
                 })
                 .collect();
-            messages.push(assistant.clone());
-            conversation.push(assistant);
             if calls.is_empty() {
                 self.emit(
                     events,
@@ -332,7 +375,9 @@ impl Agent {
                 );
                 return Ok(TurnOutcome { stop_reason: Some(response.stop_reason), steps: step, usage, final_text });
             }
-            let results = self.run_calls(&view, calls, events).await;
+            let results = self.run_calls(&view, &calls, events).await;
+            drop(calls);
+            messages.push(assistant);
             let message = Message { role: Role::User, content: results };
             self.record_message(&message);
             messages.push(message.clone());
@@ -387,28 +432,34 @@ impl Agent {
 
     /// Decide every call in order (asking the approver one at a time), then run the allowed
     /// ones concurrently; results keep the calls' order.
-    async fn run_calls(&self, view: &View, calls: Vec<(String, String, Value)>, events: &dyn EventSink) -> Vec<Block> {
+    async fn run_calls(&self, view: &View, calls: &[(&str, &str, &Value)], events: &dyn EventSink) -> Vec<Block> {
         let snapshot = view.binding.as_ref();
         let client_search = self.config.tool_search == ToolSearch::Client;
         let mut admitted = Vec::with_capacity(calls.len());
-        for (id, name, input) in &calls {
+        for &(id, name, input) in calls {
+            let info = CallInfo {
+                id: id.to_owned(),
+                name: name.to_owned(),
+                server: snapshot.pool().get(name).and_then(|e| e.server().map(str::to_owned)),
+                arguments: input.clone(),
+            };
             let checked = if view.is_search(name) {
                 Checked::Search
             } else if let Some(hidden) = view.exposure.get(name).filter(|t| t.state == ExposureState::Hidden) {
                 // Never shown, so never called: the model can only have guessed the name.
                 Checked::Gate(Admission::Refused(Refusal::NotExposed {
-                    name: name.clone(),
+                    name: name.to_owned(),
                     why: hidden.reason.to_string(),
                 }))
             } else if client_search && view.exposure.state(name) == Some(ExposureState::Deferred) {
                 // Shown only through search: the model cannot know its schema yet.
                 Checked::Gate(Admission::Refused(Refusal::NotLoaded {
-                    name: name.clone(),
+                    name: name.to_owned(),
                     search: SEARCH_TOOL.to_owned(),
                 }))
             } else {
                 let call = CallRequest { id, name, arguments: input };
-                Checked::Gate(self.gate.admit(snapshot, self.source.as_ref(), call).await)
+                Checked::Gate(self.gate.admit_as(snapshot, self.source.as_ref(), call, Some(&info)).await)
             };
             let (decision, reason) = match &checked {
                 Checked::Search => (CallDecision::Allowed, "the loop's tool search".to_owned()),
@@ -417,14 +468,14 @@ impl Agent {
             };
             self.emit(
                 events,
-                AgentEvent::ToolCall { id: id.clone(), name: name.clone(), arguments: input.clone(), decision, reason },
+                AgentEvent::ToolCall {
+                    id: id.to_owned(),
+                    name: name.to_owned(),
+                    arguments: input.clone(),
+                    decision,
+                    reason,
+                },
             );
-            let info = CallInfo {
-                id: id.clone(),
-                name: name.clone(),
-                server: snapshot.pool().get(name).and_then(|e| e.server().map(str::to_owned)),
-                arguments: input.clone(),
-            };
             admitted.push((info, checked));
         }
         let runs = admitted.into_iter().map(|(info, checked)| async move {

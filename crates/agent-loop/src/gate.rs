@@ -432,6 +432,18 @@ impl CallGate {
     /// changed since; the arguments match the schema that was shown; policy (and the approver);
     /// hooks.
     pub async fn admit(&self, binding: &Binding, source: &dyn ToolSource, call: CallRequest<'_>) -> Admission {
+        self.admit_as(binding, source, call, None).await
+    }
+
+    /// [`admit`](Self::admit), with the call as hooks see it when the caller has it already
+    /// (the loop keeps one per call; it is not built twice).
+    pub(crate) async fn admit_as(
+        &self,
+        binding: &Binding,
+        source: &dyn ToolSource,
+        call: CallRequest<'_>,
+        info: Option<&CallInfo>,
+    ) -> Admission {
         let CallRequest { id, name, arguments } = call;
         let pool = &binding.pool;
         let Some(entry) = pool.get(name) else {
@@ -512,15 +524,22 @@ impl CallGate {
                 }
             }
         };
-        let info = CallInfo {
-            id: id.to_owned(),
-            name: name.to_owned(),
-            server: entry.server().map(str::to_owned),
-            arguments: arguments.clone(),
+        let built;
+        let info = match info {
+            Some(info) => info,
+            None => {
+                built = CallInfo {
+                    id: id.to_owned(),
+                    name: name.to_owned(),
+                    server: entry.server().map(str::to_owned),
+                    arguments: arguments.clone(),
+                };
+                &built
+            }
         };
         // A hook that panics blocks the call (it may be the one that guards it) instead of
         // taking the whole turn down.
-        match AssertUnwindSafe(self.hooks.before_tool(&info)).catch_unwind().await {
+        match AssertUnwindSafe(self.hooks.before_tool(info)).catch_unwind().await {
             Ok(HookVerdict::Continue) => {}
             Ok(HookVerdict::Block(why)) => return Admission::Refused(Refusal::Blocked { name: name.to_owned(), why }),
             Err(panic) => {

@@ -90,6 +90,8 @@ pub(crate) struct SearchState {
     loaded: VecDeque<String>,
     /// Whether `loaded` changed since the last step was shown.
     changed: bool,
+    /// Counts the changes of `loaded` (as a set).
+    loaded_version: u64,
     /// The pool revision of the last step shown.
     pub(crate) shown: u64,
     /// The index, and the revision the pool it was built from was assembled under (loading
@@ -102,6 +104,11 @@ impl SearchState {
     /// The loaded names, for [`tool_pool::expose`].
     pub(crate) fn loaded(&self) -> BTreeSet<String> {
         self.loaded.iter().cloned().collect()
+    }
+
+    /// A number that changes whenever the set of loaded names does.
+    pub(crate) fn loaded_version(&self) -> u64 {
+        self.loaded_version
     }
 
     /// Whether tools were loaded since the last call, resetting the flag.
@@ -128,12 +135,14 @@ impl SearchState {
                 self.loaded.remove(at);
             } else {
                 self.changed = true;
+                self.loaded_version += 1;
             }
             self.loaded.push_back(name);
         }
         while self.loaded.len() > max {
             self.loaded.pop_front();
             self.changed = true;
+            self.loaded_version += 1;
         }
     }
 

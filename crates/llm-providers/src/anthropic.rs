@@ -8,7 +8,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
 use crate::Options;
-use crate::body::{Body, MessageCache, check_model};
+use crate::body::{MessageCache, check_model};
 use crate::http::{
     ApiKey, Decoder, Endpoint, ReadError, Step, Wire, default_client, join_base, json_error_message, lookup_nonempty,
     malformed, parse_json, snippet,
@@ -173,7 +173,7 @@ impl AnthropicModel {
     fn body(&self, request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
         check_model(&request.model, &self.model)?;
         let model = if request.model.is_empty() { &self.model } else { &request.model };
-        let mut body = Body::with_capacity(4096);
+        let mut body = self.messages.body();
         body.field("model", model)?;
         body.field("max_tokens", &request.max_tokens)?;
         if !request.system.is_empty() {
@@ -199,7 +199,7 @@ impl AnthropicModel {
             body.field("tools", &tools)?;
         }
         body.field("stream", &true)?;
-        Ok(body.finish())
+        Ok(self.messages.finish(body))
     }
 }
 
@@ -209,8 +209,8 @@ fn defers(request: &ModelRequest) -> bool {
 }
 
 /// One message, as the one element of the body's `messages` it becomes.
-fn wire_messages(message: &agent_loop::Message) -> Vec<Value> {
-    vec![self::message(message)]
+fn wire_messages(message: &agent_loop::Message, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+    serde_json::to_writer(out, &self::message(message))
 }
 
 /// One message; empty text blocks are left out (the API refuses them).

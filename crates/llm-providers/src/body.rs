@@ -8,9 +8,10 @@
 //! body as one `serde_json::Value` gives: compact JSON of an array is its elements' compact
 //! JSON joined by commas.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use agent_loop::{Message, ModelError};
+use agent_loop::{Block, Message, ModelError, ToolSpec};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -47,12 +48,19 @@ impl Body {
         serde_json::to_writer(&mut self.out, value).map_err(|e| encode_error(&e))
     }
 
+    /// Adds `"key":value` where `value` is JSON already serialized compactly.
+    pub(crate) fn raw_field(&mut self, key: &str, json: &[u8]) -> Result<(), ModelError> {
+        self.key(key)?;
+        self.out.extend_from_slice(json);
+        Ok(())
+    }
+
     /// Adds `"key":[...]`: `leading` elements, then the wire form of every message of `messages`
     /// (through `cache`).
     pub(crate) fn messages(
         &mut self,
         key: &str,
-        leading: &[Value],
+        leading: &[&dyn erased::Element],
         messages: &[Message],
         cache: &MessageCache,
     ) -> Result<(), ModelError> {
@@ -64,7 +72,7 @@ impl Body {
                 self.out.push(b',');
             }
             first = false;
-            serde_json::to_writer(&mut self.out, element).map_err(|e| encode_error(&e))?;
+            element.write(&mut self.out).map_err(|e| encode_error(&e))?;
         }
         cache.write(&mut self.out, first, messages)?;
         self.out.push(b']');
@@ -88,8 +96,65 @@ impl Body {
     }
 }
 
-/// One message's wire form: the array elements it becomes (none, one, or several).
-pub(crate) type Encode = fn(&Message) -> Vec<Value>;
+/// Elements of the messages array written before the conversation (a system message).
+pub(crate) mod erased {
+    /// A value serialized as one array element.
+    pub(crate) trait Element {
+        /// Writes its compact JSON to `out`.
+        fn write(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error>;
+    }
+
+    impl<T: serde::Serialize> Element for T {
+        fn write(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+            serde_json::to_writer(out, self)
+        }
+    }
+}
+
+/// One message's wire form: writes the array elements it becomes (none, one, or several),
+/// joined by commas, to the buffer.
+pub(crate) type Encode = fn(&Message, &mut Vec<u8>) -> Result<(), serde_json::Error>;
+
+/// Whether two messages serialize to the same bytes: equal, with objects' keys in the same
+/// order (serde_json keeps insertion order, so `==`, which ignores it, is not enough) and
+/// floats equal bit for bit (`0.0 == -0.0`). Comparing in order is also cheaper than `==`,
+/// which looks every key up by hash.
+fn same_message(a: &Message, b: &Message) -> bool {
+    a.role == b.role
+        && a.content.len() == b.content.len()
+        && a.content.iter().zip(&b.content).all(|(x, y)| same_block(x, y))
+}
+
+fn same_block(a: &Block, b: &Block) -> bool {
+    match (a, b) {
+        (Block::Text { text: x }, Block::Text { text: y }) => x == y,
+        (Block::ToolUse { id: i, name: n, input: x }, Block::ToolUse { id: j, name: m, input: y }) => {
+            i == j && n == m && same_json(x, y)
+        }
+        (
+            Block::ToolResult { tool_use_id: i, content: x, is_error: e },
+            Block::ToolResult { tool_use_id: j, content: y, is_error: f },
+        ) => i == j && x == y && e == f,
+        (Block::Provider { provider: p, block: x }, Block::Provider { provider: q, block: y }) => {
+            p == q && same_json(x, y)
+        }
+        _ => false,
+    }
+}
+
+/// Whether two values serialize to the same bytes (see [`same_message`]).
+pub(crate) fn same_json(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|((k, v), (l, w))| k == l && same_json(v, w))
+        }
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(v, w)| same_json(v, w)),
+        (Value::Number(x), Value::Number(y)) if x.is_f64() || y.is_f64() => {
+            x.as_f64().map(f64::to_bits) == y.as_f64().map(f64::to_bits) && x.is_f64() == y.is_f64()
+        }
+        _ => a == b,
+    }
+}
 
 /// The serialized wire form of the messages of an adapter's last request, in order.
 ///
@@ -101,7 +166,13 @@ pub(crate) type Encode = fn(&Message) -> Vec<Value>;
 pub(crate) struct MessageCache {
     encode: Encode,
     entries: Arc<Mutex<Vec<Cached>>>,
+    /// The length of the last body: the next one is that and its new messages, so it is
+    /// allocated at once instead of grown (and copied) as it is written.
+    last_body: Arc<AtomicUsize>,
 }
+
+/// Room for a step's new messages and the fields around them, beyond the last body's length.
+const BODY_SLACK: usize = 4096;
 
 /// A message and the compact JSON of its elements, joined by commas (empty for none).
 struct Cached {
@@ -112,23 +183,31 @@ struct Cached {
 impl MessageCache {
     /// An empty cache of messages encoded by `encode`.
     pub(crate) fn new(encode: Encode) -> Self {
-        Self { encode, entries: Arc::default() }
+        Self { encode, entries: Arc::default(), last_body: Arc::default() }
+    }
+
+    /// An empty body with room for the next request of this conversation.
+    pub(crate) fn body(&self) -> Body {
+        Body::with_capacity(self.last_body.load(Ordering::Relaxed).saturating_add(BODY_SLACK))
+    }
+
+    /// The bytes of `body`, its length remembered for [`body`](Self::body).
+    pub(crate) fn finish(&self, body: Body) -> Vec<u8> {
+        let bytes = body.finish();
+        self.last_body.store(bytes.len(), Ordering::Relaxed);
+        bytes
     }
 
     /// Writes the elements of `messages` to `out` (a comma before each unless `first` and
     /// nothing written yet).
     fn write(&self, out: &mut Vec<u8>, mut first: bool, messages: &[Message]) -> Result<(), ModelError> {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let same = entries.iter().zip(messages).take_while(|(cached, message)| cached.message == **message).count();
+        let same =
+            entries.iter().zip(messages).take_while(|(cached, message)| same_message(&cached.message, message)).count();
         entries.truncate(same);
         for message in &messages[same..] {
             let mut json = Vec::new();
-            for (i, element) in (self.encode)(message).iter().enumerate() {
-                if i > 0 {
-                    json.push(b',');
-                }
-                serde_json::to_writer(&mut json, element).map_err(|e| encode_error(&e))?;
-            }
+            (self.encode)(message, &mut json).map_err(|e| encode_error(&e))?;
             entries.push(Cached { message: message.clone(), json });
         }
         for cached in entries.iter().filter(|c| !c.json.is_empty()) {
@@ -140,6 +219,55 @@ impl MessageCache {
         }
         Ok(())
     }
+}
+
+/// The serialized tool list of an adapter's last request, reused while the request's tools are
+/// the same (the loop sends the same list at every step until the pool changes). Clones of an
+/// adapter share it.
+#[derive(Clone, Default)]
+pub(crate) struct ToolsCache {
+    last: Arc<Mutex<Option<CachedTools>>>,
+}
+
+/// Tools and their compact JSON array.
+type CachedTools = (Vec<ToolSpec>, Vec<u8>);
+
+impl ToolsCache {
+    /// Adds `"key":tools` to `body`: the cached bytes when `tools` are the cached ones, else
+    /// what `encode` gives (then cached).
+    pub(crate) fn write(
+        &self,
+        body: &mut Body,
+        key: &str,
+        tools: &[ToolSpec],
+        encode: impl FnOnce(&[ToolSpec]) -> Result<Vec<u8>, serde_json::Error>,
+    ) -> Result<(), ModelError> {
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((cached, json)) = last.as_ref()
+            && cached.len() == tools.len()
+            && cached.iter().zip(tools).all(|(a, b)| same_spec(a, b))
+        {
+            return body.raw_field(key, json);
+        }
+        let json = encode(tools).map_err(|e| encode_error(&e))?;
+        body.raw_field(key, &json)?;
+        *last = Some((tools.to_vec(), json));
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for ToolsCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolsCache").finish_non_exhaustive()
+    }
+}
+
+/// Whether two tools serialize alike (see [`same_message`]).
+fn same_spec(a: &ToolSpec, b: &ToolSpec) -> bool {
+    a.name == b.name
+        && a.description == b.description
+        && a.defer_loading == b.defer_loading
+        && same_json(&a.input_schema, &b.input_schema)
 }
 
 impl std::fmt::Debug for MessageCache {
@@ -158,24 +286,34 @@ mod tests {
 
     /// The user's text as one element, an assistant's blocks as one each, nothing for an empty
     /// message.
-    fn encode(message: &Message) -> Vec<Value> {
+    fn elements(message: &Message) -> Vec<Value> {
         match message.role {
             Role::User => vec![json!({"u": message.text()})],
             Role::Assistant => message.content.iter().map(|b| json!({"a": b})).collect(),
         }
     }
 
+    fn encode(message: &Message, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+        for (i, element) in elements(message).iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            serde_json::to_writer(&mut *out, element)?;
+        }
+        Ok(())
+    }
+
     fn body(messages: &[Message], cache: &MessageCache) -> Vec<u8> {
         let mut body = Body::with_capacity(0);
         body.field("model", &"m").unwrap();
-        body.messages("messages", &[json!({"system": "s\u{202e}\"x"})], messages, cache).unwrap();
+        body.messages("messages", &[&json!({"system": "s\u{202e}\"x"})], messages, cache).unwrap();
         body.field("stream", &true).unwrap();
         body.finish()
     }
 
     fn reference(messages: &[Message]) -> Vec<u8> {
         let mut all = vec![json!({"system": "s\u{202e}\"x"})];
-        all.extend(messages.iter().flat_map(encode));
+        all.extend(messages.iter().flat_map(elements));
         serde_json::to_vec(&json!({"model": "m", "messages": all, "stream": true})).unwrap()
     }
 
@@ -196,6 +334,13 @@ mod tests {
         assert_eq!(body(&messages, &cache), reference(&messages));
         assert_eq!(body(&messages, &cache), reference(&messages));
         messages[1] = Message::user("changed");
+        assert_eq!(body(&messages, &cache), reference(&messages));
+        // Equal under `==`, but its keys in another order: written again, not reused.
+        messages[2].content[1] = Block::ToolUse { id: "1".into(), name: "t".into(), input: json!({"y": 0.0, "x": 1}) };
+        assert_eq!(body(&messages, &cache), reference(&messages));
+        messages[2].content[1] = Block::ToolUse { id: "1".into(), name: "t".into(), input: json!({"x": 1, "y": 0.0}) };
+        assert_eq!(body(&messages, &cache), reference(&messages));
+        messages[2].content[1] = Block::ToolUse { id: "1".into(), name: "t".into(), input: json!({"x": 1, "y": -0.0}) };
         assert_eq!(body(&messages, &cache), reference(&messages));
         messages.truncate(1);
         assert_eq!(body(&messages, &cache), reference(&messages));

@@ -602,7 +602,8 @@ pub(crate) mod robustness {
         }
     }
 
-    fn pointers(value: &Value, prefix: String) -> Vec<String> {
+    /// The JSON pointer of every field and element of `value`, nested ones too.
+    pub(crate) fn pointers(value: &Value, prefix: String) -> Vec<String> {
         let mut out = Vec::new();
         match value {
             Value::Object(map) => {

@@ -1,16 +1,18 @@
 //! OpenAI Chat Completions (`POST {base}/chat/completions`, streamed), and the servers that
 //! copy it: Ollama, vLLM, llama.cpp, LiteLLM and other gateways.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use agent_loop::{Block, LanguageModel, ModelError, ModelRequest, ModelResponse, Role, StopReason, TextStream, Usage};
 use async_trait::async_trait;
 use reqwest::Url;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Value, json};
 
 use crate::Options;
-use crate::body::{Body, MessageCache, check_model};
+use crate::body::{MessageCache, ToolsCache, check_model, erased::Element};
 use crate::http::{
     ApiKey, Decoder, Endpoint, ReadError, Step, Wire, default_client, join_base, json_error_message, lookup_nonempty,
     malformed, parse_json, snippet,
@@ -62,6 +64,7 @@ pub struct OpenAiModel {
     model: String,
     token_limit: TokenLimitField,
     messages: MessageCache,
+    tools: ToolsCache,
 }
 
 impl std::fmt::Debug for OpenAiModel {
@@ -154,7 +157,13 @@ impl OpenAiModel {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let token_limit = TokenLimitField::for_url(&url);
         let endpoint = Endpoint { client, url, headers, options: Options::default(), provider: "openai" };
-        Ok(Self { endpoint, model: String::new(), token_limit, messages: MessageCache::new(wire_messages) })
+        Ok(Self {
+            endpoint,
+            model: String::new(),
+            token_limit,
+            messages: MessageCache::new(wire_messages),
+            tools: ToolsCache::default(),
+        })
     }
 
     /// The model used when a request's `model` is empty.
@@ -199,95 +208,157 @@ impl OpenAiModel {
     }
 
     /// The JSON body sent for `request`: the conversation's messages come from the cache of the
-    /// last request's (see [`MessageCache`]).
+    /// last request's (see [`MessageCache`]), the tools from the cache of the last tool list.
     fn body(&self, request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
         check_model(&request.model, &self.model)?;
         let model = if request.model.is_empty() { &self.model } else { &request.model };
-        let system: Vec<Value> = if request.system.is_empty() {
-            Vec::new()
-        } else {
-            vec![json!({"role": "system", "content": request.system})]
-        };
-        let mut body = Body::with_capacity(4096);
+        let system = WireText { role: "system", content: Some(&request.system) };
+        let leading: &[&dyn Element] = if request.system.is_empty() { &[] } else { &[&system] };
+        let mut body = self.messages.body();
         body.field("model", model)?;
-        body.messages("messages", &system, &request.messages, &self.messages)?;
+        body.messages("messages", leading, &request.messages, &self.messages)?;
         if !request.tools.is_empty() {
-            let tools: Vec<Value> = request
-                .tools
-                .iter()
-                .map(|t| {
-                    json!({"type": "function", "function": {
-                        "name": t.name, "description": t.description, "parameters": t.input_schema
-                    }})
-                })
-                .collect();
-            body.field("tools", &tools)?;
+            self.tools.write(&mut body, "tools", &request.tools, |tools| {
+                let tools: Vec<WireTool<'_>> = tools
+                    .iter()
+                    .map(|t| WireTool {
+                        kind: "function",
+                        function: WireFunction {
+                            name: &t.name,
+                            description: &t.description,
+                            parameters: &t.input_schema,
+                        },
+                    })
+                    .collect();
+                serde_json::to_vec(&tools)
+            })?;
         }
         body.field(self.token_limit.key(), &request.max_tokens)?;
         body.field("stream", &true)?;
-        body.field("stream_options", &json!({"include_usage": true}))?;
-        Ok(body.finish())
+        body.raw_field("stream_options", br#"{"include_usage":true}"#)?;
+        Ok(self.messages.finish(body))
     }
 }
 
+/// A message with text content (`null` when there is none).
+#[derive(Serialize)]
+struct WireText<'a> {
+    role: &'static str,
+    content: Option<&'a str>,
+}
+
+/// A tool result.
+#[derive(Serialize)]
+struct WireToolResult<'a> {
+    role: &'static str,
+    tool_call_id: &'a str,
+    content: &'a str,
+}
+
+/// An assistant message with tool calls.
+#[derive(Serialize)]
+struct WireAssistant<'a> {
+    role: &'static str,
+    content: Option<&'a str>,
+    tool_calls: Vec<WireCall<'a>>,
+}
+
+#[derive(Serialize)]
+struct WireCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireCallFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireCallFunction<'a> {
+    name: &'a str,
+    arguments: Cow<'a, str>,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
 /// The text blocks of a message, joined by newlines (`None` when there are none).
-fn joined_text(message: &agent_loop::Message) -> Option<String> {
-    let texts: Vec<&str> = message
-        .content
-        .iter()
-        .filter_map(|b| match b {
-            Block::Text { text } if !text.is_empty() => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
-    (!texts.is_empty()).then(|| texts.join("\n"))
+fn joined_text(message: &agent_loop::Message) -> Option<Cow<'_, str>> {
+    let mut texts = message.content.iter().filter_map(|b| match b {
+        Block::Text { text } if !text.is_empty() => Some(text.as_str()),
+        _ => None,
+    });
+    let first = texts.next()?;
+    match texts.next() {
+        None => Some(Cow::Borrowed(first)),
+        Some(second) => {
+            let mut joined = format!("{first}\n{second}");
+            for text in texts {
+                joined.push('\n');
+                joined.push_str(text);
+            }
+            Some(Cow::Owned(joined))
+        }
+    }
 }
 
 /// One port message as Chat Completions messages: a user message's tool results become `tool`
 /// messages (first, so they follow the assistant's `tool_calls`), then its text a `user` message;
-/// an assistant message carries its tool calls with `content: null` when it has no text.
-fn wire_messages(message: &agent_loop::Message) -> Vec<Value> {
-    let mut out = Vec::with_capacity(1);
-    push_message(&mut out, message);
-    out
-}
-
-fn push_message(out: &mut Vec<Value>, message: &agent_loop::Message) {
+/// an assistant message carries its tool calls with `content: null` when it has no text. Written
+/// straight from the blocks, with no `Value` built.
+fn wire_messages(message: &agent_loop::Message, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+    let mut first = true;
+    let mut element = |out: &mut Vec<u8>, value: &dyn Element| {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        value.write(out)
+    };
     match message.role {
         Role::User => {
             for block in &message.content {
                 if let Block::ToolResult { tool_use_id, content, .. } = block {
-                    out.push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": content}));
+                    element(out, &WireToolResult { role: "tool", tool_call_id: tool_use_id, content })?;
                 }
             }
             if let Some(text) = joined_text(message) {
-                out.push(json!({"role": "user", "content": text}));
+                element(out, &WireText { role: "user", content: Some(&text) })?;
             }
         }
         Role::Assistant => {
-            let calls: Vec<Value> = message
+            let tool_calls: Vec<WireCall<'_>> = message
                 .content
                 .iter()
                 .filter_map(|b| match b {
                     Block::ToolUse { id, name, input } => {
                         let arguments = match input {
-                            Value::String(raw) => raw.clone(),
-                            other => other.to_string(),
+                            Value::String(raw) => Cow::Borrowed(raw.as_str()),
+                            other => Cow::Owned(other.to_string()),
                         };
-                        Some(json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}))
+                        Some(WireCall { id, kind: "function", function: WireCallFunction { name, arguments } })
                     }
                     _ => None,
                 })
                 .collect();
-            let mut m = Map::new();
-            m.insert("role".into(), json!("assistant"));
-            m.insert("content".into(), joined_text(message).map_or(Value::Null, Value::String));
-            if !calls.is_empty() {
-                m.insert("tool_calls".into(), Value::Array(calls));
+            let text = joined_text(message);
+            if tool_calls.is_empty() {
+                element(out, &WireText { role: "assistant", content: text.as_deref() })?;
+            } else {
+                element(out, &WireAssistant { role: "assistant", content: text.as_deref(), tool_calls })?;
             }
-            out.push(Value::Object(m));
         }
     }
+    Ok(())
 }
 
 #[async_trait]
@@ -313,28 +384,40 @@ impl Wire for OpenAiWire {
 
     fn decode_json(&self, body: &[u8], sink: &dyn TextStream) -> Result<ModelResponse, ReadError> {
         let text = std::str::from_utf8(body).map_err(|_| malformed("the JSON answer is not UTF-8"))?;
-        let value: Value = parse_json(text, "the JSON answer is not valid JSON")?;
-        if value.get("error").is_some_and(|e| !e.is_null()) {
-            return Err(provider_error(&value));
+        // The usual answer is read straight into structs; anything unusual the `Value` way.
+        if text.trim_start().starts_with('{')
+            && let Ok(answer) = serde_json::from_str::<typed::Obj<typed::Answer<'_>>>(text)
+            && let Some(response) = OpenAiDecoder::whole(answer.0, sink)
+        {
+            return response;
         }
-        let mut decoder = OpenAiDecoder::default();
-        decoder.usage(&value);
-        let choice = value
-            .get("choices")
-            .and_then(Value::as_array)
-            .and_then(|c| c.first())
-            .ok_or_else(|| malformed(format!("the JSON answer has no choices: {}", snippet(text, 200))))?;
-        let message = choice.get("message").ok_or_else(|| malformed("the JSON answer's choice has no message"))?;
-        decoder.delta(message, sink)?;
-        decoder.finish = Some(
-            choice
-                .get("finish_reason")
-                .and_then(Value::as_str)
-                .ok_or_else(|| malformed("the JSON answer has no finish_reason"))?
-                .to_owned(),
-        );
-        decoder.finish(true)
+        decode_value(text, sink)
     }
+}
+
+/// A whole JSON answer read through a `Value`: the reference reading, for any shape.
+fn decode_value(text: &str, sink: &dyn TextStream) -> Result<ModelResponse, ReadError> {
+    let value: Value = parse_json(text, "the JSON answer is not valid JSON")?;
+    if value.get("error").is_some_and(|e| !e.is_null()) {
+        return Err(provider_error(&value));
+    }
+    let mut decoder = OpenAiDecoder::default();
+    decoder.usage(&value);
+    let choice = value
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+        .ok_or_else(|| malformed(format!("the JSON answer has no choices: {}", snippet(text, 200))))?;
+    let message = choice.get("message").ok_or_else(|| malformed("the JSON answer's choice has no message"))?;
+    decoder.delta(message, sink)?;
+    decoder.finish = Some(
+        choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .ok_or_else(|| malformed("the JSON answer has no finish_reason"))?
+            .to_owned(),
+    );
+    decoder.finish(true)
 }
 
 /// An error object inside a 200 answer (some servers report failures mid-stream). Invalid
@@ -404,34 +487,191 @@ impl OpenAiDecoder {
         let Some(calls) = delta.get("tool_calls").filter(|c| !c.is_null()) else { return Ok(()) };
         let calls = calls.as_array().ok_or_else(|| malformed(format!("tool_calls is not an array: {calls}")))?;
         for (position, call) in calls.iter().enumerate() {
-            let id = call.get("id").and_then(Value::as_str).filter(|s| !s.is_empty());
-            // Whole messages and some servers leave out `index`: a call with an id starts a new
-            // entry, one without continues the last.
             let index = match call.get("index") {
-                Some(i) => i.as_u64().ok_or_else(|| malformed(format!("a tool call index is not a number: {i}")))?,
-                None if id.is_some() || self.last_index.is_none() => {
-                    self.calls.keys().next_back().map_or(position as u64, |last| last + 1)
+                Some(i) => {
+                    Some(i.as_u64().ok_or_else(|| malformed(format!("a tool call index is not a number: {i}")))?)
                 }
-                None => self.last_index.unwrap_or(0),
+                None => None,
             };
-            self.last_index = Some(index);
-            let entry = self.calls.entry(index).or_default();
-            if let Some(id) = id {
-                id.clone_into(&mut entry.id);
-            }
-            if let Some(function) = call.get("function") {
-                if let Some(name) = function.get("name").and_then(Value::as_str).filter(|s| !s.is_empty()) {
-                    name.clone_into(&mut entry.name);
-                }
-                match function.get("arguments") {
-                    Some(Value::String(piece)) => entry.arguments.push_str(piece),
-                    // A server that sends arguments as an object instead of a string.
-                    Some(object @ Value::Object(_)) => entry.arguments.push_str(&object.to_string()),
-                    _ => {}
-                }
-            }
+            let function = call.get("function");
+            let arguments = match function.and_then(|f| f.get("arguments")) {
+                Some(Value::String(piece)) => Some(Cow::Borrowed(piece.as_str())),
+                // A server that sends arguments as an object instead of a string.
+                Some(object @ Value::Object(_)) => Some(Cow::Owned(object.to_string())),
+                _ => None,
+            };
+            self.call_piece(
+                position,
+                index,
+                call.get("id").and_then(Value::as_str),
+                function.and_then(|f| f.get("name")).and_then(Value::as_str),
+                arguments.as_deref(),
+            );
         }
         Ok(())
+    }
+
+    /// One piece of the tool call at `position` of a delta (or message): its `index`, `id`,
+    /// function name and a piece of its arguments, each if given.
+    fn call_piece(
+        &mut self,
+        position: usize,
+        index: Option<u64>,
+        id: Option<&str>,
+        name: Option<&str>,
+        arguments: Option<&str>,
+    ) {
+        let id = id.filter(|s| !s.is_empty());
+        // Whole messages and some servers leave out `index`: a call with an id starts a new
+        // entry, one without continues the last.
+        let index = match index {
+            Some(i) => i,
+            None if id.is_some() || self.last_index.is_none() => {
+                self.calls.keys().next_back().map_or(position as u64, |last| last + 1)
+            }
+            None => self.last_index.unwrap_or(0),
+        };
+        self.last_index = Some(index);
+        let entry = self.calls.entry(index).or_default();
+        if let Some(id) = id {
+            id.clone_into(&mut entry.id);
+        }
+        if let Some(name) = name.filter(|s| !s.is_empty()) {
+            name.clone_into(&mut entry.name);
+        }
+        if let Some(piece) = arguments {
+            entry.arguments.push_str(piece);
+        }
+    }
+
+    /// A whole answer read as [`typed::Answer`]: `None` (nothing passed to `sink`) unless it has
+    /// the shape [`OpenAiWire::decode_json`] reads the same way from a `Value`.
+    fn whole(answer: typed::Answer<'_>, sink: &dyn TextStream) -> Option<Result<ModelResponse, ReadError>> {
+        if answer.error.is_some() {
+            return None;
+        }
+        let choice = answer.choices.into_iter().next()?.0;
+        let message = choice.message?.0;
+        let finish = choice.finish_reason?;
+        let mut decoder = OpenAiDecoder::default();
+        if let Some(usage) = answer.usage {
+            if let Some(n) = usage.0.prompt_tokens {
+                decoder.usage.input_tokens = n;
+            }
+            if let Some(n) = usage.0.completion_tokens {
+                decoder.usage.output_tokens = n;
+            }
+        }
+        if let Some(content) = message.content {
+            let text = content.as_deref().unwrap_or("");
+            sink.text_delta(text);
+            decoder.text.push_str(text);
+        }
+        if let Some(refusal) = message.refusal {
+            decoder.refusal.push_str(&refusal);
+        }
+        for (position, call) in message.tool_calls.into_iter().flatten().enumerate() {
+            let call = call.0;
+            let function = call.function.map(|f| f.0);
+            let (name, arguments) = match &function {
+                Some(f) => (f.name.as_deref(), f.arguments.as_deref()),
+                None => (None, None),
+            };
+            decoder.call_piece(position, call.index, call.id.as_deref(), name, arguments);
+        }
+        decoder.finish = Some(finish.into_owned());
+        Some(decoder.finish(true))
+    }
+}
+
+/// A whole (non-streamed) Chat Completions answer read into structs, without a `Value` tree.
+/// Every object is read only from a JSON object ([`Obj`]), a key given twice or a value of
+/// another type fails, and a field whose `null` means something else than its absence is read
+/// with [`present`]: whatever this does not read exactly as the `Value` path would, it refuses,
+/// and the `Value` path decides.
+mod typed {
+    use std::borrow::Cow;
+    use std::marker::PhantomData;
+
+    use serde::Deserialize;
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor, value::MapAccessDeserializer};
+
+    /// A `T` read only from a JSON object (serde's derive would also take an array).
+    pub(super) struct Obj<T>(pub(super) T);
+
+    impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct Only<T>(PhantomData<T>);
+            impl<'de, T: Deserialize<'de>> Visitor<'de> for Only<T> {
+                type Value = T;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("a JSON object")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                    T::deserialize(MapAccessDeserializer::new(map))
+                }
+            }
+            deserializer.deserialize_map(Only(PhantomData)).map(Obj)
+        }
+    }
+
+    /// A field that is there, `null` included (`Some(None)`), told from one left out (`None`).
+    fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<Option<T>, D::Error> {
+        T::deserialize(deserializer).map(Some)
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Answer<'a> {
+        #[serde(default)]
+        pub(super) error: Option<IgnoredAny>,
+        #[serde(borrow)]
+        pub(super) choices: Vec<Obj<Choice<'a>>>,
+        #[serde(default)]
+        pub(super) usage: Option<Obj<Usage>>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Usage {
+        #[serde(default)]
+        pub(super) prompt_tokens: Option<u64>,
+        #[serde(default)]
+        pub(super) completion_tokens: Option<u64>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Choice<'a> {
+        #[serde(borrow, default, deserialize_with = "present")]
+        pub(super) message: Option<Obj<Message<'a>>>,
+        #[serde(borrow, default)]
+        pub(super) finish_reason: Option<Cow<'a, str>>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Message<'a> {
+        #[serde(borrow, default, deserialize_with = "present")]
+        pub(super) content: Option<Option<Cow<'a, str>>>,
+        #[serde(borrow, default)]
+        pub(super) refusal: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        pub(super) tool_calls: Option<Vec<Obj<Call<'a>>>>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Call<'a> {
+        #[serde(default, deserialize_with = "present")]
+        pub(super) index: Option<u64>,
+        #[serde(borrow, default)]
+        pub(super) id: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        pub(super) function: Option<Obj<Function<'a>>>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Function<'a> {
+        #[serde(borrow, default)]
+        pub(super) name: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        pub(super) arguments: Option<Cow<'a, str>>,
     }
 }
 
@@ -612,6 +852,63 @@ mod tests {
         assert!(OpenAiWire.decode_json(json.as_bytes(), &NoStream).is_ok());
         for cut in 0..json.len() {
             assert!(OpenAiWire.decode_json(&json.as_bytes()[..cut], &NoStream).is_err());
+        }
+    }
+
+    /// The struct reading of a whole answer gives what the `Value` reading gives, for the
+    /// recorded answer and every field of it replaced by odd values, duplicated or dropped.
+    #[test]
+    fn whole_answers_read_alike_both_ways() {
+        #[derive(Default)]
+        struct Collect(std::sync::Mutex<String>);
+        impl TextStream for Collect {
+            fn text_delta(&self, text: &str) {
+                self.0.lock().unwrap().push_str(&format!("[{text}]"));
+            }
+        }
+        let read = |text: &str, typed: bool| {
+            let sink = Collect::default();
+            let result = if typed { OpenAiWire.decode_json(text.as_bytes(), &sink) } else { decode_value(text, &sink) };
+            format!("{result:?} {}", sink.0.lock().unwrap())
+        };
+        let recorded: Value =
+            serde_json::from_str(include_str!("../tests/it/fixtures/openai_completion.json")).unwrap();
+        let mut answers = vec![recorded.to_string(), format!("[{recorded}]"), "{}".to_owned()];
+        let odd =
+            [json!(null), json!([]), json!({}), json!("x"), json!(""), json!(7), json!(-1), json!(1.5), json!([1, 2])];
+        let message = json!({"role": "assistant", "content": null, "refusal": "no",
+            "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{\"k\": 1}"}},
+                           {"index": 3, "function": {"name": "g", "arguments": {"z": true}}},
+                           {"function": {"arguments": "[1]"}}]});
+        let calls = json!({"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+                           "usage": {"prompt_tokens": 3, "completion_tokens": 4}});
+        for base in [recorded, calls] {
+            answers.push(base.to_string());
+            for pointer in crate::http::robustness::pointers(&base, String::new()) {
+                for value in &odd {
+                    let mut v = base.clone();
+                    if let Some(slot) = v.pointer_mut(&pointer) {
+                        *slot = value.clone();
+                    }
+                    answers.push(v.to_string());
+                }
+                // The field given twice (the later one wins in a `Value`), and left out.
+                let (parent, key) = pointer.rsplit_once('/').unwrap();
+                if let Some(Value::Object(map)) = base.pointer(parent) {
+                    let inner = serde_json::to_string(&map[key]).unwrap();
+                    let whole = serde_json::to_string(map).unwrap();
+                    let twice = format!("{{\"{key}\":{inner},{}", &whole[1..]);
+                    let mut v = base.clone();
+                    *v.pointer_mut(parent).unwrap() = json!("TWICE");
+                    answers.push(v.to_string().replace("\"TWICE\"", &twice));
+                    let mut v = base.clone();
+                    v.pointer_mut(parent).unwrap().as_object_mut().unwrap().shift_remove(key);
+                    answers.push(v.to_string());
+                }
+            }
+        }
+        for answer in answers {
+            assert_eq!(read(&answer, true), read(&answer, false), "{answer}");
         }
     }
 
