@@ -11,6 +11,7 @@
 //! answers otherwise still connects, and what it answered replaces what was remembered.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -50,6 +51,8 @@ pub(crate) struct EraMemory {
     path: Option<PathBuf>,
     file: File,
     changed: bool,
+    /// Each server's key as `recall` computed it (by name), so `learn` hashes no server twice.
+    keys: BTreeMap<String, String>,
 }
 
 fn now() -> u64 {
@@ -61,15 +64,16 @@ impl EraMemory {
     pub(crate) fn load() -> Self {
         let path = crate::auth::data_dir().ok().map(|d| d.join(FILE_NAME));
         let file = path.as_deref().and_then(read).unwrap_or_default();
-        Self { path, file, changed: false }
+        Self { path, file, changed: false, keys: BTreeMap::new() }
     }
 
     /// Sets the era of each spec whose server's answer is remembered (and recent).
-    pub(crate) fn recall(&self, specs: &mut [ServerSpec], config: &Config) {
+    pub(crate) fn recall(&mut self, specs: &mut [ServerSpec], config: &Config) {
         let oldest = now().saturating_sub(MAX_AGE.as_secs());
         for spec in specs {
             let Some(server) = config.servers.iter().find(|s| s.name == spec.name) else { continue };
-            let remembered = self.file.servers.get(&key(server, config)).filter(|e| e.at >= oldest);
+            let key = self.keys.entry(server.name.clone()).or_insert_with(|| key(server, config));
+            let remembered = self.file.servers.get(key.as_str()).filter(|e| e.at >= oldest);
             if let Some(version) = remembered.and_then(|e| ProtocolVersion::parse(&e.protocol)) {
                 spec.era = Some(Era::remembering(version));
             }
@@ -82,7 +86,7 @@ impl EraMemory {
         for (name, state) in states {
             let ServerState::Connected { protocol, .. } = state else { continue };
             let Some(server) = config.servers.iter().find(|s| s.name == name) else { continue };
-            let key = key(server, config);
+            let key = self.keys.remove(name).unwrap_or_else(|| key(server, config));
             let entry = Entry { protocol: protocol.as_str().to_owned(), at };
             // The same answer, still in use: no write (most starts write nothing), and its time
             // stays, so the server is probed again once it is older than `MAX_AGE`.
@@ -159,5 +163,9 @@ fn key(server: &ServerConfig, config: &Config) -> String {
             }
         }
     }
-    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    let mut hex = String::with_capacity(64);
+    for b in hash.finalize() {
+        let _ = write!(hex, "{b:02x}");
+    }
+    hex
 }

@@ -78,10 +78,10 @@ fn read_config(at: &ConfigPath, interactive: bool) -> anyhow::Result<Config> {
 /// elicitation requests. A server whose protocol era is remembered opens the way it answered last
 /// time.
 pub(crate) fn client_specs(config: &Config) -> Vec<mcp_client::ServerSpec> {
-    client_specs_recalling(config, &EraMemory::load())
+    client_specs_recalling(config, &mut EraMemory::load())
 }
 
-fn client_specs_recalling(config: &Config, eras: &EraMemory) -> Vec<mcp_client::ServerSpec> {
+fn client_specs_recalling(config: &Config, eras: &mut EraMemory) -> Vec<mcp_client::ServerSpec> {
     let mut authorizers = crate::auth::authorizers(config);
     let mut specs: Vec<mcp_client::ServerSpec> = config
         .servers
@@ -126,7 +126,7 @@ pub(crate) async fn connect(config: &Config) -> Vec<ServerConnection> {
     }
     let options = ConnectOptions::default();
     let mut eras = EraMemory::load();
-    let specs = client_specs_recalling(config, &eras);
+    let specs = client_specs_recalling(config, &mut eras);
     let connections = futures_util::future::join_all(specs.into_iter().map(|spec| {
         let (options, connecting, spinner, show) = (&options, &connecting, &spinner, &show);
         async move {
