@@ -57,6 +57,16 @@ pub(crate) struct Dictionary {
 pub(crate) const RECENT: usize = 4096;
 
 impl Dictionary {
+    /// An empty dictionary with room for about `words` distinct words (growing the maps by
+    /// rehashing was a visible part of building).
+    pub(crate) fn with_capacity(words: usize) -> Self {
+        Self {
+            short: Map::with_capacity_and_hasher(words, Hasher::default()),
+            long: Map::default(),
+            stems: Map::with_capacity_and_hasher(words, Hasher::default()),
+        }
+    }
+
     /// The term id of `word`, added if new; [`STOP`] for a stop word. `recent` is a small
     /// direct-mapped cache in front of the maps: word frequencies are skewed, and it hits for
     /// most words while staying in the processor's nearest cache.

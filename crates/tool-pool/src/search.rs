@@ -14,7 +14,6 @@
 //! field and its first [`MAX_PARAMETERS`] parameters.
 
 use std::borrow::Cow;
-use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -24,7 +23,7 @@ use crate::description::mark;
 use crate::dictionary::{Dictionary, Hasher, Lookup, Map, RECENT, STOP};
 use crate::exposure::{Exposure, ExposureState};
 use crate::pool::{Pool, PoolEntry};
-use crate::text::{Packed, Split, compact, compact_into, is_stop_word, stem, words};
+use crate::text::{Packed, Split, compact_hash, is_stop_word, stem, words};
 
 /// Longest query looked at, in characters; the rest is ignored.
 pub const MAX_QUERY_CHARS: usize = 1_000;
@@ -136,6 +135,10 @@ const RESERVED_TEXT_PER_TOOL: usize = 128;
 /// Only what is written is touched, so reserving more than needed costs little.
 const RESERVED_TERMS_PER_TOOL: usize = 32;
 
+/// Terms of a tool's name reserved per expected tool (the evaluation set's tools have 3 on
+/// average).
+const RESERVED_NAME_TERMS_PER_TOOL: usize = 4;
+
 /// One searchable tool.
 #[derive(Debug, Clone)]
 struct Doc {
@@ -227,7 +230,7 @@ pub struct SearchIndex {
     by_name: Map<Arc<str>, u32>,
     /// Every tool's name as a sequence of term ids, back to back.
     name_sequences: Vec<u32>,
-    /// Hashes of compact model names and raw names (see [`compact`]) with the tools that have
+    /// Hashes of compact model names and raw names (see [`compact_hash`]) with the tools that have
     /// them, sorted: one flat list rather than a map of strings to lists, which cost two
     /// allocations per tool to build. Keyed by a 64-bit hash with the index's random seed: a
     /// collision (one in 2^64 per pair, not aimed at by a server, which does not know the seed)
@@ -284,12 +287,12 @@ impl SearchIndex {
             ranking,
             docs: Vec::with_capacity(expected),
             text: String::with_capacity(expected * RESERVED_TEXT_PER_TOOL),
-            dictionary: Dictionary::default(),
+            dictionary: Dictionary::with_capacity(expected),
             postings: Vec::new(),
             offsets: Vec::new(),
             idf: Vec::new(),
             by_name: Map::with_capacity_and_hasher(expected, Hasher::default()),
-            name_sequences: Vec::new(),
+            name_sequences: Vec::with_capacity(expected * RESERVED_NAME_TERMS_PER_TOOL),
             by_compact: Vec::with_capacity(expected * 2),
         };
         // (term, tool, frequency per field), in tool order; grouped by term at the end. One
@@ -302,7 +305,6 @@ impl SearchIndex {
         // words are first seen).
         let mut current: Option<(Arc<str>, String)> = None;
         let mut server_terms: Option<Vec<u32>> = None;
-        let mut key = String::new();
         // Empty words never occur, so the all-zero key matches nothing.
         let mut recent = [((0u64, 0u64), STOP); RECENT];
         for entry in entries {
@@ -374,8 +376,7 @@ impl SearchIndex {
             lengths.push(std::mem::take(&mut counts.length));
             if index.ranking.name_matches {
                 for name in [entry.name(), entry.tool()] {
-                    compact_into(&mut key, name);
-                    index.by_compact.push((index.by_name.hasher().hash_one(key.as_str()), doc));
+                    index.by_compact.push((compact_hash(index.by_name.hasher(), name), doc));
                 }
             }
             let start = index.text.len();
@@ -518,7 +519,7 @@ impl SearchIndex {
                     scores[doc] += PHRASE_BONUS;
                 }
             }
-            let hash = self.by_name.hasher().hash_one(compact(text).as_str());
+            let hash = compact_hash(self.by_name.hasher(), text);
             let from = self.by_compact.partition_point(|&(h, _)| h < hash);
             for &(_, d) in self.by_compact[from..].iter().take_while(|&&(h, _)| h == hash) {
                 scores[d as usize] += EXACT_BONUS;

@@ -5,6 +5,7 @@
 //! callback one at a time in a reused buffer.
 
 use std::borrow::Cow;
+use std::hash::BuildHasher;
 
 /// How text is cut into words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -334,33 +335,31 @@ fn push_lowercase(buf: &mut String, c: char) {
 /// Lowercase letters and digits of `text` only: `Get-Weather` and `get_weather` are both
 /// `getweather`. Used to compare a query with names regardless of separators and case.
 pub(crate) fn compact(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    compact_into(&mut out, text);
-    out
+    text.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
 }
 
-/// [`compact`] into `out` (cleared first).
-pub(crate) fn compact_into(out: &mut String, text: &str) {
-    out.clear();
-    if text.is_ascii() {
-        // As bytes, every byte written and kept only when it is a letter or a digit (a lowercase
-        // letter or digit already has bit 0x20, which lowercases a capital): pushing `char`s one
-        // by one, or filtering, was a visible cost when indexing.
-        let mut bytes = std::mem::take(out).into_bytes();
-        bytes.resize(text.len(), 0);
+/// Longest text whose [`compact`] form [`compact_hash`] makes on the stack (model names have at
+/// most 64 characters).
+const STACK_COMPACT: usize = 64;
+
+/// The hash by `hasher` of the bytes of `text`'s [`compact`] form: what an index keys names by
+/// to compare them with queries.
+pub(crate) fn compact_hash(hasher: &impl BuildHasher, text: &str) -> u64 {
+    if text.len() <= STACK_COMPACT && text.is_ascii() {
+        // Every byte written and kept only when it is a letter or a digit (a lowercase letter or
+        // digit already has bit 0x20, which lowercases a capital): building a `String` by
+        // filtering characters was a visible cost when indexing.
+        let mut stack = [0u8; STACK_COMPACT];
         let mut kept = 0;
         for &b in text.as_bytes() {
-            if let Some(slot) = bytes.get_mut(kept) {
+            if let Some(slot) = stack.get_mut(kept) {
                 *slot = b | 0x20;
             }
             kept += usize::from(class(b) != 0);
         }
-        bytes.truncate(kept);
-        // Always ASCII, so always valid.
-        *out = String::from_utf8(bytes).unwrap_or_default();
-    } else {
-        out.extend(text.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase));
+        return hasher.hash_one(stack.get(..kept).unwrap_or_default());
     }
+    hasher.hash_one(compact(text).as_bytes())
 }
 
 /// English function words that say nothing about what a tool does. Sorted, for binary search.
@@ -376,9 +375,36 @@ const STOP_WORDS: &[&str] = &[
     "why", "will", "with", "within", "would", "you", "your", "yours", "yourself",
 ];
 
+/// [`STOP_WORDS`] as integers, sorted: each one's bytes, little-endian and zero-padded (none has
+/// more than eight). Looking a word up with integer comparisons rather than string ones: every
+/// new word of an index is looked up.
+const STOP_KEYS: [u64; STOP_WORDS.len()] = {
+    let mut keys = [0u64; STOP_WORDS.len()];
+    let mut i = 0;
+    while i < keys.len() {
+        let word = STOP_WORDS[i].as_bytes();
+        assert!(word.len() <= 8, "stop words have at most eight bytes");
+        let mut j = 0;
+        while j < word.len() {
+            keys[i] |= (word[j] as u64) << (8 * j);
+            j += 1;
+        }
+        // Insertion sort, the only kind a constant can have.
+        let mut k = i;
+        while k > 0 && keys[k - 1] > keys[k] {
+            (keys[k - 1], keys[k]) = (keys[k], keys[k - 1]);
+            k -= 1;
+        }
+        i += 1;
+    }
+    keys
+};
+
 /// Whether `word` (lowercase) is a stop word.
 pub(crate) fn is_stop_word(word: &str) -> bool {
-    STOP_WORDS.binary_search(&word).is_ok()
+    let bytes = word.as_bytes();
+    // Zero padding stands for no byte only where the word has no zero bytes.
+    bytes.len() <= 8 && !bytes.contains(&0) && STOP_KEYS.binary_search(&load(bytes)).is_ok()
 }
 
 /// A light English stemmer for lowercase ASCII words; other words are returned as they are.
@@ -551,6 +577,11 @@ mod tests {
         assert_eq!(s("a\u{0}b\u{FEFF}c"), ["a", "b", "c"]);
         assert_eq!(s("—"), Vec::<String>::new());
         assert_eq!(compact("Get-Weather_v2 日本"), "getweatherv2日本");
+        let hasher = std::hash::RandomState::new();
+        for name in ["Get-Weather_v2", "get_weather_V2", "x".repeat(STACK_COMPACT).as_str(), "日本", ""] {
+            assert_eq!(compact_hash(&hasher, name), hasher.hash_one(compact(name).as_bytes()), "{name}");
+        }
+        assert_ne!(compact_hash(&hasher, "get_weather"), compact_hash(&hasher, "get_weathers"));
     }
 
     #[test]
@@ -561,6 +592,15 @@ mod tests {
     #[test]
     fn stop_words_are_sorted_and_found() {
         assert!(STOP_WORDS.windows(2).all(|w| w[0] < w[1]));
+        // Every stop word and its near misses are what the list says.
+        for word in STOP_WORDS {
+            for w in
+                [word.to_string(), format!("{word}s"), format!("{word}\0"), format!("\0{word}"), word[1..].to_owned()]
+            {
+                assert_eq!(is_stop_word(&w), STOP_WORDS.contains(&w.as_str()), "{w:?}");
+            }
+        }
+        assert!(!is_stop_word("yourselfs") && !is_stop_word(""));
         assert!(is_stop_word("the") && is_stop_word("please") && !is_stop_word("weather"));
     }
 
