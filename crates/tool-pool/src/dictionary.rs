@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 
 use crate::search::Ranking;
+use crate::text::{Packed, Word};
 
 /// The maps of an index hash a word per word of every tool's text, which made SipHash the
 /// largest cost of building. foldhash is several times faster; its seed comes from std's
@@ -46,71 +47,42 @@ pub(crate) const STOP: u32 = u32::MAX;
 /// word as written, in front of the map from stems.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Dictionary {
-    /// Words of at most 15 bytes (nearly all), packed into one integer: hashing and comparing
-    /// them costs a fraction of what strings cost, and this lookup runs for every word indexed.
-    short: Map<(u64, u64), u32>,
+    /// Words of at most 15 bytes (nearly all), by their packed form (see [`Packed`]).
+    short: Map<Packed, u32>,
     long: Map<Box<str>, u32>,
     pub(crate) stems: Map<Box<str>, u32>,
 }
 
-/// Entries of the cache in front of [`Dictionary::intern`]: 24 KiB.
+/// Entries of the cache in front of [`Dictionary::intern`]: 96 KiB.
 pub(crate) const RECENT: usize = 4096;
 
-/// `word` packed with its length when it has at most 15 bytes (two `u64`s rather than a `u128`:
-/// eight-byte alignment makes the table's entries smaller).
-fn pack(word: &str) -> Option<(u64, u64)> {
-    let b = word.as_bytes();
-    let len = b.len();
-    if len > 15 {
-        return None;
-    }
-    // Eight-byte loads where the word has them, else byte by byte: copying a slice of unknown
-    // length into an array calls memcpy, which was a visible part of building.
-    let (low, high) = b.split_at(len.min(8));
-    let low = load(low);
-    let high = load(high) | (len as u64) << 56;
-    Some((low, high))
-}
-
-/// Up to eight bytes, little-endian, zero-padded; with two loads that overlap where the bytes
-/// do not fill them (the overlapping bytes are the same, so or-ing them is harmless).
-fn load(b: &[u8]) -> u64 {
-    let len = b.len();
-    let at = |i: usize| u64::from(b.get(i).copied().unwrap_or(0));
-    let four = |i: usize| b.get(i..i + 4).and_then(|s| <[u8; 4]>::try_from(s).ok()).map_or(0, u32::from_le_bytes);
-    match len {
-        8.. => b.first_chunk::<8>().map_or(0, |e| u64::from_le_bytes(*e)),
-        4..=7 => u64::from(four(0)) | u64::from(four(len - 4)) << ((len - 4) * 8),
-        1..=3 => at(0) | at(len / 2) << (len / 2 * 8) | at(len - 1) << ((len - 1) * 8),
-        0 => 0,
-    }
-}
-
 impl Dictionary {
-    fn cached(&self, word: &str) -> Option<u32> {
-        match pack(word) {
-            Some(key) => self.short.get(&key).copied(),
-            None => self.long.get(word).copied(),
+    /// An empty dictionary with room for about `words` distinct words (growing the maps by
+    /// rehashing was a visible part of building).
+    pub(crate) fn with_capacity(words: usize) -> Self {
+        Self {
+            short: Map::with_capacity_and_hasher(words, Hasher::default()),
+            long: Map::default(),
+            stems: Map::with_capacity_and_hasher(words, Hasher::default()),
         }
     }
 
     /// The term id of `word`, added if new; [`STOP`] for a stop word. `recent` is a small
     /// direct-mapped cache in front of the maps: word frequencies are skewed, and it hits for
     /// most words while staying in the processor's nearest cache.
-    pub(crate) fn intern(&mut self, ranking: &Ranking, word: &str, recent: &mut [((u64, u64), u32); RECENT]) -> u32 {
-        let packed = pack(word);
-        let slot = packed.map(|(a, b)| {
+    pub(crate) fn intern(&mut self, ranking: &Ranking, word: Word<'_>, recent: &mut [(Packed, u32); RECENT]) -> u32 {
+        let slot = word.packed.map(|(a, b)| {
             let mixed = (a ^ b.rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
             (mixed >> (64 - RECENT.trailing_zeros())) as usize
         });
-        if let (Some(key), Some(slot)) = (packed, slot)
+        if let (Some(key), Some(slot)) = (word.packed, slot)
             && let Some((k, id)) = recent.get(slot)
             && *k == key
         {
             return *id;
         }
         let id = self.intern_slow(ranking, word);
-        if let (Some(key), Some(slot)) = (packed, slot)
+        if let (Some(key), Some(slot)) = (word.packed, slot)
             && let Some(entry) = recent.get_mut(slot)
         {
             *entry = (key, id);
@@ -118,62 +90,78 @@ impl Dictionary {
         id
     }
 
-    fn intern_slow(&mut self, ranking: &Ranking, word: &str) -> u32 {
-        if let Some(id) = self.cached(word) {
+    fn intern_slow(&mut self, ranking: &Ranking, word: Word<'_>) -> u32 {
+        if let Some(key) = word.packed
+            && let Some(&id) = self.short.get(&key)
+        {
             return id;
         }
-        let id = match ranking.term(word) {
-            None => STOP,
-            Some(term) => match self.stems.get(&*term) {
-                Some(&id) => id,
-                None => {
-                    let id = u32::try_from(self.stems.len()).unwrap_or(STOP - 1).min(STOP - 1);
-                    self.stems.insert(term.into(), id);
-                    id
-                }
-            },
-        };
-        match pack(word) {
-            Some(key) => self.short.insert(key, id),
-            None => self.long.insert(word.into(), id),
-        };
-        id
+        word.with_text(|text| {
+            if let Some(&id) = self.long.get(text) {
+                return id;
+            }
+            let id = match ranking.term(text) {
+                None => STOP,
+                Some(term) => match self.stems.get(&*term) {
+                    Some(&id) => id,
+                    None => {
+                        let id = u32::try_from(self.stems.len()).unwrap_or(STOP - 1).min(STOP - 1);
+                        self.stems.insert(term.into(), id);
+                        id
+                    }
+                },
+            };
+            match word.packed {
+                Some(key) => self.short.insert(key, id),
+                None => self.long.insert(text.into(), id),
+            };
+            id
+        })
     }
 
-    pub(crate) fn lookup(&self, ranking: &Ranking, word: &str) -> Lookup {
-        match self.cached(word) {
-            Some(STOP) => Lookup::Stop,
-            Some(id) => Lookup::Term(id),
-            None => match ranking.term(word) {
-                None => Lookup::Stop,
-                Some(term) => self.stems.get(&*term).map_or(Lookup::Unknown, |&id| Lookup::Term(id)),
-            },
-        }
+    /// What `word` of a query is: a term, a stop word or unknown.
+    pub(crate) fn lookup(&self, ranking: &Ranking, word: Word<'_>) -> Lookup {
+        word.with_text(|text| {
+            let cached = match word.packed {
+                Some(key) => self.short.get(&key),
+                None => self.long.get(text),
+            };
+            match cached {
+                Some(&STOP) => Lookup::Stop,
+                Some(&id) => Lookup::Term(id),
+                None => match ranking.term(text) {
+                    None => Lookup::Stop,
+                    Some(term) => self.stems.get(&*term).map_or(Lookup::Unknown, |&id| Lookup::Term(id)),
+                },
+            }
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::text::pack;
 
     #[test]
     fn words_get_one_id_per_stem_whatever_their_length_or_the_cache() {
         let ranking = Ranking::tuned();
         let mut d = Dictionary::default();
         let mut recent = [((0, 0), STOP); RECENT];
-        let files = d.intern(&ranking, "files", &mut recent);
-        assert_eq!(d.intern(&ranking, "file", &mut recent), files);
-        assert_eq!(d.intern(&ranking, "files", &mut [((0, 0), STOP); RECENT]), files);
-        assert_eq!(d.intern(&ranking, "the", &mut recent), STOP);
+        let intern = |d: &mut Dictionary, w: &str, recent: &mut _| d.intern(&ranking, Word::new(w), recent);
+        let files = intern(&mut d, "files", &mut recent);
+        assert_eq!(intern(&mut d, "file", &mut recent), files);
+        assert_eq!(intern(&mut d, "files", &mut [((0, 0), STOP); RECENT]), files);
+        assert_eq!(intern(&mut d, "the", &mut recent), STOP);
         // 15 bytes are packed, 16 are not; both are found again.
         for word in ["abcdefghijklmno", "abcdefghijklmnop", "ünïcödé"] {
-            let id = d.intern(&ranking, word, &mut recent);
+            let id = intern(&mut d, word, &mut recent);
             assert_ne!(id, files);
-            assert_eq!(d.lookup(&ranking, word), Lookup::Term(id));
+            assert_eq!(d.lookup(&ranking, Word::new(word)), Lookup::Term(id));
         }
-        assert_eq!(d.lookup(&ranking, "filed"), Lookup::Term(files));
-        assert_eq!(d.lookup(&ranking, "nowhere"), Lookup::Unknown);
-        assert_eq!(d.lookup(&ranking, "of"), Lookup::Stop);
+        assert_eq!(d.lookup(&ranking, Word::new("filed")), Lookup::Term(files));
+        assert_eq!(d.lookup(&ranking, Word::new("nowhere")), Lookup::Unknown);
+        assert_eq!(d.lookup(&ranking, Word::new("of")), Lookup::Stop);
         assert_eq!(pack(""), Some((0, 0)));
         assert_eq!(pack(&"x".repeat(16)), None);
     }

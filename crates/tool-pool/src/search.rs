@@ -14,17 +14,16 @@
 //! field and its first [`MAX_PARAMETERS`] parameters.
 
 use std::borrow::Cow;
-use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::description::mark;
-use crate::dictionary::{Dictionary, Lookup, Map, RECENT, STOP};
+use crate::dictionary::{Dictionary, Hasher, Lookup, Map, RECENT, STOP};
 use crate::exposure::{Exposure, ExposureState};
 use crate::pool::{Pool, PoolEntry};
-use crate::text::{Split, compact, compact_into, is_stop_word, stem, words};
+use crate::text::{Packed, Split, compact_hash, is_stop_word, stem, words};
 
 /// Longest query looked at, in characters; the rest is ignored.
 pub const MAX_QUERY_CHARS: usize = 1_000;
@@ -136,6 +135,10 @@ const RESERVED_TEXT_PER_TOOL: usize = 128;
 /// Only what is written is touched, so reserving more than needed costs little.
 const RESERVED_TERMS_PER_TOOL: usize = 32;
 
+/// Terms of a tool's name reserved per expected tool (the evaluation set's tools have 3 on
+/// average).
+const RESERVED_NAME_TERMS_PER_TOOL: usize = 4;
+
 /// One searchable tool.
 #[derive(Debug, Clone)]
 struct Doc {
@@ -227,7 +230,7 @@ pub struct SearchIndex {
     by_name: Map<Arc<str>, u32>,
     /// Every tool's name as a sequence of term ids, back to back.
     name_sequences: Vec<u32>,
-    /// Hashes of compact model names and raw names (see [`compact`]) with the tools that have
+    /// Hashes of compact model names and raw names (see [`compact_hash`]) with the tools that have
     /// them, sorted: one flat list rather than a map of strings to lists, which cost two
     /// allocations per tool to build. Keyed by a 64-bit hash with the index's random seed: a
     /// collision (one in 2^64 per pair, not aimed at by a server, which does not know the seed)
@@ -284,24 +287,24 @@ impl SearchIndex {
             ranking,
             docs: Vec::with_capacity(expected),
             text: String::with_capacity(expected * RESERVED_TEXT_PER_TOOL),
-            dictionary: Dictionary::default(),
+            dictionary: Dictionary::with_capacity(expected),
             postings: Vec::new(),
             offsets: Vec::new(),
             idf: Vec::new(),
-            by_name: Map::default(),
-            name_sequences: Vec::new(),
+            by_name: Map::with_capacity_and_hasher(expected, Hasher::default()),
+            name_sequences: Vec::with_capacity(expected * RESERVED_NAME_TERMS_PER_TOOL),
             by_compact: Vec::with_capacity(expected * 2),
         };
         // (term, tool, frequency per field), in tool order; grouped by term at the end. One
         // sequential list: a list per term, grown as tools come, cost cache misses on every push.
         let mut found: Vec<(u32, u32, [u16; FIELDS])> = Vec::with_capacity(expected * RESERVED_TERMS_PER_TOOL);
         let mut lengths: Vec<[u32; FIELDS]> = Vec::with_capacity(expected);
-        // Term frequencies of the current tool, by term id, and the terms it has: accumulated
-        // in place rather than sorted (sorting was a visible part of building).
-        let mut tf: Vec<[u16; FIELDS]> = Vec::new();
-        let mut touched: Vec<u32> = Vec::new();
+        let mut counts = Counts::default();
+        // The current server: its name, its mark, and its name's terms (found at its first tool,
+        // where the words of every tool's text were interned before: term ids stay in the order
+        // words are first seen).
         let mut current: Option<(Arc<str>, String)> = None;
-        let mut key = String::new();
+        let mut server_terms: Option<Vec<u32>> = None;
         // Empty words never occur, so the all-zero key matches nothing.
         let mut recent = [((0u64, 0u64), STOP); RECENT];
         for entry in entries {
@@ -313,11 +316,12 @@ impl SearchIndex {
                     slot.insert(doc);
                 }
             }
-            // Entries come server by server: the server's name and mark are made once.
+            // Entries come server by server: the server's name, mark and terms are made once.
             if let Some(server) = entry.server()
                 && current.as_ref().is_none_or(|(name, _)| **name != *server)
             {
                 current = Some((Arc::from(server), mark(server, None, 0)));
+                server_terms = None;
             }
             let (server, mark) = match (entry.server(), &current) {
                 (Some(_), Some((arc, mark))) => (Some(Arc::clone(arc)), mark.as_str()),
@@ -325,31 +329,28 @@ impl SearchIndex {
             };
             let description = unmarked(&entry, mark);
             let sequence_start = index.name_sequences.len();
-            let mut length = [0u32; FIELDS];
-            let (dictionary, ranking, sequence) = (&mut index.dictionary, &index.ranking, &mut index.name_sequences);
-            let mut add = |source: Field, text: &str| {
-                let Some(field) = ranking.fields[source as usize] else { return };
-                words(cut(text, MAX_FIELD_CHARS), ranking.split, |w| {
-                    let id = dictionary.intern(ranking, w, &mut recent);
-                    if id == STOP {
-                        return;
-                    }
-                    let t = id as usize;
-                    if tf.len() <= t {
-                        tf.resize(t + 1, [0; FIELDS]);
-                    }
-                    if tf[t] == [0; FIELDS] {
-                        touched.push(id);
-                    }
-                    tf[t][field as usize] = tf[t][field as usize].saturating_add(1);
-                    if source == Field::Name {
-                        sequence.push(id);
-                    }
-                    length[field as usize] += 1;
+            let (dictionary, ranking) = (&mut index.dictionary, &index.ranking);
+            if let Some(field) = ranking.fields[Field::Name as usize] {
+                terms(dictionary, ranking, &mut recent, entry.tool(), |id| {
+                    counts.count(id, field);
+                    index.name_sequences.push(id);
                 });
+            }
+            if let (Some(server), Some(field)) = (entry.server(), ranking.fields[Field::Server as usize]) {
+                let ids = server_terms.get_or_insert_with(|| {
+                    let mut ids = Vec::new();
+                    terms(dictionary, ranking, &mut recent, server, |id| ids.push(id));
+                    ids
+                });
+                for &id in ids.iter() {
+                    counts.count(id, field);
+                }
+            }
+            let mut add = |source: Field, text: &str| {
+                if let Some(field) = ranking.fields[source as usize] {
+                    terms(dictionary, ranking, &mut recent, text, |id| counts.count(id, field));
+                }
             };
-            add(Field::Name, entry.tool());
-            add(Field::Server, entry.server().unwrap_or_default());
             add(Field::Description, description);
             // Parameters straight from the schema, without copying their text.
             let mut described = 0;
@@ -363,20 +364,19 @@ impl SearchIndex {
                 }
             }
             let mut name_terms = 0u16;
-            for &term in &touched {
+            for &term in &counts.touched {
                 let t = term as usize;
-                if tf[t][Field::Name as usize] > 0 {
+                if counts.tf[t][Field::Name as usize] > 0 {
                     name_terms = name_terms.saturating_add(1);
                 }
-                found.push((term, doc, tf[t]));
-                tf[t] = [0; FIELDS];
+                found.push((term, doc, counts.tf[t]));
+                counts.tf[t] = [0; FIELDS];
             }
-            touched.clear();
-            lengths.push(length);
+            counts.touched.clear();
+            lengths.push(std::mem::take(&mut counts.length));
             if index.ranking.name_matches {
                 for name in [entry.name(), entry.tool()] {
-                    compact_into(&mut key, name);
-                    index.by_compact.push((index.by_name.hasher().hash_one(key.as_str()), doc));
+                    index.by_compact.push((compact_hash(index.by_name.hasher(), name), doc));
                 }
             }
             let start = index.text.len();
@@ -390,7 +390,8 @@ impl SearchIndex {
             });
         }
 
-        index.by_compact.sort_unstable();
+        // Pushed in tool order, so sorted by hash alone is sorted by (hash, tool).
+        sort_by_hash(&mut index.by_compact);
         index.by_compact.dedup();
         let n = lengths.len().max(1) as f32;
         let mut average = [0f32; FIELDS];
@@ -415,15 +416,19 @@ impl SearchIndex {
             .map(|df| (1.0 + (n - df + 0.5) / (df + 0.5)).ln())
             .collect();
         let r = &index.ranking;
+        // Each tool's length normalization per field, computed once rather than per term.
+        let norms: Vec<[f32; FIELDS]> = lengths
+            .iter()
+            .map(|length| std::array::from_fn(|f| 1.0 - r.b[f] + r.b[f] * length[f] as f32 / average[f]))
+            .collect();
         let mut next = offsets.clone();
         let mut postings = vec![Posting { doc: 0, weight: 0.0, in_name: false }; found.len()];
         for (term, doc, tf) in found {
-            let length = &lengths[doc as usize];
+            let norm = &norms[doc as usize];
             let mut t = 0f32;
             for f in 0..FIELDS {
                 if tf[f] > 0 {
-                    let norm = 1.0 - r.b[f] + r.b[f] * length[f] as f32 / average[f];
-                    t += r.weights[f] * f32::from(tf[f]) / norm;
+                    t += r.weights[f] * f32::from(tf[f]) / norm[f];
                 }
             }
             let weight = t * (r.k1 + 1.0) / (t + r.k1);
@@ -514,7 +519,7 @@ impl SearchIndex {
                     scores[doc] += PHRASE_BONUS;
                 }
             }
-            let hash = self.by_name.hasher().hash_one(compact(text).as_str());
+            let hash = compact_hash(self.by_name.hasher(), text);
             let from = self.by_compact.partition_point(|&(h, _)| h < hash);
             for &(_, d) in self.by_compact[from..].iter().take_while(|&&(h, _)| h == hash) {
                 scores[d as usize] += EXACT_BONUS;
@@ -546,6 +551,81 @@ impl SearchIndex {
             description: one_line(&self.text[start..end]),
             score,
         }
+    }
+}
+
+/// Calls `each` with the term id of every word of `text` (at most [`MAX_FIELD_CHARS`] characters
+/// of it) that is not a stop word, interning new words.
+fn terms(
+    dictionary: &mut Dictionary,
+    ranking: &Ranking,
+    recent: &mut [(Packed, u32); RECENT],
+    text: &str,
+    mut each: impl FnMut(u32),
+) {
+    words(cut(text, MAX_FIELD_CHARS), ranking.split, |w| {
+        let id = dictionary.intern(ranking, w, recent);
+        if id != STOP {
+            each(id);
+        }
+    });
+}
+
+/// The terms of the tool being indexed: frequencies by term id and field, accumulated in place
+/// rather than sorted (sorting was a visible part of building), the terms it has, and its
+/// fields' lengths in words.
+#[derive(Default)]
+struct Counts {
+    tf: Vec<[u16; FIELDS]>,
+    touched: Vec<u32>,
+    length: [u32; FIELDS],
+}
+
+impl Counts {
+    /// One more occurrence of term `id` in `field`.
+    #[inline]
+    fn count(&mut self, id: u32, field: Field) {
+        let t = id as usize;
+        if self.tf.len() <= t {
+            self.tf.resize(t + 1, [0; FIELDS]);
+        }
+        if let Some(tf) = self.tf.get_mut(t) {
+            if *tf == [0; FIELDS] {
+                self.touched.push(id);
+            }
+            tf[field as usize] = tf[field as usize].saturating_add(1);
+        }
+        self.length[field as usize] += 1;
+    }
+}
+
+/// Sorts `list` by hash, keeping the order of entries with equal hashes: a stable radix sort, a
+/// byte at a time (comparison sorting was a visible part of building).
+fn sort_by_hash(list: &mut Vec<(u64, u32)>) {
+    let mut counts = [[0usize; 256]; 8];
+    for &(hash, _) in list.iter() {
+        for (byte, count) in counts.iter_mut().enumerate() {
+            count[(hash >> (8 * byte)) as usize & 0xff] += 1;
+        }
+    }
+    let mut sorted = vec![(0u64, 0u32); list.len()];
+    for (byte, count) in counts.iter_mut().enumerate() {
+        // Every hash has the same byte here (or there are none): nothing to reorder.
+        if count.contains(&list.len()) {
+            continue;
+        }
+        let mut sum = 0;
+        for n in count.iter_mut() {
+            (*n, sum) = (sum, sum + *n);
+        }
+        for &entry in list.iter() {
+            let slot = &mut count[(entry.0 >> (8 * byte)) as usize & 0xff];
+            if let Some(place) = sorted.get_mut(*slot) {
+                *place = entry;
+            }
+            *slot += 1;
+        }
+        std::mem::swap(list, &mut sorted);
     }
 }
 

@@ -5,6 +5,7 @@
 //! callback one at a time in a reused buffer.
 
 use std::borrow::Cow;
+use std::hash::BuildHasher;
 
 /// How text is cut into words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,13 +52,105 @@ fn class(b: u8) -> u8 {
     CLASS[usize::from(b)]
 }
 
+/// A word of at most 15 bytes packed into two integers: its bytes, little-endian and zero-padded,
+/// and its length in the top byte. Hashing and comparing these costs a fraction of what strings
+/// cost, and the dictionary looks up every word indexed. (Two `u64`s rather than a `u128`:
+/// eight-byte alignment makes the tables' entries smaller.)
+pub(crate) type Packed = (u64, u64);
+
+/// `word` packed with its length when it has at most 15 bytes.
+pub(crate) fn pack(word: &str) -> Option<Packed> {
+    let b = word.as_bytes();
+    let len = b.len();
+    if len > 15 {
+        return None;
+    }
+    let (low, high) = b.split_at(len.min(8));
+    Some((load(low), load(high) | (len as u64) << 56))
+}
+
+/// Up to eight bytes, little-endian, zero-padded; with two loads that overlap where the bytes
+/// do not fill them (the overlapping bytes are the same, so or-ing them is harmless). Copying a
+/// slice of unknown length into an array calls memcpy, which was a visible part of building.
+fn load(b: &[u8]) -> u64 {
+    let len = b.len();
+    let at = |i: usize| u64::from(b.get(i).copied().unwrap_or(0));
+    let four = |i: usize| b.get(i..i + 4).and_then(|s| <[u8; 4]>::try_from(s).ok()).map_or(0, u32::from_le_bytes);
+    match len {
+        8.. => b.first_chunk::<8>().map_or(0, |e| u64::from_le_bytes(*e)),
+        4..=7 => u64::from(four(0)) | u64::from(four(len - 4)) << ((len - 4) * 8),
+        1..=3 => at(0) | at(len / 2) << (len / 2 * 8) | at(len - 1) << ((len - 1) * 8),
+        0 => 0,
+    }
+}
+
+/// The eight bytes of `bytes` from `at`, little-endian, zero-padded past the end.
+fn chunk(bytes: &[u8], at: usize) -> u64 {
+    match bytes.get(at..at + 8) {
+        Some(eight) => load(eight),
+        None => load(bytes.get(at..).unwrap_or_default()),
+    }
+}
+
+const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+const ONES: u64 = 0x0101_0101_0101_0101;
+
+/// The high bit of each byte of `x` that is not a lower-case ASCII letter. Eight bytes at a
+/// time: a byte at a time was most of the cost of finding words.
+fn not_lowercase(x: u64) -> u64 {
+    // Without their high bits, bytes cannot carry into each other in these sums.
+    let seven = x & !HIGH_BITS;
+    let at_least_a = seven + ONES * u64::from(0x80 - b'a');
+    let above_z = seven + ONES * u64::from(0x7f - b'z');
+    !(at_least_a & !above_z & !x) & HIGH_BITS
+}
+
+/// The low `bytes` bytes of `x`.
+fn low_bytes(x: u64, bytes: usize) -> u64 {
+    x & u64::MAX.checked_shr(64 - 8 * bytes as u32).unwrap_or(0)
+}
+
+/// A word as [`words`] hands it over: its bytes (lowercase but for a capital ASCII first letter,
+/// which is lowercased only when the text is asked for) and its packed form, lowercase, when it
+/// has at most 15 bytes. Most words are found again by their packed form alone, so their text is
+/// neither copied nor checked.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Word<'a> {
+    bytes: &'a [u8],
+    capital: bool,
+    /// The word packed (see [`Packed`]), when it has at most 15 bytes.
+    pub(crate) packed: Option<Packed>,
+}
+
+impl<'a> Word<'a> {
+    /// `text`, already lowercase, as a word.
+    pub(crate) fn new(text: &'a str) -> Self {
+        Self { bytes: text.as_bytes(), capital: false, packed: pack(text) }
+    }
+
+    /// Calls `f` with the word's text, lowercase.
+    pub(crate) fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+        let mut stack = [0u8; MAX_IDENTIFIER_LEN];
+        let bytes = match stack.get_mut(..self.bytes.len()) {
+            Some(lower) if self.capital => {
+                lower.copy_from_slice(self.bytes);
+                lower.make_ascii_lowercase();
+                lower
+            }
+            _ => self.bytes,
+        };
+        f(std::str::from_utf8(bytes).unwrap_or_default())
+    }
+}
+
 /// Calls `emit` with each word of `text`, lowercased, in order.
 ///
 /// Runs of ASCII letters and digits (nearly all text) are read in one pass that finds where
 /// the run ends, where it splits and whether it has capitals; a run next to other characters
 /// is handed to the slower [`split_chars`]. (Two passes, and a lowercased copy per word, were
 /// most of the cost of building an index.)
-pub(crate) fn words(text: &str, split: Split, mut emit: impl FnMut(&str)) {
+#[inline]
+pub(crate) fn words(text: &str, split: Split, mut emit: impl FnMut(Word<'_>)) {
     let bytes = text.as_bytes();
     let mut buf = String::new();
     let identifiers = split == Split::Identifiers;
@@ -72,25 +165,34 @@ pub(crate) fn words(text: &str, split: Split, mut emit: impl FnMut(&str)) {
         // (`weather`, `Weather`). It has no split point under either rule, so it is the word,
         // lowercased; anything else (digits, capitals inside, other characters) takes the
         // general loop below from the same start. (The general loop's per-byte bookkeeping was
-        // most of the cost of building an index.)
+        // most of the cost of building an index.) Read eight bytes at a time, the first one
+        // lowercased (bit 0x20 lowercases a capital letter); the word's first sixteen bytes
+        // are its packed form.
         if class(b) & (UPPER | LOWER) != 0 {
-            let mut end = i + 1;
-            while bytes.get(end).is_some_and(|&n| class(n) == ALNUM | LOWER) {
-                end += 1;
-            }
-            let ends_word = bytes.get(end).is_none_or(|&n| n.is_ascii() && class(n) == 0);
-            if ends_word && end - start <= MAX_IDENTIFIER_LEN {
-                let word = &text[start..end];
-                if class(b) & UPPER == 0 {
-                    emit(word);
-                } else {
-                    let mut stack = [0u8; MAX_IDENTIFIER_LEN];
-                    if let Some(lower) = stack.get_mut(..word.len()) {
-                        lower.copy_from_slice(word.as_bytes());
-                        lower[0] = b.to_ascii_lowercase();
-                        emit(std::str::from_utf8(lower).unwrap_or_default());
+            let first = chunk(bytes, start) | 0x20;
+            let mut second = 0;
+            let mut end = start + (not_lowercase(first).trailing_zeros() / 8) as usize;
+            if end - start == 8 {
+                second = chunk(bytes, end);
+                end += (not_lowercase(second).trailing_zeros() / 8) as usize;
+                while end - start >= 16 && end - start <= MAX_IDENTIFIER_LEN {
+                    let more = (not_lowercase(chunk(bytes, end)).trailing_zeros() / 8) as usize;
+                    end += more;
+                    if more < 8 {
+                        break;
                     }
                 }
+            }
+            let ends_word = bytes.get(end).is_none_or(|&n| n.is_ascii() && class(n) == 0);
+            let len = end - start;
+            if ends_word && len <= MAX_IDENTIFIER_LEN {
+                let packed = match len {
+                    0..=8 => Some((low_bytes(first, len), (len as u64) << 56)),
+                    9..=15 => Some((first, low_bytes(second, len - 8) | (len as u64) << 56)),
+                    _ => None,
+                };
+                let bytes = bytes.get(start..end).unwrap_or_default();
+                emit(Word { bytes, capital: class(b) & UPPER != 0, packed });
                 i = end;
                 continue;
             }
@@ -131,11 +233,11 @@ pub(crate) fn words(text: &str, split: Split, mut emit: impl FnMut(&str)) {
             // A run with other letters or digits than ASCII ones (or none): found and split on
             // characters. Rare, so slower.
             let rest = &text[start..];
-            let end = rest.char_indices().find(|(_, c)| !c.is_alphanumeric()).map_or(rest.len(), |(j, _)| j);
+            let end = rest.char_indices().find(|&(_, c)| !is_alphanumeric(c)).map_or(rest.len(), |(j, _)| j);
             let run = &rest[..end];
             i = start + end.max(rest.chars().next().map_or(1, char::len_utf8));
             if !run.is_empty() {
-                split_chars(run, split, &mut buf, &mut emit);
+                split_chars(run, split, &mut buf, &mut |w: &str| emit(Word::new(w)));
             }
             continue;
         }
@@ -158,11 +260,10 @@ pub(crate) fn words(text: &str, split: Split, mut emit: impl FnMut(&str)) {
         };
         let mut from = 0;
         for &cut in &cuts[..ncuts] {
-            let cut = usize::from(cut);
-            emit(lower.get(from..cut).unwrap_or_default());
-            from = cut;
+            emit(Word::new(lower.get(from..usize::from(cut)).unwrap_or_default()));
+            from = usize::from(cut);
         }
-        emit(lower.get(from..).unwrap_or_default());
+        emit(Word::new(lower.get(from..).unwrap_or_default()));
     }
 }
 
@@ -170,48 +271,95 @@ pub(crate) fn words(text: &str, split: Split, mut emit: impl FnMut(&str)) {
 fn split_chars(run: &str, split: Split, buf: &mut String, emit: &mut impl FnMut(&str)) {
     buf.clear();
     if split == Split::Plain || run.len() > MAX_IDENTIFIER_LEN {
-        buf.extend(run.chars().flat_map(char::to_lowercase));
+        run.chars().for_each(|c| push_lowercase(buf, c));
         emit(buf);
         return;
     }
-    let mut prev: Option<char> = None;
+    let mut prev: Option<Case> = None;
     let mut chars = run.chars().peekable();
     while let Some(c) = chars.next() {
+        let case = Case::of(c);
         if let Some(p) = prev {
-            let boundary = (p.is_numeric() != c.is_numeric())
-                || (p.is_lowercase() && c.is_uppercase())
-                || (p.is_uppercase() && c.is_uppercase() && chars.peek().is_some_and(|n| n.is_lowercase()));
+            let boundary = (p.numeric != case.numeric)
+                || (p.lower && case.upper)
+                || (p.upper && case.upper && chars.peek().is_some_and(|&n| Case::of(n).lower));
             if boundary {
                 emit(buf);
                 buf.clear();
             }
         }
-        buf.extend(c.to_lowercase());
-        prev = Some(c);
+        push_lowercase(buf, c);
+        prev = Some(case);
     }
     emit(buf);
+}
+
+/// Whether `c` is a CJK unified ideograph (U+4E00 to U+9FFF): alphabetic, without case, not
+/// numeric, its own lowercase (a test checks each one). Text in Chinese or Japanese is mostly
+/// these, and looking those properties up in std's tables was most of the cost of indexing it.
+fn is_ideograph(c: char) -> bool {
+    ('\u{4E00}'..='\u{9FFF}').contains(&c)
+}
+
+/// Whether `c` is a letter or a digit, as [`char::is_alphanumeric`].
+fn is_alphanumeric(c: char) -> bool {
+    is_ideograph(c) || c.is_alphanumeric()
+}
+
+/// What splitting on characters looks at.
+#[derive(Clone, Copy)]
+struct Case {
+    numeric: bool,
+    lower: bool,
+    upper: bool,
+}
+
+impl Case {
+    fn of(c: char) -> Self {
+        if is_ideograph(c) {
+            return Self { numeric: false, lower: false, upper: false };
+        }
+        Self { numeric: c.is_numeric(), lower: c.is_lowercase(), upper: c.is_uppercase() }
+    }
+}
+
+/// Appends `c` lowercased.
+fn push_lowercase(buf: &mut String, c: char) {
+    if is_ideograph(c) {
+        buf.push(c);
+    } else {
+        buf.extend(c.to_lowercase());
+    }
 }
 
 /// Lowercase letters and digits of `text` only: `Get-Weather` and `get_weather` are both
 /// `getweather`. Used to compare a query with names regardless of separators and case.
 pub(crate) fn compact(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    compact_into(&mut out, text);
-    out
+    text.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
 }
 
-/// [`compact`] into `out` (cleared first).
-pub(crate) fn compact_into(out: &mut String, text: &str) {
-    out.clear();
-    if text.is_ascii() {
-        // As bytes: pushing `char`s one by one encodes each, a visible cost when indexing.
-        let mut bytes = std::mem::take(out).into_bytes();
-        bytes.extend(text.bytes().filter(u8::is_ascii_alphanumeric).map(|b| b.to_ascii_lowercase()));
-        // Always ASCII, so always valid.
-        *out = String::from_utf8(bytes).unwrap_or_default();
-    } else {
-        out.extend(text.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase));
+/// Longest text whose [`compact`] form [`compact_hash`] makes on the stack (model names have at
+/// most 64 characters).
+const STACK_COMPACT: usize = 64;
+
+/// The hash by `hasher` of the bytes of `text`'s [`compact`] form: what an index keys names by
+/// to compare them with queries.
+pub(crate) fn compact_hash(hasher: &impl BuildHasher, text: &str) -> u64 {
+    if text.len() <= STACK_COMPACT && text.is_ascii() {
+        // Every byte written and kept only when it is a letter or a digit (a lowercase letter or
+        // digit already has bit 0x20, which lowercases a capital): building a `String` by
+        // filtering characters was a visible cost when indexing.
+        let mut stack = [0u8; STACK_COMPACT];
+        let mut kept = 0;
+        for &b in text.as_bytes() {
+            if let Some(slot) = stack.get_mut(kept) {
+                *slot = b | 0x20;
+            }
+            kept += usize::from(class(b) != 0);
+        }
+        return hasher.hash_one(stack.get(..kept).unwrap_or_default());
     }
+    hasher.hash_one(compact(text).as_bytes())
 }
 
 /// English function words that say nothing about what a tool does. Sorted, for binary search.
@@ -227,9 +375,36 @@ const STOP_WORDS: &[&str] = &[
     "why", "will", "with", "within", "would", "you", "your", "yours", "yourself",
 ];
 
+/// [`STOP_WORDS`] as integers, sorted: each one's bytes, little-endian and zero-padded (none has
+/// more than eight). Looking a word up with integer comparisons rather than string ones: every
+/// new word of an index is looked up.
+const STOP_KEYS: [u64; STOP_WORDS.len()] = {
+    let mut keys = [0u64; STOP_WORDS.len()];
+    let mut i = 0;
+    while i < keys.len() {
+        let word = STOP_WORDS[i].as_bytes();
+        assert!(word.len() <= 8, "stop words have at most eight bytes");
+        let mut j = 0;
+        while j < word.len() {
+            keys[i] |= (word[j] as u64) << (8 * j);
+            j += 1;
+        }
+        // Insertion sort, the only kind a constant can have.
+        let mut k = i;
+        while k > 0 && keys[k - 1] > keys[k] {
+            (keys[k - 1], keys[k]) = (keys[k], keys[k - 1]);
+            k -= 1;
+        }
+        i += 1;
+    }
+    keys
+};
+
 /// Whether `word` (lowercase) is a stop word.
 pub(crate) fn is_stop_word(word: &str) -> bool {
-    STOP_WORDS.binary_search(&word).is_ok()
+    let bytes = word.as_bytes();
+    // Zero padding stands for no byte only where the word has no zero bytes.
+    bytes.len() <= 8 && !bytes.contains(&0) && STOP_KEYS.binary_search(&load(bytes)).is_ok()
 }
 
 /// A light English stemmer for lowercase ASCII words; other words are returned as they are.
@@ -319,7 +494,11 @@ mod tests {
 
     fn split(text: &str, how: Split) -> Vec<String> {
         let mut out = Vec::new();
-        words(text, how, |w| out.push(w.to_owned()));
+        words(text, how, |w| {
+            let text = w.with_text(str::to_owned);
+            assert_eq!(w.packed, pack(&text), "{text}");
+            out.push(text);
+        });
         out
     }
 
@@ -336,20 +515,48 @@ mod tests {
         assert_eq!(s("İ"), ["i\u{307}"]);
     }
 
-    /// What [`words`] must equal: runs of alphanumeric characters, each split on characters.
+    /// What [`words`] must equal: runs of alphanumeric characters, each lowercased and, for
+    /// identifiers of at most [`MAX_IDENTIFIER_LEN`] bytes, split on characters, with std's
+    /// character properties only.
     fn by_characters(text: &str, how: Split) -> Vec<String> {
         let mut out = Vec::new();
-        let mut buf = String::new();
         for run in text.split(|c: char| !c.is_alphanumeric()).filter(|r| !r.is_empty()) {
-            split_chars(run, how, &mut buf, &mut |w: &str| out.push(w.to_owned()));
+            let mut buf = String::new();
+            if how == Split::Plain || run.len() > MAX_IDENTIFIER_LEN {
+                out.push(run.chars().flat_map(char::to_lowercase).collect());
+                continue;
+            }
+            let mut prev: Option<char> = None;
+            let mut chars = run.chars().peekable();
+            while let Some(c) = chars.next() {
+                if let Some(p) = prev {
+                    let boundary = (p.is_numeric() != c.is_numeric())
+                        || (p.is_lowercase() && c.is_uppercase())
+                        || (p.is_uppercase() && c.is_uppercase() && chars.peek().is_some_and(|n| n.is_lowercase()));
+                    if boundary {
+                        out.push(std::mem::take(&mut buf));
+                    }
+                }
+                buf.extend(c.to_lowercase());
+                prev = Some(c);
+            }
+            out.push(buf);
         }
         out
+    }
+
+    #[test]
+    fn ideographs_have_the_properties_their_fast_path_assumes() {
+        for c in '\u{4E00}'..='\u{9FFF}' {
+            assert!(c.is_alphanumeric() && !c.is_numeric() && !c.is_lowercase() && !c.is_uppercase(), "{c:?}");
+            assert!(c.to_lowercase().eq([c]), "{c:?}");
+        }
     }
 
     proptest::proptest! {
         #[test]
         fn the_byte_tokenizer_equals_the_character_one(
-            text in r"([a-z]{1,6}|[A-Z]{1,4}|[0-9]{1,3}|[ _.\-]|é|É|日|[a-zA-Z]{40,60}){0,24}"
+            text in r"([a-z]{1,6}|[A-Z]{1,4}|[0-9]{1,3}|[ _.\-]|é|É|日|一|鿿|〇|，|Ǆ|[a-zA-Z]{40,60}){0,24}"
         ) {
             for how in [Split::Identifiers, Split::Plain] {
                 proptest::prop_assert_eq!(split(&text, how), by_characters(&text, how));
@@ -370,6 +577,11 @@ mod tests {
         assert_eq!(s("a\u{0}b\u{FEFF}c"), ["a", "b", "c"]);
         assert_eq!(s("—"), Vec::<String>::new());
         assert_eq!(compact("Get-Weather_v2 日本"), "getweatherv2日本");
+        let hasher = std::hash::RandomState::new();
+        for name in ["Get-Weather_v2", "get_weather_V2", "x".repeat(STACK_COMPACT).as_str(), "日本", ""] {
+            assert_eq!(compact_hash(&hasher, name), hasher.hash_one(compact(name).as_bytes()), "{name}");
+        }
+        assert_ne!(compact_hash(&hasher, "get_weather"), compact_hash(&hasher, "get_weathers"));
     }
 
     #[test]
@@ -380,6 +592,15 @@ mod tests {
     #[test]
     fn stop_words_are_sorted_and_found() {
         assert!(STOP_WORDS.windows(2).all(|w| w[0] < w[1]));
+        // Every stop word and its near misses are what the list says.
+        for word in STOP_WORDS {
+            for w in
+                [word.to_string(), format!("{word}s"), format!("{word}\0"), format!("\0{word}"), word[1..].to_owned()]
+            {
+                assert_eq!(is_stop_word(&w), STOP_WORDS.contains(&w.as_str()), "{w:?}");
+            }
+        }
+        assert!(!is_stop_word("yourselfs") && !is_stop_word(""));
         assert!(is_stop_word("the") && is_stop_word("please") && !is_stop_word("weather"));
     }
 
