@@ -48,10 +48,8 @@ pub(crate) fn run(_n: usize, rounds: usize) -> Result {
             "raw_catalog",
         ]),
     )?;
-    // Target selection flags would leave the fixture binary out of the build above.
-    crate::run("build fixture server (release)", cargo().args(["build", "--release", "-p", "mcp-fixtures", "--bins"]))?;
+    let server = super::fixture_server()?;
     let release = super::release_dir();
-    let server = release.join("mcp-fixture-server");
     let server_args = [
         "echo".to_owned(),
         "--extra-tools".to_owned(),

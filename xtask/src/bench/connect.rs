@@ -11,11 +11,11 @@ pub(crate) fn run(rounds: usize) -> Result {
         "build (release)",
         cargo().args(["build", "--release", "-p", "mcp-client", "--example", "connect_bench"]),
     )?;
-    crate::run("build fixture server (release)", cargo().args(["build", "--release", "-p", "mcp-fixtures", "--bins"]))?;
+    let server = super::fixture_server()?;
     let release = super::release_dir();
     let status = Command::new(release.join("examples").join("connect_bench"))
         .args(["--rounds", &rounds.to_string(), "--"])
-        .arg(release.join("mcp-fixture-server"))
+        .arg(&server)
         .status()
         .map_err(|e| format!("connect_bench: {e}"))?;
     if status.success() { Ok(()) } else { Err(format!("connect_bench failed: {status}")) }

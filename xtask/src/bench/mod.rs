@@ -81,6 +81,16 @@ pub(crate) fn release_dir() -> std::path::PathBuf {
     target_dir().join("release")
 }
 
+/// Builds the fixture server in release and gives its path. A build of its own: the target
+/// selection flags of a group's build would leave the fixture binary out.
+pub(crate) fn fixture_server() -> Result<std::path::PathBuf> {
+    crate::run(
+        "build fixture server (release)",
+        crate::cargo().args(["build", "--release", "-p", "mcp-fixtures", "--bins"]),
+    )?;
+    Ok(release_dir().join("mcp-fixture-server"))
+}
+
 /// The number after `"key":` in a one-line JSON figure an example printed.
 pub(crate) fn field(line: &str, key: &str) -> Option<f64> {
     let at = line.find(&format!("\"{key}\":"))? + key.len() + 3;

@@ -57,10 +57,8 @@ pub(crate) fn run(_n: usize, rounds: usize) -> Result {
             "connect_bench",
         ]),
     )?;
-    // Target selection flags would leave the fixture binary out of the build above.
-    crate::run("build fixture server (release)", cargo().args(["build", "--release", "-p", "mcp-fixtures", "--bins"]))?;
+    let server = super::fixture_server()?;
     let release = super::release_dir();
-    let server = release.join("mcp-fixture-server");
     // Outside the working directory: mcp-harness refuses a configuration an agent here could write.
     let work = std::env::temp_dir().join(format!("mcp-harness-bench-startup-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);

@@ -28,10 +28,8 @@ pub(crate) fn run(n: usize, rounds: usize) -> Result {
             "raw_pipe_bench",
         ]),
     )?;
-    // Target selection flags would leave the fixture binary out of the build above.
-    crate::run("build fixture server (release)", cargo().args(["build", "--release", "-p", "mcp-fixtures", "--bins"]))?;
+    let server = super::fixture_server()?;
     let release = super::release_dir();
-    let server = release.join("mcp-fixture-server");
     let mut figures = Vec::new();
     for round in 1..=rounds {
         for concurrency in [1usize, 100] {
