@@ -13,7 +13,7 @@
 //!   all 2,795 of the set's queries (limit 10), each the fastest of 5 runs. The build is timed
 //!   twice: wall time, and the building thread's CPU time, which is what the build costs once it
 //!   has a core (on a shared machine with more runnable threads than cores, wall time also
-//!   counts the waits for one).
+//!   counts the waits for one); its page faults (median) are printed beside.
 
 use std::collections::BTreeSet;
 use std::error::Error;
@@ -118,11 +118,13 @@ fn main() -> Result<(), Box<dyn Error>> {
     let (mut builds, mut p50s, mut p99s, mut plain_builds, mut plain_p50s, mut plain_p99s) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
     let mut indexed = 0;
-    let mut build_cpus = vec![];
+    let (mut build_cpus, mut build_faults) = (vec![], vec![]);
     for _ in 0..runs {
         let start = Instant::now();
         let cpu_start = thread_cpu()?;
+        let faults_start = thread_faults()?;
         let index = SearchIndex::new(&big_pool, &big_exposure);
+        build_faults.push(thread_faults()?.saturating_sub(faults_start));
         build_cpus.push(thread_cpu()?.saturating_sub(cpu_start));
         builds.push(start.elapsed());
         indexed = index.len();
@@ -157,10 +159,12 @@ fn main() -> Result<(), Box<dyn Error>> {
     let build_min = fastest(&builds);
     let (b, p50, p99) = (median(&mut builds), median(&mut p50s), median(&mut p99s));
     let (cpu, cpu_min) = (median(&mut build_cpus.clone()), fastest(&build_cpus));
+    build_faults.sort_unstable();
+    let faults = build_faults[build_faults.len() / 2];
     let (pb, pp50, pp99) = (median(&mut plain_builds), median(&mut plain_p50s), median(&mut plain_p99s));
     println!(
-        "{indexed} tools: build {b} ms (fastest {build_min} ms; thread CPU time {cpu} ms, fastest {cpu_min} ms), \
-         query p50 {p50} ms, p99 {p99} ms ({} queries)",
+        "{indexed} tools: build {b} ms (fastest {build_min} ms; thread CPU time {cpu} ms, fastest {cpu_min} ms; \
+         {faults} page faults), query p50 {p50} ms, p99 {p99} ms ({} queries)",
         queries.len()
     );
     println!("plain BM25 at {indexed} tools: build {pb} ms, query p50 {pp50} ms, p99 {pp99} ms");
@@ -178,6 +182,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             "build_min_ms": build_min,
             "build_cpu_ms": cpu,
             "build_cpu_min_ms": cpu_min,
+            "build_page_faults": faults,
             "query_p50_ms": p50,
             "query_p99_ms": p99,
             "plain_build_ms": pb,
@@ -212,6 +217,13 @@ fn latencies(queries: &[String], search: impl Fn(&str) -> usize) -> (Duration, D
     times.sort();
     let at = |p: usize| times.get((times.len() * p / 100).min(times.len().saturating_sub(1))).copied();
     (at(50).unwrap_or_default(), at(99).unwrap_or_default())
+}
+
+/// Page faults the calling thread has taken so far: memory fresh from the system costs one per
+/// page, a visible part of a build.
+fn thread_faults() -> Result<i64, Box<dyn Error>> {
+    use nix::sys::resource::{UsageWho, getrusage};
+    Ok(getrusage(UsageWho::RUSAGE_THREAD)?.minor_page_faults())
 }
 
 /// CPU time the calling thread has used so far.

@@ -326,7 +326,7 @@ pub fn assemble(
         builtins: Arc::clone(builtins),
         servers: kept.into_iter().cloned().collect(),
         slots,
-        descriptions,
+        descriptions: Arc::new(descriptions),
         diagnostics,
         hidden,
         by_name,

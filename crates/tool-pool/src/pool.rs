@@ -122,6 +122,12 @@ impl<'a> PoolEntry<'a> {
         &self.pool.descriptions[start..end]
     }
 
+    /// The pool's description arena and this entry's byte range in it, to share rather than
+    /// copy.
+    pub(crate) fn shared_description(&self) -> (&'a Arc<String>, (usize, usize)) {
+        (&self.pool.descriptions, self.slot.description)
+    }
+
     /// The input schema, an object schema.
     pub fn input_schema(&self) -> &'a Value {
         match self.origin() {
@@ -237,8 +243,9 @@ pub struct Pool {
     /// The servers entries point into, sorted by name.
     pub(crate) servers: Vec<ServerTools>,
     pub(crate) slots: Vec<Slot>,
-    /// Every entry's description, back to back: one allocation instead of one per entry.
-    pub(crate) descriptions: String,
+    /// Every entry's description, back to back: one allocation instead of one per entry,
+    /// shared with the pool's clones and its search index rather than copied.
+    pub(crate) descriptions: Arc<String>,
     pub(crate) diagnostics: Vec<Diagnostic>,
     pub(crate) hidden: Vec<HiddenTool>,
     pub(crate) by_name: HashMap<Arc<str>, usize>,

@@ -128,9 +128,6 @@ const EXACT_BONUS: f32 = 1.0e6;
 
 /// Most tools memory is reserved for before building (more are indexed, growing as needed).
 const MAX_RESERVED_TOOLS: usize = 100_000;
-/// Bytes of description reserved per expected tool (the evaluation set's tools have 130 on
-/// average).
-const RESERVED_TEXT_PER_TOOL: usize = 128;
 /// Distinct terms reserved per expected tool (the evaluation set's tools have 24 on average).
 /// Only what is written is touched, so reserving more than needed costs little.
 const RESERVED_TERMS_PER_TOOL: usize = 32;
@@ -144,7 +141,9 @@ const RESERVED_NAME_TERMS_PER_TOOL: usize = 4;
 struct Doc {
     name: Arc<str>,
     server: Option<Arc<str>>,
-    /// Byte range of its description (sanitized, unmarked) in `SearchIndex::text`.
+    /// Its description (sanitized, unmarked): which of `SearchIndex::texts` holds it, and its
+    /// byte range there.
+    text: u32,
     description: (usize, usize),
     /// Distinct terms of its name, for the near-exact match.
     name_terms: u16,
@@ -152,13 +151,29 @@ struct Doc {
     name_sequence: (usize, usize),
 }
 
+/// A tool that has a term. Eight bytes, not twelve: postings are most of an index's memory,
+/// and memory fresh from the system (a page fault per page) was a large part of building.
 #[derive(Debug, Clone, Copy)]
 struct Posting {
-    doc: u32,
+    /// The tool, with [`IN_NAME`] set when the term is in its name.
+    doc_in_name: u32,
     /// BM25F's saturated term frequency, `tf (k1 + 1) / (tf + k1)`, with `tf` the weighted,
     /// length-normalized sum over fields.
     weight: f32,
-    in_name: bool,
+}
+
+/// The bit of [`Posting::doc_in_name`] that says the term is in the tool's name; tool numbers
+/// stay below it.
+const IN_NAME: u32 = 1 << 31;
+
+impl Posting {
+    fn doc(self) -> usize {
+        (self.doc_in_name & !IN_NAME) as usize
+    }
+
+    fn in_name(self) -> bool {
+        self.doc_in_name & IN_NAME != 0
+    }
 }
 
 /// A found tool.
@@ -220,7 +235,9 @@ impl<'a> SearchQuery<'a> {
 pub struct SearchIndex {
     ranking: Ranking,
     docs: Vec<Doc>,
-    text: String,
+    /// The description arenas of the pools indexed (one, unless entries came from several),
+    /// shared rather than copied.
+    texts: Vec<Arc<String>>,
     dictionary: Dictionary,
     /// Every term's postings, back to back, in document order within a term.
     postings: Vec<Posting>,
@@ -286,7 +303,7 @@ impl SearchIndex {
         let mut index = Self {
             ranking,
             docs: Vec::with_capacity(expected),
-            text: String::with_capacity(expected * RESERVED_TEXT_PER_TOOL),
+            texts: Vec::new(),
             dictionary: Dictionary::with_capacity(expected),
             postings: Vec::new(),
             offsets: Vec::new(),
@@ -295,9 +312,13 @@ impl SearchIndex {
             name_sequences: Vec::with_capacity(expected * RESERVED_NAME_TERMS_PER_TOOL),
             by_compact: Vec::with_capacity(expected * 2),
         };
-        // (term, tool, frequency per field), in tool order; grouped by term at the end. One
-        // sequential list: a list per term, grown as tools come, cost cache misses on every push.
-        let mut found: Vec<(u32, u32, [u16; FIELDS])> = Vec::with_capacity(expected * RESERVED_TERMS_PER_TOOL);
+        // (term, frequencies per field), tool after tool, each tool's ending where `ends` says;
+        // grouped by term at the end. One sequential list: a list per term, grown as tools come,
+        // cost cache misses on every push.
+        let mut found: Vec<(u32, PackedTf)> = Vec::with_capacity(expected * RESERVED_TERMS_PER_TOOL);
+        // The frequencies too large to pack, in the order of their entries in `found`.
+        let mut unpacked: Vec<[u16; FIELDS]> = Vec::new();
+        let mut ends: Vec<usize> = Vec::with_capacity(expected);
         let mut lengths: Vec<[u32; FIELDS]> = Vec::with_capacity(expected);
         let mut counts = Counts::default();
         // The current server: its name, its mark, and its name's terms (found at its first tool,
@@ -309,6 +330,10 @@ impl SearchIndex {
         let mut recent = [((0u64, 0u64), STOP); RECENT];
         for entry in entries {
             let Ok(doc) = u32::try_from(index.docs.len()) else { break };
+            let Ok(text) = u32::try_from(index.texts.len()) else { break };
+            if doc & IN_NAME != 0 {
+                break;
+            }
             let name: Arc<str> = Arc::clone(entry.shared_name());
             match index.by_name.entry(Arc::clone(&name)) {
                 std::collections::hash_map::Entry::Occupied(_) => continue,
@@ -369,9 +394,10 @@ impl SearchIndex {
                 if counts.tf[t][Field::Name as usize] > 0 {
                     name_terms = name_terms.saturating_add(1);
                 }
-                found.push((term, doc, counts.tf[t]));
+                found.push((term, PackedTf::new(counts.tf[t], &mut unpacked)));
                 counts.tf[t] = [0; FIELDS];
             }
+            ends.push(found.len());
             counts.touched.clear();
             lengths.push(std::mem::take(&mut counts.length));
             if index.ranking.name_matches {
@@ -379,12 +405,20 @@ impl SearchIndex {
                     index.by_compact.push((compact_hash(index.by_name.hasher(), name), doc));
                 }
             }
-            let start = index.text.len();
-            index.text.push_str(description);
+            // The unmarked description is the end of the pool's: shared, not copied.
+            let (arena, (_, end)) = entry.shared_description();
+            let text = match index.texts.last() {
+                Some(last) if Arc::ptr_eq(last, arena) => text.saturating_sub(1),
+                _ => {
+                    index.texts.push(Arc::clone(arena));
+                    text
+                }
+            };
             index.docs.push(Doc {
                 name,
                 server,
-                description: (start, index.text.len()),
+                text,
+                description: (end - description.len(), end),
                 name_terms,
                 name_sequence: (sequence_start, index.name_sequences.len()),
             });
@@ -404,7 +438,7 @@ impl SearchIndex {
         // Counting sort by term, BM25F weights computed on the way.
         let terms = index.dictionary.stems.len();
         let mut offsets = vec![0usize; terms + 1];
-        for &(term, _, _) in &found {
+        for &(term, _) in &found {
             offsets[term as usize + 1] += 1;
         }
         for t in 0..terms {
@@ -422,19 +456,25 @@ impl SearchIndex {
             .map(|length| std::array::from_fn(|f| 1.0 - r.b[f] + r.b[f] * length[f] as f32 / average[f]))
             .collect();
         let mut next = offsets.clone();
-        let mut postings = vec![Posting { doc: 0, weight: 0.0, in_name: false }; found.len()];
-        for (term, doc, tf) in found {
-            let norm = &norms[doc as usize];
-            let mut t = 0f32;
-            for f in 0..FIELDS {
-                if tf[f] > 0 {
-                    t += r.weights[f] * f32::from(tf[f]) / norm[f];
+        let mut postings = vec![Posting { doc_in_name: 0, weight: 0.0 }; found.len()];
+        let (mut begin, mut unpacked) = (0, unpacked.into_iter());
+        // Fewer than `IN_NAME` tools, so their numbers fit.
+        for ((doc, &end), norm) in (0u32..).zip(&ends).zip(&norms) {
+            for &(term, tf) in &found[begin..end] {
+                let tf = tf.get(&mut unpacked);
+                let mut t = 0f32;
+                for f in 0..FIELDS {
+                    if tf[f] > 0 {
+                        t += r.weights[f] * f32::from(tf[f]) / norm[f];
+                    }
                 }
+                let weight = t * (r.k1 + 1.0) / (t + r.k1);
+                let in_name = if tf[Field::Name as usize] > 0 { IN_NAME } else { 0 };
+                let slot = &mut next[term as usize];
+                postings[*slot] = Posting { doc_in_name: doc | in_name, weight };
+                *slot += 1;
             }
-            let weight = t * (r.k1 + 1.0) / (t + r.k1);
-            let slot = &mut next[term as usize];
-            postings[*slot] = Posting { doc, weight, in_name: tf[Field::Name as usize] > 0 };
-            *slot += 1;
+            begin = end;
         }
         index.postings = postings;
         index.offsets = offsets;
@@ -495,10 +535,10 @@ impl SearchIndex {
         for &term in &query {
             let idf = self.idf[term as usize];
             let (start, end) = (self.offsets[term as usize], self.offsets[term as usize + 1]);
-            for p in &self.postings[start..end] {
-                scores[p.doc as usize] += idf * p.weight;
-                if p.in_name
-                    && let Some(h) = name_hits.get_mut(p.doc as usize)
+            for &p in &self.postings[start..end] {
+                scores[p.doc()] += idf * p.weight;
+                if p.in_name()
+                    && let Some(h) = name_hits.get_mut(p.doc())
                 {
                     *h += 1;
                 }
@@ -548,7 +588,7 @@ impl SearchIndex {
         SearchHit {
             name: Arc::clone(&d.name),
             server: d.server.clone(),
-            description: one_line(&self.text[start..end]),
+            description: one_line(self.texts.get(d.text as usize).and_then(|t| t.get(start..end)).unwrap_or_default()),
             score,
         }
     }
@@ -596,6 +636,54 @@ impl Counts {
             tf[field as usize] = tf[field as usize].saturating_add(1);
         }
         self.length[field as usize] += 1;
+    }
+}
+
+/// A tool's frequencies of one term per field, in 32 bits rather than 80: the list of them is
+/// the largest of a build, and memory fresh from the system (a page fault per page) was a large
+/// part of building. Frequencies too large for their bits (rare: a word repeated dozens of times
+/// in one field) are kept aside, in order, and this holds [`PackedTf::UNPACKED`].
+#[derive(Debug, Clone, Copy)]
+struct PackedTf(u32);
+
+impl PackedTf {
+    /// Bits per field, in [`Field`] order; 32 in all.
+    const BITS: [u32; FIELDS] = [5, 4, 8, 6, 9];
+    /// The mark of frequencies kept aside (never a packed value: those are kept aside too).
+    const UNPACKED: u32 = u32::MAX;
+
+    /// `tf` packed, or kept aside in `unpacked` when it does not fit.
+    #[inline]
+    fn new(tf: [u16; FIELDS], unpacked: &mut Vec<[u16; FIELDS]>) -> Self {
+        let (mut packed, mut over, mut shift) = (0u32, 0u32, 0);
+        // Without a branch per field: this runs for every term of every tool.
+        for (f, bits) in Self::BITS.into_iter().enumerate() {
+            let value = u32::from(tf[f]);
+            over |= value >> bits;
+            packed |= value << shift;
+            shift += bits;
+        }
+        if over != 0 || packed == Self::UNPACKED {
+            unpacked.push(tf);
+            return Self(Self::UNPACKED);
+        }
+        Self(packed)
+    }
+
+    /// The frequencies, taking them from `unpacked` (the list [`PackedTf::new`] kept aside, read
+    /// in the same order) when they were not packed.
+    #[inline]
+    fn get(self, unpacked: &mut impl Iterator<Item = [u16; FIELDS]>) -> [u16; FIELDS] {
+        if self.0 == Self::UNPACKED {
+            return unpacked.next().unwrap_or_default();
+        }
+        let mut tf = [0u16; FIELDS];
+        let mut shift = 0;
+        for (f, bits) in Self::BITS.into_iter().enumerate() {
+            tf[f] = ((self.0 >> shift) & ((1 << bits) - 1)) as u16;
+            shift += bits;
+        }
+        tf
     }
 }
 
@@ -686,4 +774,40 @@ fn one_line(text: &str) -> String {
         out.push('…');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// Every list of frequencies comes back as it went in, packed or kept aside, in order,
+        /// including those at and past each field's bits and the one that packs to the mark.
+        #[test]
+        fn packed_frequencies_come_back_exactly(
+            tfs in prop::collection::vec(
+                prop::array::uniform5(prop_oneof![0u16..4, 28u16..36, 250u16..260, 500u16..520, Just(u16::MAX)]),
+                0..64,
+            )
+        ) {
+            let mut aside = Vec::new();
+            let packed: Vec<PackedTf> = tfs.iter().map(|&tf| PackedTf::new(tf, &mut aside)).collect();
+            let mut aside = aside.into_iter();
+            let back: Vec<[u16; FIELDS]> = packed.iter().map(|p| p.get(&mut aside)).collect();
+            prop_assert_eq!(back, tfs);
+            prop_assert!(aside.next().is_none());
+        }
+    }
+
+    #[test]
+    fn frequencies_at_every_fields_largest_value_pack_to_the_mark_and_are_kept_aside() {
+        let largest: [u16; FIELDS] = PackedTf::BITS.map(|bits| (1u16 << bits) - 1);
+        let mut aside = Vec::new();
+        let packed = PackedTf::new(largest, &mut aside);
+        assert_eq!(packed.0, PackedTf::UNPACKED);
+        assert_eq!(aside, [largest]);
+        assert_eq!(PackedTf::BITS.iter().sum::<u32>(), 32);
+    }
 }
