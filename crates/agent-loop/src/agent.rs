@@ -331,8 +331,8 @@ impl Agent {
         self.record_message(&user);
         conversation.push(user);
         // The request's copy of the conversation lives for the whole turn and grows with it:
-        // a step copies its new messages, not the history again.
-        let mut messages = conversation.clone();
+        // a step adds its new messages, and the adapter knows the others by their `Arc`s.
+        let mut messages: Vec<Arc<Message>> = conversation.iter().cloned().map(Arc::new).collect();
         let mut usage = Usage::default();
         for step in 1..=self.config.max_steps {
             let view = self.view().await?;
@@ -354,10 +354,10 @@ impl Agent {
             let response = response?;
             usage.input_tokens += response.usage.input_tokens;
             usage.output_tokens += response.usage.output_tokens;
-            let assistant = Message { role: Role::Assistant, content: response.content };
+            let assistant = Arc::new(Message { role: Role::Assistant, content: response.content });
             self.record_message(&assistant);
             let final_text = assistant.text();
-            conversation.push(assistant.clone());
+            conversation.push(Message::clone(&assistant));
             // The calls are read from the assistant's message, which goes into the request's
             // copy of the conversation once they have run.
             let calls: Vec<(&str, &str, &Value)> = assistant
@@ -380,7 +380,7 @@ impl Agent {
             messages.push(assistant);
             let message = Message { role: Role::User, content: results };
             self.record_message(&message);
-            messages.push(message.clone());
+            messages.push(Arc::new(message.clone()));
             conversation.push(message);
         }
         self.emit(events, AgentEvent::StepLimit { steps: self.config.max_steps });

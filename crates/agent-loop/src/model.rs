@@ -3,6 +3,8 @@
 //! Provider adapters (Anthropic, OpenAI-compatible, scripted) implement [`LanguageModel`]; the
 //! loop never knows which one it talks to.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -113,8 +115,12 @@ pub struct ModelRequest {
     pub model: String,
     /// System prompt.
     pub system: String,
-    /// The conversation so far.
-    pub messages: Vec<Message>,
+    /// The conversation so far, each message shared: the loop sends the same `Arc`s at every
+    /// step of a turn and appends the new ones, so an adapter that keeps what it serialized
+    /// recognizes a message it already wrote by its pointer, whatever the history's length (a
+    /// message cannot change while the adapter holds its `Arc`: `Arc::make_mut` copies it).
+    /// A request built by hand wraps its messages: `vec![Message::user("Hi").into()]`.
+    pub messages: Vec<Arc<Message>>,
     /// The tools of this step's pool snapshot, exactly.
     pub tools: Vec<ToolSpec>,
     /// Output budget.

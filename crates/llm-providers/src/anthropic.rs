@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 use agent_loop::{Block, LanguageModel, ModelError, ModelRequest, ModelResponse, Role, StopReason, TextStream, Usage};
 use async_trait::async_trait;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::Options;
-use crate::body::{MessageCache, check_model};
+use crate::body::{MessageCache, ToolsCache, check_model};
 use crate::http::{
     ApiKey, Decoder, Endpoint, ReadError, Step, Wire, default_client, join_base, json_error_message, lookup_nonempty,
     malformed, parse_json, snippet,
@@ -48,6 +49,7 @@ pub struct AnthropicModel {
     endpoint: Endpoint,
     model: String,
     messages: MessageCache,
+    tools: ToolsCache,
 }
 
 impl std::fmt::Debug for AnthropicModel {
@@ -130,7 +132,12 @@ impl AnthropicModel {
         headers.insert(HeaderName::from_static("anthropic-version"), HeaderValue::from_static(API_VERSION));
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let endpoint = Endpoint { client, url, headers, options: Options::default(), provider: "anthropic" };
-        Ok(Self { endpoint, model: String::new(), messages: MessageCache::new(wire_messages) })
+        Ok(Self {
+            endpoint,
+            model: String::new(),
+            messages: MessageCache::new(wire_messages),
+            tools: ToolsCache::default(),
+        })
     }
 
     /// The model used when a request's `model` is empty.
@@ -181,22 +188,21 @@ impl AnthropicModel {
         }
         body.messages("messages", &[], &request.messages, &self.messages)?;
         if !request.tools.is_empty() {
-            let mut tools = request
-                .tools
-                .iter()
-                .map(|t| {
-                    let mut tool =
-                        json!({"name": t.name, "description": t.description, "input_schema": t.input_schema});
-                    if t.defer_loading {
-                        tool["defer_loading"] = json!(true);
-                    }
-                    tool
-                })
-                .collect::<Vec<_>>();
-            if defers(request) {
-                tools.push(json!({"type": TOOL_SEARCH_TYPE, "name": TOOL_SEARCH_NAME}));
-            }
-            body.field("tools", &tools)?;
+            self.tools.write(&mut body, "tools", &request.tools, |tools| {
+                let mut wire: Vec<WireTool<'_>> = tools
+                    .iter()
+                    .map(|t| WireTool::Tool {
+                        name: &t.name,
+                        description: &t.description,
+                        input_schema: &t.input_schema,
+                        defer_loading: t.defer_loading,
+                    })
+                    .collect();
+                if tools.iter().any(|t| t.defer_loading) {
+                    wire.push(WireTool::Search { kind: TOOL_SEARCH_TYPE, name: TOOL_SEARCH_NAME });
+                }
+                serde_json::to_vec(&wire)
+            })?;
         }
         body.field("stream", &true)?;
         Ok(self.messages.finish(body))
@@ -208,34 +214,70 @@ fn defers(request: &ModelRequest) -> bool {
     request.tools.iter().any(|t| t.defer_loading)
 }
 
-/// One message, as the one element of the body's `messages` it becomes.
+/// One message, as the one element of the body's `messages` it becomes; empty text blocks are
+/// left out (the API refuses them). Written straight from the blocks, with no `Value` built.
 fn wire_messages(message: &agent_loop::Message, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
-    serde_json::to_writer(out, &self::message(message))
-}
-
-/// One message; empty text blocks are left out (the API refuses them).
-fn message(message: &agent_loop::Message) -> Value {
     let role = match message.role {
         Role::User => "user",
         Role::Assistant => "assistant",
     };
-    let content: Vec<Value> = message
+    let content: Vec<WireBlock<'_>> = message
         .content
         .iter()
         .filter_map(|block| match block {
             Block::Text { text } if text.is_empty() => None,
-            Block::Text { text } => Some(json!({"type": "text", "text": text})),
-            Block::ToolUse { id, name, input } => {
-                Some(json!({"type": "tool_use", "id": id, "name": name, "input": input}))
+            Block::Text { text } => Some(WireBlock::Typed(TypedBlock::Text { text })),
+            Block::ToolUse { id, name, input } => Some(WireBlock::Typed(TypedBlock::ToolUse { id, name, input })),
+            Block::ToolResult { tool_use_id, content, is_error } => {
+                Some(WireBlock::Typed(TypedBlock::ToolResult { tool_use_id, content, is_error: *is_error }))
             }
-            Block::ToolResult { tool_use_id, content, is_error } => Some(
-                json!({"type": "tool_result", "tool_use_id": tool_use_id, "content": content, "is_error": is_error}),
-            ),
-            Block::Provider { provider, block } if provider == PROVIDER => Some(block.clone()),
+            Block::Provider { provider, block } if provider == PROVIDER => Some(WireBlock::Provider(block)),
             Block::Provider { .. } => None,
         })
         .collect();
-    json!({"role": role, "content": content})
+    serde_json::to_writer(out, &WireMessage { role, content })
+}
+
+/// A message of the body (fields in the order the API's documentation shows them).
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: &'static str,
+    content: Vec<WireBlock<'a>>,
+}
+
+/// A content block: one of the port's, or a provider block sent back as it came.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WireBlock<'a> {
+    Typed(TypedBlock<'a>),
+    Provider(&'a Value),
+}
+
+/// The port's blocks, `type` first.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum TypedBlock<'a> {
+    Text { text: &'a str },
+    ToolUse { id: &'a str, name: &'a str, input: &'a Value },
+    ToolResult { tool_use_id: &'a str, content: &'a str, is_error: bool },
+}
+
+/// A tool of the body: one of the request's, or the API's tool search.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WireTool<'a> {
+    Tool {
+        name: &'a str,
+        description: &'a str,
+        input_schema: &'a Value,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        defer_loading: bool,
+    },
+    Search {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        name: &'static str,
+    },
 }
 
 #[async_trait]
@@ -531,6 +573,66 @@ mod tests {
             }
         }
         d.finish(false)
+    }
+
+    /// What `message` becomes in the body, read back.
+    fn message(message: &agent_loop::Message) -> Value {
+        let mut out = Vec::new();
+        wire_messages(message, &mut out).unwrap();
+        serde_json::from_slice(&out).unwrap()
+    }
+
+    /// The body's message as `Value`s, as it was built before the typed writer: the reference
+    /// for the bytes on the wire.
+    fn reference(message: &agent_loop::Message) -> Value {
+        let role = match message.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        };
+        let content: Vec<Value> = message
+            .content
+            .iter()
+            .filter_map(|block| match block {
+                Block::Text { text } if text.is_empty() => None,
+                Block::Text { text } => Some(json!({"type": "text", "text": text})),
+                Block::ToolUse { id, name, input } => {
+                    Some(json!({"type": "tool_use", "id": id, "name": name, "input": input}))
+                }
+                Block::ToolResult { tool_use_id, content, is_error } => Some(
+                    json!({"type": "tool_result", "tool_use_id": tool_use_id, "content": content, "is_error": is_error}),
+                ),
+                Block::Provider { provider, block } if provider == PROVIDER => Some(block.clone()),
+                Block::Provider { .. } => None,
+            })
+            .collect();
+        json!({"role": role, "content": content})
+    }
+
+    /// Every kind of block, written straight from the blocks, gives the bytes of the `Value`s
+    /// serialized.
+    #[test]
+    fn messages_are_written_as_their_values_serialized() {
+        let blocks = vec![
+            Block::text(""),
+            Block::text("a \"quoted\"\n\u{202e} é"),
+            Block::ToolUse { id: "c1".into(), name: "t".into(), input: json!({"z": [1, -0.0, 2.5e300], "a": null}) },
+            Block::ToolUse { id: "c2".into(), name: "t".into(), input: json!("not an object") },
+            Block::ToolResult { tool_use_id: "c1".into(), content: "Error: no".into(), is_error: true },
+            Block::ToolResult { tool_use_id: "c2".into(), content: String::new(), is_error: false },
+            Block::Provider { provider: PROVIDER.into(), block: json!({"type": "server_tool_use", "b": 1, "a": 2}) },
+            Block::Provider { provider: "openai".into(), block: json!({"type": "x"}) },
+        ];
+        for role in [Role::User, Role::Assistant] {
+            for message in [
+                agent_loop::Message { role, content: blocks.clone() },
+                agent_loop::Message { role, content: vec![] },
+                agent_loop::Message { role, content: blocks[1..2].to_vec() },
+            ] {
+                let mut out = Vec::new();
+                wire_messages(&message, &mut out).unwrap();
+                assert_eq!(String::from_utf8(out).unwrap(), reference(&message).to_string());
+            }
+        }
     }
 
     fn malformed_message(r: Result<ModelResponse, ReadError>) -> String {

@@ -1,12 +1,13 @@
 //! Request bodies, written as compact JSON field by field, with the conversation spliced in from
-//! a cache of each message's serialized wire form.
+//! a cache of the messages' serialized wire form.
 //!
 //! An agent sends the whole conversation at every step, and the conversation only grows: the
 //! cache keeps the bytes of the messages the last request carried, so step N serializes only
 //! its new messages and copies the rest (turning every message into `Value`s and serializing
-//! it again was half the CPU of a long run). The bytes are exactly what serializing the whole
-//! body as one `serde_json::Value` gives: compact JSON of an array is its elements' compact
-//! JSON joined by commas.
+//! it again was half the CPU of a long run). The loop sends the same `Arc`s at every step, so
+//! a cached message is recognized by its pointer; a request built anew is compared message by
+//! message. The bytes are exactly what serializing the whole body as one `serde_json::Value`
+//! gives: compact JSON of an array is its elements' compact JSON joined by commas.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -61,7 +62,7 @@ impl Body {
         &mut self,
         key: &str,
         leading: &[&dyn erased::Element],
-        messages: &[Message],
+        messages: &[Arc<Message>],
         cache: &MessageCache,
     ) -> Result<(), ModelError> {
         self.key(key)?;
@@ -158,10 +159,12 @@ pub(crate) fn same_json(a: &Value, b: &Value) -> bool {
 
 /// The serialized wire form of the messages of an adapter's last request, in order.
 ///
-/// A message is reused only where it equals the one cached at the same position (a comparison,
-/// far cheaper than building and serializing its `Value`s); from the first difference on, the
-/// messages are encoded again and replace the cache. Clones of an adapter share it; a request
-/// of another conversation only costs its own encoding.
+/// A message is reused only where it is the one cached at the same position: the same `Arc`
+/// (the loop's requests; the cache holds a clone, so that message cannot have changed), or else
+/// an equal message (a comparison, far cheaper than encoding it; the request's `Arc` then
+/// replaces the cached one, so the next request is known by pointer). From the first
+/// difference on, the messages are encoded again and replace the cache. Clones of an adapter
+/// share it; a request of another conversation only costs its own encoding.
 #[derive(Clone)]
 pub(crate) struct MessageCache {
     encode: Encode,
@@ -175,8 +178,13 @@ pub(crate) struct MessageCache {
 const BODY_SLACK: usize = 4096;
 
 /// A message and the compact JSON of its elements, joined by commas (empty for none).
+///
+/// Each message keeps its own bytes, and a body copies them one by one, as the floor of
+/// `cargo xtask bench agent` copies its history: one buffer of the whole history copied at once
+/// costs no less on the hardware, but callgrind counts glibc's `rep movsb` for large copies
+/// as one instruction per byte (70k more instructions per step at 401 steps per turn).
 struct Cached {
-    message: Message,
+    message: Arc<Message>,
     json: Vec<u8>,
 }
 
@@ -200,15 +208,23 @@ impl MessageCache {
 
     /// Writes the elements of `messages` to `out` (a comma before each unless `first` and
     /// nothing written yet).
-    fn write(&self, out: &mut Vec<u8>, mut first: bool, messages: &[Message]) -> Result<(), ModelError> {
+    fn write(&self, out: &mut Vec<u8>, mut first: bool, messages: &[Arc<Message>]) -> Result<(), ModelError> {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let same =
-            entries.iter().zip(messages).take_while(|(cached, message)| same_message(&cached.message, message)).count();
+        let mut same = 0;
+        for (cached, message) in entries.iter_mut().zip(messages) {
+            if !Arc::ptr_eq(&cached.message, message) {
+                if !same_message(&cached.message, message) {
+                    break;
+                }
+                cached.message = Arc::clone(message);
+            }
+            same += 1;
+        }
         entries.truncate(same);
         for message in &messages[same..] {
             let mut json = Vec::new();
             (self.encode)(message, &mut json).map_err(|e| encode_error(&e))?;
-            entries.push(Cached { message: message.clone(), json });
+            entries.push(Cached { message: Arc::clone(message), json });
         }
         for cached in entries.iter().filter(|c| !c.json.is_empty()) {
             if !first {
@@ -303,7 +319,7 @@ mod tests {
         Ok(())
     }
 
-    fn body(messages: &[Message], cache: &MessageCache) -> Vec<u8> {
+    fn body(messages: &[Arc<Message>], cache: &MessageCache) -> Vec<u8> {
         let mut body = Body::with_capacity(0);
         body.field("model", &"m").unwrap();
         body.messages("messages", &[&json!({"system": "s\u{202e}\"x"})], messages, cache).unwrap();
@@ -311,10 +327,18 @@ mod tests {
         body.finish()
     }
 
-    fn reference(messages: &[Message]) -> Vec<u8> {
+    fn reference(messages: &[Arc<Message>]) -> Vec<u8> {
         let mut all = vec![json!({"system": "s\u{202e}\"x"})];
-        all.extend(messages.iter().flat_map(elements));
+        all.extend(messages.iter().flat_map(|m| elements(m)));
         serde_json::to_vec(&json!({"model": "m", "messages": all, "stream": true})).unwrap()
+    }
+
+    fn assistant(blocks: Vec<Block>) -> Arc<Message> {
+        Arc::new(Message { role: Role::Assistant, content: blocks })
+    }
+
+    fn tool_use(input: Value) -> Block {
+        Block::ToolUse { id: "1".into(), name: "t".into(), input }
     }
 
     /// Growing, rewritten, shrunk and emptied conversations all give exactly the bytes of the
@@ -322,25 +346,21 @@ mod tests {
     #[test]
     fn bodies_are_the_whole_value_serialized() {
         let cache = MessageCache::new(encode);
-        let assistant = |blocks: Vec<Block>| Message { role: Role::Assistant, content: blocks };
-        let mut messages = vec![Message::user("hi \"there\"\n")];
+        let mut messages = vec![Arc::new(Message::user("hi \"there\"\n"))];
         assert_eq!(body(&messages, &cache), reference(&messages));
         messages.push(assistant(vec![]));
-        messages.push(assistant(vec![
-            Block::text("a"),
-            Block::ToolUse { id: "1".into(), name: "t".into(), input: json!({"x": [1, 2.5]}) },
-        ]));
-        messages.push(Message::user("é"));
+        messages.push(assistant(vec![Block::text("a"), tool_use(json!({"x": [1, 2.5]}))]));
+        messages.push(Message::user("é").into());
         assert_eq!(body(&messages, &cache), reference(&messages));
         assert_eq!(body(&messages, &cache), reference(&messages));
-        messages[1] = Message::user("changed");
+        messages[1] = Message::user("changed").into();
         assert_eq!(body(&messages, &cache), reference(&messages));
         // Equal under `==`, but its keys in another order: written again, not reused.
-        messages[2].content[1] = Block::ToolUse { id: "1".into(), name: "t".into(), input: json!({"y": 0.0, "x": 1}) };
+        messages[2] = assistant(vec![Block::text("a"), tool_use(json!({"y": 0.0, "x": 1}))]);
         assert_eq!(body(&messages, &cache), reference(&messages));
-        messages[2].content[1] = Block::ToolUse { id: "1".into(), name: "t".into(), input: json!({"x": 1, "y": 0.0}) };
+        messages[2] = assistant(vec![Block::text("a"), tool_use(json!({"x": 1, "y": 0.0}))]);
         assert_eq!(body(&messages, &cache), reference(&messages));
-        messages[2].content[1] = Block::ToolUse { id: "1".into(), name: "t".into(), input: json!({"x": 1, "y": -0.0}) };
+        messages[2] = assistant(vec![Block::text("a"), tool_use(json!({"x": 1, "y": -0.0}))]);
         assert_eq!(body(&messages, &cache), reference(&messages));
         messages.truncate(1);
         assert_eq!(body(&messages, &cache), reference(&messages));
@@ -349,5 +369,46 @@ mod tests {
             String::from_utf8(body(&[], &cache)).unwrap(),
             "{\"model\":\"m\",\"messages\":[{\"system\":\"s\u{202e}\\\"x\"}],\"stream\":true}"
         );
+    }
+
+    /// A changed message is never reused: not one replaced at an old position by another of the
+    /// same length, not one changed through a clone of its `Arc` (which copies it, since the
+    /// cache holds the other clone), not one in an `Arc` of its own.
+    #[test]
+    fn a_changed_message_is_written_again() {
+        let cache = MessageCache::new(encode);
+        let mut messages: Vec<Arc<Message>> =
+            vec![Message::user("abc").into(), assistant(vec![Block::text("x")]), Message::user("def").into()];
+        assert_eq!(body(&messages, &cache), reference(&messages));
+        messages[0] = Message::user("abd").into();
+        messages.push(assistant(vec![Block::text("y")]));
+        assert_eq!(body(&messages, &cache), reference(&messages));
+        let kept = Arc::clone(&messages[1]);
+        Arc::make_mut(&mut messages[1]).content[0] = Block::text("z");
+        assert_eq!(kept.text(), "x", "the cache's clone is untouched");
+        assert_eq!(body(&messages, &cache), reference(&messages));
+        let mut copy = Message::clone(&messages[2]);
+        copy.content[0] = Block::text("deg");
+        messages[2] = Arc::new(copy);
+        assert_eq!(body(&messages, &cache), reference(&messages));
+        assert!(
+            String::from_utf8(body(&messages, &cache))
+                .unwrap()
+                .contains(r#"{"u":"abd"},{"a":{"type":"text","text":"z"}},{"u":"deg"}"#)
+        );
+    }
+
+    /// The same messages in `Arc`s of their own (a request built anew) are reused, and their
+    /// `Arc`s kept, so the next request is recognized by pointer.
+    #[test]
+    fn equal_messages_in_new_arcs_are_reused_and_adopted() {
+        let cache = MessageCache::new(encode);
+        let first: Vec<Arc<Message>> = vec![Message::user("a").into(), assistant(vec![Block::text("b")])];
+        assert_eq!(body(&first, &cache), reference(&first));
+        let second: Vec<Arc<Message>> = first.iter().map(|m| Arc::new(Message::clone(m))).collect();
+        assert_eq!(body(&second, &cache), reference(&second));
+        let entries = cache.entries.lock().unwrap();
+        assert_eq!(entries.len(), 2);
+        assert!(entries.iter().zip(&second).all(|(cached, m)| Arc::ptr_eq(&cached.message, m)));
     }
 }

@@ -29,7 +29,7 @@
 //! let request = ModelRequest {
 //!     model: String::new(), // empty: the adapter's model
 //!     system: "You are terse.".into(),
-//!     messages: vec![Message::user("Say hello.")],
+//!     messages: vec![Message::user("Say hello.").into()],
 //!     tools: vec![],
 //!     max_tokens: 256,
 //! };

@@ -185,14 +185,21 @@ async fn tool_use_round_trip() {
     let mut request = simple("Weather in Paris?");
     let first = model.complete(&request, &NoStream).await.unwrap();
     assert_eq!(first.stop_reason, StopReason::ToolUse);
-    request.messages.push(Message { role: Role::Assistant, content: first.content });
-    request.messages.push(Message {
-        role: Role::User,
-        content: vec![
-            Block::ToolResult { tool_use_id: "toolu_01A".into(), content: "18°C".into(), is_error: false },
-            Block::ToolResult { tool_use_id: "toolu_01B".into(), content: "Error: no clock".into(), is_error: true },
-        ],
-    });
+    request.messages.push(Message { role: Role::Assistant, content: first.content }.into());
+    request.messages.push(
+        Message {
+            role: Role::User,
+            content: vec![
+                Block::ToolResult { tool_use_id: "toolu_01A".into(), content: "18°C".into(), is_error: false },
+                Block::ToolResult {
+                    tool_use_id: "toolu_01B".into(),
+                    content: "Error: no clock".into(),
+                    is_error: true,
+                },
+            ],
+        }
+        .into(),
+    );
     let sink = Collect::default();
     let second = model.complete(&request, &sink).await.unwrap();
     assert_eq!(second.content, vec![Block::text("It is 18°C in Paris.")]);

@@ -66,7 +66,7 @@ pub fn simple(text: &str) -> ModelRequest {
     ModelRequest {
         model: String::new(),
         system: String::new(),
-        messages: vec![Message::user(text)],
+        messages: vec![Message::user(text).into()],
         tools: vec![],
         max_tokens: 100,
     }
@@ -79,7 +79,7 @@ pub fn conversation() -> ModelRequest {
         model: "model-from-request".into(),
         system: "You are a weather bot.".into(),
         messages: vec![
-            Message::user("Weather in Paris and Rome?"),
+            Message::user("Weather in Paris and Rome?").into(),
             Message {
                 role: Role::Assistant,
                 content: vec![
@@ -87,7 +87,8 @@ pub fn conversation() -> ModelRequest {
                     Block::ToolUse { id: "call_1".into(), name: "get_weather".into(), input: json!({"city": "Paris"}) },
                     Block::ToolUse { id: "call_2".into(), name: "get_weather".into(), input: json!({"city": "Rome"}) },
                 ],
-            },
+            }
+            .into(),
             Message {
                 role: Role::User,
                 content: vec![
@@ -98,7 +99,8 @@ pub fn conversation() -> ModelRequest {
                         is_error: true,
                     },
                 ],
-            },
+            }
+            .into(),
         ],
         tools: tools(),
         max_tokens: 1024,

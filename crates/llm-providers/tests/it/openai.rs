@@ -112,7 +112,7 @@ async fn invalid_arguments_pass_through_as_a_string_and_back() {
     let first = m.complete(&request, &NoStream).await.unwrap();
     let raw = r#"{"city": "Paris", "unit": celsius"#;
     assert_eq!(first.content[1], Block::ToolUse { id: "call_A".into(), name: "get_weather".into(), input: json!(raw) });
-    request.messages.push(Message { role: Role::Assistant, content: first.content });
+    request.messages.push(Message { role: Role::Assistant, content: first.content }.into());
     m.complete(&request, &NoStream).await.unwrap();
     let sent = &server.requests()[1].body["messages"][1]["tool_calls"][0]["function"]["arguments"];
     assert_eq!(sent, raw, "the model's own text goes back unchanged");
@@ -126,14 +126,17 @@ async fn tool_use_round_trip() {
     request.system = "Be brief.".into();
     let first = m.complete(&request, &NoStream).await.unwrap();
     assert_eq!(first.stop_reason, StopReason::ToolUse);
-    request.messages.push(Message { role: Role::Assistant, content: first.content });
-    request.messages.push(Message {
-        role: Role::User,
-        content: vec![
-            Block::ToolResult { tool_use_id: "call_A".into(), content: "18°C".into(), is_error: false },
-            Block::ToolResult { tool_use_id: "call_B".into(), content: "Error: no clock".into(), is_error: true },
-        ],
-    });
+    request.messages.push(Message { role: Role::Assistant, content: first.content }.into());
+    request.messages.push(
+        Message {
+            role: Role::User,
+            content: vec![
+                Block::ToolResult { tool_use_id: "call_A".into(), content: "18°C".into(), is_error: false },
+                Block::ToolResult { tool_use_id: "call_B".into(), content: "Error: no clock".into(), is_error: true },
+            ],
+        }
+        .into(),
+    );
     let sink = Collect::default();
     let second = m.complete(&request, &sink).await.unwrap();
     assert_eq!(second.content, vec![Block::text("It is 18°C in Paris.")]);
