@@ -10,11 +10,6 @@
 //! - `http_bench open --client harness|hyper --url URL [-n 50]`: opens n sessions one after the
 //!   other (transport open + `initialize` + `notifications/initialized`, then close) and prints
 //!   the first open's time and the median of the others.
-//! - Every command takes `--cpu K`: the process (all its threads) runs on the K-th CPU it may
-//!   use, and only there. With one call in flight, a call's time on this 2-core virtual machine
-//!   was about 0.03 ms with the server and the client on the same CPU and about 0.08 ms on two
-//!   (waking an idle virtual CPU), whichever the client; left to the scheduler, runs fell on
-//!   either side at random, so the benchmark places both.
 #![allow(clippy::print_stdout, clippy::print_stderr, missing_docs, unreachable_pub)]
 
 use std::convert::Infallible;
@@ -45,14 +40,12 @@ struct Args {
     n: usize,
     concurrency: usize,
     warmup: usize,
-    cpu: Option<usize>,
 }
 
 fn parse_args() -> Result<Args, String> {
     let mut args = std::env::args().skip(1);
     let command = args.next().ok_or("usage: http_bench serve | calls ... | open ...")?;
-    let mut out =
-        Args { command, client: "harness".into(), url: String::new(), n: 2000, concurrency: 1, warmup: 50, cpu: None };
+    let mut out = Args { command, client: "harness".into(), url: String::new(), n: 2000, concurrency: 1, warmup: 50 };
     while let Some(a) = args.next() {
         let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
         match a.as_str() {
@@ -63,7 +56,6 @@ fn parse_args() -> Result<Args, String> {
                 out.concurrency = value("--concurrency")?.parse().map_err(|e| format!("--concurrency: {e}"))?
             }
             "--warmup" => out.warmup = value("--warmup")?.parse().map_err(|e| format!("--warmup: {e}"))?,
-            "--cpu" => out.cpu = Some(value("--cpu")?.parse().map_err(|e| format!("--cpu: {e}"))?),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -73,9 +65,6 @@ fn parse_args() -> Result<Args, String> {
 
 fn main() -> std::process::ExitCode {
     let outcome = parse_args().and_then(|args| {
-        if let Some(k) = args.cpu {
-            pin_to_cpu(k)?;
-        }
         // Like the stdio benchmark: sequential calls on one thread, concurrent ones on two workers.
         let runtime = if args.command == "serve" || args.concurrency == 1 {
             tokio::runtime::Builder::new_current_thread().enable_all().build()
@@ -100,20 +89,6 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
-}
-
-/// Runs this process, and the threads it starts from now on, on the `k`-th CPU it may use.
-fn pin_to_cpu(k: usize) -> Result<(), String> {
-    use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
-    use nix::unistd::Pid;
-    let allowed = sched_getaffinity(Pid::from_raw(0)).map_err(|e| format!("sched_getaffinity: {e}"))?;
-    let cpu = (0..CpuSet::count())
-        .filter(|&c| allowed.is_set(c).unwrap_or(false))
-        .nth(k)
-        .ok_or_else(|| format!("--cpu {k}: this process may use fewer CPUs"))?;
-    let mut only = CpuSet::new();
-    only.set(cpu).map_err(|e| format!("CPU {cpu}: {e}"))?;
-    sched_setaffinity(Pid::from_raw(0), &only).map_err(|e| format!("sched_setaffinity: {e}"))
 }
 
 // ---- the server ----

@@ -3,11 +3,13 @@
 //! the request body from the history, parse the answer, call the tool, append): llm-providers'
 //! `agent_step` example, both against the same canned OpenAI-compatible server on loopback
 //! with the same HTTP client. Runs are separate processes, interleaved, who goes first
-//! alternating; each runs about `--n` steps (default 2000).
+//! alternating; each runs about `--n` steps (default 2000). Both placements are measured (see
+//! [`Placement`]): the process on one CPU, and on two with its threads (the loop's, the model
+//! server's) placed by the scheduler.
 
-use std::process::Command;
+use std::path::Path;
 
-use super::{field, median};
+use super::{Placement, field, median};
 use crate::{Result, cargo};
 
 /// Steps per turn: the overhead must stay flat as the conversation grows.
@@ -21,13 +23,29 @@ pub(crate) fn run(n: usize, rounds: usize) -> Result {
         cargo().args(["build", "--release", "-p", "llm-providers", "--example", "agent_step"]),
     )?;
     let example = super::release_dir().join("examples").join("agent_step");
+    let placements = Placement::available();
+    if placements.is_empty() {
+        return Err("taskset could not be run, and the figures depend on where the threads run".into());
+    }
+    let mut all_met = true;
+    for place in placements {
+        all_met &= run_placed(place, &example, n, rounds)?;
+    }
+    println!("\nbench agent: {}", if all_met { "goal met at every length" } else { "goal missed" });
+    Ok(())
+}
+
+/// The rounds and table of one placement; whether the goal was met at every length.
+fn run_placed(place: Placement, example: &Path, n: usize, rounds: usize) -> Result<bool> {
+    let placement = place.label();
     // (who, steps, per step, model, overhead)
     let mut figures: Vec<(&str, usize, f64, f64, f64)> = Vec::new();
     for round in 1..=rounds {
         for steps in LENGTHS {
             let order = if round % 2 == 1 { ["floor", "harness"] } else { ["harness", "floor"] };
             for who in order {
-                let out = Command::new(&example)
+                let out = place
+                    .process(example)
                     .args(["--who", who, "--steps", &steps.to_string(), "--total", &n.to_string()])
                     .output()
                     .map_err(|e| format!("{}: {e}", example.display()))?;
@@ -35,7 +53,7 @@ pub(crate) fn run(n: usize, rounds: usize) -> Result {
                 if !out.status.success() {
                     return Err(format!("agent_step --who {who} failed: {}", String::from_utf8_lossy(&out.stderr)));
                 }
-                println!("round {round}: {line}");
+                println!("{placement}, round {round}: {line}");
                 let get = |key: &str| field(&line, key).ok_or(format!("no {key} in {line:?}"));
                 figures.push((who, steps, get("per_step_ms")?, get("model_ms")?, get("overhead_ms")?));
             }
@@ -44,7 +62,7 @@ pub(crate) fn run(n: usize, rounds: usize) -> Result {
     let pick = |who: &str, steps: usize, f: fn(&(&str, usize, f64, f64, f64)) -> f64| {
         median(figures.iter().filter(|x| x.0 == who && x.1 == steps).map(f).collect())
     };
-    println!("\n| steps per turn | loop | ms per step | model ms | overhead ms | ratio |");
+    println!("\n{placement}:\n\n| steps per turn | loop | ms per step | model ms | overhead ms | ratio |");
     println!("|---|---|---|---|---|---|");
     let mut all_met = true;
     for steps in LENGTHS {
@@ -61,10 +79,16 @@ pub(crate) fn run(n: usize, rounds: usize) -> Result {
         }
         let met = ratio <= GOAL;
         all_met &= met;
-        println!("ratio at {steps} steps: {ratio:.2} (goal <= {GOAL}: {})", if met { "met" } else { "MISSED" });
+        println!(
+            "{placement}, ratio at {steps} steps: {ratio:.2} (goal <= {GOAL}: {})",
+            if met { "met" } else { "MISSED" }
+        );
     }
     let growth = |who: &str| pick(who, 401, |x| x.4) / pick(who, 1, |x| x.4);
-    println!("overhead at 401 steps / at 1 step: floor {:.2}, harness {:.2}", growth("floor"), growth("harness"));
-    println!("\nbench agent: {}", if all_met { "goal met at every length" } else { "goal missed" });
-    Ok(())
+    println!(
+        "{placement}, overhead at 401 steps / at 1 step: floor {:.2}, harness {:.2}",
+        growth("floor"),
+        growth("harness")
+    );
+    Ok(all_met)
 }

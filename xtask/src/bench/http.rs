@@ -4,25 +4,20 @@
 //! calls in flight; then the time to open a session (transport open + `initialize` +
 //! `notifications/initialized`) of both. Rounds are interleaved and alternate who goes first.
 //!
-//! Both placements of the server and the client are measured, each pinned (`http_bench --cpu`):
-//! on one CPU, and on two. Left to the scheduler, a run fell on one or the other at random, and
-//! with one call in flight the two differ by 2-3x for either client (see `http_bench`).
+//! Both placements of the server and the client are measured (see [`Placement`]): on one CPU,
+//! and on two.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Stdio};
 
-use super::{field, median};
+use super::{Placement, field, median};
 use crate::{Result, cargo};
 
 /// Calls kept in flight in the concurrent runs.
 const IN_FLIGHT: [usize; 2] = [1, 32];
 /// Sessions opened one after the other per round.
 const OPENS: usize = 50;
-
-/// Where the server and the clients run: a label, the server's CPU and the clients' (indices
-/// into the CPUs the benchmark may use).
-const PLACEMENTS: [(&str, usize, usize); 2] = [("one CPU", 0, 0), ("two CPUs", 1, 0)];
 
 struct Figure {
     placement: &'static str,
@@ -61,8 +56,8 @@ fn load() -> String {
         .unwrap_or_else(|_| "unknown".to_owned())
 }
 
-fn example(bench: &PathBuf, args: &[&str]) -> Result<String> {
-    let out = Command::new(bench).args(args).output().map_err(|e| format!("http_bench: {e}"))?;
+fn example(place: Placement, bench: &Path, args: &[&str]) -> Result<String> {
+    let out = place.command(bench, false).args(args).output().map_err(|e| format!("http_bench: {e}"))?;
     if !out.status.success() {
         return Err(format!("http_bench {args:?} failed: {}", String::from_utf8_lossy(&out.stderr)));
     }
@@ -75,14 +70,17 @@ pub(crate) fn run(n: usize, rounds: usize) -> Result {
         cargo().args(["build", "--release", "-p", "mcp-transport", "--example", "http_bench"]),
     )?;
     let bench = super::release_dir().join("examples").join("http_bench");
-    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    let placements: Vec<_> = PLACEMENTS.iter().filter(|(_, server, client)| *server.max(client) < cpus).collect();
+    let placements = Placement::available();
+    if placements.is_empty() {
+        return Err("taskset could not be run, and the figures depend on where the processes run".into());
+    }
     let load_before = load();
     let (mut figures, mut opens) = (Vec::new(), Vec::new());
-    for &&(placement, server_cpu, client_cpu) in &placements {
-        let (server_cpu, client_cpu) = (server_cpu.to_string(), client_cpu.to_string());
-        let mut child = Command::new(&bench)
-            .args(["serve", "--cpu", &server_cpu])
+    for &place in &placements {
+        let placement = place.label();
+        let mut child = place
+            .command(&bench, true)
+            .arg("serve")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -108,20 +106,9 @@ pub(crate) fn run(n: usize, rounds: usize) -> Result {
                     for (arg, client) in order {
                         let (n, concurrency_arg) = (n.to_string(), concurrency.to_string());
                         let line = example(
+                            place,
                             &bench,
-                            &[
-                                "calls",
-                                "--client",
-                                arg,
-                                "--url",
-                                &url,
-                                "-n",
-                                &n,
-                                "--concurrency",
-                                &concurrency_arg,
-                                "--cpu",
-                                &client_cpu,
-                            ],
+                            &["calls", "--client", arg, "--url", &url, "-n", &n, "--concurrency", &concurrency_arg],
                         )?;
                         println!("{placement}, round {round} {answers}: {line}");
                         figures.push(Figure {
@@ -140,8 +127,7 @@ pub(crate) fn run(n: usize, rounds: usize) -> Result {
             for (arg, client) in order {
                 let url = format!("{base}/json");
                 let opens_arg = OPENS.to_string();
-                let line =
-                    example(&bench, &["open", "--client", arg, "--url", &url, "-n", &opens_arg, "--cpu", &client_cpu])?;
+                let line = example(place, &bench, &["open", "--client", arg, "--url", &url, "-n", &opens_arg])?;
                 println!("{placement}, round {round} open: {line}");
                 opens.push(Open {
                     placement,
@@ -162,7 +148,7 @@ pub(crate) fn run(n: usize, rounds: usize) -> Result {
     println!("|---|---|---|---|---|---|---|---|");
     let mut all_met = true;
     let mut verdicts = Vec::new();
-    for &&(placement, _, _) in &placements {
+    for placement in placements.iter().map(|p| p.label()) {
         for answers in ["json", "sse"] {
             for concurrency in IN_FLIGHT {
                 let pick = |client: &str, f: fn(&Figure) -> f64| {
@@ -203,7 +189,7 @@ pub(crate) fn run(n: usize, rounds: usize) -> Result {
     println!("\n| placement | session open | first in the process, ms | median of the next {}, ms |", OPENS - 1);
     println!("|---|---|---|---|");
     let mut open_verdicts = Vec::new();
-    for &&(placement, _, _) in &placements {
+    for placement in placements.iter().map(|p| p.label()) {
         let open = |client: &str, f: fn(&Open) -> f64| {
             median(opens.iter().filter(|o| o.placement == placement && o.client == client).map(f).collect())
         };

@@ -11,6 +11,9 @@ mod stdio;
 
 pub(crate) use connect::run as connect;
 
+use std::path::Path;
+use std::process::Command;
+
 use crate::Result;
 
 /// One benchmark group of `cargo xtask bench`.
@@ -103,4 +106,106 @@ pub(crate) fn field(line: &str, key: &str) -> Option<f64> {
 pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+}
+
+/// Where a benchmark's processes run. With one call in flight, a round trip between two
+/// processes (or threads) on this 2-core virtual machine took about 0.03 ms on the same CPU and
+/// about 0.08 ms across two (waking an idle virtual CPU), whoever made it; left to the
+/// scheduler, runs fell on either side at random and the wall-clock figures of a group moved by
+/// 2-3x from run to run. So groups that time round trips place their processes themselves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Placement {
+    /// Every process of the benchmark on the first CPU this process may use.
+    OneCpu,
+    /// The server on the second CPU, the client on the first.
+    TwoCpus,
+}
+
+impl Placement {
+    /// The placements this machine allows (the CPUs this process may use, as `taskset` sees
+    /// them): none when `taskset` cannot be run, so the caller runs unplaced.
+    pub(crate) fn available() -> Vec<Placement> {
+        let cpus = allowed_cpus();
+        let taskset = Command::new("taskset").arg("-V").output().is_ok_and(|o| o.status.success());
+        match cpus.len() {
+            _ if !taskset => Vec::new(),
+            0 => Vec::new(),
+            1 => vec![Placement::OneCpu],
+            _ => vec![Placement::OneCpu, Placement::TwoCpus],
+        }
+    }
+
+    /// The label in the tables.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Placement::OneCpu => "one CPU",
+            Placement::TwoCpus => "two CPUs",
+        }
+    }
+
+    /// A command running `program` as this placement's server (`server`) or client, under
+    /// `taskset`.
+    pub(crate) fn command(self, program: &Path, server: bool) -> Command {
+        let index = usize::from(server && self == Placement::TwoCpus);
+        on_cpus(program, allowed_cpus().get(index).map(|cpu| cpu.to_string()))
+    }
+
+    /// A command running `program`, server and client in one process, on this placement's CPUs:
+    /// one, or two with its threads placed by the scheduler.
+    pub(crate) fn process(self, program: &Path) -> Command {
+        let cpus = allowed_cpus();
+        let list = match self {
+            Placement::OneCpu => cpus.first().map(|cpu| cpu.to_string()),
+            Placement::TwoCpus => cpus.get(..2).map(|two| format!("{},{}", two[0], two[1])),
+        };
+        on_cpus(program, list)
+    }
+}
+
+/// `program` under `taskset --cpu-list LIST`; with no list, on the CPUs this process has.
+fn on_cpus(program: &Path, list: Option<String>) -> Command {
+    match list {
+        Some(list) => {
+            let mut command = Command::new("taskset");
+            command.args(["--cpu-list", &list]).arg(program);
+            command
+        }
+        None => Command::new(program),
+    }
+}
+
+/// The CPUs this process may use, from `Cpus_allowed_list` in `/proc/self/status` (`0-3,6`).
+fn allowed_cpus() -> Vec<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let list = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap_or_default();
+    cpu_list(list)
+}
+
+/// The CPUs of a kernel CPU list (`0-3,6`), in order; an unreadable part is skipped.
+fn cpu_list(list: &str) -> Vec<usize> {
+    let mut cpus = Vec::new();
+    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+        let bounds = match part.split_once('-') {
+            Some((a, b)) => (a.trim().parse::<usize>(), b.trim().parse::<usize>()),
+            None => (part.trim().parse(), part.trim().parse()),
+        };
+        if let (Ok(a), Ok(b)) = bounds {
+            cpus.extend(a..=b.min(a + 4096));
+        }
+    }
+    cpus
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu_list;
+
+    #[test]
+    fn kernel_cpu_lists_are_read() {
+        assert_eq!(cpu_list("0-1\n"), [0, 1]);
+        assert_eq!(cpu_list("0-2,5,7-8"), [0, 1, 2, 5, 7, 8]);
+        assert_eq!(cpu_list("3"), [3]);
+        assert_eq!(cpu_list(""), Vec::<usize>::new());
+        assert_eq!(cpu_list("x,4"), [4]);
+    }
 }
