@@ -28,7 +28,8 @@ pub(crate) enum Provider {
     Scripted,
 }
 
-/// Options shared by `run`, `chat` and `demo`.
+// Options shared by `run`, `chat` and `demo`. (Not a doc comment: with `defer`, clap would
+// make it the about of those commands.)
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct AgentArgs {
     /// The model provider [default: anthropic; scripted for `demo`].

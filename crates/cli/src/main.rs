@@ -71,7 +71,10 @@ struct Cli {
     command: Command,
 }
 
+// `defer`: a subcommand's arguments are built only when it is the one run (or for help, the
+// manual and completions, which build the whole tree): a start builds one, not all fifteen.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum Command {
     /// Connect to every enabled server and report how each one fared.
     Servers {

@@ -13,8 +13,10 @@ use crate::config::{self, ConfigError, Origin, RawFile, edit, foreign};
 use crate::session::ConfigPath;
 use crate::{Outcome, approve, output};
 
-/// The `mcp` subcommands.
+// The `mcp` subcommands. (Not a doc comment: with `defer`, clap would make it the `mcp`
+// command's about, over the one `Command::Mcp` gives.)
 #[derive(Debug, clap::Subcommand)]
+#[command(defer = true)]
 pub(crate) enum McpCommand {
     /// Add a server: `add NAME [OPTIONS] -- COMMAND [ARGS...]` for a stdio server, `add NAME URL
     /// [OPTIONS]` for a remote one.
@@ -70,7 +72,8 @@ pub(crate) enum McpCommand {
     },
 }
 
-/// `mcp add`'s arguments.
+// `mcp add`'s arguments. (Not a doc comment: with `defer`, clap would make it the about of
+// `mcp add`.)
 #[derive(Debug, clap::Args)]
 pub(crate) struct AddArgs {
     /// The server's name.

@@ -201,9 +201,11 @@ impl Session {
             .collect()
     }
 
-    /// Closes every connection and reaps the children.
-    pub(crate) async fn close(self) {
-        close_all(self.connections).await;
+    /// Closes every connection while `work` runs on the pool (`mcp_client::close_all_while`):
+    /// the servers exit while the output is written, not after.
+    pub(crate) async fn close_while<T>(self, work: impl FnOnce(&Pool) -> T) -> T {
+        let Self { connections, pool } = self;
+        mcp_client::close_all_while(connections, || work(&pool)).await
     }
 }
 
@@ -317,8 +319,7 @@ pub(crate) async fn servers_command(config: Config, as_json: bool) -> anyhow::Re
             .collect();
         output::table(&["SERVER", "STATE", "PROTOCOL", TOOLS_COLUMN, "TIME", "SANDBOX", "DETAIL"], &rows)
     };
-    let written = output::stdout(&text);
-    close_all(connections).await;
-    written?;
+    // The servers exit while the report is written.
+    mcp_client::close_all_while(connections, || output::stdout(&text)).await?;
     Ok(Outcome::Success)
 }

@@ -40,9 +40,12 @@ pub(crate) async fn tools_command(config: Config, args: ToolsArgs) -> anyhow::Re
     let session = Session::open(&config).await?;
     let exposure = expose(&session.pool, &config.tools.exposure, &BTreeSet::new());
     if args.json && args.search.is_none() {
-        // Written as it is serialized: thousands of tools are never one text in memory.
-        let written = output::stdout_json(&PoolJson { session: &session, exposure: &exposure }, true);
-        session.close().await;
+        // Written as it is serialized: thousands of tools are never one text in memory. The
+        // servers are told to exit first and exit while it is written.
+        let unavailable = session.unavailable_diagnostics();
+        let written = session
+            .close_while(|pool| output::stdout_json(&PoolJson { pool, unavailable, exposure: &exposure }, true))
+            .await;
         written?;
         return Ok(Outcome::Success);
     }
@@ -50,33 +53,39 @@ pub(crate) async fn tools_command(config: Config, args: ToolsArgs) -> anyhow::Re
         Some(query) => search(&session, &exposure, query, &args),
         None => render(&session, &exposure),
     };
-    session.close().await;
-    let (out, err) = result?;
-    output::stdout(&out)?;
-    if !err.is_empty() {
-        output::stderr(&err)?;
-    }
+    session
+        .close_while(|_| -> anyhow::Result<()> {
+            let (out, err) = result?;
+            output::stdout(&out)?;
+            if !err.is_empty() {
+                output::stderr(&err)?;
+            }
+            Ok(())
+        })
+        .await?;
     Ok(Outcome::Success)
 }
 
 /// `tools --json`: the pool as it serializes (`revision`, `tools`, `diagnostics`, `hidden`),
 /// the unavailable servers after the pool's own diagnostics, then `exposure`.
 struct PoolJson<'a> {
-    session: &'a Session,
+    pool: &'a tool_pool::Pool,
+    /// [`Session::unavailable_diagnostics`].
+    unavailable: Vec<Value>,
     exposure: &'a Exposure,
 }
 
 impl Serialize for PoolJson<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         /// The pool's diagnostics, then one per unavailable server.
-        struct Diagnostics<'a>(&'a [tool_pool::Diagnostic], Vec<Value>);
+        struct Diagnostics<'a>(&'a [tool_pool::Diagnostic], &'a [Value]);
         impl Serialize for Diagnostics<'_> {
             fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
                 let mut seq = serializer.serialize_seq(Some(self.0.len() + self.1.len()))?;
                 for d in self.0 {
                     seq.serialize_element(d)?;
                 }
-                for d in &self.1 {
+                for d in self.1 {
                     seq.serialize_element(d)?;
                 }
                 seq.end()
@@ -89,11 +98,11 @@ impl Serialize for PoolJson<'_> {
                 serializer.collect_seq(self.0.iter())
             }
         }
-        let pool = &self.session.pool;
+        let pool = self.pool;
         let mut map = serializer.serialize_map(Some(5))?;
         map.serialize_entry("revision", &pool.revision())?;
         map.serialize_entry("tools", &Tools(pool))?;
-        map.serialize_entry("diagnostics", &Diagnostics(pool.diagnostics(), self.session.unavailable_diagnostics()))?;
+        map.serialize_entry("diagnostics", &Diagnostics(pool.diagnostics(), &self.unavailable))?;
         map.serialize_entry("hidden", pool.hidden())?;
         map.serialize_entry("exposure", self.exposure)?;
         map.end()

@@ -64,7 +64,7 @@ pub use handler::{DecliningHandler, ServerRequestHandler, ServerRequests, USER_R
 pub use memory::{MemoryPeer, MemoryTransport, memory_pair};
 pub use servers::{
     ConnectOptions, Connector, DEFAULT_MAX_TOOL_TIME, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, Opened,
-    ServerConnection, ServerSpec, ServerState, StderrSource, close_all, connect, connect_all,
+    ServerConnection, ServerSpec, ServerState, StderrSource, close_all, close_all_while, connect, connect_all,
 };
 pub use set::{ResourceCatalog, RestartPolicy, ServerEvent, ServerListing, ServerSet, SetCallError, SetOptions};
 pub use transport::{DirectWrite, Exchange, Inbound, Transport, TransportError, TransportSink, TransportStream};

@@ -527,9 +527,24 @@ pub async fn connect_all(specs: Vec<ServerSpec>, options: &ConnectOptions) -> Ve
 
 /// Closes every connection concurrently and waits until all are closed and reaped.
 pub async fn close_all(connections: Vec<ServerConnection>) {
+    close_all_while(connections, || ()).await;
+}
+
+/// Closes every connection concurrently while `work` runs: each close is begun first (a stdio
+/// server's stdin is closed, so it exits meanwhile), then `work` runs, then all are waited for
+/// until closed and reaped. A command that prints what it got after closing its servers has
+/// their exits overlap its output instead of following it.
+pub async fn close_all_while<T>(connections: Vec<ServerConnection>, work: impl FnOnce() -> T) -> T {
     let mut set = JoinSet::new();
     for connection in connections {
         set.spawn(connection.close());
     }
+    if !set.is_empty() {
+        // Lets the closes (and the writer tasks they wake) run up to their first wait, the
+        // child's exit: on a current-thread runtime they run only when this task yields.
+        tokio::task::yield_now().await;
+    }
+    let result = work();
     while set.join_next().await.is_some() {}
+    result
 }
