@@ -146,8 +146,23 @@ impl Placement {
     /// A command running `program` as this placement's server (`server`) or client, under
     /// `taskset`.
     pub(crate) fn command(self, program: &Path, server: bool) -> Command {
+        on_cpus(program, self.cpu(server))
+    }
+
+    /// The command line that starts `program` as this placement's server, for a client that
+    /// spawns its server itself (`taskset --cpu-list CPU program`, or `program` alone when the
+    /// CPUs are unknown).
+    pub(crate) fn server_argv(self, program: &Path) -> Vec<std::ffi::OsString> {
+        match self.cpu(true) {
+            Some(cpu) => vec!["taskset".into(), "--cpu-list".into(), cpu.into(), program.into()],
+            None => vec![program.into()],
+        }
+    }
+
+    /// The CPU of this placement's server (`server`) or client.
+    fn cpu(self, server: bool) -> Option<String> {
         let index = usize::from(server && self == Placement::TwoCpus);
-        on_cpus(program, allowed_cpus().get(index).map(|cpu| cpu.to_string()))
+        allowed_cpus().get(index).map(|cpu| cpu.to_string())
     }
 
     /// A command running `program`, server and client in one process, on this placement's CPUs:

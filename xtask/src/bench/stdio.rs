@@ -1,12 +1,12 @@
 //! `cargo xtask bench stdio`: the stdio client against a raw-pipe client with no MCP layer, both
-//! against the same fast Rust echo server, rounds interleaved so machine noise hits both.
+//! against the same fast Rust echo server, rounds interleaved so machine noise hits both. Both
+//! placements are measured (see [`Placement`]): the client and its server on one CPU, and on two.
 
-use std::process::Command;
-
-use super::{field, median};
+use super::{Placement, field, median};
 use crate::{Result, cargo};
 
 struct Figure {
+    placement: &'static str,
     client: String,
     concurrency: usize,
     calls_per_s: f64,
@@ -30,57 +30,74 @@ pub(crate) fn run(n: usize, rounds: usize) -> Result {
     )?;
     let server = super::fixture_server()?;
     let release = super::release_dir();
+    let placements = Placement::available();
+    if placements.is_empty() {
+        return Err("taskset could not be run, and the figures depend on where the processes run".into());
+    }
     let mut figures = Vec::new();
-    for round in 1..=rounds {
-        for concurrency in [1usize, 100] {
-            // Alternate who goes first, so warm caches or a busy neighbour favour neither.
-            let order =
-                if round % 2 == 1 { ["raw_pipe_bench", "stdio_bench"] } else { ["stdio_bench", "raw_pipe_bench"] };
-            for example in order {
-                let out = Command::new(release.join("examples").join(example))
-                    .args(["-n", &n.to_string(), "--concurrency", &concurrency.to_string(), "--"])
-                    .arg(&server)
-                    .arg("echo")
-                    .output()
-                    .map_err(|e| format!("{example}: {e}"))?;
-                let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-                if !out.status.success() {
-                    return Err(format!("{example} failed: {}", String::from_utf8_lossy(&out.stderr)));
+    for &place in &placements {
+        let placement = place.label();
+        for round in 1..=rounds {
+            for concurrency in [1usize, 100] {
+                // Alternate who goes first, so warm caches or a busy neighbour favour neither.
+                let order =
+                    if round % 2 == 1 { ["raw_pipe_bench", "stdio_bench"] } else { ["stdio_bench", "raw_pipe_bench"] };
+                for example in order {
+                    let out = place
+                        .command(&release.join("examples").join(example), false)
+                        .args(["-n", &n.to_string(), "--concurrency", &concurrency.to_string(), "--"])
+                        .args(place.server_argv(&server))
+                        .arg("echo")
+                        .output()
+                        .map_err(|e| format!("{example}: {e}"))?;
+                    let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+                    if !out.status.success() {
+                        return Err(format!("{example} failed: {}", String::from_utf8_lossy(&out.stderr)));
+                    }
+                    println!("{placement}, round {round}: {line}");
+                    let client = if example == "stdio_bench" { "mcp-harness" } else { "raw-pipe" };
+                    figures.push(Figure {
+                        placement,
+                        client: client.to_owned(),
+                        concurrency,
+                        calls_per_s: field(&line, "calls_per_s").ok_or("no calls_per_s in output")?,
+                        p50_ms: field(&line, "p50_ms").unwrap_or(0.0),
+                        p99_ms: field(&line, "p99_ms").unwrap_or(0.0),
+                    });
                 }
-                println!("round {round}: {line}");
-                let client = if example == "stdio_bench" { "mcp-harness" } else { "raw-pipe" };
-                figures.push(Figure {
-                    client: client.to_owned(),
-                    concurrency,
-                    calls_per_s: field(&line, "calls_per_s").ok_or("no calls_per_s in output")?,
-                    p50_ms: field(&line, "p50_ms").unwrap_or(0.0),
-                    p99_ms: field(&line, "p99_ms").unwrap_or(0.0),
-                });
             }
         }
     }
-    println!("\n| in flight | client | calls/s (median of {rounds}) | p50 ms | p99 ms |");
-    println!("|---|---|---|---|---|");
+    println!("\n| placement | in flight | client | calls/s (median of {rounds}) | p50 ms | p99 ms |");
+    println!("|---|---|---|---|---|---|");
     let mut all_met = true;
-    for concurrency in [1usize, 100] {
-        let pick = |client: &str, f: fn(&Figure) -> f64| {
-            median(figures.iter().filter(|x| x.client == client && x.concurrency == concurrency).map(f).collect())
-        };
-        for client in ["raw-pipe", "mcp-harness"] {
+    for placement in placements.iter().map(|p| p.label()) {
+        for concurrency in [1usize, 100] {
+            let pick = |client: &str, f: fn(&Figure) -> f64| {
+                median(
+                    figures
+                        .iter()
+                        .filter(|x| x.placement == placement && x.client == client && x.concurrency == concurrency)
+                        .map(f)
+                        .collect(),
+                )
+            };
+            for client in ["raw-pipe", "mcp-harness"] {
+                println!(
+                    "| {placement} | {concurrency} | {client} | {:.0} | {:.3} | {:.3} |",
+                    pick(client, |f| f.calls_per_s),
+                    pick(client, |f| f.p50_ms),
+                    pick(client, |f| f.p99_ms)
+                );
+            }
+            let ratio = pick("mcp-harness", |f| f.calls_per_s) / pick("raw-pipe", |f| f.calls_per_s);
+            let met = ratio >= 0.9;
+            all_met &= met;
             println!(
-                "| {concurrency} | {client} | {:.0} | {:.3} | {:.3} |",
-                pick(client, |f| f.calls_per_s),
-                pick(client, |f| f.p50_ms),
-                pick(client, |f| f.p99_ms)
+                "{placement}, ratio at concurrency {concurrency}: {ratio:.3} (target >= 0.9: {})",
+                if met { "met" } else { "MISSED" }
             );
         }
-        let ratio = pick("mcp-harness", |f| f.calls_per_s) / pick("raw-pipe", |f| f.calls_per_s);
-        let met = ratio >= 0.9;
-        all_met &= met;
-        println!(
-            "ratio at concurrency {concurrency}: {ratio:.3} (target >= 0.9: {})",
-            if met { "met" } else { "MISSED" }
-        );
     }
     println!("\nbench: {}", if all_met { "target met in both modes" } else { "target missed" });
     Ok(())
