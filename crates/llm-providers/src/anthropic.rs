@@ -198,7 +198,7 @@ impl AnthropicModel {
                         defer_loading: t.defer_loading,
                     })
                     .collect();
-                if tools.iter().any(|t| t.defer_loading) {
+                if defers(tools) {
                     wire.push(WireTool::Search { kind: TOOL_SEARCH_TYPE, name: TOOL_SEARCH_NAME });
                 }
                 serde_json::to_vec(&wire)
@@ -209,9 +209,9 @@ impl AnthropicModel {
     }
 }
 
-/// Whether some tool of `request` waits behind the API's tool search.
-fn defers(request: &ModelRequest) -> bool {
-    request.tools.iter().any(|t| t.defer_loading)
+/// Whether some of `tools` wait behind the API's tool search.
+fn defers(tools: &[agent_loop::ToolSpec]) -> bool {
+    tools.iter().any(|t| t.defer_loading)
 }
 
 /// One message, as the one element of the body's `messages` it becomes; empty text blocks are
@@ -288,7 +288,7 @@ impl LanguageModel for AnthropicModel {
 
     async fn complete(&self, request: &ModelRequest, stream: &dyn TextStream) -> Result<ModelResponse, ModelError> {
         let body = self.body(request)?;
-        if defers(request) {
+        if defers(&request.tools) {
             let mut endpoint = self.endpoint.clone();
             endpoint
                 .headers

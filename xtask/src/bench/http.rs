@@ -104,11 +104,11 @@ pub(crate) fn run(n: usize, rounds: usize) -> Result {
                 let url = format!("{base}/{answers}");
                 for concurrency in IN_FLIGHT {
                     for (arg, client) in order {
-                        let (n, concurrency_arg) = (n.to_string(), concurrency.to_string());
+                        let (n_arg, concurrency_arg) = (n.to_string(), concurrency.to_string());
                         let line = example(
                             place,
                             &bench,
-                            &["calls", "--client", arg, "--url", &url, "-n", &n, "--concurrency", &concurrency_arg],
+                            &["calls", "--client", arg, "--url", &url, "-n", &n_arg, "--concurrency", &concurrency_arg],
                         )?;
                         println!("{placement}, round {round} {answers}: {line}");
                         figures.push(Figure {
