@@ -365,11 +365,18 @@ impl DirectPath {
     }
 
     /// Write one message (a newline is added), or queue it behind earlier ones.
-    fn push(&self, message: Outgoing) -> Result<(), PushError> {
+    ///
+    /// `coalesce`: other requests are in flight and the server shares our one CPU
+    /// ([`DirectWrite::shares_one_cpu`]), so this message may wait for the flush task, which
+    /// writes every message queued in the meantime in one write (one wake-up of the server
+    /// instead of one per message). A lone call is written at once.
+    fn push(&self, message: Outgoing, coalesce: bool) -> Result<(), PushError> {
         let mut bytes = message.into_text().into_bytes();
         bytes.push(b'\n');
         let mut state = self.state();
-        if state.backlog.is_empty() && !state.busy {
+        if coalesce && state.backlog.is_empty() && !state.busy {
+            state.backlog = bytes;
+        } else if state.backlog.is_empty() && !state.busy {
             match self.writer.try_write(&bytes) {
                 Ok(n) if n == bytes.len() => return Ok(()),
                 Ok(n) => state.backlog.extend_from_slice(&bytes[n..]),
@@ -483,7 +490,7 @@ impl Inner {
 
     fn send_line(&self, message: Outgoing) {
         if let Some(direct) = &self.direct {
-            if let Err(PushError::Fatal(reason) | PushError::Broken(reason)) = direct.push(message) {
+            if let Err(PushError::Fatal(reason) | PushError::Broken(reason)) = direct.push(message, false) {
                 self.shut_down(reason);
             }
             return;
@@ -846,10 +853,14 @@ impl Client {
             return Ok(());
         }
         if let Some(direct) = &self.inner.direct {
-            if self.inner.session().state() == SessionState::Closed {
-                return Err(self.inner.closed_error());
-            }
-            return match direct.push(line) {
+            let coalesce = {
+                let session = self.inner.session();
+                if session.state() == SessionState::Closed {
+                    return Err(self.inner.closed_error());
+                }
+                session.pending_count() > 1
+            } && direct.writer.shares_one_cpu();
+            return match direct.push(line, coalesce) {
                 Ok(()) => Ok(()),
                 Err(PushError::Fatal(reason)) => {
                     self.inner.shut_down(reason);
@@ -1287,6 +1298,8 @@ async fn flush_loop(inner: Arc<Inner>) {
     let Some(direct) = &inner.direct else { return };
     loop {
         direct.wake.notified().await;
+        // Let the callers that are ready now queue theirs first: one write for all of them.
+        tokio::task::yield_now().await;
         loop {
             let chunk = {
                 let mut state = direct.state();

@@ -157,6 +157,14 @@ pub trait DirectWrite: Send + Sync {
 
     /// Wait until a write may make progress.
     async fn writable(&self) -> std::io::Result<()>;
+
+    /// Whether the peer can only run on the one CPU this process runs on. Then a message
+    /// written at once only hands the CPU to the peer and back for each message, and the
+    /// client coalesces the messages of concurrent callers into one write instead; with a CPU
+    /// each, writing at once lets the peer work in parallel. `false` unless a transport knows.
+    fn shares_one_cpu(&self) -> bool {
+        false
+    }
 }
 
 /// A request path a transport may offer beside its sink, where every message is an exchange of

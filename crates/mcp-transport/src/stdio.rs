@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -412,7 +412,11 @@ impl StdioTransport {
             .into_owned_fd()
             .and_then(pipe::Sender::from_owned_fd)
             .map_err(|source| TransportError::Io { context: "setting up the server's stdin".into(), source })?;
-        let stdin = Arc::new(StdinPipe { sender: Mutex::new(Some(Arc::new(stdin))) });
+        let stdin = Arc::new(StdinPipe {
+            sender: Mutex::new(Some(Arc::new(stdin))),
+            pid: child.id(),
+            one_cpu: OnceLock::new(),
+        });
         let stdout = child.stdout.take().ok_or_else(|| missing("stdout"))?;
         let stderr = child.stderr.take().ok_or_else(|| missing("stderr"))?;
         let stderr_tail = StderrTail::new(config.stderr_buffer_bytes);
@@ -559,6 +563,10 @@ async fn read_line_bounded<R: AsyncBufRead + Unpin>(
 /// The child's stdin, shared by the writer task and callers; `None` once closed.
 struct StdinPipe {
     sender: Mutex<Option<Arc<pipe::Sender>>>,
+    /// The server's process, for [`DirectWrite::shares_one_cpu`].
+    pid: Option<u32>,
+    /// Learned at the first question: by then the server (or a `taskset` before it) has exec'd.
+    one_cpu: OnceLock<bool>,
 }
 
 impl StdinPipe {
@@ -587,6 +595,28 @@ impl DirectWrite for StdinPipe {
         // Clone out of the lock: it must not be held across the wait.
         let sender = self.get()?;
         sender.writable().await
+    }
+
+    fn shares_one_cpu(&self) -> bool {
+        *self.one_cpu.get_or_init(|| self.pid.is_some_and(only_this_cpu))
+    }
+}
+
+/// Whether this thread and process `pid` may each run on one CPU only, the same one.
+fn only_this_cpu(pid: u32) -> bool {
+    use nix::sched::{CpuSet, sched_getaffinity};
+    use nix::unistd::Pid;
+    let single = |set: &CpuSet| {
+        let mut cpus = (0..CpuSet::count()).filter(|&cpu| set.is_set(cpu).unwrap_or(false));
+        match (cpus.next(), cpus.next()) {
+            (Some(cpu), None) => Some(cpu),
+            _ => None,
+        }
+    };
+    let Ok(pid) = i32::try_from(pid) else { return false };
+    match (sched_getaffinity(Pid::from_raw(0)), sched_getaffinity(Pid::from_raw(pid))) {
+        (Ok(ours), Ok(theirs)) => single(&ours).is_some_and(|cpu| single(&theirs) == Some(cpu)),
+        _ => false,
     }
 }
 

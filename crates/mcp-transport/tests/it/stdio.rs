@@ -380,3 +380,52 @@ async fn a_server_that_stops_reading_fails_sends_instead_of_hoarding_memory() {
     let err = failed.expect("a send failed once the backlog was full");
     assert!(err.to_string().contains("not reading its input"), "{err}");
 }
+
+/// Pins the calling thread (and so the processes it spawns from now on) to one CPU.
+fn pin_this_thread_to_one_cpu() -> usize {
+    use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
+    use nix::unistd::Pid;
+    let ours = sched_getaffinity(Pid::from_raw(0)).unwrap();
+    let cpu = (0..CpuSet::count()).find(|&c| ours.is_set(c).unwrap_or(false)).unwrap();
+    let mut one = CpuSet::new();
+    one.set(cpu).unwrap();
+    sched_setaffinity(Pid::from_raw(0), &one).unwrap();
+    cpu
+}
+
+/// Whether the client would coalesce the writes of concurrent callers to this server.
+fn shares_one_cpu(transport: StdioTransport) -> bool {
+    let (sink, _stream) = (Box::new(transport) as Box<dyn mcp_client::Transport>).split();
+    sink.direct().unwrap().shares_one_cpu()
+}
+
+#[tokio::test]
+async fn a_server_pinned_to_our_cpu_gets_coalesced_writes_and_every_caller_its_answer() {
+    // A server spawned before the pin may run on another CPU: its messages are written at once.
+    let unpinned = StdioTransport::spawn(fixture("echo", &[])).unwrap();
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) > 1 {
+        assert!(!shares_one_cpu(unpinned), "the server may run on another CPU");
+    }
+    pin_this_thread_to_one_cpu();
+    assert!(shares_one_cpu(StdioTransport::spawn(fixture("echo", &[])).unwrap()), "pinned together");
+    // Calls in flight together queue behind each other for one write; each gets its own answer.
+    let client = Arc::new(connect("echo", &[]).await);
+    for round in 0..8 {
+        let calls: Vec<_> = (0..50)
+            .map(|i| {
+                let client = Arc::clone(&client);
+                tokio::spawn(async move {
+                    let text = format!("{round}/{i}");
+                    let result = client.call_tool("echo", args(json!({"text": text})), RequestOptions::default()).await;
+                    (text, result)
+                })
+            })
+            .collect();
+        for call in calls {
+            let (text, result) = call.await.unwrap();
+            assert_eq!(result.unwrap().joined_text(), text, "each caller gets its own answer");
+        }
+    }
+    assert_eq!(client.pending_requests(), 0);
+    client.close().await.unwrap();
+}
