@@ -1,12 +1,13 @@
 //! `cargo xtask bench startup`: what a user waits for, and what an idle server costs.
 //!
-//! Startup of one stdio server, exec to exit, rounds interleaved: the release `mcp-harness tools
-//! --json` with one fixture server configured, beside `raw_startup` (the floor: the same server
-//! spawned, `initialize` / `initialized` / `tools/list` written over the pipes and the tools
-//! printed, no framework). mcp-harness runs with the server's protocol era remembered from an
-//! earlier run (the usual case), on its first run (no era remembered: the `server/discover`
-//! probe first), and confined by the default sandbox (what confinement adds is measured by
-//! `sandbox_bench`); the floor runs unconfined, so the goal is checked on the unconfined rows.
+//! Startup of one stdio server, exec to exit, rounds interleaved: `mcp-harness tools --json`
+//! with one fixture server configured, beside `raw_startup` (the floor: the same server spawned,
+//! `initialize` / `initialized` / `tools/list` written over the pipes and the tools printed, no
+//! framework), both built as shipped (`--profile dist`). mcp-harness runs with the server's
+//! protocol era remembered from an earlier run (the usual case), on its first run (no era
+//! remembered: the `server/discover` probe first), and confined by the default sandbox (what
+//! confinement adds is measured by `sandbox_bench`); the floor runs unconfined, so the goal is
+//! checked on the unconfined rows.
 //!
 //! Memory per idle connected server: `connect_bench --memory 50` (the host's resident set with
 //! 50 idle servers connected, minus the set with none, over 50).
@@ -36,11 +37,14 @@ struct Kind {
 }
 
 pub(crate) fn run(_n: usize, rounds: usize) -> Result {
+    // The binaries timed are built as shipped (the `dist` profile: whole-program optimization),
+    // the floor too, so neither side gains from the build alone.
     crate::run(
-        "build (release)",
+        "build (dist)",
         cargo().args([
             "build",
-            "--release",
+            "--profile",
+            "dist",
             "-p",
             "cli",
             "--bin",
@@ -51,14 +55,15 @@ pub(crate) fn run(_n: usize, rounds: usize) -> Result {
             "mcp-transport",
             "--example",
             "raw_startup",
-            "-p",
-            "mcp-client",
-            "--example",
-            "connect_bench",
         ]),
+    )?;
+    crate::run(
+        "build (release)",
+        cargo().args(["build", "--release", "-p", "mcp-client", "--example", "connect_bench"]),
     )?;
     let server = super::fixture_server()?;
     let release = super::release_dir();
+    let dist = super::target_dir().join("dist");
     // Outside the working directory: mcp-harness refuses a configuration an agent here could write.
     let work = std::env::temp_dir().join(format!("mcp-harness-bench-startup-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
@@ -76,11 +81,11 @@ pub(crate) fn run(_n: usize, rounds: usize) -> Result {
     let unconfined = config("unconfined.toml", "off")?;
     let confined = config("confined.toml", "standard")?;
     let harness = |config: &Path| {
-        let mut command = Command::new(release.join("mcp-harness"));
+        let mut command = Command::new(dist.join("mcp-harness"));
         command.args(["tools", "--json", "--config"]).arg(config).env("MCP_HARNESS_DATA_DIR", &data);
         command
     };
-    let mut floor = Command::new(release.join("examples").join("raw_startup"));
+    let mut floor = Command::new(dist.join("examples").join("raw_startup"));
     floor.arg("--").arg(&server).arg("echo");
     let mut kinds = vec![
         Kind { label: "floor (raw_startup)", command: floor, forget: false, millis: Vec::new() },
