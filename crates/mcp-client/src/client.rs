@@ -853,13 +853,15 @@ impl Client {
             return Ok(());
         }
         if let Some(direct) = &self.inner.direct {
-            let coalesce = {
+            let others_in_flight = {
                 let session = self.inner.session();
                 if session.state() == SessionState::Closed {
                     return Err(self.inner.closed_error());
                 }
                 session.pending_count() > 1
-            } && direct.writer.shares_one_cpu();
+            };
+            // Asked only once others are in flight: a lone call never needs the answer.
+            let coalesce = others_in_flight && direct.writer.shares_one_cpu();
             return match direct.push(line, coalesce) {
                 Ok(()) => Ok(()),
                 Err(PushError::Fatal(reason)) => {

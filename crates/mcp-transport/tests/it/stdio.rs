@@ -382,7 +382,7 @@ async fn a_server_that_stops_reading_fails_sends_instead_of_hoarding_memory() {
 }
 
 /// Pins the calling thread (and so the processes it spawns from now on) to one CPU.
-fn pin_this_thread_to_one_cpu() -> usize {
+fn pin_this_thread_to_one_cpu() {
     use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
     use nix::unistd::Pid;
     let ours = sched_getaffinity(Pid::from_raw(0)).unwrap();
@@ -390,7 +390,6 @@ fn pin_this_thread_to_one_cpu() -> usize {
     let mut one = CpuSet::new();
     one.set(cpu).unwrap();
     sched_setaffinity(Pid::from_raw(0), &one).unwrap();
-    cpu
 }
 
 /// Whether the client would coalesce the writes of concurrent callers to this server.
