@@ -229,16 +229,14 @@ pub(crate) enum Outcome {
 
 fn main() -> ExitCode {
     sandbox::launch_if_asked();
-    let matches = Cli::command().get_matches();
-    let cli = match Cli::from_arg_matches(&matches) {
+    let mut matches = Cli::command().get_matches();
+    // Before the values are taken out of the matches (taking them spares a copy of them all).
+    let origin = config_origin(&matches);
+    let cli = match Cli::from_arg_matches_mut(&mut matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    let at = session::ConfigPath {
-        path: cli.config.clone(),
-        origin: config_origin(&matches),
-        allow_workspace: cli.allow_workspace_config,
-    };
+    let at = session::ConfigPath { path: cli.config.clone(), origin, allow_workspace: cli.allow_workspace_config };
     let synchronous = match &cli.command {
         // Synchronous and silent: its stdout is the protocol.
         Command::DemoServer => {
@@ -251,7 +249,7 @@ fn main() -> ExitCode {
         _ => None,
     };
     if let Some(result) = synchronous {
-        return exit(result);
+        return ExitCode::from(status(result));
     }
     init_logging();
     let mut builder = if cli.command.is_one_shot() {
@@ -263,7 +261,7 @@ fn main() -> ExitCode {
     };
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
-        Err(e) => return fail(&anyhow::anyhow!("cannot start the async runtime: {e}")),
+        Err(e) => return ExitCode::from(fail(&anyhow::anyhow!("cannot start the async runtime: {e}"))),
     };
     let result = runtime.block_on(async {
         signals::install().map_err(|e| anyhow::anyhow!("cannot listen for signals: {e}"))?;
@@ -286,7 +284,7 @@ fn main() -> ExitCode {
         let _ = output::stderr(&format!("{}\n", signals::Interrupted(signal)));
         return ExitCode::from(signal.exit_status());
     }
-    exit(result)
+    ExitCode::from(status(result))
 }
 
 /// Where `--config`'s value came from: the flag, its environment variable, or neither.
@@ -303,11 +301,12 @@ fn config_origin(matches: &clap::ArgMatches) -> config::Origin {
     config::Origin::Default
 }
 
-fn exit(result: anyhow::Result<Outcome>) -> ExitCode {
+/// The exit status of a command's outcome (reporting an error on stderr).
+fn status(result: anyhow::Result<Outcome>) -> u8 {
     match result {
-        Ok(Outcome::Success) => ExitCode::SUCCESS,
-        Ok(Outcome::ToolError) => ExitCode::from(1),
-        Err(e) if e.downcast_ref::<OutputError>().is_some_and(OutputError::is_broken_pipe) => ExitCode::SUCCESS,
+        Ok(Outcome::Success) => 0,
+        Ok(Outcome::ToolError) => 1,
+        Err(e) if e.downcast_ref::<OutputError>().is_some_and(OutputError::is_broken_pipe) => 0,
         Err(e) => fail(&e),
     }
 }
@@ -317,21 +316,27 @@ fn unreachable_demo() -> anyhow::Result<Outcome> {
     Err(anyhow::anyhow!("internal error: a command that reads no configuration reached the configured commands"))
 }
 
-fn fail(error: &anyhow::Error) -> ExitCode {
+fn fail(error: &anyhow::Error) -> u8 {
     let _ = output::stderr(&format!("error: {error:#}\n"));
-    ExitCode::from(2)
+    2
 }
 
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let logs = tracing_subscriber::fmt()
         // Log lines quote servers: they are cleaned like all output, so no colours of our own.
         .with_writer(|| output::LogWriter)
         .with_ansi(false)
-        .with_target(false)
-        .try_init();
+        .with_target(false);
+    // RUST_LOG's directives, or warnings and errors as a plain level: an `EnvFilter` sets up
+    // its directives and per-span state first, code a start otherwise never runs.
+    match tracing_subscriber::EnvFilter::try_from_default_env() {
+        Ok(filter) => {
+            let _ = logs.with_env_filter(filter).try_init();
+        }
+        Err(_) => {
+            let _ = logs.with_max_level(tracing::Level::WARN).try_init();
+        }
+    }
 }
 
 async fn run(cli: Cli, at: session::ConfigPath) -> anyhow::Result<Outcome> {
