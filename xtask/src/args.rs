@@ -14,6 +14,7 @@ pub(crate) enum Task {
     ConnectBench { rounds: usize },
     Conformance { only: Vec<String> },
     SearchEval { args: Vec<String> },
+    StartupOrder,
 }
 
 pub(crate) const USAGE: &str = "\
@@ -34,6 +35,9 @@ tasks:
                                ones) and memory per server (default 5 rounds)
   conformance [SCENARIO...]    the official MCP conformance harness against conformance-client
                                (every client scenario; names pick scenarios)
+  startup-order                write crates/cli/startup.order, the functions a start of
+                               mcp-harness runs (traced with perf), which the linker lays out
+                               together (about ten minutes)
   search-eval [--split dev|test]  recall@1/5/10 of tool search beside plain BM25 on the labelled
                                set in crates/tool-pool/data/search-eval (not run by `test`)
   help, --help, -h             this text";
@@ -57,10 +61,11 @@ pub(crate) fn parse(args: &[String]) -> Result<Task, String> {
             }
             Ok(Task::Test { hermetic })
         }
-        "purity" | "peers" => match rest.first() {
+        "purity" | "peers" | "startup-order" => match rest.first() {
             Some(arg) => Err(unknown(arg)),
             None if task == "purity" => Ok(Task::Purity),
-            None => Ok(Task::Peers),
+            None if task == "peers" => Ok(Task::Peers),
+            None => Ok(Task::StartupOrder),
         },
         "bench" => {
             let (mut n, mut rounds) = (2000, 3);
@@ -124,6 +129,8 @@ mod tests {
         assert_eq!(parse_str("test --hermetic"), Ok(Task::Test { hermetic: true }));
         assert_eq!(parse_str("purity"), Ok(Task::Purity));
         assert_eq!(parse_str("peers"), Ok(Task::Peers));
+        assert_eq!(parse_str("startup-order"), Ok(Task::StartupOrder));
+        assert!(parse_str("startup-order --fast").is_err());
         assert_eq!(parse_str("bench"), Ok(Task::Bench { groups: vec![], n: 2000, rounds: 3 }));
         assert_eq!(parse_str("bench --n 5000 --rounds 7"), Ok(Task::Bench { groups: vec![], n: 5000, rounds: 7 }));
         assert_eq!(

@@ -1,5 +1,5 @@
 //! Project automation: `cargo xtask test [--hermetic]`, `cargo xtask purity`, `cargo xtask
-//! bench [GROUP...]`, `cargo xtask peers`, `cargo xtask conformance [SCENARIO...]`, `cargo xtask search-eval
+//! bench [GROUP...]`, `cargo xtask peers`, `cargo xtask startup-order`, `cargo xtask conformance [SCENARIO...]`, `cargo xtask search-eval
 //! [--split dev|test]` (`cargo xtask --help`).
 //!
 //! Std only, so `cargo xtask` starts fast. Every step prints what it runs. `test` runs every
@@ -16,6 +16,7 @@ mod args;
 mod bench;
 mod conformance;
 mod json;
+mod startup_order;
 mod tally;
 mod test;
 
@@ -42,6 +43,7 @@ fn main() -> ExitCode {
         Task::Peers => install_peers().map(|dir| println!("peers installed in {}", dir.display())),
         Task::Bench { groups, n, rounds } => bench::run(&groups, n, rounds),
         Task::ConnectBench { rounds } => bench::connect(rounds),
+        Task::StartupOrder => startup_order::run(),
         Task::SearchEval { args } => run(
             "search-eval",
             cargo().args(["run", "--release", "-q", "-p", "tool-pool", "--example", "search_eval", "--"]).args(&args),
