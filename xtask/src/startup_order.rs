@@ -86,17 +86,8 @@ fn build(ordered: bool) -> Result {
 
 /// The shell loop that runs every command of the workload `RUNS` times.
 fn workload(binary: &Path, server: &Path, work: &Path) -> Result<String> {
-    let config = |name: &str, sandbox: &str| -> Result<PathBuf> {
-        let path = work.join(name);
-        let text = format!(
-            "[servers.echo]\ncommand = {:?}\nargs = [\"echo\"]\nsandbox = {sandbox:?}\n",
-            server.display().to_string()
-        );
-        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(path)
-    };
-    let unconfined = config("unconfined.toml", "off")?;
-    let confined = config("confined.toml", "standard")?;
+    let unconfined = crate::bench::startup::echo_config(work, server, "unconfined.toml", "off")?;
+    let confined = crate::bench::startup::echo_config(work, server, "confined.toml", "standard")?;
     let quote = |p: &Path| format!("'{}'", p.display().to_string().replace('\'', r"'\''"));
     let harness = quote(binary);
     let data = quote(&work.join("data"));

@@ -6,7 +6,7 @@ mod agent;
 mod catalog;
 mod connect;
 mod http;
-mod startup;
+pub(crate) mod startup;
 mod stdio;
 
 pub(crate) use connect::run as connect;

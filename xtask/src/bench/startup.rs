@@ -72,17 +72,8 @@ pub(crate) fn run(_n: usize, rounds: usize) -> Result {
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
     let data = work.join("data");
-    let config = |name: &str, sandbox: &str| -> Result<PathBuf> {
-        let path = work.join(name);
-        let text = format!(
-            "[servers.echo]\ncommand = {:?}\nargs = [\"echo\"]\nsandbox = {sandbox:?}\n",
-            server.display().to_string()
-        );
-        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(path)
-    };
-    let unconfined = config("unconfined.toml", "off")?;
-    let confined = config("confined.toml", "standard")?;
+    let unconfined = echo_config(&work, &server, "unconfined.toml", "off")?;
+    let confined = echo_config(&work, &server, "confined.toml", "standard")?;
     let harness = |config: &Path| {
         let mut command = Command::new(dist.join("mcp-harness"));
         command.args(["tools", "--json", "--config"]).arg(config).env("MCP_HARNESS_DATA_DIR", &data);
@@ -160,6 +151,18 @@ pub(crate) fn run(_n: usize, rounds: usize) -> Result {
     let _ = std::fs::remove_dir_all(&work);
     println!("\nbench: {}", if startup_met && memory_met { "goals met" } else { "goals missed" });
     Ok(())
+}
+
+/// Writes `dir/name`: a configuration of one server `echo`, the fixture `server`, under
+/// `sandbox`.
+pub(crate) fn echo_config(dir: &Path, server: &Path, name: &str, sandbox: &str) -> Result<PathBuf> {
+    let path = dir.join(name);
+    let text = format!(
+        "[servers.echo]\ncommand = {:?}\nargs = [\"echo\"]\nsandbox = {sandbox:?}\n",
+        server.display().to_string()
+    );
+    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
 }
 
 /// Runs `command` to its exit, its output discarded; the milliseconds from exec to exit.
