@@ -742,7 +742,7 @@ impl Client {
             .session()
             .start_discover(Waiter::new(reply, None, timeout))
             .map_err(|e| self.inner.refused(e))?;
-        self.wait(id, line, rx, timeout).await.map_err(|e| match e {
+        self.wait(id, line, rx).await.map_err(|e| match e {
             ClientError::Server { error, .. } => {
                 ClientError::Server { method: stateless::SERVER_DISCOVER.to_owned(), error }
             }
@@ -796,7 +796,7 @@ impl Client {
             .session()
             .start_initialize(Waiter::new(reply, None, timeout))
             .map_err(|e| self.inner.refused(e))?;
-        self.wait(id, line, rx, timeout).await
+        self.wait(id, line, rx).await
     }
 
     async fn finish_initialize(&self, raw: &RawValue) -> Result<InitializeResult, ClientError> {
@@ -882,10 +882,9 @@ impl Client {
         id: RequestId,
         line: Outgoing,
         rx: oneshot::Receiver<Reply>,
-        timeout: Duration,
     ) -> Result<Box<RawValue>, ClientError> {
         let mut guard = PendingGuard { inner: &self.inner, id: Some(id) };
-        deadlines::wake(timeout);
+        deadlines::wake();
         let reply = match &self.inner.exchange {
             Some(exchange) => {
                 // The answer usually comes back through the exchange itself; the watchdog or the
@@ -1038,7 +1037,7 @@ impl Client {
             }
             .map_err(|e| self.inner.refused(e))?
         };
-        self.wait(id, line, rx, timeout).await.map_err(|e| match e {
+        self.wait(id, line, rx).await.map_err(|e| match e {
             ClientError::Server { error, .. } => ClientError::Server { method: method.to_owned(), error },
             other => other,
         })

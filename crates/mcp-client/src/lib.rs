@@ -59,7 +59,7 @@ pub use client::{
     DEFAULT_NOTIFICATION_CAPACITY, DISCOVER_PROBE_TIMEOUT, Era, ListLimits, MAX_INPUT_ROUNDS, MAX_URL_ELICITATIONS,
     Progress, RequestOptions,
 };
-pub use deadlines::{TIMEOUT_GRANULARITY, WATCHDOG_START_DELAY};
+pub use deadlines::TIMEOUT_GRANULARITY;
 pub use handler::{DecliningHandler, ServerRequestHandler, ServerRequests, USER_REJECTED, schema_defaults};
 pub use memory::{MemoryPeer, MemoryTransport, memory_pair};
 pub use servers::{
