@@ -19,7 +19,7 @@ use std::process::Command;
 use crate::{Result, cargo, root};
 
 /// Runs of each command per trace: enough that every function of a start is seen.
-const RUNS: usize = 15;
+const RUNS: usize = 40;
 /// Samples per second of the stack sampling (per CPU).
 const SAMPLE_HZ: &str = "20000";
 
