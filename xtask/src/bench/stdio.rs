@@ -5,6 +5,10 @@
 use super::{Placement, field, median};
 use crate::{Result, cargo};
 
+/// The goal: at least as many calls per second as the raw pipe client, in every placement and
+/// at every concurrency (a framework that costs nothing over the plain loop).
+const GOAL_RATIO: f64 = 1.0;
+
 struct Figure {
     placement: &'static str,
     client: String,
@@ -91,14 +95,14 @@ pub(crate) fn run(n: usize, rounds: usize) -> Result {
                 );
             }
             let ratio = pick("mcp-harness", |f| f.calls_per_s) / pick("raw-pipe", |f| f.calls_per_s);
-            let met = ratio >= 0.9;
+            let met = ratio >= GOAL_RATIO;
             all_met &= met;
             println!(
-                "{placement}, ratio at concurrency {concurrency}: {ratio:.3} (target >= 0.9: {})",
+                "{placement}, ratio at concurrency {concurrency}: {ratio:.3} (goal >= {GOAL_RATIO:.1}: {})",
                 if met { "met" } else { "MISSED" }
             );
         }
     }
-    println!("\nbench: {}", if all_met { "target met in both modes" } else { "target missed" });
+    println!("\nbench: {}", if all_met { "goal met in every placement" } else { "goal missed" });
     Ok(())
 }
