@@ -202,20 +202,31 @@ fn find_program(command: &str, path: Option<&std::ffi::OsStr>, cwd: &Path) -> st
         .ok_or_else(|| nix::errno::Errno::ENOENT.into())
 }
 
+/// The value the child sees for `name` (the last one set wins, as with `Command::envs`).
+fn env_var(env: &[(OsString, OsString)], name: &str) -> Option<OsString> {
+    env.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+}
+
 impl StdioConfig {
+    /// The child's working directory, absolute.
+    fn child_cwd(&self) -> std::io::Result<PathBuf> {
+        match &self.cwd {
+            Some(dir) => std::path::absolute(dir),
+            None => std::env::current_dir(),
+        }
+    }
+
+    /// The program the child will run, found on the child's PATH (`env`).
+    fn resolve_program(&self, env: &[(OsString, OsString)]) -> std::io::Result<PathBuf> {
+        find_program(&self.command, env_var(env, "PATH").as_deref(), &self.child_cwd()?)
+    }
+
     /// Prepares a confined start: resolves the program, makes the private temporary directory
     /// and the policy, and sets the child's temporary-directory variables to it.
     fn confine(&self, sandbox: &StdioSandbox, env: &mut Vec<(OsString, OsString)>) -> Result<Confined, TransportError> {
         let spawn_error = |source: std::io::Error| TransportError::Spawn { command: self.display_command(), source };
-        let var = |env: &[(OsString, OsString)], name: &str| {
-            env.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.clone())
-        };
-        let cwd = match &self.cwd {
-            Some(dir) => std::path::absolute(dir),
-            None => std::env::current_dir(),
-        }
-        .map_err(spawn_error)?;
-        let found = find_program(&self.command, var(env, "PATH").as_deref(), &cwd).map_err(spawn_error)?;
+        let cwd = self.child_cwd().map_err(spawn_error)?;
+        let found = find_program(&self.command, env_var(env, "PATH").as_deref(), &cwd).map_err(spawn_error)?;
         let mut program = vec![mcp_sandbox::normalize(&found)];
         program.extend(std::fs::canonicalize(&found).ok());
         let temp = TempDir::create().map_err(|e| {
@@ -223,7 +234,8 @@ impl StdioConfig {
         })?;
         // A script named on the command line is part of the server.
         let files = self.args.iter().map(PathBuf::from).filter(|p| p.is_absolute() && p.is_file()).collect();
-        let context = Context { home: var(env, "HOME").map(PathBuf::from), cwd, temp: temp.0.clone(), program, files };
+        let context =
+            Context { home: env_var(env, "HOME").map(PathBuf::from), cwd, temp: temp.0.clone(), program, files };
         let policy = sandbox.sandbox.policy(&context).map_err(|e| spawn_error(std::io::Error::other(e)))?;
         for name in ["TMPDIR", "TMP", "TEMP"] {
             if !self.env.contains_key(name) {
@@ -370,31 +382,51 @@ impl StdioTransport {
         }
         let mut env = config.child_env();
         let confined = config.sandbox.as_ref().map(|s| config.confine(s, &mut env)).transpose()?;
-        let mut command = match &confined {
-            Some(c) => {
-                let mut command = Command::new(&c.program);
-                command.args(&c.args);
-                command
+        let command = |resolved: Option<&Path>| {
+            let mut command = match (&confined, resolved) {
+                (Some(c), _) => {
+                    let mut command = Command::new(&c.program);
+                    command.args(&c.args);
+                    command
+                }
+                (None, Some(program)) => {
+                    let mut command = Command::new(program);
+                    command.arg0(&config.command).args(&config.args);
+                    command
+                }
+                (None, None) => {
+                    let mut command = Command::new(&config.command);
+                    command.args(&config.args);
+                    command
+                }
+            };
+            command
+                .env_clear()
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .kill_on_drop(true)
+                .process_group(0);
+            if let Some(cwd) = &config.cwd {
+                command.current_dir(cwd);
             }
-            None => {
-                let mut command = Command::new(&config.command);
-                command.args(&config.args);
-                command
-            }
+            command
         };
-        command
-            .env_clear()
-            .envs(env)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        #[cfg(unix)]
-        command.process_group(0);
-        if let Some(cwd) = &config.cwd {
-            command.current_dir(cwd);
+        // Given a name and a PATH of its own, std forks the whole host so that the child can
+        // search that PATH; found here, the child starts with posix_spawn (a vfork), which
+        // spares the host's page tables and its copy-on-write faults afterwards.
+        let resolved =
+            (confined.is_none() && !config.command.contains('/')).then(|| config.resolve_program(&env).ok()).flatten();
+        let mut spawned = command(resolved.as_deref()).spawn();
+        if resolved.is_some()
+            && spawned.as_ref().is_err_and(|e| e.raw_os_error() == Some(nix::errno::Errno::ENOEXEC as i32))
+        {
+            // A script without a `#!` line: only the PATH search in the child hands it to
+            // the shell.
+            spawned = command(None).spawn();
         }
-        let mut child = command.spawn().map_err(|source| match &confined {
+        let mut child = spawned.map_err(|source| match &confined {
             Some(c) => TransportError::Spawn {
                 command: config.display_command(),
                 source: std::io::Error::new(

@@ -5,9 +5,10 @@
 //! `initialize` / `initialized` / `tools/list` written over the pipes and the tools printed, no
 //! framework), both built as shipped (`--profile dist`). mcp-harness runs with the server's
 //! protocol era remembered from an earlier run (the usual case), on its first run (no era
-//! remembered: the `server/discover` probe first), and confined by the default sandbox (what
-//! confinement adds is measured by `sandbox_bench`); the floor runs unconfined, so the goal is
-//! checked on the unconfined rows.
+//! remembered: the `server/discover` probe first), with the server named by its file name and
+//! found on a PATH its configuration gives (as `npx` and `uvx` are), and confined by the default
+//! sandbox (what confinement adds is measured by `sandbox_bench`); the floor runs unconfined, so
+//! the goal is checked on the unconfined rows.
 //!
 //! Memory per idle connected server: `connect_bench --memory 50` (the host's resident set with
 //! 50 idle servers connected, minus the set with none, over 50).
@@ -72,25 +73,44 @@ pub(crate) fn run(_n: usize, rounds: usize) -> Result {
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
     let data = work.join("data");
+    // The first-run kind forgets its eras in a directory of its own, so the other kinds keep theirs.
+    let first_run_data = work.join("first-run-data");
     let unconfined = echo_config(&work, &server, "unconfined.toml", "off")?;
     let confined = echo_config(&work, &server, "confined.toml", "standard")?;
-    let harness = |config: &Path| {
+    let by_name = by_name_config(&work, &server)?;
+    let harness = |config: &Path, data: &Path| {
         let mut command = Command::new(dist.join("mcp-harness"));
-        command.args(["tools", "--json", "--config"]).arg(config).env("MCP_HARNESS_DATA_DIR", &data);
+        command.args(["tools", "--json", "--config"]).arg(config).env("MCP_HARNESS_DATA_DIR", data);
         command
     };
     let mut floor = Command::new(dist.join("examples").join("raw_startup"));
     floor.arg("--").arg(&server).arg("echo");
     let mut kinds = vec![
         Kind { label: "floor (raw_startup)", command: floor, forget: false, millis: Vec::new() },
-        Kind { label: "mcp-harness, era remembered", command: harness(&unconfined), forget: false, millis: Vec::new() },
+        Kind {
+            label: "mcp-harness, era remembered",
+            command: harness(&unconfined, &data),
+            forget: false,
+            millis: Vec::new(),
+        },
         Kind {
             label: "mcp-harness, first run (probe; answer written)",
-            command: harness(&unconfined),
+            command: harness(&unconfined, &first_run_data),
             forget: true,
             millis: Vec::new(),
         },
-        Kind { label: "mcp-harness, default sandbox", command: harness(&confined), forget: false, millis: Vec::new() },
+        Kind {
+            label: "mcp-harness, default sandbox",
+            command: harness(&confined, &data),
+            forget: false,
+            millis: Vec::new(),
+        },
+        Kind {
+            label: "mcp-harness, era remembered, server named (found on PATH)",
+            command: harness(&by_name, &data),
+            forget: false,
+            millis: Vec::new(),
+        },
     ];
     // One unmeasured start of each warms the page cache and remembers the era.
     for kind in &mut kinds {
@@ -104,7 +124,7 @@ pub(crate) fn run(_n: usize, rounds: usize) -> Result {
             for &i in &order {
                 let kind = &mut kinds[i];
                 if kind.forget {
-                    let _ = std::fs::remove_dir_all(&data);
+                    let _ = std::fs::remove_dir_all(&first_run_data);
                 }
                 let millis = start(&mut kind.command)?;
                 kind.millis.push(millis);
@@ -160,6 +180,22 @@ pub(crate) fn echo_config(dir: &Path, server: &Path, name: &str, sandbox: &str) 
     let text = format!(
         "[servers.echo]\ncommand = {:?}\nargs = [\"echo\"]\nsandbox = {sandbox:?}\n",
         server.display().to_string()
+    );
+    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// Writes `dir/by-name.toml`: the fixture `server` by its file name (as `npx` or `uvx` usually
+/// are), found on a PATH the configuration gives, unconfined.
+fn by_name_config(dir: &Path, server: &Path) -> Result<PathBuf> {
+    let (Some(name), Some(bin)) = (server.file_name(), server.parent()) else {
+        return Err(format!("{}: no file name", server.display()));
+    };
+    let path = dir.join("by-name.toml");
+    let text = format!(
+        "[servers.echo]\ncommand = {:?}\nargs = [\"echo\"]\nsandbox = \"off\"\nenv = {{ PATH = {:?} }}\n",
+        name.to_string_lossy(),
+        bin.display().to_string()
     );
     std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(path)

@@ -314,6 +314,44 @@ async fn spawn_failure_names_the_command() {
     assert!(text.contains("/definitely/not/a/server --flag"), "{text}");
 }
 
+/// The fixture server configured by name, found on a PATH given in its configuration only.
+fn fixture_by_name(dir: &std::path::Path, name: &str) -> mcp_transport::StdioConfig {
+    let mut config = fixture("echo", &[]);
+    config.command = name.to_owned();
+    config.env.insert("PATH".into(), dir.display().to_string());
+    config
+}
+
+#[tokio::test]
+async fn a_server_named_on_its_own_path_starts_under_its_name() {
+    let binary = mcp_fixtures::server_binary().unwrap();
+    let (dir, name) = (binary.parent().unwrap(), binary.file_name().unwrap().to_str().unwrap());
+    assert!(!std::env::var("PATH").unwrap().split(':').any(|d| std::path::Path::new(d) == dir));
+    let transport = StdioTransport::spawn(fixture_by_name(dir, name)).unwrap();
+    let pid = transport.pid().unwrap();
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    assert_eq!(cmdline.split(|b| *b == 0).next(), Some(name.as_bytes()), "argv[0] is the configured name");
+    let client = Client::connect(transport, ClientOptions::default()).await.unwrap();
+    let text = client.call_tool("echo", args(json!({"text": "hi"})), RequestOptions::default()).await.unwrap();
+    assert_eq!(text.joined_text(), "hi");
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_script_without_an_interpreter_line_is_run_by_the_shell_as_before() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("plain-script-server");
+    let binary = mcp_fixtures::server_binary().unwrap();
+    std::fs::write(&script, format!("exec '{}' echo\n", binary.display())).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = fixture_by_name(dir.path(), "plain-script-server");
+    let client = connect_with(config, ClientOptions::default()).await;
+    let text = client.call_tool("echo", args(json!({"text": "hi"})), RequestOptions::default()).await.unwrap();
+    assert_eq!(text.joined_text(), "hi");
+    client.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn close_escalates_to_sigkill_for_a_process_that_ignores_eof_and_sigterm() {
     let script = "trap '' TERM; echo ignoring TERM >&2; while true; do sleep 1; done";
