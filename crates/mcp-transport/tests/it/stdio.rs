@@ -329,7 +329,11 @@ async fn a_server_named_on_its_own_path_starts_under_its_name() {
     assert!(!std::env::var("PATH").unwrap().split(':').any(|d| std::path::Path::new(d) == dir));
     let transport = StdioTransport::spawn(fixture_by_name(dir, name)).unwrap();
     let pid = transport.pid().unwrap();
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    // The kernel wakes a vfork parent before it has laid out the new image's arguments, so
+    // for a moment after the spawn returns, cmdline is empty.
+    let read_cmdline = || std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    assert!(wait_until(EVENT_DEADLINE, || !read_cmdline().is_empty()).await, "pid {pid} has no cmdline");
+    let cmdline = read_cmdline();
     assert_eq!(cmdline.split(|b| *b == 0).next(), Some(name.as_bytes()), "argv[0] is the configured name");
     let client = Client::connect(transport, ClientOptions::default()).await.unwrap();
     let text = client.call_tool("echo", args(json!({"text": "hi"})), RequestOptions::default()).await.unwrap();
