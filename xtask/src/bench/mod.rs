@@ -5,6 +5,7 @@
 mod agent;
 mod catalog;
 mod connect;
+mod footprint;
 mod http;
 pub(crate) mod startup;
 mod stdio;

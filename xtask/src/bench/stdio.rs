@@ -2,7 +2,7 @@
 //! against the same fast Rust echo server, rounds interleaved so machine noise hits both. Both
 //! placements are measured (see [`Placement`]): the client and its server on one CPU, and on two.
 
-use super::{Placement, field, median};
+use super::{Placement, field, footprint, median};
 use crate::{Result, cargo};
 
 /// The goal: at least as many calls per second as the raw pipe client, in every placement and
@@ -103,6 +103,36 @@ pub(crate) fn run(n: usize, rounds: usize) -> Result {
             );
         }
     }
+    footprints(&release, &server)?;
     println!("\nbench: {}", if all_met { "goal met in every placement" } else { "goal missed" });
+    Ok(())
+}
+
+/// Prints what a sequential call touches, per client ([`footprint`]), when valgrind is here.
+fn footprints(release: &std::path::Path, server: &std::path::Path) -> Result {
+    if !footprint::available() {
+        println!("\n(valgrind is not installed: no footprint per call)");
+        return Ok(());
+    }
+    let work = std::env::temp_dir().join(format!("mcp-harness-bench-footprint-{}", std::process::id()));
+    std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
+    let measured: Result<Vec<_>> = [("raw-pipe", "raw_pipe_bench"), ("mcp-harness", "stdio_bench")]
+        .into_iter()
+        .map(|(client, example)| {
+            footprint::measure(&release.join("examples").join(example), server, &work).map(|f| (client, f))
+        })
+        .collect();
+    let _ = std::fs::remove_dir_all(&work);
+    let pcid = match footprint::has_pcid() {
+        Some(true) => "this machine's CPUs have PCID",
+        Some(false) => "this machine's CPUs have no PCID: each switch to the server and back empties the TLB",
+        None => "PCID unknown",
+    };
+    println!("\nWhat one sequential call touches (valgrind lackey, medians; {pcid}):");
+    println!("| client | instructions | code pages | data pages |");
+    println!("|---|---|---|---|");
+    for (client, f) in measured? {
+        println!("| {client} | {:.0} | {:.0} | {:.0} |", f.instructions, f.code_pages, f.data_pages);
+    }
     Ok(())
 }
