@@ -12,7 +12,7 @@ use mcp_transport::{RemoteServer, StdioConfig};
 use serde_json::json;
 
 fn fixture(args: &[&str]) -> ServerSpec {
-    let binary = mcp_fixtures::server_binary().unwrap().display().to_string();
+    let binary = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}")).display().to_string();
     let mut spec = ServerSpec::new("fx", Arc::new(StdioConfig::new(binary, args.iter().copied())));
     spec.startup_timeout = Duration::from_secs(20);
     spec
