@@ -1,6 +1,6 @@
 //! Project automation: `cargo xtask test [--hermetic]`, `cargo xtask purity`, `cargo xtask
 //! bench [GROUP...]`, `cargo xtask peers`, `cargo xtask startup-order`, `cargo xtask conformance [SCENARIO...]`, `cargo xtask search-eval
-//! [--split dev|test]` (`cargo xtask --help`).
+//! [--split dev|test|all]` (`cargo xtask --help`).
 //!
 //! Std only, so `cargo xtask` starts fast. Every step prints what it runs and has a time limit
 //! (`step.rs`). `test` runs every step it can even after one failed, and ends with one line that
