@@ -38,8 +38,11 @@ tasks:
   startup-order                write crates/cli/startup.order, the functions a start of
                                mcp-harness runs (traced with perf), which the linker lays out
                                together (about ten minutes)
-  search-eval [--split dev|test]  recall@1/5/10 of tool search beside plain BM25 on the labelled
-                               set in crates/tool-pool/data/search-eval (not run by `test`)
+  search-eval [--split dev|test|all]
+                               recall@1/5/10 of tool search beside plain BM25, with and without
+                               our fields, on the labelled set in crates/tool-pool/data/search-eval
+                               (not run by `test`); the dev split (tuned on) unless the held-out
+                               test split is asked for
   help, --help, -h             this text";
 
 /// Parses the arguments after `cargo xtask`.
@@ -106,7 +109,7 @@ pub(crate) fn parse(args: &[String]) -> Result<Task, String> {
         },
         "search-eval" => match rest {
             [] => Ok(Task::SearchEval { args: Vec::new() }),
-            [flag, split] if flag == "--split" && matches!(split.as_str(), "dev" | "test") => {
+            [flag, split] if flag == "--split" && matches!(split.as_str(), "dev" | "test" | "all") => {
                 Ok(Task::SearchEval { args: rest.to_vec() })
             }
             [flag, ..] => Err(unknown(flag)),
@@ -142,6 +145,12 @@ mod tests {
         assert_eq!(parse_str("connect-bench --rounds 2"), Ok(Task::ConnectBench { rounds: 2 }));
         assert!(parse_str("connect-bench --rounds x").is_err());
         assert!(parse_str("connect-bench --fast").is_err());
+        assert_eq!(parse_str("search-eval"), Ok(Task::SearchEval { args: vec![] }));
+        assert_eq!(
+            parse_str("search-eval --split test"),
+            Ok(Task::SearchEval { args: vec!["--split".into(), "test".into()] })
+        );
+        assert!(parse_str("search-eval --split held-out").is_err());
         assert_eq!(parse_str("conformance"), Ok(Task::Conformance { only: vec![] }));
         assert_eq!(
             parse_str("conformance initialize auth/basic-cimd"),

@@ -17,10 +17,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::json::{self, Json};
-use crate::{Result, cargo, root, run};
+use crate::step::Ended;
+use crate::{Result, cargo, root, run_within};
 
 /// Scenarios that would make the harness reach outside loopback, with the reason: they are
 /// skipped unless named on the command line, and a skip fails the run. None today: the client
@@ -55,8 +56,9 @@ fn install() -> Result<PathBuf> {
     if std::fs::read_to_string(&stamp).ok().as_deref() != Some(lock.as_str()) || !harness(&dir).is_file() {
         std::fs::write(dir.join("package.json"), &manifest).map_err(|e| e.to_string())?;
         std::fs::write(dir.join("package-lock.json"), &lock).map_err(|e| e.to_string())?;
-        run(
+        run_within(
             "npm conformance harness + node 22",
+            crate::test::limit::INSTALL,
             Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--loglevel=error"]).current_dir(&dir),
         )?;
         std::fs::write(&stamp, &lock).map_err(|e| e.to_string())?;
@@ -201,23 +203,32 @@ fn run_scenario(dir: &Path, client: &Path, out: &Path, scenario: &str) -> Row {
     let command = format!("exec timeout -k 5 {hard} {}", client.display());
     let started = Instant::now();
     let log = std::fs::File::create(sdir.join("harness.log")).ok();
-    let status = Command::new(node(dir))
-        .arg(harness(dir))
-        .args(["client", "--command", &command, "--scenario", scenario, "--timeout", &TIMEOUT_MS.to_string(), "-o"])
-        .arg(&sdir)
-        .env("PATH", path_with_node(dir))
-        .stdout(Stdio::null())
-        .stderr(log.map_or_else(Stdio::null, Stdio::from))
-        .status();
+    // The harness itself gets a limit too (it kills the client, not itself).
+    let limit = crate::step::scaled(Duration::from_secs(hard + 60));
+    let ended = crate::step::within(
+        Command::new(node(dir))
+            .arg(harness(dir))
+            .args(["client", "--command", &command, "--scenario", scenario, "--timeout", &TIMEOUT_MS.to_string(), "-o"])
+            .arg(&sdir)
+            .env("PATH", path_with_node(dir))
+            .stdout(Stdio::null())
+            .stderr(log.map_or_else(Stdio::null, Stdio::from)),
+        limit,
+        None,
+    );
     let secs = started.elapsed().as_secs_f64();
-    let harness_ok = status.as_ref().is_ok_and(|s| s.success());
+    let harness_ok = matches!(&ended, Ok(Ended::Exited(s)) if s.success());
     let checks = find_checks(&sdir).map(|path| {
         std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display())).and_then(|t| read_checks(&t))
     });
     let log = std::fs::read_to_string(sdir.join("harness.log")).unwrap_or_default();
     let (pass, mut notes) = judge(scenario, harness_ok, checks.as_ref(), &log);
-    if let Err(e) = &status {
-        notes.insert(0, format!("could not run the harness: {e}"));
+    match &ended {
+        Err(e) => notes.insert(0, format!("could not run the harness: {e}")),
+        Ok(Ended::TimedOut) => {
+            notes.insert(0, format!("the harness ran past its time limit of {}", crate::step::show(limit)));
+        }
+        Ok(Ended::Exited(_)) => {}
     }
     Row {
         scenario: scenario.to_owned(),
@@ -279,7 +290,11 @@ pub(crate) fn conformance(only: &[String]) -> Result<Summary> {
     let expected =
         parse_list(&std::fs::read_to_string(&list_path).map_err(|e| format!("{}: {e}", list_path.display()))?);
     let dir = install()?;
-    run("build conformance-client", cargo().args(["build", "-p", "conformance-client"]))?;
+    run_within(
+        "build conformance-client",
+        crate::test::limit::BUILD_CONFORMANCE,
+        cargo().args(["build", "-p", "conformance-client"]),
+    )?;
     let client =
         root().join("target").join("debug").join(format!("conformance-client{}", std::env::consts::EXE_SUFFIX));
     let known = list_all(&dir)?;

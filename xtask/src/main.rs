@@ -1,22 +1,22 @@
 //! Project automation: `cargo xtask test [--hermetic]`, `cargo xtask purity`, `cargo xtask
 //! bench [GROUP...]`, `cargo xtask peers`, `cargo xtask startup-order`, `cargo xtask conformance [SCENARIO...]`, `cargo xtask search-eval
-//! [--split dev|test]` (`cargo xtask --help`).
+//! [--split dev|test|all]` (`cargo xtask --help`).
 //!
-//! Std only, so `cargo xtask` starts fast. Every step prints what it runs. `test` runs every
-//! step it can even after one failed, and ends with one line that counts every test and
-//! conformance scenario and names what failed or did not run.
+//! Std only, so `cargo xtask` starts fast. Every step prints what it runs and has a time limit
+//! (`step.rs`). `test` runs every step it can even after one failed, and ends with one line that
+//! counts every test and conformance scenario and names what failed or did not run.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::time::Instant;
 
 mod args;
 mod bench;
 mod conformance;
 mod json;
 mod startup_order;
+mod step;
 mod tally;
 mod test;
 
@@ -39,7 +39,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Task::Test { hermetic } => test::test(hermetic),
-        Task::Purity => purity(),
+        Task::Purity => test::purity().map_err(|e| format!("purity {e}")),
         Task::Peers => install_peers().map(|dir| println!("peers installed in {}", dir.display())),
         Task::Bench { groups, n, rounds } => bench::run(&groups, n, rounds),
         Task::ConnectBench { rounds } => bench::connect(rounds),
@@ -73,18 +73,17 @@ pub(crate) fn cargo() -> Command {
     cmd
 }
 
+/// How long a step of a task other than `test` may run (benchmarks, traces, installs).
+const DEFAULT_LIMIT: std::time::Duration = std::time::Duration::from_secs(60 * 60);
+
+/// Runs one step within [`DEFAULT_LIMIT`].
 pub(crate) fn run(step: &str, cmd: &mut Command) -> Result {
-    println!("\n==> {step}: {cmd:?}");
-    let started = Instant::now();
-    let status = cmd.status().map_err(|e| format!("{step}: could not start: {e}"))?;
-    println!("<== {step}: {status} in {:.1}s", started.elapsed().as_secs_f64());
-    if status.success() { Ok(()) } else { Err(format!("{step} failed ({status})")) }
+    run_within(step, DEFAULT_LIMIT, cmd)
 }
 
-/// The pure crates do no I/O: tidy's purity tests (the one implementation of the check; plain
-/// `cargo test` runs them too).
-fn purity() -> Result {
-    run("purity", cargo().args(["test", "-p", "tidy", "--test", "tidy", "--", "workspace::purity"]))
+/// Runs one step within `limit`.
+pub(crate) fn run_within(step: &str, limit: std::time::Duration, cmd: &mut Command) -> Result {
+    step::run(step, limit, cmd).map_err(|e| format!("{step} {e}"))
 }
 
 /// The cache folder for third-party peers (`MCP_PEERS_DIR`, else `target/peers`).
@@ -106,8 +105,9 @@ fn install_peers() -> Result<PathBuf> {
     if std::fs::read_to_string(&stamp).ok().as_deref() != Some(lock.as_str()) {
         std::fs::write(node.join("package.json"), &manifest).map_err(|e| e.to_string())?;
         std::fs::write(node.join("package-lock.json"), &lock).map_err(|e| e.to_string())?;
-        run(
+        run_within(
             "npm peers",
+            test::limit::INSTALL,
             Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--loglevel=error"]).current_dir(&node),
         )?;
         std::fs::write(&stamp, &lock).map_err(|e| e.to_string())?;
@@ -118,9 +118,14 @@ fn install_peers() -> Result<PathBuf> {
     let stamp = py.join(".installed-requirements.txt");
     if std::fs::read_to_string(&stamp).ok().as_deref() != Some(requirements.as_str()) {
         let python = env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned());
-        run("python venv", Command::new(&python).args(["-m", "venv", "--clear"]).arg(&py))?;
-        run(
+        run_within(
+            "python venv",
+            test::limit::INSTALL,
+            Command::new(&python).args(["-m", "venv", "--clear"]).arg(&py),
+        )?;
+        run_within(
             "pypi peers",
+            test::limit::INSTALL,
             Command::new(py.join("bin").join("pip"))
                 .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
                 .arg(pins.join("requirements.txt")),

@@ -4,13 +4,20 @@
 //! A test counts as passed or failed from the `test result:` line of its binary. Failures are
 //! also: a binary that started (`Running ...`, `Doc-tests ...`) but printed no `test result:`
 //! (a crash, a signal, an abort), a binary that printed its result and then exited badly, and a
-//! crate that did not compile (cargo then runs no test at all).
+//! crate that did not compile (cargo then runs no test at all), and a binary still running
+//! when its step ran past its time limit (named with the tests libtest said were slow).
+//! Ignored tests and those a filter left out are counted too: a step that ran no test at all
+//! (its filter matched nothing) must not pass.
 
 /// What one or more test commands did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct Tally {
     pub(crate) passed: u64,
     pub(crate) failed: u64,
+    /// Tests marked `#[ignore]` (that this command did not run).
+    pub(crate) ignored: u64,
+    /// Tests a filter left out.
+    pub(crate) filtered_out: u64,
     /// One line per failure: a test's name, a crashed binary, a crate that did not compile.
     pub(crate) failures: Vec<String>,
     /// Test binaries that printed a `test result:` line.
@@ -19,6 +26,8 @@ pub(crate) struct Tally {
     pub(crate) not_compiled: Vec<String>,
     /// The binary running now, until its `test result:` line.
     running: Option<String>,
+    /// Tests of the running binary that libtest said have been running for over 60 seconds.
+    slow: Vec<String>,
     /// Whether the last finished binary reported failed tests (cargo then says it exited badly,
     /// which is not a second failure).
     last_reported_failures: bool,
@@ -36,9 +45,16 @@ impl Tally {
             let failed = count(rest, "failed");
             self.passed += passed;
             self.failed += failed;
+            self.ignored += count(rest, "ignored");
+            self.filtered_out += count(rest, "filtered out");
             self.binaries += 1;
             self.last_reported_failures = failed > 0;
             self.running = None;
+            self.slow.clear();
+        } else if let Some(name) =
+            trimmed.strip_prefix("test ").and_then(|t| t.strip_suffix(" has been running for over 60 seconds"))
+        {
+            self.slow.push(name.to_owned());
         } else if let Some(name) = trimmed.strip_prefix("test ").and_then(|t| t.strip_suffix(" ... FAILED")) {
             let binary = self.running.as_deref().unwrap_or("?");
             self.failures.push(format!("{name} ({binary})"));
@@ -67,17 +83,35 @@ impl Tally {
         self.crashed("printed no test result");
     }
 
+    /// The step ran past its time limit and was killed: the binary running then is a failure,
+    /// named with the tests that were running for over a minute.
+    pub(crate) fn stopped(&mut self, limit: &str) {
+        let slow = match self.slow.as_slice() {
+            [] => String::new(),
+            names => format!("; running for over 60 s: {}", names.join(", ")),
+        };
+        self.crashed(&format!("was still running at the step's time limit of {limit}{slow}"));
+    }
+
+    /// How many tests ran (passed or failed).
+    pub(crate) fn ran(&self) -> u64 {
+        self.passed + self.failed
+    }
+
     fn crashed(&mut self, why: &str) {
         if let Some(binary) = self.running.take() {
             self.failed += 1;
             self.failures.push(format!("{binary} {why}"));
         }
+        self.slow.clear();
     }
 
     /// Adds another command's counts.
     pub(crate) fn merge(&mut self, other: Tally) {
         self.passed += other.passed;
         self.failed += other.failed;
+        self.ignored += other.ignored;
+        self.filtered_out += other.filtered_out;
         self.binaries += other.binaries;
         self.failures.extend(other.failures);
         self.not_compiled.extend(other.not_compiled);
@@ -207,6 +241,41 @@ mod tests {
         assert_eq!(
             t.failures,
             ["a test binary exited badly after its results: exit status: 3", "b (tests/b.rs (target/debug/deps/b-2))"]
+        );
+    }
+
+    #[test]
+    fn ignored_and_filtered_out_tests_are_counted() {
+        let t = tally(
+            "     Running tests/a.rs (target/debug/deps/a-1)\n\
+             test result: ok. 2 passed; 0 failed; 1 ignored; 0 measured; 5 filtered out; finished in 0.00s\n\
+             \x20    Running tests/b.rs (target/debug/deps/b-2)\n\
+             test result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 7 filtered out; finished in 0.00s\n",
+        );
+        assert_eq!((t.passed, t.failed, t.ignored, t.filtered_out, t.ran()), (2, 0, 1, 12, 2));
+    }
+
+    #[test]
+    fn a_binary_stopped_at_the_limit_is_a_failure_naming_its_slow_tests() {
+        let mut t = Tally::default();
+        for line in [
+            "     Running tests/a.rs (target/debug/deps/a-1)",
+            "test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s",
+            "     Running tests/hang.rs (target/debug/deps/hang-2)",
+            "running 3 tests",
+            "test fine ... ok",
+            "test waits_forever has been running for over 60 seconds",
+            "test waits_too has been running for over 60 seconds",
+        ] {
+            t.line(line);
+        }
+        t.stopped("20 min");
+        t.finish();
+        assert_eq!((t.passed, t.failed), (1, 1));
+        assert_eq!(
+            t.failures,
+            ["tests/hang.rs (target/debug/deps/hang-2) was still running at the step's time limit of 20 min; \
+              running for over 60 s: waits_forever, waits_too"]
         );
     }
 

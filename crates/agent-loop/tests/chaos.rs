@@ -3,6 +3,9 @@
 //! workspace run because it takes about 30 s) with its figures printed:
 //! `cargo test -p agent-loop --test chaos -- --ignored --nocapture`.
 //!
+//! Its first line is the seed of its random choices (which server each call goes to, which
+//! process is killed); `CHAOS_SEED=N` replays those choices (the timing of a run still varies).
+//!
 //! What must hold: every call gets exactly one result; a call that succeeded was answered by the
 //! very process whose tool description the model was shown (no call reaches a generation the model
 //! did not see); a server already `failed` before a step is not offered in it; when the session is
@@ -30,7 +33,22 @@ const CALLS_PER_STEP: usize = 4;
 /// Mean time between kills.
 const KILL_EVERY: Duration = Duration::from_millis(600);
 
-/// A small deterministic generator (the seed is printed, so a failing run can be replayed).
+/// The environment variable that gives the seed of a run to replay.
+const SEED_VARIABLE: &str = "CHAOS_SEED";
+
+/// How long the turn may take beyond [`DURATION`] before the test calls it hung.
+const TURN_SLACK: Duration = Duration::from_secs(90);
+
+/// The seed: [`SEED_VARIABLE`]'s when set, else from the clock. Odd, as the generator needs.
+fn seed() -> u64 {
+    let seed = match std::env::var(SEED_VARIABLE) {
+        Ok(text) => text.trim().parse::<u64>().unwrap_or_else(|e| panic!("{SEED_VARIABLE}={text:?}: {e}")),
+        Err(_) => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64,
+    };
+    seed | 1
+}
+
+/// A small deterministic generator (the seed is printed first, so a failing run can be replayed).
 struct Rng(u64);
 
 impl Rng {
@@ -163,8 +181,10 @@ impl EventSink for Quiet {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "takes 30 s; cargo xtask test runs it with --ignored --nocapture and prints its figures"]
 async fn twenty_servers_killed_at_random_while_the_agent_calls_them() {
+    let seed = seed();
+    // First, so that whatever happens next can be replayed.
+    println!("chaos: seed {seed} (replay: {SEED_VARIABLE}={seed})");
     let binary = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}"));
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
     let marker = format!("chaos-{}-{seed}", std::process::id());
     let specs: Vec<ServerSpec> = (0..SERVERS)
         .map(|i| {
@@ -207,7 +227,11 @@ async fn twenty_servers_killed_at_random_while_the_agent_calls_them() {
     let config = AgentConfig { max_steps: 100_000, ..AgentConfig::default() };
     let agent = Agent::new(model.clone(), set.clone(), policy, config);
     let mut conversation = Vec::new();
-    let outcome = agent.run_turn(&mut conversation, "call them", &Quiet).await.expect("the loop never crashes");
+    let turn = tokio::time::timeout(DURATION + TURN_SLACK, agent.run_turn(&mut conversation, "call them", &Quiet));
+    let outcome = turn
+        .await
+        .unwrap_or_else(|_| panic!("the turn did not end within {:?} of its start", DURATION + TURN_SLACK))
+        .expect("the loop never crashes");
     let kills = kills.await.unwrap();
     assert_eq!(outcome.final_text, "done");
 
@@ -253,7 +277,9 @@ async fn twenty_servers_killed_at_random_while_the_agent_calls_them() {
     drop(agent);
     drop(model);
     let set = Arc::try_unwrap(set).unwrap_or_else(|_| panic!("the set is still shared"));
-    set.close().await;
+    tokio::time::timeout(mcp_fixtures::EVENT_DEADLINE, set.close())
+        .await
+        .unwrap_or_else(|_| panic!("closing the set took longer than {:?}", mcp_fixtures::EVENT_DEADLINE));
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut left = processes_with(&marker);
     while !left.is_empty() && Instant::now() < deadline {

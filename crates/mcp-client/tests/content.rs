@@ -16,7 +16,7 @@ use mcp_transport::{StdioConfig, StdioTransport};
 use serde_json::json;
 
 fn fixture() -> String {
-    mcp_fixtures::server_binary().unwrap().display().to_string()
+    mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}")).display().to_string()
 }
 
 /// A log file for the fixture's `--log` (every line it received), fresh for this test.

@@ -11,7 +11,7 @@ use mcp_safety::Backoff;
 use mcp_transport::{RemoteServer, StdioConfig};
 
 fn fixture() -> String {
-    mcp_fixtures::server_binary().unwrap().display().to_string()
+    mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}")).display().to_string()
 }
 
 fn spec(name: &str, command: &str, args: &[&str]) -> ServerSpec {

@@ -12,7 +12,7 @@ use mcp_transport::{RemoteServer, StdioConfig};
 use serde_json::json;
 
 fn fixture(args: &[&str]) -> ServerSpec {
-    let binary = mcp_fixtures::server_binary().unwrap().display().to_string();
+    let binary = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}")).display().to_string();
     let mut spec = ServerSpec::new("fx", Arc::new(StdioConfig::new(binary, args.iter().copied())));
     spec.startup_timeout = Duration::from_secs(20);
     spec
@@ -38,19 +38,43 @@ fn options(max_restarts: u32) -> SetOptions {
     }
 }
 
-/// Waits (bounded) until `server` is in a state `accept` likes; returns it.
-async fn wait_for(set: &ServerSet, server: &str, accept: impl Fn(&ServerState) -> bool) -> ServerState {
+/// A state a test waits for: its name, for the failure message, and the test.
+struct Awaited {
+    what: &'static str,
+    accept: fn(&ServerState) -> bool,
+}
+
+const CONNECTED: Awaited = Awaited { what: "connected", accept: connected };
+const NOT_CONNECTED: Awaited = Awaited { what: "gone from connected", accept: |s| !connected(s) };
+const FAILED: Awaited = Awaited { what: "failed", accept: |s| matches!(s, ServerState::Failed { .. }) };
+const RECONNECTING: Awaited =
+    Awaited { what: "reconnecting", accept: |s| matches!(s, ServerState::Reconnecting { .. }) };
+const DISABLED: Awaited = Awaited { what: "disabled", accept: |s| matches!(s, ServerState::Disabled) };
+
+/// Waits until `server` is in the `awaited` state, for at most [`mcp_fixtures::EVENT_DEADLINE`];
+/// returns it, or fails naming the server, the state awaited and the one it was in.
+async fn wait_for(set: &ServerSet, server: &str, awaited: Awaited) -> ServerState {
     let mut events = set.subscribe();
+    let mut last = None;
     let wait = async {
         loop {
-            let state = set.state(server).unwrap();
-            if accept(&state) {
+            let state = set.state(server).unwrap_or_else(|| panic!("no server {server:?} in the set"));
+            if (awaited.accept)(&state) {
                 return state;
             }
+            last = Some(state.to_string());
             let _ = tokio::time::timeout(Duration::from_millis(200), events.recv()).await;
         }
     };
-    tokio::time::timeout(Duration::from_secs(30), wait).await.expect("the state never came")
+    match tokio::time::timeout(mcp_fixtures::EVENT_DEADLINE, wait).await {
+        Ok(state) => state,
+        Err(_) => panic!(
+            "server {server:?} was not {} within {:?}; its state: {}",
+            awaited.what,
+            mcp_fixtures::EVENT_DEADLINE,
+            last.as_deref().unwrap_or("never looked at")
+        ),
+    }
 }
 
 fn connected(s: &ServerState) -> bool {
@@ -64,7 +88,7 @@ fn args(value: serde_json::Value) -> Option<serde_json::Map<String, serde_json::
 #[tokio::test]
 async fn a_server_that_exits_is_restarted_as_a_new_generation_and_the_call_in_flight_names_the_cause() {
     let set = ServerSet::start(vec![fixture(&["echo", "--tag-pid"])], options(3));
-    wait_for(&set, "fx", connected).await;
+    wait_for(&set, "fx", CONNECTED).await;
     let first = set.generation("fx").unwrap();
     let pid = set.call("fx", "whoami", None, Some(first), None).await.unwrap().joined_text();
 
@@ -74,13 +98,18 @@ async fn a_server_that_exits_is_restarted_as_a_new_generation_and_the_call_in_fl
     assert!(text.contains("\"fx\"") && text.contains("status 3"), "{text}");
 
     // It comes back on its own, listed afresh as a new generation.
-    let second = loop {
-        wait_for(&set, "fx", connected).await;
-        match set.generation("fx") {
-            Some(g) if g != first => break g,
-            _ => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    };
+    let came_back = mcp_fixtures::wait_until(mcp_fixtures::EVENT_DEADLINE, || {
+        set.state("fx").is_some_and(|s| connected(&s)) && set.generation("fx").is_some_and(|g| g != first)
+    });
+    assert!(
+        came_back.await,
+        "fx did not come back connected as a new generation after its crash within {:?} (state {:?}, generation \
+         {:?}, first {first})",
+        mcp_fixtures::EVENT_DEADLINE,
+        set.state("fx").map(|s| s.to_string()),
+        set.generation("fx")
+    );
+    let second = set.generation("fx").unwrap();
     assert!(second > first);
     assert_eq!(set.restarts(), 1);
     // A call prepared against the old generation is refused, unsent.
@@ -95,11 +124,11 @@ async fn a_server_that_exits_is_restarted_as_a_new_generation_and_the_call_in_fl
 async fn beyond_the_limit_a_server_is_failed_until_asked_again() {
     let set = ServerSet::start(vec![fixture(&["echo"])], options(2));
     for _ in 0..3 {
-        wait_for(&set, "fx", connected).await;
+        wait_for(&set, "fx", CONNECTED).await;
         let _ = set.call("fx", "crash", None, None, None).await;
-        wait_for(&set, "fx", |s| !connected(s)).await;
+        wait_for(&set, "fx", NOT_CONNECTED).await;
     }
-    let state = wait_for(&set, "fx", |s| matches!(s, ServerState::Failed { .. })).await;
+    let state = wait_for(&set, "fx", FAILED).await;
     assert!(state.to_string().contains("restarted 2 times"), "{state}");
     let listing = set.refresh().await;
     assert!(listing.iter().all(|l| l.name != "fx"), "a failed server offers no tools");
@@ -107,7 +136,7 @@ async fn beyond_the_limit_a_server_is_failed_until_asked_again() {
     assert!(matches!(err, SetCallError::Unavailable { .. }), "{err}");
 
     assert!(set.reconnect("fx"));
-    wait_for(&set, "fx", connected).await;
+    wait_for(&set, "fx", CONNECTED).await;
     let text = set.call("fx", "echo", args(json!({"text": "back"})), None, None).await.unwrap().joined_text();
     assert_eq!(text, "back");
     set.close().await;
@@ -116,7 +145,7 @@ async fn beyond_the_limit_a_server_is_failed_until_asked_again() {
 #[tokio::test]
 async fn a_call_to_a_server_coming_back_waits_for_it() {
     let set = ServerSet::start(vec![fixture(&["echo"])], options(3));
-    wait_for(&set, "fx", connected).await;
+    wait_for(&set, "fx", CONNECTED).await;
     let _ = set.call("fx", "crash", None, None, None).await;
     // Unbound (as `mcp-harness call` after its own binding): it waits for the restart.
     let text = set.call("fx", "echo", args(json!({"text": "waited"})), None, None).await.unwrap().joined_text();
@@ -127,7 +156,7 @@ async fn a_call_to_a_server_coming_back_waits_for_it() {
 #[tokio::test]
 async fn a_listing_that_fails_halfway_keeps_the_old_generation_and_says_why() {
     let set = ServerSet::start(vec![fixture(&["paginate", "--fail-relist"])], options(3));
-    wait_for(&set, "fx", connected).await;
+    wait_for(&set, "fx", CONNECTED).await;
     let before = set.refresh().await;
     let generation = before[0].generation;
     let count = before[0].tools.len();
@@ -148,7 +177,7 @@ async fn a_listing_that_fails_halfway_keeps_the_old_generation_and_says_why() {
 #[tokio::test]
 async fn a_change_announced_with_an_identical_listing_keeps_the_generation() {
     let set = ServerSet::start(vec![fixture(&["echo"])], options(3));
-    wait_for(&set, "fx", connected).await;
+    wait_for(&set, "fx", CONNECTED).await;
     let generation = set.refresh().await[0].generation;
     // Registering a tool that exists announces list_changed and changes nothing.
     set.call("fx", "add_tool", args(json!({"name": "echo"})), None, None).await.unwrap();
@@ -169,7 +198,7 @@ async fn progress_restarts_the_tool_timeout_up_to_the_maximum_tool_time() {
     spec.tool_timeout = Duration::from_secs(2);
     spec.max_tool_time = Duration::from_secs(60);
     let set = ServerSet::start(vec![spec], options(3));
-    wait_for(&set, "fx", connected).await;
+    wait_for(&set, "fx", CONNECTED).await;
     // 5 s of work reporting progress: two and a half times the timeout, and it finishes.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let result = set.call("fx", "sleep", args(json!({"ms": 5000})), None, Some(tx)).await.unwrap();
@@ -191,7 +220,7 @@ async fn progress_restarts_the_tool_timeout_up_to_the_maximum_tool_time() {
     spec.tool_timeout = Duration::from_secs(2);
     spec.max_tool_time = Duration::from_secs(3);
     let set = ServerSet::start(vec![spec], options(3));
-    wait_for(&set, "fx", connected).await;
+    wait_for(&set, "fx", CONNECTED).await;
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
     let started = tokio::time::Instant::now();
     let err = set.call("fx", "sleep", args(json!({"ms": 5000})), None, Some(tx)).await.unwrap_err();
@@ -212,17 +241,17 @@ async fn a_remote_server_that_drops_is_reconnected_with_backoff_as_a_new_generat
     let mut spec = ServerSpec::new("remote", Arc::new(remote));
     spec.startup_timeout = Duration::from_secs(5);
     let set = ServerSet::start(vec![spec], options(3));
-    wait_for(&set, "remote", connected).await;
+    wait_for(&set, "remote", CONNECTED).await;
     let first = set.generation("remote").unwrap();
 
     drop(server);
     // The next call finds nobody; the connection ends and the set tries again, with backoff.
     let _ = set.call("remote", "echo", args(json!({"text": "x"})), None, None).await;
-    let state = wait_for(&set, "remote", |s| matches!(s, ServerState::Reconnecting { .. })).await;
+    let state = wait_for(&set, "remote", RECONNECTING).await;
     assert!(matches!(state, ServerState::Reconnecting { attempt: 1.., .. }), "{state}");
 
     let _again = start(HttpOptions::default(), port).await.unwrap();
-    wait_for(&set, "remote", connected).await;
+    wait_for(&set, "remote", CONNECTED).await;
     let second = set.generation("remote").unwrap();
     assert!(second > first, "listed afresh: {first} then {second}");
     let text = set.call("remote", "echo", args(json!({"text": "back"})), Some(second), None).await.unwrap();
@@ -233,17 +262,17 @@ async fn a_remote_server_that_drops_is_reconnected_with_backoff_as_a_new_generat
 #[tokio::test]
 async fn servers_can_be_disabled_enabled_added_replaced_and_removed_while_running() {
     let set = ServerSet::start(vec![fixture(&["echo"])], options(3));
-    wait_for(&set, "fx", connected).await;
+    wait_for(&set, "fx", CONNECTED).await;
     assert!(set.set_enabled("fx", false));
-    wait_for(&set, "fx", |s| matches!(s, ServerState::Disabled)).await;
+    wait_for(&set, "fx", DISABLED).await;
     assert!(set.refresh().await.is_empty(), "a disabled server offers no tools");
     assert!(set.set_enabled("fx", true));
-    wait_for(&set, "fx", connected).await;
+    wait_for(&set, "fx", CONNECTED).await;
 
     let mut other = fixture(&["echo", "--extra-tools", "2"]);
     other.name = "two".into();
     set.add(other);
-    wait_for(&set, "two", connected).await;
+    wait_for(&set, "two", CONNECTED).await;
     let tools = |name: &str, listing: &[mcp_client::ServerListing]| {
         listing.iter().find(|l| l.name == name).map(|l| l.tools.len())
     };
@@ -291,8 +320,8 @@ async fn eventually(mut check: impl AsyncFnMut() -> bool) -> bool {
 #[tokio::test]
 async fn resources_and_prompts_are_listed_at_connect_and_relisted_only_for_their_own_change_on_that_server() {
     let set = ServerSet::start(vec![content_server("a"), content_server("b")], options(3));
-    wait_for(&set, "a", connected).await;
-    wait_for(&set, "b", connected).await;
+    wait_for(&set, "a", CONNECTED).await;
+    wait_for(&set, "b", CONNECTED).await;
     // The catalogs are listed beside the connection: wait for that listing, then count.
     let lists = ["tools/list", "resources/list", "resources/templates/list", "prompts/list"];
     for server in ["a", "b"] {
@@ -352,7 +381,7 @@ async fn resources_and_prompts_are_listed_at_connect_and_relisted_only_for_their
 #[tokio::test]
 async fn a_server_without_resources_or_prompts_has_empty_catalogs_unasked() {
     let set = ServerSet::start(vec![fixture(&["echo"])], options(3));
-    wait_for(&set, "fx", connected).await;
+    wait_for(&set, "fx", CONNECTED).await;
     let catalog = set.resource_catalog("fx").await.unwrap();
     assert!(catalog.resources.is_empty() && catalog.templates.is_empty());
     assert!(set.prompts("fx").await.unwrap().is_empty());

@@ -70,51 +70,39 @@
 //! [`wait_until`] is how tests wait for something to happen (a request seen, a process gone)
 //! instead of sleeping for a time that a loaded machine may not honour.
 //!
-//! This library part also finds the stdio binary for tests:
+//! This library part also finds the binaries tests spawn, building them under plain `cargo
+//! test` when they are missing or older than their sources:
 //!
 //! ```no_run
-//! let server = mcp_fixtures::server_binary().expect("build it with `cargo build -p mcp-fixtures`");
+//! let server = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}"));
 //! assert!(server.ends_with("mcp-fixture-server"));
 //! ```
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+mod binaries;
 pub mod http;
 pub mod oauth;
 pub mod ws;
 
-/// Where the fixture server binary is, next to the running test executable's target directory.
+pub use binaries::build_command;
+
+/// Where the fixture server binary `mcp-fixture-server` is: at `MCP_FIXTURE_SERVER` when that
+/// is set, else in the running test executable's target directory (`target/<profile>/`).
 ///
-/// Test executables live in `target/<profile>/deps/`; binaries in `target/<profile>/`.
-/// Errors with a message that says how to build it when it is missing.
+/// Under cargo (plain `cargo test`), a binary that is missing or older than its sources is
+/// built first, once for every binary tests spawn ([`build_command`]); test processes that start
+/// together build once. Without cargo, or when the build fails, the error is one line that says
+/// what was wrong and the command that mends it.
 pub fn server_binary() -> Result<PathBuf, String> {
-    binary("mcp-fixture-server", "MCP_FIXTURE_SERVER", "mcp-fixtures")
+    binaries::locate(binaries::SERVER)
 }
 
-/// Where the sandbox launcher `mcp-sandbox-launch` is (built by `cargo build -p mcp-sandbox`),
-/// found like [`server_binary`], or at `MCP_SANDBOX_LAUNCHER`.
+/// Where the sandbox launcher `mcp-sandbox-launch` (of `mcp-sandbox`) is: at
+/// `MCP_SANDBOX_LAUNCHER` when that is set, else found (and built) like [`server_binary`].
 pub fn launcher_binary() -> Result<PathBuf, String> {
-    binary("mcp-sandbox-launch", "MCP_SANDBOX_LAUNCHER", "mcp-sandbox")
-}
-
-fn binary(name: &str, variable: &str, package: &str) -> Result<PathBuf, String> {
-    let name = format!("{name}{}", std::env::consts::EXE_SUFFIX);
-    if let Some(path) = std::env::var_os(variable) {
-        return Ok(PathBuf::from(path));
-    }
-    let exe = std::env::current_exe().map_err(|e| format!("cannot locate the test executable: {e}"))?;
-    let mut candidates = Vec::new();
-    for dir in exe.ancestors().skip(1).take(3) {
-        candidates.push(dir.join(&name));
-    }
-    candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
-        format!(
-            "{name} was not found (looked at {}); build it with `cargo build -p {package}` \
-             (cargo xtask test does) or set {variable}",
-            candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
-        )
-    })
+    binaries::locate(binaries::LAUNCHER)
 }
 
 /// How long a test waits for an event before calling it missing: long, because a loaded

@@ -3,8 +3,8 @@
 //! What confinement costs at start: the time from spawn to the answer to `initialize`, for the
 //! same server unconfined, under `standard`, under `standard` with `network = false` and without
 //! a process limit, runs interleaved; prints the medians and the differences. Defaults: the fixture server (`echo`)
-//! and `mcp-sandbox-launch`, found next to this example (`cargo build -p mcp-fixtures -p
-//! mcp-sandbox`; use `--release` for figures).
+//! and `mcp-sandbox-launch`, found (and built under `cargo run`) as the tests find them
+//! (`mcp_fixtures::server_binary`); use `--release` for figures.
 #![allow(clippy::print_stdout, clippy::print_stderr, missing_docs, unreachable_pub)]
 
 use std::path::PathBuf;

@@ -108,6 +108,14 @@ impl Ranking {
         }
     }
 
+    /// [`Ranking::plain`] over the text the tuned ranking indexes: the name split as
+    /// identifiers, the server's name, the description, the parameters' names and their
+    /// descriptions, all in one field. Between the two, it tells what the fields give from what
+    /// the ranking (weights per field, stemming, stop words, name matches) gives.
+    fn plain_fields() -> Self {
+        Self { split: Split::Identifiers, fields: [Some(Field::Description); FIELDS], ..Self::plain() }
+    }
+
     /// The term of `word`, `None` for a stop word.
     pub(crate) fn term<'w>(&self, word: &'w str) -> Option<Cow<'w, str>> {
         if self.stop_words && is_stop_word(word) {
@@ -283,6 +291,17 @@ impl SearchIndex {
     /// stop words, no name matching, k1 1.2 and b 0.75.
     pub fn plain_bm25<'a>(entries: impl IntoIterator<Item = PoolEntry<'a>>) -> Self {
         Self::build(Ranking::plain(), entries, 0)
+    }
+
+    /// The plain BM25 baseline given the same fields as the tuned ranking, a second baseline
+    /// for the evaluation: one field made of the name split as identifiers (`getWeather_v2` is
+    /// `get`, `weather`, `v`, `2`), the server's name, the description and the parameters'
+    /// names and descriptions; otherwise as [`SearchIndex::plain_bm25`] (no stemming, no stop
+    /// words, no name matching, k1 1.2 and b 0.75). Beside [`SearchIndex::plain_bm25`] it
+    /// shows what the fields give; beside [`SearchIndex::from_entries`], what the ranking
+    /// itself gives.
+    pub fn plain_bm25_same_fields<'a>(entries: impl IntoIterator<Item = PoolEntry<'a>>) -> Self {
+        Self::build(Ranking::plain_fields(), entries, 0)
     }
 
     /// Number of searchable tools.

@@ -517,7 +517,7 @@ impl agent_loop::LanguageModel for WaitsForLate {
 async fn a_server_that_connects_late_joins_a_later_step_and_the_transcript_says_when() {
     let dir = tempfile::tempdir().unwrap();
     let go = dir.path().join("go");
-    let fx = mcp_fixtures::server_binary().unwrap().display().to_string();
+    let fx = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}")).display().to_string();
     // The first start takes longer than the startup timeout; the restart waits for `go`.
     let script = format!(
         "if [ -e {first} ]; then while [ ! -e {go} ]; do sleep 0.02; done; exec {fx} echo; else touch {first}; sleep 30; fi",

@@ -324,7 +324,7 @@ fn fixture_by_name(dir: &std::path::Path, name: &str) -> mcp_transport::StdioCon
 
 #[tokio::test]
 async fn a_server_named_on_its_own_path_starts_under_its_name() {
-    let binary = mcp_fixtures::server_binary().unwrap();
+    let binary = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}"));
     let (dir, name) = (binary.parent().unwrap(), binary.file_name().unwrap().to_str().unwrap());
     assert!(!std::env::var("PATH").unwrap().split(':').any(|d| std::path::Path::new(d) == dir));
     let transport = StdioTransport::spawn(fixture_by_name(dir, name)).unwrap();
@@ -346,7 +346,7 @@ async fn a_script_without_an_interpreter_line_is_run_by_the_shell_as_before() {
     use std::os::unix::fs::PermissionsExt as _;
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("plain-script-server");
-    let binary = mcp_fixtures::server_binary().unwrap();
+    let binary = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(&script, format!("exec '{}' echo\n", binary.display())).unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let config = fixture_by_name(dir.path(), "plain-script-server");

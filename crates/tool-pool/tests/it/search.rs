@@ -167,6 +167,28 @@ fn the_plain_baseline_does_not_split_identifiers() {
 }
 
 #[test]
+fn the_baseline_with_the_same_fields_sees_servers_parameters_and_split_names() {
+    let pool = pool_with(&catalog(), &deny_delete());
+    let mcp = || pool.iter().filter(|e| e.server().is_some());
+    let (plain, fields) = (SearchIndex::plain_bm25(mcp()), SearchIndex::plain_bm25_same_fields(mcp()));
+    let found = |index: &SearchIndex, query: &str| -> Vec<String> {
+        index.search(query, None).hits.iter().map(|h| h.name.to_string()).collect()
+    };
+    // A parameter's name, a server's name, a word inside a camelCase name: only with the fields.
+    for (query, tool) in [
+        ("title", "mcp__github__create_issue"),
+        ("github", "mcp__github__create_issue"),
+        ("get", "mcp__weather__getForecast"),
+    ] {
+        assert!(found(&fields, query).iter().any(|n| n == tool), "{query}: {:?}", found(&fields, query));
+        assert!(!found(&plain, query).iter().any(|n| n == tool), "{query}: {:?}", found(&plain, query));
+    }
+    // Still plain: no stemming, so `forecasts` is not `forecast`.
+    assert!(found(&fields, "forecasts").is_empty(), "{:?}", found(&fields, "forecasts"));
+    assert!(!SearchIndex::from_entries(mcp()).search("forecasts", None).hits.is_empty());
+}
+
+#[test]
 fn an_exposure_of_another_pool_makes_nothing_searchable() {
     let pool = pool_with(&catalog(), &deny_delete());
     let other = pool_with(&catalog()[..1], &deny_delete());
