@@ -11,7 +11,50 @@ use std::fmt::Write as _;
 use mcp_safety::text;
 use serde_json::{Map, Value};
 
+use crate::limits::Limits;
 use crate::tools::ScriptTools;
+
+/// The usual name of the tool that takes scripts.
+pub const RUN_CODE: &str = "run_code";
+
+/// The input schema of the tool that takes scripts: `{ "code": string }`.
+pub fn run_code_input_schema() -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "code": {
+                "type": "string",
+                "description": "JavaScript: the body of an async function. Use await, and return the answer."
+            }
+        },
+        "required": ["code"],
+        "additionalProperties": false
+    })
+}
+
+/// The description of the tool that takes scripts: what it is for, how a script is written,
+/// its limits, and the declarations of `tools` in what is left of `budget` bytes.
+pub fn run_code_description(tools: &ScriptTools, limits: &Limits, budget: usize) -> Declarations {
+    let mut intro = String::from(
+        "Run a JavaScript script that calls tools and returns only what matters. Prefer it when a task needs \
+         several calls, or a large result filtered, joined or counted: intermediate results stay in the \
+         script. The script is the body of an async function: `return` the answer (JSON). console.log output \
+         comes back too. There is no file system, network, module loading or timers; Date.now() is fixed at \
+         the start.\n",
+    );
+    let _ = writeln!(
+        intro,
+        "Limits: {} tool calls, {} s of CPU time, {} MiB of memory, {} KiB of returned JSON.",
+        limits.max_calls,
+        limits.cpu_time.as_secs_f64(),
+        limits.memory_bytes >> 20,
+        limits.max_result_bytes >> 10,
+    );
+    let mut declarations = tools.declarations(budget.saturating_sub(intro.len()));
+    intro.push_str(&declarations.text);
+    declarations.text = intro;
+    declarations
+}
 
 /// Declarations within a budget, and what it cost to fit them.
 #[derive(Debug, Clone, PartialEq, Eq)]

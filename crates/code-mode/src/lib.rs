@@ -70,7 +70,7 @@ mod port;
 mod tools;
 mod worker;
 
-pub use declare::{Declarations, Detail};
+pub use declare::{Declarations, Detail, RUN_CODE, run_code_description, run_code_input_schema};
 pub use engine::Engine;
 pub use limits::Limits;
 pub use outcome::{ScriptError, ScriptException, ScriptRun};

@@ -348,7 +348,11 @@ impl Driver<'_> {
                 if is_out_of_memory(&thrown) {
                     return Err(ScriptError::MemoryLimit { limit: self.job.limits.memory_bytes });
                 }
-                return Err(ScriptError::NotJson(self.thrown_text(ctx, thrown).message));
+                let why = self.thrown_text(ctx, thrown).message;
+                return Err(match self.state.stop.get() {
+                    Some(stop) => self.stopped(stop),
+                    None => ScriptError::NotJson(why),
+                });
             }
             Err(e) => return Err(self.failure(ctx, e)),
         };
@@ -395,7 +399,12 @@ impl Driver<'_> {
         if is_out_of_memory(&value) {
             return ScriptError::MemoryLimit { limit: self.job.limits.memory_bytes };
         }
-        ScriptError::Exception(self.thrown_text(ctx, value))
+        let exception = self.thrown_text(ctx, value);
+        // Reading the thrown value runs its getters: they may be what used the CPU time.
+        match self.state.stop.get() {
+            Some(stop) => self.stopped(stop),
+            None => ScriptError::Exception(exception),
+        }
     }
 
     /// A thrown value as text, with where it was thrown when it carries a stack.

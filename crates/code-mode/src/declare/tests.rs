@@ -161,3 +161,14 @@ fn server_text_cannot_break_out_of_a_comment_or_a_line() {
     let line = text.lines().find(|l| l.contains("read-only")).unwrap_or_default();
     assert_eq!(line.matches("*/").count(), 1, "{line}");
 }
+
+#[test]
+fn the_run_code_description_states_the_limits_and_fits_its_budget() {
+    let limits = crate::Limits::default();
+    let described = run_code_description(&sample(), &limits, usize::MAX);
+    assert_eq!(described.detail, Detail::Full);
+    insta::assert_snapshot!("run_code", described.text);
+    let tight = run_code_description(&sample(), &limits, 900);
+    assert!(tight.text.len() <= 900 || tight.omitted == 3, "{}", tight.text.len());
+    assert!(tight.detail > Detail::Full);
+}

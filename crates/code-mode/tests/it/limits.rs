@@ -55,6 +55,24 @@ async fn an_infinite_loop_is_stopped_at_its_cpu_time() {
 }
 
 #[tokio::test]
+async fn loops_of_jobs_and_work_after_the_return_are_stopped_too() {
+    let engine = engine_with(|l| l.cpu_time = Duration::from_millis(200));
+    let tools = ok_tools();
+    let limit = ScriptError::CpuLimit { limit: Duration::from_millis(200) };
+    for script in [
+        "for (;;) await null;",
+        "const again = () => queueMicrotask(again); again(); await new Promise(() => {});",
+        "return { toJSON() { for (;;) {} } };",
+        "throw { get message() { for (;;) {} } };",
+        "const p = Promise.reject(new Error('x')); p.catch(() => { for (;;) {} }); await tools.t.ok(); return 1;",
+    ] {
+        let run = tools.run(&engine, script).await;
+        assert_eq!(error(&run), &limit, "{script}");
+    }
+    host_unharmed(&engine, &tools).await;
+}
+
+#[tokio::test]
 async fn time_waiting_for_tools_is_not_cpu_time() {
     let engine = engine_with(|l| l.cpu_time = Duration::from_millis(150));
     let tools = ok_tools();
