@@ -1,0 +1,167 @@
+//! The host side of a run: starts the engine thread, makes the script's calls through the
+//! [`ToolCaller`] within the concurrency limit, and hands their results back.
+//!
+//! Each run has a thread of its own (not a tokio blocking task): a script may compute for its
+//! whole CPU limit, which must not hold a thread of a pool shared with the host's file and
+//! process work, and the thread's stack is sized for the engine's stack limit. Starting a
+//! thread costs tens of microseconds, small beside the engine's own start.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use futures_util::FutureExt as _;
+use futures_util::stream::{FuturesUnordered, StreamExt as _};
+use serde_json::{Map, Value};
+
+use crate::limits::Limits;
+use crate::outcome::{ScriptError, ScriptRun};
+use crate::port::{CallError, CallErrorKind, ScriptCallContext, ToolCaller};
+use crate::tools::ScriptTools;
+use crate::worker::{self, Job, Settled, ToHost};
+
+/// Room on the engine thread's stack beyond the engine's own limit, for the Rust frames
+/// around it.
+const STACK_HEADROOM: usize = 2 << 20;
+
+/// Runs scripts under [`Limits`].
+#[derive(Debug, Clone, Default)]
+pub struct Engine {
+    limits: Limits,
+    threads: Arc<AtomicUsize>,
+}
+
+/// A call on its way, giving back its id and how it ended.
+type CallFuture<'a> = Pin<Box<dyn Future<Output = (u32, Result<Value, CallError>)> + Send + 'a>>;
+
+impl Engine {
+    /// An engine whose scripts run under `limits`.
+    pub fn new(limits: Limits) -> Self {
+        Self { limits, threads: Arc::new(AtomicUsize::new(0)) }
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// How many engine threads of this engine (and its clones) are alive: a run's thread ends
+    /// soon after the run ends or is dropped.
+    pub fn threads(&self) -> usize {
+        self.threads.load(Ordering::SeqCst)
+    }
+
+    /// Runs `script` (the body of an async function: `return` gives its value) with `tools`
+    /// reachable as `tools.<server>.<tool>`, each call made through `caller` with the
+    /// context of `script_id`.
+    ///
+    /// Never blocks the calling thread: the engine runs on a thread of its own. Dropping the
+    /// future stops the script (at its next instruction) and drops its calls in flight.
+    /// Calls the script started and did not await are dropped when it returns.
+    pub async fn run(&self, script: &str, tools: &ScriptTools, caller: &dyn ToolCaller, script_id: &str) -> ScriptRun {
+        let limits = &self.limits;
+        if script.len() > limits.max_script_bytes {
+            return ScriptRun::failed(ScriptError::ScriptTooLarge {
+                bytes: script.len(),
+                limit: limits.max_script_bytes,
+            });
+        }
+        let started_at_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_millis() as f64);
+        let job = Job {
+            script: script.to_owned(),
+            manifest: Arc::clone(tools.manifest()),
+            tool_count: tools.len(),
+            limits: limits.clone(),
+            started_at_ms,
+        };
+        let (to_host, mut from_engine) = tokio::sync::mpsc::unbounded_channel();
+        let (to_engine, from_host) = std::sync::mpsc::channel::<Settled>();
+        let cancelled = Arc::new(AtomicBool::new(false));
+        // Dropping the run (or returning) stops the script at its next instruction; the
+        // closed channel ends a thread waiting for a call.
+        let _cancel = CancelOnDrop(Arc::clone(&cancelled));
+        let counted = ThreadCount::enter(&self.threads);
+        let spawned = std::thread::Builder::new()
+            .name("code-mode".to_owned())
+            .stack_size(limits.stack_bytes.saturating_add(STACK_HEADROOM))
+            .spawn(move || {
+                let _counted = counted;
+                worker::run(job, to_host, from_host, cancelled);
+            });
+        if let Err(e) = spawned {
+            return ScriptRun::failed(ScriptError::Engine(format!("its thread could not start ({e})")));
+        }
+
+        let script_id: Arc<str> = script_id.into();
+        let mut in_flight: FuturesUnordered<CallFuture<'_>> = FuturesUnordered::new();
+        let mut waiting: VecDeque<(u32, usize, Map<String, Value>)> = VecDeque::new();
+        let start = |id: u32, index: usize, arguments: Map<String, Value>| -> CallFuture<'_> {
+            let context = ScriptCallContext::new(Arc::clone(&script_id), id);
+            Box::pin(async move {
+                let Some(tool) = tools.get(index) else {
+                    return (id, Err(CallError::new(CallErrorKind::Refused, "no such tool")));
+                };
+                let called = AssertUnwindSafe(caller.call(tool, arguments, &context)).catch_unwind().await;
+                let result = called.unwrap_or_else(|_| {
+                    Err(CallError::new(CallErrorKind::Failed, "the call failed (the host's tool caller panicked)"))
+                });
+                (id, result)
+            })
+        };
+        loop {
+            tokio::select! {
+                Some((id, result)) = in_flight.next(), if !in_flight.is_empty() => {
+                    // The engine may have ended meanwhile; its report is on its way.
+                    let _ = to_engine.send(Settled { id, result });
+                    if let Some((id, index, arguments)) = waiting.pop_front() {
+                        in_flight.push(start(id, index, arguments));
+                    }
+                }
+                message = from_engine.recv() => match message {
+                    Some(ToHost::Call { id, index, arguments }) => {
+                        if in_flight.len() < limits.concurrency.max(1) {
+                            in_flight.push(start(id, index, arguments));
+                        } else {
+                            waiting.push_back((id, index, arguments));
+                        }
+                    }
+                    Some(ToHost::Finished(run)) => return *run,
+                    None => {
+                        return ScriptRun::failed(ScriptError::Engine(
+                            "its thread ended without a report".to_owned(),
+                        ));
+                    }
+                },
+            }
+        }
+    }
+}
+
+/// Sets the flag when dropped.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// One engine thread counted while it lives.
+struct ThreadCount(Arc<AtomicUsize>);
+
+impl ThreadCount {
+    fn enter(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        Self(Arc::clone(count))
+    }
+}
+
+impl Drop for ThreadCount {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}

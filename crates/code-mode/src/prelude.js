@@ -1,0 +1,173 @@
+// Code mode's prelude: runs once in each fresh context before the script, and returns the
+// functions through which the host settles tool calls and reads the script's value. What it keeps lives in this closure;
+// the script reaches only what it puts on globalThis.
+//
+// It is not the security boundary (the engine has no file system, network, clock timers or
+// module loader to begin with, and the host functions check everything they are given); it
+// takes away what turns text into code and what could block or time, and builds `tools` and
+// `console`.
+(function (hostCall, hostLog, manifest, startedAt, logLimit) {
+  'use strict';
+  const G = globalThis;
+  const { defineProperty, freeze, create, getPrototypeOf } = Object;
+  const PromiseCtor = Promise;
+  const ErrorCtor = Error;
+  const MapCtor = Map;
+  const stringify = JSON.stringify;
+  const StringCtor = String;
+  const construct = Reflect.construct;
+
+  // No code from strings: no eval, no Function constructor of any kind of function.
+  const refused = function Function() {
+    throw new EvalError('code generation from strings is not available in code mode');
+  };
+  defineProperty(refused, 'prototype', { value: Function.prototype, writable: false });
+  for (const proto of [
+    Function.prototype,
+    getPrototypeOf(async function () {}),
+    getPrototypeOf(function* () {}),
+    getPrototypeOf(async function* () {}),
+  ]) {
+    defineProperty(proto, 'constructor', { value: refused, writable: false, enumerable: false, configurable: false });
+  }
+  defineProperty(G, 'Function', { value: refused, writable: true, enumerable: false, configurable: true });
+  delete G.eval;
+  // Atomics.wait blocks the thread without using CPU time; shared memory has no use here.
+  delete G.Atomics;
+  delete G.SharedArrayBuffer;
+
+  // The clock stands still at the script's start: dates can be made and read, time cannot
+  // be measured (no busy-wait timers, no timing of tool calls).
+  const RealDate = Date;
+  const FrozenDate = function Date(...args) {
+    if (new.target === undefined) {
+      return RealDate.prototype.toString.call(new RealDate(startedAt));
+    }
+    return construct(RealDate, args.length === 0 ? [startedAt] : args, new.target);
+  };
+  defineProperty(FrozenDate, 'prototype', { value: RealDate.prototype, writable: false });
+  FrozenDate.now = function now() {
+    return startedAt;
+  };
+  FrozenDate.parse = RealDate.parse;
+  FrozenDate.UTC = RealDate.UTC;
+  defineProperty(RealDate.prototype, 'constructor', { value: FrozenDate, writable: true, configurable: true });
+  defineProperty(G, 'Date', { value: FrozenDate, writable: true, enumerable: false, configurable: true });
+
+  class ToolError extends ErrorCtor {
+    constructor(message, kind, tool) {
+      super(message);
+      this.kind = kind;
+      this.tool = tool;
+    }
+  }
+  defineProperty(ToolError.prototype, 'name', { value: 'ToolError', writable: true, configurable: true });
+  defineProperty(G, 'ToolError', { value: ToolError, writable: true, enumerable: false, configurable: true });
+
+  // Calls waiting for the host, by id.
+  const pending = new MapCtor();
+
+  // A failure `{kind, message}` of the call made at `site` as the script sees it.
+  const toolError = (failure, site, path) => {
+    const error = new ToolError(path + ': ' + failure.message, failure.kind, path);
+    defineProperty(error, 'stack', { value: site.stack, writable: true, configurable: true });
+    return error;
+  };
+
+  const makeTool = (index, path) =>
+    function (args) {
+      // Where the script made the call: a failure points there.
+      const site = new ErrorCtor();
+      let id;
+      try {
+        // The call's id, or a failure the host found before sending it.
+        id = hostCall(index, args);
+      } catch (e) {
+        return PromiseCtor.reject(e);
+      }
+      if (typeof id !== 'number') {
+        return PromiseCtor.reject(toolError(id, site, path));
+      }
+      return new PromiseCtor((resolve, reject) => {
+        pending.set(id, { resolve, reject, site, path });
+      });
+    };
+
+  const tools = create(null);
+  for (const [serverIdent, entries] of manifest) {
+    const namespace = create(null);
+    for (const [toolIdent, index] of entries) {
+      const path = 'tools.' + serverIdent + '.' + toolIdent;
+      defineProperty(namespace, toolIdent, { value: makeTool(index, path), enumerable: true });
+    }
+    defineProperty(tools, serverIdent, { value: freeze(namespace), enumerable: true });
+  }
+  defineProperty(G, 'tools', { value: freeze(tools), writable: false, enumerable: true, configurable: false });
+
+  // console: each call is one captured entry, its arguments shown as Node shows the common ones.
+  const show = (value) => {
+    switch (typeof value) {
+      case 'string':
+        return value;
+      case 'undefined':
+        return 'undefined';
+      case 'function':
+        return '[function ' + (value.name || 'anonymous') + ']';
+      case 'bigint':
+        return StringCtor(value) + 'n';
+      case 'symbol':
+        return value.toString();
+      default:
+        if (value instanceof ErrorCtor) {
+          return StringCtor(value.name) + ': ' + StringCtor(value.message);
+        }
+        try {
+          const json = stringify(value);
+          return json === undefined ? StringCtor(value) : json;
+        } catch (e) {
+          return StringCtor(value);
+        }
+    }
+  };
+  const writer = (level) =>
+    function (...values) {
+      let line = '';
+      for (let i = 0; i < values.length; i++) {
+        line += (i === 0 ? '' : ' ') + show(values[i]);
+      }
+      hostLog(level, line.length > logLimit ? line.slice(0, logLimit) : line);
+    };
+  const consoleObject = freeze({
+    log: writer('log'),
+    info: writer('info'),
+    debug: writer('debug'),
+    warn: writer('warn'),
+    error: writer('error'),
+  });
+  defineProperty(G, 'console', { value: consoleObject, writable: true, enumerable: false, configurable: true });
+
+  return {
+    // The host settles call `id`: `ok` with the tool's value, or a failure `{kind, message}`.
+    settle(id, ok, value) {
+      const call = pending.get(id);
+      if (call === undefined) {
+        return;
+      }
+      pending.delete(id);
+      if (ok) {
+        call.resolve(value);
+      } else {
+        call.reject(toolError(value, call.site, call.path));
+      }
+    },
+    // The script's value as JSON; `[length, beginning]` when longer than `limit`;
+    // undefined when it has no JSON form. Throws what JSON.stringify throws.
+    serialize(value, limit) {
+      const json = stringify(value);
+      if (json !== undefined && json.length > limit) {
+        return [json.length, json.slice(0, 300)];
+      }
+      return json;
+    },
+  };
+});

@@ -1,0 +1,234 @@
+//! Every limit stops what goes past it with a clear error, and the host runs the next script
+//! as if nothing happened.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use code_mode::{Engine, ScriptError};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::scripts::SetOnDrop;
+use crate::support::{FakeTools, engine_with, error, threads_end, value};
+
+fn ok_tools() -> FakeTools {
+    FakeTools::default()
+        .tool("t", "ok", |_| async { Ok(json!("ok")) })
+        .tool("t", "wait", |args| async move {
+            let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Ok(json!(ms))
+        })
+        .tool("t", "huge", |_| async { Ok(Value::String("y".repeat(24 << 20))) })
+}
+
+/// After a limit stopped a script, the same engine runs the next one normally.
+async fn host_unharmed(engine: &Engine, tools: &FakeTools) {
+    let run = tools.run(engine, "return [await tools.t.ok(), 6 * 7];").await;
+    assert_eq!(value(&run), json!(["ok", 42]));
+    threads_end(engine).await;
+}
+
+#[tokio::test]
+async fn an_infinite_loop_is_stopped_at_its_cpu_time() {
+    let engine = engine_with(|l| l.cpu_time = Duration::from_millis(200));
+    let tools = ok_tools();
+    let run = tools.run(&engine, "while (true) {}").await;
+    assert_eq!(error(&run), &ScriptError::CpuLimit { limit: Duration::from_millis(200) });
+    assert!(run.cpu_time >= Duration::from_millis(200), "{:?}", run.cpu_time);
+    assert!(
+        run.render().starts_with("Error: the script used more than its 0.200 s of CPU time and was stopped"),
+        "{}",
+        run.render()
+    );
+    // The interrupt cannot be caught, and a loop after an await is stopped too.
+    let run = tools
+        .run(
+            &engine,
+            "await tools.t.ok(); for (;;) { try { while (true) {} } catch (e) { console.log('caught', e); } }",
+        )
+        .await;
+    assert_eq!(error(&run), &ScriptError::CpuLimit { limit: Duration::from_millis(200) });
+    assert!(run.logs.is_empty(), "{:?}", run.logs);
+    host_unharmed(&engine, &tools).await;
+}
+
+#[tokio::test]
+async fn loops_of_jobs_and_work_after_the_return_are_stopped_too() {
+    let engine = engine_with(|l| l.cpu_time = Duration::from_millis(200));
+    let tools = ok_tools();
+    let limit = ScriptError::CpuLimit { limit: Duration::from_millis(200) };
+    for script in [
+        "for (;;) await null;",
+        "const again = () => queueMicrotask(again); again(); await new Promise(() => {});",
+        "return { toJSON() { for (;;) {} } };",
+        "throw { get message() { for (;;) {} } };",
+        "const p = Promise.reject(new Error('x')); p.catch(() => { for (;;) {} }); await tools.t.ok(); return 1;",
+    ] {
+        let run = tools.run(&engine, script).await;
+        assert_eq!(error(&run), &limit, "{script}");
+    }
+    host_unharmed(&engine, &tools).await;
+}
+
+#[tokio::test]
+async fn time_waiting_for_tools_is_not_cpu_time() {
+    let engine = engine_with(|l| l.cpu_time = Duration::from_millis(150));
+    let tools = ok_tools();
+    let run = tools
+        .run(
+            &engine,
+            "let total = 0; for (const ms of [200, 200, 200]) total += await tools.t.wait({ ms }); return total;",
+        )
+        .await;
+    assert_eq!(value(&run), json!(600));
+    assert!(run.cpu_time < Duration::from_millis(150), "{:?}", run.cpu_time);
+}
+
+#[tokio::test]
+async fn a_memory_bomb_is_stopped_at_the_memory_limit() {
+    let engine = engine_with(|l| l.memory_bytes = 16 << 20);
+    let tools = ok_tools();
+    let run =
+        tools.run(&engine, "const hoard = []; while (true) hoard.push('x'.repeat(1 << 16) + hoard.length);").await;
+    assert_eq!(error(&run), &ScriptError::MemoryLimit { limit: 16 << 20 });
+    assert!(run.render().starts_with("Error: the script used more than its 16 MiB of memory"), "{}", run.render());
+    // One huge allocation, and a string doubled until it does not fit.
+    let run = tools.run(&engine, "return new Array(1e8).fill(1).length;").await;
+    assert_eq!(error(&run), &ScriptError::MemoryLimit { limit: 16 << 20 });
+    let run = tools.run(&engine, "let a = [1, 'two', { three: 3 }]; for (;;) a = a.concat(a);").await;
+    assert_eq!(error(&run), &ScriptError::MemoryLimit { limit: 16 << 20 });
+    // Strings stop at the engine's length limit first: a plain exception.
+    let run = tools.run(&engine, "let s = 'ab'; for (;;) s = s + s;").await;
+    assert!(
+        matches!(error(&run), ScriptError::Exception(e) if e.message == "InternalError: string too long"),
+        "{:?}",
+        run.result
+    );
+    host_unharmed(&engine, &tools).await;
+}
+
+#[tokio::test]
+async fn a_tool_result_too_large_for_the_memory_fails_that_call_only() {
+    let engine = engine_with(|l| l.memory_bytes = 16 << 20);
+    let tools = ok_tools();
+    let run = tools
+        .run(&engine, "try { await tools.t.huge(); } catch (e) { return [e.kind, e.message, await tools.t.ok()]; }")
+        .await;
+    assert_eq!(
+        value(&run),
+        json!([
+            "too_large",
+            "tools.t.huge: its result (25165826 bytes of JSON) does not fit in the script's memory (16777216 bytes)",
+            "ok"
+        ])
+    );
+}
+
+#[tokio::test]
+async fn deep_recursion_is_a_range_error_not_a_crash() {
+    let engine = Engine::default();
+    let tools = ok_tools();
+    let run = tools.run(&engine, "function down(n) { return down(n + 1) + 1; }\nreturn down(0);").await;
+    let ScriptError::Exception(exception) = error(&run) else { panic!("{:?}", run.result) };
+    assert!(exception.message.starts_with("RangeError: "), "{}", exception.message);
+    host_unharmed(&engine, &tools).await;
+}
+
+#[tokio::test]
+async fn a_call_flood_is_stopped_at_the_call_limit() {
+    let engine = engine_with(|l| l.max_calls = 10);
+    let tools = ok_tools();
+    let run = tools.run(&engine, "for (;;) { try { await tools.t.ok(); } catch (e) {} }").await;
+    assert_eq!(error(&run), &ScriptError::CallLimit { limit: 10 });
+    assert_eq!(run.calls, 10);
+    assert_eq!(tools.called().len(), 10);
+    assert!(run.render().starts_with("Error: the script tried to make more than 10 tool calls"), "{}", run.render());
+
+    // All at once: no call past the limit reaches the host.
+    let flood = ok_tools();
+    let run = flood.run(&engine, "await Promise.all(Array.from({ length: 1000 }, () => tools.t.ok()));").await;
+    assert_eq!(error(&run), &ScriptError::CallLimit { limit: 10 });
+    assert!(flood.called().len() <= 10, "{}", flood.called().len());
+    host_unharmed(&engine, &tools).await;
+}
+
+#[tokio::test]
+async fn an_oversize_return_fails_with_an_excerpt() {
+    let engine = engine_with(|l| l.max_result_bytes = 1000);
+    let tools = ok_tools();
+    let run = tools.run(&engine, "return 'x'.repeat(998);").await;
+    assert_eq!(value(&run), json!("x".repeat(998)));
+    let run = tools.run(&engine, "return 'é'.repeat(600);").await;
+    let ScriptError::ResultTooLarge { bytes, limit, excerpt } = error(&run) else { panic!("{:?}", run.result) };
+    assert_eq!((*bytes, *limit), (1202, 1000));
+    assert!(excerpt.starts_with("\"éé") && excerpt.chars().count() <= 200, "{excerpt}");
+    let run = tools.run(&engine, "return { big: 'z'.repeat(5e6) };").await;
+    let ScriptError::ResultTooLarge { bytes, excerpt, .. } = error(&run) else { panic!("{:?}", run.result) };
+    assert!(*bytes > 5_000_000, "{bytes}");
+    assert!(excerpt.starts_with("{\"big\":\"zzz"), "{excerpt}");
+    assert!(run.render().contains("over the limit of 1000: return less"), "{}", run.render());
+    host_unharmed(&engine, &tools).await;
+}
+
+#[tokio::test]
+async fn console_output_past_its_limit_is_cut_and_counted() {
+    let engine = engine_with(|l| l.max_log_bytes = 250);
+    let tools = ok_tools();
+    let run =
+        tools.run(&engine, "for (let i = 0; i < 10; i++) console.log(String(i).repeat(100)); return 'done';").await;
+    assert_eq!(value(&run), json!("done"));
+    assert_eq!(run.logs.len(), 3);
+    assert_eq!(run.logs[..2], ["0".repeat(100), "1".repeat(100)]);
+    assert_eq!(run.logs[2], format!("{}…", "2".repeat(47)));
+    assert_eq!(run.logs_dropped, Some((7, 753)));
+    assert!(
+        run.render().ends_with("… 753 more bytes of console output left out (7 more entries): over the log limit"),
+        "{}",
+        run.render()
+    );
+    // One enormous line is cut in the engine already.
+    let run = tools.run(&engine, "console.log('q'.repeat(1e7)); return 1;").await;
+    assert_eq!(value(&run), json!(1));
+    assert_eq!(run.logs_dropped.map(|(entries, _)| entries), Some(0));
+}
+
+#[tokio::test]
+async fn a_script_too_large_is_not_run() {
+    let engine = engine_with(|l| l.max_script_bytes = 100);
+    let run = ok_tools().run(&engine, &"1;".repeat(51)).await;
+    assert_eq!(error(&run), &ScriptError::ScriptTooLarge { bytes: 102, limit: 100 });
+    assert_eq!(engine.threads(), 0);
+}
+
+#[tokio::test]
+async fn dropping_the_run_stops_a_busy_script() {
+    let engine = Engine::default();
+    let tools = ok_tools();
+    let script_tools = tools.script_tools();
+    let run = engine.run("while (true) {}", &script_tools, &tools, "s");
+    assert!(tokio::time::timeout(Duration::from_millis(200), run).await.is_err());
+    threads_end(&engine).await;
+    host_unharmed(&engine, &tools).await;
+}
+
+#[tokio::test]
+async fn dropping_the_run_drops_its_calls_in_flight() {
+    let engine = Engine::default();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&dropped);
+    let tools = ok_tools().tool("t", "forever", move |_| {
+        let guard = SetOnDrop(Arc::clone(&flag));
+        async move {
+            let _guard = guard;
+            std::future::pending::<()>().await;
+            Ok(Value::Null)
+        }
+    });
+    let script_tools = tools.script_tools();
+    let run = engine.run("return await tools.t.forever();", &script_tools, &tools, "s");
+    assert!(tokio::time::timeout(Duration::from_millis(200), run).await.is_err());
+    assert!(dropped.load(Ordering::SeqCst));
+    threads_end(&engine).await;
+}

@@ -1,0 +1,6 @@
+//! Scripts run end to end: the engine, its limits and the tool port.
+
+mod confinement;
+mod limits;
+mod scripts;
+mod support;
