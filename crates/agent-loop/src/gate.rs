@@ -9,6 +9,7 @@
 //! hooks. [`CallGate::run`] checks the server's generation once more at the last moment and
 //! sends the call.
 
+use mcp_safety::lock;
 use std::collections::{BTreeMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
@@ -389,10 +390,6 @@ impl Default for CallGate {
     fn default() -> Self {
         Self::new(Arc::new(RefuseAll), Arc::new(NoHooks))
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl CallGate {

@@ -47,7 +47,6 @@ mod gate;
 mod instructions;
 mod model;
 mod ports;
-mod private;
 mod resources;
 mod results;
 mod saved;
@@ -67,9 +66,8 @@ pub use ports::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, ApproveAll, Approver, BuiltinTool, CallDecision, CallInfo, EventSink,
     HookVerdict, Hooks, NoEvents, NoHooks, RefuseAll,
 };
-pub use private::create_private_dir;
 pub use resources::{LIST_RESOURCES_TOOL, MAX_LISTED, READ_RESOURCE_TOOL, resource_tools};
-pub use results::{error_text, fit_budget, render};
+pub use results::{content_text, error_text, fit_budget, render};
 pub use saved::{DEFAULT_SLICE_CHARS, READ_SAVED_TOOL, saved_result_tool};
 pub use scripted::{Script, ScriptedCall, ScriptedModel, ScriptedTurn};
 pub use search::{DEFAULT_MAX_LOADED, SEARCH_TOOL, ToolSearch};

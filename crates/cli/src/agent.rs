@@ -146,7 +146,7 @@ struct Human {
 impl Human {
     /// One line of `text` (cleaned by `output::painted`) in the SGR style `code`.
     fn line(&self, code: &str, text: &str) {
-        let mut start = self.at_line_start.lock().unwrap_or_else(|p| p.into_inner());
+        let mut start = mcp_safety::lock(&self.at_line_start);
         let lead = if *start { "" } else { "\n" };
         let _ = output::stdout_painted(&format!("{lead}{}\n", output::painted(self.color, code, text)));
         *start = true;
@@ -190,7 +190,7 @@ impl EventSink for Human {
             }
             AgentEvent::ToolResult { id, content, is_error, .. } => {
                 self.progress.finish(id);
-                let first = output::one_line(content.lines().next().unwrap_or(""), 120);
+                let first = output::first_line(content, 120);
                 let more = content.lines().count().saturating_sub(1);
                 let tail = if more > 0 { format!(" (+{more} lines)") } else { String::new() };
                 let code = if *is_error { "31" } else { "2" };

@@ -5,7 +5,7 @@
 use agent_loop::{Admission, CallGate, CallRequest, Catalog, NoHooks, Ran, Refusal};
 use anyhow::{Context as _, bail};
 use mcp_client::ServerSet;
-use mcp_protocol::{CallToolResult, ContentBlock};
+use mcp_protocol::CallToolResult;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -105,7 +105,7 @@ fn refusal_text(refusal: &Refusal, unavailable: &[String]) -> String {
 fn render(result: &CallToolResult) -> String {
     let mut out = String::new();
     for block in &result.content {
-        out.push_str(&content_text(block));
+        out.push_str(&output::clean(&agent_loop::content_text(block)));
         if !out.ends_with('\n') {
             out.push('\n');
         }
@@ -116,36 +116,6 @@ fn render(result: &CallToolResult) -> String {
         out.push('\n');
     }
     out
-}
-
-/// One content block for a person, terminal-safe: text as is, other content summarized (a
-/// tool result's or a prompt message's).
-pub(crate) fn content_text(block: &ContentBlock) -> String {
-    match block {
-        ContentBlock::Text { text, .. } => output::clean(text),
-        ContentBlock::Image { data, mime_type, .. } => {
-            format!("[image: {}, {} bytes of base64]", output::one_line(mime_type, 80), data.len())
-        }
-        ContentBlock::Audio { data, mime_type, .. } => {
-            format!("[audio: {}, {} bytes of base64]", output::one_line(mime_type, 80), data.len())
-        }
-        ContentBlock::ResourceLink { uri, name, .. } => {
-            format!("[resource link: {} ({})]", output::one_line(uri, 300), output::one_line(name, 100))
-        }
-        ContentBlock::Resource { resource, .. } => match &resource.text {
-            Some(text) => format!("[resource {}]\n{}", output::one_line(&resource.uri, 300), output::clean(text)),
-            None => format!(
-                "[resource {}: {}, {} bytes of base64]",
-                output::one_line(&resource.uri, 300),
-                resource.mime_type.as_deref().map_or_else(|| "binary".to_owned(), |m| output::one_line(m, 80)),
-                resource.blob.as_deref().map_or(0, str::len)
-            ),
-        },
-        ContentBlock::Other(fields) => {
-            let kind = fields.get("type").and_then(|t| t.as_str()).unwrap_or("unknown");
-            format!("[content of type {}, not shown]", output::one_line(kind, 80))
-        }
-    }
 }
 
 #[cfg(test)]
@@ -169,12 +139,12 @@ mod tests {
         .unwrap();
         insta::assert_snapshot!(render(&result), @r#"
         hello[2J
-        [image: image/png, 4 bytes of base64]
-        [audio: audio/wav, 2 bytes of base64]
-        [resource link: file:///a (a)]
-        [resource file:///b]
+        [image image/png, 4 bytes base64, not shown]
+        [audio audio/wav, 2 bytes base64, not shown]
+        [resource link a <file:///a>]
+        [resource <file:///b>]
         bee
-        [resource file:///c: x/y, 3 bytes of base64]
+        [resource <file:///c>: x/y, 3 bytes base64, not shown]
         structured content:
         {
           "n": 1

@@ -333,7 +333,7 @@ pub(crate) fn prompt_text(result: &GetPromptResult) -> String {
             out.push('\n');
         }
         out.push_str(&format!("[{}]\n", output::one_line(&message.role, 40)));
-        out.push_str(&crate::call::content_text(&message.content));
+        out.push_str(&output::clean(&agent_loop::content_text(&message.content)));
         if !out.ends_with('\n') {
             out.push('\n');
         }

@@ -10,11 +10,12 @@
 //! and says why, once per distinct error. A publication cancelled halfway leaves the runtime
 //! dirty, so the next step tries again.
 
+use mcp_safety::lock;
 use std::collections::BTreeSet;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_loop::{BoundCall, Listing, ToolSource};
@@ -60,10 +61,6 @@ impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime").field("servers", &self.servers).finish_non_exhaustive()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Sets the dirty flag back unless disarmed: a reload dropped halfway is tried again.

@@ -253,7 +253,7 @@ fn summary(entry: &PoolEntry<'_>) -> String {
         }
         None => description,
     };
-    output::one_line(text.lines().next().unwrap_or(""), DESCRIPTION_WIDTH)
+    output::first_line(text, DESCRIPTION_WIDTH)
 }
 
 /// `tool "crash" of server "fx" (rule 0 (server "fx", tool "crash"))`.
