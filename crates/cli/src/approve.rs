@@ -152,7 +152,7 @@ pub(crate) fn for_one_call(yes: bool) -> Arc<dyn Approver> {
 
 /// Asks for a VS Code input on the terminal (what is typed stays hidden for a password); without
 /// a terminal, the error names the input.
-pub(crate) fn ask_input(input: &crate::config::Input) -> Result<String, String> {
+pub(crate) fn ask_input(input: &mcp_host::config::Input) -> Result<String, String> {
     let what = if input.description.is_empty() {
         format!("input {:?}", input.id)
     } else {

@@ -10,9 +10,9 @@ use serde_json::Value;
 use std::sync::Arc;
 
 use crate::Outcome;
-use crate::config::Config;
 use crate::output;
-use crate::session::{self, Session};
+use crate::session::Session;
+use mcp_host::config::Config;
 
 /// `mcp-harness call NAME --args JSON [--yes] [--json]`.
 pub(crate) async fn call_command(
@@ -25,7 +25,7 @@ pub(crate) async fn call_command(
     // Bad JSON needs no server: fail before starting any.
     let args: Value = serde_json::from_str(args).context("--args is not valid JSON")?;
     // A signal while connecting drops the connections, which kills their process groups.
-    let connections = crate::signals::interruptible(session::connect(&config)).await?;
+    let connections = crate::signals::interruptible(crate::host::connect(&config)).await?;
     let unavailable = Session::unavailable_of(&connections);
     let servers = ServerSet::new(connections);
     // A signal during the call drops it (the server is told it is cancelled), then the servers

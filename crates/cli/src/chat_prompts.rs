@@ -20,7 +20,7 @@ use mcp_protocol::{CompleteReference, GetPromptResult, Prompt, PromptMessage};
 use serde_json::{Map, Value, json};
 
 use crate::output;
-use crate::runtime::Runtime;
+use mcp_host::Runtime;
 
 /// At most this many completion values are shown (the specification caps an answer at 100).
 const SHOWN_COMPLETIONS: usize = 20;
