@@ -482,7 +482,9 @@ impl Agent {
                 Checked::Gate(Admission::Run { job, .. }) => match self.run_job(job, &info, events).await {
                     Ran::Builtin(Ok(text)) => (text, false),
                     Ran::Mcp(Ok(result)) => (render(&result), result.is_error()),
-                    Ran::Builtin(Err(message)) | Ran::Mcp(Err(message)) => (error_text(&message), true),
+                    Ran::Builtin(Err(message)) => (error_text(&message), true),
+                    Ran::Mcp(Err(error)) => (error_text(&error.to_string()), true),
+                    Ran::Refused(refusal) => (error_text(&refusal.to_string()), true),
                 },
             };
             (info, text, is_error)

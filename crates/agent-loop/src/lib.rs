@@ -20,15 +20,16 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use agent_loop::{Agent, AgentConfig, NoEvents, ScriptedModel, Listing, ToolSource};
+//! use agent_loop::{Agent, AgentConfig, BoundCall, NoEvents, Operation, ScriptedModel, Listing, SourceError, ToolSource};
 //!
 //! struct NoTools;
 //! #[async_trait::async_trait]
 //! impl ToolSource for NoTools {
 //!     async fn refresh(&self) -> Listing { Listing::default() }
 //!     fn generation(&self, _server: &str) -> Option<u64> { None }
-//!     async fn call(&self, _: &str, _: &str, _: Option<serde_json::Map<String, serde_json::Value>>)
-//!         -> Result<mcp_protocol::CallToolResult, String> { Err("no tools".into()) }
+//!     async fn call_bound(&self, call: BoundCall) -> Result<mcp_protocol::CallToolResult, SourceError> {
+//!         Err(SourceError::UnknownServer { op: Operation::CallTool { tool: call.tool }, server: call.server })
+//!     }
 //! }
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -53,6 +54,7 @@ mod saved;
 mod scripted;
 mod search;
 mod source;
+mod source_error;
 mod transcript;
 
 pub use agent::{Agent, AgentConfig, AgentError, TurnOutcome};
@@ -72,4 +74,5 @@ pub use saved::{DEFAULT_SLICE_CHARS, READ_SAVED_TOOL, saved_result_tool};
 pub use scripted::{Script, ScriptedCall, ScriptedModel, ScriptedTurn};
 pub use search::{DEFAULT_MAX_LOADED, SEARCH_TOOL, ToolSearch};
 pub use source::{BoundCall, Listing, ToolSource};
+pub use source_error::{Operation, SourceError};
 pub use transcript::{Entry, Transcript, TranscriptError, load_messages};

@@ -2,7 +2,7 @@
 //! lookup in the pool, the server's generation, the argument check against the input schema,
 //! policy and approval, hooks; then the call under the raw tool name.
 
-use agent_loop::{Admission, CallGate, CallRequest, Catalog, NoHooks, Ran, Refusal};
+use agent_loop::{Admission, CallGate, CallRequest, Catalog, NoHooks, Ran, Refusal, SourceError};
 use anyhow::{Context as _, bail};
 use mcp_client::ServerSet;
 use mcp_protocol::CallToolResult;
@@ -65,8 +65,9 @@ async fn call(
     };
     view.finish("call");
     let result = match ran {
-        // The failure names the tool, its server and the cause.
-        Ran::Mcp(result) => result.map_err(anyhow::Error::msg)?,
+        Ran::Mcp(Ok(result)) => result,
+        Ran::Mcp(Err(error)) => bail!(failure_text(&error)),
+        Ran::Refused(refusal) => bail!(refusal_text(&refusal, unavailable)),
         _ => bail!("{name} is a built-in tool; built-in tools cannot be called from the command line"),
     };
     if as_json {
@@ -99,6 +100,18 @@ fn refusal_text(refusal: &Refusal, unavailable: &[String]) -> String {
         return output::clean(&text);
     }
     output::one_line(&text, 2000)
+}
+
+/// Why the call failed, for a person: the failure names the tool, its server and the cause;
+/// a server on its way back is said to be.
+fn failure_text(error: &SourceError) -> String {
+    let text = error.to_string();
+    match error {
+        SourceError::Unavailable { .. } if error.coming_back() == Some(true) => {
+            format!("{text} (it is coming back; try again shortly)")
+        }
+        _ => text,
+    }
 }
 
 /// Text content as is, other content summarized, structured content as pretty JSON.

@@ -1,7 +1,7 @@
 //! The runtime as the agent loop's tool source: the set's listings under the policy the
 //! runtime publishes, a reload first when the configuration changed.
 
-use agent_loop::{BoundCall, Listing, ToolSource};
+use agent_loop::{BoundCall, Listing, SourceError, ToolSource};
 use async_trait::async_trait;
 use mcp_protocol::{CallToolResult, ReadResourceResult, Resource, ResourceTemplate};
 
@@ -24,16 +24,7 @@ impl ToolSource for Runtime {
         ToolSource::settled_generation(&self.servers, server).await
     }
 
-    async fn call(
-        &self,
-        server: &str,
-        tool: &str,
-        arguments: Option<serde_json::Map<String, serde_json::Value>>,
-    ) -> Result<CallToolResult, String> {
-        ToolSource::call(&self.servers, server, tool, arguments).await
-    }
-
-    async fn call_bound(&self, call: BoundCall) -> Result<CallToolResult, String> {
+    async fn call_bound(&self, call: BoundCall) -> Result<CallToolResult, SourceError> {
         ToolSource::call_bound(&self.servers, call).await
     }
 
@@ -41,11 +32,16 @@ impl ToolSource for Runtime {
         ToolSource::resource_servers(&self.servers).await
     }
 
-    async fn resources(&self, server: &str) -> Result<(Vec<Resource>, Vec<ResourceTemplate>), String> {
+    async fn resources(&self, server: &str) -> Result<(Vec<Resource>, Vec<ResourceTemplate>), SourceError> {
         ToolSource::resources(&self.servers, server).await
     }
 
-    async fn read_resource(&self, server: &str, uri: &str, max_bytes: usize) -> Result<ReadResourceResult, String> {
+    async fn read_resource(
+        &self,
+        server: &str,
+        uri: &str,
+        max_bytes: usize,
+    ) -> Result<ReadResourceResult, SourceError> {
         ToolSource::read_resource(&self.servers, server, uri, max_bytes).await
     }
 
