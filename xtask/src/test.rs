@@ -16,8 +16,10 @@ use crate::conformance::{self, Summary};
 use crate::tally::Tally;
 use crate::{Result, cargo, install_peers, purity, run};
 
-/// Examples that show an adapter written outside the workspace; `cargo xtask test` runs them.
-const ADAPTER_EXAMPLES: &[(&str, &str)] = &[("mcp-client", "tcp_transport"), ("agent-loop", "custom_model")];
+/// Examples that show an adapter written outside the workspace, and the host embedded in a
+/// program of its own; `cargo xtask test` runs them.
+const ADAPTER_EXAMPLES: &[(&str, &str)] =
+    &[("mcp-client", "tcp_transport"), ("agent-loop", "custom_model"), ("mcp-host", "embed")];
 
 pub(crate) fn test(hermetic: bool) -> Result {
     let started = Instant::now();
@@ -51,7 +53,8 @@ pub(crate) fn test(hermetic: bool) -> Result {
     report
         .tests("chaos", cargo_args(&["test", "-p", "agent-loop", "--test", "chaos", "--", "--ignored", "--nocapture"]));
     // The adapters written from outside, as a user would: a transport of their own through the
-    // multi-server layer, a language model of their own driving the loop. Each asserts its result.
+    // multi-server layer, a language model of their own driving the loop, the host embedded in a
+    // program of its own. Each asserts its result.
     for (package, example) in ADAPTER_EXAMPLES {
         let step = format!("example {example}");
         report.step(&step, run(&step, cargo().args(["run", "-q", "-p", package, "--example", example])));

@@ -46,7 +46,7 @@ mod session;
 
 pub use resolve::{client_spec, client_specs};
 pub use runtime::{
-    ActionOutcome, Published, RequiredError, Runtime, RuntimeOptions, ServerAction, ServerStatus, ToolCounts,
+    ActionOutcome, Published, Reload, RequiredError, Runtime, RuntimeOptions, ServerAction, ServerStatus, ToolCounts,
 };
 pub use session::{connect, offered, pool_of};
 

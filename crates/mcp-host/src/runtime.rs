@@ -62,6 +62,21 @@ pub struct Published {
     pub policy_changed: bool,
 }
 
+/// What a [`Runtime::reload_if_changed`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Reload {
+    /// The file had not changed (or the runtime watches none): nothing was read.
+    Clean,
+    /// The file was read and published (possibly changing nothing).
+    Published(Published),
+    /// The file was read and cannot be used; the running configuration stays.
+    Kept {
+        /// Why.
+        error: String,
+    },
+}
+
 impl Published {
     /// Whether nothing changed.
     pub fn is_empty(&self) -> bool {
@@ -213,20 +228,20 @@ impl Runtime {
         if failed.is_empty() { Ok(()) } else { Err(RequiredError { failed }) }
     }
 
-    /// Reads the configuration again when its file changed (see the module docs); what the
-    /// publication changed, if it was made.
-    pub async fn reload_if_changed(&self) -> Option<Published> {
+    /// Reads the configuration again when its file changed (see the module docs), and
+    /// publishes it.
+    pub async fn reload_if_changed(&self) -> Reload {
         if !self.dirty.load(Ordering::SeqCst) {
-            return None;
+            return Reload::Clean;
         }
         let _publisher = self.publishing.lock().await;
         if !self.dirty.swap(false, Ordering::SeqCst) {
-            return None;
+            return Reload::Clean;
         }
         let still_dirty = StillDirty(Some(&self.dirty));
         let Some(path) = self.options.reload.as_ref().and_then(|at| at.path.clone()) else {
             still_dirty.disarm();
-            return None;
+            return Reload::Clean;
         };
         let allow_workspace = self.options.reload.as_ref().is_some_and(|at| at.allow_workspace);
         // Nothing is asked while the runtime goes on (the conversation owns the terminal), and
@@ -239,16 +254,16 @@ impl Runtime {
                 if !published.is_empty() {
                     (self.options.ports.events)(&HostEvent::Reloaded(published.clone()));
                 }
-                Some(published)
+                Reload::Published(published)
             }
             Err(e) => {
                 let message = e.to_string();
                 let mut last = lock(&self.last_error);
                 if last.as_deref() != Some(message.as_str()) {
                     (self.options.ports.events)(&HostEvent::ReloadFailed { message: message.clone() });
-                    *last = Some(message);
+                    *last = Some(message.clone());
                 }
-                None
+                Reload::Kept { error: message }
             }
         };
         still_dirty.disarm();
