@@ -10,29 +10,45 @@
 //! handler of a server's requests such as elicitation ([`Ports::requests`]), and what the host
 //! has to say while it runs ([`Ports::events`]).
 //!
-//! ```no_run
+//! ```
+//! use std::path::Path;
 //! use std::time::Duration;
-//! use agent_loop::{BoundCall, ToolSource};
-//! use mcp_host::config::{self, ConfigPath, Origin};
-//! use mcp_host::{Runtime, RuntimeOptions};
+//! use mcp_host::config::{self, Context, Target};
+//! use mcp_host::{Ports, Runtime, RuntimeOptions};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let at = ConfigPath::new(Some("/etc/my-agent/mcp.toml".into()), Origin::Flag, false);
-//! let config = config::load_at(&at, None)?;
-//! let mut options = RuntimeOptions::default();
-//! options.reload = Some(at);
-//! let runtime = Runtime::start(config, options);
+//! // Any supported format; `config::load_at` finds and reads the user's file instead.
+//! let text = r#"
+//!     [servers.notes]
+//!     command = "notes-server"
+//!     enabled = false
+//!
+//!     [servers.docs]
+//!     url = "https://docs.example/mcp"
+//!     bearer_token_env_var = "DOCS_TOKEN"
+//!     enabled = false
+//! "#;
+//! let config = config::parse(Path::new("/etc/agent/mcp.toml"), text, &Context::process())?;
+//! let docs = config.server("docs").ok_or("no docs")?;
+//! assert!(matches!(&docs.target, Target::Remote(r) if r.options.bearer_token_env.as_deref() == Some("DOCS_TOKEN")));
+//!
+//! // What mcp-client connects, one spec per server.
+//! let specs = mcp_host::client_specs(&config, &Ports::default());
+//! assert_eq!(specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["docs", "notes"]);
+//!
+//! // The living runtime (`RuntimeOptions::reload` names the file to watch).
+//! let runtime = Runtime::start(config, RuntimeOptions::default());
 //! runtime.wait_first_attempts(Duration::from_secs(30), &|_, _, _| {}).await;
-//! let result = runtime.call_bound(BoundCall::new("notes", "list_notes", None)).await?;
-//! println!("{} content blocks", result.content.len());
+//! let states: Vec<_> = runtime.status().await.into_iter().map(|s| s.state.label()).collect();
+//! assert_eq!(states, ["disabled", "disabled"]);
 //! runtime.close().await;
 //! # Ok(())
 //! # }
 //! ```
 //!
-//! The example `embed` (`cargo run -p mcp-host --example embed`) does this against the fixture
-//! server and checks the answer.
+//! The example `embed` (`cargo run -p mcp-host --example embed`) reads a file, starts the runtime
+//! over the fixture server and makes one call through the agent loop's gate.
 
 use std::sync::Arc;
 
