@@ -23,8 +23,10 @@ use crate::step::{self, Ended, StepError};
 use crate::tally::Tally;
 use crate::{cargo, install_peers};
 
-/// Examples that show an adapter written outside the workspace; `cargo xtask test` runs them.
-const ADAPTER_EXAMPLES: &[(&str, &str)] = &[("mcp-client", "tcp_transport"), ("agent-loop", "custom_model")];
+/// Examples that show an adapter written outside the workspace, and the host embedded in a
+/// program of its own; `cargo xtask test` runs them.
+const ADAPTER_EXAMPLES: &[(&str, &str)] =
+    &[("mcp-client", "tcp_transport"), ("agent-loop", "custom_model"), ("mcp-host", "embed")];
 
 const fn minutes(n: u64) -> Duration {
     Duration::from_secs(n * 60)
@@ -102,7 +104,8 @@ pub(crate) fn test(hermetic: bool) -> crate::Result {
         Counts::IgnoredByTests,
     );
     // The adapters written from outside, as a user would: a transport of their own through the
-    // multi-server layer, a language model of their own driving the loop. Each asserts its result.
+    // multi-server layer, a language model of their own driving the loop, the host embedded in a
+    // program of its own. Each asserts its result.
     for (package, example) in ADAPTER_EXAMPLES {
         let name = format!("example {example}");
         report.step(

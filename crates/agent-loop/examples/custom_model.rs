@@ -11,13 +11,13 @@
 use std::sync::Arc;
 
 use agent_loop::{
-    Agent, AgentConfig, AgentEvent, Block, EventSink, LanguageModel, Listing, ModelError, ModelRequest, ModelResponse,
-    Role, StopReason, TextStream, ToolSource, Usage,
+    Agent, AgentConfig, AgentEvent, Block, BoundCall, EventSink, LanguageModel, Listing, ModelError, ModelRequest,
+    ModelResponse, Operation, Role, SourceError, StopReason, TextStream, ToolSource, Usage,
 };
 use async_trait::async_trait;
 use mcp_protocol::{CallToolResult, ContentBlock, Tool};
 use policy::{Decision, Policy, PolicyConfig, RuleConfig};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tool_pool::ServerTools;
 
 /// The adapter: rules instead of a provider.
@@ -79,17 +79,20 @@ impl ToolSource for Capitals {
         Some(1)
     }
 
-    async fn call(
-        &self,
-        _server: &str,
-        _tool: &str,
-        args: Option<Map<String, Value>>,
-    ) -> Result<CallToolResult, String> {
-        let country = args.as_ref().and_then(|a| a.get("country")).and_then(Value::as_str).unwrap_or_default();
+    async fn call_bound(&self, call: BoundCall) -> Result<CallToolResult, SourceError> {
+        let country =
+            call.arguments.as_ref().and_then(|a| a.get("country")).and_then(Value::as_str).unwrap_or_default();
         let capital = match country.to_lowercase().as_str() {
             "france" => "Paris",
             "japan" => "Tokyo",
-            _ => return Err(format!("no capital known for {country:?}")),
+            _ => {
+                let detail = format!("no capital known for {country:?}");
+                return Err(SourceError::Failed {
+                    op: Operation::CallTool { tool: call.tool },
+                    server: call.server,
+                    detail,
+                });
+            }
         };
         Ok(CallToolResult { content: vec![ContentBlock::text(capital)], ..CallToolResult::default() })
     }

@@ -15,13 +15,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use agent_loop::{
-    Agent, AgentConfig, Block, LanguageModel, Listing, ModelError, ModelRequest, ModelResponse, NoEvents, Role,
-    SEARCH_TOOL, StopReason, TextStream, ToolSource, Usage,
+    Agent, AgentConfig, Block, BoundCall, LanguageModel, Listing, ModelError, ModelRequest, ModelResponse, NoEvents,
+    Role, SEARCH_TOOL, SourceError, StopReason, TextStream, ToolSource, Usage,
 };
 use async_trait::async_trait;
 use mcp_protocol::{CallToolResult, ContentBlock, Tool};
 use policy::{Decision, Policy, PolicyConfig};
-use serde_json::{Map, Value, json};
+use serde_json::json;
 use tool_pool::{ExposureOptions, SearchMode, ServerTools};
 
 #[path = "../../tool-pool/examples/support/dataset.rs"]
@@ -96,7 +96,7 @@ impl ToolSource for Servers {
         Some(1)
     }
 
-    async fn call(&self, _: &str, _: &str, _: Option<Map<String, Value>>) -> Result<CallToolResult, String> {
+    async fn call_bound(&self, _: BoundCall) -> Result<CallToolResult, SourceError> {
         Ok(CallToolResult { content: vec![ContentBlock::text("ok")], ..Default::default() })
     }
 }

@@ -1,6 +1,7 @@
 //! The loop: each step refreshes the tool pool, asks the model with exactly that snapshot's
 //! tools, and runs every tool call of the answer against the same snapshot.
 
+use mcp_safety::lock;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -142,10 +143,6 @@ impl std::fmt::Debug for Agent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Agent").field("model", &self.model.name()).field("config", &self.config).finish_non_exhaustive()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Forwards streamed text as events.
@@ -485,7 +482,9 @@ impl Agent {
                 Checked::Gate(Admission::Run { job, .. }) => match self.run_job(job, &info, events).await {
                     Ran::Builtin(Ok(text)) => (text, false),
                     Ran::Mcp(Ok(result)) => (render(&result), result.is_error()),
-                    Ran::Builtin(Err(message)) | Ran::Mcp(Err(message)) => (error_text(&message), true),
+                    Ran::Builtin(Err(message)) => (error_text(&message), true),
+                    Ran::Mcp(Err(error)) => (error_text(&error.to_string()), true),
+                    Ran::Refused(refusal) => (error_text(&refusal.to_string()), true),
                 },
             };
             (info, text, is_error)

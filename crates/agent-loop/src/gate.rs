@@ -9,6 +9,7 @@
 //! hooks. [`CallGate::run`] checks the server's generation once more at the last moment and
 //! sends the call.
 
+use mcp_safety::lock;
 use std::collections::{BTreeMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
@@ -25,6 +26,7 @@ use crate::ports::{
     RefuseAll,
 };
 use crate::source::{BoundCall, ToolSource};
+use crate::source_error::{Operation, SourceError};
 
 /// How many names an unknown-tool refusal lists at most.
 const LISTED_NAMES: usize = 20;
@@ -365,9 +367,10 @@ pub enum Admission {
 pub enum Ran {
     /// A built-in tool's text, or its failure.
     Builtin(Result<String, String>),
-    /// An MCP tool's result, or why there is none (the server failed, the call timed out, its
-    /// server changed at the last moment).
-    Mcp(Result<Box<CallToolResult>, String>),
+    /// An MCP tool's result, or why there is none (the server failed, the call timed out).
+    Mcp(Result<Box<CallToolResult>, SourceError>),
+    /// Not sent after all: its server changed at the last moment.
+    Refused(Refusal),
 }
 
 /// The checks every call passes, with the approver, the hooks and the built-in tools' handlers.
@@ -389,10 +392,6 @@ impl Default for CallGate {
     fn default() -> Self {
         Self::new(Arc::new(RefuseAll), Arc::new(NoHooks))
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl CallGate {
@@ -585,14 +584,19 @@ impl CallGate {
             }
             Job::Mcp { server, tool, arguments, generation, revision, name, output_schema } => {
                 if source.settled_generation(&server).await != generation {
-                    return Ran::Mcp(Err(Refusal::Stale { server, name, revision }.to_string()));
+                    return Ran::Refused(Refusal::Stale { server, name, revision });
                 }
                 let who = format!("{name} (tool {tool:?} of server {server:?})");
+                let failed = (server.clone(), tool.clone());
                 let call = BoundCall { server, tool, arguments, generation, progress };
                 let ran = AssertUnwindSafe(source.call_bound(call)).catch_unwind().await;
                 Ran::Mcp(match ran {
                     Ok(result) => result.map(|r| Box::new(check_structured(r, output_schema.as_deref(), &who))),
-                    Err(panic) => Err(format!("calling {name} failed ({})", panic_message(panic.as_ref()))),
+                    Err(panic) => {
+                        let (server, tool) = failed;
+                        let detail = format!("the tool source failed ({})", panic_message(panic.as_ref()));
+                        Err(SourceError::Failed { op: Operation::CallTool { tool }, server, detail })
+                    }
                 })
             }
         }

@@ -20,15 +20,16 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use agent_loop::{Agent, AgentConfig, NoEvents, ScriptedModel, Listing, ToolSource};
+//! use agent_loop::{Agent, AgentConfig, BoundCall, NoEvents, Operation, ScriptedModel, Listing, SourceError, ToolSource};
 //!
 //! struct NoTools;
 //! #[async_trait::async_trait]
 //! impl ToolSource for NoTools {
 //!     async fn refresh(&self) -> Listing { Listing::default() }
 //!     fn generation(&self, _server: &str) -> Option<u64> { None }
-//!     async fn call(&self, _: &str, _: &str, _: Option<serde_json::Map<String, serde_json::Value>>)
-//!         -> Result<mcp_protocol::CallToolResult, String> { Err("no tools".into()) }
+//!     async fn call_bound(&self, call: BoundCall) -> Result<mcp_protocol::CallToolResult, SourceError> {
+//!         Err(SourceError::UnknownServer { op: Operation::CallTool { tool: call.tool }, server: call.server })
+//!     }
 //! }
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -47,13 +48,13 @@ mod gate;
 mod instructions;
 mod model;
 mod ports;
-mod private;
 mod resources;
 mod results;
 mod saved;
 mod scripted;
 mod search;
 mod source;
+mod source_error;
 mod transcript;
 
 pub use agent::{Agent, AgentConfig, AgentError, TurnOutcome};
@@ -67,11 +68,11 @@ pub use ports::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, ApproveAll, Approver, BuiltinTool, CallDecision, CallInfo, EventSink,
     HookVerdict, Hooks, NoEvents, NoHooks, RefuseAll,
 };
-pub use private::create_private_dir;
 pub use resources::{LIST_RESOURCES_TOOL, MAX_LISTED, READ_RESOURCE_TOOL, resource_tools};
-pub use results::{error_text, fit_budget, render};
+pub use results::{content_text, error_text, fit_budget, render};
 pub use saved::{DEFAULT_SLICE_CHARS, READ_SAVED_TOOL, saved_result_tool};
 pub use scripted::{Script, ScriptedCall, ScriptedModel, ScriptedTurn};
 pub use search::{DEFAULT_MAX_LOADED, SEARCH_TOOL, ToolSearch};
 pub use source::{BoundCall, Listing, ToolSource};
+pub use source_error::{Operation, SourceError};
 pub use transcript::{Entry, Transcript, TranscriptError, load_messages};

@@ -242,6 +242,6 @@ fn save_blob(dir: &Path, uri: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
         }
         n += 1;
     };
-    crate::private::write_private(&path, bytes)?;
+    private_files::write(&path, bytes)?;
     Ok(path)
 }

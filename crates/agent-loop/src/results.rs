@@ -5,38 +5,10 @@ use std::path::{Path, PathBuf};
 
 use mcp_protocol::{CallToolResult, ContentBlock};
 
-/// Text for the model from a tool's result. `isError` results start with `Error:`.
+/// Text for the model from a tool's result: each block as [`content_text`] gives it, one per
+/// line. `isError` results start with `Error:`.
 pub fn render(result: &CallToolResult) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    for block in &result.content {
-        parts.push(match block {
-            ContentBlock::Text { text, .. } => text.clone(),
-            ContentBlock::Image { mime_type, data, .. } => {
-                format!("[image {mime_type}, {} bytes base64, not shown]", data.len())
-            }
-            ContentBlock::Audio { mime_type, data, .. } => {
-                format!("[audio {mime_type}, {} bytes base64, not shown]", data.len())
-            }
-            ContentBlock::ResourceLink { uri, name, description, .. } => match description {
-                Some(d) => format!("[resource link {name} <{uri}>: {d}]"),
-                None => format!("[resource link {name} <{uri}>]"),
-            },
-            ContentBlock::Resource { resource, .. } => match (&resource.text, &resource.blob) {
-                (Some(text), _) => format!("[resource <{}>]\n{text}", resource.uri),
-                (None, Some(blob)) => format!(
-                    "[resource <{}>: {}, {} bytes base64, not shown]",
-                    resource.uri,
-                    resource.mime_type.as_deref().unwrap_or("binary"),
-                    blob.len()
-                ),
-                (None, None) => format!("[resource <{}>, empty]", resource.uri),
-            },
-            ContentBlock::Other(fields) => {
-                let kind = fields.get("type").and_then(|t| t.as_str()).unwrap_or("unknown");
-                format!("[content of type {kind}, not shown]")
-            }
-        });
-    }
+    let mut parts: Vec<String> = result.content.iter().map(content_text).collect();
     // Structured content is what the tool meant when it sent nothing else.
     if let Some(structured) = &result.structured_content
         && parts.iter().all(|p| p.trim().is_empty())
@@ -45,6 +17,41 @@ pub fn render(result: &CallToolResult) -> String {
     }
     let text = parts.join("\n");
     if result.is_error() { error_text(&text) } else { text }
+}
+
+/// One content block as text, the one form for the model and for a person (`mcp-harness call`,
+/// prompts): text as it is, every other kind summarized on one line (its type, size, URI or
+/// name) with what the server chose for those made one line. The caller makes the whole safe
+/// for where it goes (a terminal cleans it when it prints).
+pub fn content_text(block: &ContentBlock) -> String {
+    let field = |text: &str, max: usize| mcp_safety::text::one_line(text, max);
+    match block {
+        ContentBlock::Text { text, .. } => text.clone(),
+        ContentBlock::Image { mime_type, data, .. } => {
+            format!("[image {}, {} bytes base64, not shown]", field(mime_type, 80), data.len())
+        }
+        ContentBlock::Audio { mime_type, data, .. } => {
+            format!("[audio {}, {} bytes base64, not shown]", field(mime_type, 80), data.len())
+        }
+        ContentBlock::ResourceLink { uri, name, description, .. } => match description {
+            Some(d) => format!("[resource link {} <{}>: {}]", field(name, 100), field(uri, 300), field(d, 300)),
+            None => format!("[resource link {} <{}>]", field(name, 100), field(uri, 300)),
+        },
+        ContentBlock::Resource { resource, .. } => match (&resource.text, &resource.blob) {
+            (Some(text), _) => format!("[resource <{}>]\n{text}", field(&resource.uri, 300)),
+            (None, Some(blob)) => format!(
+                "[resource <{}>: {}, {} bytes base64, not shown]",
+                field(&resource.uri, 300),
+                resource.mime_type.as_deref().map_or_else(|| "binary".to_owned(), |m| field(m, 80)),
+                blob.len()
+            ),
+            (None, None) => format!("[resource <{}>, empty]", field(&resource.uri, 300)),
+        },
+        ContentBlock::Other(fields) => {
+            let kind = fields.get("type").and_then(|t| t.as_str()).unwrap_or("unknown");
+            format!("[content of type {}, not shown]", field(kind, 80))
+        }
+    }
 }
 
 /// `Error: …`, the form every failure reaches the model in.
@@ -82,6 +89,6 @@ fn save(dir: &Path, id: &str, text: &str) -> std::io::Result<PathBuf> {
     let safe: String =
         id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
     let path = dir.join(format!("{}.txt", if safe.is_empty() { "result" } else { &safe }));
-    crate::private::write_private(&path, text.as_bytes())?;
+    private_files::write(&path, text.as_bytes())?;
     Ok(path)
 }

@@ -87,7 +87,7 @@ impl LanguageModel for ScriptedModel {
 
     async fn complete(&self, _request: &ModelRequest, stream: &dyn TextStream) -> Result<ModelResponse, ModelError> {
         let index = {
-            let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+            let mut next = mcp_safety::lock(&self.next);
             let index = *next;
             *next += 1;
             index

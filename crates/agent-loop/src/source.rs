@@ -5,12 +5,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use mcp_client::{ClientError, ServerSet, SetCallError};
+use mcp_client::ServerSet;
 use mcp_protocol::{CallToolResult, ProgressNotificationParams, ReadResourceResult, Resource, ResourceTemplate};
 use policy::Policy;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use tool_pool::ServerTools;
+
+use crate::source_error::{Operation, SourceError};
 
 /// Every server's current tools, and a generation per server that changes whenever that
 /// server's listing changes.
@@ -64,20 +66,10 @@ pub trait ToolSource: Send + Sync {
         self.generation(server)
     }
 
-    /// Call a tool under its raw name, within the server's tool timeout. A failure's text names
-    /// the server and the cause.
-    async fn call(
-        &self,
-        server: &str,
-        tool: &str,
-        arguments: Option<Map<String, Value>>,
-    ) -> Result<CallToolResult, String>;
-
-    /// Call a tool on the generation it was shown in, with progress: a source that knows
-    /// generations sends nothing when the server's moved on. By default, [`ToolSource::call`].
-    async fn call_bound(&self, call: BoundCall) -> Result<CallToolResult, String> {
-        self.call(&call.server, &call.tool, call.arguments).await
-    }
+    /// Call a tool under its raw name, within the server's tool timeout, on the generation it
+    /// was shown in (a source that knows generations sends nothing when the server's moved
+    /// on), with progress. A failure names the server and the cause.
+    async fn call_bound(&self, call: BoundCall) -> Result<CallToolResult, SourceError>;
 
     /// The servers whose resources can be listed now. By default none: a source without
     /// resources.
@@ -85,16 +77,20 @@ pub trait ToolSource: Send + Sync {
         Vec::new()
     }
 
-    /// `server`'s resources and resource templates. A failure's text names the server and the
-    /// cause.
-    async fn resources(&self, server: &str) -> Result<(Vec<Resource>, Vec<ResourceTemplate>), String> {
-        Err(format!("server {server:?} offers no resources here"))
+    /// `server`'s resources and resource templates. A failure names the server and the cause.
+    async fn resources(&self, server: &str) -> Result<(Vec<Resource>, Vec<ResourceTemplate>), SourceError> {
+        Err(no_resources(Operation::ListResources, server))
     }
 
-    /// Reads `uri` of `server`, refusing answers over `max_bytes`. A failure's text names the
-    /// server, the URI and the cause.
-    async fn read_resource(&self, server: &str, uri: &str, _max_bytes: usize) -> Result<ReadResourceResult, String> {
-        Err(format!("server {server:?} offers no resources here, so {uri:?} cannot be read"))
+    /// Reads `uri` of `server`, refusing answers over `max_bytes`. A failure names the server,
+    /// the URI and the cause.
+    async fn read_resource(
+        &self,
+        server: &str,
+        uri: &str,
+        _max_bytes: usize,
+    ) -> Result<ReadResourceResult, SourceError> {
+        Err(no_resources(Operation::ReadResource { uri: uri.to_owned() }, server))
     }
 
     /// The `instructions` of the connected servers that sent some (server, text), raw: the loop
@@ -104,17 +100,9 @@ pub trait ToolSource: Send + Sync {
     }
 }
 
-/// The text a failed call reaches the model (and a person) as: every failure names the tool,
-/// its server and the cause (after a crash: the exit status and stderr, not "the session is
-/// closed").
-fn describe(tool: &str, error: SetCallError) -> String {
-    match error {
-        SetCallError::Call { server, error: ClientError::Timeout { after, .. } } => format!(
-            "calling tool {tool:?} of server {server:?}: got no answer within {after:?} (the server's tool timeout); the call was cancelled"
-        ),
-        SetCallError::Call { server, error } => format!("calling tool {tool:?} of server {server:?}: {error}"),
-        other => format!("calling tool {tool:?}: {other}"),
-    }
+/// What a source without resources answers.
+fn no_resources(op: Operation, server: &str) -> SourceError {
+    SourceError::Refused { op, server: server.to_owned(), reason: "this source offers no resources".to_owned() }
 }
 
 #[async_trait]
@@ -136,30 +124,32 @@ impl ToolSource for ServerSet {
         ServerSet::settled_generation(self, server).await
     }
 
-    async fn call(
-        &self,
-        server: &str,
-        tool: &str,
-        arguments: Option<Map<String, Value>>,
-    ) -> Result<CallToolResult, String> {
-        ServerSet::call(self, server, tool, arguments, None, None).await.map_err(|e| describe(tool, e))
-    }
-
-    async fn call_bound(&self, call: BoundCall) -> Result<CallToolResult, String> {
+    /// Every failure names the tool, its server and the cause (after a crash: the exit status
+    /// and stderr, not "the session is closed").
+    async fn call_bound(&self, call: BoundCall) -> Result<CallToolResult, SourceError> {
         let BoundCall { server, tool, arguments, generation, progress } = call;
-        ServerSet::call(self, &server, &tool, arguments, generation, progress).await.map_err(|e| describe(&tool, e))
+        ServerSet::call(self, &server, &tool, arguments, generation, progress)
+            .await
+            .map_err(|e| SourceError::from_set(Operation::CallTool { tool }, e))
     }
 
     async fn resource_servers(&self) -> Vec<String> {
         ServerSet::connected(self)
     }
 
-    async fn resources(&self, server: &str) -> Result<(Vec<Resource>, Vec<ResourceTemplate>), String> {
-        ServerSet::resources(self, server).await.map_err(|e| format!("listing the resources: {e}"))
+    async fn resources(&self, server: &str) -> Result<(Vec<Resource>, Vec<ResourceTemplate>), SourceError> {
+        ServerSet::resources(self, server).await.map_err(|e| SourceError::from_set(Operation::ListResources, e))
     }
 
-    async fn read_resource(&self, server: &str, uri: &str, max_bytes: usize) -> Result<ReadResourceResult, String> {
-        ServerSet::read_resource(self, server, uri, max_bytes).await.map_err(|e| format!("reading {uri:?}: {e}"))
+    async fn read_resource(
+        &self,
+        server: &str,
+        uri: &str,
+        max_bytes: usize,
+    ) -> Result<ReadResourceResult, SourceError> {
+        ServerSet::read_resource(self, server, uri, max_bytes)
+            .await
+            .map_err(|e| SourceError::from_set(Operation::ReadResource { uri: uri.to_owned() }, e))
     }
 
     fn instructions(&self) -> Vec<(String, String)> {

@@ -71,7 +71,7 @@ impl Transcript {
     /// directories created for it (0700) are its owner's only: it holds the conversation.
     pub fn open(path: &Path) -> Result<Self, TranscriptError> {
         let io = |source| TranscriptError::Io { path: path.to_owned(), source };
-        let file = crate::private::open_private_append(path).map_err(io)?;
+        let file = private_files::open_append(path).map_err(io)?;
         Ok(Self { file, path: path.to_owned() })
     }
 

@@ -13,9 +13,9 @@ use agent_loop::{
 };
 use anyhow::{Context as _, bail};
 
-use crate::config::Config;
-use crate::runtime::{Runtime, Source};
 use crate::{Outcome, chat_prompts, output};
+use mcp_host::Runtime;
+use mcp_host::config::{Config, ConfigPath, Origin};
 
 /// Which language model answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -76,7 +76,7 @@ fn context_tokens(provider: Provider) -> usize {
 /// The agent's exposure and search settings from the configuration, for `provider`.
 fn search_settings(config: &Config, provider: Provider) -> anyhow::Result<(tool_pool::ExposureOptions, ToolSearch)> {
     let tools = &config.tools;
-    let mut exposure = tools.exposure.clone();
+    let mut exposure = config.exposure();
     exposure.auto_threshold = tool_pool::auto_threshold_for_context(context_tokens(provider));
     let search = if tools.native {
         if provider != Provider::Anthropic {
@@ -122,7 +122,7 @@ fn model(args: &AgentArgs, demo_script: Option<&str>) -> anyhow::Result<(Arc<dyn
 
 /// Where sessions are kept: the user's data directory, never the workspace.
 fn sessions_dir() -> anyhow::Result<PathBuf> {
-    Ok(crate::auth::data_dir()?.join("sessions"))
+    Ok(mcp_host::auth::data_dir()?.join("sessions"))
 }
 
 fn new_session_id() -> String {
@@ -146,7 +146,7 @@ struct Human {
 impl Human {
     /// One line of `text` (cleaned by `output::painted`) in the SGR style `code`.
     fn line(&self, code: &str, text: &str) {
-        let mut start = self.at_line_start.lock().unwrap_or_else(|p| p.into_inner());
+        let mut start = mcp_safety::lock(&self.at_line_start);
         let lead = if *start { "" } else { "\n" };
         let _ = output::stdout_painted(&format!("{lead}{}\n", output::painted(self.color, code, text)));
         *start = true;
@@ -190,7 +190,7 @@ impl EventSink for Human {
             }
             AgentEvent::ToolResult { id, content, is_error, .. } => {
                 self.progress.finish(id);
-                let first = output::one_line(content.lines().next().unwrap_or(""), 120);
+                let first = output::first_line(content, 120);
                 let more = content.lines().count().saturating_sub(1);
                 let tail = if more > 0 { format!(" (+{more} lines)") } else { String::new() };
                 let code = if *is_error { "31" } else { "2" };
@@ -225,7 +225,7 @@ struct Prepared {
 
 async fn prepare(
     config: Config,
-    source: Source,
+    reload: Option<ConfigPath>,
     args: &AgentArgs,
     demo_script: Option<&str>,
 ) -> anyhow::Result<Prepared> {
@@ -262,7 +262,7 @@ async fn prepare(
         let _ = output::stderr(&format!("session {id} (transcript {})\n", path.display()));
     }
     let policy = config.policy.clone();
-    let runtime = Runtime::start(config, source).await?;
+    let runtime = crate::host::start_runtime(config, reload).await;
     if let Some(signal) = crate::signals::received() {
         // Interrupted while the servers were starting.
         runtime.close().await;
@@ -277,7 +277,7 @@ async fn prepare(
             ));
         }
     }
-    if let Err(e) = runtime.check_required() {
+    if let Err(e) = crate::host::check_required(&runtime) {
         runtime.close().await;
         return Err(e);
     }
@@ -332,24 +332,29 @@ async fn one_turn(prepared: &mut Prepared, task: Message) -> anyhow::Result<()> 
     }
 }
 
+/// Where the configuration is read again when it changes: the file it was read from.
+fn reload_from(config: &Config, at: &ConfigPath) -> Option<ConfigPath> {
+    Some(ConfigPath::new(config.file.clone(), Origin::Flag, at.allow_workspace))
+}
+
 /// `mcp-harness run TASK`.
 pub(crate) async fn run_command(
     config: Config,
-    allow_workspace: bool,
+    at: &ConfigPath,
     task: &str,
     args: &AgentArgs,
 ) -> anyhow::Result<Outcome> {
-    let source = Source { path: config.file.clone(), allow_workspace };
-    let mut prepared = prepare(config, source, args, None).await?;
+    let reload = reload_from(&config, at);
+    let mut prepared = prepare(config, reload, args, None).await?;
     let result = one_turn(&mut prepared, Message::user(task)).await;
     finish(prepared).await;
     result.map(|()| Outcome::Success)
 }
 
 /// `mcp-harness chat`: tasks read line by line, with the conversation kept between them.
-pub(crate) async fn chat_command(config: Config, allow_workspace: bool, args: &AgentArgs) -> anyhow::Result<Outcome> {
-    let source = Source { path: config.file.clone(), allow_workspace };
-    let mut prepared = prepare(config, source, args, None).await?;
+pub(crate) async fn chat_command(config: Config, at: &ConfigPath, args: &AgentArgs) -> anyhow::Result<Outcome> {
+    let reload = reload_from(&config, at);
+    let mut prepared = prepare(config, reload, args, None).await?;
     let interactive = std::io::stdin().is_terminal();
     let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(tokio::io::stdin()));
     let result = loop {
@@ -367,7 +372,7 @@ pub(crate) async fn chat_command(config: Config, allow_workspace: bool, args: &A
             Ok(Some(line)) if line.trim().is_empty() => continue,
             Ok(Some(line)) if matches!(line.trim(), "/exit" | "/quit") => break Ok(()),
             Ok(Some(line)) if line.trim() == "/mcp" || line.trim().starts_with("/mcp ") => {
-                let text = mcp_command(&prepared.runtime, line.trim()).await;
+                let text = crate::host::mcp_command(&prepared.runtime, line.trim()).await;
                 let _ = output::stdout(&text);
             }
             Ok(Some(line)) if line.trim() == "/prompts" => {
@@ -430,35 +435,6 @@ fn prompt_named<'a>(runtime: &Runtime, line: &'a str) -> Option<chat_prompts::Pr
     chat_prompts::prompt_line(line, &server_names(runtime))
 }
 
-/// `/mcp`, `/mcp reconnect NAME`, `/mcp enable NAME`, `/mcp disable NAME` in `chat`: what the
-/// user sees, one piece of text.
-async fn mcp_command(runtime: &Runtime, line: &str) -> String {
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let servers = runtime.servers();
-    let known = |name: &str| servers.state(name).is_some();
-    match words.as_slice() {
-        ["/mcp"] => runtime.describe().await,
-        ["/mcp", verb @ ("reconnect" | "enable" | "disable"), name] if known(name) => {
-            let done = match *verb {
-                "reconnect" => servers.reconnect(name),
-                "enable" => servers.set_enabled(name, true),
-                _ => servers.set_enabled(name, false),
-            };
-            let shown = output::one_line(name, 80);
-            match (*verb, done) {
-                (_, false) => format!("server {shown} is not kept by this session; nothing was done\n"),
-                ("disable", true) => format!("server {shown} is disabled for this session\n"),
-                (_, true) => format!("server {shown} is connecting; `/mcp` shows how it went\n"),
-            }
-        }
-        ["/mcp", "reconnect" | "enable" | "disable", name] => {
-            let names: Vec<String> = servers.states().into_iter().map(|(n, _)| output::one_line(&n, 80)).collect();
-            format!("no server named {}; servers: {}\n", output::one_line(name, 80), names.join(", "))
-        }
-        _ => "usage: /mcp | /mcp reconnect NAME | /mcp enable NAME | /mcp disable NAME\n".to_owned(),
-    }
-}
-
 /// The demo's task.
 pub(crate) const DEMO_TASK: &str = "Summarize my \"ideas\" note and save the summary as a new note.";
 
@@ -466,13 +442,32 @@ pub(crate) const DEMO_TASK: &str = "Summarize my \"ideas\" note and save the sum
 /// one call allowed by policy, one that asks, and an answer. No configuration file is read.
 pub(crate) async fn demo_command(args: &AgentArgs) -> anyhow::Result<Outcome> {
     let this = std::env::current_exe().context("cannot locate this program to run the demo's notes server")?;
-    let config = crate::config::demo_config(&this);
+    let config = demo_config(&this);
     if !args.json {
         let _ = output::stderr(&format!("demo task: {DEMO_TASK}\n"));
     }
-    let source = Source { path: None, allow_workspace: false };
-    let mut prepared = prepare(config, source, args, Some(include_str!("demo/script.json"))).await?;
+    let mut prepared = prepare(config, None, args, Some(include_str!("demo/script.json"))).await?;
     let result = one_turn(&mut prepared, Message::user(DEMO_TASK)).await;
     finish(prepared).await;
     result.map(|()| Outcome::Success)
+}
+
+/// The offline demo's setup, built in code (no file to trust): the notes server (`harness`,
+/// this program, as `demo-server`), reading allowed, writing left to the default (confirm). The
+/// notes server is this very program and runs unconfined, as it always has.
+fn demo_config(harness: &std::path::Path) -> Config {
+    let mut stdio = mcp_transport::StdioConfig::new(harness.to_string_lossy().into_owned(), ["demo-server"]);
+    stdio.label = "notes".to_owned();
+    let mut notes = mcp_host::config::ServerSettings::stdio("notes", stdio);
+    if let mcp_host::config::Target::Stdio { sandbox, .. } = &mut notes.target {
+        *sandbox = mcp_host::config::SandboxSetting::off();
+    }
+    let rules = ["list_notes", "read_note"]
+        .into_iter()
+        .map(|tool| policy::RuleConfig::new("notes", tool, policy::Decision::Allow))
+        .collect();
+    let policy =
+        policy::Policy::new(policy::PolicyConfig { default: policy::Decision::Confirm, rules, ..Default::default() })
+            .unwrap_or_default();
+    Config::new(vec![notes], policy)
 }

@@ -94,7 +94,7 @@ pub(crate) async fn on_terminal<T: Send + 'static>(
     // The lock is taken inside the blocking task, so a caller that stops waiting (a cancelled
     // call) still keeps the next question from starting while this one reads keys.
     tokio::task::spawn_blocking(move || {
-        let _alone = TERMINAL.lock().unwrap_or_else(|p| p.into_inner());
+        let _alone = mcp_safety::lock(&TERMINAL);
         if CHAT_READING.load(Ordering::SeqCst) {
             return Err(CHAT_IS_READING);
         }
@@ -112,7 +112,7 @@ impl ChatReading {
     /// stopped waiting: the turn is over, the question is not).
     pub(crate) async fn start() -> Self {
         let _ = tokio::task::spawn_blocking(|| {
-            let _alone = TERMINAL.lock().unwrap_or_else(|p| p.into_inner());
+            let _alone = mcp_safety::lock(&TERMINAL);
             CHAT_READING.store(true, Ordering::SeqCst);
         })
         .await;
@@ -152,7 +152,7 @@ pub(crate) fn for_one_call(yes: bool) -> Arc<dyn Approver> {
 
 /// Asks for a VS Code input on the terminal (what is typed stays hidden for a password); without
 /// a terminal, the error names the input.
-pub(crate) fn ask_input(input: &crate::config::Input) -> Result<String, String> {
+pub(crate) fn ask_input(input: &mcp_host::config::Input) -> Result<String, String> {
     let what = if input.description.is_empty() {
         format!("input {:?}", input.id)
     } else {

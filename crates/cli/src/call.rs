@@ -2,17 +2,17 @@
 //! lookup in the pool, the server's generation, the argument check against the input schema,
 //! policy and approval, hooks; then the call under the raw tool name.
 
-use agent_loop::{Admission, CallGate, CallRequest, Catalog, NoHooks, Ran, Refusal};
+use agent_loop::{Admission, CallGate, CallRequest, Catalog, NoHooks, Ran, Refusal, SourceError};
 use anyhow::{Context as _, bail};
 use mcp_client::ServerSet;
-use mcp_protocol::{CallToolResult, ContentBlock};
+use mcp_protocol::CallToolResult;
 use serde_json::Value;
 use std::sync::Arc;
 
 use crate::Outcome;
-use crate::config::Config;
 use crate::output;
-use crate::session::{self, Session};
+use crate::session::Session;
+use mcp_host::config::Config;
 
 /// `mcp-harness call NAME --args JSON [--yes] [--json]`.
 pub(crate) async fn call_command(
@@ -25,7 +25,7 @@ pub(crate) async fn call_command(
     // Bad JSON needs no server: fail before starting any.
     let args: Value = serde_json::from_str(args).context("--args is not valid JSON")?;
     // A signal while connecting drops the connections, which kills their process groups.
-    let connections = crate::signals::interruptible(session::connect(&config)).await?;
+    let connections = crate::signals::interruptible(crate::host::connect(&config)).await?;
     let unavailable = Session::unavailable_of(&connections);
     let servers = ServerSet::new(connections);
     // A signal during the call drops it (the server is told it is cancelled), then the servers
@@ -65,8 +65,9 @@ async fn call(
     };
     view.finish("call");
     let result = match ran {
-        // The failure names the tool, its server and the cause.
-        Ran::Mcp(result) => result.map_err(anyhow::Error::msg)?,
+        Ran::Mcp(Ok(result)) => result,
+        Ran::Mcp(Err(error)) => bail!(failure_text(&error)),
+        Ran::Refused(refusal) => bail!(refusal_text(&refusal, unavailable)),
         _ => bail!("{name} is a built-in tool; built-in tools cannot be called from the command line"),
     };
     if as_json {
@@ -101,11 +102,23 @@ fn refusal_text(refusal: &Refusal, unavailable: &[String]) -> String {
     output::one_line(&text, 2000)
 }
 
+/// Why the call failed, for a person: the failure names the tool, its server and the cause;
+/// a server on its way back is said to be.
+fn failure_text(error: &SourceError) -> String {
+    let text = error.to_string();
+    match error {
+        SourceError::Unavailable { .. } if error.coming_back() == Some(true) => {
+            format!("{text} (it is coming back; try again shortly)")
+        }
+        _ => text,
+    }
+}
+
 /// Text content as is, other content summarized, structured content as pretty JSON.
 fn render(result: &CallToolResult) -> String {
     let mut out = String::new();
     for block in &result.content {
-        out.push_str(&content_text(block));
+        out.push_str(&output::clean(&agent_loop::content_text(block)));
         if !out.ends_with('\n') {
             out.push('\n');
         }
@@ -116,36 +129,6 @@ fn render(result: &CallToolResult) -> String {
         out.push('\n');
     }
     out
-}
-
-/// One content block for a person, terminal-safe: text as is, other content summarized (a
-/// tool result's or a prompt message's).
-pub(crate) fn content_text(block: &ContentBlock) -> String {
-    match block {
-        ContentBlock::Text { text, .. } => output::clean(text),
-        ContentBlock::Image { data, mime_type, .. } => {
-            format!("[image: {}, {} bytes of base64]", output::one_line(mime_type, 80), data.len())
-        }
-        ContentBlock::Audio { data, mime_type, .. } => {
-            format!("[audio: {}, {} bytes of base64]", output::one_line(mime_type, 80), data.len())
-        }
-        ContentBlock::ResourceLink { uri, name, .. } => {
-            format!("[resource link: {} ({})]", output::one_line(uri, 300), output::one_line(name, 100))
-        }
-        ContentBlock::Resource { resource, .. } => match &resource.text {
-            Some(text) => format!("[resource {}]\n{}", output::one_line(&resource.uri, 300), output::clean(text)),
-            None => format!(
-                "[resource {}: {}, {} bytes of base64]",
-                output::one_line(&resource.uri, 300),
-                resource.mime_type.as_deref().map_or_else(|| "binary".to_owned(), |m| output::one_line(m, 80)),
-                resource.blob.as_deref().map_or(0, str::len)
-            ),
-        },
-        ContentBlock::Other(fields) => {
-            let kind = fields.get("type").and_then(|t| t.as_str()).unwrap_or("unknown");
-            format!("[content of type {}, not shown]", output::one_line(kind, 80))
-        }
-    }
 }
 
 #[cfg(test)]
@@ -169,12 +152,12 @@ mod tests {
         .unwrap();
         insta::assert_snapshot!(render(&result), @r#"
         hello[2J
-        [image: image/png, 4 bytes of base64]
-        [audio: audio/wav, 2 bytes of base64]
-        [resource link: file:///a (a)]
-        [resource file:///b]
+        [image image/png, 4 bytes base64, not shown]
+        [audio audio/wav, 2 bytes base64, not shown]
+        [resource link a <file:///a>]
+        [resource <file:///b>]
         bee
-        [resource file:///c: x/y, 3 bytes of base64]
+        [resource <file:///c>: x/y, 3 bytes base64, not shown]
         structured content:
         {
           "n": 1

@@ -20,7 +20,7 @@ use mcp_protocol::{CompleteReference, GetPromptResult, Prompt, PromptMessage};
 use serde_json::{Map, Value, json};
 
 use crate::output;
-use crate::runtime::Runtime;
+use mcp_host::Runtime;
 
 /// At most this many completion values are shown (the specification caps an answer at 100).
 const SHOWN_COMPLETIONS: usize = 20;
@@ -140,7 +140,7 @@ pub(crate) fn parse_arguments(server: &str, prompt: &Prompt, rest: &str) -> Resu
 
 /// One prompt message as text for the model (and the terminal: it is terminal-safe).
 fn message_text(message: &PromptMessage) -> String {
-    crate::call::content_text(&message.content)
+    crate::output::clean(&agent_loop::content_text(&message.content))
 }
 
 /// The user turn made of a prompt's messages (see the module's documentation).
@@ -379,7 +379,7 @@ mod tests {
             })
             .collect();
         // The escape character is removed (what follows it is plain text).
-        assert_eq!(texts, ["Hi[2J", "[image: image/png, 4 bytes of base64]", "[resource f://a]\nbody"]);
+        assert_eq!(texts, ["Hi[2J", "[image image/png, 4 bytes base64, not shown]", "[resource <f://a>]\nbody"]);
         let mixed: GetPromptResult = serde_json::from_value(json!({"messages": [
             {"role": "user", "content": {"type": "text", "text": "Q"}},
             {"role": "assistant", "content": {"type": "text", "text": "A"}}]}))

@@ -12,9 +12,9 @@ use mcp_protocol::{GetPromptResult, Prompt, Resource, ResourceTemplate};
 use serde_json::{Map, Value, json};
 
 use crate::Outcome;
-use crate::config::Config;
 use crate::output;
 use crate::session;
+use mcp_host::config::Config;
 
 /// Width of the description column of the tables.
 const DESCRIPTION_WIDTH: usize = 60;
@@ -22,7 +22,7 @@ const DESCRIPTION_WIDTH: usize = 60;
 /// Connects the enabled servers (a signal while connecting drops them, killing their process
 /// groups).
 async fn connect(config: &Config) -> anyhow::Result<Vec<ServerConnection>> {
-    Ok(crate::signals::interruptible(session::connect(config)).await?)
+    Ok(crate::signals::interruptible(crate::host::connect(config)).await?)
 }
 
 /// Connects only `server`, or says why it cannot be used (unknown, disabled, failed).
@@ -333,7 +333,7 @@ pub(crate) fn prompt_text(result: &GetPromptResult) -> String {
             out.push('\n');
         }
         out.push_str(&format!("[{}]\n", output::one_line(&message.role, 40)));
-        out.push_str(&crate::call::content_text(&message.content));
+        out.push_str(&output::clean(&agent_loop::content_text(&message.content)));
         if !out.ends_with('\n') {
             out.push('\n');
         }

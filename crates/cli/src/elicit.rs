@@ -24,14 +24,16 @@ const MESSAGE_CHARS: usize = 2_000;
 /// Longest line typed into a field.
 const MAX_TYPED_CHARS: usize = 4_096;
 
-/// How server `server`'s requests are answered, and what is declared to it: asked on the
-/// terminal when there is one and the policy allows it, else declined.
-pub(crate) fn requests_for(server: &str, policy: &policy::Policy) -> ServerRequests {
+/// How a server's requests are answered, and what is declared to it: asked on the terminal
+/// when there is one and its settings allow it, else declined (the host's
+/// [`mcp_host::Ports::requests`]).
+pub(crate) fn requests_for(settings: &mcp_host::config::ServerSettings) -> ServerRequests {
+    let server = settings.name.as_str();
     let declined = |reason: &'static str| ServerRequests {
         handler: Arc::new(Declining { server: server.to_owned(), reason, shown: Default::default() }),
         capabilities: ClientCapabilities::default(),
     };
-    if !policy.allows_elicitation(server) {
+    if !settings.elicitation {
         return declined("its configuration says `elicitation = false`");
     }
     if !approve::can_ask() {

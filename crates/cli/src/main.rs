@@ -10,17 +10,14 @@ mod approve;
 mod auth;
 mod call;
 mod chat_prompts;
-mod config;
 mod content;
 mod demo_server;
 mod elicit;
-mod eras;
 mod help;
+mod host;
 mod mcp;
 mod output;
 mod progress;
-mod runtime;
-mod sandbox;
 mod session;
 mod signals;
 mod tools;
@@ -29,6 +26,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
+use mcp_host::config::{self, ConfigPath};
 
 use crate::output::OutputError;
 
@@ -228,7 +226,7 @@ pub(crate) enum Outcome {
 }
 
 fn main() -> ExitCode {
-    sandbox::launch_if_asked();
+    mcp_host::sandbox::launch_if_asked();
     let mut matches = Cli::command().get_matches();
     // Before the values are taken out of the matches (taking them spares a copy of them all).
     let origin = config_origin(&matches);
@@ -236,7 +234,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    let at = session::ConfigPath { path: cli.config.clone(), origin, allow_workspace: cli.allow_workspace_config };
+    let at = ConfigPath::new(cli.config.clone(), origin, cli.allow_workspace_config);
     let synchronous = match &cli.command {
         // Synchronous and silent: its stdout is the protocol.
         Command::DemoServer => {
@@ -339,13 +337,13 @@ fn init_logging() {
     }
 }
 
-async fn run(cli: Cli, at: session::ConfigPath) -> anyhow::Result<Outcome> {
+async fn run(cli: Cli, at: ConfigPath) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Demo { agent } => return agent::demo_command(&agent).await,
         Command::Mcp { command } => return mcp::mcp_command(command, &at),
         _ => {}
     }
-    let config = session::load_config(&at)?;
+    let config = host::load_config(&at)?;
     match cli.command {
         Command::Demo { .. }
         | Command::DemoServer
@@ -353,8 +351,8 @@ async fn run(cli: Cli, at: session::ConfigPath) -> anyhow::Result<Outcome> {
         | Command::Help { .. }
         | Command::Completions { .. }
         | Command::Man => unreachable_demo(),
-        Command::Run { task, agent } => agent::run_command(config, at.allow_workspace, &task, &agent).await,
-        Command::Chat { agent } => agent::chat_command(config, at.allow_workspace, &agent).await,
+        Command::Run { task, agent } => agent::run_command(config, &at, &task, &agent).await,
+        Command::Chat { agent } => agent::chat_command(config, &at, &agent).await,
         Command::Servers { json } => session::servers_command(config, json).await,
         Command::Tools { json, search, limit } => {
             tools::tools_command(config, tools::ToolsArgs { json, search, limit }).await

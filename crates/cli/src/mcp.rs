@@ -2,15 +2,14 @@
 //! from other hosts (`mcp import`).
 //!
 //! Listings read any supported format and show it as written (references not expanded, secret
-//! looking values hidden). Edits go to our own TOML only, through [`config::edit::Editor`].
+//! looking values hidden). Edits go to our own TOML only, through [`mcp_host::config::Editor`].
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
+use mcp_host::config::{self, ConfigPath, Editor, Existing, Origin, RawFile};
 use serde_json::{Map, Value, json};
 
-use crate::config::{self, ConfigError, Origin, RawFile, edit, foreign};
-use crate::session::ConfigPath;
 use crate::{Outcome, approve, output};
 
 // The `mcp` subcommands. (Not a doc comment: with `defer`, clap would make it the `mcp`
@@ -178,45 +177,8 @@ pub(crate) fn mcp_command(command: McpCommand, at: &ConfigPath) -> anyhow::Resul
     }
 }
 
-/// The TOML file edits go to: `--config` (or its variable) if given, else `config.toml` in the
-/// configuration directory; refused inside the workspace.
-fn edit_target(at: &ConfigPath) -> anyhow::Result<PathBuf> {
-    let path = match &at.path {
-        Some(path) => path.clone(),
-        None => {
-            let dir = config::default_dir().ok_or(ConfigError::NoConfigDir)?;
-            let (toml, json) = (dir.join("config.toml"), dir.join("config.json"));
-            if !toml.exists() && json.exists() {
-                bail!(
-                    "your configuration is {}, which mcp-harness never rewrites; `mcp-harness mcp import --from \
-                     claude-desktop {}` copies its servers into config.toml, which is then read instead",
-                    json.display(),
-                    json.display()
-                );
-            }
-            toml
-        }
-    };
-    if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json")) {
-        bail!(
-            "{} is JSON, which mcp-harness never rewrites; edits go to an mcp-harness TOML configuration \
-             (`--config other.toml`, or leave --config out for your configuration directory)",
-            path.display()
-        );
-    }
-    // A symlinked configuration (dotfiles kept elsewhere) is edited where it points, and stays a
-    // link; both places must be outside the workspace.
-    let target = edit::follow_links(&path)?;
-    if !at.allow_workspace {
-        let cwd = std::env::current_dir().map_err(ConfigError::NoCurrentDir)?;
-        edit::check_target(&path, &cwd)?;
-        edit::check_target(&target, &cwd)?;
-    }
-    Ok(target)
-}
-
-fn editor(at: &ConfigPath) -> anyhow::Result<edit::Editor> {
-    edit::Editor::open(&edit_target(at)?)
+fn editor(at: &ConfigPath) -> anyhow::Result<Editor> {
+    Ok(Editor::for_config(at)?)
 }
 
 fn set_enabled(at: &ConfigPath, name: &str, enabled: bool) -> anyhow::Result<Outcome> {
@@ -245,7 +207,7 @@ fn list(at: &ConfigPath, as_json: bool) -> anyhow::Result<Outcome> {
     let path = at.checked()?;
     let raw = read_warned(&path, at.origin)?;
     if as_json {
-        let servers: Vec<Value> = raw.servers.iter().map(|(name, s)| edit::describe(name, s)).collect();
+        let servers: Vec<Value> = raw.servers.iter().map(|(name, s)| s.describe(name)).collect();
         let value = json!({ "file": path, "format": raw.host.label(), "servers": servers });
         output::stdout(&format!("{}\n", output::json(&value, true)?))?;
         return Ok(Outcome::Success);
@@ -261,12 +223,12 @@ fn list(at: &ConfigPath, as_json: bool) -> anyhow::Result<Outcome> {
         .servers
         .iter()
         .map(|(name, s)| {
-            let enabled = if edit::enabled(s) { "yes" } else { "no" };
+            let enabled = if s.enabled() { "yes" } else { "no" };
             vec![
                 output::one_line(name, 60),
-                edit::transport(s).to_owned(),
+                s.transport().to_owned(),
                 enabled.to_owned(),
-                output::one_line(&edit::target(s), 100),
+                output::one_line(&s.target(), 100),
             ]
         })
         .collect();
@@ -286,7 +248,7 @@ fn get(at: &ConfigPath, name: &str, as_json: bool) -> anyhow::Result<Outcome> {
             output::one_line(&if known.is_empty() { "none".to_owned() } else { known.join(", ") }, 500)
         );
     };
-    let value = edit::describe(name, server);
+    let value = server.describe(name);
     if as_json {
         output::stdout(&format!("{}\n", output::json(&value, true)?))?;
         return Ok(Outcome::Success);
@@ -405,19 +367,16 @@ fn put_new(at: &ConfigPath, name: &str, entry: &Value) -> anyhow::Result<Outcome
             output::one_line(name, 100)
         );
     }
-    let cwd = std::env::current_dir().ok();
-    let home = directories::BaseDirs::new().map(|d| d.home_dir().to_path_buf());
-    let cx = foreign::ReadContext { home: home.as_deref(), cwd: cwd.as_deref() };
-    let (raw, warnings) = foreign::entry_from_json(Path::new("(the entry)"), name, entry, cx)?;
+    let (raw, warnings) = config::entry_from_json(name, entry)?;
     for warning in warnings {
         output::warn(&warning)?;
     }
-    editor.put(name, edit::server_table(&raw))?;
+    editor.put(name, &raw)?;
     let path = editor.path().to_path_buf();
     editor.save()?;
     output::stdout(&format!(
         "added {} server {:?} to {}\n",
-        edit::transport(&raw),
+        raw.transport(),
         output::one_line(name, 100),
         path.display()
     ))?;
@@ -451,19 +410,18 @@ fn import(at: &ConfigPath, from: Source, path: Option<PathBuf>, yes: bool) -> an
     let mut plans = Vec::new();
     let mut notes = Vec::new();
     for (name, mut server) in raw.servers {
-        for (id, var) in edit::for_import(&mut server, &source_dir) {
+        for (id, var) in server.prepare_import(&source_dir) {
             notes.push(format!(
                 "server {name:?}: VS Code input {id:?} is read from the environment variable {var} (${{{var}}}); set it \
                  before using the server"
             ));
         }
-        let table = edit::server_table(&server);
-        let plan = match editor.rendered(&name) {
-            None => Plan::Add,
-            Some(old) if Some(&old) == edit::rendered_table(&table).as_ref() => Plan::Same,
-            Some(_) => Plan::Replace,
+        let plan = match editor.existing(&name, &server) {
+            Existing::Absent => Plan::Add,
+            Existing::Same => Plan::Same,
+            _ => Plan::Replace,
         };
-        plans.push((name, server, table, plan));
+        plans.push((name, server, plan));
     }
     let mut text = format!(
         "from {} ({}) into {}:\n",
@@ -478,7 +436,7 @@ fn import(at: &ConfigPath, from: Source, path: Option<PathBuf>, yes: bool) -> an
     }
     let rows: Vec<Vec<String>> = plans
         .iter()
-        .map(|(name, server, _, plan)| {
+        .map(|(name, server, plan)| {
             let what = match plan {
                 Plan::Add => "add",
                 Plan::Replace => "replace",
@@ -487,8 +445,8 @@ fn import(at: &ConfigPath, from: Source, path: Option<PathBuf>, yes: bool) -> an
             vec![
                 output::one_line(name, 60),
                 what.to_owned(),
-                edit::transport(server).to_owned(),
-                output::one_line(&edit::target(server), 100),
+                server.transport().to_owned(),
+                output::one_line(&server.target(), 100),
             ]
         })
         .collect();
@@ -498,7 +456,7 @@ fn import(at: &ConfigPath, from: Source, path: Option<PathBuf>, yes: bool) -> an
         output::stderr(&format!("note: {}\n", output::one_line(note, 500)))?;
     }
     let (mut added, mut replaced, mut kept) = (0, 0, Vec::new());
-    for (name, _, table, plan) in plans {
+    for (name, server, plan) in plans {
         let go = match plan {
             Plan::Same => false,
             Plan::Add => true,
@@ -518,7 +476,7 @@ fn import(at: &ConfigPath, from: Source, path: Option<PathBuf>, yes: bool) -> an
             }
         };
         if go {
-            editor.put(&name, table)?;
+            editor.put(&name, &server)?;
             if plan == Plan::Add {
                 added += 1;
             } else {

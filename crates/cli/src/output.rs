@@ -168,9 +168,9 @@ impl Write for LogWriter {
     }
 }
 
-/// Server text made safe for the terminal (`clean`), on one line and cut (`one_line`), or
-/// only cut (`cut`): `mcp_safety::text` is their one home.
-pub(crate) use mcp_safety::text::{cut, one_line, terminal_safe as clean};
+/// Server text made safe for the terminal (`clean`), on one line and cut (`one_line`), its
+/// first line so (`first_line`), or only cut (`cut`): `mcp_safety::text` is their one home.
+pub(crate) use mcp_safety::text::{cut, first_line, one_line, terminal_safe as clean};
 
 /// Writes `warning: TEXT` on stderr, one terminal-safe line (configuration warnings).
 pub(crate) fn warn(text: &str) -> Result<(), OutputError> {

@@ -43,7 +43,7 @@ impl ProgressView {
         if !self.enabled {
             return;
         }
-        let mut bars = self.bars.lock().unwrap_or_else(|p| p.into_inner());
+        let mut bars = mcp_safety::lock(&self.bars);
         let bar = bars.entry(id.to_owned()).or_insert_with(|| {
             let bar = BARS.add(ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden()));
             bar.enable_steady_tick(Duration::from_millis(120));
@@ -69,7 +69,7 @@ impl ProgressView {
 
     /// The call `id` ended: its bar goes away.
     pub(crate) fn finish(&self, id: &str) {
-        let bar = self.bars.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        let bar = mcp_safety::lock(&self.bars).remove(id);
         if let Some(bar) = bar {
             bar.finish_and_clear();
         }

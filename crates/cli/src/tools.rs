@@ -18,9 +18,9 @@ use serde_json::{Value, json};
 use tool_pool::{Exposure, ExposureState, HiddenTool, PoolEntry, SearchIndex, SearchResults, expose};
 
 use crate::Outcome;
-use crate::config::Config;
 use crate::output;
 use crate::session::Session;
+use mcp_host::config::Config;
 
 const DESCRIPTION_WIDTH: usize = 70;
 
@@ -38,7 +38,7 @@ pub(crate) struct ToolsArgs {
 /// `mcp-harness tools`.
 pub(crate) async fn tools_command(config: Config, args: ToolsArgs) -> anyhow::Result<Outcome> {
     let session = Session::open(&config).await?;
-    let exposure = expose(&session.pool, &config.tools.exposure, &BTreeSet::new());
+    let exposure = expose(&session.pool, &config.exposure(), &BTreeSet::new());
     if args.json && args.search.is_none() {
         // Written as it is serialized: thousands of tools are never one text in memory. The
         // servers are told to exit first and exit while it is written.
@@ -253,7 +253,7 @@ fn summary(entry: &PoolEntry<'_>) -> String {
         }
         None => description,
     };
-    output::one_line(text.lines().next().unwrap_or(""), DESCRIPTION_WIDTH)
+    output::first_line(text, DESCRIPTION_WIDTH)
 }
 
 /// `tool "crash" of server "fx" (rule 0 (server "fx", tool "crash"))`.

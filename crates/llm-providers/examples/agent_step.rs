@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use agent_loop::{Agent, AgentConfig, Listing, NoEvents, ToolSource};
+use agent_loop::{Agent, AgentConfig, BoundCall, Listing, NoEvents, SourceError, ToolSource};
 use async_trait::async_trait;
 use mcp_protocol::{CallToolResult, ContentBlock, Tool};
 use policy::{Decision, Policy};
@@ -162,14 +162,9 @@ impl ToolSource for EchoSource {
         (server == SERVER).then_some(1)
     }
 
-    async fn call(
-        &self,
-        _server: &str,
-        _tool: &str,
-        arguments: Option<Map<String, Value>>,
-    ) -> Result<CallToolResult, String> {
+    async fn call_bound(&self, call: BoundCall) -> Result<CallToolResult, SourceError> {
         Ok(CallToolResult {
-            content: vec![ContentBlock::text(echo(&arguments.unwrap_or_default()))],
+            content: vec![ContentBlock::text(echo(&call.arguments.unwrap_or_default()))],
             ..Default::default()
         })
     }

@@ -209,7 +209,7 @@ impl MessageCache {
     /// Writes the elements of `messages` to `out` (a comma before each unless `first` and
     /// nothing written yet).
     fn write(&self, out: &mut Vec<u8>, mut first: bool, messages: &[Arc<Message>]) -> Result<(), ModelError> {
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let mut entries = mcp_safety::lock(&self.entries);
         let mut same = 0;
         for (cached, message) in entries.iter_mut().zip(messages) {
             if !Arc::ptr_eq(&cached.message, message) {
@@ -258,7 +258,7 @@ impl ToolsCache {
         tools: &[ToolSpec],
         encode: impl FnOnce(&[ToolSpec]) -> Result<Vec<u8>, serde_json::Error>,
     ) -> Result<(), ModelError> {
-        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let mut last = mcp_safety::lock(&self.last);
         if let Some((cached, json)) = last.as_ref()
             && cached.len() == tools.len()
             && cached.iter().zip(tools).all(|(a, b)| same_spec(a, b))

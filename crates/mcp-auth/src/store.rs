@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs;
-use std::io::{self, Write as _};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use mcp_safety::Secret;
@@ -246,7 +246,8 @@ impl TokenStore {
             let path = path.to_path_buf();
             move |source| StoreError::Io { path, source }
         };
-        create_private_dir(&self.dir).map_err(io_err(&self.dir))?;
+        // The store owns its directory and keeps secrets in it: tightened even if it existed wider.
+        private_files::tighten_dir(&self.dir).map_err(io_err(&self.dir))?;
         let file = FileFormat {
             version: VERSION,
             entries: self
@@ -262,47 +263,9 @@ impl TokenStore {
         let mut bytes =
             serde_json::to_vec_pretty(&file).map_err(|e| StoreError::Io { path: self.path(), source: e.into() })?;
         bytes.push(b'\n');
-        let tmp = self.dir.join(format!(".{FILE_NAME}.{}.{:016x}.tmp", std::process::id(), rand::random::<u64>()));
-        let result = write_private_file(&tmp, &bytes).and_then(|()| fs::rename(&tmp, self.path()));
-        if let Err(source) = result {
-            let _ = fs::remove_file(&tmp);
-            return Err(StoreError::Io { path: self.path(), source });
-        }
-        // Make the rename durable; best effort (not supported everywhere).
-        #[cfg(unix)]
-        if let Ok(d) = fs::File::open(&self.dir) {
-            let _ = d.sync_all();
-        }
+        private_files::write(&self.path(), &bytes).map_err(io_err(&self.path()))?;
         Ok(())
     }
-}
-
-fn create_private_dir(dir: &Path) -> io::Result<()> {
-    let mut builder = fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
-        builder.mode(0o700);
-        builder.create(dir)?;
-        // The directory may have existed with wider permissions.
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
-    }
-    #[cfg(not(unix))]
-    builder.create(dir)
-}
-
-fn write_private_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut options = fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        options.mode(0o600);
-    }
-    let mut f = options.open(path)?;
-    f.write_all(bytes)?;
-    f.sync_all()
 }
 
 #[cfg(test)]

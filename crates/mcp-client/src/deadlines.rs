@@ -50,7 +50,7 @@ fn registry() -> Option<&'static Registry> {
 }
 
 fn watched(registry: &Registry) -> MutexGuard<'_, Vec<Weak<dyn Expiring>>> {
-    registry.watched.lock().unwrap_or_else(|p| p.into_inner())
+    mcp_safety::lock(&registry.watched)
 }
 
 /// Watch these deadlines from now on (until the value is dropped).

@@ -24,10 +24,11 @@
 //! exact connection and listing the caller was shown. A call to a server that is coming back
 //! waits for it, up to its startup timeout, and is then refused if its generation moved.
 
+use mcp_safety::lock;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mcp_protocol::{
@@ -294,10 +295,6 @@ impl fmt::Debug for ServerSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(lock(&self.slots).keys()).finish()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Slot {

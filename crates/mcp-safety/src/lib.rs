@@ -1,7 +1,8 @@
 //! Small pure building blocks every crate of the workspace shares, so that each mechanism has
 //! one home: [`Secret`] values that never print, untrusted [`text`] made safe for a terminal
 //! or a model, the [`is_loopback_host`] check that decides where plain `http` and secrets may
-//! go, and the [`Backoff`] every reconnect and retry follows.
+//! go, the [`Backoff`] every reconnect and retry follows, and [`lock`], the one way a lock is
+//! taken back from a panicked holder.
 //!
 //! **Invariant:** this crate is pure: no I/O, no clocks, no randomness it is not handed (the
 //! backoff's jitter comes from the caller).
@@ -23,8 +24,10 @@
 mod backoff;
 mod loopback;
 mod secret;
+mod sync;
 pub mod text;
 
 pub use backoff::Backoff;
 pub use loopback::is_loopback_host;
 pub use secret::Secret;
+pub use sync::lock;

@@ -45,6 +45,13 @@ pub fn one_line(text: &str, max: usize) -> String {
     cut(&flat, max)
 }
 
+/// The first line of `text` with anything on it, as [`one_line`] makes it: how a long text
+/// (a description, a tool's result) is summarized in one row.
+pub fn first_line(text: &str, max: usize) -> String {
+    let line = text.lines().find(|l| l.chars().any(|c| !c.is_whitespace() && !is_stripped(c))).unwrap_or("");
+    one_line(line, max)
+}
+
 /// `text` cut to at most `max` characters, the last being `…` when anything was cut (nothing
 /// at all when `max` is 0). Never splits a character.
 pub fn cut(text: &str, max: usize) -> String {
@@ -128,6 +135,9 @@ mod tests {
         assert_eq!(sanitize("a\u{202E}b\u{200B}c\u{7}d\r\n\te\u{FEFF}\u{85}", 100), "abcd\n\te");
         assert_eq!(one_line("a\n  b\u{1b}", 10), "a b");
         assert_eq!(one_line("over\rwrite", 20), "over write");
+        assert_eq!(first_line("\n \u{200b}\n  first   line\u{1b}\nsecond", 20), "first line");
+        assert_eq!(first_line("a long first line\nb", 6), "a lon…");
+        assert_eq!(first_line("", 6), "");
         assert_eq!(cut("abcdef", 4), "abc…");
         assert_eq!(cut("abc", 0), "");
         assert_eq!(cut("ééé", 3), "ééé");

@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use agent_loop::Listing;
 use agent_loop::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, Approver, EventSink, LanguageModel, ModelError, ModelRequest,
     ModelResponse, ScriptedModel, TextStream, ToolSource,
 };
+use agent_loop::{BoundCall, Listing, Operation, SourceError};
 use async_trait::async_trait;
 use mcp_protocol::{CallToolResult, ContentBlock, Tool};
 use serde_json::{Map, Value, json};
@@ -100,22 +100,29 @@ impl ToolSource for FakeSource {
         self.servers.lock().unwrap().get(server).map(|(_, g)| *g)
     }
 
-    async fn call(
-        &self,
-        server: &str,
-        tool: &str,
-        arguments: Option<Map<String, Value>>,
-    ) -> Result<CallToolResult, String> {
+    async fn call_bound(&self, call: BoundCall) -> Result<CallToolResult, SourceError> {
+        let BoundCall { server, tool, arguments, .. } = call;
+        let (server, tool) = (server.as_str(), tool.as_str());
+        let failed = |detail: String| SourceError::Failed {
+            op: Operation::CallTool { tool: tool.to_owned() },
+            server: server.to_owned(),
+            detail,
+        };
         self.calls.lock().unwrap().push((server.to_owned(), tool.to_owned(), arguments.clone()));
         let behaviour = self.behaviour.lock().unwrap().get(tool).cloned().unwrap_or(Behaviour::Echo);
         let text = |t: String| CallToolResult { content: vec![ContentBlock::text(t)], ..Default::default() };
         match behaviour {
             Behaviour::Echo => Ok(text(format!("{tool} got {}", Value::Object(arguments.unwrap_or_default())))),
-            Behaviour::Fail(message) => Err(message),
+            // The server went away under the call.
+            Behaviour::Fail(reason) => Err(SourceError::Closed {
+                op: Operation::CallTool { tool: tool.to_owned() },
+                server: server.to_owned(),
+                reason,
+            }),
             Behaviour::ToolError(message) => Ok(CallToolResult { is_error: Some(true), ..text(message) }),
             Behaviour::Together { barrier, after, then } => {
                 if tokio::time::timeout(mcp_fixtures::EVENT_DEADLINE, barrier.wait()).await.is_err() {
-                    return Err(format!("{tool} ran alone: the calls did not run together"));
+                    return Err(failed(format!("{tool} ran alone: the calls did not run together")));
                 }
                 if let Some(after) = after {
                     after.notified().await;

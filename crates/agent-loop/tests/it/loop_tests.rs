@@ -177,7 +177,7 @@ async fn failures_become_error_results() {
         "s",
         vec![tool("down", json!({"type": "object"})), tool("sad", json!({"type": "object"}))],
     )]);
-    source.set_behaviour("down", Behaviour::Fail("the connection to the server is closed: it exited".into()));
+    source.set_behaviour("down", Behaviour::Fail("it exited".into()));
     source.set_behaviour("sad", Behaviour::ToolError("file not found".into()));
     let model = Recording::new(turns(json!([
         {"tool_calls": [{"name": "mcp__s__down"}, {"name": "mcp__s__sad"}]},
@@ -190,7 +190,11 @@ async fn failures_become_error_results() {
     assert_eq!(
         results(&conversation),
         vec![
-            ("Error: the connection to the server is closed: it exited".to_owned(), true),
+            (
+                "Error: calling tool \"down\" of server \"s\": the connection to the server is closed: it exited"
+                    .to_owned(),
+                true
+            ),
             ("Error: file not found".to_owned(), true)
         ]
     );

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use agent_loop::{
-    Agent, AgentConfig, Block, LanguageModel, Listing, Message, ModelError, NoEvents, NoStream, Role, StopReason,
-    ToolSearch, ToolSource, Usage,
+    Agent, AgentConfig, Block, BoundCall, LanguageModel, Listing, Message, ModelError, NoEvents, NoStream, Operation,
+    Role, SourceError, StopReason, ToolSearch, ToolSource, Usage,
 };
 use llm_providers::{AnthropicModel, Options};
 use pretty_assertions::assert_eq;
@@ -78,13 +78,9 @@ impl ToolSource for Listings {
         Some(1)
     }
 
-    async fn call(
-        &self,
-        _: &str,
-        _: &str,
-        _: Option<serde_json::Map<String, serde_json::Value>>,
-    ) -> Result<mcp_protocol::CallToolResult, String> {
-        Err("no calls in this test".into())
+    async fn call_bound(&self, call: BoundCall) -> Result<mcp_protocol::CallToolResult, SourceError> {
+        let detail = "no calls in this test".to_owned();
+        Err(SourceError::Failed { op: Operation::CallTool { tool: call.tool }, server: call.server, detail })
     }
 }
 

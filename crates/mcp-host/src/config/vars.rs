@@ -10,7 +10,7 @@
 use std::path::Path;
 
 /// Looks up an environment variable.
-pub(crate) type Lookup<'a> = dyn Fn(&str) -> Option<String> + 'a;
+pub type Lookup<'a> = dyn Fn(&str) -> Option<String> + 'a;
 
 /// Answers a VS Code input by its id (an error says why it cannot be).
 pub(crate) type AskInput<'a> = dyn Fn(&str) -> Result<String, String> + 'a;

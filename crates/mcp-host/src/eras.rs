@@ -20,7 +20,7 @@ use mcp_protocol::ProtocolVersion;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::config::{Config, ServerConfig, ServerTarget};
+use crate::config::{Config, ServerSettings, Target};
 
 /// The file's name in the data directory.
 const FILE_NAME: &str = "eras.json";
@@ -67,16 +67,14 @@ impl EraMemory {
         Self { path, file, changed: false, keys: BTreeMap::new() }
     }
 
-    /// Sets the era of each spec whose server's answer is remembered (and recent).
-    pub(crate) fn recall(&mut self, specs: &mut [ServerSpec], config: &Config) {
+    /// Sets the era of `spec` (of `server`) when the server's answer is remembered (and
+    /// recent).
+    pub(crate) fn recall(&mut self, spec: &mut ServerSpec, server: &ServerSettings) {
         let oldest = now().saturating_sub(MAX_AGE.as_secs());
-        for spec in specs {
-            let Some(server) = config.servers.iter().find(|s| s.name == spec.name) else { continue };
-            let key = self.keys.entry(server.name.clone()).or_insert_with(|| key(server, config));
-            let remembered = self.file.servers.get(key.as_str()).filter(|e| e.at >= oldest);
-            if let Some(version) = remembered.and_then(|e| ProtocolVersion::parse(&e.protocol)) {
-                spec.era = Some(Era::remembering(version));
-            }
+        let key = self.keys.entry(server.name.clone()).or_insert_with(|| key(server));
+        let remembered = self.file.servers.get(key.as_str()).filter(|e| e.at >= oldest);
+        if let Some(version) = remembered.and_then(|e| ProtocolVersion::parse(&e.protocol)) {
+            spec.era = Some(Era::remembering(version));
         }
     }
 
@@ -85,8 +83,8 @@ impl EraMemory {
         let at = now();
         for (name, state) in states {
             let ServerState::Connected { protocol, .. } = state else { continue };
-            let Some(server) = config.servers.iter().find(|s| s.name == name) else { continue };
-            let key = self.keys.remove(name).unwrap_or_else(|| key(server, config));
+            let Some(server) = config.server(name) else { continue };
+            let key = self.keys.remove(name).unwrap_or_else(|| key(server));
             let entry = Entry { protocol: protocol.as_str().to_owned(), at };
             // The same answer, still in use: no write (most starts write nothing), and its time
             // stays, so the server is probed again once it is older than `MAX_AGE`.
@@ -110,11 +108,11 @@ impl EraMemory {
     /// probes again).
     pub(crate) fn save(&self) {
         let Some(path) = self.path.as_deref().filter(|_| self.changed) else { return };
-        let written = serde_json::to_string(&self.file)
-            .map_err(anyhow::Error::from)
-            .and_then(|text| crate::config::edit::write_atomically(path, &text));
+        let written = serde_json::to_vec(&self.file)
+            .map_err(std::io::Error::from)
+            .and_then(|bytes| private_files::write(path, &bytes));
         if let Err(e) = written {
-            tracing::debug!("not remembering the servers' protocol eras: {e:#}");
+            tracing::debug!("not remembering the servers' protocol eras: {e}");
         }
     }
 }
@@ -133,16 +131,16 @@ fn read(path: &std::path::Path) -> Option<File> {
 /// The key of a server's answer: a SHA-256 (hex) of its name, its entry as written with the
 /// defaults that apply to it, and what that resolved to (variables expanded). Values such as
 /// tokens in headers or the environment only ever enter the hash.
-fn key(server: &ServerConfig, config: &Config) -> String {
+fn key(server: &ServerSettings) -> String {
     let mut hash = Sha256::new();
     let mut part = |bytes: &[u8]| {
         hash.update((bytes.len() as u64).to_le_bytes());
         hash.update(bytes);
     };
     part(server.name.as_bytes());
-    part(config.fingerprints.get(&server.name).map_or("", String::as_str).as_bytes());
+    part(server.fingerprint.as_bytes());
     match &server.target {
-        ServerTarget::Stdio(stdio) => {
+        Target::Stdio { config: stdio, .. } => {
             part(b"stdio");
             part(stdio.command.as_bytes());
             for arg in &stdio.args {
@@ -154,10 +152,10 @@ fn key(server: &ServerConfig, config: &Config) -> String {
             }
             part(stdio.cwd.as_ref().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default().as_bytes());
         }
-        ServerTarget::Remote { url, headers } => {
+        Target::Remote(remote) => {
             part(b"remote");
-            part(url.as_bytes());
-            for (name, value) in headers {
+            part(remote.url.as_bytes());
+            for (name, value) in &remote.headers {
                 part(name.as_bytes());
                 part(value.as_bytes());
             }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use pretty_assertions::assert_eq;
 
-use super::{Config, ConfigError, Context, Input, ServerConfig, ServerTarget, parse_with};
+use super::{Config, ConfigError, Context, Input, ServerSettings, Target, parse};
 use mcp_transport::StdioConfig;
 
 /// A context with a fixed environment, home and current directory; inputs answered from
@@ -44,25 +44,25 @@ fn read(name: &str, text: &str, cx: &Context<'_>) -> (tempfile::TempDir, PathBuf
     let path = dir.path().join(name);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, text).unwrap();
-    let result = parse_with(&path, text, cx);
+    let result = parse(&path, text, cx);
     (dir, path, result)
 }
 
-fn server<'c>(config: &'c Config, name: &str) -> &'c ServerConfig {
+fn server<'c>(config: &'c Config, name: &str) -> &'c ServerSettings {
     config.servers.iter().find(|s| s.name == name).unwrap_or_else(|| panic!("no server {name}"))
 }
 
 fn stdio<'c>(config: &'c Config, name: &str) -> &'c StdioConfig {
     match &server(config, name).target {
-        ServerTarget::Stdio(c) => c,
-        ServerTarget::Remote { .. } => panic!("{name}: expected stdio"),
+        Target::Stdio { config, .. } => config,
+        _ => panic!("{name}: expected stdio"),
     }
 }
 
 fn remote<'c>(config: &'c Config, name: &str) -> (&'c str, &'c BTreeMap<String, String>) {
     match &server(config, name).target {
-        ServerTarget::Remote { url, headers } => (url, headers),
-        ServerTarget::Stdio(_) => panic!("{name}: expected remote"),
+        Target::Remote(r) => (&r.url, &r.headers),
+        _ => panic!("{name}: expected remote"),
     }
 }
 
@@ -153,7 +153,10 @@ fn claude_code_project_file_reads_every_transport_and_variable() {
     assert_eq!(url, "https://mcp.sentry.dev/mcp");
     assert_eq!(headers["Authorization"], "Bearer sntrys_1");
     assert_eq!(remote(&config, "legacy").0, "https://legacy.example/sse");
-    assert_eq!(config.remote["legacy"].http_mode, mcp_transport::HttpMode::LegacySse);
+    assert_eq!(
+        server(&config, "legacy").remote_target().unwrap().options.http_mode,
+        mcp_transport::HttpMode::LegacySse
+    );
     let db = stdio(&config, "db");
     assert_eq!(db.command, "/opt/bin/db-mcp");
     assert_eq!(db.args, ["--dsn", "postgres://localhost/dev"]);
@@ -214,7 +217,7 @@ fn cursor_file_resolves_editor_variables_and_env_references() {
     let path = dir.path().join("proj/.cursor/mcp.json");
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(dir.path().join("proj/.env.mcp"), "# comment\nexport FROM_FILE='yes'\nKEY=from-file\n").unwrap();
-    let config = parse_with(&path, CURSOR, &cx).unwrap();
+    let config = parse(&path, CURSOR, &cx).unwrap();
     assert_eq!(remote(&config, "linear").1["Authorization"], "Bearer lin_1");
     let local = stdio(&config, "local");
     let folder = dir.path().join("proj");
@@ -225,13 +228,13 @@ fn cursor_file_resolves_editor_variables_and_env_references() {
     one_warning(&config, &path, "timeout");
 
     let cx = context(&[("LOCAL_KEY", "k")], None, &asked);
-    let message = err_text(parse_with(&path, CURSOR, &cx));
+    let message = err_text(parse(&path, CURSOR, &cx));
     assert!(message.contains("`LINEAR_KEY` is not set"), "{message}");
 
     // An env file inside the workspace is refused like a configuration there.
     let mut cx = context(&env, None, &asked);
     cx.workspace = Some(folder.clone());
-    let message = err_text(parse_with(&path, CURSOR, &cx));
+    let message = err_text(parse(&path, CURSOR, &cx));
     assert!(message.contains("mcpServers.local.env_file") && message.contains("an agent working here"), "{message}");
 }
 
@@ -330,7 +333,7 @@ fn codex_file_maps_every_key() {
     let (_dir, path, result) = read("config.toml", CODEX, &cx);
     let config = result.unwrap();
     let docs = server(&config, "docs");
-    let ServerTarget::Stdio(stdio) = &docs.target else { panic!("stdio") };
+    let Target::Stdio { config: stdio, .. } = &docs.target else { panic!("stdio") };
     assert_eq!(stdio.args, ["--root", "${NOT_A_REFERENCE}"], "literal");
     assert_eq!(stdio.env.get("DOCS_TOKEN").map(String::as_str), Some("d0c"), "env_vars passed on when set");
     assert!(!stdio.env.contains_key("NOT_SET_ANYWHERE"));
@@ -342,7 +345,10 @@ fn codex_file_maps_every_key() {
     assert_eq!(url, "https://mcp.figma.com/mcp");
     assert_eq!(headers["X-Figma-Region"], "us-east-1");
     assert_eq!(headers["X-Api-Key"], "fk", "env_http_headers read from the environment");
-    assert_eq!(config.remote["figma"].bearer_token_env.as_deref(), Some("FIGMA_TOKEN"));
+    assert_eq!(
+        server(&config, "figma").remote_target().unwrap().options.bearer_token_env.as_deref(),
+        Some("FIGMA_TOKEN")
+    );
     assert!(!server(&config, "off").enabled);
     // The tool filters are policy: a tool not enabled is denied.
     let claims = policy::ServerClaims::default();

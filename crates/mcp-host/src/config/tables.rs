@@ -1,0 +1,185 @@
+//! The tables beside the servers' target, checked into their settings: `[runtime]`, a
+//! sandbox (`[sandbox]`'s default or a server's own), a server's `oauth`, and the tool exposure
+//! keys (the top level's and each server's).
+
+use std::path::{Path, PathBuf};
+
+use mcp_sandbox::{Limits, Sandbox};
+
+use super::raw::{RawOAuth, RawRuntime, RawSandbox, RawServer, RawTools};
+use super::settings::{OAuthGrant, OAuthSettings, RuntimeSettings, ToolsSettings};
+
+impl RawRuntime {
+    pub(crate) fn into_settings(self) -> Result<RuntimeSettings, String> {
+        let defaults = RuntimeSettings::default();
+        let positive = |n: Option<usize>, key: &str, default: usize| match n {
+            Some(0) => Err(format!("`{key}` must be at least 1")),
+            Some(n) => Ok(n),
+            None => Ok(default),
+        };
+        Ok(RuntimeSettings {
+            local_concurrency: positive(self.local_concurrency, "local_concurrency", defaults.local_concurrency)?,
+            remote_concurrency: positive(self.remote_concurrency, "remote_concurrency", defaults.remote_concurrency)?,
+            restart_limit: self.restart_limit.unwrap_or(defaults.restart_limit),
+            restart_window: self.restart_window_s.map_or(defaults.restart_window, |s| s.0),
+        })
+    }
+}
+
+impl RawSandbox {
+    /// The sandbox (`None` for off); paths: `~/` is HOME, relative ones are relative to the file.
+    pub(crate) fn into_sandbox(self, base: &Path) -> Result<Option<Sandbox>, String> {
+        let table = match self {
+            RawSandbox::Off => return Ok(None),
+            RawSandbox::Standard => return Ok(Some(Sandbox::standard())),
+            RawSandbox::Table(table) => table,
+        };
+        let home = directories::BaseDirs::new().map(|d| d.home_dir().to_path_buf());
+        let resolve = |key: &str, paths: Option<Vec<String>>| -> Result<Vec<PathBuf>, String> {
+            paths
+                .unwrap_or_default()
+                .into_iter()
+                .map(|p| match p.strip_prefix("~/") {
+                    Some(rest) => home
+                        .as_ref()
+                        .map(|h| h.join(rest))
+                        .ok_or_else(|| format!("`{key}`: {p:?} needs a home directory, and none is known")),
+                    None if p == "~" => home.clone().ok_or_else(|| format!("`{key}`: no home directory is known")),
+                    None => Ok(base.join(p)),
+                })
+                .collect()
+        };
+        let limit = |key: &str, value: Option<u64>, default: Option<u64>| match value {
+            Some(0) => Err(format!("`{key}` must be a positive number")),
+            Some(v) => Ok(Some(v)),
+            None => Ok(default),
+        };
+        let defaults = Limits::default();
+        Ok(Some(Sandbox {
+            read: resolve("read", table.read)?,
+            write: resolve("write", table.write)?,
+            network: table.network.unwrap_or(true),
+            limits: Limits {
+                memory_mib: limit("memory_mib", table.memory_mib, defaults.memory_mib)?,
+                processes: limit("processes", table.processes, defaults.processes)?,
+                open_files: limit("open_files", table.open_files, defaults.open_files)?,
+                cpu_seconds: limit("cpu_seconds", table.cpu_seconds, defaults.cpu_seconds)?,
+            },
+            protect: Vec::new(),
+        }))
+    }
+}
+
+impl RawOAuth {
+    pub(crate) fn into_settings(self, base: &Path) -> Result<Option<OAuthSettings>, String> {
+        if self.enabled == Some(false) {
+            return Ok(None);
+        }
+        let grant = match self.grant.as_deref() {
+            None | Some("authorization_code") => OAuthGrant::AuthorizationCode,
+            Some("client_credentials") => OAuthGrant::ClientCredentials,
+            Some(other) => {
+                return Err(format!(
+                    "`oauth.grant` must be \"authorization_code\" or \"client_credentials\", not {other:?}"
+                ));
+            }
+        };
+        if let Some(var) = &self.client_secret_env_var
+            && (var.trim().is_empty() || var.contains(['=', '\0']))
+        {
+            return Err(format!("`oauth.client_secret_env_var` must name an environment variable, not {var:?}"));
+        }
+        if let Some(issuer) = &self.issuer
+            && !url::Url::parse(issuer).is_ok_and(|u| mcp_auth::flow::is_secure_endpoint(&u))
+        {
+            return Err(format!("`oauth.issuer` must be an https:// URL, not {issuer:?}"));
+        }
+        if let Some(url) = &self.client_metadata_url
+            && !url.starts_with("https://")
+        {
+            return Err(format!("`oauth.client_metadata_url` must be an https:// URL, not {url:?}"));
+        }
+        if grant == OAuthGrant::ClientCredentials {
+            if self.client_id.is_none() {
+                return Err("`oauth.grant = \"client_credentials\"` needs `oauth.client_id`".to_owned());
+            }
+            if self.client_secret_env_var.is_none() && self.private_key_file.is_none() {
+                return Err("`oauth.grant = \"client_credentials\"` needs `oauth.client_secret_env_var` or \
+                            `oauth.private_key_file`"
+                    .to_owned());
+            }
+        } else if self.private_key_file.is_some() {
+            return Err("`oauth.private_key_file` only applies to `oauth.grant = \"client_credentials\"`".to_owned());
+        }
+        Ok(Some(OAuthSettings {
+            client_id: self.client_id,
+            client_secret_env_var: self.client_secret_env_var,
+            client_metadata_url: self.client_metadata_url,
+            grant,
+            // Relative to the file, like `cwd`.
+            private_key_file: self.private_key_file.map(|p| base.join(p)),
+            issuer: self.issuer,
+        }))
+    }
+}
+
+/// A `tool_search` value: `auto`, `on`, `off`, and (where `native` may be given) `native`,
+/// which defers like `on`.
+fn search_mode(value: &str, native_allowed: bool) -> Result<(tool_pool::SearchMode, bool), String> {
+    use tool_pool::SearchMode;
+    match value {
+        "auto" => Ok((SearchMode::Auto, false)),
+        "on" => Ok((SearchMode::On, false)),
+        "off" => Ok((SearchMode::Off, false)),
+        "native" if native_allowed => Ok((SearchMode::On, true)),
+        "native" => Err("`tool_search = \"native\"` is a setting of the whole configuration (the provider \
+                         searches every server's tools), not of one server; use \"auto\", \"on\" or \"off\" here"
+            .to_owned()),
+        other => Err(format!(
+            "`tool_search` must be \"auto\", \"on\", \"off\"{}, not {other:?}",
+            if native_allowed { " or \"native\"" } else { "" }
+        )),
+    }
+}
+
+impl RawTools {
+    /// The settings; on error, the key and the message.
+    pub(crate) fn into_settings(self) -> Result<ToolsSettings, (&'static str, String)> {
+        let RawTools { tool_search, tool_budget, pool_budget, max_loaded_tools } = self;
+        let mut settings = ToolsSettings::default();
+        if let Some(value) = tool_search {
+            let (mode, native) = search_mode(&value, true).map_err(|m| ("tool_search", m))?;
+            settings.tool_search = mode;
+            settings.native = native;
+        }
+        if let Some(budget) = tool_budget {
+            settings.tool_budget = budget;
+        }
+        if let Some(budget) = pool_budget {
+            settings.pool_budget = budget;
+        }
+        if max_loaded_tools == Some(0) {
+            return Err(("max_loaded_tools", "`max_loaded_tools` must be at least 1".to_owned()));
+        }
+        settings.max_loaded = max_loaded_tools;
+        Ok(settings)
+    }
+}
+
+impl RawServer {
+    /// Takes the server's exposure keys out; `None` when it sets none. On error, the key and
+    /// the message.
+    pub(crate) fn take_exposure(&mut self) -> Result<Option<tool_pool::ServerExposure>, (&'static str, String)> {
+        let tool_search = match self.tool_search.take() {
+            Some(value) => Some(search_mode(&value, false).map_err(|m| ("tool_search", m))?.0),
+            None => None,
+        };
+        let exposure = tool_pool::ServerExposure {
+            tool_budget: self.tool_budget.take(),
+            server_budget: self.server_budget.take(),
+            tool_search,
+            always_load: self.always_load.take().unwrap_or(false),
+        };
+        Ok((exposure != tool_pool::ServerExposure::default()).then_some(exposure))
+    }
+}

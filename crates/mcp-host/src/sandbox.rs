@@ -1,0 +1,103 @@
+//! Confining stdio servers, the configuration's side: each server's configured sandbox put on
+//! its start with the host's own configuration and data protected, the kernel probed once, and
+//! the confinement `servers` shows. The launcher is `mcp-harness-sandbox` beside the running
+//! program (installed with it), else the program itself under [`LAUNCH_ARG`]: a program that
+//! embeds the host calls [`launch_if_asked`] first in `main` for that (it works too, but
+//! starting the whole host costs more).
+//!
+//! **Invariant:** a stdio server whose sandbox cannot be applied never starts unconfined
+//! silently: with `sandbox_required` it does not start, else the host says so once
+//! ([`HostEvent::Unconfined`](crate::HostEvent::Unconfined)).
+
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::sync::{Once, OnceLock};
+
+use mcp_sandbox::launcher::Launcher;
+use mcp_transport::{StdioConfig, StdioSandbox};
+
+use crate::config::{SandboxSetting, ServerSettings};
+use crate::{HostEvent, Ports};
+
+/// The hidden first argument that makes the program the sandbox launcher.
+pub const LAUNCH_ARG: &str = "__sandbox-launch";
+
+/// Becomes the sandbox launcher (and never returns) when the program was started as one. Call
+/// it first in `main`, while the process has one thread: the launcher needs that.
+pub fn launch_if_asked() {
+    let mut args = std::env::args_os();
+    if args.nth(1).as_deref() == Some(OsStr::new(LAUNCH_ARG)) {
+        mcp_sandbox::launcher::run(&[LAUNCH_ARG.into()], args.collect());
+    }
+}
+
+/// How a stdio server runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Confinement {
+    /// In its sandbox.
+    Confined,
+    /// A sandbox was asked for, but the kernel has no Landlock (and it was not required).
+    Unconfined,
+    /// `sandbox = "off"`.
+    Off,
+}
+
+impl Confinement {
+    /// What `servers` shows.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Confined => "confined",
+            Self::Unconfined => "unconfined: kernel lacks Landlock",
+            Self::Off => "off",
+        }
+    }
+}
+
+/// Whether the kernel can confine a server (probed once).
+fn kernel_confines() -> bool {
+    static ABI: OnceLock<Option<u32>> = OnceLock::new();
+    ABI.get_or_init(mcp_sandbox::landlock_abi).is_some()
+}
+
+/// How `server` runs (`None` for a remote server). A required sandbox on a kernel without
+/// Landlock counts as confined: the server does not start, and says why.
+pub fn confinement(server: &ServerSettings) -> Option<Confinement> {
+    server.sandbox().map(setting_confinement)
+}
+
+fn setting_confinement(setting: &SandboxSetting) -> Confinement {
+    match &setting.sandbox {
+        None => Confinement::Off,
+        Some(_) if kernel_confines() || setting.required => Confinement::Confined,
+        Some(_) => Confinement::Unconfined,
+    }
+}
+
+/// `stdio` with `setting`'s sandbox put on its start, `protect` (the host's configuration and
+/// data) kept away from it.
+pub(crate) fn confined(
+    mut stdio: StdioConfig,
+    setting: &SandboxSetting,
+    protect: &[PathBuf],
+    ports: &Ports,
+) -> StdioConfig {
+    let confinement = setting_confinement(setting);
+    if confinement == Confinement::Unconfined {
+        static WARNED: Once = Once::new();
+        WARNED.call_once(|| (ports.events)(&HostEvent::Unconfined));
+    }
+    if let (Confinement::Confined, Some(sandbox)) = (confinement, &setting.sandbox) {
+        let mut sandbox = sandbox.clone();
+        sandbox.protect.extend(protect.iter().cloned());
+        stdio.sandbox = Some(Box::new(StdioSandbox { sandbox, launcher: launcher() }));
+    }
+    stdio
+}
+
+fn launcher() -> Launcher {
+    // The kernel's name for this very program, should the path be unknown.
+    let host = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+    let small = host.with_file_name(format!("mcp-harness-sandbox{}", std::env::consts::EXE_SUFFIX));
+    if small.is_file() { Launcher::new(small, Vec::<String>::new()) } else { Launcher::new(host, [LAUNCH_ARG]) }
+}

@@ -1,0 +1,188 @@
+//! The runtime's publish cycle against real fixture servers: a server added, one changed, one
+//! removed and a policy change, each published at once by one publisher; a file that no longer
+//! parses keeps the running configuration and is reported once.
+
+#![cfg(unix)]
+// Helpers outside #[test] functions are test code too.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_loop::{BoundCall, ToolSource};
+use mcp_client::ServerState;
+use mcp_fixtures::{EVENT_DEADLINE, wait_until};
+use mcp_host::config::{self, ConfigPath, Origin};
+use mcp_host::{HostEvent, Published, Reload, Runtime, RuntimeOptions};
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    fixture: String,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        let fixture = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}")).display().to_string();
+        Self { _dir: dir, path, fixture }
+    }
+
+    /// Writes a configuration of these servers (name, fixture mode) and policy default, as an
+    /// editor does: a new file renamed over the old one.
+    fn write(&self, servers: &[(&str, &str)], default: &str) {
+        let mut text = format!("[policy]\ndefault = \"{default}\"\n");
+        for (name, mode) in servers {
+            text.push_str(&format!(
+                "[servers.{name}]\ncommand = {:?}\nargs = [{mode:?}]\nsandbox = \"off\"\n",
+                self.fixture
+            ));
+        }
+        self.write_text(&text);
+    }
+
+    fn write_text(&self, text: &str) {
+        let temp = self.path.with_extension("new");
+        std::fs::write(&temp, text).unwrap();
+        std::fs::rename(&temp, &self.path).unwrap();
+    }
+
+    fn at(&self) -> ConfigPath {
+        ConfigPath::new(Some(self.path.clone()), Origin::Flag, true)
+    }
+
+    /// The runtime over the file as it is, with its events recorded.
+    async fn start(&self) -> (Runtime, Arc<Mutex<Vec<HostEvent>>>) {
+        let config = config::load_at(&self.at(), None).unwrap();
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let mut options = RuntimeOptions::default();
+        let seen = Arc::clone(&events);
+        options.ports.events = Arc::new(move |event: &HostEvent| seen.lock().unwrap().push(event.clone()));
+        options.reload = Some(self.at());
+        let runtime = Runtime::start(config, options);
+        runtime.wait_first_attempts(EVENT_DEADLINE, &|_, _, _| {}).await;
+        (runtime, events)
+    }
+}
+
+/// Reloads until the watcher has seen the change and the file was read.
+async fn next_reload(runtime: &Runtime) -> Reload {
+    let deadline = tokio::time::Instant::now() + EVENT_DEADLINE;
+    loop {
+        match runtime.reload_if_changed().await {
+            Reload::Clean => {}
+            other => return other,
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no reload within {EVENT_DEADLINE:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn next_publication(runtime: &Runtime) -> Published {
+    match next_reload(runtime).await {
+        Reload::Published(published) => published,
+        other => panic!("not published: {other:?}"),
+    }
+}
+
+fn names(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
+async fn connected(runtime: &Runtime, name: &str) -> bool {
+    wait_until(EVENT_DEADLINE, || matches!(runtime.servers().state(name), Some(ServerState::Connected { .. }))).await
+}
+
+#[tokio::test]
+async fn added_changed_removed_and_policy_are_published_at_once() {
+    let setup = Setup::new();
+    setup.write(&[("a", "echo"), ("gone", "echo")], "confirm");
+    let (runtime, events) = setup.start().await;
+    assert!(connected(&runtime, "a").await && connected(&runtime, "gone").await);
+    let before = runtime.refresh().await;
+    let (version, _) = before.policy.clone().unwrap();
+    let generation_a = before.generations["a"];
+
+    // One write: `b` joins, `a` changes, `gone` leaves, the policy changes.
+    setup.write(&[("a", "paginate"), ("b", "echo")], "allow");
+    let published = next_publication(&runtime).await;
+    assert_eq!(
+        (published.added.clone(), published.changed.clone(), published.removed.clone(), published.policy_changed),
+        (names(&["b"]), names(&["a"]), names(&["gone"]), true)
+    );
+    assert_eq!(events.lock().unwrap().clone(), vec![HostEvent::Reloaded(published)]);
+    assert!(runtime.servers().state("gone").is_none(), "a removed server is closed and forgotten");
+    assert!(connected(&runtime, "b").await && connected(&runtime, "a").await);
+    let listed =
+        wait_until(EVENT_DEADLINE, || runtime.servers().generation("a").is_some_and(|g| g != generation_a)).await;
+    assert!(listed, "the changed server is a new connection");
+    let after = runtime.refresh().await;
+    let (new_version, policy) = after.policy.clone().unwrap();
+    assert!(new_version > version, "the policy moved to a new version");
+    assert_eq!(policy.default_decision(), policy::Decision::Allow);
+    let echoed =
+        runtime.call_bound(BoundCall::new("b", "echo", serde_json::json!({"text": "hi"}).as_object().cloned()));
+    assert_eq!(agent_loop::render(&echoed.await.unwrap()), "hi");
+
+    // Written again unchanged: nothing to publish, nothing said.
+    setup.write(&[("a", "paginate"), ("b", "echo")], "allow");
+    assert!(next_publication(&runtime).await.is_empty());
+    assert_eq!(events.lock().unwrap().len(), 1, "an unchanged file says nothing");
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_broken_file_keeps_the_running_configuration_and_is_reported_once() {
+    let setup = Setup::new();
+    setup.write(&[("a", "echo")], "allow");
+    let (runtime, events) = setup.start().await;
+    assert!(connected(&runtime, "a").await);
+    for _ in 0..2 {
+        setup.write_text("[servers.a\ncommand = \"oops\"\n");
+        let Reload::Kept { error } = next_reload(&runtime).await else { panic!("a broken file is published") };
+        assert!(error.contains("config.toml") && error.contains("invalid TOML"), "{error}");
+    }
+    let said = events.lock().unwrap().clone();
+    assert!(matches!(said.as_slice(), [HostEvent::ReloadFailed { .. }]), "said once: {said:?}");
+    assert!(matches!(runtime.servers().state("a"), Some(ServerState::Connected { .. })), "the old runtime stays");
+    assert_eq!(runtime.config().servers.len(), 1);
+    // Fixed again: published.
+    setup.write(&[("a", "echo"), ("b", "echo")], "allow");
+    assert_eq!(next_publication(&runtime).await.added, names(&["b"]));
+    runtime.close().await;
+}
+
+#[tokio::test]
+async fn one_publisher_at_a_time() {
+    let setup = Setup::new();
+    setup.write(&[("a", "echo")], "confirm");
+    let (runtime, events) = setup.start().await;
+    setup.write(&[("a", "echo"), ("b", "echo")], "confirm");
+    // Many callers reload at once, again and again until the change is published: it is
+    // published once, by one of them (an editor's write is several events for the watcher, so
+    // later reloads may find the file again, unchanged).
+    let deadline = tokio::time::Instant::now() + EVENT_DEADLINE;
+    let mut publications = Vec::new();
+    while publications.is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "never published");
+        let all = futures_util::future::join_all((0..8).map(|_| runtime.reload_if_changed())).await;
+        publications.extend(all.into_iter().filter_map(|r| match r {
+            Reload::Published(p) if !p.is_empty() => Some(p),
+            _ => None,
+        }));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(publications.len(), 1, "{publications:?}");
+    assert_eq!(publications[0].added, names(&["b"]));
+    assert_eq!(events.lock().unwrap().len(), 1);
+    let states = runtime.servers().states();
+    assert_eq!(states.iter().filter(|(n, _)| n == "b").count(), 1, "added once: {states:?}");
+    // Published directly, from a configuration in hand, the same way.
+    let mut config = runtime.config();
+    config.servers.retain(|s| s.name == "a");
+    let published = runtime.publish(config).await;
+    assert_eq!(published.removed, names(&["b"]));
+    runtime.close().await;
+}
