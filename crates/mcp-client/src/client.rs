@@ -16,11 +16,12 @@ mod input;
 mod methods;
 mod options;
 
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use mcp_protocol::{
-    ClientSession, InitializeResult, Outgoing, ProtocolVersion, RequestId, ServerNotification, SessionConfig,
-    SessionError, SessionState, encode_notification,
+    ClientSession, InitializeResult, Outgoing, ProtocolVersion, ServerNotification, SessionConfig, SessionError,
+    SessionState, encode_notification,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -29,11 +30,8 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::deadlines::{self, Expiring};
-use crate::transport::{Transport, TransportSink, TransportStream};
-use engine::{
-    DirectPath, DirectState, Inner, PendingGuard, PushError, Reply, Waiter, flush_loop, handle_inbound, read_loop,
-    write_loop,
-};
+use crate::transport::{Transport, TransportError, TransportSink, TransportStream};
+use engine::{DirectPath, DirectState, Inner, Waiter, flush_loop, read_loop, write_loop};
 
 pub use error::ClientError;
 pub use input::{MAX_INPUT_ROUNDS, MAX_URL_ELICITATIONS};
@@ -85,6 +83,8 @@ impl Client {
             closed: tokio::sync::watch::Sender::new(false),
             options,
             asking: Mutex::new((0, None)),
+            restoring: tokio::sync::Mutex::new(()),
+            listening: AtomicBool::new(false),
         });
         let writer = tokio::spawn(write_loop(Arc::clone(&inner), sink, outgoing_rx));
         let reader = tokio::spawn(read_loop(Arc::clone(&inner), stream));
@@ -139,96 +139,50 @@ impl Client {
         self.inner.session().pending_count()
     }
 
-    async fn send(&self, line: Outgoing) -> Result<(), ClientError> {
-        if let Some(exchange) = &self.inner.exchange {
-            if self.inner.session().state() == SessionState::Closed {
-                return Err(self.inner.closed_error());
-            }
-            let inner = &self.inner;
-            exchange.exchange(line, &|inbound| handle_inbound(inner, inbound)).await;
-            return Ok(());
-        }
-        if let Some(direct) = &self.inner.direct {
-            let others_in_flight = {
-                let session = self.inner.session();
-                if session.state() == SessionState::Closed {
-                    return Err(self.inner.closed_error());
-                }
-                session.pending_count() > 1
-            };
-            // Asked only once others are in flight: a lone call never needs the answer.
-            let coalesce = others_in_flight && direct.writer.shares_one_cpu();
-            return match direct.push(line, coalesce) {
-                Ok(()) => Ok(()),
-                Err(PushError::Fatal(reason)) => {
-                    self.inner.shut_down(reason);
-                    Err(self.inner.closed_error())
-                }
-                Err(PushError::Broken(reason)) => {
-                    self.inner.write_failed(reason).await;
-                    Err(self.inner.closed_error())
-                }
-            };
-        }
-        self.inner.outgoing.send(Some(line)).await.map_err(|_| self.inner.closed_error())
-    }
-
-    async fn wait(
-        &self,
-        id: RequestId,
-        line: Outgoing,
-        rx: oneshot::Receiver<Reply>,
-    ) -> Result<Box<RawValue>, ClientError> {
-        let mut guard = PendingGuard { inner: &self.inner, id: Some(id) };
-        deadlines::wake();
-        let reply = match &self.inner.exchange {
-            Some(exchange) => {
-                // The answer usually comes back through the exchange itself; the watchdog or the
-                // connection's end may answer first, and then the exchange is abandoned.
-                let inner = &self.inner;
-                let deliver = |inbound| handle_inbound(inner, inbound);
-                let sent = exchange.exchange(line, &deliver);
-                tokio::pin!(sent);
-                let mut rx = rx;
-                tokio::select! {
-                    biased;
-                    reply = &mut rx => reply,
-                    () = &mut sent => rx.await,
-                }
-            }
-            None => {
-                self.send(line).await?;
-                // The reader answers, or the watchdog fails it with a timeout, or the
-                // connection's end drops the sender.
-                rx.await
-            }
-        };
-        guard.id = None;
-        reply.unwrap_or_else(|_| Err(self.inner.closed_error()))
-    }
+    /// One request and its answer. A request the transport could not run because the session
+    /// was lost ([`TransportError::SessionLost`]) is sent once more after the session is opened
+    /// again; one started while a lost session is being opened again waits for it.
     async fn request_once<T: Serialize + ?Sized>(
         &self,
         method: &str,
         params: Option<&T>,
-        options: RequestOptions,
+        options: &RequestOptions,
     ) -> Result<Box<RawValue>, ClientError> {
-        let (reply, rx) = oneshot::channel();
         let timeout = options.timeout.unwrap_or(self.inner.options.request_timeout);
-        let (id, line) = {
-            let mut session = self.inner.session();
-            match options.progress {
-                Some(progress) => {
-                    let waiter = Waiter::new(reply, Some(progress), timeout).with_max_total(options.max_total);
-                    session.start_request_with_progress(method, params, waiter)
+        let (mut waited, mut resent) = (false, false);
+        loop {
+            let (reply, rx) = oneshot::channel();
+            let started = {
+                let mut session = self.inner.session();
+                match &options.progress {
+                    Some(progress) => {
+                        let waiter =
+                            Waiter::new(reply, Some(progress.clone()), timeout).with_max_total(options.max_total);
+                        session.start_request_with_progress(method, params, waiter)
+                    }
+                    None => session.start_request(method, params, Waiter::new(reply, None, timeout)),
                 }
-                None => session.start_request(method, params, Waiter::new(reply, None, timeout)),
-            }
-            .map_err(|e| self.inner.refused(e))?
-        };
-        self.wait(id, line, rx).await.map_err(|e| match e {
-            ClientError::Server { error, .. } => ClientError::Server { method: method.to_owned(), error },
-            other => other,
-        })
+            };
+            let (id, line) = match started {
+                Ok(started) => started,
+                Err(SessionError::NotReady { .. }) if !waited && self.inner.session().is_restoring() => {
+                    waited = true;
+                    self.inner.restore().await?;
+                    continue;
+                }
+                Err(e) => return Err(self.inner.refused(e)),
+            };
+            return match self.inner.wait(id, line, rx).await {
+                Err(ClientError::Transport(TransportError::SessionLost(why))) if !resent => {
+                    tracing::debug!(server = %self.inner.options.label, "{method} not run ({why}); sent again once the session is open");
+                    resent = true;
+                    self.inner.restore().await?;
+                    continue;
+                }
+                Err(ClientError::Server { error, .. }) => Err(ClientError::Server { method: method.to_owned(), error }),
+                other => other,
+            };
+        }
     }
 
     /// Send a request and decode its result.
@@ -246,7 +200,7 @@ impl Client {
     pub async fn notify<T: Serialize + ?Sized>(&self, method: &str, params: Option<&T>) -> Result<(), ClientError> {
         let line = encode_notification(method, params)
             .map_err(|source| SessionError::Encode { method: method.to_owned(), source })?;
-        self.send(Outgoing::notification(line, method)).await
+        self.inner.send(Outgoing::notification(line, method)).await
     }
 
     /// Close gracefully: pending requests fail and the server is told they are cancelled, the

@@ -11,8 +11,10 @@
 //! [`STREAM_RECONNECT`]'s delay (1 s or more, growing with jitter up to a cap, and given up
 //! after a bound of reconnects that brought no message); the server's `retry:` can lengthen
 //! that wait, never shorten it. A 404 on a
-//! request carrying a session id means the session expired: the transport initializes again
-//! (replaying the client's own `initialize`) and retries that message once.
+//! request carrying a session id means the server ended the session: the transport says so
+//! ([`Inbound::SessionLost`]), forgets the session id and fails that request unsent
+//! ([`TransportError::SessionLost`]); the client opens a new session with its own handshake and
+//! sends the request once more. Until that handshake nothing else goes out ([`RestoreGate`]).
 //!
 //! The transport knows nothing about pending requests: what it routes on (the request's id and
 //! method, the revision, the `Mcp-Name`) comes with each outgoing message from the session,
@@ -37,7 +39,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use http::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use mcp_client::{
-    Authorizer, Connector, Exchange, Inbound, Opened, Transport, TransportError, TransportSink, TransportStream,
+    Authorizer, Connector, Exchange, Inbound, Opened, RestoreGate, Transport, TransportError, TransportSink,
+    TransportStream,
 };
 use mcp_protocol::Outgoing;
 use mcp_safety::Backoff;
@@ -149,10 +152,6 @@ pub(super) struct State {
     /// value is cloned without copying.
     pub(super) session_id: Option<HeaderValue>,
     pub(super) protocol_version: Option<HeaderValue>,
-    /// The client's `initialize` request, replayed when the session expires.
-    pub(super) initialize: Option<Outgoing>,
-    /// The client's `notifications/initialized`, replayed after it.
-    pub(super) initialized: Option<Outgoing>,
     /// Set once the legacy transport is in use: where messages are POSTed.
     pub(super) legacy_endpoint: Option<Url>,
     /// When a stream was last reconnected (see [`reconnect_wait`]).
@@ -176,8 +175,8 @@ pub(super) struct Shared {
     pub(super) backoff: Backoff,
     pub(super) mode: HttpMode,
     pub(super) state: Mutex<State>,
-    /// Serializes re-initialization when several requests see the session expire at once.
-    pub(super) reinit: tokio::sync::Mutex<()>,
+    /// Closed from a session's expiry to the client's new handshake.
+    pub(super) gate: RestoreGate,
     pub(super) events: mpsc::Sender<Event>,
     pub(super) fatal_reason: Mutex<Option<String>>,
     pub(super) auth: Option<Arc<dyn Authorizer>>,
@@ -270,7 +269,7 @@ impl HttpTransport {
             backoff: config.reconnect,
             mode: config.mode,
             state: Mutex::new(State::default()),
-            reinit: tokio::sync::Mutex::new(()),
+            gate: RestoreGate::default(),
             events: tx,
             fatal_reason: Mutex::new(None),
             auth: config.auth,
@@ -309,7 +308,6 @@ pub(super) struct HttpExchange {
 #[async_trait]
 impl Exchange for HttpExchange {
     async fn exchange(&self, message: Outgoing, deliver: &(dyn Fn(Inbound) + Send + Sync)) {
-        self.shared.note(&message);
         if message.is_request() {
             self.shared.deliver_to(&message, Some(deliver)).await;
         } else if tokio::time::timeout(INLINE_SEND_TIMEOUT, self.shared.deliver_to(&message, Some(deliver)))
@@ -337,7 +335,6 @@ impl TransportSink for HttpSink {
             self.legacy_opened = true;
         }
         for message in messages {
-            self.shared.note(message);
             if message.is_request() {
                 // Requests run side by side: a slow tool call must not hold up the others.
                 let shared = Arc::clone(&self.shared);

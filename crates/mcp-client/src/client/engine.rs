@@ -2,12 +2,13 @@
 //! waiters kept in the session's table of pending requests, and what every incoming message
 //! does.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use mcp_protocol::{
     ClientSession, ErrorObject, Incoming, Message, Outgoing, RequestId, ServerNotification, ServerRequest,
-    SessionError, error_codes,
+    SessionError, SessionState, error_codes,
 };
 use mcp_protocol::{encode_error, encode_result};
 use serde::Serialize;
@@ -17,7 +18,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::input::Asking;
 use super::{ClientError, ClientOptions, Progress};
-use crate::deadlines::Expiring;
+use crate::deadlines::{self, Expiring};
 use crate::transport::{DirectWrite, Exchange, Inbound, TransportError, TransportSink, TransportStream};
 
 pub(super) type Reply = Result<Box<RawValue>, ClientError>;
@@ -162,6 +163,10 @@ pub(super) struct Inner {
     /// Elicitations being answered (a person is asked) and since when the first of them: the
     /// time a person takes does not count against this connection's request timeouts.
     pub(super) asking: Mutex<(usize, Option<Instant>)>,
+    /// Held while a lost session is opened again, so that it is opened once.
+    pub(super) restoring: tokio::sync::Mutex<()>,
+    /// [`crate::Client::listen_for_changes`] was asked: a session opened again listens again.
+    pub(super) listening: AtomicBool,
 }
 
 impl Inner {
@@ -225,6 +230,74 @@ impl Inner {
         if let Err(e) = self.outgoing.try_send(Some(message)) {
             tracing::debug!(server = %self.options.label, "dropped an outgoing line: {e}");
         }
+    }
+
+    pub(super) async fn send(self: &Arc<Self>, line: Outgoing) -> Result<(), ClientError> {
+        if let Some(exchange) = &self.exchange {
+            if self.session().state() == SessionState::Closed {
+                return Err(self.closed_error());
+            }
+            let inner = self;
+            exchange.exchange(line, &|inbound| handle_inbound(inner, inbound)).await;
+            return Ok(());
+        }
+        if let Some(direct) = &self.direct {
+            let others_in_flight = {
+                let session = self.session();
+                if session.state() == SessionState::Closed {
+                    return Err(self.closed_error());
+                }
+                session.pending_count() > 1
+            };
+            // Asked only once others are in flight: a lone call never needs the answer.
+            let coalesce = others_in_flight && direct.writer.shares_one_cpu();
+            return match direct.push(line, coalesce) {
+                Ok(()) => Ok(()),
+                Err(PushError::Fatal(reason)) => {
+                    self.shut_down(reason);
+                    Err(self.closed_error())
+                }
+                Err(PushError::Broken(reason)) => {
+                    self.write_failed(reason).await;
+                    Err(self.closed_error())
+                }
+            };
+        }
+        self.outgoing.send(Some(line)).await.map_err(|_| self.closed_error())
+    }
+
+    pub(super) async fn wait(
+        self: &Arc<Self>,
+        id: RequestId,
+        line: Outgoing,
+        rx: oneshot::Receiver<Reply>,
+    ) -> Result<Box<RawValue>, ClientError> {
+        let mut guard = PendingGuard { inner: self, id: Some(id) };
+        deadlines::wake();
+        let reply = match &self.exchange {
+            Some(exchange) => {
+                // The answer usually comes back through the exchange itself; the watchdog or the
+                // connection's end may answer first, and then the exchange is abandoned.
+                let inner = self;
+                let deliver = |inbound| handle_inbound(inner, inbound);
+                let sent = exchange.exchange(line, &deliver);
+                tokio::pin!(sent);
+                let mut rx = rx;
+                tokio::select! {
+                    biased;
+                    reply = &mut rx => reply,
+                    () = &mut sent => rx.await,
+                }
+            }
+            None => {
+                self.send(line).await?;
+                // The reader answers, or the watchdog fails it with a timeout, or the
+                // connection's end drops the sender.
+                rx.await
+            }
+        };
+        guard.id = None;
+        reply.unwrap_or_else(|_| Err(self.closed_error()))
     }
 }
 
@@ -406,6 +479,7 @@ pub(super) fn handle_inbound(inner: &Arc<Inner>, inbound: Inbound) {
                 }
             }
         }
+        Inbound::SessionLost(loss) => inner.lose_session(loss),
     }
 }
 

@@ -69,16 +69,12 @@ impl Client {
         params: Option<&T>,
         options: RequestOptions,
     ) -> Result<Box<RawValue>, ClientError> {
-        let timeout = options.timeout;
-        let progress = options.progress.clone();
-        let max_total = options.max_total;
-        let raw = match self.request_once(method, params, options).await {
+        let raw = match self.request_once(method, params, &options).await {
             Err(ClientError::Server { method, error }) if error.code == error_codes::URL_ELICITATION_REQUIRED => {
                 if !self.visit_urls(&error).await {
                     return Err(ClientError::Server { method, error });
                 }
-                let options = RequestOptions { timeout, progress: progress.clone(), max_total };
-                self.request_once(&method, params, options).await?
+                self.request_once(&method, params, &options).await?
             }
             other => other?,
         };
@@ -102,8 +98,7 @@ impl Client {
                 responses.insert(key, answer);
             }
             let params = stateless::retry_params(original.clone(), responses, asked.request_state);
-            let options = RequestOptions { timeout, progress: progress.clone(), max_total };
-            raw = self.request_once(method, Some(&params), options).await?;
+            raw = self.request_once(method, Some(&params), &options).await?;
             if stateless::result_kind(&raw) != ResultKind::InputRequired {
                 return Ok(raw);
             }

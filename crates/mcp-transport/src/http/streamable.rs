@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use http::StatusCode;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, WWW_AUTHENTICATE};
-use mcp_client::{AuthChallenge, AuthError, Inbound, MAX_AUTH_RETRIES, TransportError};
+use mcp_client::{AuthChallenge, AuthError, Inbound, MAX_AUTH_RETRIES, SessionLoss, TransportError};
 use mcp_protocol::{Message, Outgoing, RequestId};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -26,9 +26,6 @@ pub(super) struct Collector<'a> {
     pub(super) awaited: Option<RequestId>,
     /// The awaited request is `initialize`: its result names the revision.
     pub(super) initialize: bool,
-    /// Keep the awaited answer instead of passing it to the client (re-initialization).
-    pub(super) capture: bool,
-    pub(super) captured: Option<String>,
     pub(super) answered: bool,
     /// Messages received (what counts as progress for a stream that keeps dropping).
     pub(super) delivered: usize,
@@ -38,7 +35,8 @@ pub(super) struct Collector<'a> {
 pub(super) enum Failure {
     /// An HTTP status other than success.
     Status { status: StatusCode, body: String },
-    /// The request carried a session id and got 404.
+    /// The request carried a session id and got 404 (or the session ended while it was on its
+    /// way): it was not run.
     SessionExpired,
     /// The server could not be reached at all (after the connect retries).
     Unreachable(String),
@@ -57,7 +55,7 @@ impl Failure {
     pub(super) fn into_error(self, message: String) -> TransportError {
         match self {
             Failure::Status { status, .. } => TransportError::HttpStatus { status: status.as_u16(), message },
-            Failure::SessionExpired => TransportError::HttpStatus { status: 404, message },
+            Failure::SessionExpired => TransportError::SessionLost(message),
             Failure::Unauthorized(challenge) => TransportError::HttpStatus { status: challenge.status, message },
             Failure::Auth { status, error } => {
                 TransportError::Unauthorized { status: status.as_u16(), message, needs_login: error.needs_login }
@@ -189,10 +187,6 @@ impl Shared {
                 // One that is not a valid header value stays out (the server then refuses).
                 self.state().protocol_version = HeaderValue::from_str(version).ok();
             }
-            if c.capture {
-                c.captured = Some(text);
-                return;
-            }
         }
         self.route(Inbound::Decoded(message), c.to).await;
     }
@@ -221,6 +215,10 @@ impl Shared {
         let legacy = self.state().legacy_endpoint.clone();
         let url = legacy.as_ref().unwrap_or(&self.url);
         let had_session = self.state().session_id.is_some();
+        if !had_session && legacy.is_none() && self.gate.is_closed() && !self.gate.admits(message) {
+            // The session ended while this message was on its way: it is not sent without one.
+            return Err(Failure::SessionExpired);
+        }
         let authz = self.authorization().await;
         let resp =
             self.send_retrying(|| self.post(url, message, authz.as_ref())).await.map_err(Failure::Unreachable)?;
@@ -334,47 +332,8 @@ impl Shared {
         }
     }
 
-    /// The session expired: initialize again (once, however many requests noticed).
-    pub(super) async fn reinitialize(self: &Arc<Self>, stale: Option<HeaderValue>) -> Result<(), Failure> {
-        let _one_at_a_time = self.reinit.lock().await;
-        let (initialize, initialized) = {
-            let mut state = self.state();
-            if state.session_id != stale {
-                return Ok(()); // another request already did it
-            }
-            state.session_id = None;
-            (state.initialize.clone(), state.initialized.clone())
-        };
-        let Some(initialize) = initialize else {
-            return Err(Failure::Transport("the session expired before it was initialized".to_owned()));
-        };
-        tracing::info!(server = %self.label, "the session expired; initializing again");
-        let mut c =
-            Collector { awaited: initialize.id().cloned(), initialize: true, capture: true, ..Collector::default() };
-        self.exchange(&initialize, &mut c).await?;
-        if let Some(answer) = c.captured.as_deref()
-            && serde_json::from_str::<Value>(answer).ok().and_then(|v| v.get("error").cloned()).is_some()
-        {
-            return Err(Failure::Transport(format!("initializing again failed: {answer}")));
-        }
-        if let Some(initialized) = initialized {
-            self.open_get_stream().await;
-            self.exchange(&initialized, &mut Collector::default()).await?;
-        }
-        Ok(())
-    }
-
-    /// Keeps what a session expiry replays.
-    pub(super) fn note(&self, message: &Outgoing) {
-        match message.method() {
-            Some("initialize") => self.state().initialize = Some(message.clone()),
-            Some("notifications/initialized") => self.state().initialized = Some(message.clone()),
-            _ => {}
-        }
-    }
-
-    /// Sends one message the client wrote (from the writer), with the session-expiry retry
-    /// and the legacy fallback; a failed request fails through the reader.
+    /// Sends one message the client wrote (from the writer), with the authorization retries and
+    /// the legacy fallback; a failed request fails through the reader.
     pub(super) async fn deliver(self: Arc<Self>, message: Outgoing) {
         self.deliver_to(&message, None).await;
     }
@@ -382,6 +341,21 @@ impl Shared {
     /// [`Shared::deliver`], with what comes back handed to `to` (the caller that started the
     /// exchange) instead of the reader.
     pub(super) async fn deliver_to(self: &Arc<Self>, message: &Outgoing, to: Option<&Deliver<'_>>) {
+        if !self.gate.admits(message) {
+            // The server ended the session and the client has not opened a new one yet.
+            match message.id().filter(|_| message.is_request()) {
+                Some(id) => {
+                    let error = TransportError::SessionLost(format!(
+                        "{} {}: not sent: the server ended the session and a new one is not open yet",
+                        message.method().unwrap_or("message"),
+                        self.url
+                    ));
+                    self.route(Inbound::Failed { id: id.clone(), error }, to).await;
+                }
+                None => tracing::debug!(server = %self.label, "dropped {:?}: its session ended", message.method()),
+            }
+            return;
+        }
         let mut c = Collector {
             to,
             awaited: if message.is_request() { message.id().cloned() } else { None },
@@ -394,10 +368,10 @@ impl Shared {
             // open is lost.
             self.open_get_stream().await;
         }
-        let mut retried = false;
         let mut auth_retries = 0;
+        let mut stale;
         let outcome = loop {
-            let stale = self.state().session_id.clone();
+            stale = self.state().session_id.clone();
             match self.exchange(message, &mut c).await {
                 Err(Failure::Unauthorized(challenge)) => {
                     let status = StatusCode::from_u16(challenge.status).unwrap_or(StatusCode::UNAUTHORIZED);
@@ -415,18 +389,6 @@ impl Shared {
                     auth_retries += 1;
                     if let Err(error) = auth.challenged(&challenge).await {
                         break Err(Failure::Auth { status, error });
-                    }
-                }
-                Err(Failure::SessionExpired) if !retried && !c.initialize => {
-                    retried = true;
-                    // In a task of its own: a caller that stops waiting must not leave the
-                    // session half re-initialized for everyone else.
-                    let me = Arc::clone(self);
-                    let renewed = tokio::spawn(async move { me.reinitialize(stale).await });
-                    match renewed.await {
-                        Ok(Ok(())) => {}
-                        Ok(Err(e)) => break Err(e),
-                        Err(e) => break Err(Failure::Transport(format!("initializing again failed: {e}"))),
                     }
                 }
                 Err(Failure::Status { status, body })
@@ -451,6 +413,9 @@ impl Shared {
                 other => break other,
             }
         };
+        if let Err(Failure::SessionExpired) = &outcome {
+            self.session_ended(stale, c.to).await;
+        }
         match outcome {
             Ok(()) => {}
             // Nothing answers at that address: the connection is over, and every pending
@@ -467,6 +432,24 @@ impl Shared {
                     None => tracing::warn!(server = %self.label, "could not send {described}"),
                 }
             }
+        }
+    }
+
+    /// The server ended session `stale` (a 404 to a request that carried it): the first request
+    /// to find out forgets it, closes the gate and tells the client, once; the others only fail.
+    async fn session_ended(&self, stale: Option<HeaderValue>, to: Option<&Deliver<'_>>) {
+        let ended = {
+            let mut state = self.state();
+            let ended = stale.is_some() && state.session_id == stale;
+            if ended {
+                state.session_id = None;
+                self.gate.close();
+            }
+            ended
+        };
+        if ended {
+            tracing::info!(server = %self.label, "the server ended the session");
+            self.route(Inbound::SessionLost(SessionLoss::Expired), to).await;
         }
     }
 }

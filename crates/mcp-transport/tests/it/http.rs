@@ -134,6 +134,47 @@ async fn a_session_that_expires_at_once_is_retried_only_once() {
     client.close().await.unwrap();
 }
 
+/// The client, not the transport, opens the new session: one handshake of its own, and what the
+/// new session's server says (here its instructions) is what the client knows afterwards.
+#[tokio::test]
+async fn an_expired_session_is_opened_again_by_one_handshake_of_the_client() {
+    let s =
+        server(HttpOptions { json: true, expire_after: Some(2), name_sessions: true, ..HttpOptions::default() }).await;
+    let client = connect_to(s.url()).await;
+    let instructions = |client: &Client| client.server_info().and_then(|i| i.instructions);
+    assert_eq!(instructions(&client).as_deref(), Some("session-0"));
+    // initialized and the first call fit in the first session; the second call meets its end.
+    for i in 0..3 {
+        assert_eq!(echo(&client, &format!("call {i}")).await.unwrap(), format!("call {i}"));
+    }
+    let seen = s.seen();
+    let posts: Vec<(&str, Option<&str>, u16)> = seen
+        .iter()
+        .filter(|r| r.http_method == "POST")
+        .map(|r| (r.method.as_deref().unwrap_or("?"), r.session.as_deref(), r.status))
+        .collect();
+    assert_eq!(
+        posts,
+        [
+            ("initialize", None, 200),
+            ("notifications/initialized", Some("session-0"), 202),
+            ("tools/call", Some("session-0"), 200),
+            ("tools/call", Some("session-0"), 404),
+            ("initialize", None, 200),
+            ("notifications/initialized", Some("session-1"), 202),
+            ("tools/call", Some("session-1"), 200),
+            ("tools/call", Some("session-1"), 404),
+            ("initialize", None, 200),
+            ("notifications/initialized", Some("session-2"), 202),
+            ("tools/call", Some("session-2"), 200),
+        ],
+        "{seen:#?}"
+    );
+    assert_eq!(instructions(&client).as_deref(), Some("session-2"));
+    assert_eq!(client.protocol_version().unwrap().as_str(), "2025-11-25");
+    client.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_dropped_answer_stream_resumes_with_last_event_id_after_retry() {
     let s = server(HttpOptions { drop_answer: true, retry_ms: 300, ..HttpOptions::default() }).await;
