@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use mcp_protocol::stateless::{self, ResultKind};
-use mcp_protocol::{ElicitAction, ElicitRequestParams, ElicitResult, ErrorObject, SessionError, error_codes, methods};
+use mcp_protocol::{
+    ElicitAction, ElicitResult, ErrorObject, InputAsk, SessionError, error_codes, input_round, url_elicitations,
+};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -18,8 +20,7 @@ use super::{Client, ClientError, RequestOptions};
 /// At most this many input-required rounds for one request, so a server cannot keep us in a loop.
 pub const MAX_INPUT_ROUNDS: usize = 8;
 
-/// A URL-elicitation-required error listing more URLs than this is not put to the user.
-pub const MAX_URL_ELICITATIONS: usize = 4;
+pub use mcp_protocol::MAX_URL_ELICITATIONS;
 
 /// A person is being asked (an elicitation) while this lives: the connection's deadlines stand
 /// still, and when nobody is asked any more every pending request's deadline moves later by the
@@ -88,16 +89,13 @@ impl Client {
             .map_err(|source| SessionError::Encode { method: method.to_owned(), source })?;
         let mut raw = raw;
         for _ in 0..MAX_INPUT_ROUNDS {
-            let asked: stateless::InputRequiredResult =
-                serde_json::from_str(raw.get()).map_err(|e| input_error(format!("malformed input request: {e}")))?;
+            let round = input_round(&raw).map_err(|e| input_error(e.to_string()))?;
             let mut responses = Map::new();
-            for (key, request) in asked.input_requests.unwrap_or_default() {
-                let request: stateless::InputRequest = serde_json::from_value(request)
-                    .map_err(|e| input_error(format!("input request {key:?} is malformed: {e}")))?;
-                let answer = self.answer_input(request).await.map_err(|e| input_error(format!("{key}: {e}")))?;
+            for (key, ask) in round.asks {
+                let answer = self.answer_input(ask).await.map_err(|e| input_error(format!("{key}: {e}")))?;
                 responses.insert(key, answer);
             }
-            let params = stateless::retry_params(original.clone(), responses, asked.request_state);
+            let params = stateless::retry_params(original.clone(), responses, round.request_state);
             raw = self.request_once(method, Some(&params), &options).await?;
             if stateless::result_kind(&raw) != ResultKind::InputRequired {
                 return Ok(raw);
@@ -110,22 +108,7 @@ impl Client {
     /// whether there were some, all well-formed URL-mode params (at most
     /// [`MAX_URL_ELICITATIONS`]), and the user accepted every one.
     async fn visit_urls(&self, error: &ErrorObject) -> bool {
-        let Some(listed) = error.data.as_ref().and_then(|d| d.get("elicitations")).and_then(Value::as_array) else {
-            return false;
-        };
-        if listed.is_empty() || listed.len() > MAX_URL_ELICITATIONS {
-            return false;
-        }
-        let Ok(asked) = listed
-            .iter()
-            .map(|e| serde_json::from_value::<ElicitRequestParams>(e.clone()))
-            .collect::<Result<Vec<_>, _>>()
-        else {
-            return false;
-        };
-        if asked.iter().any(|p| p.mode.as_deref() != Some("url") || p.url.is_none()) {
-            return false;
-        }
+        let Some(asked) = url_elicitations(error) else { return false };
         let handler = Arc::clone(&self.inner.options.handler);
         for params in asked {
             match handler.elicit(params).await {
@@ -137,26 +120,14 @@ impl Client {
     }
 
     /// One input request, through the same handler as the handshake era's server requests.
-    async fn answer_input(&self, request: stateless::InputRequest) -> Result<Value, String> {
+    async fn answer_input(&self, ask: InputAsk) -> Result<Value, String> {
         let handler = Arc::clone(&self.inner.options.handler);
-        let params = request.params.unwrap_or(Value::Null);
-        let to_value = |r: Result<Value, serde_json::Error>| r.map_err(|e| e.to_string());
-        match request.method.as_str() {
-            methods::ELICITATION_CREATE => {
-                let params = serde_json::from_value(params).map_err(|e| format!("bad elicitation params: {e}"))?;
-                let result = handler.elicit(params).await.map_err(|e| e.to_string())?;
-                to_value(serde_json::to_value(result))
-            }
-            methods::SAMPLING_CREATE_MESSAGE => {
-                let params = serde_json::from_value(params).map_err(|e| format!("bad sampling params: {e}"))?;
-                let result = handler.create_message(params).await.map_err(|e| e.to_string())?;
-                to_value(serde_json::to_value(result))
-            }
-            methods::ROOTS_LIST => {
-                let result = handler.list_roots().await.map_err(|e| e.to_string())?;
-                to_value(serde_json::to_value(result))
-            }
-            other => Err(format!("unknown input request method {other:?}")),
-        }
+        let answer = match ask {
+            InputAsk::Elicit(params) => handler.elicit(params).await.map(serde_json::to_value),
+            InputAsk::CreateMessage(params) => handler.create_message(params).await.map(serde_json::to_value),
+            InputAsk::ListRoots => handler.list_roots().await.map(serde_json::to_value),
+            _ => return Err("it asks for a kind of input this client does not give".to_owned()),
+        };
+        answer.map_err(|e| e.to_string())?.map_err(|e| e.to_string())
     }
 }
