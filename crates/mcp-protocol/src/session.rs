@@ -76,6 +76,7 @@ pub struct Pending<P> {
 
 /// A request the server sent to the client, classified.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ServerRequest {
     /// `ping`: answer with an empty result.
     Ping,
@@ -94,6 +95,7 @@ pub enum ServerRequest {
 
 /// A notification the server sent, classified.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum ServerNotification {
     /// `notifications/tools/list_changed`.
     ToolsListChanged,

@@ -79,6 +79,7 @@ pub enum HttpMode {
 
 /// Configuration of an HTTP transport.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct HttpConfig {
     /// The MCP endpoint (Streamable HTTP) or the SSE endpoint (legacy).
     pub url: String,

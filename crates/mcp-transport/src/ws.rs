@@ -36,6 +36,7 @@ type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// Configuration of a WebSocket transport.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct WebSocketConfig {
     /// `ws://` or `wss://`.
     pub url: String,

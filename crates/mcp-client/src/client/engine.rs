@@ -547,7 +547,7 @@ pub(super) fn answer_server_request(inner: &Arc<Inner>, id: RequestId, request: 
             id,
             Err(ErrorObject::new(error_codes::METHOD_NOT_FOUND, format!("Method not found: {method}"))),
         )),
-        request => {
+        request @ (ServerRequest::ListRoots | ServerRequest::CreateMessage(_) | ServerRequest::Elicit(_)) => {
             // Handlers may ask a person; never block the reader on them.
             let inner = Arc::clone(inner);
             tokio::spawn(async move {
@@ -561,11 +561,16 @@ pub(super) fn answer_server_request(inner: &Arc<Inner>, id: RequestId, request: 
                         drop(asking);
                         reply_line(id, answer)
                     }
-                    ServerRequest::Ping | ServerRequest::Unknown { .. } => return,
+                    _ => return,
                 };
                 inner.send_line(line);
             });
         }
+        // A kind of request a later revision added, which this client does not answer.
+        _ => inner.send_line(reply_line::<Value>(
+            id,
+            Err(ErrorObject::new(error_codes::METHOD_NOT_FOUND, "Method not found")),
+        )),
     }
 }
 
