@@ -18,7 +18,7 @@ use super::{Client, ClientError, Era};
 use crate::transport::{SessionLoss, TransportError};
 
 impl Client {
-    /// Open the session the way [`ClientOptions::era`] says: `initialize`, `server/discover`,
+    /// Open the session the way [`ClientOptions::era`](crate::ClientOptions::era) says: `initialize`, `server/discover`,
     /// or the probe with its fallback. Returns what the server said about itself (for
     /// 2026-07-28, the discover result in the shape of an initialize result).
     pub async fn open(&self) -> Result<InitializeResult, ClientError> {

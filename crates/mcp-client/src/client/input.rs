@@ -60,7 +60,7 @@ impl Drop for Asking<'_> {
 
 impl Client {
     /// Send a request and wait for its raw result. An input-required result (2026-07-28) is
-    /// answered through the [`ServerRequestHandler`] and the request retried with
+    /// answered through the [`ServerRequestHandler`](crate::ServerRequestHandler) and the request retried with
     /// `inputResponses`, up to [`MAX_INPUT_ROUNDS`] times. A URL-elicitation-required error
     /// (2025-11-25) puts its URLs to the handler, and the request is retried once if every one
     /// was accepted.

@@ -146,7 +146,7 @@ impl Client {
 
     /// `resources/read` of `uri`. An answer larger than `max_bytes` as JSON on the wire (text,
     /// and blobs in base64) is dropped with [`ClientError::TooLarge`] before it is decoded;
-    /// [`DEFAULT_MAX_RESOURCE_BYTES`] is a sensible cap. Fails with
+    /// [`DEFAULT_MAX_RESOURCE_BYTES`](crate::DEFAULT_MAX_RESOURCE_BYTES) is a sensible cap. Fails with
     /// [`ClientError::NotOffered`] when the server did not declare `resources`.
     pub async fn read_resource(&self, uri: &str, max_bytes: usize) -> Result<ReadResourceResult, ClientError> {
         let method = methods::RESOURCES_READ;
