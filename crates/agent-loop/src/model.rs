@@ -12,6 +12,7 @@ use serde_json::Value;
 /// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Role {
     /// The user (and tool results, which go back to the model as the user's turn).
     User,
@@ -22,6 +23,7 @@ pub enum Role {
 /// One block of a message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Block {
     /// Text.
     Text {
@@ -130,6 +132,7 @@ pub struct ModelRequest {
 /// Why the model stopped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum StopReason {
     /// It finished its turn.
     EndTurn,

@@ -218,8 +218,9 @@ fn defers(tools: &[agent_loop::ToolSpec]) -> bool {
 /// left out (the API refuses them). Written straight from the blocks, with no `Value` built.
 fn wire_messages(message: &agent_loop::Message, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
     let role = match message.role {
-        Role::User => "user",
         Role::Assistant => "assistant",
+        // The API has two roles; whatever is not the model's speaks to it.
+        _ => "user",
     };
     let content: Vec<WireBlock<'_>> = message
         .content
@@ -232,7 +233,8 @@ fn wire_messages(message: &agent_loop::Message, out: &mut Vec<u8>) -> Result<(),
                 Some(WireBlock::Typed(TypedBlock::ToolResult { tool_use_id, content, is_error: *is_error }))
             }
             Block::Provider { provider, block } if provider == PROVIDER => Some(WireBlock::Provider(block)),
-            Block::Provider { .. } => None,
+            // Another provider's blocks, and kinds this adapter does not know, are left out.
+            _ => None,
         })
         .collect();
     serde_json::to_writer(out, &WireMessage { role, content })
@@ -586,8 +588,8 @@ mod tests {
     /// for the bytes on the wire.
     fn reference(message: &agent_loop::Message) -> Value {
         let role = match message.role {
-            Role::User => "user",
             Role::Assistant => "assistant",
+            _ => "user",
         };
         let content: Vec<Value> = message
             .content
@@ -602,7 +604,7 @@ mod tests {
                     json!({"type": "tool_result", "tool_use_id": tool_use_id, "content": content, "is_error": is_error}),
                 ),
                 Block::Provider { provider, block } if provider == PROVIDER => Some(block.clone()),
-                Block::Provider { .. } => None,
+                _ => None,
             })
             .collect();
         json!({"role": role, "content": content})

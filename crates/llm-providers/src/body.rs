@@ -304,8 +304,8 @@ mod tests {
     /// message.
     fn elements(message: &Message) -> Vec<Value> {
         match message.role {
-            Role::User => vec![json!({"u": message.text()})],
             Role::Assistant => message.content.iter().map(|b| json!({"a": b})).collect(),
+            _ => vec![json!({"u": message.text()})],
         }
     }
 

@@ -325,16 +325,6 @@ fn wire_messages(message: &agent_loop::Message, out: &mut Vec<u8>) -> Result<(),
         value.write(out)
     };
     match message.role {
-        Role::User => {
-            for block in &message.content {
-                if let Block::ToolResult { tool_use_id, content, .. } = block {
-                    element(out, &WireToolResult { role: "tool", tool_call_id: tool_use_id, content })?;
-                }
-            }
-            if let Some(text) = joined_text(message) {
-                element(out, &WireText { role: "user", content: Some(&text) })?;
-            }
-        }
         Role::Assistant => {
             let tool_calls: Vec<WireCall<'_>> = message
                 .content
@@ -355,6 +345,17 @@ fn wire_messages(message: &agent_loop::Message, out: &mut Vec<u8>) -> Result<(),
                 element(out, &WireText { role: "assistant", content: text.as_deref() })?;
             } else {
                 element(out, &WireAssistant { role: "assistant", content: text.as_deref(), tool_calls })?;
+            }
+        }
+        // Whatever is not the model's speaks to it (the user's role, and any role added later).
+        _ => {
+            for block in &message.content {
+                if let Block::ToolResult { tool_use_id, content, .. } = block {
+                    element(out, &WireToolResult { role: "tool", tool_call_id: tool_use_id, content })?;
+                }
+            }
+            if let Some(text) = joined_text(message) {
+                element(out, &WireText { role: "user", content: Some(&text) })?;
             }
         }
     }

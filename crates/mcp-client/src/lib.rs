@@ -67,4 +67,6 @@ pub use servers::{
     ServerConnection, ServerSpec, ServerState, StderrSource, close_all, close_all_while, connect, connect_all,
 };
 pub use set::{ResourceCatalog, RestartPolicy, ServerEvent, ServerListing, ServerSet, SetCallError, SetOptions};
-pub use transport::{DirectWrite, Exchange, Inbound, Transport, TransportError, TransportSink, TransportStream};
+pub use transport::{
+    DirectWrite, Exchange, Inbound, RestoreGate, SessionLoss, Transport, TransportError, TransportSink, TransportStream,
+};

@@ -5,9 +5,16 @@
 //! are typed: a transport fails one request ([`Inbound::Failed`], the connection goes on) or
 //! the whole connection (an error from [`TransportStream::recv`], or its end); it never dresses
 //! a failure of its own as an error answer from the server.
+//!
+//! A transport that loses the session it carries and goes on (a WebSocket opened again, an HTTP
+//! session the server ended) says so ([`Inbound::SessionLost`]); the client opens the session
+//! again with its own handshake, whatever the transport, and [`RestoreGate`] keeps anything else
+//! from reaching the server before that.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
-use mcp_protocol::{Outgoing, RequestId};
+use mcp_protocol::{Outgoing, RequestId, methods, stateless};
 
 /// Why a transport could not carry a message, or one request.
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +88,11 @@ pub enum TransportError {
     /// broke, or what came back was not an answer.
     #[error("{0}")]
     NoAnswer(String),
+    /// The request was not run: the session it was sent in is gone (the server ended it, or the
+    /// connection was opened again and the client's new handshake has not come yet). The client
+    /// opens the session again and sends the request once more.
+    #[error("{0}")]
+    SessionLost(String),
 }
 
 impl TransportError {
@@ -95,6 +107,7 @@ impl TransportError {
                 | TransportError::HttpStatus { .. }
                 | TransportError::Unauthorized { .. }
                 | TransportError::NoAnswer(_)
+                | TransportError::SessionLost(_)
         )
     }
 
@@ -142,6 +155,73 @@ pub enum Inbound {
         /// Why.
         error: TransportError,
     },
+    /// The transport lost the session it carried and goes on ([`SessionLoss`] says how). The
+    /// client makes its handshake again (`initialize`, or `server/discover` in the 2026-07-28
+    /// revision) before anything else; until then the transport lets nothing else through
+    /// ([`RestoreGate`]). Said once per loss.
+    SessionLost(SessionLoss),
+}
+
+/// How a transport lost its session (see [`Inbound::SessionLost`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SessionLoss {
+    /// The connection dropped and the transport opened a new one (a WebSocket): the server knows
+    /// no session on it, and says nothing on it before the handshake.
+    Reconnected,
+    /// The server ended the session (Streamable HTTP: a 404 to a request that carried its
+    /// `Mcp-Session-Id`).
+    Expired,
+}
+
+impl std::fmt::Display for SessionLoss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SessionLoss::Reconnected => "the connection was opened again",
+            SessionLoss::Expired => "the server ended the session",
+        })
+    }
+}
+
+/// What a transport lets through between losing its session ([`Inbound::SessionLost`]) and the
+/// client's new handshake: the handshake (`initialize`, `notifications/initialized`,
+/// `server/discover`) and nothing else. A request is refused unsent
+/// ([`TransportError::SessionLost`]: the client sends it again once the session is back); another
+/// notification or a reply is dropped, as it belonged to the lost session. The gate opens again
+/// with `notifications/initialized`, or with `server/discover` (whose revision needs no more).
+///
+/// Open, it costs one atomic load per message.
+#[derive(Debug, Default)]
+pub struct RestoreGate {
+    closed: AtomicBool,
+}
+
+impl RestoreGate {
+    /// The session was lost: only the handshake passes until it is made again.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    /// Whether `message` may go to the server now. The message that finishes the handshake
+    /// opens the gate.
+    pub fn admits(&self, message: &Outgoing) -> bool {
+        if !self.closed.load(Ordering::Acquire) {
+            return true;
+        }
+        match message.method() {
+            Some(methods::INITIALIZE) => true,
+            Some(methods::INITIALIZED | stateless::SERVER_DISCOVER) => {
+                self.closed.store(false, Ordering::Release);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the gate waits for the client's handshake.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
 }
 
 /// A non-blocking write path a transport may offer beside its sink, so that a caller can put
@@ -229,5 +309,43 @@ pub trait Transport: Send {
 impl Transport for Box<dyn Transport> {
     fn split(self: Box<Self>) -> (Box<dyn TransportSink>, Box<dyn TransportStream>) {
         (*self).split()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use mcp_protocol::{Outgoing, RequestId};
+
+    use super::RestoreGate;
+
+    fn request(method: &str) -> Outgoing {
+        Outgoing::parse(format!(r#"{{"jsonrpc":"2.0","id":7,"method":"{method}"}}"#))
+    }
+
+    fn notification(method: &str) -> Outgoing {
+        Outgoing::notification(format!(r#"{{"jsonrpc":"2.0","method":"{method}"}}"#), method)
+    }
+
+    #[test]
+    fn a_closed_gate_lets_only_the_handshake_through_and_opens_with_its_end() {
+        let gate = RestoreGate::default();
+        assert!(gate.admits(&request("tools/call")), "open until a session is lost");
+        gate.close();
+        assert!(!gate.admits(&request("tools/call")));
+        assert!(!gate.admits(&request("ping")));
+        assert!(!gate.admits(&notification("notifications/cancelled")));
+        assert!(
+            !gate.admits(&Outgoing::response(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#.into(), RequestId::Number(1)))
+        );
+        assert!(gate.admits(&request("initialize")));
+        assert!(gate.is_closed(), "initialize alone does not open the session");
+        assert!(!gate.admits(&request("tools/list")));
+        assert!(gate.admits(&notification("notifications/initialized")));
+        assert!(!gate.is_closed());
+        assert!(gate.admits(&request("tools/list")));
+        // The 2026-07-28 revision has no more to its handshake than server/discover.
+        gate.close();
+        assert!(gate.admits(&request("server/discover")));
+        assert!(gate.admits(&request("tools/call")));
     }
 }

@@ -6,7 +6,9 @@
 //! an `endpoint` event, POST `/mcp` is refused with 405). Every request is recorded so tests can
 //! check the headers the client sent.
 //!
-//! Faults: `expire_after` (the session expires after that many POSTs: 404), `drop_answer`
+//! Faults: `expire_after` (the session expires after that many POSTs: 404; with
+//! `name_sessions` the initialize result's `instructions` name the session it opened, so a test
+//! sees which one a client knows), `drop_answer`
 //! (the answer stream of `tools/call` ends after its priming event; the answer is replayed to a
 //! GET with `Last-Event-ID`), `no_get` (GET gets 405), `get_ends` (the GET stream ends after
 //! its priming event: the client must reconnect), `token` (a bearer token is required:
@@ -44,6 +46,8 @@ pub struct HttpOptions {
     pub stateless: bool,
     /// A session expires after this many POSTs.
     pub expire_after: Option<u64>,
+    /// The initialize result's `instructions` name the session it opened (`session-0`, ...).
+    pub name_sessions: bool,
     /// `tools/call` answer streams end after the priming event (resumable with GET).
     pub drop_answer: bool,
     /// The `retry:` of priming events, in milliseconds.
@@ -543,6 +547,11 @@ fn post(inner: &Arc<Inner>, headers: &HeaderMap, body: Option<Value>, seen: &See
         }
     }
     let mut answer = answer;
+    if o.name_sessions
+        && let Some(id) = &new_session
+    {
+        answer["result"]["instructions"] = json!(id);
+    }
     if o.wrong_id && seen.method.as_deref() == Some("tools/call") {
         answer["id"] = json!(987_654);
     }

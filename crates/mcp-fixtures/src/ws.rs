@@ -3,8 +3,11 @@
 //! `notifications/tools/list_changed` after `notifications/initialized`.
 //!
 //! Faults: `refuse_subprotocol` (the handshake succeeds without choosing `mcp`),
-//! `close_after` (the server closes after that many client messages), `huge` (a text frame of
-//! that many bytes before each answer).
+//! `close_after` (the server closes after that many client messages, on every connection),
+//! `huge` (a text frame of that many bytes before each answer). With `name_connections` the
+//! initialize result's `instructions` name the connection (`connection-0`, ...), and
+//! [`RunningWsServer::methods`] lists what clients sent, so tests see which connection a client
+//! knows and how often it made its handshake.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -24,6 +27,8 @@ pub struct WsOptions {
     pub close_after: Option<usize>,
     /// Send a text frame of this many bytes before each answer.
     pub huge: Option<usize>,
+    /// The initialize result's `instructions` name the connection (`connection-0`, ...).
+    pub name_connections: bool,
 }
 
 /// A running server; it stops when dropped.
@@ -32,6 +37,7 @@ pub struct RunningWsServer {
     /// Its address.
     pub addr: SocketAddr,
     protocols: Arc<Mutex<Vec<Option<String>>>>,
+    methods: Arc<Mutex<Vec<String>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -51,6 +57,12 @@ impl RunningWsServer {
     pub fn requested_protocols(&self) -> Vec<Option<String>> {
         self.protocols.lock().map(|p| p.clone()).unwrap_or_default()
     }
+
+    /// The method of every request and notification clients sent, in order (answers to the
+    /// server's requests have none and are left out).
+    pub fn methods(&self) -> Vec<String> {
+        self.methods.lock().map(|m| m.clone()).unwrap_or_default()
+    }
 }
 
 /// Starts the server on 127.0.0.1 with a free port.
@@ -58,11 +70,17 @@ pub async fn start_ws(options: WsOptions) -> std::io::Result<RunningWsServer> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let protocols = Arc::new(Mutex::new(Vec::new()));
+    let methods = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&protocols);
+    let sent = Arc::clone(&methods);
     let task = tokio::spawn(async move {
+        let mut connections = 0;
         while let Ok((stream, _)) = listener.accept().await {
             let options = options.clone();
             let seen = Arc::clone(&seen);
+            let sent = Arc::clone(&sent);
+            let connection = connections;
+            connections += 1;
             tokio::spawn(async move {
                 let refuse = options.refuse_subprotocol;
                 // The error type is tungstenite's (an HTTP response); this callback never fails.
@@ -87,16 +105,26 @@ pub async fn start_ws(options: WsOptions) -> std::io::Result<RunningWsServer> {
                 while let Some(Ok(message)) = ws.next().await {
                     let Message::Text(text) = message else { continue };
                     received += 1;
+                    let body = serde_json::from_str::<Value>(text.as_str()).ok();
+                    if let Some(method) = body.as_ref().and_then(|b| b.get("method")).and_then(Value::as_str)
+                        && let Ok(mut sent) = sent.lock()
+                    {
+                        sent.push(method.to_owned());
+                    }
                     if options.close_after.is_some_and(|n| received > n) {
                         let _ = ws.close(None).await;
                         return;
                     }
-                    let Ok(body) = serde_json::from_str::<Value>(text.as_str()) else { continue };
+                    let Some(body) = body else { continue };
                     if body.get("method").and_then(Value::as_str) == Some("notifications/initialized") {
                         let note = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
                         let _ = ws.send(Message::text(note.to_string())).await;
                     }
-                    if let Some(answer) = crate::http::answer(&body, "2025-11-25") {
+                    if let Some(mut answer) = crate::http::answer(&body, "2025-11-25") {
+                        if options.name_connections && body.get("method").and_then(Value::as_str) == Some("initialize")
+                        {
+                            answer["result"]["instructions"] = json!(format!("connection-{connection}"));
+                        }
                         if let Some(n) = options.huge {
                             let filler = json!({"jsonrpc": "2.0", "method": "notifications/message",
                                 "params": {"level": "info", "data": "x".repeat(n)}});
@@ -108,5 +136,5 @@ pub async fn start_ws(options: WsOptions) -> std::io::Result<RunningWsServer> {
             });
         }
     });
-    Ok(RunningWsServer { addr, protocols, task })
+    Ok(RunningWsServer { addr, protocols, methods, task })
 }

@@ -26,6 +26,8 @@
 //! ```
 
 mod content_de;
+pub mod elicitation;
+mod input;
 mod jsonrpc;
 mod outgoing;
 mod oversize;
@@ -34,6 +36,7 @@ pub mod stateless;
 mod types;
 mod version;
 
+pub use input::{InputAsk, InputError, InputRound, MAX_URL_ELICITATIONS, input_round, url_elicitations};
 pub use jsonrpc::{
     DecodeError, DecodeErrorKind, ErrorObject, ErrorResponse, Message, Notification, Request, RequestId, Response,
     empty_object, encode_request, error_codes, to_raw,

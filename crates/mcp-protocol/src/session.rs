@@ -24,7 +24,8 @@ use crate::version::{NegotiationError, ProtocolVersion, negotiate};
 /// Where the session is in its lifecycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionState {
-    /// Before the `initialize` result was accepted: only `initialize` and `ping` may be sent.
+    /// Before the `initialize` result was accepted: only `initialize` and `ping` may be sent
+    /// (while a lost session is restored, only the handshake: see [`ClientSession::restart`]).
     Initializing,
     /// Handshake done; any request may be sent.
     Ready,
@@ -75,6 +76,7 @@ pub struct Pending<P> {
 
 /// A request the server sent to the client, classified.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ServerRequest {
     /// `ping`: answer with an empty result.
     Ping,
@@ -93,6 +95,7 @@ pub enum ServerRequest {
 
 /// A notification the server sent, classified.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum ServerNotification {
     /// `notifications/tools/list_changed`.
     ToolsListChanged,
@@ -189,6 +192,8 @@ pub struct ClientSession<P> {
     pending: HashMap<RequestId, Pending<P>>,
     negotiated: Option<ProtocolVersion>,
     server: Option<InitializeResult>,
+    /// The session was open and the transport lost it: only the handshake may be sent.
+    restoring: bool,
 }
 
 impl<P> ClientSession<P> {
@@ -201,6 +206,7 @@ impl<P> ClientSession<P> {
             pending: HashMap::new(),
             negotiated: None,
             server: None,
+            restoring: false,
         }
     }
 
@@ -209,14 +215,39 @@ impl<P> ClientSession<P> {
         self.state
     }
 
-    /// The negotiated revision, once ready.
+    /// The negotiated revision, once ready (while a lost session is restored, the one negotiated
+    /// before).
     pub fn protocol_version(&self) -> Option<ProtocolVersion> {
         self.negotiated
     }
 
-    /// The server's initialize result, once ready.
+    /// The server's initialize result, once ready (while a lost session is restored, the one
+    /// received before).
     pub fn server(&self) -> Option<&InitializeResult> {
         self.server.as_ref()
+    }
+
+    /// The transport lost the session (a connection opened again, a session the server ended):
+    /// the handshake must be made again before anything else is sent. The state goes back to
+    /// `Initializing` and every request but the handshake is refused with
+    /// [`SessionError::NotReady`], `ping` too; pending requests stay (the adapter decides what
+    /// becomes of them). The revision and the server's result negotiated before are kept until the
+    /// new handshake replaces them, so [`ClientSession::protocol_version`] says which handshake to
+    /// make again (`server/discover` for the stateless revision, else `initialize`). Returns
+    /// whether the session was open: one being restored already, still opening or closed has
+    /// nothing to restore, and is left as it is.
+    pub fn restart(&mut self) -> bool {
+        if self.state != SessionState::Ready {
+            return false;
+        }
+        self.state = SessionState::Initializing;
+        self.restoring = true;
+        true
+    }
+
+    /// Whether a lost session waits for its new handshake (see [`ClientSession::restart`]).
+    pub fn is_restoring(&self) -> bool {
+        self.restoring && self.state == SessionState::Initializing
     }
 
     /// The handshake configuration.
@@ -306,6 +337,7 @@ impl<P> ClientSession<P> {
         });
         self.negotiated = Some(stateless);
         self.state = SessionState::Ready;
+        self.restoring = false;
         Ok(())
     }
 
@@ -328,6 +360,7 @@ impl<P> ClientSession<P> {
         self.negotiated = Some(version);
         self.server = Some(result);
         self.state = SessionState::Ready;
+        self.restoring = false;
         let text =
             Message::Notification(Notification { method: methods::INITIALIZED.to_owned(), params: None }).encode();
         Ok(Outgoing::notification(text, methods::INITIALIZED))
@@ -373,7 +406,7 @@ impl<P> ClientSession<P> {
     fn check_ready(&self, method: &str) -> Result<(), SessionError> {
         match self.state {
             SessionState::Closed => Err(SessionError::Closed),
-            SessionState::Initializing if method != methods::PING => {
+            SessionState::Initializing if self.restoring || method != methods::PING => {
                 Err(SessionError::NotReady { method: method.to_owned() })
             }
             _ => Ok(()),

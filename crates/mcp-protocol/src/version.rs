@@ -4,6 +4,7 @@ use std::fmt;
 
 /// A protocol revision this crate implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum ProtocolVersion {
     /// 2024-11-05: the first stable revision.
     V2024_11_05,

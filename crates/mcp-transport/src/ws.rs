@@ -5,7 +5,8 @@
 //! WebSocket endpoint that is not an MCP server should fail at once, not at the first message.
 //! Frames and messages are capped at `max_message_bytes` (tungstenite enforces it while
 //! reading). Connecting is retried with backoff when the server cannot be reached, and a
-//! socket that drops mid-session is reopened the same way (see `Supervisor`).
+//! socket that drops mid-session is reopened the same way (see `Supervisor`); the client then
+//! opens its session again on the new socket ([`Inbound::SessionLost`]).
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
@@ -13,8 +14,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures_util::{SinkExt, StreamExt};
 use http::header::{AUTHORIZATION, HeaderName, HeaderValue, SEC_WEBSOCKET_PROTOCOL};
-use mcp_client::{Connector, Inbound, Opened, Transport, TransportError, TransportSink, TransportStream};
+use mcp_client::{
+    Connector, Inbound, Opened, RestoreGate, SessionLoss, Transport, TransportError, TransportSink, TransportStream,
+};
 use mcp_protocol::{Outgoing, RequestId};
+use mcp_protocol::{methods, stateless};
 use mcp_safety::Backoff;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
@@ -32,6 +36,7 @@ type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// Configuration of a WebSocket transport.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct WebSocketConfig {
     /// `ws://` or `wss://`.
     pub url: String,
@@ -182,6 +187,8 @@ enum Command {
 enum Event {
     Message(String),
     Failed(RequestId, TransportError),
+    /// The socket was opened again: the session is gone.
+    Reopened,
     NotUtf8,
     End(String),
 }
@@ -195,8 +202,9 @@ impl Transport for WebSocketTransport {
             dialer: self.dialer,
             events: events_tx,
             in_flight: HashSet::new(),
-            initialize: None,
-            initialized: None,
+            handshake: None,
+            opened: false,
+            gate: RestoreGate::default(),
         };
         let task = tokio::spawn(supervisor.run(self.socket, command_rx));
         (Box::new(WsSink { commands, task }), Box::new(WsStream { events, url, reason: None }))
@@ -205,17 +213,22 @@ impl Transport for WebSocketTransport {
 
 /// Owns the socket; reopens it when it drops.
 ///
-/// Requests in flight when the socket drops get an error answer at once (they may or may not
-/// have run: a tool call is not retried behind the caller's back). The socket is reopened with
-/// backoff; the client's own `initialize` and `notifications/initialized` are replayed so the
-/// new connection is a session again (the replayed answer is swallowed). When reconnecting
-/// fails, the stream ends with the reason.
+/// Requests in flight when the socket drops fail at once (they may or may not have run: a tool
+/// call is not retried behind the caller's back). The socket is reopened with backoff and the
+/// client told ([`Inbound::SessionLost`]); it opens the session again with its own handshake,
+/// and until then nothing else goes out ([`RestoreGate`]). A socket that drops before its first
+/// handshake was answered, or while the client makes it again, is not reopened; nor is one that
+/// cannot be: the stream ends with the reason.
 struct Supervisor {
     dialer: Dialer,
     events: mpsc::Sender<Event>,
     in_flight: HashSet<RequestId>,
-    initialize: Option<(RequestId, String)>,
-    initialized: Option<String>,
+    /// The client's handshake request (`initialize`, `server/discover`) while it awaits its answer.
+    handshake: Option<RequestId>,
+    /// A handshake was answered: there is a session to open again after a drop.
+    opened: bool,
+    /// Closed from a reopened socket to the client's new handshake.
+    gate: RestoreGate,
 }
 
 fn peek(text: &str) -> (Option<RequestId>, Option<String>) {
@@ -271,19 +284,26 @@ impl Supervisor {
         let _ = self.events.send(Event::End(reason)).await;
     }
 
-    /// Writes a batch (one flush), noting requests in flight and the handshake to replay.
+    /// Writes a batch (one flush), noting requests in flight and the client's handshake.
     async fn write(&mut self, socket: &mut Socket, messages: Vec<Outgoing>) -> Result<(), TransportError> {
         for message in messages {
-            match (message.id(), message.method()) {
-                (Some(id), Some("initialize")) => {
-                    self.in_flight.insert(id.clone());
-                    self.initialize = Some((id.clone(), message.text().to_owned()));
+            if !self.gate.admits(&message) {
+                // The socket was opened again and the client's handshake has not come yet.
+                if let Some(id) = message.id().filter(|_| message.is_request()) {
+                    let error = TransportError::SessionLost(format!(
+                        "{} not sent: the WebSocket to {} was opened again and the session is not open yet",
+                        message.method().unwrap_or("the request"),
+                        self.dialer.config.url
+                    ));
+                    let _ = self.events.send(Event::Failed(id.clone(), error)).await;
                 }
-                (None, Some("notifications/initialized")) => self.initialized = Some(message.text().to_owned()),
-                (Some(id), Some(_)) => {
-                    self.in_flight.insert(id.clone());
+                continue;
+            }
+            if let (Some(id), Some(method)) = (message.id(), message.method()) {
+                self.in_flight.insert(id.clone());
+                if matches!(method, methods::INITIALIZE | stateless::SERVER_DISCOVER) {
+                    self.handshake = Some(id.clone());
                 }
-                _ => {}
             }
             socket.feed(Message::text(message.into_text())).await.map_err(|e| io("sending a WebSocket frame", e))?;
         }
@@ -321,15 +341,20 @@ impl Supervisor {
         };
         if let (Some(id), None) = peek(&text) {
             self.in_flight.remove(&id);
+            if self.handshake.as_ref() == Some(&id) {
+                self.handshake = None;
+                self.opened = true;
+            }
         }
         let _ = self.events.send(Event::Message(text)).await;
         None
     }
 
-    /// The socket dropped: fail what was in flight, reconnect, replay the handshake.
+    /// The socket dropped: fail what was in flight, reconnect, tell the client.
     async fn reopen(&mut self, why: &str) -> Result<Socket, String> {
-        // Without a finished handshake there is no session to restore.
-        let session = self.initialize.as_ref().is_some_and(|(id, _)| !self.in_flight.contains(id));
+        // Without a session (none yet, or the client's new handshake cut short) there is nothing
+        // to open again.
+        let session = self.opened && self.handshake.take().is_none();
         for id in self.in_flight.drain() {
             let error = TransportError::NoAnswer(format!(
                 "{why}; the request may or may not have run (the connection is being reopened)"
@@ -341,31 +366,9 @@ impl Supervisor {
         }
         tracing::info!(url = %self.dialer.config.url, "{why}; reconnecting");
         tokio::time::sleep(self.dialer.config.reconnect.delay(0, rand::random())).await;
-        let mut socket = self.dialer.dial().await.map_err(|e| format!("{why}; reconnecting failed: {e}"))?;
-        if let Some((id, text)) = self.initialize.clone() {
-            socket.send(Message::text(text)).await.map_err(|e| format!("{why}; initializing again failed: {e}"))?;
-            // Wait for that answer (bounded); pass on anything else the server says meanwhile.
-            let answered = tokio::time::timeout(self.dialer.config.connect_timeout, async {
-                while let Some(Ok(frame)) = socket.next().await {
-                    if let Message::Text(text) = frame {
-                        match peek(text.as_str()) {
-                            (Some(answer), None) if answer == id => return true,
-                            _ => {
-                                let _ = self.events.send(Event::Message(text.as_str().to_owned())).await;
-                            }
-                        }
-                    }
-                }
-                false
-            })
-            .await;
-            if answered != Ok(true) {
-                return Err(format!("{why}; the new connection did not answer initialize"));
-            }
-            if let Some(initialized) = self.initialized.clone() {
-                socket.send(Message::text(initialized)).await.map_err(|e| format!("{why}; {e}"))?;
-            }
-        }
+        let socket = self.dialer.dial().await.map_err(|e| format!("{why}; reconnecting failed: {e}"))?;
+        self.gate.close();
+        let _ = self.events.send(Event::Reopened).await;
         Ok(socket)
     }
 }
@@ -415,6 +418,7 @@ impl TransportStream for WsStream {
         match self.events.recv().await {
             Some(Event::Message(text)) => Ok(Some(Inbound::Message(text))),
             Some(Event::Failed(id, error)) => Ok(Some(Inbound::Failed { id, error })),
+            Some(Event::Reopened) => Ok(Some(Inbound::SessionLost(SessionLoss::Reconnected))),
             Some(Event::NotUtf8) => Err(TransportError::NotUtf8),
             Some(Event::End(reason)) => {
                 self.reason = Some(reason);

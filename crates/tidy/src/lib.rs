@@ -3,9 +3,15 @@
 //!
 //! - [`pure_dependencies`] and [`pure_sources`]: the pure crates ([`PURE_CRATES`]) do no I/O,
 //!   neither through a dependency ([`IO_CRATES`]) nor by naming the standard library's files,
-//!   sockets, processes, threads, environment or clocks.
-//! - [`non_exhaustive`]: public error enums, and public enums a public trait's methods take or
-//!   return (port enums), are `#[non_exhaustive]`, so adding a variant is not a breaking change.
+//!   sockets, processes, threads, environment or clocks; [`pure_modules`]: nor do the pure
+//!   modules of other crates ([`PURE_MODULES`]), which name no I/O crate either.
+//! - [`forbidden_dependencies`]: a crate's tree lacks what [`FORBIDDEN_DEPENDENCIES`] keeps out
+//!   of it (agent-loop builds without reqwest, hyper, tungstenite and nix).
+//! - [`non_exhaustive`]: public error enums, public enums a public trait's methods take or
+//!   return (port enums) or hold inside a public struct, and connector configurations are
+//!   `#[non_exhaustive]`, so adding a variant or an option is not a breaking change;
+//!   [`growing_enums`]: so are the protocol's enums that grow with each revision
+//!   ([`GROWING_ENUMS`]).
 //! - [`one_path`]: an item is public under one path only, not both through a `pub mod` and a
 //!   `pub use` of it.
 //!
@@ -19,15 +25,17 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 mod cargo;
+mod forbidden;
 mod modules;
 mod non_exhaustive;
 mod one_path;
 mod purity;
 
 pub use cargo::{Crate, workspace_crates};
-pub use non_exhaustive::{ALLOWED_EXHAUSTIVE, non_exhaustive};
+pub use forbidden::{FORBIDDEN_DEPENDENCIES, forbidden_dependencies};
+pub use non_exhaustive::{ALLOWED_EXHAUSTIVE, CONNECTOR_PORTS, GROWING_ENUMS, growing_enums, non_exhaustive};
 pub use one_path::one_path;
-pub use purity::{IO_CRATES, PURE_CRATES, pure_dependencies, pure_sources};
+pub use purity::{IO_CRATES, PURE_CRATES, PURE_MODULES, pure_dependencies, pure_modules, pure_sources};
 
 /// Which convention a [`Violation`] breaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -37,8 +45,11 @@ pub enum Rule {
     PureDependency,
     /// A pure crate's source names an I/O part of the standard library.
     PureSource,
-    /// A public error or port enum lacks `#[non_exhaustive]`.
+    /// A public error or port enum, a connector configuration or a growing protocol enum lacks
+    /// `#[non_exhaustive]`.
     NonExhaustive,
+    /// A crate depends (normally, transitively) on a crate it must build without.
+    ForbiddenDependency,
     /// An item is public under two paths.
     OnePath,
 }
@@ -49,6 +60,7 @@ impl fmt::Display for Rule {
             Rule::PureDependency => "purity (dependencies)",
             Rule::PureSource => "purity (source)",
             Rule::NonExhaustive => "non_exhaustive",
+            Rule::ForbiddenDependency => "forbidden dependency",
             Rule::OnePath => "one path per item",
         })
     }

@@ -76,36 +76,45 @@ const IO_PROCESS_ITEMS: &[&str] =
 /// The I/O crates in the normal dependency tree of `krate` (host platform), each reported at the
 /// line of `krate`'s manifest that declares the dependency it comes through.
 pub fn pure_dependencies(krate: &Crate) -> Result<Vec<Violation>, TidyError> {
+    let found = banned_in_tree(krate, IO_CRATES)?;
+    Ok(found
+        .into_iter()
+        .map(|(name, chain, line)| Violation {
+            rule: Rule::PureDependency,
+            file: krate.manifest.clone(),
+            line,
+            message: format!(
+                "{} depends on `{name}`, an I/O or runtime crate ({chain}): a pure crate does no I/O; move the code \
+                 that needs it to an adapter crate behind a port, or make it a dev-dependency if only tests use it",
+                krate.name,
+            ),
+        })
+        .collect())
+}
+
+/// The crates of `banned` in the normal dependency tree of `krate` (host platform): each one's
+/// name, the chain it comes through (`a -> b -> c`) and the line of `krate`'s manifest that
+/// declares the first link, once per (crate, first link).
+pub(crate) fn banned_in_tree(krate: &Crate, banned: &[&str]) -> Result<Vec<(String, String, usize)>, TidyError> {
     let tree = normal_tree(&krate.manifest, &krate.name)?;
     let manifest_text = std::fs::read_to_string(&krate.manifest)
         .map_err(|source| TidyError::Read { path: krate.manifest.clone(), source })?;
     let mut chain: Vec<&str> = Vec::new();
     let mut seen = BTreeSet::new();
-    let mut violations = Vec::new();
+    let mut found = Vec::new();
     for line in &tree {
         chain.truncate(line.depth);
         chain.push(&line.name);
-        if line.depth == 0 || !IO_CRATES.contains(&line.name.as_str()) {
+        if line.depth == 0 || !banned.contains(&line.name.as_str()) {
             continue;
         }
         let direct = chain.get(1).copied().unwrap_or(&line.name);
         if !seen.insert((line.name.clone(), direct.to_owned())) {
             continue;
         }
-        violations.push(Violation {
-            rule: Rule::PureDependency,
-            file: krate.manifest.clone(),
-            line: dependency_line(&manifest_text, direct),
-            message: format!(
-                "{} depends on `{}`, an I/O or runtime crate ({}): a pure crate does no I/O; move the code \
-                 that needs it to an adapter crate behind a port, or make it a dev-dependency if only tests use it",
-                krate.name,
-                line.name,
-                chain.join(" -> ")
-            ),
-        });
+        found.push((line.name.clone(), chain.join(" -> "), dependency_line(&manifest_text, direct)));
     }
-    Ok(violations)
+    Ok(found)
 }
 
 /// The manifest line that declares dependency `name` (1 when it cannot be found, e.g. when it
@@ -140,7 +149,7 @@ pub fn pure_sources(krate: &Crate) -> Result<Vec<Violation>, TidyError> {
     let Some(lib) = &krate.lib else { return Ok(Vec::new()) };
     let mut found = BTreeSet::new();
     for module in modules::load(lib)? {
-        check_module(&module, &mut found);
+        check_module(&module, Scope::Crate, &mut found);
     }
     Ok(found
         .into_iter()
@@ -148,13 +157,61 @@ pub fn pure_sources(krate: &Crate) -> Result<Vec<Violation>, TidyError> {
         .collect())
 }
 
-fn check_module(module: &Module, found: &mut BTreeSet<(PathBuf, usize, String)>) {
+/// The pure modules of crates that also do I/O elsewhere: (crate, modules by path from the crate
+/// root, each with its child modules). The one list of them.
+///
+/// mcp-auth: parsing `WWW-Authenticate`, the order of metadata URLs, resource identifiers, PKCE
+/// and scope choice decide things; `flow`, `grants`, `authorizer` and `user_agent` make the
+/// requests, `store` writes files and `clock` reads the clocks.
+pub const PURE_MODULES: &[(&str, &[&str])] =
+    &[("mcp-auth", &["www_authenticate", "discovery", "resource", "pkce", "scope"])];
+
+/// Every place the listed modules of `krate` (see [`PURE_MODULES`]) do I/O: name an I/O part of
+/// the standard library, as [`pure_sources`] sees it, or an I/O crate of [`IO_CRATES`] (the
+/// dependency tree cannot tell modules apart). A listed module that does not exist is reported
+/// too, so the list cannot go stale.
+pub fn pure_modules(krate: &Crate, listed: &[&str]) -> Result<Vec<Violation>, TidyError> {
+    let Some(lib) = &krate.lib else { return Ok(Vec::new()) };
+    let modules = modules::load(lib)?;
+    let mut found = BTreeSet::new();
+    for name in listed {
+        let wanted: Vec<&str> = name.split("::").collect();
+        let mut any = false;
+        for module in modules.iter().filter(|m| m.path.len() >= wanted.len() && m.path[..wanted.len()] == wanted[..]) {
+            any = true;
+            check_module(module, Scope::Module, &mut found);
+        }
+        if !any {
+            found.insert((
+                lib.clone(),
+                1,
+                format!("{} has no module `{name}`, which tidy's PURE_MODULES lists: correct the list", krate.name),
+            ));
+        }
+    }
+    Ok(found
+        .into_iter()
+        .map(|(file, line, message)| Violation { rule: Rule::PureSource, file, line, message })
+        .collect())
+}
+
+/// What a purity check covers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// A whole pure crate: its dependencies are checked apart, so only the standard library is
+    /// looked at here.
+    Crate,
+    /// One pure module of a crate that has I/O dependencies: naming one of them counts too.
+    Module,
+}
+
+fn check_module(module: &Module, scope: Scope, found: &mut BTreeSet<(PathBuf, usize, String)>) {
     let mut aliases = Aliases::default();
     for item in &module.items {
         aliases.visit_item(item);
     }
     aliases.resolve();
-    let mut checker = Checker { file: &module.file, aliases: &aliases.map, found };
+    let mut checker = Checker { file: &module.file, aliases: &aliases.map, scope, found };
     for item in &module.items {
         checker.visit_item(item);
     }
@@ -264,6 +321,13 @@ fn leaf_name(segments: &[String], name: &str) -> Option<String> {
     (segments.len() > 1 || segments.first().is_some_and(|s| s != name)).then(|| name.to_owned())
 }
 
+/// Why a path (already expanded through aliases) names an I/O crate of [`IO_CRATES`], if it
+/// does (`tokio_tungstenite` for `tokio-tungstenite`).
+fn io_crate_reason(segments: &[String]) -> Option<&'static str> {
+    let root = segments.first()?;
+    IO_CRATES.iter().any(|c| c.replace('-', "_") == *root).then_some("an I/O or runtime crate")
+}
+
 /// Why a path (already expanded through aliases) names I/O, if it does.
 fn io_reason(segments: &[String], glob: bool, macro_call: bool) -> Option<&'static str> {
     let root = segments.first()?;
@@ -306,24 +370,31 @@ fn io_reason(segments: &[String], glob: bool, macro_call: bool) -> Option<&'stat
 struct Checker<'a> {
     file: &'a Path,
     aliases: &'a HashMap<String, Vec<String>>,
+    scope: Scope,
     found: &'a mut BTreeSet<(PathBuf, usize, String)>,
 }
 
 impl Checker<'_> {
+    /// Why a path names I/O in this scope.
+    fn reason(&self, segments: &[String], glob: bool, macro_call: bool) -> Option<&'static str> {
+        io_reason(segments, glob, macro_call)
+            .or_else(|| if self.scope == Scope::Module { io_crate_reason(segments) } else { None })
+    }
+
     /// Checks a path as written; `absolute` for a leading `::`.
     fn check(&mut self, written: &[String], absolute: bool, glob: bool, macro_call: bool, line: usize) {
         let Some(first) = written.first() else { return };
         let expanded = match self.aliases.get(first) {
             Some(target) if !absolute => {
                 // The `use` that made the alias is reported on its own line.
-                if io_reason(target, false, false).is_some() {
+                if self.reason(target, false, false).is_some() {
                     return;
                 }
                 target.iter().chain(&written[1..]).cloned().collect::<Vec<_>>()
             }
             _ => written.to_vec(),
         };
-        let Some(reason) = io_reason(&expanded, glob, macro_call) else { return };
+        let Some(reason) = self.reason(&expanded, glob, macro_call) else { return };
         let mut shown = written.join("::");
         if glob {
             shown.push_str("::*");
@@ -334,8 +405,9 @@ impl Checker<'_> {
             self.file.to_owned(),
             line,
             format!(
-                "names `{shown}`{expansion}, which reaches {reason}: a pure crate does no I/O; take the value \
-                 (or a port trait) from the caller instead"
+                "names `{shown}`{expansion}, which reaches {reason}: a pure {} does no I/O; take the value \
+                 (or a port trait) from the caller instead",
+                if self.scope == Scope::Module { "module" } else { "crate" }
             ),
         ));
     }

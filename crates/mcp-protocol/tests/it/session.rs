@@ -469,3 +469,57 @@ fn a_discover_answer_without_the_stateless_revision_is_refused_and_initialize_ma
     let (_, line) = s.start_initialize(()).unwrap();
     assert!(parse(&line)["params"].get("_meta").is_none(), "the handshake era has no envelope");
 }
+
+#[test]
+fn a_lost_session_is_restored_by_a_new_handshake_and_learns_what_the_server_says_now() {
+    let mut s = ready("init");
+    let (pending, _) = s.start_request(methods::TOOLS_CALL, Some(&json!({"name": "t"})), "call").unwrap();
+    assert!(s.restart(), "an open session is lost");
+    assert!(!s.restart(), "one loss, one restore");
+    assert_eq!(s.state(), SessionState::Initializing);
+    assert!(s.is_restoring());
+    // Until the new handshake nothing else goes out, not even a ping.
+    for method in [methods::TOOLS_LIST, methods::PING] {
+        let refused = s.start_request(method, None::<&()>, "early").unwrap_err();
+        assert!(matches!(refused, SessionError::NotReady { .. }), "{method}: {refused}");
+    }
+    // What was negotiated before says which handshake to make again; the request in flight stays.
+    assert_eq!(s.protocol_version(), Some(ProtocolVersion::V2025_06_18));
+    assert_eq!(s.pending_method(&pending), Some(methods::TOOLS_CALL));
+    let (id, line) = s.start_initialize("again").unwrap();
+    assert_eq!(parse(&line)["method"], "initialize");
+    let answer = json!({"protocolVersion": "2025-03-26", "capabilities": {}, "instructions": "the new session",
+                        "serverInfo": {"name": "srv", "version": "3"}});
+    let Incoming::Response { outcome: Ok(result), payload, .. } =
+        s.receive(msg(&format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{answer}}}"#)))
+    else {
+        panic!("no initialize result");
+    };
+    assert_eq!(payload, "again");
+    s.finish_initialize(&result).unwrap();
+    assert_eq!(s.state(), SessionState::Ready);
+    assert!(!s.is_restoring());
+    assert_eq!(s.protocol_version(), Some(ProtocolVersion::V2025_03_26));
+    let server = s.server().unwrap();
+    assert_eq!((server.server_info.version.as_str(), server.instructions.as_deref()), ("3", Some("the new session")));
+    assert!(server.capabilities.tools.is_none());
+    s.start_request(methods::PING, None::<&()>, "after").unwrap();
+}
+
+#[test]
+fn only_an_open_session_can_be_lost() {
+    let mut opening: ClientSession<()> = ClientSession::new(config());
+    assert!(!opening.restart());
+    assert!(!opening.is_restoring());
+    opening.start_request(methods::PING, None::<&()>, ()).unwrap();
+    let mut closed = ready(());
+    closed.close();
+    assert!(!closed.restart());
+    assert_eq!(closed.state(), SessionState::Closed);
+    // A lost session that closes is closed, not restoring.
+    let mut lost = ready(());
+    assert!(lost.restart());
+    lost.close();
+    assert!(!lost.is_restoring());
+    assert!(matches!(lost.start_initialize(()), Err(SessionError::Closed)));
+}

@@ -28,8 +28,15 @@ async fn client_for(config: HttpConfig) -> Client {
     Client::connect(transport, options).await.unwrap()
 }
 
+/// The endpoint at `url`, reconnecting quickly.
+fn quick(url: String) -> HttpConfig {
+    let mut config = HttpConfig::new(url);
+    config.reconnect = quick_backoff();
+    config
+}
+
 async fn connect_to(url: String) -> Client {
-    client_for(HttpConfig { reconnect: quick_backoff(), ..HttpConfig::new(url) }).await
+    client_for(quick(url)).await
 }
 
 async fn echo(client: &Client, text: &str) -> Result<String, ClientError> {
@@ -134,6 +141,47 @@ async fn a_session_that_expires_at_once_is_retried_only_once() {
     client.close().await.unwrap();
 }
 
+/// The client, not the transport, opens the new session: one handshake of its own, and what the
+/// new session's server says (here its instructions) is what the client knows afterwards.
+#[tokio::test]
+async fn an_expired_session_is_opened_again_by_one_handshake_of_the_client() {
+    let s =
+        server(HttpOptions { json: true, expire_after: Some(2), name_sessions: true, ..HttpOptions::default() }).await;
+    let client = connect_to(s.url()).await;
+    let instructions = |client: &Client| client.server_info().and_then(|i| i.instructions);
+    assert_eq!(instructions(&client).as_deref(), Some("session-0"));
+    // initialized and the first call fit in the first session; the second call meets its end.
+    for i in 0..3 {
+        assert_eq!(echo(&client, &format!("call {i}")).await.unwrap(), format!("call {i}"));
+    }
+    let seen = s.seen();
+    let posts: Vec<(&str, Option<&str>, u16)> = seen
+        .iter()
+        .filter(|r| r.http_method == "POST")
+        .map(|r| (r.method.as_deref().unwrap_or("?"), r.session.as_deref(), r.status))
+        .collect();
+    assert_eq!(
+        posts,
+        [
+            ("initialize", None, 200),
+            ("notifications/initialized", Some("session-0"), 202),
+            ("tools/call", Some("session-0"), 200),
+            ("tools/call", Some("session-0"), 404),
+            ("initialize", None, 200),
+            ("notifications/initialized", Some("session-1"), 202),
+            ("tools/call", Some("session-1"), 200),
+            ("tools/call", Some("session-1"), 404),
+            ("initialize", None, 200),
+            ("notifications/initialized", Some("session-2"), 202),
+            ("tools/call", Some("session-2"), 200),
+        ],
+        "{seen:#?}"
+    );
+    assert_eq!(instructions(&client).as_deref(), Some("session-2"));
+    assert_eq!(client.protocol_version().unwrap().as_str(), "2025-11-25");
+    client.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_dropped_answer_stream_resumes_with_last_event_id_after_retry() {
     let s = server(HttpOptions { drop_answer: true, retry_ms: 300, ..HttpOptions::default() }).await;
@@ -150,9 +198,12 @@ async fn a_dropped_answer_stream_resumes_with_last_event_id_after_retry() {
 #[tokio::test]
 async fn legacy_sse_when_configured() {
     let s = server(HttpOptions { legacy: true, ..HttpOptions::default() }).await;
-    let client =
-        client_for(HttpConfig { mode: HttpMode::LegacySse, reconnect: quick_backoff(), ..HttpConfig::new(s.url()) })
-            .await;
+    let client = client_for({
+        let mut config = quick(s.url());
+        config.mode = HttpMode::LegacySse;
+        config
+    })
+    .await;
     assert_eq!(client.protocol_version().unwrap().as_str(), "2024-11-05");
     assert_eq!(echo(&client, "old").await.unwrap(), "old");
     assert!(s.seen().iter().all(|r| r.status != 405), "no Streamable HTTP attempt when configured");
@@ -318,7 +369,8 @@ async fn a_json_answer_that_does_not_answer_the_request_fails_it_at_once() {
 #[tokio::test]
 async fn an_sse_event_over_the_limit_fails_the_request_not_the_connection() {
     let s = server(HttpOptions { huge_event: Some(64 * 1024), ..HttpOptions::default() }).await;
-    let config = HttpConfig { max_message_bytes: 16 * 1024, ..HttpConfig::new(s.url()) };
+    let mut config = HttpConfig::new(s.url());
+    config.max_message_bytes = 16 * 1024;
     let client = client_for(config).await;
     let err = echo(&client, "x").await.unwrap_err();
     assert!(err.to_string().contains("more than 16384 bytes"), "{err}");
@@ -384,7 +436,7 @@ impl mcp_client::Authorizer for FakeAuthorizer {
 async fn a_401_asks_the_authorizer_and_retries_with_its_token() {
     let locked = server(HttpOptions { token: Some("t1".into()), ..HttpOptions::default() }).await;
     let auth = std::sync::Arc::new(FakeAuthorizer { token: "t1".into(), ..FakeAuthorizer::default() });
-    let mut config = HttpConfig { reconnect: quick_backoff(), ..HttpConfig::new(locked.url()) };
+    let mut config = quick(locked.url());
     config.auth = Some(auth.clone());
     let client = client_for(config).await;
     assert_eq!(echo(&client, "in").await.unwrap(), "in");
@@ -433,7 +485,7 @@ async fn an_authorizer_that_cannot_get_a_token_makes_the_server_need_auth_or_fai
 async fn the_authorizer_header_replaces_a_configured_one_and_debug_hides_it() {
     let locked = server(HttpOptions { token: Some("t1".into()), ..HttpOptions::default() }).await;
     let auth = std::sync::Arc::new(FakeAuthorizer { token: "t1".into(), ..FakeAuthorizer::default() });
-    let mut config = HttpConfig { reconnect: quick_backoff(), ..HttpConfig::new(locked.url()) };
+    let mut config = quick(locked.url());
     config.headers.insert("Authorization".into(), "Bearer stale-configured".into());
     config.auth = Some(auth.clone());
     let client = client_for(config).await;

@@ -68,6 +68,64 @@ async fn a_dropped_socket_fails_what_was_in_flight_at_once_then_reconnects_and_i
     client.close().await.unwrap();
 }
 
+fn reconnecting(url: String) -> WebSocketConfig {
+    let mut config = WebSocketConfig::new(url);
+    config.reconnect =
+        Backoff { initial_delay: Duration::from_millis(10), max_delay: Duration::from_millis(20), max_attempts: 2 };
+    config
+}
+
+fn instructions(client: &Client) -> Option<String> {
+    client.server_info().and_then(|i| i.instructions)
+}
+
+/// The transport only reopens the socket; the client makes its handshake again, once, and then
+/// knows what the new connection's server says.
+#[tokio::test]
+async fn a_dropped_socket_leads_to_one_new_handshake_by_the_client() {
+    // initialize, initialized and a call fit on each connection; the next message closes it.
+    let s = start_ws(WsOptions { close_after: Some(3), name_connections: true, ..WsOptions::default() }).await.unwrap();
+    let transport = WebSocketTransport::connect(reconnecting(s.url())).await.unwrap();
+    let client = Client::connect(transport, ClientOptions::default()).await.unwrap();
+    assert_eq!(instructions(&client).as_deref(), Some("connection-0"));
+    let call = |text: &'static str| client.call_tool("echo", args(json!({"text": text})), RequestOptions::default());
+    assert_eq!(call("first").await.unwrap().joined_text(), "first");
+    call("second").await.unwrap_err(); // the fourth message: the socket closes under it
+    let reopened = || instructions(&client).as_deref() == Some("connection-1");
+    assert!(wait_until(EVENT_DEADLINE, reopened).await, "{:?}: {:?}", instructions(&client), s.methods());
+    assert_eq!(call("third").await.unwrap().joined_text(), "third");
+    assert_eq!(
+        s.methods(),
+        [
+            "initialize",
+            "notifications/initialized",
+            "tools/call",
+            "tools/call",
+            "initialize",
+            "notifications/initialized",
+            "tools/call"
+        ]
+    );
+    client.close().await.unwrap();
+}
+
+/// A request made right after the drop waits for the new session instead of failing or
+/// reaching the new connection before the handshake.
+#[tokio::test]
+async fn a_request_made_while_the_session_is_opened_again_waits_for_it() {
+    let s = start_ws(WsOptions { close_after: Some(3), name_connections: true, ..WsOptions::default() }).await.unwrap();
+    let transport = WebSocketTransport::connect(reconnecting(s.url())).await.unwrap();
+    let client = Client::connect(transport, ClientOptions::default()).await.unwrap();
+    client.ping().await.unwrap();
+    client.ping().await.unwrap_err(); // the fourth message: the socket closes under it
+    // Whether this ping is made before the client hears of the new socket or after, it goes out
+    // after the new handshake: the first message after it, and answered.
+    client.ping().await.unwrap();
+    assert_eq!(instructions(&client).as_deref(), Some("connection-1"));
+    assert_eq!(s.methods()[4..], ["initialize", "notifications/initialized", "ping"]);
+    client.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn without_reconnects_a_dropped_socket_ends_the_connection() {
     let s = start_ws(WsOptions { close_after: Some(2), ..WsOptions::default() }).await.unwrap();

@@ -3,7 +3,8 @@
 //! `cargo xtask purity` runs the tests whose names start with `workspace::purity`.
 
 use tidy::{
-    Crate, PURE_CRATES, Violation, non_exhaustive, one_path, pure_dependencies, pure_sources, workspace_crates,
+    Crate, FORBIDDEN_DEPENDENCIES, GROWING_ENUMS, PURE_CRATES, PURE_MODULES, Violation, forbidden_dependencies,
+    growing_enums, non_exhaustive, one_path, pure_dependencies, pure_modules, pure_sources, workspace_crates,
     workspace_root,
 };
 
@@ -13,15 +14,11 @@ fn crates() -> Vec<Crate> {
 
 fn pure_crates() -> Vec<Crate> {
     let all = crates();
-    PURE_CRATES
-        .iter()
-        .map(|name| {
-            all.iter()
-                .find(|c| c.name == *name)
-                .cloned()
-                .unwrap_or_else(|| panic!("pure crate {name} is not in the workspace"))
-        })
-        .collect()
+    PURE_CRATES.iter().map(|name| named(&all, name)).collect()
+}
+
+fn named(all: &[Crate], name: &str) -> Crate {
+    all.iter().find(|c| c.name == name).cloned().unwrap_or_else(|| panic!("crate {name} is not in the workspace"))
 }
 
 fn assert_none(what: &str, found: &[Violation]) {
@@ -50,12 +47,36 @@ fn purity_sources() {
 }
 
 #[test]
+fn purity_modules() {
+    let all = crates();
+    let mut found = Vec::new();
+    for (name, modules) in PURE_MODULES {
+        found.extend(pure_modules(&named(&all, name), modules).unwrap());
+    }
+    assert_none("I/O in pure modules", &found);
+}
+
+#[test]
+fn forbidden_dependencies_are_absent() {
+    let all = crates();
+    let mut found = Vec::new();
+    for (name, forbidden, why) in FORBIDDEN_DEPENDENCIES {
+        found.extend(forbidden_dependencies(&named(&all, name), forbidden, why).unwrap());
+    }
+    assert_none("forbidden dependencies", &found);
+}
+
+#[test]
 fn non_exhaustive_enums() {
     let mut found = Vec::new();
     for krate in crates() {
         found.extend(non_exhaustive(&krate).unwrap());
+        found.extend(growing_enums(&krate, GROWING_ENUMS).unwrap());
     }
-    assert_none("exhaustive public error or port enums", &found);
+    for (name, _, _) in GROWING_ENUMS {
+        named(&crates(), name);
+    }
+    assert_none("exhaustive public error, port or growing enums and connector configurations", &found);
 }
 
 #[test]
