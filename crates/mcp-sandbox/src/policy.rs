@@ -600,9 +600,10 @@ impl Sandbox {
         }
         let form = ctx.program.first().map_or(start::Form::Other, |p| start::Form::of(p, &ctx.args));
         let env = start::Env { vars: &ctx.env, home: home.as_deref() };
-        for cache in start::caches(form, &env) {
-            if !start::too_wide(&normalize(&cache), home.as_deref(), shared_temp.as_deref()) {
-                add(cache, true, Presence::Create);
+        let made = start::caches(form, &env).into_iter().map(|p| (p, true));
+        for (dir, write) in made.chain(start::needed_folders(form, &env).into_iter().map(|p| (p, false))) {
+            if !start::too_wide(&normalize(&dir), home.as_deref(), shared_temp.as_deref()) {
+                add(dir, write, Presence::Create);
             }
         }
         for program in &ctx.program {

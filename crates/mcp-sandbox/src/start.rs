@@ -118,16 +118,36 @@ pub(crate) fn caches(form: Form, env: &Env<'_>) -> Vec<PathBuf> {
             env.path("UV_TOOL_DIR"),
             env.path("UV_PYTHON_INSTALL_DIR"),
         ],
+        // pipx makes its environments with uv when uv is there (else pip).
         Form::Pipx => vec![
             env.or("PIPX_HOME", join(env.data(), "pipx")),
             join(env.cache(), "pipx"),
             join(env.state(), "pipx"),
             join(env.cache(), "pip"),
+            env.or("UV_CACHE_DIR", join(env.cache(), "uv")),
+            join(env.data(), "uv"),
         ],
         Form::Deno => vec![env.or("DENO_DIR", join(env.cache(), "deno"))],
         Form::Node | Form::Python | Form::Other => Vec::new(),
     };
     out.into_iter().flatten().collect()
+}
+
+/// Folders `form` only needs to exist (it makes them, and fails when it cannot, but writes
+/// nothing there for a run): made (0700) when missing, and readable. `pipx run` makes its
+/// `bin` and `man` folders at every start; the `bin` folder is on the user's PATH, so it is
+/// never writable.
+pub(crate) fn needed_folders(form: Form, env: &Env<'_>) -> Vec<PathBuf> {
+    match form {
+        Form::Pipx => [
+            env.or("PIPX_BIN_DIR", env.home.map(|h| h.join(".local/bin"))),
+            env.or("PIPX_MAN_DIR", env.data().map(|d| d.join("man"))),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// The folders `uv --directory DIR` and `uv --project DIR` name.
@@ -240,11 +260,20 @@ mod tests {
         assert_eq!(paths(caches(Form::Uv, &none)), ["/h/.cache/uv", "/h/.local/share/uv"]);
         assert_eq!(
             paths(caches(Form::Pipx, &none)),
-            ["/h/.local/share/pipx", "/h/.cache/pipx", "/h/.local/state/pipx", "/h/.cache/pip"]
+            [
+                "/h/.local/share/pipx",
+                "/h/.cache/pipx",
+                "/h/.local/state/pipx",
+                "/h/.cache/pip",
+                "/h/.cache/uv",
+                "/h/.local/share/uv"
+            ]
         );
         assert_eq!(paths(caches(Form::Bun, &none)), ["/h/.bun/install/cache"]);
         assert_eq!(paths(caches(Form::Deno, &none)), ["/h/.cache/deno"]);
         assert!(caches(Form::Node, &none).is_empty() && caches(Form::Other, &none).is_empty());
+        assert_eq!(paths(needed_folders(Form::Pipx, &none)), ["/h/.local/bin", "/h/.local/share/man"]);
+        assert!(needed_folders(Form::Npx, &none).is_empty());
         let vars = [
             (OsString::from("XDG_CACHE_HOME"), OsString::from("/c")),
             (OsString::from("npm_config_cache"), OsString::from("/n")),

@@ -251,7 +251,10 @@ impl StdioConfig {
                 env.push((name.into(), temp.0.clone().into_os_string()));
             }
         }
-        let diagnosis = Arc::new(Diagnosis { policy: resolved.policy.clone(), home });
+        // What the launcher will apply: it skips what is missing of standard's own paths.
+        let mut applied = resolved.policy.clone();
+        applied.grants.retain(|g| g.presence != mcp_sandbox::Presence::IfExists || g.path.exists());
+        let diagnosis = Arc::new(Diagnosis { policy: applied, home });
         let launch = Launch { policy: resolved.policy, program: found, args };
         Ok(Confined {
             program: sandbox.launcher.program.clone(),

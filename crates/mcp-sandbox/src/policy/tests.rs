@@ -308,11 +308,8 @@ fn each_start_form_reads_what_it_runs_and_writes_the_caches_it_needs_made_when_m
         policy
             .grants
             .iter()
-            .filter(|g| g.presence == Presence::Create)
-            .map(|g| {
-                assert!(g.write, "{g:?}");
-                g.path.to_string_lossy().into_owned()
-            })
+            .filter(|g| g.presence == Presence::Create && g.write)
+            .map(|g| g.path.to_string_lossy().into_owned())
             .collect()
     };
     assert_eq!(created(&start("/usr/bin/npx", &["-y", "pkg"], &[])), ["/home/u/.cache/node-gyp", "/home/u/.npm"]);
@@ -320,7 +317,12 @@ fn each_start_form_reads_what_it_runs_and_writes_the_caches_it_needs_made_when_m
         created(&start("/usr/bin/uvx", &["mcp-server-time"], &[])),
         ["/home/u/.cache/uv", "/home/u/.local/share/uv"]
     );
-    assert_eq!(created(&start("/home/u/.local/bin/pipx", &["run", "pkg"], &[])).len(), 4);
+    let pipx = start("/home/u/.local/bin/pipx", &["run", "pkg"], &[]);
+    assert_eq!(created(&pipx).len(), 6);
+    // pipx makes its bin folder at every start: made if missing, but never writable (it is on
+    // the user's PATH).
+    let bin = Grant { path: PathBuf::from("/home/u/.local/bin"), write: false, presence: Presence::Create };
+    assert!(pipx.grants.contains(&bin) && !pipx.allows(Path::new("/home/u/.local/bin/x"), true));
     assert_eq!(created(&start("/home/u/.bun/bin/bunx", &["pkg"], &[])), ["/home/u/.bun/install/cache"]);
     assert_eq!(created(&start("/home/u/.local/share/pnpm/pnpm", &["dlx", "pkg"], &[])).len(), 3);
     assert_eq!(created(&start("/home/u/.deno/bin/deno", &["run", "x.ts"], &[])), ["/home/u/.cache/deno"]);
