@@ -52,7 +52,7 @@ const STDERR_BUFFER_BYTES: usize = 1024;
 const DEATH_REPORT_WAIT: Duration = Duration::from_secs(2);
 /// A server that closed its stdout but whose stderr is still open this much later is alive
 /// (an exiting process closes both at once): the reason says so without waiting longer.
-const ALIVE_WAIT: Duration = Duration::from_millis(300);
+const ALIVE_WAIT: Duration = Duration::from_millis(500);
 /// How many of the last stderr lines a crash report carries, and at most how many bytes.
 const CRASH_TAIL_LINES: usize = 20;
 const CRASH_TAIL_BYTES: usize = 4 * 1024;
