@@ -251,10 +251,7 @@ impl StdioConfig {
                 env.push((name.into(), temp.0.clone().into_os_string()));
             }
         }
-        // What the launcher will apply: it skips what is missing of standard's own paths.
-        let mut applied = resolved.policy.clone();
-        applied.grants.retain(|g| g.presence != mcp_sandbox::Presence::IfExists || g.path.exists());
-        let diagnosis = Arc::new(Diagnosis { policy: applied, home });
+        let diagnosis = Arc::new(Diagnosis { policy: resolved.policy.clone(), home });
         let launch = Launch { policy: resolved.policy, program: found, args };
         Ok(Confined {
             program: sandbox.launcher.program.clone(),
@@ -283,9 +280,12 @@ impl StdioConfig {
 }
 
 impl Diagnosis {
-    /// What would let the server run, if `text` shows a permission or module error.
+    /// What would let the server run, if `text` shows a permission or module error. Read
+    /// against what the launcher applied: it skipped what was missing of standard's own paths.
     fn hint(&self, text: &str) -> Option<String> {
-        mcp_sandbox::diagnose(text, &self.policy, self.home.as_deref()).map(|h| h.to_string())
+        let mut applied = self.policy.clone();
+        applied.grants.retain(|g| g.presence != mcp_sandbox::Presence::IfExists || g.path.exists());
+        mcp_sandbox::diagnose(text, &applied, self.home.as_deref()).map(|h| h.to_string())
     }
 }
 
