@@ -213,7 +213,11 @@ where
 
 fn tool(name: &str) -> PathBuf {
     let path = peers_dir().join("py/bin").join(name);
-    assert!(path.is_file(), "{} is missing; `cargo xtask peers` installs it", path.display());
+    assert!(
+        path.is_file(),
+        "{} is missing: `cargo xtask peers` installs it when xtask/peers/requirements.txt pins uv and pipx",
+        path.display()
+    );
     path
 }
 
