@@ -11,9 +11,10 @@
 //! | `paginate` | `tools/list` in pages of `--page-size` (default 2); `--repeat-cursor` and `--endless` misbehave |
 //! | `list-changing` | sends `notifications/tools/list_changed` after `initialized` and whenever `add_tool` runs |
 //! | `garbage` | writes non-JSON lines, invalid JSON-RPC and, with `--huge-line BYTES`, one oversize line before answering |
-//! | `snoop` | adds `read_file {path}`, `write_file {path,text}`, `connect {port}` (127.0.0.1) and `fork_bomb {max}`, which report the OS error they get: what a confined server may and may not do |
+//! | `snoop` | adds `read_file {path}`, `write_file {path,text}`, `connect {port}` (TCP to 127.0.0.1), `udp_send {port}`, `unix_connect {path}` (`@name`: abstract), `fork_bomb {max}`, which report the OS error they get, `cwd`, and `close_stdout` (answers, then closes stdout and stays alive): what a confined server may and may not do |
 //! | `gather` | every call waits until `--peers N` (default 2) calls are in flight together, else fails (after 60 s) |
 //! | `content` | declares only `resources`, `prompts` and `completions` (no tools: `tools/list` is "Method not found"); see below |
+//! | `as-nobody [--no-userns] -- PROGRAM ARGS` | not a server: as root, hands the paths after `--write` on the command line to nobody (65534), becomes nobody and (with `--no-userns`) enters a user namespace that may hold no other, then runs PROGRAM: the sandbox tests' non-root user, with and without user namespaces |
 //! | `hostile` | adds `hostile {where}` (terminal escapes, OSC 52, CR, C1 and bidi overrides as an `error` answer, a `log` notification, a `stdout` line that is not JSON, the `result`, or on stderr before a `crash`), `traceback {lines}` (stderr lines, then exit at once), `big {bytes,id_last}` (an answer of that size, its id first or last) and `spawn_child` (a child that lingers in the server's process group) |
 //!
 //! Flags of every mode, so tests wait for what the server saw rather than for a time:

@@ -4,7 +4,7 @@
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 
-use crate::policy::{Grant, Limits, Policy};
+use crate::policy::{Grant, Limits, Policy, Presence};
 
 /// What one launcher run does: apply `policy`, then run `program` with `args`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,11 +44,13 @@ impl Launch {
             }
         }
         for g in &self.policy.grants {
-            let name = match (g.write, g.required) {
-                (false, true) => "--read",
-                (true, true) => "--write",
-                (false, false) => "--read-if-exists",
-                (true, false) => "--write-if-exists",
+            let name = match (g.write, g.presence) {
+                (false, Presence::Required) => "--read",
+                (true, Presence::Required) => "--write",
+                (false, Presence::IfExists) => "--read-if-exists",
+                (true, Presence::IfExists) => "--write-if-exists",
+                (false, Presence::Create) => "--read-create",
+                (true, Presence::Create) => "--write-create",
             };
             flag(name, g.path.clone().into_os_string());
         }
@@ -83,14 +85,16 @@ impl Launch {
             let number = |v: &OsStr| -> Result<u64, String> {
                 v.to_str().and_then(|s| s.parse().ok()).ok_or_else(|| format!("{flag} needs a number, not {v:?}"))
             };
-            let mut grant = |write: bool, required: bool| {
-                policy.grants.push(Grant { path: PathBuf::from(&value), write, required });
+            let mut grant = |write: bool, presence: Presence| {
+                policy.grants.push(Grant { path: PathBuf::from(&value), write, presence });
             };
             match flag.as_str() {
-                "--read" => grant(false, true),
-                "--write" => grant(true, true),
-                "--read-if-exists" => grant(false, false),
-                "--write-if-exists" => grant(true, false),
+                "--read" => grant(false, Presence::Required),
+                "--write" => grant(true, Presence::Required),
+                "--read-if-exists" => grant(false, Presence::IfExists),
+                "--write-if-exists" => grant(true, Presence::IfExists),
+                "--read-create" => grant(false, Presence::Create),
+                "--write-create" => grant(true, Presence::Create),
                 "--protect" => policy.protected.push(PathBuf::from(&value)),
                 "--network" if value == "off" => policy.network = false,
                 "--memory-mib" => policy.limits.memory_mib = Some(number(&value)?),
@@ -122,14 +126,20 @@ mod tests {
     proptest! {
         #[test]
         fn arguments_read_back(
-            grants in proptest::collection::vec((path(), any::<bool>(), any::<bool>()), 0..6),
+            grants in proptest::collection::vec((path(), any::<bool>(), 0..3u8), 0..6),
             protected in proptest::collection::vec(path(), 0..4),
             network in any::<bool>(),
             limits in proptest::array::uniform4(proptest::option::of(any::<u64>())),
             args in proptest::collection::vec("[ -~]{0,8}", 0..4),
         ) {
             let policy = Policy {
-                grants: grants.into_iter().map(|(path, write, required)| Grant { path, write, required }).collect(),
+                grants: grants
+                    .into_iter()
+                    .map(|(path, write, presence)| {
+                        let presence = [Presence::Required, Presence::IfExists, Presence::Create][usize::from(presence)];
+                        Grant { path, write, presence }
+                    })
+                    .collect(),
                 protected,
                 network,
                 limits: Limits { memory_mib: limits[0], processes: limits[1], open_files: limits[2], cpu_seconds: limits[3] },

@@ -106,6 +106,7 @@ fn stage(prefix: &[OsString], args: &[OsString], launch: &Launch, init: Option<&
         linux::apply_limits(&policy.limits, namespaces)?;
         linux::apply_landlock(policy, namespaces)?;
         let server = Command::new(&launch.program).args(&launch.args).spawn().map_err(not_run)?;
+        linux::release_stdio();
         return Ok(reap_until(server.id()));
     }
     let namespaces = linux::enter_namespaces(policy)?;
@@ -132,6 +133,8 @@ fn stage(prefix: &[OsString], args: &[OsString], launch: &Launch, init: Option<&
             set.add(signal);
         }
         let _ = set.thread_block();
+        // From here on, the second stage reports what goes wrong (on the pipes we let go).
+        linux::release_stdio();
         let status = second.wait().map_err(|e| setup(format!("waiting for the sandbox's second stage: {e}")))?;
         return Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)));
     }

@@ -3,7 +3,7 @@
 //! server. Also the one-time probe of the kernel's Landlock ABI.
 
 use std::io::Write as _;
-use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -13,7 +13,8 @@ use landlock::{
 use nix::sched::CloneFlags;
 use nix::sys::resource::Resource;
 
-use crate::policy::{Entry, Limits, Policy, expand};
+use crate::policy::{Limits, Policy, Presence, expand};
+use crate::probe::list_dir;
 
 /// The newest ABI whose rights this code asks for (best effort below it).
 const ABI_USED: ABI = ABI::V7;
@@ -144,9 +145,12 @@ pub(crate) fn apply_landlock(policy: &Policy, namespaces: Namespaces) -> Result<
     let mut created = ruleset.create().map_err(landlock)?;
     let protected = with_canonical(&policy.protected);
     for grant in &policy.grants {
+        if grant.presence == Presence::Create {
+            create_private_dir(&grant.path);
+        }
         let path = match std::fs::canonicalize(&grant.path) {
             Ok(p) => p,
-            Err(_) if !grant.required => continue,
+            Err(_) if grant.presence != Presence::Required => continue,
             Err(e) => return Err(setup(format!("sandbox path {}: {e}", grant.path.display()))),
         };
         let access = if grant.write { AccessFs::from_all(ABI_USED) } else { AccessFs::from_read(ABI_USED) };
@@ -183,20 +187,28 @@ fn with_canonical(paths: &[PathBuf]) -> Vec<PathBuf> {
     out
 }
 
-/// Directory entries for [`expand`]; at most this many per directory.
-const MAX_ENTRIES: usize = 10_000;
+/// Makes `dir` (mode 0700) when it is missing and what is missing lies in a folder of our own
+/// user's (HOME, say; never `/`, nor another user's). Best effort: a cache that cannot be
+/// made is not granted, and the server's own error says what it missed.
+fn create_private_dir(dir: &Path) {
+    if dir.exists() {
+        return;
+    }
+    let uid = nix::unistd::getuid().as_raw();
+    let Some(existing) = dir.ancestors().skip(1).find(|a| a.exists()) else { return };
+    let own = std::fs::metadata(existing).is_ok_and(|m| m.is_dir() && m.uid() == uid);
+    if existing.parent().is_none() || !own {
+        return;
+    }
+    let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir);
+}
 
-fn list_dir(dir: &Path) -> Vec<Entry> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    entries
-        .filter_map(Result::ok)
-        .take(MAX_ENTRIES)
-        .filter_map(|e| {
-            let file_type = e.file_type().ok()?;
-            // Sockets and the like are left out; directories, files and devices are granted.
-            let symlink = file_type.is_symlink();
-            (symlink || file_type.is_dir() || file_type.is_file() || file_type.is_char_device())
-                .then(|| Entry { name: e.file_name(), symlink })
-        })
-        .collect()
+/// Points this process's stdin, stdout and stderr at `/dev/null` once it has started the next
+/// process: a launcher that waits must not hold the server's pipes open, or the host would not
+/// see the server close its stdout until the server exits.
+pub(crate) fn release_stdio() {
+    let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") else { return };
+    let _ = nix::unistd::dup2_stdin(&null);
+    let _ = nix::unistd::dup2_stdout(&null);
+    let _ = nix::unistd::dup2_stderr(&null);
 }

@@ -12,7 +12,11 @@
 //!
 //! A server with a [`StdioSandbox`] is started through the sandbox launcher, which confines
 //! itself and then runs the server; the launcher's report of a failure before that is the
-//! transport's first line, read here as a start failure.
+//! transport's first line, read here as a start failure. The facts the policy needs are
+//! gathered here ([`mcp_sandbox::probe`]); a working directory the sandbox cannot grant (the
+//! host was started in HOME) gives way to a private one ([`StdioTransport::working_dir`]). When a
+//! confined server fails, the reason says that it ran confined and what would let it run
+//! ([`mcp_sandbox::diagnose`] reads its stderr).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
@@ -27,7 +31,7 @@ use mcp_client::{
 };
 use mcp_protocol::Outgoing;
 use mcp_sandbox::launcher::Launcher;
-use mcp_sandbox::{Context, Launch, Sandbox};
+use mcp_sandbox::{Context, Launch, Policy, Sandbox, WorkingDir};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader};
 use tokio::net::unix::pipe;
 use tokio::process::{Child, ChildStdout, Command};
@@ -46,6 +50,9 @@ const STDERR_BUFFER_BYTES: usize = 1024;
 /// How long the reason for a closed stdout waits for the exit status (a loaded machine may take
 /// a while to reap a server that closed its stdout).
 const DEATH_REPORT_WAIT: Duration = Duration::from_secs(2);
+/// A server that closed its stdout but whose stderr is still open this much later is alive
+/// (an exiting process closes both at once): the reason says so without waiting longer.
+const ALIVE_WAIT: Duration = Duration::from_millis(500);
 /// How many of the last stderr lines a crash report carries, and at most how many bytes.
 const CRASH_TAIL_LINES: usize = 20;
 const CRASH_TAIL_BYTES: usize = 4 * 1024;
@@ -150,11 +157,22 @@ impl StdioConfig {
     }
 }
 
-/// A confined start, prepared: the launcher's command line and the private temporary directory.
+/// A confined start, prepared: the launcher's command line, the private temporary directory,
+/// where the server works, and what the failure report needs.
 struct Confined {
     program: PathBuf,
     args: Vec<OsString>,
     temp: TempDir,
+    cwd: PathBuf,
+    working_dir: WorkingDir,
+    diagnosis: Arc<Diagnosis>,
+}
+
+/// What a confined server's failure is read against.
+#[derive(Debug)]
+struct Diagnosis {
+    policy: Policy,
+    home: Option<PathBuf>,
 }
 
 /// The server's private temporary directory, removed with the transport.
@@ -183,25 +201,6 @@ impl Drop for TempDir {
     }
 }
 
-/// Finds `command` as the child will: on the child's PATH unless it names a path, relative to
-/// the child's working directory.
-fn find_program(command: &str, path: Option<&std::ffi::OsStr>, cwd: &Path) -> std::io::Result<PathBuf> {
-    let executable = |p: &Path| {
-        use std::os::unix::fs::PermissionsExt as _;
-        p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if command.contains('/') {
-        let p = cwd.join(command);
-        return if p.exists() { Ok(p) } else { Err(nix::errno::Errno::ENOENT.into()) };
-    }
-    path.into_iter()
-        .flat_map(std::env::split_paths)
-        .filter(|dir| !dir.as_os_str().is_empty())
-        .map(|dir| cwd.join(dir).join(command))
-        .find(|p| executable(p))
-        .ok_or_else(|| nix::errno::Errno::ENOENT.into())
-}
-
 /// The value the child sees for `name` (the last one set wins, as with `Command::envs`).
 fn env_var(env: &[(OsString, OsString)], name: &str) -> Option<OsString> {
     env.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.clone())
@@ -218,32 +217,75 @@ impl StdioConfig {
 
     /// The program the child will run, found on the child's PATH (`env`).
     fn resolve_program(&self, env: &[(OsString, OsString)]) -> std::io::Result<PathBuf> {
-        find_program(&self.command, env_var(env, "PATH").as_deref(), &self.child_cwd()?)
+        mcp_sandbox::probe::find_program(&self.command, env_var(env, "PATH").as_deref(), &self.child_cwd()?)
     }
 
-    /// Prepares a confined start: resolves the program, makes the private temporary directory
-    /// and the policy, and sets the child's temporary-directory variables to it.
+    /// Prepares a confined start: resolves the program, checks the grants, makes the private
+    /// temporary directory, gathers the start's facts, resolves the policy (and makes the
+    /// private working directory when the host's cannot be granted), and sets the child's
+    /// temporary-directory variables.
     fn confine(&self, sandbox: &StdioSandbox, env: &mut Vec<(OsString, OsString)>) -> Result<Confined, TransportError> {
         let spawn_error = |source: std::io::Error| TransportError::Spawn { command: self.display_command(), source };
+        let refused = |e: mcp_sandbox::SandboxError| spawn_error(std::io::Error::other(e));
         let cwd = self.child_cwd().map_err(spawn_error)?;
-        let found = find_program(&self.command, env_var(env, "PATH").as_deref(), &cwd).map_err(spawn_error)?;
-        let mut program = vec![mcp_sandbox::normalize(&found)];
-        program.extend(std::fs::canonicalize(&found).ok());
+        let found = mcp_sandbox::probe::find_program(&self.command, env_var(env, "PATH").as_deref(), &cwd)
+            .map_err(spawn_error)?;
+        let home = env_var(env, "HOME").map(PathBuf::from);
+        // Refused with what to write instead (the folders beside the protected one).
+        sandbox.sandbox.check(home.as_deref(), &mut mcp_sandbox::probe::list_dir).map_err(refused)?;
         let temp = TempDir::create().map_err(|e| {
             spawn_error(std::io::Error::new(e.kind(), format!("cannot make its temporary directory: {e}")))
         })?;
-        // A script named on the command line is part of the server.
-        let files = self.args.iter().map(PathBuf::from).filter(|p| p.is_absolute() && p.is_file()).collect();
-        let context =
-            Context { home: env_var(env, "HOME").map(PathBuf::from), cwd, temp: temp.0.clone(), program, files };
-        let policy = sandbox.sandbox.policy(&context).map_err(|e| spawn_error(std::io::Error::other(e)))?;
+        let args: Vec<OsString> = self.args.iter().map(OsString::from).collect();
+        let context = mcp_sandbox::probe::context(&found, &args, &cwd, self.cwd.is_some(), &temp.0, env);
+        let resolved = sandbox.sandbox.resolve(&context).map_err(refused)?;
+        if let WorkingDir::Private { .. } = &resolved.working_dir {
+            use std::os::unix::fs::DirBuilderExt as _;
+            std::fs::DirBuilder::new().mode(0o700).create(&resolved.cwd).map_err(|e| {
+                spawn_error(std::io::Error::new(e.kind(), format!("cannot make its private working directory: {e}")))
+            })?;
+            tracing::info!(server = %self.label, "working directory: {}", resolved.working_dir);
+        }
         for name in ["TMPDIR", "TMP", "TEMP"] {
             if !self.env.contains_key(name) {
                 env.push((name.into(), temp.0.clone().into_os_string()));
             }
         }
-        let launch = Launch { policy, program: found, args: self.args.iter().map(OsString::from).collect() };
-        Ok(Confined { program: sandbox.launcher.program.clone(), args: sandbox.launcher.arguments(&launch), temp })
+        let diagnosis = Arc::new(Diagnosis { policy: resolved.policy.clone(), home });
+        let launch = Launch { policy: resolved.policy, program: found, args };
+        Ok(Confined {
+            program: sandbox.launcher.program.clone(),
+            args: sandbox.launcher.arguments(&launch),
+            temp,
+            cwd: resolved.cwd,
+            working_dir: resolved.working_dir,
+            diagnosis,
+        })
+    }
+
+    /// Where the server would work under its sandbox, without starting it (for a listing):
+    /// `None` when it has none; a refused `cwd` is the error [`StdioTransport::spawn`] gives.
+    pub fn confined_working_dir(&self) -> Option<Result<WorkingDir, TransportError>> {
+        let sandbox = self.sandbox.as_ref()?;
+        let spawn_error = |source: std::io::Error| TransportError::Spawn { command: self.display_command(), source };
+        Some((|| {
+            let cwd = self.child_cwd().map_err(spawn_error)?;
+            let env = self.child_env();
+            let mut context = Context::new(cwd, std::env::temp_dir().join("mcp-sandbox-preview"));
+            context.home = env_var(&env, "HOME").map(PathBuf::from);
+            context.cwd_configured = self.cwd.is_some();
+            sandbox.sandbox.working_dir(&context).map_err(|e| spawn_error(std::io::Error::other(e)))
+        })())
+    }
+}
+
+impl Diagnosis {
+    /// What would let the server run, if `text` shows a permission or module error. Read
+    /// against what the launcher applied: it skipped what was missing of standard's own paths.
+    fn hint(&self, text: &str) -> Option<String> {
+        let mut applied = self.policy.clone();
+        applied.grants.retain(|g| g.presence != mcp_sandbox::Presence::IfExists || g.path.exists());
+        mcp_sandbox::diagnose(text, &applied, self.home.as_deref()).map(|h| h.to_string())
     }
 }
 
@@ -264,6 +306,11 @@ impl StderrTail {
     fn end(&self) {
         self.ended.0.store(true, std::sync::atomic::Ordering::SeqCst);
         self.ended.1.notify_waiters();
+    }
+
+    /// Whether the reader has reached the end of stderr.
+    fn has_ended(&self) -> bool {
+        self.ended.0.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Waits (at most `limit`) until every line the server wrote has been read: after it
@@ -332,6 +379,8 @@ impl StderrTail {
 /// A running stdio server.
 pub struct StdioTransport {
     temp: Option<TempDir>,
+    working_dir: Option<WorkingDir>,
+    diagnosis: Option<Arc<Diagnosis>>,
     child: Arc<Mutex<Option<Child>>>,
     pid: Option<u32>,
     stdin: Arc<StdinPipe>,
@@ -408,8 +457,14 @@ impl StdioTransport {
                 .stderr(Stdio::piped())
                 .kill_on_drop(true)
                 .process_group(0);
-            if let Some(cwd) = &config.cwd {
-                command.current_dir(cwd);
+            match (&confined, &config.cwd) {
+                (Some(c), _) => {
+                    command.current_dir(&c.cwd);
+                }
+                (None, Some(cwd)) => {
+                    command.current_dir(cwd);
+                }
+                (None, None) => {}
             }
             command
         };
@@ -471,8 +526,14 @@ impl StdioTransport {
             }
             tail.end();
         });
+        let (temp, working_dir, diagnosis) = match confined {
+            Some(c) => (Some(c.temp), Some(c.working_dir), Some(c.diagnosis)),
+            None => (None, None, None),
+        };
         Ok(Self {
-            temp: confined.map(|c| c.temp),
+            temp,
+            working_dir,
+            diagnosis,
             pid: child.id(),
             child: Arc::new(Mutex::new(Some(child))),
             stdin,
@@ -485,6 +546,12 @@ impl StdioTransport {
     /// The child's process id.
     pub fn pid(&self) -> Option<u32> {
         self.pid
+    }
+
+    /// Where a confined server works (`None` unconfined): its working directory, or a private
+    /// one and why (`private, because /home/u is your home directory (...)`), for a listing.
+    pub fn working_dir(&self) -> Option<&WorkingDir> {
+        self.working_dir.as_ref()
     }
 
     /// The server's recent stderr.
@@ -665,6 +732,10 @@ struct StdioSink {
 struct StdioStream {
     /// Until the first line: the launcher may report that the server could not be started.
     launcher_command: Option<String>,
+    /// A confined server's policy, to read its failure against.
+    diagnosis: Option<Arc<Diagnosis>>,
+    /// Whether the server has written a message yet (before one, a failure is a start failure).
+    started: bool,
     stdout: BufReader<ChildStdout>,
     line: Vec<u8>,
     ends: Ends,
@@ -688,6 +759,8 @@ impl Transport for StdioTransport {
         };
         let stream = StdioStream {
             launcher_command: self.config.sandbox.is_some().then(|| self.config.display_command()),
+            diagnosis: self.diagnosis,
+            started: false,
             stdout: self.stdout,
             line: Vec::with_capacity(4096),
             ends: Ends::default(),
@@ -776,9 +849,16 @@ impl TransportStream for StdioStream {
                     if let Some(command) = self.launcher_command.take()
                         && let Some(cause) = self.line.strip_prefix(mcp_sandbox::launcher::FAILURE_PREFIX.as_bytes())
                     {
-                        let cause = String::from_utf8_lossy(cause).into_owned();
+                        let mut cause = String::from_utf8_lossy(cause).into_owned();
+                        if let Some(hint) = self.diagnosis.as_ref().and_then(|d| d.hint(&cause)) {
+                            cause.push_str("; ");
+                            cause.push_str(&hint);
+                        }
+                        // Said: the closing reason adds no second, vaguer hint.
+                        self.started = true;
                         return Err(TransportError::Spawn { command, source: std::io::Error::other(cause) });
                     }
+                    self.started = true;
                     // Copy out at the exact size and keep the grown buffer for the next line.
                     return match std::str::from_utf8(&self.line) {
                         Ok(text) => Ok(Some(Inbound::Message(text.to_owned()))),
@@ -806,10 +886,13 @@ impl TransportStream for StdioStream {
         // stdout closing usually means the process is exiting; give it a moment so the
         // reason can name the exit status and what it said last on stderr (read to its end:
         // the reader of stderr may be behind the reader of stdout).
-        let deadline = Instant::now() + DEATH_REPORT_WAIT;
+        let started = Instant::now();
         let status = loop {
             let status = self.child.lock().ok().and_then(|mut c| c.as_mut().and_then(|c| c.try_wait().ok().flatten()));
-            if status.is_some() || Instant::now() >= deadline {
+            let waited = started.elapsed();
+            // An exiting server closes stderr with stdout: one whose stderr stays open is alive.
+            let alive = waited >= ALIVE_WAIT && !self.stderr_tail.has_ended();
+            if status.is_some() || waited >= DEATH_REPORT_WAIT || alive {
                 break status;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -829,6 +912,14 @@ impl TransportStream for StdioStream {
         if !tail.is_empty() {
             reason.push_str("; its last stderr lines: ");
             reason.push_str(&tail);
+        }
+        if let Some(diagnosis) = &self.diagnosis {
+            let hint = diagnosis.hint(&self.stderr_tail.lines().join("\n"));
+            let hint = hint.or_else(|| (!self.started).then(|| mcp_sandbox::CONFINED_START_FAILED.to_owned()));
+            if let Some(hint) = hint {
+                reason.push_str("; ");
+                reason.push_str(&hint);
+            }
         }
         reason
     }

@@ -27,6 +27,11 @@ use mcp_sandbox::launcher::Launcher;
 use mcp_transport::{StdioConfig, StdioSandbox, StdioTransport};
 use serde_json::json;
 
+/// Each common start form, confined under `standard` with no entry, from a project folder and
+/// from a fresh user's home directory.
+#[path = "interop/start_forms.rs"]
+mod start_forms;
+
 fn peers_dir() -> PathBuf {
     match std::env::var_os("MCP_PEERS_DIR") {
         Some(dir) => PathBuf::from(dir),

@@ -53,13 +53,10 @@ fn confined_command(program: &str, args: &[String], dir: &Path) -> Command {
     } else {
         std::env::split_paths(&path).map(|d| d.join(program)).find(|p| p.is_file()).unwrap()
     };
-    let context = Context {
-        home: std::env::var_os("HOME").map(PathBuf::from),
-        cwd: dir.to_path_buf(),
-        temp: dir.to_path_buf(),
-        program: vec![program.clone(), std::fs::canonicalize(&program).unwrap()],
-        files: vec![],
-    };
+    let mut context = Context::new(dir, dir);
+    context.home = std::env::var_os("HOME").map(PathBuf::from);
+    context.cwd_configured = true;
+    context.program = vec![program.clone(), std::fs::canonicalize(&program).unwrap()];
     let policy = peer_sandbox().policy(&context).unwrap();
     let launch = Launch { policy, program, args: args.iter().map(Into::into).collect() };
     let launcher = launcher();

@@ -92,6 +92,7 @@ fn parse_args() -> Result<Options, String> {
         Some("hostile") => Mode::Hostile,
         Some("content") => Mode::Content,
         Some("idle") => idle(),
+        Some("as-nobody") => as_nobody(args.collect()),
         Some("linger") => linger(),
         Some(other) => return Err(format!("unknown mode {other:?}")),
     };
@@ -289,6 +290,78 @@ fn idle() -> ! {
     std::process::exit(0)
 }
 
+/// `as-nobody [--no-userns] -- PROGRAM ARGS`: the tests' stand-in for a user other than root.
+/// As root, hands the paths after `--write` in the command line (the launcher's writable
+/// places: the test's directories, the private temporary one) to nobody (65534) and becomes
+/// nobody; with `--no-userns`, also enters a user namespace of its own that may hold no other
+/// (as where user namespaces are disabled); then runs PROGRAM.
+fn as_nobody(args: Vec<String>) -> ! {
+    let fail = |what: &str, e: &dyn std::fmt::Display| -> ! {
+        eprintln!("mcp-fixture-server as-nobody: {what}: {e}");
+        std::process::exit(125)
+    };
+    let no_userns = args.first().is_some_and(|a| a == "--no-userns");
+    let Some(split) = args.iter().position(|a| a == "--") else {
+        fail("usage", &"as-nobody [--no-userns] -- PROGRAM ARGS")
+    };
+    let command = &args[split + 1..];
+    let Some(program) = command.first() else { fail("usage", &"the program is missing") };
+    let nobody = nix::unistd::Uid::from_raw(65534);
+    let nogroup = nix::unistd::Gid::from_raw(65534);
+    if nix::unistd::geteuid().is_root() {
+        for pair in command.windows(2).filter(|w| w[0] == "--write") {
+            if let Err(e) = nix::unistd::chown(pair[1].as_str(), Some(nobody), Some(nogroup)) {
+                fail(&format!("chown {}", pair[1]), &e);
+            }
+        }
+        if let Err(e) = nix::unistd::setgroups(&[]) {
+            fail("setgroups", &e);
+        }
+        if let Err(e) = nix::unistd::setresgid(nogroup, nogroup, nogroup) {
+            fail("setresgid", &e);
+        }
+        if let Err(e) = nix::unistd::setresuid(nobody, nobody, nobody) {
+            fail("setresuid", &e);
+        }
+        // A changed identity leaves the process undumpable, its /proc files root's.
+        if let Err(e) = nix::sys::prctl::set_dumpable(true) {
+            fail("set_dumpable", &e);
+        }
+    }
+    if no_userns {
+        let uid = nix::unistd::getuid();
+        let gid = nix::unistd::getgid();
+        if let Err(e) = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER) {
+            fail("unshare", &e);
+        }
+        for (file, text) in [
+            ("/proc/self/uid_map", format!("{uid} {uid} 1")),
+            ("/proc/self/setgroups", "deny".to_owned()),
+            ("/proc/self/gid_map", format!("{gid} {gid} 1")),
+            // No user namespace may be made inside this one.
+            ("/proc/sys/user/max_user_namespaces", "0".to_owned()),
+        ] {
+            if let Err(e) = std::fs::write(file, text) {
+                fail(file, &e);
+            }
+        }
+    }
+    use std::os::unix::process::CommandExt as _;
+    let e = std::process::Command::new(program).args(&command[1..]).exec();
+    fail(&format!("exec {program}"), &e)
+}
+
+/// `unix_connect`: a pathname socket, or `@name` for an abstract one.
+fn unix_connect(path: &str) -> std::io::Result<String> {
+    use std::os::linux::net::SocketAddrExt as _;
+    use std::os::unix::net::{SocketAddr, UnixStream};
+    let addr = match path.strip_prefix('@') {
+        Some(name) => SocketAddr::from_abstract_name(name)?,
+        None => SocketAddr::from_pathname(path)?,
+    };
+    UnixStream::connect_addr(&addr).map(|_| format!("connected to {path}"))
+}
+
 /// `linger`: a child of `spawn_child`; reads nothing and waits to be killed.
 fn linger() -> ! {
     loop {
@@ -312,6 +385,10 @@ fn snoop_tools() -> Vec<Value> {
         json!({"name": "read_file", "description": "Read a file; the result is its text or the OS error.", "inputSchema": obj(json!({"path": {"type": "string"}}), json!(["path"]))}),
         json!({"name": "write_file", "description": "Write text to a file; the result is the OS error, if any.", "inputSchema": obj(json!({"path": {"type": "string"}, "text": {"type": "string"}}), json!(["path", "text"]))}),
         json!({"name": "connect", "description": "Open a TCP connection to 127.0.0.1:port and close it.", "inputSchema": obj(json!({"port": {"type": "integer"}}), json!(["port"]))}),
+        json!({"name": "udp_send", "description": "Send a UDP datagram to 127.0.0.1:port.", "inputSchema": obj(json!({"port": {"type": "integer"}}), json!(["port"]))}),
+        json!({"name": "unix_connect", "description": "Connect to a UNIX socket: a path, or @name for an abstract one.", "inputSchema": obj(json!({"path": {"type": "string"}}), json!(["path"]))}),
+        json!({"name": "cwd", "description": "The server's working directory.", "inputSchema": {"type": "object"}}),
+        json!({"name": "close_stdout", "description": "Answer, then close stdout and stay alive (reading stdin).", "inputSchema": {"type": "object"}}),
         json!({"name": "fork_bomb", "description": "Start idle child processes until one fails or max are running.", "inputSchema": obj(json!({"max": {"type": "integer"}}), json!(["max"]))}),
     ]
 }
@@ -718,6 +795,30 @@ impl Server {
                 io_result(
                     std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map(|_| format!("connected to {addr}")),
                 )
+            }
+            "udp_send" if self.opts.mode == Mode::Snoop => {
+                let port = args.get("port").and_then(Value::as_u64).and_then(|p| u16::try_from(p).ok()).unwrap_or(0);
+                let sent = std::net::UdpSocket::bind(("0.0.0.0", 0))
+                    .and_then(|socket| socket.send_to(b"snoop", ("127.0.0.1", port)))
+                    .map(|n| format!("sent {n} bytes to 127.0.0.1:{port}"));
+                io_result(sent)
+            }
+            "unix_connect" if self.opts.mode == Mode::Snoop => {
+                io_result(unix_connect(args.get("path").and_then(Value::as_str).unwrap_or_default()))
+            }
+            "cwd" if self.opts.mode == Mode::Snoop => {
+                io_result(std::env::current_dir().map(|d| d.to_string_lossy().into_owned()))
+            }
+            "close_stdout" if self.opts.mode == Mode::Snoop => {
+                self.respond(&id, text_result("closing stdout"), true);
+                // Every later write goes nowhere; the host sees the end of our stdout now.
+                if let Ok(mut out) = self.out.lock() {
+                    let _ = out.flush();
+                    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+                        let _ = nix::unistd::dup2_stdout(&null);
+                    }
+                }
+                return;
             }
             "fork_bomb" if self.opts.mode == Mode::Snoop => {
                 fork_bomb(&self.bomb, args.get("max").and_then(Value::as_u64).unwrap_or(100))
