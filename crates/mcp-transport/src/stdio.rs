@@ -96,6 +96,7 @@ pub fn env_allowed(name: &str) -> bool {
 
 /// How to start a stdio server.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct StdioConfig {
     /// The program.
     pub command: String,
