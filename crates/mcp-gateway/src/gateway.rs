@@ -107,12 +107,11 @@ impl Scope {
         }
     }
 
-    fn client_name(&self) -> String {
-        let ctx = match &self.era {
-            Era::Session(s) => Arc::new(s.client()),
-            Era::Stateless(ctx) => Arc::clone(ctx),
-        };
-        ctx.client_info.as_ref().map(|i| i.name.clone()).unwrap_or_default()
+    fn client_name(&self) -> &str {
+        match &self.era {
+            Era::Session(s) => s.client_name(),
+            Era::Stateless(ctx) => ctx.client_info.as_ref().map_or("", |i| i.name.as_str()),
+        }
     }
 }
 
@@ -370,11 +369,13 @@ impl Gateway {
                 Way::Elicit { session: Arc::clone(session), out: out.clone() }
             }
             Era::Stateless(ctx) if ctx.can_elicit_form() => Way::Retry { parts: RetryParts::from_extra(&call.extra) },
-            _ => Way::Nobody(format!(
-                "this client cannot be asked for approval (it did not declare form elicitation, which protocol \
-                 version {} needs for that)",
-                scope.version().max(ProtocolVersion::V2025_06_18)
+            _ if scope.version() < ProtocolVersion::V2025_06_18 => Way::Nobody(format!(
+                "this client cannot be asked for approval (it speaks protocol version {}, which has no elicitation)",
+                scope.version()
             )),
+            _ => {
+                Way::Nobody("this client cannot be asked for approval (it did not declare form elicitation)".to_owned())
+            }
         };
         let scope_key = match &scope.era {
             Era::Session(session) => session.scope(),

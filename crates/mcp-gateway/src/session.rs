@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use agent_loop::Binding;
-use mcp_protocol::{ClientContext, ErrorObject, LoggingLevel, ProtocolVersion, RequestId, ServerSession};
+use mcp_protocol::{ErrorObject, LoggingLevel, ProtocolVersion, RequestId, ServerSession};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
@@ -102,11 +102,15 @@ pub(crate) struct Session {
     stream: Mutex<Option<mpsc::Sender<String>>>,
     in_flight: Mutex<HashMap<RequestId, oneshot::Sender<()>>>,
     last_used_ms: AtomicU64,
+    /// `clientInfo.name` from `initialize` (self-reported: for approval scopes and logs).
+    client_name: String,
 }
 
 impl Session {
     pub(crate) fn new(id: Option<Arc<str>>, caller: Caller, protocol: ServerSession<Waiter>, now_ms: u64) -> Self {
+        let client_name = protocol.client().client_info.as_ref().map(|i| i.name.clone()).unwrap_or_default();
         Self {
+            client_name,
             id,
             caller,
             protocol: Mutex::new(protocol),
@@ -125,12 +129,12 @@ impl Session {
         }
     }
 
-    pub(crate) fn protocol_version(&self) -> ProtocolVersion {
-        lock(&self.protocol).protocol_version()
+    pub(crate) fn client_name(&self) -> &str {
+        &self.client_name
     }
 
-    pub(crate) fn client(&self) -> ClientContext {
-        lock(&self.protocol).client().clone()
+    pub(crate) fn protocol_version(&self) -> ProtocolVersion {
+        lock(&self.protocol).protocol_version()
     }
 
     pub(crate) fn can_elicit_form(&self) -> bool {

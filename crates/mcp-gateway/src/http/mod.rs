@@ -507,13 +507,13 @@ async fn check_params(
 ) -> Result<(), mcp_protocol::HeaderMismatch> {
     let Ok(binding) = gateway.backend().binding(caller).await else { return Ok(()) };
     let Some(entry) = binding.pool().get(name) else { return Ok(()) };
-    let schema = entry.input_schema();
-    if !schema.to_string().contains(mcp_protocol::X_MCP_HEADER) {
-        return Ok(());
-    }
     // A tool whose declarations are invalid mirrors nothing a client could have sent right.
-    let Ok(declared) = mcp_protocol::param_headers(schema, 32) else { return Ok(()) };
-    mcp_protocol::check_param_headers(&declared, arguments, |h| headers.get(h).map(HeaderValue::as_bytes))
+    match mcp_protocol::param_headers(entry.input_schema(), 32) {
+        Ok(declared) if !declared.is_empty() => {
+            mcp_protocol::check_param_headers(&declared, arguments, |h| headers.get(h).map(HeaderValue::as_bytes))
+        }
+        _ => Ok(()),
+    }
 }
 
 async fn initialize(
@@ -648,7 +648,9 @@ async fn forward(
         };
         tokio::select! {
             _ = tx.closed() => break,
-            Some(line) = next_direct => {
+            line = next_direct => {
+                // `None`: the session ended (DELETE, or let go), and its stream with it.
+                let Some(line) = line else { break };
                 if tx.send(sse_event(&line)).await.is_err() {
                     break;
                 }

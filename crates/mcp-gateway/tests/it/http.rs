@@ -477,3 +477,49 @@ async fn resources_prompts_and_completions_are_routed() {
     .json();
     assert_eq!(completed["result"]["completion"]["values"], json!(["a:q"]));
 }
+
+#[tokio::test]
+async fn deleting_a_session_ends_its_stream() {
+    use http_body_util::BodyExt as _;
+    let gw = start().await;
+    let session = initialize(gw.addr, "2025-11-25", json!({})).await;
+    let stream =
+        send(gw.addr, "GET", &[("accept", "text/event-stream"), ("mcp-session-id", session.as_str())], "").await;
+    assert_eq!(stream.status(), 200);
+    let mut body = stream.into_body();
+    assert_eq!(exchange(gw.addr, "DELETE", &[("mcp-session-id", session.as_str())], "").await.status, 200);
+    let end = tokio::time::timeout(Duration::from_secs(10), body.frame()).await.expect("the stream ends in time");
+    assert!(end.is_none(), "{end:?}");
+}
+
+/// A tool that asks for an argument to be mirrored into `Mcp-Param-Region`: a stateless call
+/// must carry the header, equal to the argument.
+#[tokio::test]
+async fn mirrored_tool_arguments_are_checked() {
+    let schema = json!({"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}});
+    let backend = mcp_gateway::fake::FakeBackend::builder().tool_with_schema("db", "query", schema).build();
+    let gateway = mcp_gateway::Gateway::new(Arc::new(backend), mcp_gateway::GatewayOptions::default()).unwrap();
+    let server = HttpServer::bind(gateway, HttpOptions::default()).await.unwrap();
+    let addr = server.local_addr();
+    tokio::spawn(server.run(std::future::pending()));
+    let mut params = json!({"name": "db__query", "arguments": {"region": "eu-west"}});
+    params["_meta"] = envelope(json!({}));
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).to_string();
+    let base = [
+        ("content-type", "application/json"),
+        ("mcp-protocol-version", STATELESS),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "db__query"),
+    ];
+    for (region, status) in [(None, 400), (Some("us-east"), 400), (Some("eu-west"), 200)] {
+        let mut headers = base.to_vec();
+        if let Some(region) = region {
+            headers.push(("mcp-param-region", region));
+        }
+        let answer = exchange(addr, "POST", &headers, &body).await;
+        assert_eq!(answer.status, status, "{region:?}: {}", answer.body);
+        if status == 400 {
+            assert_eq!(answer.json()["error"]["code"], -32020);
+        }
+    }
+}
