@@ -49,8 +49,10 @@ pub struct BodyFacts<'a> {
     pub method: &'a str,
     /// `params.name` or `params.uri` of the methods that have one.
     pub name: Option<&'a str>,
-    /// The revision the request speaks: its envelope's for a 2026-07-28 request, the session's
-    /// for a session revision (`None` for `initialize`, which has none yet).
+    /// The revision the header must equal: the envelope's for a 2026-07-28 request. `None`
+    /// (`initialize`, or a session request whose server accepts any revision it speaks, as the
+    /// TypeScript SDK's servers do and its conformance suite expects) only asks the header, when
+    /// present, to name a protocol revision.
     pub protocol_version: Option<&'a str>,
     /// Whether the request is of the stateless revision (every standard header is then required).
     pub stateless: bool,

@@ -430,8 +430,9 @@ async fn post_request(
     let name = request.routing_name();
     let scope = match (session, &request) {
         (Some(session), _) => {
-            let version = session.protocol_version();
-            let facts = BodyFacts { method: &method, name, protocol_version: Some(version.as_str()), stateless: false };
+            // The session knows its revision; a client may name another it speaks (the
+            // conformance suite's raw requests do), but not one that is none.
+            let facts = BodyFacts { method: &method, name, protocol_version: None, stateless: false };
             if let Err(e) = mcp_protocol::check_headers(&mirrored(headers), &facts) {
                 return mismatch(&id, e.to_error_object());
             }

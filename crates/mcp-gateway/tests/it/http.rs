@@ -146,9 +146,17 @@ async fn headers_that_disagree_with_the_body_get_400() {
     let headers = [
         ("content-type", "application/json"),
         ("mcp-session-id", session.as_str()),
-        ("mcp-protocol-version", "2025-11-25"),
+        ("mcp-protocol-version", "2099-01-01"),
     ];
     assert_eq!(exchange(gw.addr, "POST", &headers, &call.to_string()).await.status, 400);
+    // Another revision the gateway speaks is accepted on a session (as the TypeScript SDK's
+    // servers accept it, and the conformance suite's raw requests send one).
+    let headers = [
+        ("content-type", "application/json"),
+        ("mcp-session-id", session.as_str()),
+        ("mcp-protocol-version", "2025-03-26"),
+    ];
+    assert_eq!(exchange(gw.addr, "POST", &headers, &call.to_string()).await.status, 200);
 }
 
 #[tokio::test]
