@@ -53,7 +53,7 @@ impl HostGuard {
                 Some(origin_host) => match &self.hosts {
                     Some(allowed) => host_allowed(allowed, origin_host),
                     // Any host: only the request's own origin.
-                    None => host.is_some_and(|h| name_of(&h.to_ascii_lowercase()) == name_of(origin_host)),
+                    None => host.is_some_and(|h| name_of(h.trim()).eq_ignore_ascii_case(name_of(origin_host))),
                 },
                 None => false,
             },
@@ -66,11 +66,12 @@ fn shown(text: &str) -> String {
     mcp_safety::text::one_line(text, 100)
 }
 
-/// Whether `host` (`name[:port]`) matches an allowed entry (`name`: any port; `name:port`).
+/// Whether `host` (`name[:port]`) matches an allowed entry (`name`: any port; `name:port`),
+/// ignoring case (allowed entries are lower case). No allocation: this runs on every request.
 fn host_allowed(allowed: &[String], host: &str) -> bool {
-    let host = host.trim().to_ascii_lowercase();
-    let name = name_of(&host);
-    allowed.iter().any(|a| *a == host || *a == name)
+    let host = host.trim();
+    let name = name_of(host);
+    allowed.iter().any(|a| a.eq_ignore_ascii_case(host) || a.eq_ignore_ascii_case(name))
 }
 
 /// The name part of `name[:port]` (`[::1]` keeps its brackets).
