@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use agent_loop::{Binding, ToolSource};
+use agent_loop::{Binding, BuiltinTool, Hooks, NoHooks, ToolSource};
 use async_trait::async_trait;
 use mcp_protocol::{
     CompleteRequestParams, CompleteResult, GetPromptResult, LoggingMessageNotificationParams, Prompt,
@@ -136,6 +136,18 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The source of tools the gate checks generations against and sends calls through.
     fn tools(&self) -> &dyn ToolSource;
+
+    /// The handlers of the built-in tools the published pools carry (`search_tools`, code
+    /// mode's `run_code`, ...): the gateway's gate runs them as the host's does. By default none.
+    fn builtins(&self) -> Vec<Arc<dyn BuiltinTool>> {
+        Vec::new()
+    }
+
+    /// The hooks around every call the gate lets through (the host's, an audit log). Read once,
+    /// when the gateway is made. By default none.
+    fn hooks(&self) -> Arc<dyn Hooks> {
+        Arc::new(NoHooks)
+    }
 
     /// The upstreams' `instructions` (server, raw text) that `caller` may see; the gateway
     /// cleans, caps and marks them.

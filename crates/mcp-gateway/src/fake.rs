@@ -114,21 +114,34 @@ impl ToolSource for FakeTools {
 }
 
 /// A [`Backend`] over upstreams in memory.
-#[derive(Debug)]
 pub struct FakeBackend {
+    builtins: Vec<Arc<dyn agent_loop::BuiltinTool>>,
     tools: FakeTools,
     catalog: Catalog,
     content: Mutex<Arc<ContentListing>>,
     events: broadcast::Sender<BackendEvent>,
 }
 
+impl std::fmt::Debug for FakeBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeBackend").field("tools", &self.tools).finish_non_exhaustive()
+    }
+}
+
 /// Builds a [`FakeBackend`].
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct FakeBuilder {
+    builtins: Vec<Arc<dyn agent_loop::BuiltinTool>>,
     upstreams: Upstreams,
     policy: Option<PolicyConfig>,
     naming: Naming,
     content: ContentListing,
+}
+
+impl std::fmt::Debug for FakeBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeBuilder").field("builtins", &self.builtins.len()).finish_non_exhaustive()
+    }
 }
 
 impl FakeBuilder {
@@ -143,6 +156,12 @@ impl FakeBuilder {
         let mut listed = Tool::new(tool, schema);
         listed.description = Some(format!("The fake {tool} of {server}."));
         entry.0.push(listed);
+        self
+    }
+
+    /// A built-in tool the pools carry (first, under its own name).
+    pub fn builtin(mut self, tool: Arc<dyn agent_loop::BuiltinTool>) -> Self {
+        self.builtins.push(tool);
         self
     }
 
@@ -178,9 +197,11 @@ impl FakeBuilder {
             None => Policy::uniform(policy::Decision::Allow),
         };
         let options = tool_pool::Options { naming, ..tool_pool::Options::default() };
+        let specs: Arc<[tool_pool::BuiltinTool]> = self.builtins.iter().map(|b| b.spec()).collect::<Vec<_>>().into();
         FakeBackend {
+            builtins: self.builtins,
             tools: FakeTools { upstreams: Mutex::new(self.upstreams) },
-            catalog: Catalog::new(Arc::new([]), policy, options),
+            catalog: Catalog::new(specs, policy, options),
             content: Mutex::new(Arc::new(self.content)),
             events: broadcast::channel(64).0,
         }
@@ -228,6 +249,10 @@ impl Backend for FakeBackend {
 
     fn tools(&self) -> &dyn ToolSource {
         &self.tools
+    }
+
+    fn builtins(&self) -> Vec<Arc<dyn agent_loop::BuiltinTool>> {
+        self.builtins.clone()
     }
 
     fn instructions(&self, _caller: &Caller) -> Vec<(String, String)> {

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_loop::{Admission, Binding, CallGate, CallRequest, Job, NoHooks, Ran, Refusal};
+use agent_loop::{Admission, Binding, CallGate, CallRequest, Job, Ran, Refusal};
 use mcp_protocol::stateless::InputRequest;
 use mcp_protocol::{
     CallToolRequestParams, CallToolResult, ClientContext, ClientRequest, CompleteReference, CompleteRequestParams,
@@ -199,7 +199,7 @@ impl Gateway {
             state_ttl: options.approval_ttl,
             wait: options.approval_wait,
         };
-        let gate = CallGate::new(Arc::new(approver), Arc::new(NoHooks));
+        let gate = CallGate::new(Arc::new(approver), backend.hooks()).with_builtins(backend.builtins());
         let listed = Some(ListChangedCapability { list_changed: Some(true), extra: Map::new() });
         let capabilities = ServerCapabilities {
             tools: listed.clone(),

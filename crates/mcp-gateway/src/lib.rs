@@ -14,7 +14,9 @@
 //!   upstream's listing, and the policy it was assembled under. `tools/list` is served from it,
 //!   never by asking upstreams.
 //! - [`Backend::tools`]: the `agent_loop::ToolSource` the gate checks generations against and
-//!   calls through (the host's supervised server set).
+//!   calls through (the host's supervised server set); [`Backend::builtins`] and
+//!   [`Backend::hooks`]: the handlers of the built-in tools its pools carry (tool search, code
+//!   mode) and the hooks around calls, so the gateway's gate is the host's.
 //! - [`Backend::content`], [`Backend::read_resource`], [`Backend::get_prompt`],
 //!   [`Backend::complete`]: what upstreams offer besides tools, listed by the host, and the
 //!   routed requests. The gateway names prompts like tools and gives a URI two upstreams share

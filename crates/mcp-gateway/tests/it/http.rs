@@ -531,3 +531,37 @@ async fn mirrored_tool_arguments_are_checked() {
         }
     }
 }
+
+/// A built-in tool of the host's pool (tool search, code mode) is listed and run by the
+/// gateway's gate like any other.
+#[tokio::test]
+async fn built_in_tools_of_the_pool_run_through_the_gate() {
+    struct WhoAmI;
+    #[async_trait::async_trait]
+    impl agent_loop::BuiltinTool for WhoAmI {
+        fn spec(&self) -> tool_pool::BuiltinTool {
+            tool_pool::BuiltinTool {
+                name: "whoami".into(),
+                description: "Says who.".into(),
+                input_schema: json!({"type": "object", "properties": {"n": {"type": "integer"}}}),
+            }
+        }
+        async fn call(&self, input: &Value) -> Result<String, String> {
+            Ok(format!("the gateway, asked {}", input["n"]))
+        }
+    }
+    let backend = mcp_gateway::fake::FakeBackend::builder().builtin(Arc::new(WhoAmI)).tool("a", "t").build();
+    let gateway = mcp_gateway::Gateway::new(Arc::new(backend), mcp_gateway::GatewayOptions::default()).unwrap();
+    let server = HttpServer::bind(gateway, HttpOptions::default()).await.unwrap();
+    let addr = server.local_addr();
+    tokio::spawn(server.run(std::future::pending()));
+    let list = post_stateless(addr, json!(1), "tools/list", json!({}), json!({})).await.json();
+    assert_eq!(names(&list), ["whoami", "a__t"]);
+    let call =
+        post_stateless(addr, json!(2), "tools/call", json!({"name": "whoami", "arguments": {"n": 3}}), json!({})).await;
+    assert_eq!(text_of(&call.json()["result"]), "the gateway, asked 3");
+    let bad =
+        post_stateless(addr, json!(3), "tools/call", json!({"name": "whoami", "arguments": {"n": "x"}}), json!({}))
+            .await;
+    assert_eq!(bad.json()["result"]["isError"], true, "arguments are checked against the schema");
+}
