@@ -214,6 +214,30 @@ impl FakeBackend {
         FakeBuilder { naming: Naming::Gateway, ..FakeBuilder::default() }
     }
 
+    /// The upstreams the gateway's own tests and the `mcp-gateway-fake` binary use: `files`
+    /// (`read_file` allowed, `write_file` asks, `rm` denied) and `echo` (`echo`, `slow`,
+    /// `progress`), with instructions from `files`.
+    pub fn standard() -> FakeBackend {
+        let policy = PolicyConfig {
+            default: policy::Decision::Allow,
+            rules: vec![
+                policy::RuleConfig::new("files", "write_file", policy::Decision::Confirm),
+                policy::RuleConfig::new("files", "rm", policy::Decision::Deny),
+            ],
+            ..PolicyConfig::default()
+        };
+        FakeBackend::builder()
+            .tool("files", "read_file")
+            .tool("files", "write_file")
+            .tool("files", "rm")
+            .tool("echo", "echo")
+            .tool("echo", "slow")
+            .tool("echo", "progress")
+            .policy(policy)
+            .instructions("files", "Read before you write.")
+            .build()
+    }
+
     /// Replaces `server`'s tools (its generation moves; `list_changed` goes out). An empty list
     /// removes the server.
     pub fn set_tools(&self, server: &str, tools: &[&str]) {

@@ -8,32 +8,11 @@ use std::sync::Arc;
 
 use mcp_gateway::fake::FakeBackend;
 use mcp_gateway::{Gateway, GatewayOptions, HttpOptions, HttpServer, StdioOptions, serve_stdio};
-use policy::{Decision, PolicyConfig, RuleConfig};
-
-fn backend() -> FakeBackend {
-    let policy = PolicyConfig {
-        default: Decision::Allow,
-        rules: vec![
-            RuleConfig::new("files", "write_file", Decision::Confirm),
-            RuleConfig::new("files", "rm", Decision::Deny),
-        ],
-        ..PolicyConfig::default()
-    };
-    FakeBackend::builder()
-        .tool("files", "read_file")
-        .tool("files", "write_file")
-        .tool("files", "rm")
-        .tool("echo", "echo")
-        .tool("echo", "slow")
-        .tool("echo", "progress")
-        .policy(policy)
-        .build()
-}
 
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let gateway = match Gateway::new(Arc::new(backend()), GatewayOptions::default()) {
+    let gateway = match Gateway::new(Arc::new(FakeBackend::standard()), GatewayOptions::default()) {
         Ok(gateway) => gateway,
         Err(e) => {
             eprintln!("mcp-gateway-fake: {e}");

@@ -16,33 +16,14 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use mcp_gateway::fake::FakeBackend;
 use mcp_gateway::{Clock, Gateway, GatewayOptions, HttpOptions, HttpServer};
-use policy::{Decision, PolicyConfig, RuleConfig};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 
 pub const STATELESS: &str = "2026-07-28";
 
-/// The upstreams every test sees: `files` (`read_file` allowed, `write_file` asks, `rm`
-/// denied), `echo` (`echo`, `slow`, `progress`).
+/// The upstreams every test sees ([`FakeBackend::standard`]).
 pub fn backend() -> FakeBackend {
-    let policy = PolicyConfig {
-        default: Decision::Allow,
-        rules: vec![
-            RuleConfig::new("files", "write_file", Decision::Confirm),
-            RuleConfig::new("files", "rm", Decision::Deny),
-        ],
-        ..PolicyConfig::default()
-    };
-    FakeBackend::builder()
-        .tool("files", "read_file")
-        .tool("files", "write_file")
-        .tool("files", "rm")
-        .tool("echo", "echo")
-        .tool("echo", "slow")
-        .tool("echo", "progress")
-        .policy(policy)
-        .instructions("files", "Read before you write.")
-        .build()
+    FakeBackend::standard()
 }
 
 /// A clock a test moves.
