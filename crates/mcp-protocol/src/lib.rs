@@ -1,5 +1,6 @@
-//! Model Context Protocol types, JSON-RPC framing, version negotiation and a sans-I/O client
-//! session.
+//! Model Context Protocol types, JSON-RPC framing, version negotiation, a sans-I/O client
+//! session, and the server side (classifying what clients send, `initialize` and the
+//! stateless envelope, the mirrored HTTP headers' check).
 //!
 //! **Invariant:** this crate is pure. It never touches processes, sockets, files or clocks; it
 //! turns bytes into meaning and meaning into bytes. Transports live in `mcp-transport`.
@@ -27,15 +28,22 @@
 
 mod content_de;
 pub mod elicitation;
+mod headers;
 mod input;
 mod jsonrpc;
 mod outgoing;
 mod oversize;
+mod server;
 mod session;
 pub mod stateless;
 mod types;
 mod version;
 
+pub use headers::{
+    BodyFacts, HEADER_METHOD, HEADER_NAME, HEADER_PARAM_PREFIX, HEADER_PROTOCOL_VERSION, HeaderMismatch,
+    MirroredHeaders, ParamHeader, X_MCP_HEADER, check_headers, check_param_headers, decode_header_value,
+    encode_header_value, method_has_name, param_headers,
+};
 pub use input::{InputAsk, InputError, InputRound, MAX_URL_ELICITATIONS, input_round, url_elicitations};
 pub use jsonrpc::{
     DecodeError, DecodeErrorKind, ErrorObject, ErrorResponse, Message, Notification, Request, RequestId, Response,
@@ -43,6 +51,12 @@ pub use jsonrpc::{
 };
 pub use outgoing::Outgoing;
 pub use oversize::oversize_response_id;
+pub use server::{
+    ClientContext, ClientMessage, ClientNotification, ClientRequest, Envelope, IncomingRequest, LOGGING_SET_LEVEL,
+    LoggingLevel, META_LOG_LEVEL, META_SUBSCRIPTION_ID, RESOURCES_SUBSCRIBE, RESOURCES_UNSUBSCRIBE, RequestMeta,
+    RetryParts, SESSION_VERSIONS, ServerConfig, ServerSession, ServerSessionError, ServerSessionState, classify,
+    method_not_found, negotiate_initialize, server_error_codes,
+};
 pub use session::{
     ClientSession, Incoming, Pending, ServerNotification, ServerRequest, SessionConfig, SessionError, SessionState,
     encode_error, encode_notification, encode_result,

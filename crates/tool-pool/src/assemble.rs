@@ -11,7 +11,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 use crate::description::{self, DEFAULT_DESCRIPTION_CAP};
-use crate::name::{is_valid_model_name, model_name_into};
+use crate::name::{Naming, is_valid_model_name};
 use crate::pool::{Diagnostic, DiagnosticKind, HiddenTool, Origin, Pool, Slot};
 
 /// A tool the host implements. Its name and description are trusted and used as given.
@@ -51,11 +51,14 @@ pub struct Options {
     pub description_cap: usize,
     /// Turn every diagnostic into an error.
     pub strict: bool,
+    /// How MCP tools are named: `mcp__{server}__{tool}` for the agent's model (the default),
+    /// `{server}__{tool}` for the gateway's clients.
+    pub naming: Naming,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { description_cap: DEFAULT_DESCRIPTION_CAP, strict: false }
+        Self { description_cap: DEFAULT_DESCRIPTION_CAP, strict: false, naming: Naming::Agent }
     }
 }
 
@@ -249,7 +252,7 @@ pub fn assemble(
                 continue;
             }
             // Both names are non-empty here, so this always writes a name.
-            if !model_name_into(&mut buf, server, raw) {
+            if !options.naming.name_into(&mut buf, server, raw) {
                 continue;
             }
             let start = descriptions.len();
@@ -330,5 +333,6 @@ pub fn assemble(
         diagnostics,
         hidden,
         by_name,
+        naming: options.naming,
     })
 }

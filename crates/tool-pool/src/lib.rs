@@ -7,7 +7,8 @@
 //! - **Names.** MCP tools are offered as `mcp__{server}__{tool}`, every character outside
 //!   `[A-Za-z0-9_-]` replaced by `_` and the whole at most 64 characters (longer names keep
 //!   their first 55 characters plus `_` and 8 hex digits of a SHA-256 of the raw origin; see
-//!   [`model_name`]). The server's part never contains `__` nor ends in `_`
+//!   [`model_name`]); the gateway's form, [`Naming::Gateway`], is the same without `mcp__`
+//!   ([`Options::naming`]). The server's part never contains `__` nor ends in `_`
 //!   ([`server_segment`]), so no tool can take a name in another server's namespace. Names are
 //!   never parsed back: [`Pool::get`] maps them to their [`Origin`], and calls go out under the
 //!   raw tool name.
@@ -93,7 +94,7 @@ pub use exposure::{
     ExposureReason, ExposureState, SearchMode, ServerExposure, ToolExposure, auto_threshold_for_context,
     definition_size, expose,
 };
-pub use name::{MAX_NAME_LEN, MCP_PREFIX, is_valid_model_name, model_name, normalize, server_segment};
+pub use name::{MAX_NAME_LEN, MCP_PREFIX, Naming, is_valid_model_name, model_name, normalize, server_segment};
 pub use pool::{Diagnostic, DiagnosticKind, HiddenTool, Iter, Origin, Pool, PoolEntry};
 pub use search::{
     DEFAULT_LIMIT, MAX_FIELD_CHARS, MAX_LIMIT, MAX_PARAMETERS, MAX_QUERY_CHARS, MAX_QUERY_TERMS, ONE_LINE_CHARS,

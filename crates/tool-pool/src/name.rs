@@ -1,13 +1,17 @@
-//! Model-visible names: `mcp__{server}__{tool}`, normalized and at most 64 characters.
+//! Model-visible names: `mcp__{server}__{tool}` for the agent's model, `{server}__{tool}` for
+//! the hosts behind the gateway (which add a prefix of their own), normalized and at most 64
+//! characters; or, for a gateway in front of exactly one server, the tool's own name
+//! ([`Naming`]).
 //!
 //! Names are only ever built, never parsed back (a normalized tool name may itself contain
 //! `__`); the pool keeps the map from model name to origin.
 //!
 //! The server's part never contains `__` and never ends in `_` (runs of `_` are one `_`, a
 //! trailing one is dropped; a name of nothing but such characters is `_`), so the first `__`
-//! after `mcp__` always ends it: a server's tools cannot take a name in another server's
+//! after the prefix always ends it: a server's tools cannot take a name in another server's
 //! namespace, whatever they are called. (Without this, server `gh`'s tool `repo__read` and
-//! server `gh__repo`'s tool `read` were both `mcp__gh__repo__read`.)
+//! server `gh__repo`'s tool `read` were both `mcp__gh__repo__read`.) The argument does not
+//! depend on the prefix, so it holds for the gateway's form, which has none.
 
 use sha2::{Digest, Sha256};
 
@@ -21,6 +25,50 @@ pub const MCP_PREFIX: &str = "mcp__";
 /// clash between two long names of one pool unlikely, and a clash would still be caught as a
 /// collision rather than merging two tools.
 const HASH_HEX_LEN: usize = 8;
+
+/// How a pool names the tools of MCP servers. The collision and shortening rules are the same
+/// for every form; only the prefix differs (or, for [`Naming::Transparent`], the whole scheme).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Naming {
+    /// `mcp__{server}__{tool}`: what the agent's own model is shown.
+    #[default]
+    Agent,
+    /// `{server}__{tool}`: what the gateway offers to other hosts, which put their own prefix
+    /// in front (a host that shows `mcp__gateway__files__read` to its model).
+    Gateway,
+    /// The tool's own name, unchanged: the gateway in front of exactly one server, offered as
+    /// that server offers itself. Not checked against `^[A-Za-z0-9_-]{1,64}$`: the server chose it.
+    Transparent,
+}
+
+impl Naming {
+    /// What goes before `{server}__` (`mcp__`, or nothing).
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Naming::Agent => MCP_PREFIX,
+            Naming::Gateway | Naming::Transparent => "",
+        }
+    }
+
+    /// The name of tool `tool` on server `server` in this form, or `None` when either is empty.
+    pub fn name(self, server: &str, tool: &str) -> Option<String> {
+        let mut name = String::new();
+        self.name_into(&mut name, server, tool).then_some(name)
+    }
+
+    /// [`Naming::name`] into a reused buffer (cleared first); `false` when either name is empty.
+    pub(crate) fn name_into(self, name: &mut String, server: &str, tool: &str) -> bool {
+        match self {
+            Naming::Transparent => {
+                name.clear();
+                name.push_str(tool);
+                !server.is_empty() && !tool.is_empty()
+            }
+            Naming::Agent | Naming::Gateway => prefixed_name_into(name, self.prefix(), server, tool),
+        }
+    }
+}
 
 /// Whether `c` may appear in a model name as is.
 fn is_name_char(c: char) -> bool {
@@ -89,17 +137,17 @@ fn push_server_segment(out: &mut String, server: &str) {
 /// at the end is dropped, so the shortened name has no `__` after `mcp__` and lies in no
 /// server's namespace.
 pub fn model_name(server: &str, tool: &str) -> Option<String> {
-    let mut name = String::new();
-    model_name_into(&mut name, server, tool).then_some(name)
+    Naming::Agent.name(server, tool)
 }
 
-/// [`model_name`] into a reused buffer (cleared first); `false` when either name is empty.
-pub(crate) fn model_name_into(name: &mut String, server: &str, tool: &str) -> bool {
+/// `{prefix}{server_segment(server)}__{normalize(tool)}`, shortened as [`model_name`] says,
+/// into a reused buffer (cleared first); `false` when either name is empty.
+fn prefixed_name_into(name: &mut String, prefix: &str, server: &str, tool: &str) -> bool {
     name.clear();
     if server.is_empty() || tool.is_empty() {
         return false;
     }
-    name.push_str(MCP_PREFIX);
+    name.push_str(prefix);
     push_server_segment(name, server);
     name.push_str("__");
     let namespace_len = name.len();
@@ -172,5 +220,32 @@ mod tests {
         assert_eq!(a[..55], b[..55]);
         // Pinned so a change of scheme is noticed: names must not change between releases.
         assert_eq!(a, "mcp__srv__ttttttttttttttttttttttttttttttttttttttttttttt_2fe7dd4e");
+    }
+
+    #[test]
+    fn the_gateway_form_has_no_prefix_and_the_same_rules() {
+        let gateway = |s: &str, t: &str| Naming::Gateway.name(s, t);
+        assert_eq!(gateway("files", "write_file").as_deref(), Some("files__write_file"));
+        assert_eq!(gateway("gh__repo", "read").as_deref(), Some("gh_repo__read"));
+        assert_eq!(gateway("", "x"), None);
+        // Shortened like the agent's names, over the same raw origin, so the hash is the same.
+        let tool = "t".repeat(100);
+        let name = gateway("srv", &tool).unwrap();
+        assert_eq!(name.len(), MAX_NAME_LEN);
+        assert_eq!(name, format!("srv__{}_2fe7dd4e", "t".repeat(50)));
+        // A cut inside a long server name leaves no `__` behind it.
+        let server = format!("{}_{}", "s".repeat(54), "t".repeat(20));
+        let name = gateway(&server, "x").unwrap();
+        assert!(!name.contains("__"), "{name}");
+        assert!(is_valid_model_name(&name));
+    }
+
+    #[test]
+    fn the_transparent_form_is_the_tools_own_name() {
+        assert_eq!(Naming::Transparent.name("s", "get weather.v2").as_deref(), Some("get weather.v2"));
+        assert_eq!(Naming::Transparent.name("s", ""), None);
+        assert_eq!(Naming::Transparent.name("", "x"), None);
+        assert_eq!(Naming::default(), Naming::Agent);
+        assert_eq!(Naming::Agent.name("a", "b"), model_name("a", "b"));
     }
 }

@@ -11,6 +11,7 @@ use serde::{Serialize, Serializer};
 use serde_json::Value;
 
 use crate::assemble::{BuiltinTool, ServerTools};
+use crate::name::Naming;
 
 /// Where a pool entry comes from, borrowed from the assembly input the pool shares.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -81,7 +82,8 @@ pub struct PoolEntry<'a> {
 }
 
 impl<'a> PoolEntry<'a> {
-    /// Model-visible name, matching `^[A-Za-z0-9_-]{1,64}$`.
+    /// Model-visible name, matching `^[A-Za-z0-9_-]{1,64}$` (under [`Naming::Transparent`],
+    /// an MCP tool's own name, whatever it is).
     pub fn name(&self) -> &'a str {
         &self.slot.name
     }
@@ -249,6 +251,8 @@ pub struct Pool {
     pub(crate) diagnostics: Vec<Diagnostic>,
     pub(crate) hidden: Vec<HiddenTool>,
     pub(crate) by_name: HashMap<Arc<str>, usize>,
+    /// How its MCP tools are named.
+    pub(crate) naming: Naming,
 }
 
 impl Pool {
@@ -293,6 +297,12 @@ impl Pool {
     /// Tools the policy denies, left out without a diagnostic.
     pub fn hidden(&self) -> &[HiddenTool] {
         &self.hidden
+    }
+
+    /// How the pool names MCP tools: the name a [`HiddenTool`] would have had is
+    /// `pool.naming().name(server, tool)`.
+    pub fn naming(&self) -> Naming {
+        self.naming
     }
 }
 

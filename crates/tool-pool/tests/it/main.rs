@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod exposure;
+mod gateway_names;
 mod search;
 
 use std::collections::BTreeMap;
@@ -140,7 +141,7 @@ fn fixture_pool(options: &Options) -> Result<Pool, tool_pool::StrictError> {
 
 #[test]
 fn fixture_snapshot() {
-    let pool = fixture_pool(&Options { description_cap: 80, strict: false }).unwrap();
+    let pool = fixture_pool(&Options { description_cap: 80, ..Options::default() }).unwrap();
     insta::assert_json_snapshot!("fixture_pool", pool);
 }
 

@@ -1,0 +1,199 @@
+//! The **port** between the gateway and the host that owns the servers: what the gateway needs
+//! to list, call and route, and nothing of how the host gets it.
+//!
+//! The host (`mcp-host`: the same configuration, runtime, supervisor, pool and policy as
+//! `chat`) implements [`Backend`]; [`crate::fake::FakeBackend`] is the test double.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use agent_loop::{Binding, BuiltinTool, Hooks, NoHooks, ToolSource};
+use async_trait::async_trait;
+use mcp_protocol::{
+    CompleteRequestParams, CompleteResult, GetPromptResult, LoggingMessageNotificationParams, Prompt,
+    ReadResourceResult, Resource, ResourceTemplate,
+};
+use serde_json::{Map, Value};
+use tokio::sync::broadcast;
+
+/// Who is asking: what the front authenticated, and the profile the request was admitted to.
+///
+/// A local caller (stdio, or HTTP on loopback without authentication) has no principal. The
+/// caller's token itself is never here: it is never sent upstream.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Caller {
+    /// The authenticated principal (a token's name, a JWT's `sub`), `None` for a local caller.
+    pub principal: Option<Arc<str>>,
+    /// The profile (`/mcp/NAME`, or the one a token is tied to); `None` for the default.
+    pub profile: Option<Arc<str>>,
+}
+
+impl Caller {
+    /// A local caller of the default profile.
+    pub fn local() -> Self {
+        Self::default()
+    }
+
+    /// A caller authenticated as `principal`.
+    pub fn principal(principal: impl Into<Arc<str>>) -> Self {
+        Self { principal: Some(principal.into()), profile: None }
+    }
+
+    /// A stable text naming the caller, for sealed states and approval memory
+    /// (`local`, `p:NAME`, with `@PROFILE` when there is one).
+    pub fn key(&self) -> String {
+        let mut key = match &self.principal {
+            Some(p) => format!("p:{p}"),
+            None => "local".to_owned(),
+        };
+        if let Some(profile) = &self.profile {
+            key.push('@');
+            key.push_str(profile);
+        }
+        key
+    }
+}
+
+/// Why the backend could not answer. Its text is shown to the client, so it says what failed
+/// and never carries a secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackendError {
+    /// No pool has been published yet (the host is still starting).
+    #[error("the gateway is starting: no tool list has been published yet")]
+    NotReady,
+    /// The caller may not use this (another profile's server, say).
+    #[error("not available to this caller: {0}")]
+    Forbidden(String),
+    /// No upstream by that name is connected.
+    #[error("server {0:?} is not connected")]
+    NoSuchServer(String),
+    /// The upstream does not offer what was asked for.
+    #[error("{0}")]
+    NotOffered(String),
+    /// The upstream failed or answered with an error; the text names the server and the cause.
+    #[error("{0}")]
+    Upstream(String),
+}
+
+/// What the host reports as it changes.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum BackendEvent {
+    /// A new pool was published (an upstream's tools changed, one connected, failed or was
+    /// disabled, policy was reloaded): clients should list again.
+    ToolsChanged,
+    /// An upstream's resources or resource templates changed.
+    ResourcesChanged,
+    /// An upstream's prompts changed.
+    PromptsChanged,
+    /// A resource an upstream said was updated (`notifications/resources/updated`).
+    ResourceUpdated {
+        /// The upstream.
+        server: String,
+        /// Its URI for the resource.
+        uri: String,
+    },
+    /// An upstream's log message (forwarded at the level each client set).
+    Log {
+        /// The upstream.
+        server: String,
+        /// The message as it sent it.
+        params: LoggingMessageNotificationParams,
+    },
+}
+
+/// What one upstream offers besides tools, as the host last listed it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerContent {
+    /// Its resources.
+    pub resources: Vec<Resource>,
+    /// Its resource templates.
+    pub templates: Vec<ResourceTemplate>,
+    /// Its prompts.
+    pub prompts: Vec<Prompt>,
+    /// Whether it declared `completions`.
+    pub completions: bool,
+}
+
+/// What every upstream a caller may use offers besides tools, by server name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ContentListing {
+    /// Each upstream's content.
+    pub servers: BTreeMap<String, ServerContent>,
+}
+
+/// What the gateway needs from the host.
+///
+/// Implementations answer from what the host has published (listings are never an upstream
+/// round trip per client request) and route the rest to the one upstream named. One failing
+/// upstream fails only what is routed to it.
+#[async_trait]
+pub trait Backend: Send + Sync + 'static {
+    /// The pool published for `caller`, with the generations it was built from and the
+    /// policy it was assembled under. The same `Arc` until something changes.
+    async fn binding(&self, caller: &Caller) -> Result<Arc<Binding>, BackendError>;
+
+    /// The source of tools the gate checks generations against and sends calls through.
+    fn tools(&self) -> &dyn ToolSource;
+
+    /// The handlers of the built-in tools the published pools carry (`search_tools`, code
+    /// mode's `run_code`, ...): the gateway's gate runs them as the host's does. By default none.
+    fn builtins(&self) -> Vec<Arc<dyn BuiltinTool>> {
+        Vec::new()
+    }
+
+    /// The hooks around every call the gate lets through (the host's, an audit log). Read once,
+    /// when the gateway is made. By default none.
+    fn hooks(&self) -> Arc<dyn Hooks> {
+        Arc::new(NoHooks)
+    }
+
+    /// The upstreams' `instructions` (server, raw text) that `caller` may see; the gateway
+    /// cleans, caps and marks them.
+    fn instructions(&self, _caller: &Caller) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
+    /// What the upstreams `caller` may use offer besides tools. By default nothing.
+    async fn content(&self, _caller: &Caller) -> Result<Arc<ContentListing>, BackendError> {
+        Ok(Arc::new(ContentListing::default()))
+    }
+
+    /// Reads `uri` (the upstream's own URI) of `server`, refusing answers over `max_bytes`.
+    async fn read_resource(
+        &self,
+        _caller: &Caller,
+        server: &str,
+        _uri: &str,
+        _max_bytes: usize,
+    ) -> Result<ReadResourceResult, BackendError> {
+        Err(BackendError::NotOffered(format!("server {server:?} offers no resources here")))
+    }
+
+    /// Gets prompt `name` (the upstream's own name) of `server`.
+    async fn get_prompt(
+        &self,
+        _caller: &Caller,
+        server: &str,
+        _name: &str,
+        _arguments: Option<Map<String, Value>>,
+    ) -> Result<GetPromptResult, BackendError> {
+        Err(BackendError::NotOffered(format!("server {server:?} offers no prompts here")))
+    }
+
+    /// Asks `server` for completions (`params` already carry the upstream's own prompt name or
+    /// template).
+    async fn complete(
+        &self,
+        _caller: &Caller,
+        server: &str,
+        _params: CompleteRequestParams,
+    ) -> Result<CompleteResult, BackendError> {
+        Err(BackendError::NotOffered(format!("server {server:?} offers no completions here")))
+    }
+
+    /// The host's changes, from now on. A receiver that lags loses the oldest events; the
+    /// gateway then tells its clients that everything may have changed.
+    fn events(&self) -> broadcast::Receiver<BackendEvent>;
+}

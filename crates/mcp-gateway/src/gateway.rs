@@ -1,0 +1,797 @@
+//! The gateway's core, shared by the fronts: what each request means and what it is answered
+//! with. No I/O of its own; a front reads requests, asks [`Gateway`], and writes the lines.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_loop::{Admission, Binding, CallGate, CallRequest, Job, Ran, Refusal};
+use mcp_protocol::stateless::InputRequest;
+use mcp_protocol::{
+    CallToolRequestParams, CallToolResult, ClientContext, ClientRequest, CompleteReference, CompleteRequestParams,
+    ContentBlock, ErrorObject, GetPromptRequestParams, Implementation, InitializeRequestParams, ListChangedCapability,
+    LoggingLevel, PaginatedRequestParams, ProgressNotificationParams, ProtocolVersion, ReadResourceRequestParams,
+    RequestId, RequestMeta, ResourcesCapability, RetryParts, ServerCapabilities, ServerConfig, ServerSession,
+    ToolAnnotations, error_codes, methods,
+};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+use tool_pool::{Naming, Origin, PoolEntry};
+
+use crate::approval::{
+    ApprovalMemory, CONTEXT, CallContext, GatewayApprover, INPUT_KEY, MemoryApprovals, Outcome, Way,
+};
+use crate::backend::{Backend, BackendError, BackendEvent, Caller, ContentListing};
+use crate::clock::{Clock, SystemClock};
+use crate::content::ContentView;
+use crate::seal::{MemoryReplayCache, ReplayCache, SealError, StateSealer};
+use crate::session::{Outbound, Session, lock};
+
+/// Most characters of an error result's text.
+const ERROR_TEXT_CHARS: usize = 8_000;
+/// `resources/read` code for an unknown resource (the specification's own).
+const RESOURCE_NOT_FOUND: i64 = -32002;
+
+/// How the gateway presents itself and asks.
+#[derive(Debug, Clone)]
+pub struct GatewayOptions {
+    /// `serverInfo`.
+    pub server_info: Implementation,
+    /// Instructions of the gateway's own, before the upstreams' (cleaned, capped, marked).
+    pub instructions: Option<String>,
+    /// The tools of exactly one upstream, offered under their own names and descriptions
+    /// (`--transparent`; the backend's pool must be assembled with
+    /// [`Naming::Transparent`]).
+    pub transparent: bool,
+    /// How long an approval asked through `input_required` stays valid.
+    pub approval_ttl: Duration,
+    /// How long a form sent as `elicitation/create` waits for its answer.
+    pub approval_wait: Duration,
+    /// Most tools (prompts, resources) per page of a listing.
+    pub page_size: usize,
+    /// Largest `resources/read` answer passed on, in bytes.
+    pub max_resource_bytes: usize,
+    /// Where time comes from.
+    pub clock: Arc<dyn Clock>,
+    /// The key sealing approval states; `None`: a fresh random one (replicas need a shared one).
+    pub sealer: Option<Arc<StateSealer>>,
+    /// Which sealed states were used.
+    pub replay: Arc<dyn ReplayCache>,
+    /// "Yes for this client".
+    pub approvals: Arc<dyn ApprovalMemory>,
+}
+
+impl Default for GatewayOptions {
+    fn default() -> Self {
+        Self {
+            server_info: Implementation::new("mcp-harness", env!("CARGO_PKG_VERSION")),
+            instructions: None,
+            transparent: false,
+            approval_ttl: Duration::from_secs(300),
+            approval_wait: Duration::from_secs(600),
+            page_size: 1000,
+            max_resource_bytes: 16 * 1024 * 1024,
+            clock: Arc::new(SystemClock),
+            sealer: None,
+            replay: Arc::new(MemoryReplayCache::default()),
+            approvals: Arc::new(MemoryApprovals::default()),
+        }
+    }
+}
+
+/// Who a request is from and in which era it is served.
+#[derive(Debug, Clone)]
+pub(crate) struct Scope {
+    pub(crate) caller: Caller,
+    pub(crate) era: Era,
+}
+
+/// How a request is served.
+#[derive(Debug, Clone)]
+pub(crate) enum Era {
+    /// In a session (2025-03-26 .. 2025-11-25).
+    Session(Arc<Session>),
+    /// On its own, from its envelope (2026-07-28).
+    Stateless(Arc<ClientContext>),
+}
+
+impl Scope {
+    pub(crate) fn is_stateless(&self) -> bool {
+        matches!(self.era, Era::Stateless(_))
+    }
+
+    fn version(&self) -> ProtocolVersion {
+        match &self.era {
+            Era::Session(s) => s.protocol_version(),
+            Era::Stateless(ctx) => ctx.protocol_version.unwrap_or(ProtocolVersion::STATELESS),
+        }
+    }
+
+    fn client_name(&self) -> &str {
+        match &self.era {
+            Era::Session(s) => s.client_name(),
+            Era::Stateless(ctx) => ctx.client_info.as_ref().map_or("", |i| i.name.as_str()),
+        }
+    }
+}
+
+/// What a request is answered with.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    /// A result (JSON text; a stateless answer gets `resultType: complete` when written).
+    Result(String),
+    /// A result that says its `resultType` itself (`input_required`, `server/discover`).
+    Typed(String),
+    /// An error.
+    Error(ErrorObject),
+    /// `subscriptions/listen`: the front keeps the stream open with these notifications.
+    Listen(ListenFilter),
+}
+
+/// What a `subscriptions/listen` stream carries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ListenFilter {
+    pub(crate) tools: bool,
+    pub(crate) resources: bool,
+    pub(crate) prompts: bool,
+}
+
+impl ListenFilter {
+    pub(crate) fn wants(&self, event: &BackendEvent) -> bool {
+        match event {
+            BackendEvent::ToolsChanged => self.tools,
+            BackendEvent::ResourcesChanged => self.resources,
+            BackendEvent::PromptsChanged => self.prompts,
+            _ => false,
+        }
+    }
+
+    /// The agreed subset, as the acknowledgement says it.
+    pub(crate) fn to_value(self) -> Value {
+        let mut agreed = Map::new();
+        for (key, on) in [
+            ("toolsListChanged", self.tools),
+            ("resourcesListChanged", self.resources),
+            ("promptsListChanged", self.prompts),
+        ] {
+            if on {
+                agreed.insert(key.to_owned(), Value::Bool(true));
+            }
+        }
+        Value::Object(agreed)
+    }
+}
+
+/// The gateway: its backend, the one call gate, and what every front shares. Cheap to clone.
+#[derive(Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    backend: Arc<dyn Backend>,
+    gate: CallGate,
+    options: GatewayOptions,
+    config: ServerConfig,
+    naming: Naming,
+    /// The view of the last content listing, while it is the backend's current one.
+    content: Mutex<Option<(Arc<ContentListing>, Arc<ContentView>)>>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway").field("server_info", &self.inner.options.server_info).finish_non_exhaustive()
+    }
+}
+
+impl Gateway {
+    /// A gateway over `backend`. Fails only when no key could be made for approval states.
+    pub fn new(backend: Arc<dyn Backend>, options: GatewayOptions) -> Result<Self, SealError> {
+        let sealer = match &options.sealer {
+            Some(sealer) => Arc::clone(sealer),
+            None => Arc::new(StateSealer::generate()?),
+        };
+        let approver = GatewayApprover {
+            sealer,
+            replay: Arc::clone(&options.replay),
+            memory: Arc::clone(&options.approvals),
+            clock: Arc::clone(&options.clock),
+            state_ttl: options.approval_ttl,
+            wait: options.approval_wait,
+        };
+        let gate = CallGate::new(Arc::new(approver), backend.hooks()).with_builtins(backend.builtins());
+        let listed = Some(ListChangedCapability { list_changed: Some(true), extra: Map::new() });
+        let capabilities = ServerCapabilities {
+            tools: listed.clone(),
+            prompts: listed,
+            resources: Some(ResourcesCapability { subscribe: None, list_changed: Some(true), extra: Map::new() }),
+            logging: Some(json!({})),
+            completions: Some(json!({})),
+            experimental: None,
+            extra: Map::new(),
+        };
+        let config = ServerConfig::new(options.server_info.clone(), capabilities);
+        let naming = if options.transparent { Naming::Transparent } else { Naming::Gateway };
+        Ok(Self { inner: Arc::new(Inner { backend, gate, options, config, naming, content: Mutex::new(None) }) })
+    }
+
+    pub(crate) fn options(&self) -> &GatewayOptions {
+        &self.inner.options
+    }
+
+    pub(crate) fn config(&self) -> &ServerConfig {
+        &self.inner.config
+    }
+
+    pub(crate) fn backend(&self) -> &Arc<dyn Backend> {
+        &self.inner.backend
+    }
+
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.inner.options.clock.unix_ms()
+    }
+
+    /// The instructions for `caller`: the gateway's own, then the upstreams', cleaned, capped
+    /// and marked per server as in the agent's system prompt.
+    async fn instructions(&self, caller: &Caller) -> Option<String> {
+        let base = self.inner.options.instructions.as_deref().unwrap_or("");
+        let upstream = self.inner.backend.instructions(caller);
+        let policy = match self.inner.backend.binding(caller).await {
+            Ok(binding) => Arc::clone(binding.policy()),
+            Err(_) => Arc::new(policy::Policy::default()),
+        };
+        let text = agent_loop::system_prompt(base, &upstream, &policy);
+        let text = text.trim();
+        (!text.is_empty()).then(|| text.to_owned())
+    }
+
+    /// Answers `initialize`: a new session, and the result's JSON.
+    pub(crate) async fn open_session(
+        &self,
+        caller: Caller,
+        id: Option<Arc<str>>,
+        params: &InitializeRequestParams,
+    ) -> Result<(Arc<Session>, String), ErrorObject> {
+        let mut config = self.inner.config.clone();
+        config.instructions = self.instructions(&caller).await;
+        let (protocol, result) = ServerSession::initialize(&config, params)
+            .map_err(|e| ErrorObject::new(error_codes::INTERNAL_ERROR, e.to_string()))?;
+        let session = Arc::new(Session::new(id, caller, protocol, self.now_ms()));
+        Ok((session, to_json(&result)))
+    }
+
+    /// Answers one request (not `initialize`, which opens a session: [`Gateway::open_session`]).
+    pub(crate) async fn handle(
+        &self,
+        scope: &Scope,
+        id: &RequestId,
+        request: ClientRequest,
+        meta: &RequestMeta,
+        out: &Outbound,
+    ) -> Reply {
+        match request {
+            ClientRequest::Ping => Reply::Result("{}".to_owned()),
+            ClientRequest::Initialize(_) => Reply::Error(ErrorObject::new(
+                error_codes::INVALID_REQUEST,
+                "Invalid Request: this session is initialized already",
+            )),
+            ClientRequest::Discover => {
+                let mut config = self.inner.config.clone();
+                config.instructions = self.instructions(&scope.caller).await;
+                Reply::Typed(to_json(&config.discover_result()))
+            }
+            ClientRequest::ListTools(params) => self.list_tools(scope, &params).await,
+            ClientRequest::CallTool(call) => self.call_tool(scope, id, call, meta, out).await,
+            ClientRequest::ListResources(params) => self.list_content(scope, &params, Listed::Resources).await,
+            ClientRequest::ListResourceTemplates(params) => self.list_content(scope, &params, Listed::Templates).await,
+            ClientRequest::ListPrompts(params) => self.list_content(scope, &params, Listed::Prompts).await,
+            ClientRequest::ReadResource(params) => self.read_resource(scope, params).await,
+            ClientRequest::GetPrompt(params) => self.get_prompt(scope, params).await,
+            ClientRequest::Complete(params) => self.complete(scope, params).await,
+            ClientRequest::SetLevel(level) => match &scope.era {
+                Era::Session(session) => {
+                    session.set_log_level(level);
+                    Reply::Result("{}".to_owned())
+                }
+                Era::Stateless(_) => Reply::Error(mcp_protocol::method_not_found(mcp_protocol::LOGGING_SET_LEVEL)),
+            },
+            ClientRequest::Listen(params) => {
+                let wants = |key: &str| params.notifications.get(key).and_then(Value::as_bool).unwrap_or(false);
+                Reply::Listen(ListenFilter {
+                    tools: wants("toolsListChanged"),
+                    resources: wants("resourcesListChanged"),
+                    prompts: wants("promptsListChanged"),
+                })
+            }
+            ClientRequest::Subscribe(_) => {
+                Reply::Error(mcp_protocol::method_not_found(mcp_protocol::RESOURCES_SUBSCRIBE))
+            }
+            ClientRequest::Unsubscribe(_) => {
+                Reply::Error(mcp_protocol::method_not_found(mcp_protocol::RESOURCES_UNSUBSCRIBE))
+            }
+            ClientRequest::Other { method } => Reply::Error(mcp_protocol::method_not_found(&method)),
+            other => Reply::Error(mcp_protocol::method_not_found(&format!("{other:?}"))),
+        }
+    }
+
+    async fn binding(&self, caller: &Caller) -> Result<Arc<Binding>, BackendError> {
+        self.inner.backend.binding(caller).await
+    }
+
+    async fn list_tools(&self, scope: &Scope, params: &PaginatedRequestParams) -> Reply {
+        let binding = match self.binding(&scope.caller).await {
+            Ok(binding) => binding,
+            Err(e) => return Reply::Error(backend_error(&e)),
+        };
+        if let Era::Session(session) = &scope.era {
+            session.listed(&binding);
+        }
+        let pool = binding.pool();
+        let (start, page) =
+            match page(params.cursor.as_deref(), pool.revision(), pool.len(), self.inner.options.page_size) {
+                Ok(page) => page,
+                Err(e) => return Reply::Error(e),
+            };
+        let transparent = self.inner.options.transparent;
+        let tools: Vec<ToolOut<'_>> =
+            pool.iter().skip(start).take(page).map(|entry| ToolOut::new(entry, transparent)).collect();
+        let next_cursor = (start + page < pool.len()).then(|| format!("{}:{}", pool.revision(), start + page));
+        Reply::Result(to_json(&ListOut { tools: Some(tools), next_cursor, ..ListOut::default() }))
+    }
+
+    async fn call_tool(
+        &self,
+        scope: &Scope,
+        id: &RequestId,
+        call: CallToolRequestParams,
+        meta: &RequestMeta,
+        out: &Outbound,
+    ) -> Reply {
+        let binding = match self.binding(&scope.caller).await {
+            Ok(binding) => binding,
+            Err(e) => return tool_error(&e.to_string()),
+        };
+        let name = call.name.as_str();
+        let Some(entry) = binding.pool().get(name) else { return unknown_tool(name) };
+        // A session is held to the listing it was shown: a call prepared against an older one
+        // is never sent on, even when the gate's own check (against the current pool) passes.
+        if let (Era::Session(session), Some(server)) = (&scope.era, entry.server())
+            && let Some(seen) = session.last_listing()
+            && seen.generation(server) != binding.generation(server)
+        {
+            session.notify(list_changed_line(methods::TOOLS_LIST_CHANGED));
+            let refusal =
+                Refusal::Stale { server: server.to_owned(), name: name.to_owned(), revision: seen.pool().revision() };
+            return tool_error(&refusal.to_string());
+        }
+        let way = match &scope.era {
+            Era::Session(session) if session.can_elicit_form() && out.is_open() => {
+                Way::Elicit { session: Arc::clone(session), out: out.clone() }
+            }
+            Era::Stateless(ctx) if ctx.can_elicit_form() => Way::Retry { parts: RetryParts::from_extra(&call.extra) },
+            _ if scope.version() < ProtocolVersion::V2025_06_18 => Way::Nobody(format!(
+                "this client cannot be asked for approval (it speaks protocol version {}, which has no elicitation)",
+                scope.version()
+            )),
+            _ => {
+                Way::Nobody("this client cannot be asked for approval (it did not declare form elicitation)".to_owned())
+            }
+        };
+        let scope_key = match &scope.era {
+            Era::Session(session) => session.scope(),
+            Era::Stateless(_) => format!("client:{}\n{}", scope.caller.key(), scope.client_name()),
+        };
+        let ctx = Arc::new(CallContext {
+            way,
+            caller: format!("{}\n{}", scope.caller.key(), scope.client_name()),
+            scope: scope_key,
+            version: scope.version(),
+            outcome: Mutex::new(Outcome::Answered),
+        });
+        let arguments = Value::Object(call.arguments.unwrap_or_default());
+        let call_id = id.to_string();
+        let request = CallRequest { id: &call_id, name, arguments: &arguments };
+        let tools = self.inner.backend.tools();
+        let admission = CONTEXT.scope(Arc::clone(&ctx), self.inner.gate.admit(&binding, tools, request)).await;
+        let outcome = std::mem::take(&mut *lock(&ctx.outcome));
+        match admission {
+            Admission::Run { job, .. } => self.run(job, meta.progress_token.as_ref(), out).await,
+            Admission::Refused(Refusal::UnknownTool { .. } | Refusal::Denied { .. }) => unknown_tool(name),
+            Admission::Refused(refusal) => match outcome {
+                Outcome::Deferred { form, state } => {
+                    let request = InputRequest {
+                        method: methods::ELICITATION_CREATE.to_owned(),
+                        params: Some(serde_json::to_value(&form).unwrap_or(Value::Null)),
+                        extra: Map::new(),
+                    };
+                    let result = json!({
+                        "resultType": "input_required",
+                        "inputRequests": {INPUT_KEY: request},
+                        "requestState": state,
+                    });
+                    Reply::Typed(result.to_string())
+                }
+                Outcome::StateRefused(why) => Reply::Error(ErrorObject::new(
+                    error_codes::INVALID_PARAMS,
+                    format!("Invalid params: requestState refused: {why}"),
+                )),
+                Outcome::Answered => {
+                    if matches!(refusal, Refusal::Stale { .. })
+                        && let Era::Session(session) = &scope.era
+                    {
+                        session.notify(list_changed_line(methods::TOOLS_LIST_CHANGED));
+                    }
+                    tool_error(&refusal.to_string())
+                }
+            },
+            _ => tool_error("the call could not be admitted"),
+        }
+    }
+
+    /// Runs an admitted call, forwarding its progress under the client's token.
+    async fn run(&self, job: Job, token: Option<&RequestId>, out: &Outbound) -> Reply {
+        let tools = self.inner.backend.tools();
+        let ran = match token {
+            Some(token) if out.is_open() => {
+                let (tx, mut rx) = mpsc::unbounded_channel::<ProgressNotificationParams>();
+                let forward = |mut p: ProgressNotificationParams| {
+                    p.progress_token = token.clone();
+                    if let Ok(line) = mcp_protocol::encode_notification(methods::PROGRESS, Some(&p)) {
+                        out.offer(line);
+                    }
+                };
+                let run = self.inner.gate.run(tools, job, Some(tx));
+                tokio::pin!(run);
+                let ran = loop {
+                    tokio::select! {
+                        ran = &mut run => break ran,
+                        Some(p) = rx.recv() => forward(p),
+                    }
+                };
+                while let Ok(p) = rx.try_recv() {
+                    forward(p);
+                }
+                ran
+            }
+            _ => self.inner.gate.run(tools, job, None).await,
+        };
+        match ran {
+            Ran::Mcp(Ok(result)) => Reply::Result(to_json(&*result)),
+            Ran::Mcp(Err(why)) => tool_error(&why.to_string()),
+            Ran::Builtin(Ok(text)) => Reply::Result(to_json(&CallToolResult {
+                content: vec![ContentBlock::text(text)],
+                ..Default::default()
+            })),
+            Ran::Builtin(Err(why)) => tool_error(&why),
+            _ => tool_error("the call ended without a result"),
+        }
+    }
+
+    async fn content_view(&self, caller: &Caller) -> Result<Arc<ContentView>, BackendError> {
+        let listing = self.inner.backend.content(caller).await?;
+        let mut cached = lock(&self.inner.content);
+        if let Some((seen, view)) = cached.as_ref()
+            && Arc::ptr_eq(seen, &listing)
+        {
+            return Ok(Arc::clone(view));
+        }
+        let view = Arc::new(ContentView::new(&listing, self.inner.naming));
+        *cached = Some((listing, Arc::clone(&view)));
+        Ok(view)
+    }
+
+    async fn list_content(&self, scope: &Scope, params: &PaginatedRequestParams, what: Listed) -> Reply {
+        let view = match self.content_view(&scope.caller).await {
+            Ok(view) => view,
+            Err(e) => return Reply::Error(backend_error(&e)),
+        };
+        let total = match what {
+            Listed::Resources => view.resources().len(),
+            Listed::Templates => view.templates().len(),
+            Listed::Prompts => view.prompts().len(),
+        };
+        // Content listings are numbered by their length: a changed listing invalidates cursors
+        // only as far as a client would notice anyway.
+        let (start, page) = match page(params.cursor.as_deref(), total as u64, total, self.inner.options.page_size) {
+            Ok(page) => page,
+            Err(e) => return Reply::Error(e),
+        };
+        let next_cursor = (start + page < total).then(|| format!("{total}:{}", start + page));
+        let range = start..start + page;
+        let out = match what {
+            Listed::Resources => ListOut { resources: view.resources().get(range), next_cursor, ..ListOut::default() },
+            Listed::Templates => {
+                ListOut { resource_templates: view.templates().get(range), next_cursor, ..ListOut::default() }
+            }
+            Listed::Prompts => ListOut { prompts: view.prompts().get(range), next_cursor, ..ListOut::default() },
+        };
+        Reply::Result(to_json(&out))
+    }
+
+    async fn read_resource(&self, scope: &Scope, params: ReadResourceRequestParams) -> Reply {
+        let view = match self.content_view(&scope.caller).await {
+            Ok(view) => view,
+            Err(e) => return Reply::Error(backend_error(&e)),
+        };
+        let Some((server, upstream)) = view.route_uri(&params.uri) else {
+            let mut error = ErrorObject::new(RESOURCE_NOT_FOUND, "Resource not found");
+            error.data = Some(json!({"uri": params.uri}));
+            return Reply::Error(error);
+        };
+        let max = self.inner.options.max_resource_bytes;
+        match self.inner.backend.read_resource(&scope.caller, server, &upstream, max).await {
+            Ok(mut result) => {
+                for contents in &mut result.contents {
+                    contents.uri = view.outward_uri(server, &contents.uri);
+                }
+                Reply::Result(to_json(&result))
+            }
+            Err(e) => Reply::Error(backend_error(&e)),
+        }
+    }
+
+    async fn get_prompt(&self, scope: &Scope, params: GetPromptRequestParams) -> Reply {
+        let view = match self.content_view(&scope.caller).await {
+            Ok(view) => view,
+            Err(e) => return Reply::Error(backend_error(&e)),
+        };
+        let Some((server, name)) = view.route_prompt(&params.name) else {
+            return Reply::Error(ErrorObject::new(
+                error_codes::INVALID_PARAMS,
+                format!("Invalid params: unknown prompt {:?}", mcp_safety::text::one_line(&params.name, 100)),
+            ));
+        };
+        match self.inner.backend.get_prompt(&scope.caller, server, name, params.arguments).await {
+            Ok(result) => Reply::Result(to_json(&result)),
+            Err(e) => Reply::Error(backend_error(&e)),
+        }
+    }
+
+    async fn complete(&self, scope: &Scope, mut params: CompleteRequestParams) -> Reply {
+        let view = match self.content_view(&scope.caller).await {
+            Ok(view) => view,
+            Err(e) => return Reply::Error(backend_error(&e)),
+        };
+        let server = match &mut params.reference {
+            CompleteReference::Prompt { name, .. } => view.route_prompt(name).map(|(server, upstream)| {
+                *name = upstream.to_owned();
+                server.to_owned()
+            }),
+            CompleteReference::Resource { uri, .. } => view.route_template(uri).map(|(server, upstream)| {
+                *uri = upstream.to_owned();
+                server.to_owned()
+            }),
+            _ => None,
+        };
+        let Some(server) = server.filter(|s| view.completes(s)) else {
+            // Nothing to complete from: an empty completion, as servers answer for what they
+            // do not know.
+            return Reply::Result(r#"{"completion":{"values":[]}}"#.to_owned());
+        };
+        match self.inner.backend.complete(&scope.caller, &server, params).await {
+            Ok(result) => Reply::Result(to_json(&result)),
+            Err(e) => Reply::Error(backend_error(&e)),
+        }
+    }
+}
+
+/// The notification line a backend event becomes for a client that logs at `level` (`None`:
+/// no log messages), or `None` when it becomes nothing.
+pub(crate) fn event_line(event: &BackendEvent, level: Option<LoggingLevel>) -> Option<String> {
+    match event {
+        BackendEvent::ToolsChanged => Some(list_changed_line(methods::TOOLS_LIST_CHANGED)),
+        BackendEvent::ResourcesChanged => Some(list_changed_line(methods::RESOURCES_LIST_CHANGED)),
+        BackendEvent::PromptsChanged => Some(list_changed_line(methods::PROMPTS_LIST_CHANGED)),
+        BackendEvent::Log { server, params } => {
+            let wanted = level?;
+            let said = LoggingLevel::parse(&params.level)?;
+            if said < wanted {
+                return None;
+            }
+            let mut params = params.clone();
+            params.logger = Some(match &params.logger {
+                Some(logger) => format!("{server}/{logger}"),
+                None => server.clone(),
+            });
+            mcp_protocol::encode_notification(methods::MESSAGE, Some(&params)).ok()
+        }
+        _ => None,
+    }
+}
+
+/// A `notifications/*/list_changed` line.
+pub(crate) fn list_changed_line(method: &str) -> String {
+    format!(r#"{{"jsonrpc":"2.0","method":"{method}"}}"#)
+}
+
+/// The response line answering request `id` with `reply` (a stateless result says it is
+/// complete).
+pub(crate) fn response_line(id: &RequestId, reply: Reply, stateless: bool) -> String {
+    let id_json = serde_json::to_string(id).unwrap_or_else(|_| "null".to_owned());
+    match reply {
+        Reply::Result(json) if stateless => {
+            let json = match json.strip_prefix('{') {
+                Some("}") => r#"{"resultType":"complete"}"#.to_owned(),
+                Some(rest) => format!(r#"{{"resultType":"complete",{rest}"#),
+                None => json,
+            };
+            format!(r#"{{"jsonrpc":"2.0","id":{id_json},"result":{json}}}"#)
+        }
+        Reply::Result(json) | Reply::Typed(json) => {
+            format!(r#"{{"jsonrpc":"2.0","id":{id_json},"result":{json}}}"#)
+        }
+        Reply::Error(error) => mcp_protocol::encode_error(id.clone(), error),
+        Reply::Listen(_) => mcp_protocol::encode_error(
+            id.clone(),
+            ErrorObject::new(error_codes::INTERNAL_ERROR, "subscriptions/listen is not available here"),
+        ),
+    }
+}
+
+fn to_json<T: Serialize + ?Sized>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned())
+}
+
+/// A tool's failure as the caller reads it: an error result, cleaned and capped.
+fn tool_error(text: &str) -> Reply {
+    let text = mcp_safety::text::sanitize(text, ERROR_TEXT_CHARS);
+    Reply::Result(to_json(&CallToolResult {
+        content: vec![ContentBlock::text(text)],
+        is_error: Some(true),
+        ..Default::default()
+    }))
+}
+
+/// An unknown tool, and a denied one alike (nothing says a denied tool exists).
+fn unknown_tool(name: &str) -> Reply {
+    Reply::Error(ErrorObject::new(
+        error_codes::INVALID_PARAMS,
+        format!("Unknown tool: {}", mcp_safety::text::one_line(name, 100)),
+    ))
+}
+
+fn backend_error(error: &BackendError) -> ErrorObject {
+    let code = match error {
+        BackendError::NotOffered(_) | BackendError::NoSuchServer(_) | BackendError::Forbidden(_) => {
+            error_codes::INVALID_PARAMS
+        }
+        _ => error_codes::INTERNAL_ERROR,
+    };
+    ErrorObject::new(code, mcp_safety::text::sanitize(&error.to_string(), ERROR_TEXT_CHARS))
+}
+
+/// The page a cursor asks for: (first index, how many). Cursors are `{revision}:{offset}`;
+/// one of another revision is refused, so a client never pages across two lists.
+fn page(cursor: Option<&str>, revision: u64, total: usize, size: usize) -> Result<(usize, usize), ErrorObject> {
+    let start = match cursor {
+        None => 0,
+        Some(cursor) => {
+            let parsed = cursor
+                .split_once(':')
+                .and_then(|(r, o)| Some((r.parse::<u64>().ok()?, o.parse::<usize>().ok()?)))
+                .filter(|(r, o)| *r == revision && *o <= total);
+            match parsed {
+                Some((_, offset)) => offset,
+                None => {
+                    return Err(ErrorObject::new(
+                        error_codes::INVALID_PARAMS,
+                        "Invalid params: the cursor is not valid (the list changed since); list again from the start",
+                    ));
+                }
+            }
+        }
+    };
+    Ok((start, size.max(1).min(total - start)))
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Listed {
+    Resources,
+    Templates,
+    Prompts,
+}
+
+/// A listing's page, borrowed from the pool or the content view.
+#[derive(Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct ListOut<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<ToolOut<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resources: Option<&'a [mcp_protocol::Resource]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource_templates: Option<&'a [mcp_protocol::ResourceTemplate]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompts: Option<&'a [mcp_protocol::Prompt]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<String>,
+}
+
+/// A tool as listed downstream, borrowed from the pool.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolOut<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    title: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+    input_schema: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_schema: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    annotations: Option<&'a ToolAnnotations>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    icons: Option<&'a Vec<mcp_protocol::Icon>>,
+}
+
+impl<'a> ToolOut<'a> {
+    fn new(entry: PoolEntry<'a>, transparent: bool) -> Self {
+        match entry.origin() {
+            Origin::Mcp { tool, .. } => ToolOut {
+                name: entry.name(),
+                title: tool.title.as_deref(),
+                // Marked with its server, unless the gateway is transparent.
+                description: if transparent { tool.description.as_deref() } else { Some(entry.description()) },
+                input_schema: entry.input_schema(),
+                output_schema: tool.output_schema.as_ref(),
+                annotations: tool.annotations.as_ref(),
+                icons: tool.icons.as_ref(),
+            },
+            Origin::Builtin(_) => ToolOut {
+                name: entry.name(),
+                title: None,
+                description: Some(entry.description()),
+                input_schema: entry.input_schema(),
+                output_schema: None,
+                annotations: None,
+                icons: None,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_and_cursors() {
+        assert_eq!(page(None, 3, 5, 2), Ok((0, 2)));
+        assert_eq!(page(Some("3:4"), 3, 5, 2), Ok((4, 1)));
+        assert_eq!(page(Some("3:5"), 3, 5, 2), Ok((5, 0)));
+        assert!(page(Some("2:2"), 3, 5, 2).is_err(), "another revision");
+        assert!(page(Some("3:9"), 3, 5, 2).is_err());
+        assert!(page(Some("junk"), 3, 5, 2).is_err());
+        assert_eq!(page(None, 1, 0, 10), Ok((0, 0)));
+    }
+
+    #[test]
+    fn stateless_results_say_they_are_complete() {
+        let id = RequestId::Number(1);
+        assert_eq!(
+            response_line(&id, Reply::Result("{}".into()), true),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete"}}"#
+        );
+        assert_eq!(
+            response_line(&id, Reply::Result(r#"{"tools":[]}"#.into()), true),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","tools":[]}}"#
+        );
+        assert_eq!(
+            response_line(&id, Reply::Result(r#"{"tools":[]}"#.into()), false),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#
+        );
+    }
+
+    #[test]
+    fn log_messages_follow_the_clients_level() {
+        let event = BackendEvent::Log {
+            server: "files".into(),
+            params: serde_json::from_value(json!({"level": "warning", "data": "x"})).unwrap_or_else(|_| unreachable!()),
+        };
+        assert_eq!(event_line(&event, None), None);
+        assert_eq!(event_line(&event, Some(LoggingLevel::Error)), None);
+        let line = event_line(&event, Some(LoggingLevel::Info)).unwrap_or_default();
+        assert!(line.contains(r#""logger":"files""#), "{line}");
+    }
+}

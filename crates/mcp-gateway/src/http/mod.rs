@@ -1,0 +1,730 @@
+//! The Streamable HTTP front at `/mcp`, on hyper directly: every layer between the socket and
+//! the pool shows in the gateway's throughput, so there is none beyond what each request needs.
+//!
+//! - POST: one JSON-RPC message. A request is answered with JSON, or with SSE when it sends
+//!   messages before its answer (progress, an approval form): the response starts as whichever
+//!   comes first. A notification or a client's answer gets 202.
+//! - `initialize` opens a session (an unguessable `Mcp-Session-Id`); later requests carry the
+//!   id (an unknown one gets 404, so the client initializes again); GET opens the session's
+//!   stream of notifications; DELETE ends it.
+//! - A request with the 2026-07-28 `_meta` envelope is served on its own, its mirrored headers
+//!   checked against its body (400 with `-32020` when they disagree).
+//! - `Host` and `Origin` are checked first (403), then inbound authentication (401).
+//! - Bodies are bounded and read within a time limit; headers too.
+
+mod body;
+mod guard;
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{ACCEPT, ALLOW, CONTENT_TYPE, HeaderName, HeaderValue, WWW_AUTHENTICATE};
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http_body_util::BodyExt as _;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use mcp_protocol::{
+    BodyFacts, ClientMessage, ClientNotification, ClientRequest, ErrorObject, ErrorResponse, IncomingRequest, Message,
+    MirroredHeaders, RequestId, error_codes, server_error_codes,
+};
+use tokio::net::TcpListener;
+use tokio::sync::{broadcast, mpsc};
+
+use self::body::{Body, RequestStream, Work, sse_event};
+use self::guard::HostGuard;
+use crate::auth::Authenticator;
+use crate::backend::{BackendEvent, Caller};
+use crate::gateway::{Era, Gateway, ListenFilter, Reply, Scope, event_line, response_line};
+use crate::seal::random_hex;
+use crate::session::{Outbound, Session, lock};
+
+const SESSION_ID: &str = "mcp-session-id";
+/// How often a long-lived stream says it is alive (an SSE comment).
+const KEEP_ALIVE: Duration = Duration::from_secs(25);
+
+/// How the HTTP front listens and whom it admits.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// The address to listen on (loopback by default).
+    pub addr: SocketAddr,
+    /// The MCP endpoint's path.
+    pub path: String,
+    /// Allowed `Host` values (`name`, or `name:port`); empty: the loopback names on a loopback
+    /// address, any host behind authentication otherwise.
+    pub allowed_hosts: Vec<String>,
+    /// Allowed `Origin` values; empty: origins whose host is allowed.
+    pub allowed_origins: Vec<String>,
+    /// Inbound authentication; required to listen on a non-loopback address.
+    pub auth: Option<Arc<dyn Authenticator>>,
+    /// Largest request body, in bytes (413 beyond).
+    pub max_body_bytes: usize,
+    /// How long a client may take to send a request's headers.
+    pub header_timeout: Duration,
+    /// How long a client may take to send a request's body.
+    pub body_timeout: Duration,
+    /// Most sessions at once (503 beyond, after idle ones are let go).
+    pub max_sessions: usize,
+    /// A session unused this long is let go.
+    pub session_idle: Duration,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            path: "/mcp".to_owned(),
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            auth: None,
+            max_body_bytes: 4 * 1024 * 1024,
+            header_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(30),
+            max_sessions: 10_000,
+            session_idle: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// Why the HTTP front did not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// A non-loopback address without inbound authentication.
+    #[error(
+        "refusing to listen on {addr} without inbound authentication: anyone who can reach that address could \
+         call every tool the gateway offers. Configure bearer tokens or an OAuth issuer for `serve`, or listen \
+         on a loopback address (127.0.0.1 or [::1])"
+    )]
+    Unprotected {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The sessions of one front.
+#[derive(Debug, Default)]
+struct Sessions {
+    map: Mutex<HashMap<Arc<str>, Arc<Session>>>,
+}
+
+impl Sessions {
+    fn get(&self, id: &str, now_ms: u64) -> Option<Arc<Session>> {
+        let session = lock(&self.map).get(id).cloned()?;
+        session.touch(now_ms);
+        Some(session)
+    }
+
+    /// Adds `session`; `false` when full even after letting idle sessions go.
+    fn insert(&self, session: Arc<Session>, max: usize, idle_ms: u64, now_ms: u64) -> bool {
+        let Some(id) = session.id.clone() else { return false };
+        let mut map = lock(&self.map);
+        if map.len() >= max {
+            map.retain(|_, s| {
+                let keep = now_ms.saturating_sub(s.last_used_ms()) < idle_ms;
+                if !keep {
+                    s.close();
+                }
+                keep
+            });
+            if map.len() >= max {
+                return false;
+            }
+        }
+        map.insert(id, session);
+        true
+    }
+
+    fn remove(&self, id: &str) -> Option<Arc<Session>> {
+        lock(&self.map).remove(id)
+    }
+}
+
+struct State {
+    gateway: Gateway,
+    options: HttpOptions,
+    guard: HostGuard,
+    sessions: Sessions,
+}
+
+/// A bound HTTP front; [`HttpServer::run`] serves it.
+pub struct HttpServer {
+    listener: TcpListener,
+    local: SocketAddr,
+    state: Arc<State>,
+}
+
+impl std::fmt::Debug for HttpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpServer").field("local", &self.local).finish_non_exhaustive()
+    }
+}
+
+impl HttpServer {
+    /// Binds the front. A non-loopback address without authentication is refused, saying why.
+    pub async fn bind(gateway: Gateway, options: HttpOptions) -> Result<Self, ServeError> {
+        let addr = options.addr;
+        if !addr.ip().is_loopback() && options.auth.is_none() {
+            return Err(ServeError::Unprotected { addr });
+        }
+        let listener = TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, source })?;
+        let local = listener.local_addr().map_err(|source| ServeError::Bind { addr, source })?;
+        let guard = HostGuard::new(&local, &options.allowed_hosts, &options.allowed_origins);
+        let state = Arc::new(State { gateway, options, guard, sessions: Sessions::default() });
+        Ok(Self { listener, local, state })
+    }
+
+    /// The address it listens on (the port the system chose for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Serves connections until `shutdown` completes; connections in progress finish their
+    /// requests.
+    pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                accepted = self.listener.accept() => {
+                    let Ok((stream, _peer)) = accepted else {
+                        // Out of descriptors, say: wait a moment rather than spin.
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    };
+                    let _ = stream.set_nodelay(true);
+                    let state = Arc::clone(&self.state);
+                    let header_timeout = state.options.header_timeout;
+                    tokio::spawn(async move {
+                        let service = hyper::service::service_fn(move |request| {
+                            let state = Arc::clone(&state);
+                            async move { Ok::<_, Infallible>(route(&state, request).await) }
+                        });
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .timer(TokioTimer::new())
+                            .header_read_timeout(header_timeout)
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    });
+                }
+            }
+        }
+    }
+}
+
+fn plain(status: StatusCode, text: &str) -> Response<Body> {
+    let mut response = Response::new(Body::full(text.to_owned()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    response
+}
+
+fn json(status: StatusCode, line: String) -> Response<Body> {
+    let mut response = Response::new(Body::full(line));
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// A JSON-RPC error without an id (the request could not be attributed), with a status.
+fn refusal(status: StatusCode, code: i64, message: &str) -> Response<Body> {
+    let error = ErrorResponse { id: None, error: ErrorObject::new(code, message) };
+    json(status, Message::Error(error).encode())
+}
+
+fn sse(body: Body) -> Response<Body> {
+    let mut response = Response::new(body);
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(HeaderName::from_static("x-accel-buffering"), HeaderValue::from_static("no"));
+    response
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+async fn route(state: &State, request: Request<Incoming>) -> Response<Body> {
+    if request.uri().path() != state.options.path {
+        return plain(StatusCode::NOT_FOUND, "not found: the MCP endpoint is elsewhere");
+    }
+    let headers = request.headers();
+    let host = header(headers, http::header::HOST.as_str()).or_else(|| request.uri().authority().map(|a| a.as_str()));
+    if let Err(why) = state.guard.check(host, header(headers, http::header::ORIGIN.as_str())) {
+        return refusal(StatusCode::FORBIDDEN, error_codes::INVALID_REQUEST, &format!("Forbidden: {why}"));
+    }
+    let caller = match &state.options.auth {
+        None => Caller::local(),
+        Some(auth) => match auth.authenticate(headers).await {
+            Ok(caller) => caller,
+            Err(refused) => {
+                let mut response = refusal(
+                    StatusCode::UNAUTHORIZED,
+                    error_codes::INVALID_REQUEST,
+                    &format!("Unauthorized: {refused}"),
+                );
+                if let Ok(value) = HeaderValue::from_str(&refused.challenge) {
+                    response.headers_mut().insert(WWW_AUTHENTICATE, value);
+                }
+                return response;
+            }
+        },
+    };
+    match *request.method() {
+        Method::POST => post(state, caller, request).await,
+        Method::GET => get(state, &caller, request.headers()),
+        Method::DELETE => delete(state, &caller, request.headers()).await,
+        _ => {
+            let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "the MCP endpoint takes POST, GET and DELETE");
+            response.headers_mut().insert(ALLOW, HeaderValue::from_static("POST, GET, DELETE"));
+            response
+        }
+    }
+}
+
+/// The session a request names, if it is this caller's (else the 404 to answer with).
+fn session_of(
+    state: &State,
+    caller: &Caller,
+    headers: &HeaderMap,
+) -> Result<Option<Arc<Session>>, Box<Response<Body>>> {
+    let Some(id) = headers.get(SESSION_ID) else { return Ok(None) };
+    let found = id.to_str().ok().and_then(|id| state.sessions.get(id, state.gateway.now_ms()));
+    match found {
+        // Another caller's session is as unknown as a made-up one.
+        Some(session) if session.caller == *caller => Ok(Some(session)),
+        _ => Err(Box::new(refusal(
+            StatusCode::NOT_FOUND,
+            error_codes::INVALID_REQUEST,
+            "Session not found: it ended or never existed; initialize a new one",
+        ))),
+    }
+}
+
+fn accepts(headers: &HeaderMap, kind: &str) -> bool {
+    match headers.get(ACCEPT).and_then(|v| v.to_str().ok()) {
+        None => true,
+        Some(accept) => accept.split(',').any(|part| {
+            let media = part.split(';').next().unwrap_or_default().trim();
+            media == kind || media == "*/*" || media.strip_suffix("/*").is_some_and(|major| kind.starts_with(major))
+        }),
+    }
+}
+
+async fn post(state: &State, caller: Caller, request: Request<Incoming>) -> Response<Body> {
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
+    let json_body = header(&headers, CONTENT_TYPE.as_str())
+        .is_some_and(|ct| ct.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json")));
+    if !json_body {
+        return plain(StatusCode::UNSUPPORTED_MEDIA_TYPE, "a POST to the MCP endpoint carries application/json");
+    }
+    if !accepts(&headers, "application/json") && !accepts(&headers, "text/event-stream") {
+        return plain(StatusCode::NOT_ACCEPTABLE, "the client must accept application/json or text/event-stream");
+    }
+    let limited = http_body_util::Limited::new(body, state.options.max_body_bytes);
+    let bytes = match tokio::time::timeout(state.options.body_timeout, limited.collect()).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(_)) => {
+            return plain(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!("the request body is larger than {} bytes, or was cut off", state.options.max_body_bytes),
+            );
+        }
+        Err(_) => return plain(StatusCode::REQUEST_TIMEOUT, "the request body did not arrive in time"),
+    };
+    let message = match Message::decode(&bytes) {
+        Ok(message) => message,
+        Err(e) => {
+            let error = ErrorResponse { id: e.id.clone(), error: e.to_error_object() };
+            return json(StatusCode::BAD_REQUEST, Message::Error(error).encode());
+        }
+    };
+    let session = match session_of(state, &caller, &headers) {
+        Ok(session) => session,
+        Err(response) => return *response,
+    };
+    match mcp_protocol::classify(message) {
+        ClientMessage::Request(incoming) => post_request(state, caller, session, &headers, *incoming).await,
+        ClientMessage::Notification(notification) => {
+            if let Some(session) = session {
+                match notification {
+                    ClientNotification::Initialized => session.initialized(),
+                    ClientNotification::Cancelled(cancelled) => {
+                        if let Some(id) = cancelled.request_id {
+                            session.cancel(&id);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            accepted()
+        }
+        ClientMessage::Response { id, outcome } => match session {
+            Some(session) => {
+                session.answer(&id, outcome);
+                accepted()
+            }
+            None => {
+                plain(StatusCode::BAD_REQUEST, "an answer to the gateway's request needs the session's Mcp-Session-Id")
+            }
+        },
+        _ => accepted(),
+    }
+}
+
+fn accepted() -> Response<Body> {
+    let mut response = Response::new(Body::Empty);
+    *response.status_mut() = StatusCode::ACCEPTED;
+    response
+}
+
+/// The status a stateless error is answered with (the revision's own mapping).
+fn stateless_status(error: &ErrorObject) -> StatusCode {
+    match error.code {
+        server_error_codes::HEADER_MISMATCH
+        | server_error_codes::MISSING_REQUIRED_CLIENT_CAPABILITY
+        | server_error_codes::UNSUPPORTED_PROTOCOL_VERSION => StatusCode::BAD_REQUEST,
+        error_codes::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
+    }
+}
+
+fn mirrored(headers: &HeaderMap) -> MirroredHeaders<'_> {
+    MirroredHeaders {
+        protocol_version: headers.get(mcp_protocol::HEADER_PROTOCOL_VERSION).map(HeaderValue::as_bytes),
+        method: headers.get(mcp_protocol::HEADER_METHOD).map(HeaderValue::as_bytes),
+        name: headers.get(mcp_protocol::HEADER_NAME).map(HeaderValue::as_bytes),
+    }
+}
+
+fn mismatch(id: &RequestId, error: ErrorObject) -> Response<Body> {
+    json(StatusCode::BAD_REQUEST, response_line(id, Reply::Error(error), false))
+}
+
+async fn post_request(
+    state: &State,
+    caller: Caller,
+    session: Option<Arc<Session>>,
+    headers: &HeaderMap,
+    incoming: IncomingRequest,
+) -> Response<Body> {
+    let IncomingRequest { id, method, request, meta } = incoming;
+    let gateway = &state.gateway;
+    let request = match request {
+        Ok(request) => request,
+        Err(error) => return json(StatusCode::OK, response_line(&id, Reply::Error(error), false)),
+    };
+    let name = request.routing_name();
+    let scope = match (session, &request) {
+        (Some(session), _) => {
+            // The session knows its revision; a client may name another it speaks (the
+            // conformance suite's raw requests do), but not one that is none.
+            let facts = BodyFacts { method: &method, name, protocol_version: None, stateless: false };
+            if let Err(e) = mcp_protocol::check_headers(&mirrored(headers), &facts) {
+                return mismatch(&id, e.to_error_object());
+            }
+            Scope { caller, era: Era::Session(session) }
+        }
+        (None, ClientRequest::Initialize(params)) => {
+            let facts = BodyFacts { method: &method, name, protocol_version: None, stateless: false };
+            if let Err(e) = mcp_protocol::check_headers(&mirrored(headers), &facts) {
+                return mismatch(&id, e.to_error_object());
+            }
+            return initialize(state, caller, &id, params).await;
+        }
+        (None, _) => {
+            let Some(envelope) = &meta.envelope else {
+                return refusal(
+                    StatusCode::BAD_REQUEST,
+                    error_codes::INVALID_REQUEST,
+                    "Bad Request: no Mcp-Session-Id and no 2026-07-28 _meta envelope; initialize first, or send \
+                     the envelope with every request",
+                );
+            };
+            let facts = BodyFacts {
+                method: &method,
+                name,
+                protocol_version: Some(envelope.protocol_version.as_str()),
+                stateless: true,
+            };
+            if let Err(e) = mcp_protocol::check_headers(&mirrored(headers), &facts) {
+                return mismatch(&id, e.to_error_object());
+            }
+            let ctx = match envelope.check(gateway.config()) {
+                Ok(ctx) => ctx,
+                Err(error) => return json(stateless_status(&error), response_line(&id, Reply::Error(error), true)),
+            };
+            if let ClientRequest::CallTool(call) = &request
+                && let Err(e) = check_params(gateway, &caller, &call.name, call.arguments.as_ref(), headers).await
+            {
+                return mismatch(&id, e.to_error_object());
+            }
+            Scope { caller, era: Era::Stateless(Arc::new(ctx)) }
+        }
+    };
+    let stateless = scope.is_stateless();
+    match request {
+        ClientRequest::Listen(_) if stateless => {
+            let reply = gateway.handle(&scope, &id, request, &meta, &Outbound::none()).await;
+            match reply {
+                Reply::Listen(filter) => listen(gateway, &id, filter),
+                other => json(StatusCode::OK, response_line(&id, other, true)),
+            }
+        }
+        // Only a call sends messages before its answer.
+        ClientRequest::CallTool(_) => call(state, scope, id, request, meta).await,
+        request => {
+            let reply = gateway.handle(&scope, &id, request, &meta, &Outbound::none()).await;
+            let status = match (&reply, stateless) {
+                (Reply::Error(error), true) => stateless_status(error),
+                _ => StatusCode::OK,
+            };
+            json(status, response_line(&id, reply, stateless))
+        }
+    }
+}
+
+/// The `Mcp-Param-*` headers of a stateless call, checked against its arguments when the
+/// tool's schema declares any.
+async fn check_params(
+    gateway: &Gateway,
+    caller: &Caller,
+    name: &str,
+    arguments: Option<&serde_json::Map<String, serde_json::Value>>,
+    headers: &HeaderMap,
+) -> Result<(), mcp_protocol::HeaderMismatch> {
+    let Ok(binding) = gateway.backend().binding(caller).await else { return Ok(()) };
+    let Some(entry) = binding.pool().get(name) else { return Ok(()) };
+    // A tool whose declarations are invalid mirrors nothing a client could have sent right.
+    match mcp_protocol::param_headers(entry.input_schema(), 32) {
+        Ok(declared) if !declared.is_empty() => {
+            mcp_protocol::check_param_headers(&declared, arguments, |h| headers.get(h).map(HeaderValue::as_bytes))
+        }
+        _ => Ok(()),
+    }
+}
+
+async fn initialize(
+    state: &State,
+    caller: Caller,
+    id: &RequestId,
+    params: &mcp_protocol::InitializeRequestParams,
+) -> Response<Body> {
+    let session_id: Arc<str> = match random_hex(16) {
+        Ok(id) => Arc::from(id),
+        Err(_) => return plain(StatusCode::SERVICE_UNAVAILABLE, "no randomness for a session id"),
+    };
+    let gateway = &state.gateway;
+    let (session, result) = match gateway.open_session(caller, Some(Arc::clone(&session_id)), params).await {
+        Ok(opened) => opened,
+        Err(error) => return json(StatusCode::OK, response_line(id, Reply::Error(error), false)),
+    };
+    let idle_ms = u64::try_from(state.options.session_idle.as_millis()).unwrap_or(u64::MAX);
+    if !state.sessions.insert(session, state.options.max_sessions, idle_ms, gateway.now_ms()) {
+        return plain(StatusCode::SERVICE_UNAVAILABLE, "too many sessions; try again later");
+    }
+    let mut response = json(StatusCode::OK, response_line(id, Reply::Result(result), false));
+    if let Ok(value) = HeaderValue::from_str(&session_id) {
+        response.headers_mut().insert(HeaderName::from_static(SESSION_ID), value);
+    }
+    response
+}
+
+/// A `tools/call`: answered with JSON, unless it sends messages first (then SSE).
+async fn call(
+    state: &State,
+    scope: Scope,
+    id: RequestId,
+    request: ClientRequest,
+    meta: mcp_protocol::RequestMeta,
+) -> Response<Body> {
+    let stateless = scope.is_stateless();
+    let session = match &scope.era {
+        Era::Session(session) => Some(Arc::clone(session)),
+        Era::Stateless(_) => None,
+    };
+    let cancelled = match &session {
+        Some(session) => match session.start(&id) {
+            Some(cancelled) => Some(cancelled),
+            None => {
+                let error = ErrorObject::new(
+                    error_codes::INVALID_REQUEST,
+                    format!("Invalid Request: request id {id} is in use by a request still running"),
+                );
+                return json(StatusCode::OK, response_line(&id, Reply::Error(error), false));
+            }
+        },
+        None => None,
+    };
+    let (tx, mut rx) = mpsc::channel::<String>(64);
+    let gateway = state.gateway.clone();
+    let mut work: Work = Box::pin(async move {
+        let out = Outbound::new(tx);
+        let handled = gateway.handle(&scope, &id, request, &meta, &out);
+        let reply = match cancelled {
+            Some(cancelled) => {
+                tokio::select! {
+                    reply = handled => Some(reply),
+                    _ = cancelled => None,
+                }
+            }
+            None => Some(handled.await),
+        };
+        if let Some(session) = &session {
+            session.finish(&id);
+        }
+        match reply {
+            Some(reply) => response_line(&id, reply, stateless),
+            // Cancelled: the client expects no answer; the stream just ends.
+            None => String::new(),
+        }
+    });
+    tokio::select! {
+        biased;
+        line = &mut work => match rx.try_recv() {
+            // It sent messages before it finished (all in one poll): they still come first.
+            Ok(first) => sse(Body::Request(Box::new(RequestStream::new(first, rx, Box::pin(std::future::ready(line)))))),
+            Err(_) if line.is_empty() => accepted(),
+            Err(_) => json(StatusCode::OK, line),
+        },
+        Some(first) = rx.recv() => sse(Body::Request(Box::new(RequestStream::new(first, rx, work)))),
+    }
+}
+
+/// A `subscriptions/listen` stream: acknowledged, then the changes it asked for.
+fn listen(gateway: &Gateway, id: &RequestId, filter: ListenFilter) -> Response<Body> {
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    let meta = serde_json::json!({mcp_protocol::META_SUBSCRIPTION_ID: id});
+    let ack = serde_json::json!({"notifications": filter.to_value(), "_meta": meta});
+    if let Ok(line) = mcp_protocol::encode_notification(mcp_protocol::stateless::SUBSCRIPTIONS_ACKNOWLEDGED, Some(&ack))
+    {
+        let _ = tx.try_send(sse_event(&line));
+    }
+    let events = gateway.backend().events();
+    let id = id.clone();
+    tokio::spawn(forward(events, None, tx, move |event| {
+        filter.wants(event).then(|| {
+            let method = match event {
+                BackendEvent::ResourcesChanged => mcp_protocol::methods::RESOURCES_LIST_CHANGED,
+                BackendEvent::PromptsChanged => mcp_protocol::methods::PROMPTS_LIST_CHANGED,
+                _ => mcp_protocol::methods::TOOLS_LIST_CHANGED,
+            };
+            let params = serde_json::json!({"_meta": {mcp_protocol::META_SUBSCRIPTION_ID: &id}});
+            mcp_protocol::encode_notification(method, Some(&params)).unwrap_or_default()
+        })
+    }));
+    sse(Body::Stream(rx))
+}
+
+/// Forwards backend events (as `line_of` makes them lines) and a session's own notifications
+/// (`direct`) to a long-lived stream until its client goes away, with keep-alive comments in
+/// quiet times.
+async fn forward(
+    mut events: broadcast::Receiver<BackendEvent>,
+    mut direct: Option<mpsc::Receiver<String>>,
+    tx: mpsc::Sender<Bytes>,
+    line_of: impl Fn(&BackendEvent) -> Option<String>,
+) {
+    let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
+    keep_alive.tick().await;
+    loop {
+        let next_direct = async {
+            match direct.as_mut() {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = tx.closed() => break,
+            line = next_direct => {
+                // `None`: the session ended (DELETE, or let go), and its stream with it.
+                let Some(line) = line else { break };
+                if tx.send(sse_event(&line)).await.is_err() {
+                    break;
+                }
+            }
+            _ = keep_alive.tick() => {
+                if tx.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() {
+                    break;
+                }
+            }
+            event = events.recv() => {
+                let lines: Vec<String> = match event {
+                    Ok(event) => line_of(&event).into_iter().collect(),
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        [BackendEvent::ToolsChanged, BackendEvent::ResourcesChanged, BackendEvent::PromptsChanged]
+                            .iter()
+                            .filter_map(&line_of)
+                            .collect()
+                    }
+                    Err(broadcast::error::RecvError::Closed) => break,
+                };
+                for line in lines.into_iter().filter(|l| !l.is_empty()) {
+                    if tx.send(sse_event(&line)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// GET: the session's stream of notifications (session revisions only).
+fn get(state: &State, caller: &Caller, headers: &HeaderMap) -> Response<Body> {
+    let session = match session_of(state, caller, headers) {
+        Ok(Some(session)) => session,
+        Ok(None) => {
+            let mut response = plain(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "GET opens a session's stream: send Mcp-Session-Id (2026-07-28 clients use subscriptions/listen)",
+            );
+            response.headers_mut().insert(ALLOW, HeaderValue::from_static("POST"));
+            return response;
+        }
+        Err(response) => return *response,
+    };
+    if !accepts(headers, "text/event-stream") {
+        return plain(StatusCode::NOT_ACCEPTABLE, "the stream is text/event-stream");
+    }
+    if session.has_stream() {
+        return plain(StatusCode::CONFLICT, "this session's stream is open already");
+    }
+    // The session's own notifications (a refused stale call's list_changed) join the stream.
+    let (lines_tx, lines_rx) = mpsc::channel::<String>(64);
+    session.set_stream(lines_tx);
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    let events = state.gateway.backend().events();
+    tokio::spawn(forward(events, Some(lines_rx), tx, move |event| event_line(event, session.log_level())));
+    sse(Body::Stream(rx))
+}
+
+/// DELETE: ends the session.
+async fn delete(state: &State, caller: &Caller, headers: &HeaderMap) -> Response<Body> {
+    match session_of(state, caller, headers) {
+        Ok(Some(session)) => {
+            if let Some(id) = &session.id {
+                state.sessions.remove(id);
+            }
+            session.close();
+            state.gateway.options().approvals.forget(&session.scope()).await;
+            let mut response = Response::new(Body::Empty);
+            *response.status_mut() = StatusCode::OK;
+            response
+        }
+        Ok(None) => plain(StatusCode::BAD_REQUEST, "DELETE ends a session: send its Mcp-Session-Id"),
+        Err(response) => *response,
+    }
+}

@@ -1,0 +1,355 @@
+//! Sealed `requestState` for approval rounds of the 2026-07-28 revision, and the replay cache.
+//!
+//! The state goes through the client, so it is attacker-controlled input. It is sealed with
+//! AES-256-GCM under the gateway's key (a fresh random nonce per seal): a state that was altered
+//! does not open. Inside are the caller, the tool, a digest of the arguments, an expiry and a
+//! random id; a state presented by another caller, for another tool or other arguments, or
+//! after its expiry is refused, and the id is accepted once ([`ReplayCache`]), so an approval
+//! cannot be replayed within its lifetime either.
+//!
+//! Format: `base64url(1 || nonce(12) || ciphertext || tag(16))`, the plaintext the claims as
+//! JSON.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Version byte of the sealed format.
+const FORMAT: u8 = 1;
+/// Bound to every seal, so a ciphertext made for another purpose with the same key never opens.
+const AAD: &[u8] = b"mcp-gateway/requestState/1";
+/// Longest state accepted, in characters: a real one is a few hundred.
+const MAX_STATE_CHARS: usize = 4096;
+const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+/// What a sealed approval state says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalClaims {
+    /// Who was asked ([`crate::Caller::key`] and the client's name).
+    pub caller: String,
+    /// The tool, under its downstream name.
+    pub tool: String,
+    /// SHA-256 of the arguments in canonical form, hex.
+    pub arguments: String,
+    /// Not accepted after this time (Unix milliseconds).
+    pub expires_ms: u64,
+    /// Random: the state is accepted once.
+    pub id: String,
+}
+
+/// Why a state was refused. The text is what the client reads.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SealError {
+    /// Not a state this gateway made (not its format).
+    #[error("the requestState is not one this gateway issued")]
+    Malformed,
+    /// It does not open under the gateway's key: altered, or sealed with another key.
+    #[error("the requestState was altered or was not issued by this gateway")]
+    Altered,
+    /// Its lifetime is over.
+    #[error("the approval in requestState expired {by_s} s ago; call the tool again to be asked anew")]
+    Expired {
+        /// How long ago, in seconds.
+        by_s: u64,
+    },
+    /// Issued to another caller.
+    #[error("the requestState was issued to another caller")]
+    OtherCaller,
+    /// Issued for another tool.
+    #[error("the requestState was issued for another tool ({0})")]
+    OtherTool(String),
+    /// Issued for other arguments.
+    #[error("the requestState was issued for other arguments; call the tool again to be asked about these")]
+    OtherArguments,
+    /// Presented before.
+    #[error("the requestState was used already (an approval is accepted once); call the tool again to be asked anew")]
+    Replayed,
+    /// The replay cache could not say.
+    #[error("the approval cannot be checked now: {0}")]
+    Replay(ReplayError),
+    /// The cryptographic library failed (no randomness, say).
+    #[error("sealing failed: {0}")]
+    Crypto(&'static str),
+}
+
+/// Seals and opens approval states with one key.
+pub struct StateSealer {
+    key: LessSafeKey,
+}
+
+impl fmt::Debug for StateSealer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("StateSealer(<key>)")
+    }
+}
+
+impl StateSealer {
+    /// A sealer with a fresh random key (states do not survive a restart, nor open on another
+    /// replica; replicas share a key from a file: [`StateSealer::from_key`]).
+    pub fn generate() -> Result<Self, SealError> {
+        let mut key = [0u8; 32];
+        aws_lc_rs::rand::fill(&mut key).map_err(|_| SealError::Crypto("no randomness for the key"))?;
+        Self::from_key(&key)
+    }
+
+    /// A sealer with this 256-bit key.
+    pub fn from_key(key: &[u8; 32]) -> Result<Self, SealError> {
+        let key = UnboundKey::new(&AES_256_GCM, key).map_err(|_| SealError::Crypto("the key was refused"))?;
+        Ok(Self { key: LessSafeKey::new(key) })
+    }
+
+    /// Seals `claims`.
+    pub fn seal(&self, claims: &ApprovalClaims) -> Result<String, SealError> {
+        let mut nonce = [0u8; NONCE_LEN];
+        aws_lc_rs::rand::fill(&mut nonce).map_err(|_| SealError::Crypto("no randomness for the nonce"))?;
+        let mut data = serde_json::to_vec(claims).map_err(|_| SealError::Crypto("the claims did not encode"))?;
+        self.key
+            .seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::from(AAD), &mut data)
+            .map_err(|_| SealError::Crypto("sealing failed"))?;
+        let mut out = Vec::with_capacity(1 + NONCE_LEN + data.len());
+        out.push(FORMAT);
+        out.extend_from_slice(&nonce);
+        out.extend_from_slice(&data);
+        Ok(B64.encode(out))
+    }
+
+    /// Opens `state` and checks its expiry at `now_ms` (the caller, tool and arguments are the
+    /// caller's to compare: [`ApprovalClaims::check`]).
+    pub fn open(&self, state: &str, now_ms: u64) -> Result<ApprovalClaims, SealError> {
+        if state.len() > MAX_STATE_CHARS {
+            return Err(SealError::Malformed);
+        }
+        let bytes = B64.decode(state).map_err(|_| SealError::Malformed)?;
+        let (format, rest) = bytes.split_first().ok_or(SealError::Malformed)?;
+        if *format != FORMAT || rest.len() < NONCE_LEN + AES_256_GCM.tag_len() {
+            return Err(SealError::Malformed);
+        }
+        let (nonce, sealed) = rest.split_at(NONCE_LEN);
+        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| SealError::Malformed)?;
+        let mut sealed = sealed.to_vec();
+        let plain = self.key.open_in_place(nonce, Aad::from(AAD), &mut sealed).map_err(|_| SealError::Altered)?;
+        // It opened, so this gateway wrote it: a parse failure means another version of it.
+        let claims: ApprovalClaims = serde_json::from_slice(plain).map_err(|_| SealError::Malformed)?;
+        if now_ms > claims.expires_ms {
+            return Err(SealError::Expired { by_s: (now_ms - claims.expires_ms).div_ceil(1000) });
+        }
+        Ok(claims)
+    }
+}
+
+impl ApprovalClaims {
+    /// Checks that the state was issued for this caller, tool and arguments.
+    pub fn check(&self, caller: &str, tool: &str, arguments: &Value) -> Result<(), SealError> {
+        if aws_lc_rs::constant_time::verify_slices_are_equal(self.caller.as_bytes(), caller.as_bytes()).is_err() {
+            return Err(SealError::OtherCaller);
+        }
+        if self.tool != tool {
+            return Err(SealError::OtherTool(mcp_safety::text::one_line(&self.tool, 80)));
+        }
+        if self.arguments != digest_arguments(arguments) {
+            return Err(SealError::OtherArguments);
+        }
+        Ok(())
+    }
+}
+
+/// SHA-256 of `arguments` in canonical form (object keys sorted at every level, no
+/// whitespace), hex: the same arguments sent again in another key order digest alike.
+pub(crate) fn digest_arguments(arguments: &Value) -> String {
+    let mut canonical = String::new();
+    write_canonical(&mut canonical, arguments);
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, canonical.as_bytes());
+    hex(digest.as_ref())
+}
+
+fn write_canonical(out: &mut String, value: &Value) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort_unstable();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                if let Some(v) = map.get(key) {
+                    write_canonical(out, v);
+                }
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(out, item);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+/// Lower-case hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    out
+}
+
+/// `n` random bytes as hex (session ids, state ids).
+pub(crate) fn random_hex(n: usize) -> Result<String, SealError> {
+    let mut bytes = vec![0u8; n];
+    aws_lc_rs::rand::fill(&mut bytes).map_err(|_| SealError::Crypto("no randomness"))?;
+    Ok(hex(&bytes))
+}
+
+/// Why the replay cache could not answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReplayError {
+    /// Too many approvals are outstanding at once (the in-memory cache is bounded and never
+    /// forgets one early, which would let it be replayed).
+    #[error("too many approvals are outstanding ({capacity}); try again shortly")]
+    Full {
+        /// The bound.
+        capacity: usize,
+    },
+    /// The shared store could not be reached (a replica's Redis, say).
+    #[error("the replay store is unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Remembers which sealed states were used, until they expire. A **port**: one process keeps
+/// them in memory ([`MemoryReplayCache`]); replicas share them in a store, so an approval used
+/// on one cannot be used again on another.
+#[async_trait]
+pub trait ReplayCache: fmt::Debug + Send + Sync {
+    /// Marks `id` used until `expires_ms`: `Ok(true)` the first time, `Ok(false)` if it was
+    /// used before. Never forgets an id before its expiry.
+    async fn first_use(&self, id: &str, expires_ms: u64, now_ms: u64) -> Result<bool, ReplayError>;
+}
+
+/// The in-memory [`ReplayCache`], bounded.
+#[derive(Debug)]
+pub struct MemoryReplayCache {
+    capacity: usize,
+    used: Mutex<HashMap<String, u64>>,
+}
+
+impl MemoryReplayCache {
+    /// A cache of at most `capacity` outstanding ids.
+    pub fn new(capacity: usize) -> Self {
+        Self { capacity, used: Mutex::new(HashMap::new()) }
+    }
+}
+
+impl Default for MemoryReplayCache {
+    fn default() -> Self {
+        Self::new(100_000)
+    }
+}
+
+#[async_trait]
+impl ReplayCache for MemoryReplayCache {
+    async fn first_use(&self, id: &str, expires_ms: u64, now_ms: u64) -> Result<bool, ReplayError> {
+        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        if used.contains_key(id) {
+            return Ok(false);
+        }
+        if used.len() >= self.capacity {
+            used.retain(|_, expiry| *expiry >= now_ms);
+            if used.len() >= self.capacity {
+                return Err(ReplayError::Full { capacity: self.capacity });
+            }
+        }
+        used.insert(id.to_owned(), expires_ms);
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn claims(expires_ms: u64) -> ApprovalClaims {
+        ApprovalClaims {
+            caller: "local\nclient".into(),
+            tool: "files__write_file".into(),
+            arguments: digest_arguments(&json!({"path": "a", "text": "b"})),
+            expires_ms,
+            id: "00ff".into(),
+        }
+    }
+
+    #[test]
+    fn a_sealed_state_opens_once_and_only_unaltered() {
+        let sealer = StateSealer::generate().unwrap();
+        let state = sealer.seal(&claims(10_000)).unwrap();
+        assert_ne!(sealer.seal(&claims(10_000)).unwrap(), state, "a fresh nonce each time");
+        let opened = sealer.open(&state, 9_000).unwrap();
+        assert_eq!(opened, claims(10_000));
+        assert_eq!(opened.check("local\nclient", "files__write_file", &json!({"text": "b", "path": "a"})), Ok(()));
+        assert_eq!(
+            opened.check("p:eve\nclient", "files__write_file", &json!({"path": "a", "text": "b"})),
+            Err(SealError::OtherCaller)
+        );
+        assert!(matches!(opened.check("local\nclient", "files__rm", &json!({})), Err(SealError::OtherTool(_))));
+        assert_eq!(
+            opened.check("local\nclient", "files__write_file", &json!({"path": "b", "text": "b"})),
+            Err(SealError::OtherArguments)
+        );
+
+        assert_eq!(sealer.open(&state, 12_001), Err(SealError::Expired { by_s: 3 }));
+        // Any flipped bit, anywhere, and it does not open.
+        let mut bytes = B64.decode(&state).unwrap();
+        for i in 1..bytes.len() {
+            bytes[i] ^= 0x01;
+            assert_eq!(sealer.open(&B64.encode(&bytes), 0), Err(SealError::Altered), "byte {i}");
+            bytes[i] ^= 0x01;
+        }
+        assert_eq!(StateSealer::generate().unwrap().open(&state, 0), Err(SealError::Altered), "another key");
+        for junk in ["", "not base64!", "AQ", &"A".repeat(5000)] {
+            assert_eq!(sealer.open(junk, 0), Err(SealError::Malformed), "{junk:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_replay_cache_accepts_an_id_once_and_stays_bounded() {
+        let cache = MemoryReplayCache::new(2);
+        assert_eq!(cache.first_use("a", 100, 0).await, Ok(true));
+        assert_eq!(cache.first_use("a", 100, 0).await, Ok(false));
+        assert_eq!(cache.first_use("b", 50, 0).await, Ok(true));
+        assert_eq!(cache.first_use("c", 100, 10).await, Err(ReplayError::Full { capacity: 2 }));
+        // Once "b" expired it makes room; "a" is still remembered.
+        assert_eq!(cache.first_use("c", 100, 60).await, Ok(true));
+        assert_eq!(cache.first_use("a", 100, 60).await, Ok(false));
+    }
+
+    #[test]
+    fn canonical_arguments() {
+        assert_eq!(
+            digest_arguments(&json!({"b": [1, {"y": 2, "x": 1}], "a": "é"})),
+            digest_arguments(&json!({"a": "é", "b": [1, {"x": 1, "y": 2}]}))
+        );
+        assert_ne!(digest_arguments(&json!({"a": 1})), digest_arguments(&json!({"a": "1"})));
+        assert_eq!(hex(&[0x00, 0xab]), "00ab");
+    }
+}

@@ -1,0 +1,261 @@
+//! One client session of a session revision (2025-03-26 .. 2025-11-25), as the gateway keeps
+//! it: the protocol side (`mcp_protocol::ServerSession`: revision, declared capabilities, the
+//! requests the gateway sent the client), the binding it last listed, where its notifications
+//! go, and its requests in flight (so `notifications/cancelled` can stop one).
+//!
+//! Everything here is per client: request ids, the gateway's own requests to the client and
+//! their answers never cross sessions.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_loop::Binding;
+use mcp_protocol::{ErrorObject, LoggingLevel, ProtocolVersion, RequestId, ServerSession};
+use serde::Serialize;
+use serde_json::value::RawValue;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::backend::Caller;
+
+/// Who waits for the client's answer to a request the gateway sent it.
+type Waiter = oneshot::Sender<Result<Box<RawValue>, ErrorObject>>;
+
+pub(crate) use mcp_safety::lock;
+
+/// Where messages for one request's client go before the request's answer: the stdout writer
+/// (stdio), or the request's own HTTP response, which becomes an SSE stream when the first
+/// message comes.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Outbound(Option<mpsc::Sender<String>>);
+
+impl Outbound {
+    pub(crate) fn new(tx: mpsc::Sender<String>) -> Self {
+        Self(Some(tx))
+    }
+
+    /// Nowhere: the request cannot carry messages (a plain JSON answer).
+    pub(crate) fn none() -> Self {
+        Self(None)
+    }
+
+    /// Sends `line`, waiting for room; `false` when nobody reads any more (or nowhere to send).
+    pub(crate) async fn send(&self, line: String) -> bool {
+        match &self.0 {
+            Some(tx) => tx.send(line).await.is_ok(),
+            None => false,
+        }
+    }
+
+    /// Sends `line` if there is room now (progress, logs: losing one is better than stalling
+    /// the call).
+    pub(crate) fn offer(&self, line: String) -> bool {
+        match &self.0 {
+            Some(tx) => tx.try_send(line).is_ok(),
+            None => false,
+        }
+    }
+
+    /// The channel behind it, if any.
+    pub(crate) fn sender(&self) -> Option<mpsc::Sender<String>> {
+        self.0.clone()
+    }
+
+    /// Whether messages can go anywhere.
+    pub(crate) fn is_open(&self) -> bool {
+        self.0.as_ref().is_some_and(|tx| !tx.is_closed())
+    }
+}
+
+/// Why a question to the client got no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum AskError {
+    /// The request cannot carry a question (its answer is plain JSON, or nobody reads).
+    #[error("there is no channel to ask the client on")]
+    NoChannel,
+    /// The client did not answer in time.
+    #[error("the client did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The client answered with an error.
+    #[error("the client answered with an error: {0}")]
+    Refused(String),
+    /// The session ended first.
+    #[error("the session ended")]
+    Closed,
+    /// The protocol refused to send it (before the handshake finished, say).
+    #[error("{0}")]
+    Protocol(String),
+}
+
+/// One session.
+#[derive(Debug)]
+pub(crate) struct Session {
+    /// The `Mcp-Session-Id` (HTTP), `None` on stdio.
+    pub(crate) id: Option<Arc<str>>,
+    /// Who opened it.
+    pub(crate) caller: Caller,
+    protocol: Mutex<ServerSession<Waiter>>,
+    listed: Mutex<Option<Arc<Binding>>>,
+    stream: Mutex<Option<mpsc::Sender<String>>>,
+    in_flight: Mutex<HashMap<RequestId, oneshot::Sender<()>>>,
+    last_used_ms: AtomicU64,
+    /// `clientInfo.name` from `initialize` (self-reported: for approval scopes and logs).
+    client_name: String,
+}
+
+impl Session {
+    pub(crate) fn new(id: Option<Arc<str>>, caller: Caller, protocol: ServerSession<Waiter>, now_ms: u64) -> Self {
+        let client_name = protocol.client().client_info.as_ref().map(|i| i.name.clone()).unwrap_or_default();
+        Self {
+            client_name,
+            id,
+            caller,
+            protocol: Mutex::new(protocol),
+            listed: Mutex::new(None),
+            stream: Mutex::new(None),
+            in_flight: Mutex::new(HashMap::new()),
+            last_used_ms: AtomicU64::new(now_ms),
+        }
+    }
+
+    /// The approval-memory scope of this session.
+    pub(crate) fn scope(&self) -> String {
+        match &self.id {
+            Some(id) => format!("session:{id}"),
+            None => format!("stdio:{}", self.caller.key()),
+        }
+    }
+
+    pub(crate) fn client_name(&self) -> &str {
+        &self.client_name
+    }
+
+    pub(crate) fn protocol_version(&self) -> ProtocolVersion {
+        lock(&self.protocol).protocol_version()
+    }
+
+    pub(crate) fn can_elicit_form(&self) -> bool {
+        lock(&self.protocol).client().can_elicit_form()
+    }
+
+    pub(crate) fn log_level(&self) -> Option<LoggingLevel> {
+        lock(&self.protocol).client().log_level
+    }
+
+    pub(crate) fn set_log_level(&self, level: LoggingLevel) {
+        lock(&self.protocol).set_log_level(level);
+    }
+
+    pub(crate) fn initialized(&self) {
+        lock(&self.protocol).initialized();
+    }
+
+    pub(crate) fn touch(&self, now_ms: u64) {
+        self.last_used_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    pub(crate) fn last_used_ms(&self) -> u64 {
+        self.last_used_ms.load(Ordering::Relaxed)
+    }
+
+    /// Records the binding a listing was served from.
+    pub(crate) fn listed(&self, binding: &Arc<Binding>) {
+        *lock(&self.listed) = Some(Arc::clone(binding));
+    }
+
+    /// The binding it last listed.
+    pub(crate) fn last_listing(&self) -> Option<Arc<Binding>> {
+        lock(&self.listed).clone()
+    }
+
+    /// Where notifications not tied to a request go (the GET stream, stdout); replaces the
+    /// previous one.
+    pub(crate) fn set_stream(&self, tx: mpsc::Sender<String>) {
+        *lock(&self.stream) = Some(tx);
+    }
+
+    /// Whether a notification stream is open.
+    pub(crate) fn has_stream(&self) -> bool {
+        lock(&self.stream).as_ref().is_some_and(|tx| !tx.is_closed())
+    }
+
+    /// Sends a notification on the session's stream if one is open and has room.
+    pub(crate) fn notify(&self, line: String) -> bool {
+        let stream = lock(&self.stream);
+        stream.as_ref().is_some_and(|tx| tx.try_send(line).is_ok())
+    }
+
+    /// Asks the client (`elicitation/create`) on `out` and waits up to `wait` for its answer.
+    pub(crate) async fn ask<T: Serialize + ?Sized>(
+        &self,
+        out: &Outbound,
+        method: &str,
+        params: &T,
+        wait: Duration,
+    ) -> Result<Box<RawValue>, AskError> {
+        if !out.is_open() {
+            return Err(AskError::NoChannel);
+        }
+        let (tx, rx) = oneshot::channel();
+        let (id, line) = lock(&self.protocol)
+            .start_request(method, Some(params), tx)
+            .map_err(|e| AskError::Protocol(e.to_string()))?;
+        if !out.send(line).await {
+            lock(&self.protocol).complete(&id);
+            return Err(AskError::NoChannel);
+        }
+        match tokio::time::timeout(wait, rx).await {
+            Ok(Ok(Ok(result))) => Ok(result),
+            Ok(Ok(Err(error))) => Err(AskError::Refused(mcp_safety::text::one_line(&error.message, 200))),
+            Ok(Err(_)) => Err(AskError::Closed),
+            Err(_) => {
+                lock(&self.protocol).complete(&id);
+                Err(AskError::Timeout(wait))
+            }
+        }
+    }
+
+    /// The client's answer to request `id` of the gateway; `false` when none such is pending.
+    pub(crate) fn answer(&self, id: &RequestId, outcome: Result<Box<RawValue>, ErrorObject>) -> bool {
+        match lock(&self.protocol).complete(id) {
+            Some(waiter) => waiter.send(outcome).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Registers request `id` as in flight; the receiver fires when the client cancels it.
+    /// `None` when a request with this id is in flight already.
+    pub(crate) fn start(&self, id: &RequestId) -> Option<oneshot::Receiver<()>> {
+        let mut in_flight = lock(&self.in_flight);
+        if in_flight.contains_key(id) {
+            return None;
+        }
+        let (tx, rx) = oneshot::channel();
+        in_flight.insert(id.clone(), tx);
+        Some(rx)
+    }
+
+    /// Request `id` was answered.
+    pub(crate) fn finish(&self, id: &RequestId) {
+        lock(&self.in_flight).remove(id);
+    }
+
+    /// The client cancelled request `id`.
+    pub(crate) fn cancel(&self, id: &RequestId) {
+        if let Some(tx) = lock(&self.in_flight).remove(id) {
+            let _ = tx.send(());
+        }
+    }
+
+    /// Ends the session: the gateway's questions to it fail, its requests in flight stop, its
+    /// stream closes.
+    pub(crate) fn close(&self) {
+        let waiters = lock(&self.protocol).close();
+        drop(waiters);
+        for (_, tx) in lock(&self.in_flight).drain() {
+            let _ = tx.send(());
+        }
+        *lock(&self.stream) = None;
+    }
+}

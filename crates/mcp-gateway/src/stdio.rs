@@ -1,0 +1,370 @@
+//! The stdio front: one client, newline-delimited JSON on the gateway's stdin and stdout (so a
+//! host's configuration can say `"command": "mcp-harness", "args": ["serve"]`).
+//!
+//! Requests run concurrently, each in a task of its own; answers are written as they come, one
+//! line each, by the one loop that owns the writer. A line longer than the limit is skipped
+//! (with an error answer) without ever being held whole. `notifications/cancelled` stops the
+//! request it names (its upstream call is cancelled too) and no answer is sent for it. The
+//! client's answers to the gateway's own requests (an approval form) go to the session that
+//! asked. End of input ends the front once every request in flight has been answered.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use mcp_protocol::{
+    ClientMessage, ClientNotification, ClientRequest, DecodeErrorKind, ErrorObject, IncomingRequest, Message,
+    RequestId, error_codes,
+};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{broadcast, mpsc};
+use tokio::task::{AbortHandle, JoinSet};
+
+use crate::backend::{BackendEvent, Caller};
+use crate::gateway::{Era, Gateway, Reply, Scope, event_line, list_changed_line, response_line};
+use crate::session::{Outbound, Session};
+
+/// Limits of the stdio front.
+#[derive(Debug, Clone)]
+pub struct StdioOptions {
+    /// Longest line read, in bytes (longer ones are refused and skipped).
+    pub max_line_bytes: usize,
+    /// Most requests running at once; reading waits while this many are.
+    pub max_in_flight: usize,
+    /// How many lines may wait for the writer.
+    pub queue: usize,
+}
+
+impl Default for StdioOptions {
+    fn default() -> Self {
+        Self { max_line_bytes: 16 * 1024 * 1024, max_in_flight: 256, queue: 1024 }
+    }
+}
+
+/// Why the stdio front stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StdioError {
+    /// Reading the input failed.
+    #[error("reading the client's input failed: {0}")]
+    Read(std::io::Error),
+    /// Writing the output failed (the client went away).
+    #[error("writing to the client failed: {0}")]
+    Write(std::io::Error),
+}
+
+/// A stdio `subscriptions/listen` stream: its id and what it wants.
+struct Listener {
+    id: RequestId,
+    filter: crate::gateway::ListenFilter,
+}
+
+/// Serves one client on `reader` / `writer` until the input ends (or the output fails).
+pub async fn serve_stdio<R, W>(
+    gateway: Gateway,
+    reader: R,
+    mut writer: W,
+    options: StdioOptions,
+) -> Result<(), StdioError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut reader = BufReader::with_capacity(64 * 1024, reader);
+    let (tx, mut rx) = mpsc::channel::<String>(options.queue.max(1));
+    let out = Outbound::new(tx.clone());
+    let mut events = gateway.backend().events();
+    let mut tasks: JoinSet<()> = JoinSet::new();
+    let mut running: HashMap<RequestId, AbortHandle> = HashMap::new();
+    let mut session: Option<Arc<Session>> = None;
+    let mut listeners: Vec<Listener> = Vec::new();
+    let mut line = Vec::new();
+    let mut input_open = true;
+    // Lines this loop answers itself, written before it waits again (never through the
+    // bounded queue it alone drains).
+    let mut immediate: Vec<String> = Vec::new();
+    loop {
+        for text in immediate.drain(..) {
+            write_line(&mut writer, &text, None).await?;
+        }
+        if !input_open && tasks.is_empty() && rx.is_empty() {
+            break;
+        }
+        tokio::select! {
+            biased;
+            Some(text) = rx.recv() => write_line(&mut writer, &text, Some(&mut rx)).await?,
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {
+                // A finished (or aborted) task: forget its handle.
+                running.retain(|_, handle| !handle.is_finished());
+            }
+            event = events.recv() => match event {
+                Ok(event) => notify(&event, session.as_deref(), &listeners, &mut immediate),
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    // Events were lost: say everything may have changed.
+                    for event in [BackendEvent::ToolsChanged, BackendEvent::ResourcesChanged, BackendEvent::PromptsChanged] {
+                        notify(&event, session.as_deref(), &listeners, &mut immediate);
+                    }
+                }
+                Err(broadcast::error::RecvError::Closed) => events = broadcast::channel(1).1,
+            },
+            read = read_line(&mut reader, &mut line, options.max_line_bytes), if input_open && running.len() < options.max_in_flight => {
+                match read.map_err(StdioError::Read)? {
+                    Read::End => input_open = false,
+                    Read::TooLong => {
+                        let error = ErrorObject::new(
+                            error_codes::INVALID_REQUEST,
+                            format!("Invalid Request: the message is longer than {} bytes", options.max_line_bytes),
+                        );
+                        immediate.push(Message::Error(mcp_protocol::ErrorResponse { id: None, error }).encode());
+                    }
+                    Read::Line => {
+                        let text = trim_line(&line);
+                        if text.is_empty() {
+                            continue;
+                        }
+                        match Message::decode(text) {
+                            Ok(message) => {
+                                let mut state = Connection {
+                                    session: &mut session,
+                                    listeners: &mut listeners,
+                                    tasks: &mut tasks,
+                                    running: &mut running,
+                                    immediate: &mut immediate,
+                                };
+                                on_message(&gateway, message, &out, &mut state).await;
+                            }
+                            // Answer what can be answered; a bad response from the client is dropped.
+                            Err(e) if e.kind == DecodeErrorKind::Parse || e.id.is_some() => {
+                                let reply = mcp_protocol::ErrorResponse { id: e.id.clone(), error: e.to_error_object() };
+                                immediate.push(Message::Error(reply).encode());
+                            }
+                            Err(_) => {}
+                        }
+                    }
+                }
+            }
+            else => break,
+        }
+    }
+    if let Some(session) = session {
+        session.close();
+        gateway.options().approvals.forget(&session.scope()).await;
+    }
+    writer.flush().await.map_err(StdioError::Write)
+}
+
+/// Writes `text` and whatever else is queued already, then flushes once.
+async fn write_line<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    text: &str,
+    rx: Option<&mut mpsc::Receiver<String>>,
+) -> Result<(), StdioError> {
+    writer.write_all(text.as_bytes()).await.map_err(StdioError::Write)?;
+    writer.write_all(b"\n").await.map_err(StdioError::Write)?;
+    if let Some(rx) = rx {
+        while let Ok(more) = rx.try_recv() {
+            writer.write_all(more.as_bytes()).await.map_err(StdioError::Write)?;
+            writer.write_all(b"\n").await.map_err(StdioError::Write)?;
+        }
+    }
+    writer.flush().await.map_err(StdioError::Write)
+}
+
+fn notify(event: &BackendEvent, session: Option<&Session>, listeners: &[Listener], immediate: &mut Vec<String>) {
+    if let Some(session) = session
+        && let Some(line) = event_line(event, session.log_level())
+    {
+        immediate.push(line);
+    }
+    for listener in listeners.iter().filter(|l| l.filter.wants(event)) {
+        immediate.push(subscription_line(event, &listener.id));
+    }
+}
+
+/// What the reading loop keeps about its connection.
+struct Connection<'a> {
+    session: &'a mut Option<Arc<Session>>,
+    listeners: &'a mut Vec<Listener>,
+    tasks: &'a mut JoinSet<()>,
+    running: &'a mut HashMap<RequestId, AbortHandle>,
+    immediate: &'a mut Vec<String>,
+}
+
+/// A list-changed notification on a `subscriptions/listen` stream: it names the subscription.
+fn subscription_line(event: &BackendEvent, id: &RequestId) -> String {
+    let method = match event {
+        BackendEvent::ResourcesChanged => mcp_protocol::methods::RESOURCES_LIST_CHANGED,
+        BackendEvent::PromptsChanged => mcp_protocol::methods::PROMPTS_LIST_CHANGED,
+        _ => mcp_protocol::methods::TOOLS_LIST_CHANGED,
+    };
+    let params = serde_json::json!({"_meta": {mcp_protocol::META_SUBSCRIPTION_ID: id}});
+    mcp_protocol::encode_notification(method, Some(&params)).unwrap_or_else(|_| list_changed_line(method))
+}
+
+async fn on_message(gateway: &Gateway, message: Message, out: &Outbound, state: &mut Connection<'_>) {
+    let Connection { session, listeners, tasks, running, immediate } = state;
+    match mcp_protocol::classify(message) {
+        ClientMessage::Request(incoming) => {
+            let IncomingRequest { id, method: _, request, meta } = *incoming;
+            let request = match request {
+                Ok(request) => request,
+                Err(error) => {
+                    immediate.push(response_line(&id, Reply::Error(error), false));
+                    return;
+                }
+            };
+            if running.contains_key(&id) {
+                let error = ErrorObject::new(
+                    error_codes::INVALID_REQUEST,
+                    format!("Invalid Request: request id {id} is in use by a request still running"),
+                );
+                immediate.push(response_line(&id, Reply::Error(error), false));
+                return;
+            }
+            let scope = if let Some(envelope) = &meta.envelope {
+                match envelope.check(gateway.config()) {
+                    Ok(ctx) => Scope { caller: Caller::local(), era: Era::Stateless(Arc::new(ctx)) },
+                    Err(error) => {
+                        immediate.push(response_line(&id, Reply::Error(error), true));
+                        return;
+                    }
+                }
+            } else if let ClientRequest::Initialize(params) = &request {
+                if session.is_some() {
+                    let error = ErrorObject::new(error_codes::INVALID_REQUEST, "Invalid Request: already initialized");
+                    immediate.push(response_line(&id, Reply::Error(error), false));
+                    return;
+                }
+                match gateway.open_session(Caller::local(), None, params).await {
+                    Ok((opened, result)) => {
+                        opened.set_stream(out_sender(out));
+                        **session = Some(opened);
+                        immediate.push(response_line(&id, Reply::Result(result), false));
+                    }
+                    Err(error) => {
+                        immediate.push(response_line(&id, Reply::Error(error), false));
+                    }
+                }
+                return;
+            } else if let Some(session) = session.as_ref() {
+                Scope { caller: Caller::local(), era: Era::Session(Arc::clone(session)) }
+            } else if matches!(request, ClientRequest::Ping) {
+                immediate.push(response_line(&id, Reply::Result("{}".to_owned()), false));
+                return;
+            } else {
+                let error = ErrorObject::new(
+                    error_codes::INVALID_REQUEST,
+                    "Invalid Request: send initialize first, or a request with the 2026-07-28 _meta envelope",
+                );
+                immediate.push(response_line(&id, Reply::Error(error), false));
+                return;
+            };
+            let gateway = gateway.clone();
+            let task_out = out.clone();
+            let task_id = id.clone();
+            let stateless = scope.is_stateless();
+            if let ClientRequest::Listen(_) = &request {
+                // The stream is this connection: acknowledge and remember what it wants.
+                if let Reply::Listen(filter) = gateway.handle(&scope, &id, request, &meta, out).await {
+                    let params = serde_json::json!({"notifications": filter.to_value(),
+                        "_meta": {mcp_protocol::META_SUBSCRIPTION_ID: &id}});
+                    if let Ok(line) = mcp_protocol::encode_notification(
+                        mcp_protocol::stateless::SUBSCRIPTIONS_ACKNOWLEDGED,
+                        Some(&params),
+                    ) {
+                        immediate.push(line);
+                    }
+                    listeners.push(Listener { id, filter });
+                }
+                return;
+            }
+            let handle = tasks.spawn(async move {
+                let reply = gateway.handle(&scope, &task_id, request, &meta, &task_out).await;
+                task_out.send(response_line(&task_id, reply, stateless)).await;
+            });
+            running.insert(id, handle);
+        }
+        ClientMessage::Notification(notification) => match notification {
+            ClientNotification::Initialized => {
+                if let Some(session) = session {
+                    session.initialized();
+                }
+            }
+            ClientNotification::Cancelled(cancelled) => {
+                if let Some(id) = cancelled.request_id {
+                    if let Some(handle) = running.remove(&id) {
+                        handle.abort();
+                    }
+                    listeners.retain(|l| l.id != id);
+                }
+            }
+            _ => {}
+        },
+        ClientMessage::Response { id, outcome } => {
+            if let Some(session) = session {
+                session.answer(&id, outcome);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The sender behind `out` (stdout): a stdio session's notifications go there too.
+fn out_sender(out: &Outbound) -> mpsc::Sender<String> {
+    out.sender().unwrap_or_else(|| mpsc::channel(1).0)
+}
+
+fn trim_line(line: &[u8]) -> &[u8] {
+    let end = line.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(0, |i| i + 1);
+    let start = line.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(end);
+    &line[start..end.max(start)]
+}
+
+enum Read {
+    Line,
+    TooLong,
+    End,
+}
+
+/// Reads one line into `line` (without holding more than `max` bytes of it): a line longer
+/// than that is read to its end and dropped.
+async fn read_line<R: AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Read> {
+    line.clear();
+    let mut too_long = false;
+    loop {
+        let buf = reader.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(if too_long {
+                Read::TooLong
+            } else if line.is_empty() {
+                Read::End
+            } else {
+                Read::Line
+            });
+        }
+        let (chunk, found) = match memchr(b'\n', buf) {
+            Some(i) => (&buf[..i], Some(i + 1)),
+            None => (buf, None),
+        };
+        if !too_long {
+            if line.len() + chunk.len() > max {
+                too_long = true;
+                line.clear();
+            } else {
+                line.extend_from_slice(chunk);
+            }
+        }
+        let used = found.unwrap_or(buf.len());
+        reader.consume(used);
+        if found.is_some() {
+            return Ok(if too_long { Read::TooLong } else { Read::Line });
+        }
+    }
+}
+
+fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
+    haystack.iter().position(|b| *b == needle)
+}

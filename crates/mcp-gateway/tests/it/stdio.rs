@@ -1,0 +1,123 @@
+//! The stdio front through a real pipe: the `mcp-gateway-fake` binary (the gateway over the
+//! fake upstreams) as a child process.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use crate::text_of;
+
+struct Peer {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: tokio::io::Lines<BufReader<ChildStdout>>,
+}
+
+impl Peer {
+    fn spawn() -> Peer {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-gateway-fake"))
+            .arg("stdio")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        Peer { child, stdin, stdout }
+    }
+
+    async fn send(&mut self, message: &Value) {
+        self.send_raw(&message.to_string()).await;
+    }
+
+    async fn send_raw(&mut self, line: &str) {
+        self.stdin.write_all(line.as_bytes()).await.unwrap();
+        self.stdin.write_all(b"\n").await.unwrap();
+        self.stdin.flush().await.unwrap();
+    }
+
+    async fn next(&mut self) -> Value {
+        let line =
+            tokio::time::timeout(Duration::from_secs(10), self.stdout.next_line()).await.expect("a line in time");
+        serde_json::from_str(&line.unwrap().expect("output open")).unwrap()
+    }
+}
+
+fn initialize(version: &str, capabilities: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": version, "capabilities": capabilities, "clientInfo": {"name": "pipe", "version": "1"}}})
+}
+
+#[tokio::test]
+async fn a_session_over_a_pipe_lists_calls_and_is_asked_about_confirm_tools() {
+    let mut peer = Peer::spawn();
+    peer.send(&initialize("2025-06-18", json!({"elicitation": {}}))).await;
+    let init = peer.next().await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
+    peer.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    peer.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).await;
+    let list = peer.next().await;
+    let names: Vec<&str> =
+        list["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"files__write_file") && !names.contains(&"files__rm"), "{names:?}");
+
+    peer.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "files__write_file", "arguments": {"path": "p"}}}))
+        .await;
+    let asked = peer.next().await;
+    assert_eq!(asked["method"], "elicitation/create");
+    // While the call waits, other requests are served.
+    peer.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "ping"})).await;
+    assert_eq!(peer.next().await, json!({"jsonrpc": "2.0", "id": 3, "result": {}}));
+    peer.send(
+        &json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"decision": "yes"}}}),
+    )
+    .await;
+    let done = peer.next().await;
+    assert_eq!(done["id"], 2);
+    assert!(text_of(&done["result"]).contains(r#""tool":"write_file""#), "{done}");
+
+    // A stateless request on the same pipe is served from its own envelope.
+    peer.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "echo__echo", "arguments": {"x": 1},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}))
+    .await;
+    let stateless = peer.next().await;
+    assert_eq!(stateless["result"]["resultType"], "complete");
+
+    // End of input: the gateway ends, cleanly.
+    drop(peer.stdin);
+    let status = tokio::time::timeout(Duration::from_secs(10), peer.child.wait()).await.unwrap().unwrap();
+    assert!(status.success(), "{status}");
+}
+
+#[tokio::test]
+async fn cancelled_requests_get_no_answer_and_bad_lines_do_no_harm() {
+    let mut peer = Peer::spawn();
+    peer.send(&initialize("2025-11-25", json!({}))).await;
+    peer.next().await;
+    peer.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    peer.send(&json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+        "params": {"name": "echo__slow", "arguments": {"ms": 5000}}}))
+        .await;
+    peer.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "slow"}})).await;
+    peer.send_raw("{this is not json").await;
+    let parse_error = peer.next().await;
+    assert_eq!(parse_error["error"]["code"], -32700);
+    peer.send_raw(&format!("{{\"pad\":\"{}\"}}", "x".repeat(17 * 1024 * 1024))).await;
+    let too_long = peer.next().await;
+    assert_eq!(too_long["error"]["code"], -32600);
+    assert!(too_long["error"]["message"].as_str().unwrap().contains("longer than"));
+    peer.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})).await;
+    let list = peer.next().await;
+    assert_eq!(list["id"], 9, "the cancelled call was never answered: {list}");
+    // A request before initialize on another pipe is refused, not served.
+    let mut fresh = Peer::spawn();
+    fresh.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).await;
+    assert_eq!(fresh.next().await["error"]["code"], -32600);
+}
