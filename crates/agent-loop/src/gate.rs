@@ -661,12 +661,14 @@ fn check_structured(result: CallToolResult, schema: Option<&Value>, who: &str) -
 /// Why `name` is not in the pool: a denied tool (named with its rule), or unknown with close
 /// matches.
 fn missing(pool: &Pool, name: &str) -> Refusal {
+    // Named as the pool names its tools (the agent's `mcp__…`, the gateway's `{server}__{tool}`).
+    let naming = pool.naming();
     let denied = pool.hidden().iter().find(|h| {
-        let model = match &h.server {
-            Some(server) => tool_pool::model_name(server, &h.tool),
+        let named = match &h.server {
+            Some(server) => naming.name(server, &h.tool),
             None => Some(h.tool.clone()),
         };
-        model.as_deref() == Some(name)
+        named.as_deref() == Some(name)
     });
     if let Some(hidden) = denied {
         let who = match &hidden.server {
