@@ -13,7 +13,7 @@ use crate::gate::{Admission, Binding, CallGate, CallRequest, Catalog, Job, Ran, 
 use crate::model::{
     Block, LanguageModel, Message, ModelError, ModelRequest, Role, StopReason, TextStream, ToolSpec, Usage,
 };
-use crate::ports::{AgentEvent, Approver, BuiltinTool, CallDecision, CallInfo, EventSink, Hooks};
+use crate::ports::{AgentEvent, Approver, BuiltinTool, CallContext, CallDecision, CallInfo, EventSink, Hooks};
 use crate::results::{error_text, fit_budget, render};
 use crate::search::{DEFAULT_MAX_LOADED, SEARCH_TOOL, SearchState, ToolSearch, search_spec};
 use crate::source::ToolSource;
@@ -456,7 +456,11 @@ impl Agent {
                 }))
             } else {
                 let call = CallRequest { id, name, arguments: input };
-                Checked::Gate(self.gate.admit_as(snapshot, self.source.as_ref(), call, Some(&info)).await)
+                Checked::Gate(
+                    self.gate
+                        .admit_as(&view.binding, self.source.as_ref(), call, Some(&info), &CallContext::DEFAULT)
+                        .await,
+                )
             };
             let (decision, reason) = match &checked {
                 Checked::Search => (CallDecision::Allowed, "the loop's tool search".to_owned()),

@@ -3,13 +3,15 @@
 
 use std::sync::Arc;
 
-use agent_loop::{Admission, Binding, CallGate, CallRequest, Catalog, Refusal};
+use agent_loop::{
+    Admission, ApprovalAnswer, Binding, CallContext, CallDecision, CallGate, CallRequest, Catalog, NoHooks, Refusal,
+};
 use policy::{Decision, Policy, PolicyConfig, RuleConfig};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tool_pool::Naming;
 
-use crate::fake::{FakeSource, text_schema, tool};
+use crate::fake::{Counting, FakeSource, text_schema, tool};
 
 pub(crate) fn policy(default: Decision, rules: &[(&str, &str, Decision)]) -> Policy {
     Policy::new(PolicyConfig {
@@ -49,4 +51,64 @@ async fn a_denied_tool_is_named_as_its_pool_names_tools() {
         }
     }
     assert!(source.calls.lock().unwrap().is_empty());
+}
+
+/// A `confirm` call asked by a caller goes to the approver of its context (not the gate's),
+/// which is told who asks and, for a script's call, which script.
+#[tokio::test]
+async fn the_approver_of_the_call_is_asked_and_told_who_asks() {
+    let source = FakeSource::with(&[("fs", vec![tool("write", text_schema())])]);
+    let binding = bind(&source, policy(Decision::Confirm, &[]), Naming::Gateway).await;
+    let gates_own = Counting::new(ApprovalAnswer::No);
+    let gate = CallGate::new(gates_own.clone(), Arc::new(NoHooks));
+    let callers = Counting::new(ApprovalAnswer::Yes);
+    let context = CallContext::new().with_caller("session-1").with_parent("call_7").with_approver(callers.clone());
+    let args = json!({"text": "a"});
+    let admission = gate.admit_with(&binding, source.as_ref(), request("1", "fs__write", &args), &context).await;
+    assert!(matches!(admission, Admission::Run { decision: CallDecision::Approved, .. }), "{admission:?}");
+    assert_eq!(gates_own.count(), 0, "the gate's own approver is not asked");
+    let asked = callers.asked.lock().unwrap()[0].clone();
+    assert_eq!((asked.caller.as_deref(), asked.script.as_deref()), (Some("session-1"), Some("call_7")));
+    assert_eq!(asked.asked_by().as_deref(), Some(r#"script "call_7""#));
+    assert_eq!((asked.name.as_str(), asked.server.as_deref(), asked.tool.as_str()), ("fs__write", Some("fs"), "write"));
+
+    // Without a context: the gate's approver, the default caller.
+    let admission = gate.admit(&binding, source.as_ref(), request("2", "fs__write", &args)).await;
+    assert!(matches!(admission, Admission::Refused(Refusal::NotApproved { .. })), "{admission:?}");
+    let asked = gates_own.asked.lock().unwrap()[0].clone();
+    assert_eq!((asked.caller.as_deref(), asked.script.as_deref(), asked.asked_by()), (None, None, None));
+}
+
+/// "Yes for this session" is the caller's alone: another caller (and the default one) is
+/// still asked, and a caller forgotten is asked again.
+#[tokio::test]
+async fn approvals_for_the_session_are_kept_per_caller() {
+    let source = FakeSource::with(&[("fs", vec![tool("write", text_schema())])]);
+    let binding = bind(&source, policy(Decision::Confirm, &[]), Naming::Agent).await;
+    let approver = Counting::new(ApprovalAnswer::YesForSession);
+    let gate = CallGate::new(approver.clone(), Arc::new(NoHooks));
+    let args = json!({"text": "a"});
+    let admit = |caller: Option<&str>| {
+        let context = caller.map_or_else(CallContext::new, |c| CallContext::new().with_caller(c));
+        let gate = &gate;
+        let (binding, source, args) = (&binding, source.clone(), &args);
+        async move {
+            let admission =
+                gate.admit_with(binding, source.as_ref(), request("1", "mcp__fs__write", args), &context).await;
+            assert!(matches!(admission, Admission::Run { decision: CallDecision::Approved, .. }), "{admission:?}");
+        }
+    };
+    admit(Some("a")).await;
+    admit(Some("a")).await;
+    assert_eq!(approver.count(), 1, "caller a approved it for its session");
+    admit(Some("b")).await;
+    assert_eq!(approver.count(), 2, "caller b is asked for itself");
+    admit(None).await;
+    admit(None).await;
+    assert_eq!(approver.count(), 3, "the default caller is asked once, for itself");
+    gate.forget_caller("a");
+    admit(Some("a")).await;
+    assert_eq!(approver.count(), 4, "a forgotten caller is asked again");
+    admit(Some("b")).await;
+    assert_eq!(approver.count(), 4, "b's approval stays");
 }
