@@ -464,8 +464,7 @@ impl Agent {
             };
             let (decision, reason) = match &checked {
                 Checked::Search => (CallDecision::Allowed, "the loop's tool search".to_owned()),
-                Checked::Gate(Admission::Run { decision, reason, .. }) => (decision.clone(), reason.clone()),
-                Checked::Gate(Admission::Refused(refusal)) => (refusal.decision(), refusal.reason()),
+                Checked::Gate(admission) => (admission.decision(), admission.reason()),
             };
             self.emit(
                 events,
@@ -482,7 +481,6 @@ impl Agent {
         let runs = admitted.into_iter().map(|(info, checked)| async move {
             let (text, is_error) = match checked {
                 Checked::Search => self.search(view, &info.arguments),
-                Checked::Gate(Admission::Refused(refusal)) => (error_text(&refusal.to_string()), true),
                 Checked::Gate(Admission::Run { job, .. }) => match self.run_job(job, &info, events).await {
                     Ran::Builtin(Ok(text)) => (text, false),
                     Ran::Mcp(Ok(result)) => (render(&result), result.is_error()),
@@ -490,6 +488,7 @@ impl Agent {
                     Ran::Mcp(Err(error)) => (error_text(&error.to_string()), true),
                     Ran::Refused(refusal) => (error_text(&refusal.to_string()), true),
                 },
+                Checked::Gate(not_run) => (error_text(&not_run.not_run_text().unwrap_or_default()), true),
             };
             (info, text, is_error)
         });

@@ -362,6 +362,46 @@ pub enum Admission {
     },
     /// Do not run it.
     Refused(Refusal),
+    /// Not now: the approver asks the person out of band ([`ApprovalAnswer::Deferred`]); the
+    /// caller answers the call accordingly (an `input_required` round) and asks again.
+    Deferred {
+        /// The name asked for.
+        name: String,
+        /// What the approver said happens next.
+        reason: String,
+    },
+}
+
+impl Admission {
+    /// How the call was decided, as events and hooks report it.
+    pub fn decision(&self) -> CallDecision {
+        match self {
+            Admission::Run { decision, .. } => decision.clone(),
+            Admission::Refused(refusal) => refusal.decision(),
+            Admission::Deferred { .. } => CallDecision::Deferred,
+        }
+    }
+
+    /// Why, in short (the rule, the approval, the refusal).
+    pub fn reason(&self) -> String {
+        match self {
+            Admission::Run { reason, .. } => reason.clone(),
+            Admission::Refused(refusal) => refusal.reason(),
+            Admission::Deferred { reason, .. } => reason.clone(),
+        }
+    }
+
+    /// What the caller reads when the call did not run (`None` for a call to run): the
+    /// refusal, or that the call waits for approval.
+    pub fn not_run_text(&self) -> Option<String> {
+        match self {
+            Admission::Run { .. } => None,
+            Admission::Refused(refusal) => Some(refusal.to_string()),
+            Admission::Deferred { name, reason } => {
+                Some(format!("the call to {name} was not run: it waits for approval ({reason})"))
+            }
+        }
+    }
 }
 
 /// What running a job gave.
@@ -576,6 +616,9 @@ impl CallGate {
                     ApprovalAnswer::Unanswered(why) => {
                         let reason = format!("{name} needs confirmation ({verdict}) and {why}");
                         return Admission::Refused(Refusal::NotApproved { name: name.to_owned(), reason });
+                    }
+                    ApprovalAnswer::Deferred(reason) => {
+                        return Admission::Deferred { name: name.to_owned(), reason };
                     }
                 }
             }

@@ -23,6 +23,10 @@ pub enum ApprovalAnswer {
     /// Nobody could be asked; the call is refused, and this says why and what to do (for
     /// example "there is no terminal to ask on; rerun with --yes to approve this call").
     Unanswered(String),
+    /// Not decided yet: the person is asked out of band (a gateway answers the call with an
+    /// `input_required` round and the client retries with the answer). The call is not run
+    /// now ([`Admission::Deferred`](crate::Admission::Deferred)); this says what happens next.
+    Deferred(String),
 }
 
 /// A call waiting for approval.
@@ -251,6 +255,8 @@ pub enum CallDecision {
     Blocked,
     /// It was not run: unknown tool, changed tool, or bad arguments.
     Rejected,
+    /// It was not run yet: its approval is asked out of band ([`ApprovalAnswer::Deferred`]).
+    Deferred,
 }
 
 /// What the loop reports as it goes (for a terminal, `--json`, or a UI).

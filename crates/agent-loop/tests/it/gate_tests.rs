@@ -4,14 +4,15 @@
 use std::sync::Arc;
 
 use agent_loop::{
-    Admission, ApprovalAnswer, Binding, CallContext, CallDecision, CallGate, CallRequest, Catalog, NoHooks, Refusal,
+    Admission, Agent, AgentConfig, ApprovalAnswer, Binding, CallContext, CallDecision, CallGate, CallRequest, Catalog,
+    NoHooks, Refusal,
 };
 use policy::{Decision, Policy, PolicyConfig, RuleConfig};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tool_pool::Naming;
 
-use crate::fake::{Counting, FakeSource, text_schema, tool};
+use crate::fake::{Counting, Events, FakeSource, Recording, results, text_schema, tool};
 
 pub(crate) fn policy(default: Decision, rules: &[(&str, &str, Decision)]) -> Policy {
     Policy::new(PolicyConfig {
@@ -111,4 +112,42 @@ async fn approvals_for_the_session_are_kept_per_caller() {
     assert_eq!(approver.count(), 4, "a forgotten caller is asked again");
     admit(Some("b")).await;
     assert_eq!(approver.count(), 4, "b's approval stays");
+}
+
+/// An approver that asks out of band defers the call: nothing runs, nothing is remembered,
+/// and the agent loop's model reads that the call waits for approval.
+#[tokio::test]
+async fn a_deferred_approval_runs_nothing_and_says_so() {
+    let source = FakeSource::with(&[("fs", vec![tool("write", text_schema())])]);
+    let binding = bind(&source, policy(Decision::Confirm, &[]), Naming::Gateway).await;
+    let deferring = Counting::new(ApprovalAnswer::Deferred("the client is asked first".into()));
+    let gate = CallGate::new(deferring.clone(), Arc::new(NoHooks));
+    let args = json!({"text": "a"});
+    for _ in 0..2 {
+        let admission = gate.admit(&binding, source.as_ref(), request("1", "fs__write", &args)).await;
+        match &admission {
+            Admission::Deferred { name, reason } => {
+                assert_eq!((name.as_str(), reason.as_str()), ("fs__write", "the client is asked first"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(admission.decision(), CallDecision::Deferred);
+        assert_eq!(
+            admission.not_run_text().unwrap(),
+            "the call to fs__write was not run: it waits for approval (the client is asked first)"
+        );
+    }
+    assert_eq!(deferring.count(), 2, "a deferral is not an approval for the session");
+
+    let model = Recording::new(json!({"turns": [
+        {"tool_calls": [{"name": "mcp__fs__write", "input": {"text": "a"}}]}, {"text": "ok"}]}));
+    let agent = Agent::new(model, source.clone(), policy(Decision::Confirm, &[]), AgentConfig::default())
+        .with_approver(deferring);
+    let events = Events::default();
+    let mut conversation = Vec::new();
+    agent.run_turn(&mut conversation, "go", &events).await.unwrap();
+    assert_eq!(events.of("tool_call")[0]["decision"], "deferred");
+    let results = results(&conversation);
+    assert!(results[0].1 && results[0].0.contains("waits for approval (the client is asked first)"), "{results:?}");
+    assert!(source.calls.lock().unwrap().is_empty());
 }
