@@ -10,10 +10,11 @@
 //! ([`HostEvent::Unconfined`](crate::HostEvent::Unconfined)).
 
 use std::ffi::OsStr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Once, OnceLock};
 
 use mcp_sandbox::launcher::Launcher;
+use mcp_sandbox::{Sandbox, SandboxError};
 use mcp_transport::{StdioConfig, StdioSandbox};
 
 use crate::config::{SandboxSetting, ServerSettings};
@@ -93,6 +94,29 @@ pub(crate) fn confined(
         stdio.sandbox = Some(Box::new(StdioSandbox { sandbox, launcher: launcher() }));
     }
     stdio
+}
+
+/// The host's own configuration (`file`, the file in use, and the default directory) and data
+/// directory (tokens, transcripts): a server never reads them unless a grant names them.
+pub(crate) fn host_secrets(file: Option<&Path>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = file.map(Path::to_path_buf).into_iter().collect();
+    out.extend(crate::config::default_dir());
+    out.extend(crate::auth::data_dir().ok());
+    out.into_iter().filter(|p| p.is_absolute()).collect()
+}
+
+/// Checks `sandbox`'s grants as written, with the host's secrets (of the configuration `file`)
+/// protected, for the configuration reader: a `write` entry holding HOME or a protected path is
+/// refused here rather than at each start, naming both paths and the entries to write instead
+/// (the directory is listed for those).
+pub(crate) fn check_grants(sandbox: &Sandbox, file: Option<&Path>, home: Option<&Path>) -> Result<(), SandboxError> {
+    let mut sandbox = sandbox.clone();
+    sandbox.protect.extend(host_secrets(file));
+    #[cfg(unix)]
+    let mut list = mcp_sandbox::probe::list_dir;
+    #[cfg(not(unix))]
+    let mut list = |_: &Path| Vec::new();
+    sandbox.check(home, &mut list)
 }
 
 fn launcher() -> Launcher {
