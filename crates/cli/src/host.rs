@@ -185,7 +185,7 @@ pub(crate) async fn describe(runtime: &Runtime) -> String {
                 },
             );
             let detail = match &status.state {
-                ServerState::Failed { reason, .. } => output::one_line(reason, 200),
+                ServerState::Failed { reason, .. } => mcp_host::sandbox::failure_line(reason, 200),
                 ServerState::Reconnecting { .. } => output::one_line(&status.state.to_string(), 200),
                 _ => status.last_error.as_deref().map(|e| output::one_line(e, 200)).unwrap_or_default(),
             };
