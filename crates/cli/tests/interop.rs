@@ -22,22 +22,6 @@ const PACKAGE: &str = "@modelcontextprotocol/server-everything@2026.8.31";
 /// How long a command may take: the first `npx` of a fresh user downloads.
 const LIMIT: Duration = Duration::from_secs(300);
 
-/// Variables a user would set for their registry, proxy or certificates, handed to the server
-/// when the tests have them (the server's environment is otherwise the allowlist).
-const PASSED_ON: &[&str] = &[
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "NODE_EXTRA_CA_CERTS",
-    "npm_config_registry",
-    "NPM_CONFIG_REGISTRY",
-    "HTTPS_PROXY",
-    "HTTP_PROXY",
-    "NO_PROXY",
-    "https_proxy",
-    "http_proxy",
-    "no_proxy",
-];
-
 const PROBE: &str = r#"const fs = require("fs");
 let seen;
 try { fs.readFileSync(process.env.MCP_TEST_SECRET); seen = "READ"; } catch (e) { seen = String(e.code); }
@@ -82,7 +66,11 @@ fn an_npx_server_from_a_fresh_home_connects_confined_and_answers_and_the_home_ke
         ("MCP_TEST_SECRET".to_owned(), secret.display().to_string()),
         ("MCP_TEST_PROBE_OUT".to_owned(), out.display().to_string()),
     ];
-    env.extend(PASSED_ON.iter().filter_map(|name| std::env::var(name).ok().map(|v| ((*name).to_owned(), v))));
+    env.extend(
+        mcp_fixtures::REGISTRY_VARIABLES
+            .iter()
+            .filter_map(|name| std::env::var(name).ok().map(|v| ((*name).to_owned(), v))),
+    );
     let env: Vec<String> = env.iter().map(|(k, v)| format!("{k} = {}", Value::from(v.as_str()))).collect();
     let config = home.join(".config/mcp-harness/config.toml");
     std::fs::create_dir_all(config.parent().unwrap()).unwrap();
