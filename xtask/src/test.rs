@@ -135,13 +135,16 @@ pub(crate) fn test(hermetic: bool) -> crate::Result {
                 ]);
                 interop.env("MCP_PEERS_DIR", &peers);
                 report.tests("interop", limit::INTEROP, interop, Counts::All);
-                // An agent session with the scripted model against a third-party server.
+                // An agent session with the scripted model against a third-party server, and
+                // the command line with one from a fresh HOME.
                 let mut agent = cargo_args(&[
                     "test",
                     "-p",
                     "agent-loop",
+                    "-p",
+                    "cli",
                     "--features",
-                    "interop",
+                    "agent-loop/interop,cli/interop",
                     "--test",
                     "interop",
                     "--no-fail-fast",

@@ -106,6 +106,28 @@ pub fn launcher_binary() -> Result<PathBuf, String> {
     binaries::locate(binaries::LAUNCHER)
 }
 
+/// Variables a user sets for their package registry, proxy or certificates: the interop tests
+/// hand those they have to a server that downloads (its environment is otherwise the
+/// sandbox's allowlist).
+pub const REGISTRY_VARIABLES: &[&str] = &[
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "PIP_CERT",
+    "PIP_INDEX_URL",
+    "UV_INDEX_URL",
+    "UV_DEFAULT_INDEX",
+    "npm_config_registry",
+    "NPM_CONFIG_REGISTRY",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "no_proxy",
+];
+
 /// How long a test waits for an event before calling it missing: long, because a loaded
 /// machine can be slow; an event that happens ends the wait at once.
 pub const EVENT_DEADLINE: Duration = Duration::from_secs(30);
