@@ -176,3 +176,46 @@ async fn a_stateless_request_cannot_subscribe() {
     assert_eq!(answer.json()["error"]["code"], -32601, "no session holds it (2026-07-28 has none): {answer:?}");
     assert!(backend.subscription_changes().is_empty());
 }
+
+#[tokio::test]
+async fn a_stdio_session_subscribes_and_hears_of_updates() {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+    let backend = Arc::new(
+        FakeBackend::builder()
+            .content(
+                "a",
+                ServerContent {
+                    resources: vec![serde_json::from_value(json!({"uri": "note://a", "name": "a"})).unwrap()],
+                    ..ServerContent::default()
+                },
+            )
+            .build(),
+    );
+    let gateway =
+        Gateway::new(Arc::clone(&backend) as Arc<dyn mcp_gateway::Backend>, GatewayOptions::default()).unwrap();
+    let (client, server) = tokio::io::duplex(64 * 1024);
+    let (server_read, server_write) = tokio::io::split(server);
+    tokio::spawn(mcp_gateway::serve_stdio(gateway, server_read, server_write, Default::default()));
+    let (client_read, mut client_write) = tokio::io::split(client);
+    let mut lines = BufReader::new(client_read).lines();
+    let mut next = async || -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await.expect("a line in time");
+        serde_json::from_str(&line.unwrap().expect("output open")).unwrap()
+    };
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": V, "capabilities": {}, "clientInfo": {"name": "pipe", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe", "params": {"uri": "note://a"}}),
+    ] {
+        client_write.write_all(format!("{message}\n").as_bytes()).await.unwrap();
+    }
+    assert_eq!(next().await["id"], 0);
+    assert_eq!(next().await, json!({"jsonrpc": "2.0", "id": 1, "result": {}}));
+    assert_eq!(backend.subscription_changes(), [change("a", "note://a", true)]);
+    backend.emit(updated("a", "note://a"));
+    assert_eq!(
+        next().await,
+        json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "note://a"}})
+    );
+}
