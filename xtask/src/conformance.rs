@@ -99,6 +99,23 @@ pub(crate) struct Checks {
     unknown: Vec<String>,
     /// Every check's `id`, in order.
     ids: Vec<String>,
+    /// `id: errorMessage` of the first FAILURE or WARNING that says why, made printable
+    /// ([`printable`]).
+    pub(crate) first_problem: Option<String>,
+}
+
+/// Most characters of a harness message quoted in a table.
+const PROBLEM_CHARS: usize = 160;
+
+/// Text from a checks file (the server under test wrote part of it) as one printable line:
+/// control characters (escape sequences included) become spaces, at most [`PROBLEM_CHARS`].
+pub(crate) fn printable(text: &str) -> String {
+    let line: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let line = line.split_whitespace().collect::<Vec<_>>().join(" ");
+    match line.char_indices().nth(PROBLEM_CHARS) {
+        Some((cut, _)) => format!("{}...", &line[..cut]),
+        None => line,
+    }
 }
 
 /// Reads a `checks.json`: an array of `{"id", "status", ...}` objects.
@@ -112,6 +129,14 @@ pub(crate) fn read_checks(text: &str) -> Result<Checks> {
             Some("WARNING") => checks.warning += 1,
             Some("INFO") => checks.info += 1,
             other => checks.unknown.push(other.unwrap_or("(none)").to_owned()),
+        }
+        let problem = matches!(item.get("status").and_then(Json::as_str), Some("FAILURE" | "WARNING"));
+        if problem
+            && checks.first_problem.is_none()
+            && let Some(message) = item.get("errorMessage").and_then(Json::as_str)
+        {
+            let id = item.get("id").and_then(Json::as_str).unwrap_or("(no id)");
+            checks.first_problem = Some(printable(&format!("{id}: {message}")));
         }
         if let Some(id) = item.get("id").and_then(Json::as_str) {
             checks.ids.push(id.to_owned());
@@ -402,6 +427,17 @@ mod tests {
             // The harness itself said yes: the checks decide.
             assert_eq!(judge("tools_call", true, checks(json).as_ref(), ""), (false, vec![note.to_owned()]), "{json}");
         }
+    }
+
+    #[test]
+    fn the_first_problem_is_quoted_printable_and_short() {
+        let json = r#"[{"id": "ok", "status": "SUCCESS", "errorMessage": "not this"},
+            {"id": "w", "status": "WARNING", "errorMessage": "bad\u001b[31m red\nline"},
+            {"id": "f", "status": "FAILURE", "errorMessage": "later"}]"#;
+        let checks = read_checks(json).unwrap();
+        assert_eq!(checks.first_problem.as_deref(), Some("w: bad [31m red line"));
+        let long = printable(&"x".repeat(500));
+        assert_eq!(long.len(), PROBLEM_CHARS + 3);
     }
 
     #[test]

@@ -246,6 +246,11 @@ fn run_scenario(dir: &Path, url: &str, out: &Path, scenario: &str) -> (bool, Opt
     });
     let log = std::fs::read_to_string(sdir.join("harness.log")).unwrap_or_default();
     let (pass, mut notes) = conformance::judge(scenario, harness_ok, checks.as_ref(), &log);
+    if let Some(Ok(c)) = &checks
+        && let Some(problem) = &c.first_problem
+    {
+        notes.push(format!("first: {problem}"));
+    }
     match &ended {
         Err(e) => notes.insert(0, format!("could not run the harness: {e}")),
         Ok(Ended::TimedOut) => notes.insert(0, format!("ran past its time limit of {}", step::show(limit))),
