@@ -16,6 +16,10 @@
 //! `xtask/conformance/server-scenarios.txt` (pending scenarios included: the fixture passes them
 //! too). An expected failure that passes fails the run, so the list cannot go stale.
 //!
+//! Time: a server gets [`START_LIMIT`] to listen, a scenario [`SCENARIO_LIMIT`], and both
+//! columns' scenarios together `test::limit::SERVER_CONFORMANCE`; what is not run by then fails,
+//! saying so.
+//!
 //! Hermetic: the harness and Node come from npm (the client run's pinned install, shared), the
 //! servers listen on `127.0.0.1` only, nothing reaches further.
 
@@ -261,7 +265,14 @@ fn run_scenario(dir: &Path, url: &str, out: &Path, scenario: &str) -> (bool, Opt
 
 /// Runs `scenarios` against a started server, one at a time; a server that stopped fails what
 /// is left with the reason.
-fn run_column(dir: &Path, column: Column, server: &mut Server, out: &Path, scenarios: &[String]) -> Vec<Cell> {
+fn run_column(
+    dir: &Path,
+    column: Column,
+    server: &mut Server,
+    out: &Path,
+    scenarios: &[String],
+    deadline: Instant,
+) -> Vec<Cell> {
     println!(
         "{}: {} scenarios against {} (server output in {})",
         column.name(),
@@ -272,6 +283,11 @@ fn run_column(dir: &Path, column: Column, server: &mut Server, out: &Path, scena
     let started = Instant::now();
     let mut cells = Vec::new();
     for scenario in scenarios {
+        if Instant::now() >= deadline {
+            let limit = step::show(step::scaled(crate::test::limit::SERVER_CONFORMANCE));
+            cells.push(Cell::failed(format!("not run: the step ran past its time limit of {limit}")));
+            continue;
+        }
         if let Some(status) = server.process.exited() {
             cells
                 .push(Cell::failed(format!("not run: the server exited with {status} (see {})", server.log.display())));
@@ -287,7 +303,14 @@ fn run_column(dir: &Path, column: Column, server: &mut Server, out: &Path, scena
 
 /// Builds what a column needs and runs it; a column that cannot start fails each scenario with
 /// the reason.
-fn column(dir: &Path, column: Column, fixture: &Path, out: &Path, scenarios: &[String]) -> Vec<Cell> {
+fn column(
+    dir: &Path,
+    column: Column,
+    fixture: &Path,
+    out: &Path,
+    scenarios: &[String],
+    deadline: Instant,
+) -> Vec<Cell> {
     let _ = std::fs::create_dir_all(out);
     let started = free_addr().and_then(|addr| match column {
         Column::Direct => {
@@ -296,11 +319,6 @@ fn column(dir: &Path, column: Column, fixture: &Path, out: &Path, scenarios: &[S
             Server::start("mcp-fixture-conformance", cmd, addr, out.join("server.log"))
         }
         Column::Gateway => {
-            run_within(
-                "build mcp-harness",
-                crate::test::limit::BUILD_CONFORMANCE,
-                cargo().args(["build", "-p", "cli", "--bin", "mcp-harness"]),
-            )?;
             let config = out.join("gateway.toml");
             std::fs::write(&config, gateway_config(fixture)).map_err(|e| format!("{}: {e}", config.display()))?;
             let bin = root().join("target").join("debug").join(format!("mcp-harness{}", std::env::consts::EXE_SUFFIX));
@@ -308,7 +326,7 @@ fn column(dir: &Path, column: Column, fixture: &Path, out: &Path, scenarios: &[S
         }
     });
     match started {
-        Ok(mut server) => run_column(dir, column, &mut server, out, scenarios),
+        Ok(mut server) => run_column(dir, column, &mut server, out, scenarios, deadline),
         Err(e) => {
             println!("{}: {e}", column.name());
             let why =
@@ -332,6 +350,13 @@ pub(crate) fn conformance_server(only: &[String]) -> Result<Summary> {
         crate::test::limit::BUILD_CONFORMANCE,
         cargo().args(["build", "-p", "mcp-fixtures", "--bin", "mcp-fixture-conformance"]),
     )?;
+    if SERVE_BUILT {
+        run_within(
+            "build mcp-harness",
+            crate::test::limit::BUILD_CONFORMANCE,
+            cargo().args(["build", "-p", "cli", "--bin", "mcp-harness"]),
+        )?;
+    }
     let fixture =
         root().join("target").join("debug").join(format!("mcp-fixture-conformance{}", std::env::consts::EXE_SUFFIX));
     let known = conformance::list_all(&dir, "server")?;
@@ -342,9 +367,11 @@ pub(crate) fn conformance_server(only: &[String]) -> Result<Summary> {
         "\n==> conformance-server: @modelcontextprotocol/conformance (pinned in xtask/conformance), results in {}",
         out.display()
     );
-    let direct = column(&dir, Column::Direct, &fixture, &out.join("direct"), &scenarios);
+    // Both columns' scenarios share one time limit (the builds above have their own).
+    let deadline = Instant::now() + step::scaled(crate::test::limit::SERVER_CONFORMANCE);
+    let direct = column(&dir, Column::Direct, &fixture, &out.join("direct"), &scenarios, deadline);
     let gateway = if SERVE_BUILT {
-        column(&dir, Column::Gateway, &fixture, &out.join("gateway"), &scenarios)
+        column(&dir, Column::Gateway, &fixture, &out.join("gateway"), &scenarios, deadline)
     } else {
         println!("{GATEWAY_NOT_BUILT} (xtask/src/conformance_server.rs: SERVE_BUILT)");
         scenarios.iter().map(|_| Cell::not_run()).collect()

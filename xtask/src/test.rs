@@ -57,6 +57,8 @@ pub(crate) mod limit {
     pub(crate) const INTEROP: Duration = minutes(30);
     pub(crate) const AGENT_INTEROP: Duration = minutes(20);
     pub(crate) const BUILD_CONFORMANCE: Duration = minutes(20);
+    /// The server scenarios of both columns (about 2 s each at a load average of 9; 64 of them).
+    pub(crate) const SERVER_CONFORMANCE: Duration = minutes(15);
 }
 
 pub(crate) fn test(hermetic: bool) -> crate::Result {
