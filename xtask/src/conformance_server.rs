@@ -58,6 +58,10 @@ fn gateway_command(mcp_harness: &Path, config: &Path, addr: SocketAddr) -> Comma
     cmd
 }
 
+/// Where the gateway says it is ready (its pool published, its upstream connected): the column
+/// starts when this answers 200 (or 404, a gateway without the route).
+const GATEWAY_READY: &str = "/readyz";
+
 /// The gateway's configuration: the fixture over stdio as its only server, every tool allowed
 /// (a `confirm` would put an approval form in front of every call the scenarios make), and no
 /// confinement (this column checks the gateway's protocol, the sandbox has tests of its own).
@@ -186,7 +190,9 @@ struct Server {
 impl Server {
     /// Starts `cmd` (which listens on `addr`), its output in `log`, and waits until it accepts
     /// connections.
-    fn start(what: &str, mut cmd: Command, addr: SocketAddr, log: PathBuf) -> Result<Server> {
+    /// `readiness`: a path answered 200 once the server is ready (a 404 there: the server has
+    /// no such route, and listening is ready enough).
+    fn start(what: &str, mut cmd: Command, addr: SocketAddr, readiness: Option<&str>, log: PathBuf) -> Result<Server> {
         let file = File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         let err = file.try_clone().map_err(|e| format!("{}: {e}", log.display()))?;
         cmd.stdout(file).stderr(err);
@@ -197,12 +203,13 @@ impl Server {
             if let Some(status) = process.exited() {
                 return Err(format!("{what} exited with {status} before listening; its output: {}", tail(&log)));
             }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            if ready(addr, readiness) {
                 break;
             }
             if started.elapsed() >= limit {
+                let how = readiness.map_or_else(String::new, |path| format!(" (200 at {path})"));
                 return Err(format!(
-                    "{what} did not listen on {addr} within {}; its output: {}",
+                    "{what} was not ready on {addr}{how} within {}; its output: {}",
                     step::show(limit),
                     tail(&log)
                 ));
@@ -211,6 +218,25 @@ impl Server {
         }
         Ok(Server { process, url: format!("http://{addr}/mcp"), log })
     }
+}
+
+/// Whether a server accepts connections on `addr` and, with `path`, answers a GET there with 200
+/// (or 404: no such route).
+fn ready(addr: SocketAddr, path: Option<&str>) -> bool {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else { return false };
+    let Some(path) = path else { return true };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    if stream.read_exact(&mut head).is_err() {
+        return false;
+    }
+    // `HTTP/1.1 200`
+    matches!(&head[9..12], b"200" | b"404")
 }
 
 /// The last lines of a log, for an error message.
@@ -316,13 +342,14 @@ fn column(
         Column::Direct => {
             let mut cmd = Command::new(fixture);
             cmd.args(["--http", &addr.to_string()]);
-            Server::start("mcp-fixture-conformance", cmd, addr, out.join("server.log"))
+            Server::start("mcp-fixture-conformance", cmd, addr, None, out.join("server.log"))
         }
         Column::Gateway => {
             let config = out.join("gateway.toml");
             std::fs::write(&config, gateway_config(fixture)).map_err(|e| format!("{}: {e}", config.display()))?;
             let bin = root().join("target").join("debug").join(format!("mcp-harness{}", std::env::consts::EXE_SUFFIX));
-            Server::start("mcp-harness serve", gateway_command(&bin, &config, addr), addr, out.join("server.log"))
+            let cmd = gateway_command(&bin, &config, addr);
+            Server::start("mcp-harness serve", cmd, addr, Some(GATEWAY_READY), out.join("server.log"))
         }
     });
     match started {
@@ -483,6 +510,28 @@ mod tests {
         let config = gateway_config(Path::new("/x/a \"b\"/mcp-fixture-conformance"));
         assert!(config.contains("command = \"/x/a \\\"b\\\"/mcp-fixture-conformance\"\n"), "{config}");
         assert!(config.contains("[policy]\ndefault = \"allow\""), "{config}");
+    }
+
+    #[test]
+    fn a_server_is_ready_when_its_readiness_path_answers_200_or_has_no_such_route() {
+        use std::io::{Read as _, Write as _};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let answers = ["503 Service Unavailable", "200 OK", "404 Not Found"];
+        let server = std::thread::spawn(move || {
+            for status in answers {
+                let (mut stream, _) = listener.accept().unwrap();
+                let mut request = [0u8; 256];
+                let n = stream.read(&mut request).unwrap();
+                assert!(String::from_utf8_lossy(&request[..n]).starts_with("GET /readyz HTTP/1.1\r\n"));
+                stream.write_all(format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\n\r\n").as_bytes()).unwrap();
+            }
+        });
+        assert!(!ready(addr, Some("/readyz")), "503: not yet");
+        assert!(ready(addr, Some("/readyz")), "200");
+        assert!(ready(addr, Some("/readyz")), "404: no such route");
+        server.join().unwrap();
+        assert!(!ready(addr, None), "nobody listens any more");
     }
 
     #[test]
