@@ -64,6 +64,12 @@
 //! object: what a test counts re-listings with). `--instructions TEXT` (any mode) puts TEXT
 //! in the initialize result's `instructions`.
 //!
+//! [`conformance`] is a server of another kind: everything the official conformance suite's
+//! server scenarios ask of a server (their tools, resources, template, prompts, logging,
+//! completions, subscriptions, progress, sampling and elicitation requests during a call),
+//! over stdio and Streamable HTTP, as the binary `mcp-fixture-conformance [--http ADDR]`: the
+//! upstream the gateway's conformance run fronts, and the baseline it is compared with.
+//!
 //! [`http`] is an MCP server over HTTP with switchable faults, for the HTTP transports' tests
 //! (in-process) and, as `mcp-fixture-http-server`, by hand; with [`oauth`] it is also an OAuth
 //! 2.1 authorization server and `/mcp` a protected resource, for OAuth client tests.
@@ -83,6 +89,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 mod binaries;
+pub mod conformance;
 pub mod http;
 pub mod oauth;
 pub mod ws;
@@ -98,6 +105,12 @@ pub use binaries::build_command;
 /// what was wrong and the command that mends it.
 pub fn server_binary() -> Result<PathBuf, String> {
     binaries::locate(binaries::SERVER)
+}
+
+/// Where the conformance server `mcp-fixture-conformance` is: at `MCP_FIXTURE_CONFORMANCE` when
+/// that is set, else found (and built) like [`server_binary`].
+pub fn conformance_binary() -> Result<PathBuf, String> {
+    binaries::locate(binaries::CONFORMANCE)
 }
 
 /// Where the sandbox launcher `mcp-sandbox-launch` (of `mcp-sandbox`) is: at
