@@ -68,7 +68,7 @@ pub use model::{
 };
 pub use ports::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, ApproveAll, Approver, BuiltinTool, CallContext, CallDecision,
-    CallInfo, EventSink, HookVerdict, Hooks, NoEvents, NoHooks, RefuseAll,
+    CallInfo, EventSink, GateDecision, HookVerdict, Hooks, NoEvents, NoHooks, RefuseAll,
 };
 pub use resources::{LIST_RESOURCES_TOOL, MAX_LISTED, READ_RESOURCE_TOOL, resource_tools};
 pub use results::{content_text, error_text, fit_budget, render};

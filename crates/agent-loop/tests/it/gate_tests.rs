@@ -1,11 +1,11 @@
 //! The call gate on its own, as the gateway and code mode use it: bindings under either
 //! naming, callers, deferrals, decisions reported to hooks, built-ins that call through it.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use agent_loop::{
-    Admission, Agent, AgentConfig, ApprovalAnswer, Binding, CallContext, CallDecision, CallGate, CallRequest, Catalog,
-    NoHooks, Refusal,
+    Admission, Agent, AgentConfig, ApprovalAnswer, Binding, CallContext, CallDecision, CallGate, CallInfo, CallRequest,
+    Catalog, GateDecision, HookVerdict, Hooks, NoHooks, Refusal,
 };
 use policy::{Decision, Policy, PolicyConfig, RuleConfig};
 use pretty_assertions::assert_eq;
@@ -150,4 +150,94 @@ async fn a_deferred_approval_runs_nothing_and_says_so() {
     let results = results(&conversation);
     assert!(results[0].1 && results[0].0.contains("waits for approval (the client is asked first)"), "{results:?}");
     assert!(source.calls.lock().unwrap().is_empty());
+}
+
+/// Records every decision the hooks hear: the name, the decision, the rule, and whether a
+/// refusal came with it; blocks calls to `blocked`, and panics when told about `explode`.
+#[derive(Default)]
+struct Audit(Mutex<Vec<Heard>>);
+
+/// What [`Audit`] keeps of one decision: the call's name, the decision, the rule, whether a
+/// refusal came with it.
+type Heard = (String, Value, Option<String>, bool);
+
+#[async_trait::async_trait]
+impl Hooks for Audit {
+    fn decided(&self, call: &CallInfo, decision: &GateDecision<'_>) {
+        if call.name.ends_with("explode") {
+            panic!("the audit log is full");
+        }
+        let kind = serde_json::to_value(&decision.decision).unwrap();
+        let entry = (call.name.clone(), kind, decision.rule.map(str::to_owned), decision.refusal.is_some());
+        self.0.lock().unwrap().push(entry);
+    }
+
+    async fn before_tool(&self, call: &CallInfo) -> HookVerdict {
+        if call.name.ends_with("blocked") { HookVerdict::Block("not today".into()) } else { HookVerdict::Continue }
+    }
+}
+
+/// Every decision reaches the hooks once, with the rule that made it: refusals of every kind
+/// (unknown, denied, bad arguments, stale, not approved, blocked, deferred), calls let
+/// through, and a call refused at the last moment because its server changed.
+#[tokio::test]
+async fn hooks_hear_every_decision_with_its_rule() {
+    let tools = || ["read", "rm", "write", "later", "blocked", "explode"].map(|t| tool(t, text_schema())).to_vec();
+    let source = FakeSource::with(&[("fs", tools()), ("db", vec![tool("query", text_schema())])]);
+    let rules = [
+        ("fs", "rm", Decision::Deny),
+        ("fs", "write", Decision::Confirm),
+        ("fs", "later", Decision::Confirm),
+        ("fs", "read", Decision::Allow),
+        ("fs", "blocked", Decision::Allow),
+        ("fs", "explode", Decision::Allow),
+        ("db", "*", Decision::Allow),
+    ];
+    let binding = bind(&source, policy(Decision::Allow, &rules), Naming::Gateway).await;
+    let audit = Arc::new(Audit::default());
+    let gate = CallGate::new(Counting::new(ApprovalAnswer::No), audit.clone());
+    let good = json!({"text": "x"});
+    let bad = json!({"text": 5});
+    let deferring: Arc<dyn agent_loop::Approver> = Counting::new(ApprovalAnswer::Deferred("asked later".into()));
+    let later = CallContext::new().with_approver(deferring);
+    let admit = async |name: &str, args: &Value, context: &CallContext| {
+        gate.admit_with(&binding, source.as_ref(), request("1", name, args), context).await
+    };
+    let none = CallContext::new();
+    assert!(matches!(admit("fs__read", &good, &none).await, Admission::Run { .. }));
+    assert!(matches!(admit("fs__nope", &good, &none).await, Admission::Refused(Refusal::UnknownTool { .. })));
+    assert!(matches!(admit("fs__rm", &good, &none).await, Admission::Refused(Refusal::Denied { .. })));
+    assert!(matches!(admit("fs__read", &bad, &none).await, Admission::Refused(Refusal::BadArguments { .. })));
+    assert!(matches!(admit("fs__write", &good, &none).await, Admission::Refused(Refusal::NotApproved { .. })));
+    assert!(matches!(admit("fs__later", &good, &later).await, Admission::Deferred { .. }));
+    assert!(matches!(admit("fs__blocked", &good, &none).await, Admission::Refused(Refusal::Blocked { .. })));
+    // A hook that fails blocks the call it was told about; the turn goes on.
+    match admit("fs__explode", &good, &none).await {
+        Admission::Refused(Refusal::Blocked { why, .. }) => assert!(why.contains("the audit log is full"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    // Admitted, then the server changes before it runs.
+    let Admission::Run { job, .. } = admit("db__query", &good, &none).await else { panic!("not admitted") };
+    source.change("db", vec![tool("query", text_schema()), tool("more", text_schema())]);
+    assert!(matches!(gate.run(source.as_ref(), job, None).await, agent_loop::Ran::Refused(Refusal::Stale { .. })));
+    // And stale at admission.
+    assert!(matches!(admit("db__query", &good, &none).await, Admission::Refused(Refusal::Stale { .. })));
+
+    // Rules are named by their place in the configuration, then what they match.
+    let rule = |n: usize, server: &str, tool: &str| Some(format!("rule {n} (server {server:?}, tool {tool:?})"));
+    let seen = audit.0.lock().unwrap().clone();
+    let expected = vec![
+        ("fs__read".to_owned(), json!("allowed"), rule(3, "fs", "read"), false),
+        ("fs__nope".to_owned(), json!("rejected"), None, true),
+        ("fs__rm".to_owned(), json!("refused"), rule(0, "fs", "rm"), true),
+        ("fs__read".to_owned(), json!("rejected"), None, true),
+        ("fs__write".to_owned(), json!("refused"), rule(1, "fs", "write"), true),
+        ("fs__later".to_owned(), json!("deferred"), rule(2, "fs", "later"), false),
+        ("fs__blocked".to_owned(), json!("blocked"), rule(4, "fs", "blocked"), true),
+        ("db__query".to_owned(), json!("allowed"), rule(6, "db", "*"), false),
+        ("db__query".to_owned(), json!("rejected"), None, true),
+        ("db__query".to_owned(), json!("rejected"), None, true),
+    ];
+    assert_eq!(seen, expected);
+    assert!(source.calls.lock().unwrap().is_empty(), "nothing reached a server");
 }
