@@ -10,7 +10,7 @@
 //! sends the call.
 
 use mcp_safety::lock;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
@@ -25,7 +25,7 @@ use crate::ports::{
     ApprovalAnswer, ApprovalRequest, Approver, BuiltinTool, CallContext, CallDecision, CallInfo, GateDecision,
     HookVerdict, Hooks, NoHooks, RefuseAll,
 };
-use crate::source::{BoundCall, ToolSource};
+use crate::source::{BoundCall, Departure, DepartureState, ToolSource};
 use crate::source_error::{Operation, SourceError};
 
 /// How many names an unknown-tool refusal lists at most.
@@ -46,6 +46,9 @@ pub struct Binding {
     policy: Arc<Policy>,
     /// The revision the pool was assembled under; [`Catalog::renumber`] keeps it.
     assembled: u64,
+    /// Servers whose tools an earlier binding had and this one has not, with the names they
+    /// had: a call to one of them is told why its server left, not "unknown tool".
+    departed: Arc<BTreeMap<String, BTreeSet<String>>>,
 }
 
 impl Binding {
@@ -122,6 +125,7 @@ impl Catalog {
             generations: current.generations.clone(),
             policy: Arc::clone(&current.policy),
             assembled: current.assembled,
+            departed: Arc::clone(&current.departed),
         });
         state.revision = revision;
         state.current = Some(Arc::clone(&binding));
@@ -144,16 +148,44 @@ impl Catalog {
         let policy = Arc::clone(listing.policy.as_ref().map_or(&self.policy, |(_, policy)| policy));
         let pool = assemble(&self.builtins, &listing.servers, &policy, &self.options, state.revision)
             .map_err(|e| CatalogError(e.to_string()))?;
+        let departed = departed(state.current.as_deref(), &listing.generations);
         let binding = Arc::new(Binding {
             pool: Arc::new(pool),
             generations: listing.generations,
             policy,
             assembled: state.revision,
+            departed,
         });
         state.current = Some(Arc::clone(&binding));
         state.policy_version = policy_version;
         Ok(binding)
     }
+}
+
+/// How many departed servers a binding remembers (servers removed for good stay departed).
+const MAX_DEPARTED: usize = 256;
+
+/// The departed servers of the binding after `previous`, whose listing has `generations`:
+/// the previous ones still away, and those `previous` had that are not listed now.
+fn departed(
+    previous: Option<&Binding>,
+    generations: &BTreeMap<String, u64>,
+) -> Arc<BTreeMap<String, BTreeSet<String>>> {
+    let Some(previous) = previous else { return Arc::default() };
+    let left: Vec<&str> = previous.servers().filter(|s| !generations.contains_key(*s)).collect();
+    if left.is_empty() && !previous.departed.keys().any(|s| generations.contains_key(s)) {
+        return Arc::clone(&previous.departed);
+    }
+    let mut departed = (*previous.departed).clone();
+    departed.retain(|server, _| !generations.contains_key(server));
+    for server in left {
+        let names = previous.pool.iter().filter(|e| e.server() == Some(server)).map(|e| e.name().to_owned());
+        departed.insert(server.to_owned(), names.collect());
+    }
+    while departed.len() > MAX_DEPARTED {
+        departed.pop_first();
+    }
+    Arc::new(departed)
 }
 
 /// One call as it was asked for.
@@ -252,6 +284,17 @@ pub enum Refusal {
         name: String,
         /// Why it is hidden.
         why: String,
+    },
+    /// The tool's server left the pool (it exited, is being restarted, failed, needs a login, is
+    /// disabled): which server, why, and whether it is coming back.
+    #[error("{name} cannot be called now: its server {server:?} {departure}; nothing was called")]
+    ServerGone {
+        /// The name asked for.
+        name: String,
+        /// The server it belonged to.
+        server: String,
+        /// Why it left, as the source knows it.
+        departure: Departure,
     },
     /// A built-in tool in the pool has no handler (a wiring mistake of the host).
     #[error("built-in tool {name} has no handler")]
@@ -579,7 +622,7 @@ impl CallGate {
         let refused = |refusal: Refusal| (Admission::Refused(refusal), None);
         let pool = &binding.pool;
         let Some(entry) = pool.get(name) else {
-            return refused(missing(pool, name));
+            return refused(missing(binding, source, name));
         };
         if let Some(server) = entry.server()
             && source.settled_generation(server).await != binding.generation(server)
@@ -596,7 +639,7 @@ impl CallGate {
                 let problems = problems.iter().map(|p| mcp_safety::text::one_line(&p.to_string(), 500)).collect();
                 return refused(Refusal::BadArguments { name: name.to_owned(), problems });
             }
-            Err(_) => return refused(missing(pool, name)),
+            Err(_) => return refused(missing(binding, source, name)),
         }
         let handler = match entry.origin() {
             Origin::Builtin(spec) => match self.builtins.iter().find(|b| b.spec().name == spec.name) {
@@ -840,7 +883,8 @@ fn check_structured(result: CallToolResult, schema: Option<&Value>, who: &str) -
 
 /// Why `name` is not in the pool: a denied tool (named with its rule), or unknown with close
 /// matches.
-fn missing(pool: &Pool, name: &str) -> Refusal {
+fn missing(binding: &Binding, source: &dyn ToolSource, name: &str) -> Refusal {
+    let pool = &binding.pool;
     // Named as the pool names its tools (the agent's `mcp__…`, the gateway's `{server}__{tool}`).
     let naming = pool.naming();
     let denied = pool.hidden().iter().find(|h| {
@@ -857,12 +901,51 @@ fn missing(pool: &Pool, name: &str) -> Refusal {
         };
         return Refusal::Denied { name: name.to_owned(), who, rule: hidden.rule.clone() };
     }
+    if let Some((server, departure)) = departed_server(binding, source, name) {
+        // Never another server's tool in its place: the model would call what it did not choose.
+        return Refusal::ServerGone { name: name.to_owned(), server, departure };
+    }
     Refusal::UnknownTool {
         name: name.to_owned(),
         revision: pool.revision(),
         suggestions: close_matches(pool, name),
         available: pool.iter().map(|e| e.name().to_owned()).take(LISTED_NAMES).collect(),
     }
+}
+
+/// The server `name` belonged to when that server is not in the pool now, and why it left:
+/// one an earlier binding had (by the names it had, or its namespace), or one the source says
+/// is away (its namespace under the pool's naming).
+fn departed_server(binding: &Binding, source: &dyn ToolSource, name: &str) -> Option<(String, Departure)> {
+    let naming = binding.pool.naming();
+    // `{prefix}{server}__`: what every name of `server` starts with (none under transparent naming).
+    let in_namespace = |server: &str| {
+        let probe = naming.name(server, "x")?;
+        let namespace = probe.strip_suffix("__x")?;
+        let rest = name.strip_prefix(namespace)?.strip_prefix("__")?;
+        (!rest.is_empty() && namespace.len() > naming.prefix().len()).then_some(())
+    };
+    let known = binding
+        .departed
+        .iter()
+        .find(|(_, names)| names.contains(name))
+        .or_else(|| binding.departed.iter().find(|(server, _)| in_namespace(server).is_some()))
+        .map(|(server, _)| server.clone());
+    let server = match known {
+        Some(server) => server,
+        None => {
+            // A server no binding had (it failed at start): its name is the namespace's.
+            let rest = name.strip_prefix(naming.prefix())?;
+            let (server, _) = rest.split_once("__")?;
+            if server.is_empty() || binding.generations.contains_key(server) || in_namespace(server).is_none() {
+                return None;
+            }
+            source.departure(server)?;
+            server.to_owned()
+        }
+    };
+    let departure = source.departure(&server).unwrap_or_else(|| Departure::new(DepartureState::Gone));
+    Some((server, departure))
 }
 
 /// Up to [`SUGGESTIONS`] pool names near `name`: the raw tool name given alone, a substring,

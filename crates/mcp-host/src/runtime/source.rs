@@ -1,7 +1,7 @@
 //! The runtime as the agent loop's tool source: the set's listings under the policy the
 //! runtime publishes, a reload first when the configuration changed.
 
-use agent_loop::{BoundCall, Listing, SourceError, ToolSource};
+use agent_loop::{BoundCall, Departure, Listing, SourceError, ToolSource};
 use async_trait::async_trait;
 use mcp_protocol::{CallToolResult, ReadResourceResult, Resource, ResourceTemplate};
 
@@ -47,5 +47,9 @@ impl ToolSource for Runtime {
 
     fn instructions(&self) -> Vec<(String, String)> {
         ToolSource::instructions(&self.servers)
+    }
+
+    fn departure(&self, server: &str) -> Option<Departure> {
+        ToolSource::departure(&self.servers, server)
     }
 }
