@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use agent_loop::{
     Admission, Agent, AgentConfig, ApprovalAnswer, Binding, CallContext, CallDecision, CallGate, CallInfo, CallRequest,
-    Catalog, GateDecision, HookVerdict, Hooks, NoHooks, Refusal,
+    Catalog, Departure, DepartureState, GateDecision, HookVerdict, Hooks, NoHooks, Refusal,
 };
 use policy::{Decision, Policy, PolicyConfig, RuleConfig};
 use pretty_assertions::assert_eq;
@@ -240,4 +240,123 @@ async fn hooks_hear_every_decision_with_its_rule() {
     ];
     assert_eq!(seen, expected);
     assert!(source.calls.lock().unwrap().is_empty(), "nothing reached a server");
+}
+
+/// A source that says why server `gone` left (disabled), and knows `never` (failed at start).
+struct Telling(Arc<FakeSource>);
+
+#[async_trait::async_trait]
+impl agent_loop::ToolSource for Telling {
+    async fn refresh(&self) -> agent_loop::Listing {
+        self.0.refresh().await
+    }
+
+    fn generation(&self, server: &str) -> Option<u64> {
+        self.0.generation(server)
+    }
+
+    async fn call_bound(
+        &self,
+        call: agent_loop::BoundCall,
+    ) -> Result<mcp_protocol::CallToolResult, agent_loop::SourceError> {
+        self.0.call_bound(call).await
+    }
+
+    fn departure(&self, server: &str) -> Option<Departure> {
+        match server {
+            "gone" => Some(Departure::new(DepartureState::Disabled)),
+            "never" => Some(
+                Departure::new(DepartureState::Failed)
+                    .with_exit(Some(mcp_client::ProcessExit::Status(3)))
+                    .with_detail(Some("it said \u{1b}[31mbye".into())),
+            ),
+            _ => None,
+        }
+    }
+}
+
+/// A server that left the pool: its tools (under every naming, the same catalog binding
+/// again) are refused with the server and why, whatever source; a tool of another server of
+/// the same raw name is never suggested; a name nobody had stays unknown, with suggestions.
+#[tokio::test]
+async fn a_tool_whose_server_left_names_the_server_and_why_and_no_other_servers_tool() {
+    let args = json!({"text": "x"});
+    let gate = CallGate::default();
+    for (naming, echo, other) in [
+        (Naming::Agent, "mcp__gone__echo", "mcp__gone__other"),
+        (Naming::Gateway, "gone__echo", "gone__other"),
+        (Naming::Transparent, "echo", "other"),
+    ] {
+        let fake = FakeSource::with(&[
+            ("gone", vec![tool("echo", text_schema())]),
+            ("here", vec![tool("ech0", text_schema())]),
+        ]);
+        let source = Telling(Arc::clone(&fake));
+        let options = tool_pool::Options { naming, ..Default::default() };
+        let catalog = Catalog::new(Arc::new([]), policy(Decision::Allow, &[]), options);
+        catalog.bind(&source).await.unwrap();
+        fake.servers.lock().unwrap().remove("gone");
+        let binding = catalog.bind(&source).await.unwrap();
+        // Still remembered after another change elsewhere.
+        fake.change("here", vec![tool("ech0", text_schema()), tool("more", text_schema())]);
+        let binding_after = catalog.bind(&source).await.unwrap();
+        assert_ne!(binding.pool().revision(), binding_after.pool().revision());
+        for binding in [&binding, &binding_after] {
+            let refusal = match gate.admit(binding, &source, request("1", echo, &args)).await {
+                Admission::Refused(refusal) => refusal,
+                other => panic!("{naming:?}: {other:?}"),
+            };
+            assert_eq!(
+                refusal.to_string(),
+                format!(
+                    "{echo} cannot be called now: its server \"gone\" is disabled; it is not coming back unless the \
+                     user enables it; nothing was called"
+                ),
+                "{naming:?}"
+            );
+        }
+        // A name the server never had: by its namespace where names have one.
+        let refusal = gate.admit(&binding, &source, request("1", other, &args)).await;
+        match (naming, refusal) {
+            (Naming::Transparent, Admission::Refused(Refusal::UnknownTool { .. })) => {}
+            (_, Admission::Refused(Refusal::ServerGone { server, .. })) => assert_eq!(server, "gone"),
+            (_, other) => panic!("{naming:?}: {other:?}"),
+        }
+    }
+    // A server no binding had, which the source knows failed: found by its namespace, its
+    // account cleaned (no escape character reaches the model or a terminal).
+    let fake = FakeSource::with(&[("here", vec![tool("echo", text_schema())])]);
+    let source = Telling(fake);
+    let catalog = Catalog::new(Arc::new([]), policy(Decision::Allow, &[]), tool_pool::Options::default());
+    let binding = catalog.bind(&source).await.unwrap();
+    let Admission::Refused(refusal) = gate.admit(&binding, &source, request("1", "mcp__never__echo", &args)).await
+    else {
+        panic!("admitted");
+    };
+    assert_eq!(
+        refusal.to_string(),
+        "mcp__never__echo cannot be called now: its server \"never\" exited with status 3 and failed to restart (it \
+         said [31mbye); it is not coming back unless the user reconnects it; nothing was called"
+    );
+    // The source that does not tell: the server left, and no other server's tool is offered.
+    let fake = FakeSource::with(&[("f", vec![tool("echo", text_schema())]), ("h", vec![tool("echo", text_schema())])]);
+    let catalog = Catalog::new(Arc::new([]), policy(Decision::Allow, &[]), tool_pool::Options::default());
+    catalog.bind(fake.as_ref()).await.unwrap();
+    fake.servers.lock().unwrap().remove("f");
+    let binding = catalog.bind(fake.as_ref()).await.unwrap();
+    let Admission::Refused(refusal) = gate.admit(&binding, fake.as_ref(), request("1", "mcp__f__echo", &args)).await
+    else {
+        panic!("admitted");
+    };
+    assert_eq!(
+        refusal.to_string(),
+        "mcp__f__echo cannot be called now: its server \"f\" is not connected now (its host did not say why); \
+         nothing was called"
+    );
+    // A name no server had keeps its suggestions.
+    let Admission::Refused(refusal) = gate.admit(&binding, fake.as_ref(), request("1", "mcp__h__ecko", &args)).await
+    else {
+        panic!("admitted");
+    };
+    assert!(refusal.to_string().contains("did you mean mcp__h__echo?"), "{refusal}");
 }
