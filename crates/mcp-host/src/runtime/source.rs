@@ -2,7 +2,7 @@
 //! runtime publishes, a reload first when the configuration changed (and a wait for the local
 //! servers it added).
 
-use agent_loop::{BoundCall, Listing, SourceError, ToolSource};
+use agent_loop::{BoundCall, Departure, Listing, SourceError, ToolSource};
 use async_trait::async_trait;
 use mcp_protocol::{CallToolResult, ReadResourceResult, Resource, ResourceTemplate};
 
@@ -49,5 +49,9 @@ impl ToolSource for Runtime {
 
     fn instructions(&self) -> Vec<(String, String)> {
         ToolSource::instructions(&self.servers)
+    }
+
+    fn departure(&self, server: &str) -> Option<Departure> {
+        ToolSource::departure(&self.servers, server)
     }
 }
