@@ -95,7 +95,19 @@ pub(crate) fn test(hermetic: bool) -> crate::Result {
         "build tests",
         step::run("build tests", limit::BUILD_TESTS, cargo().args(["test", "--workspace", "--no-run"])),
     );
-    report.tests("tests", limit::TESTS, cargo_args(&["test", "--workspace", "--no-fail-fast"]), Counts::All);
+    // The gateway replicas' shared-state tests start their own redis-server (Debian's
+    // package, which `.ci/run` installs); they are told where it is.
+    let mut tests = cargo_args(&["test", "--workspace", "--no-fail-fast"]);
+    match redis_server() {
+        Ok(path) => {
+            tests.env("MCP_REDIS_SERVER", path);
+        }
+        Err(why) => {
+            println!("\n{why}");
+            report.failed_steps.push(format!("redis-server ({why})"));
+        }
+    }
+    report.tests("tests", limit::TESTS, tests, Counts::All);
     // Twenty supervised servers killed at random under a calling agent; prints its figures.
     report.tests(
         "chaos",
@@ -176,6 +188,28 @@ pub(crate) fn purity() -> Result<(), StepError> {
         Ended::Exited(_) if tally.ran() == 0 => Err(StepError::Failed(no_test_ran(&tally))),
         Ended::Exited(_) => Ok(()),
     }
+}
+
+/// Where `redis-server` is: `MCP_REDIS_SERVER`, else on `PATH` or in the usual places; else
+/// one line saying what to install.
+fn redis_server() -> Result<std::path::PathBuf, String> {
+    if let Some(path) = std::env::var_os("MCP_REDIS_SERVER") {
+        let path = std::path::PathBuf::from(path);
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(format!("redis-server not found at MCP_REDIS_SERVER={}", path.display()))
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/bin", "/usr/sbin", "/usr/local/bin"].map(std::path::PathBuf::from))
+        .map(|dir| dir.join("redis-server"))
+        .find(|candidate| candidate.is_file())
+        .ok_or_else(|| {
+            "redis-server not found: install Debian's redis-server (apt-get install -y redis-server) or set MCP_REDIS_SERVER"
+                .to_owned()
+        })
 }
 
 fn cargo_args(args: &[&str]) -> Command {

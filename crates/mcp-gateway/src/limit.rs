@@ -406,6 +406,16 @@ impl LimitError {
     pub fn retry_after_secs(&self) -> u64 {
         secs_ceil(self.retry_after())
     }
+
+    /// The HTTP status of a request refused as a whole (sent with `Retry-After:`
+    /// [`LimitError::retry_after_secs`]): 429 when a limit refused it, 503 when the counts could
+    /// not be checked. A refused *call* is a tool error result instead, inside a 200.
+    pub fn http_status(&self) -> http::StatusCode {
+        match self {
+            LimitError::Refused(_) => http::StatusCode::TOO_MANY_REQUESTS,
+            LimitError::Store(_) => http::StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
 }
 
 /// A call a [`RateLimiter`] admitted: held while the call runs, its concurrency slots are freed
@@ -643,6 +653,10 @@ mod tests {
         }
         let refusal = refused(limiter.admit(&alice, "files__read").await);
         assert_eq!(refusal.retry_after, Duration::from_secs(1));
+        let error = LimitError::Refused(refusal.clone());
+        assert_eq!((error.http_status().as_u16(), error.retry_after_secs()), (429, 1));
+        let down = LimitError::Store(StoreError::Timeout(Duration::from_millis(500)));
+        assert_eq!((down.http_status().as_u16(), down.retry_after_secs()), (503, 1));
         assert_eq!(
             refusal.to_string(),
             "rate limit reached: 60 calls a minute per caller (rule 1 of [[serve.limits]]); retry after 1 s"
