@@ -139,6 +139,25 @@ mod tests {
     const B: &str = "ff0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
 
     #[test]
+    fn a_rotated_key_still_opens_what_it_sealed_and_an_unknown_key_does_not() {
+        let claims = mcp_gateway::ApprovalClaims {
+            caller: "p:alice\nclient".into(),
+            tool: "files__write_file".into(),
+            arguments: "digest".into(),
+            expires_ms: 2_000,
+            id: "id".into(),
+        };
+        let old = load_sealer(key_file(A, 0o600).path()).unwrap();
+        let state = old.seal(&claims).unwrap();
+        let rotating = load_sealer(key_file(&format!("{B}\n{A}\n"), 0o600).path()).unwrap();
+        assert_eq!(rotating.open(&state, 1_000).unwrap(), claims);
+        let fresh = rotating.seal(&claims).unwrap();
+        assert!(old.open(&fresh, 1_000).is_err(), "the new key seals");
+        let other = load_sealer(key_file(B, 0o600).path()).unwrap();
+        assert_eq!(other.open(&state, 1_000), Err(SealError::Altered));
+    }
+
+    #[test]
     fn a_private_file_of_keys_is_read_and_anything_else_refused_with_a_reason() {
         assert!(load_sealer(key_file(&format!("# rotated 2026-12\n{A}\n\n{B}\n"), 0o600).path()).is_ok());
         let exposed = load_sealer(key_file(A, 0o644).path()).unwrap_err();

@@ -13,7 +13,7 @@
 //!   [`mcp_gateway::StoreError`] the client reads; nothing falls back to local state (which
 //!   would let a limit, an approval or a replayed state through). The connection comes back by
 //!   itself when Redis does.
-//! - Each check-and-change is one script (a state's first use, a session's compare-and-set, a
+//! - Each check-and-change is one script (a state's first use, one change to a session, a
 //!   call's buckets and slots), so replicas acting at once never both win.
 //! - Keys are digests under a namespace: a session id, a caller or a scope never appears in
 //!   one. One Redis (or a primary with replicas), not Redis Cluster.

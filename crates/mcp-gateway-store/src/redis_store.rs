@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use mcp_gateway::{
-    ApprovalMemory, MAX_SESSION_ID_CHARS, ReplayCache, ReplayError, SessionChange, SessionRecord, SessionStore,
-    StoreError, digest_hex,
+    ApprovalMemory, MAX_SESSION_ID_CHARS, MAX_SUBSCRIPTIONS, ReplayCache, ReplayError, SessionChange, SessionRecord,
+    SessionStore, StoreError, digest_hex,
 };
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands as _, Script};
@@ -161,17 +161,19 @@ pub(crate) fn category(e: &redis::RedisError) -> String {
 }
 
 /// Marks an id used until its expiry, and says whether it was new.
-static FIRST_USE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(FIRST_USE));
 const FIRST_USE: &str = "return redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) and 1 or 0";
+static FIRST_USE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(FIRST_USE));
 
 /// Room for replicas' clocks disagreeing: a used id is kept this much beyond its expiry.
 const CLOCK_SLACK_MS: u64 = 60_000;
+const TEN_YEARS_MS: u64 = 10 * 366 * 86_400_000;
 
 #[async_trait]
 impl ReplayCache for RedisStore {
     async fn first_use(&self, id: &str, expires_ms: u64, now_ms: u64) -> Result<bool, ReplayError> {
         let key = self.key("replay", id);
-        let ttl = expires_ms.saturating_sub(now_ms).saturating_add(CLOCK_SLACK_MS);
+        // Redis refuses an expiry past its clock's range: ten years is "until it expires" too.
+        let ttl = expires_ms.saturating_sub(now_ms).saturating_add(CLOCK_SLACK_MS).min(TEN_YEARS_MS);
         let mut conn = self.conn();
         let script = &*FIRST_USE_SCRIPT;
         let first: i64 = self
@@ -183,11 +185,11 @@ impl ReplayCache for RedisStore {
 }
 
 /// Adds a member when the set has room, and renews the set's lifetime.
-static REMEMBER_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(REMEMBER));
 const REMEMBER: &str = r"
 if redis.call('SCARD', KEYS[1]) < tonumber(ARGV[3]) then redis.call('SADD', KEYS[1], ARGV[1]) end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1";
+static REMEMBER_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(REMEMBER));
 
 #[async_trait]
 impl ApprovalMemory for RedisStore {
@@ -218,35 +220,82 @@ impl ApprovalMemory for RedisStore {
     }
 }
 
-/// Creates a session unless the id is taken.
-static CREATE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(CREATE));
-const CREATE: &str = "return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) and 1 or 0";
-/// Replaces a session's record if it is still the one read (a change made elsewhere in the
-/// meantime is not undone: the caller reads again), renewing its lifetime.
-static COMPARE_AND_SET_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(COMPARE_AND_SET));
-const COMPARE_AND_SET: &str = r"
-local current = redis.call('GET', KEYS[1])
-if not current then return -1 end
-if current ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-return 1";
-/// Reads a session and renews its lifetime.
-static LOAD_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(LOAD));
-const LOAD: &str = r"
-local current = redis.call('GET', KEYS[1])
-if current then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-return current";
+// A session is a hash (`base`: the record as `initialize` made it; `ready`, `log_level` and
+// `listed`: what changed since) and a set of its subscriptions, both with the session's idle
+// lifetime. Each change is one script on one field, so replicas changing a session at once
+// never undo each other, and a change to a session that is gone brings nothing back.
 
-/// How often a change is tried again when another replica changed the session meanwhile.
-const CHANGE_ATTEMPTS: usize = 8;
+/// Creates a session unless the id is taken. KEYS: hash, set. ARGV: base, ttl.
+const CREATE: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[1], 'base', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1";
+static CREATE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(CREATE));
+
+/// Reads a session and renews its lifetime. KEYS: hash, set. ARGV: ttl.
+const LOAD: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[1])
+local fields = redis.call('HMGET', KEYS[1], 'base', 'ready', 'log_level', 'listed')
+return {fields[1] or '', fields[2] or '', fields[3] or '', fields[4] or '', redis.call('SMEMBERS', KEYS[2])}";
+static LOAD_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(LOAD));
+
+/// Applies one change and renews the lifetime: 1, or 0 when the session is gone, or -1 when its
+/// subscriptions are full. KEYS: hash, set. ARGV: ttl, what (`touch`, `field`, `subscribe`,
+/// `unsubscribe`), then the field and value, or the URI and the most subscriptions.
+const CHANGE: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local what = ARGV[2]
+if what == 'field' then
+  redis.call('HSET', KEYS[1], ARGV[3], ARGV[4])
+elseif what == 'subscribe' then
+  if redis.call('SISMEMBER', KEYS[2], ARGV[3]) == 0 then
+    if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[4]) then return -1 end
+    redis.call('SADD', KEYS[2], ARGV[3])
+  end
+elseif what == 'unsubscribe' then
+  redis.call('SREM', KEYS[2], ARGV[3])
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[1])
+return 1";
+static CHANGE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(CHANGE));
 
 impl RedisStore {
-    async fn read_session(&self, key: &str) -> Result<Option<String>, StoreError> {
-        let (key, ttl) = (key.to_owned(), self.session_ttl_ms);
-        let mut conn = self.conn();
-        let script = &*LOAD_SCRIPT;
-        self.run(async move { script.key(key).arg(ttl).invoke_async::<Option<String>>(&mut conn).await }).await
+    fn session_keys(&self, id: &str) -> (String, String) {
+        (self.key("session", id), self.key("subscriptions", id))
     }
+
+    /// Runs [`CHANGE`] on session `id`.
+    async fn change(&self, id: &str, args: &[&str]) -> Result<i64, StoreError> {
+        let (hash, set) = self.session_keys(id);
+        let mut invocation = CHANGE_SCRIPT.prepare_invoke();
+        invocation.key(hash).key(set).arg(self.session_ttl_ms);
+        for arg in args {
+            invocation.arg(*arg);
+        }
+        let mut conn = self.conn();
+        self.run(async move { invocation.invoke_async(&mut conn).await }).await
+    }
+}
+
+/// A session as [`LOAD`] returns it: base, ready, log level, listed, subscriptions.
+type Loaded = (String, String, String, String, Vec<String>);
+
+fn assemble((base, ready, log_level, listed, subscriptions): Loaded) -> Result<SessionRecord, StoreError> {
+    let mut record = SessionRecord::from_json(&base)?;
+    record.ready |= ready == "1";
+    if !log_level.is_empty() {
+        record.log_level = Some(serde_json::from_str(&log_level).map_err(|_| StoreError::Corrupt("a log level"))?);
+    }
+    if !listed.is_empty() {
+        record.listed = serde_json::from_str(&listed).map_err(|_| StoreError::Corrupt("a listing's generations"))?;
+    }
+    record.subscriptions.extend(subscriptions.into_iter().take(MAX_SUBSCRIPTIONS));
+    Ok(record)
 }
 
 #[async_trait]
@@ -256,11 +305,17 @@ impl SessionStore for RedisStore {
         if id.len() > MAX_SESSION_ID_CHARS {
             return Ok(false);
         }
-        let (key, ttl) = (self.key("session", id), self.session_ttl_ms);
+        let (hash, set) = self.session_keys(id);
+        let ttl = self.session_ttl_ms;
         let mut conn = self.conn();
         let script = &*CREATE_SCRIPT;
         let created: i64 =
-            self.run(async move { script.key(key).arg(json).arg(ttl).invoke_async(&mut conn).await }).await?;
+            self.run(async move { script.key(hash).key(set).arg(json).arg(ttl).invoke_async(&mut conn).await }).await?;
+        if created == 1 && !record.subscriptions.is_empty() {
+            for uri in &record.subscriptions {
+                self.update(id, &SessionChange::Subscribe(uri.clone())).await?;
+            }
+        }
         Ok(created == 1)
     }
 
@@ -268,19 +323,20 @@ impl SessionStore for RedisStore {
         if id.len() > MAX_SESSION_ID_CHARS {
             return Ok(None);
         }
-        match self.read_session(&self.key("session", id)).await? {
-            Some(json) => SessionRecord::from_json(&json).map(Some),
-            None => Ok(None),
-        }
+        let (hash, set) = self.session_keys(id);
+        let ttl = self.session_ttl_ms;
+        let mut conn = self.conn();
+        let script = &*LOAD_SCRIPT;
+        let loaded: Option<Loaded> =
+            self.run(async move { script.key(hash).key(set).arg(ttl).invoke_async(&mut conn).await }).await?;
+        loaded.map(assemble).transpose()
     }
 
     async fn touch(&self, id: &str) -> Result<bool, StoreError> {
         if id.len() > MAX_SESSION_ID_CHARS {
             return Ok(false);
         }
-        let (key, ttl) = (self.key("session", id), self.session_ttl_ms);
-        let mut conn = self.conn();
-        self.run(async move { conn.pexpire(key, i64::try_from(ttl).unwrap_or(i64::MAX)).await }).await
+        Ok(self.change(id, &["touch"]).await? == 1)
     }
 
     async fn update(&self, id: &str, change: &SessionChange) -> Result<bool, StoreError> {
@@ -288,33 +344,34 @@ impl SessionStore for RedisStore {
         if id.len() > MAX_SESSION_ID_CHARS {
             return Ok(false);
         }
-        let key = self.key("session", id);
-        for _ in 0..CHANGE_ATTEMPTS {
-            let Some(before) = self.read_session(&key).await? else { return Ok(false) };
-            let mut record = SessionRecord::from_json(&before)?;
-            record.apply(change)?;
-            let after = record.to_json()?;
-            let (key, ttl) = (key.clone(), self.session_ttl_ms);
-            let mut conn = self.conn();
-            let script = &*COMPARE_AND_SET_SCRIPT;
-            let set: i64 = self
-                .run(async move { script.key(key).arg(before).arg(after).arg(ttl).invoke_async(&mut conn).await })
-                .await?;
-            match set {
-                1 => return Ok(true),
-                -1 => return Ok(false),
-                _ => {}
+        let done = match change {
+            SessionChange::Ready => self.change(id, &["field", "ready", "1"]).await?,
+            SessionChange::LogLevel(level) => self.change(id, &["field", "log_level", &json(level)?]).await?,
+            SessionChange::Listed(listed) => self.change(id, &["field", "listed", &json(listed)?]).await?,
+            SessionChange::Subscribe(uri) => {
+                let max = MAX_SUBSCRIPTIONS.to_string();
+                self.change(id, &["subscribe", uri, &max]).await?
             }
+            SessionChange::Unsubscribe(uri) => self.change(id, &["unsubscribe", uri]).await?,
+            _ => return Err(StoreError::Corrupt("a change this store does not know")),
+        };
+        match done {
+            -1 => Err(StoreError::Full { what: "subscriptions of one session", capacity: MAX_SUBSCRIPTIONS }),
+            done => Ok(done == 1),
         }
-        Err(StoreError::Unavailable("the session kept changing on other replicas; try again".to_owned()))
     }
 
     async fn remove(&self, id: &str) -> Result<(), StoreError> {
         if id.len() > MAX_SESSION_ID_CHARS {
             return Ok(());
         }
-        let key = self.key("session", id);
+        let (hash, set) = self.session_keys(id);
         let mut conn = self.conn();
-        self.run(async move { conn.del::<_, i64>(key).await }).await.map(drop)
+        self.run(async move { conn.del::<_, i64>(&[hash, set]).await }).await.map(drop)
     }
+}
+
+/// JSON of a change's value.
+fn json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|_| StoreError::Corrupt("a session change"))
 }

@@ -152,6 +152,22 @@ async fn concurrent_calls_are_counted_across_replicas_and_freed_when_they_end() 
     }
 }
 
+#[tokio::test]
+async fn replicas_admitting_at_once_never_both_take_the_last_token() {
+    let redis = RedisServer::start();
+    let limits = Limits::new(&[LimitRule { calls_per_minute: Some(10), ..LimitRule::default() }]).unwrap();
+    let lease = Duration::from_secs(60);
+    let a = RedisLimiter::new(RedisStore::connect(&options(&redis)).await.unwrap(), limits.clone(), lease);
+    let b = RedisLimiter::new(RedisStore::connect(&options(&redis)).await.unwrap(), limits, lease);
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..40 {
+        let limiter = if i % 2 == 0 { a.clone() } else { b.clone() };
+        calls.spawn(async move { limiter.admit(&Caller::principal("alice"), "echo__echo").await.is_ok() });
+    }
+    let admitted = calls.join_all().await.into_iter().filter(|ok| *ok).count();
+    assert_eq!(admitted, 10, "a burst of 10, however the 40 calls interleave");
+}
+
 fn record() -> SessionRecord {
     let client = ClientContext {
         protocol_version: Some(ProtocolVersion::V2025_06_18),
@@ -193,6 +209,15 @@ async fn a_session_opened_on_one_replica_goes_on_on_the_other_and_concurrent_cha
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(a.update("s1", &SessionChange::Ready).await, Ok(false));
     assert_eq!(a.load("s1").await, Ok(None));
+
+    // Bounded: a session's subscriptions.
+    assert_eq!(SessionStore::create(&a, "s3", &record()).await, Ok(true));
+    for i in 0..mcp_gateway::MAX_SUBSCRIPTIONS {
+        a.update("s3", &SessionChange::Subscribe(format!("file:///{i}"))).await.unwrap();
+    }
+    let more = b.update("s3", &SessionChange::Subscribe("file:///more".into())).await;
+    assert!(matches!(more, Err(StoreError::Full { .. })), "{more:?}");
+    assert_eq!(b.update("s3", &SessionChange::Subscribe("file:///7".into())).await, Ok(true), "already in");
 
     assert_eq!(SessionStore::create(&a, "s2", &record()).await, Ok(true));
     b.remove("s2").await.unwrap();
@@ -239,6 +264,8 @@ async fn with_redis_down_what_needs_it_fails_clearly_and_it_recovers_when_redis_
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     store.ping().await.unwrap();
+    assert_eq!(store.first_use("id", u64::MAX, 0).await, Ok(true));
+    assert_eq!(store.first_use("id", u64::MAX, 0).await, Ok(false));
     // The approval asked before the outage is answered after it (Redis lost nothing it needed:
     // the state is sealed, not stored).
     let done = request(&gw, 5, "tools/call", answered(&write_call("a.txt"), &state, "yes")).await;
