@@ -585,17 +585,8 @@ impl RateLimiter for MemoryLimiter {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicU64, Ordering};
-
     use super::*;
-
-    #[derive(Debug, Default)]
-    struct Manual(AtomicU64);
-    impl Clock for Manual {
-        fn unix_ms(&self) -> u64 {
-            self.0.load(Ordering::Relaxed)
-        }
-    }
+    use crate::clock::ManualClock as Manual;
 
     fn limiter(rules: &[LimitRule], capacity: usize) -> (MemoryLimiter, Arc<Manual>) {
         let clock = Arc::new(Manual::default());
@@ -663,9 +654,9 @@ mod tests {
         );
         // Another caller has a bucket of its own.
         let _ = limiter.admit(&Caller::principal("bob"), "files__read").await.unwrap();
-        clock.0.store(400, Ordering::Relaxed);
+        clock.set(400);
         assert_eq!(refused(limiter.admit(&alice, "x").await).retry_after, Duration::from_millis(600));
-        clock.0.store(1000, Ordering::Relaxed);
+        clock.set(1000);
         let _ = limiter.admit(&alice, "x").await.unwrap();
         assert!(limiter.admit(&alice, "x").await.is_err());
     }
@@ -700,7 +691,7 @@ mod tests {
             limiter.admit(&Caller::principal("c"), "t").await,
             Err(LimitError::Store(StoreError::Full { .. }))
         ));
-        clock.0.store(10, Ordering::Relaxed);
+        clock.set(10);
         let _ = limiter.admit(&Caller::principal("c"), "t").await.unwrap();
     }
 }

@@ -325,17 +325,8 @@ impl SessionStore for MemorySessions {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicU64, Ordering};
-
     use super::*;
-
-    #[derive(Debug, Default)]
-    struct Manual(AtomicU64);
-    impl Clock for Manual {
-        fn unix_ms(&self) -> u64 {
-            self.0.load(Ordering::Relaxed)
-        }
-    }
+    use crate::clock::ManualClock as Manual;
 
     fn record() -> SessionRecord {
         let client = ClientContext {
@@ -352,14 +343,14 @@ mod tests {
         let store = MemorySessions::new(2, Duration::from_millis(100), Arc::clone(&clock) as Arc<dyn Clock>);
         assert_eq!(store.create("a", &record()).await, Ok(true));
         assert_eq!(store.create("a", &record()).await, Ok(false), "never overwritten");
-        clock.0.store(90, Ordering::Relaxed);
+        clock.set(90);
         assert_eq!(store.update("a", &SessionChange::LogLevel(LoggingLevel::Info)).await, Ok(true));
-        clock.0.store(180, Ordering::Relaxed);
+        clock.set(180);
         let loaded = store.load("a").await.unwrap().unwrap();
         assert_eq!(loaded.log_level, Some(LoggingLevel::Info));
         assert_eq!(loaded.caller, "p:alice");
         assert_eq!(loaded.client_context().unwrap().protocol_version, Some(ProtocolVersion::V2025_06_18));
-        clock.0.store(281, Ordering::Relaxed);
+        clock.set(281);
         assert_eq!(store.update("a", &SessionChange::Ready).await, Ok(false), "expired: not brought back");
         assert_eq!(store.load("a").await, Ok(None));
 

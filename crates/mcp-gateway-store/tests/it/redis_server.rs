@@ -6,20 +6,10 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The server binary: `MCP_REDIS_SERVER` (what `cargo xtask test` sets), else `redis-server`
-/// on `PATH` or in the usual places. Panics with one line saying what to install.
-pub fn binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("MCP_REDIS_SERVER") {
-        return PathBuf::from(path);
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/bin", "/usr/sbin", "/usr/local/bin"].map(PathBuf::from))
-        .map(|dir| dir.join("redis-server"))
-        .find(|candidate| candidate.is_file())
-        .unwrap_or_else(|| {
-            panic!("redis-server not found: install Debian's redis-server (apt-get install -y redis-server) or set MCP_REDIS_SERVER")
-        })
+/// The server binary: `MCP_REDIS_SERVER` (what `cargo xtask test` sets, having found it), else
+/// `redis-server` on `PATH`.
+fn binary() -> PathBuf {
+    std::env::var_os("MCP_REDIS_SERVER").map_or_else(|| PathBuf::from("redis-server"), PathBuf::from)
 }
 
 pub struct RedisServer {
@@ -58,7 +48,12 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("redis-server did not start: {e}"));
+            .unwrap_or_else(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => panic!(
+                    "redis-server not found: install Debian's redis-server (apt-get install -y redis-server) or set MCP_REDIS_SERVER"
+                ),
+                _ => panic!("redis-server did not start: {e}"),
+            });
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
