@@ -13,8 +13,9 @@ use mcp_gateway::{
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands as _, Script};
 
-/// How to reach Redis and how long to wait for it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How to reach Redis and how long to wait for it. Its `Debug` never shows the URL (it may
+/// hold a password).
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RedisOptions {
     /// `redis://[user:password@]host:port[/db]` (or `rediss://` where TLS is built in; this
@@ -34,6 +35,19 @@ pub struct RedisOptions {
     pub approval_ttl: Duration,
     /// Most approvals remembered per scope.
     pub approvals_per_scope: usize,
+}
+
+impl fmt::Debug for RedisOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisOptions")
+            .field("namespace", &self.namespace)
+            .field("command_timeout", &self.command_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("session_ttl", &self.session_ttl)
+            .field("approval_ttl", &self.approval_ttl)
+            .field("approvals_per_scope", &self.approvals_per_scope)
+            .finish_non_exhaustive()
+    }
 }
 
 impl RedisOptions {
@@ -106,6 +120,23 @@ impl RedisStore {
             .set_number_of_retries(2)
             .set_min_delay(Duration::from_millis(50))
             .set_max_delay(Duration::from_millis(500));
+        // A first connection of its own, so what is wrong at start (a refused password, say)
+        // is said as such, not as the timeout of the manager's retries.
+        let probe = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(options.connect_timeout))
+            .set_response_timeout(Some(options.command_timeout));
+        let limit = options.connect_timeout.saturating_add(options.command_timeout);
+        let first = tokio::time::timeout(limit, async {
+            let mut conn = client.get_multiplexed_async_connection_with_config(&probe).await?;
+            redis::cmd("PING").query_async::<String>(&mut conn).await
+        })
+        .await;
+        match first {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) if e.is_timeout() => return Err(ConnectError::Unreachable(StoreError::Timeout(limit))),
+            Ok(Err(e)) => return Err(ConnectError::Unreachable(StoreError::Unavailable(category(&e)))),
+            Err(_) => return Err(ConnectError::Unreachable(StoreError::Timeout(limit))),
+        }
         let conn =
             ConnectionManager::new_lazy_with_config(client, config).map_err(|e| ConnectError::Url(category(&e)))?;
         let store = Self {
@@ -141,22 +172,38 @@ impl RedisStore {
         match tokio::time::timeout(self.timeout, command).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) if e.is_timeout() => Err(StoreError::Timeout(self.timeout)),
-            Ok(Err(e)) => Err(StoreError::Unavailable(category(&e))),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "a command to the shared state store failed");
+                Err(StoreError::Unavailable(category(&e)))
+            }
             Err(_) => Err(StoreError::Timeout(self.timeout)),
         }
     }
 }
 
-/// What went wrong, for people, without the server's address or anything it said back.
+/// What went wrong, for people, without the server's address or anything it said back (the
+/// operator's log has the whole error).
 pub(crate) fn category(e: &redis::RedisError) -> String {
+    use redis::ErrorKind;
     if e.is_connection_refusal() {
-        "connection refused".to_owned()
-    } else if e.is_connection_dropped() {
-        "connection lost".to_owned()
-    } else if e.is_io_error() {
-        "connection failed".to_owned()
-    } else {
-        format!("{:?} error", e.kind()).to_lowercase()
+        return "connection refused".to_owned();
+    }
+    if e.is_connection_dropped() {
+        return "connection lost".to_owned();
+    }
+    if e.is_io_error() {
+        return "connection failed".to_owned();
+    }
+    match e.kind() {
+        ErrorKind::AuthenticationFailed => {
+            "authentication failed: check the user and password of the store's URL".to_owned()
+        }
+        ErrorKind::InvalidClientConfig => "the store's URL or client settings are not valid".to_owned(),
+        ErrorKind::Server(kind) => format!("Redis refused the command ({kind:?})"),
+        ErrorKind::Parse | ErrorKind::UnexpectedReturnType => {
+            "Redis gave an answer this gateway cannot read".to_owned()
+        }
+        other => format!("{other:?}"),
     }
 }
 

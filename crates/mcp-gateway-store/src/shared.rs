@@ -1,5 +1,6 @@
 //! `[serve.replicas]`: what a replica shares with the others, assembled at start.
 
+use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,8 +14,9 @@ use serde::{Deserialize, Serialize};
 use crate::{ConnectError, KeyFileError, RedisLimiter, RedisOptions, RedisStore, load_sealer};
 
 /// `[serve.replicas]` as configured, read strictly. Its presence says the gateway runs as one
-/// of several replicas behind a load balancer.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// of several replicas behind a load balancer. Its `Debug` never shows the store's URL (it may
+/// hold a password).
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReplicaConfig {
     /// The sealing key file every replica reads (required: a replica never seals with a key of
@@ -40,6 +42,20 @@ pub struct ReplicaConfig {
     /// Longest a call holds a concurrency slot, in seconds (default 900).
     #[serde(default)]
     pub slot_lease_secs: Option<u64>,
+}
+
+impl fmt::Debug for ReplicaConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReplicaConfig")
+            .field("key_file", &self.key_file)
+            .field("store", &self.store.as_ref().map(|_| "<redacted>"))
+            .field("namespace", &self.namespace)
+            .field("store_timeout_ms", &self.store_timeout_ms)
+            .field("session_idle_secs", &self.session_idle_secs)
+            .field("approval_memory_secs", &self.approval_memory_secs)
+            .field("slot_lease_secs", &self.slot_lease_secs)
+            .finish()
+    }
 }
 
 /// Why the shared state could not be set up: the gateway does not start.

@@ -15,13 +15,20 @@ fn binary() -> PathBuf {
 pub struct RedisServer {
     pub port: u16,
     dir: tempfile::TempDir,
+    extra: Vec<String>,
     child: Option<Child>,
 }
 
 impl RedisServer {
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// With these further arguments (`--requirepass x`, say).
+    pub fn start_with(extra: &[&str]) -> Self {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let mut server = Self { port, dir: tempfile::tempdir().unwrap(), child: None };
+        let extra = extra.iter().map(|a| (*a).to_owned()).collect();
+        let mut server = Self { port, dir: tempfile::tempdir().unwrap(), extra, child: None };
         server.restart();
         server
     }
@@ -38,6 +45,14 @@ impl RedisServer {
         }
     }
 
+    /// Stops (`true`: SIGSTOP) or resumes (SIGCONT) it: a Redis that hangs without closing
+    /// its connections.
+    pub fn freeze(&self, stop: bool) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let signal = if stop { "-STOP" } else { "-CONT" };
+        assert!(Command::new("kill").args([signal, &pid]).status().unwrap().success());
+    }
+
     /// Starts it (again) on its port, and waits until it accepts connections.
     pub fn restart(&mut self) {
         self.kill();
@@ -45,6 +60,7 @@ impl RedisServer {
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(self.dir.path())
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -65,6 +81,9 @@ impl RedisServer {
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
+        if self.child.is_some() {
+            self.freeze(false);
+        }
         self.kill();
     }
 }
