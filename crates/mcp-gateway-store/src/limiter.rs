@@ -16,7 +16,7 @@ use crate::RedisStore;
 ///
 /// KEYS: the buckets, the concurrency counts, then the permit counter. ARGV: the number of
 /// buckets, the slot lease (ms), each bucket's capacity and milliseconds per token, each
-/// count's limit. Answers `{1, permit}` or `{0, index (from 1, buckets first), wait ms}`.
+/// count's limit. A hair under a whole token is one (`mcp_gateway::TOKEN_EPSILON`). Answers `{1, permit}` or `{0, index (from 1, buckets first), wait ms}`.
 /// A bucket is a hash (`tokens`, `at`) kept until it would be full again; a concurrency count
 /// is a sorted set of permits scored by when their lease ends, so the slots of a replica that
 /// died free themselves.
@@ -38,7 +38,7 @@ for i = 1, nb do
     at = now
   end
   tokens[i], stamps[i] = tk, at
-  if tk < 1 then
+  if tk < 1 - 1e-9 then
     local w = math.ceil((1 - tk) * per)
     if w > wait or worst == 0 then worst, wait = i, w end
   end

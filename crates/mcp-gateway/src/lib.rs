@@ -114,7 +114,7 @@ pub use gateway::{Gateway, GatewayOptions};
 pub use http::{HttpOptions, HttpServer, ServeError};
 pub use limit::{
     BucketUse, CallPermit, LimitConfigError, LimitError, LimitKind, LimitRule, Limits, MAX_LIMIT_COUNT,
-    MAX_LIMIT_RULES, MemoryLimiter, Per, Plan, RateLimiter, Refusal, SLOT_RETRY, STORE_RETRY, SlotUse,
+    MAX_LIMIT_RULES, MemoryLimiter, Per, Plan, RateLimiter, Refusal, SLOT_RETRY, STORE_RETRY, SlotUse, TOKEN_EPSILON,
 };
 pub use seal::{
     ApprovalClaims, MAX_SEALING_KEYS, MemoryReplayCache, ReplayCache, ReplayError, SealError, StateSealer, digest_hex,

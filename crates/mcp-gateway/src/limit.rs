@@ -41,6 +41,8 @@ pub const SLOT_RETRY: Duration = Duration::from_secs(1);
 pub const STORE_RETRY: Duration = Duration::from_secs(1);
 
 const MINUTE_MS: f64 = 60_000.0;
+/// How far under a whole token still counts as one (the shared store's script uses the same).
+pub const TOKEN_EPSILON: f64 = 1e-9;
 const DAY_MS: f64 = 86_400_000.0;
 
 /// Whose calls share one count.
@@ -477,7 +479,10 @@ impl Bucket {
 
     /// How long until it holds a whole token; `None` when it does.
     fn wait(&self) -> Option<Duration> {
-        (self.tokens < 1.0).then(|| Duration::from_millis(((1.0 - self.tokens) * self.ms_per_token).ceil() as u64))
+        // A hair under a whole token is a whole token: the refill is a float, and a call retried
+        // at the time a refusal gave must not be refused again for rounding.
+        (self.tokens < 1.0 - TOKEN_EPSILON)
+            .then(|| Duration::from_millis(((1.0 - self.tokens) * self.ms_per_token).ceil() as u64))
     }
 }
 
@@ -693,5 +698,40 @@ mod tests {
         ));
         clock.set(10);
         let _ = limiter.admit(&Caller::principal("c"), "t").await.unwrap();
+    }
+
+    proptest::proptest! {
+        /// However calls arrive, a bucket admits at most its burst plus what refilled, and a
+        /// call retried when the refusal said succeeds.
+        #[test]
+        fn a_bucket_never_admits_more_than_it_refilled_and_its_retry_time_is_right(
+            per_minute in 1u32..600,
+            burst in 1u32..20,
+            gaps in proptest::collection::vec(0u64..5_000, 1..80),
+        ) {
+            let rule = LimitRule { calls_per_minute: Some(per_minute), burst: Some(burst), ..LimitRule::default() };
+            let (limiter, clock) = limiter(&[rule], 10);
+            let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let caller = Caller::principal("p");
+            let (mut now, mut admitted) = (0u64, 0u64);
+            for gap in gaps {
+                now += gap;
+                clock.set(now);
+                match runtime.block_on(limiter.admit(&caller, "t")) {
+                    Ok(_) => admitted += 1,
+                    Err(LimitError::Refused(r)) => {
+                        let retry = u64::try_from(r.retry_after.as_millis()).unwrap();
+                        proptest::prop_assert!(retry >= 1 && retry <= 60_000 / u64::from(per_minute) + 1);
+                        clock.set(now + retry);
+                        proptest::prop_assert!(runtime.block_on(limiter.admit(&caller, "t")).is_ok(), "at the retry time");
+                        admitted += 1;
+                        now += retry;
+                    }
+                    Err(e) => proptest::prop_assert!(false, "{e}"),
+                }
+                let refilled = now * u64::from(per_minute) / 60_000;
+                proptest::prop_assert!(admitted <= u64::from(burst) + refilled, "{admitted} > {burst} + {refilled}");
+            }
+        }
     }
 }
