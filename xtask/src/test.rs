@@ -15,7 +15,10 @@
 //! of its own, so the limit of running them need not allow for a cold build. A test step that
 //! ran no test at all (its filter matched nothing) fails.
 
+use std::env;
+use std::ffi::{OsStr, OsString};
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -99,7 +102,19 @@ pub(crate) fn test(hermetic: bool) -> crate::Result {
         "build tests",
         step::run("build tests", limit::BUILD_TESTS, cargo().args(["test", "--workspace", "--no-run"])),
     );
-    report.tests("tests", limit::TESTS, cargo_args(&["test", "--workspace", "--no-fail-fast"]), Counts::All);
+    // The gateway replicas' shared-state tests start their own redis-server (Debian's
+    // package, which `.ci/run` installs); they are told where it is.
+    let mut tests = cargo_args(&["test", "--workspace", "--no-fail-fast"]);
+    match redis_server() {
+        Ok(path) => {
+            tests.env("MCP_REDIS_SERVER", path);
+        }
+        Err(why) => {
+            println!("\n{why}");
+            report.failed_steps.push(format!("redis-server ({why})"));
+        }
+    }
+    report.tests("tests", limit::TESTS, tests, Counts::All);
     // Twenty supervised servers killed at random under a calling agent; prints its figures.
     report.tests(
         "chaos",
@@ -188,6 +203,31 @@ pub(crate) fn purity() -> Result<(), StepError> {
         Ended::Exited(_) if tally.ran() == 0 => Err(StepError::Failed(no_test_ran(&tally))),
         Ended::Exited(_) => Ok(()),
     }
+}
+
+/// Where `redis-server` is: `MCP_REDIS_SERVER`, else on `PATH` or in the usual places; else
+/// one line saying what to install.
+fn redis_server() -> Result<PathBuf, String> {
+    locate_redis_server(env::var_os("MCP_REDIS_SERVER"), &env::var_os("PATH").unwrap_or_default())
+}
+
+fn locate_redis_server(configured: Option<OsString>, path: &OsStr) -> Result<PathBuf, String> {
+    if let Some(configured) = configured {
+        let configured = PathBuf::from(configured);
+        return if configured.is_file() {
+            Ok(configured)
+        } else {
+            Err(format!("redis-server not found at MCP_REDIS_SERVER={}", configured.display()))
+        };
+    }
+    env::split_paths(path)
+        .chain(["/usr/bin", "/usr/sbin", "/usr/local/bin"].map(PathBuf::from))
+        .map(|dir| dir.join("redis-server"))
+        .find(|candidate| candidate.is_file())
+        .ok_or_else(|| {
+            "redis-server not found: install Debian's redis-server (apt-get install -y redis-server) or set MCP_REDIS_SERVER"
+                .to_owned()
+        })
 }
 
 fn cargo_args(args: &[&str]) -> Command {
@@ -554,5 +594,23 @@ mod tests {
             "{}",
             r.closing_line()
         );
+    }
+
+    #[test]
+    fn redis_server_is_found_where_configured_or_named_in_one_line() {
+        let dir = tempfile_dir();
+        let fake = dir.join("redis-server");
+        std::fs::write(&fake, "").unwrap();
+        assert_eq!(locate_redis_server(Some(fake.clone().into()), OsStr::new("")), Ok(fake.clone()));
+        let missing = locate_redis_server(Some(dir.join("nope").into()), OsStr::new(""));
+        assert_eq!(missing, Err(format!("redis-server not found at MCP_REDIS_SERVER={}", dir.join("nope").display())));
+        assert_eq!(locate_redis_server(None, dir.as_os_str()), Ok(fake));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let dir = env::temp_dir().join(format!("xtask-redis-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
     }
 }

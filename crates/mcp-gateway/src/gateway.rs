@@ -24,6 +24,7 @@ use crate::approval::{
 use crate::backend::{Backend, BackendError, BackendEvent, Caller, ContentListing};
 use crate::clock::{Clock, SystemClock};
 use crate::content::ContentView;
+use crate::limit::RateLimiter;
 use crate::seal::{MemoryReplayCache, ReplayCache, SealError, StateSealer};
 use crate::session::{Outbound, Session, lock};
 use crate::subscriptions::Subscriptions;
@@ -60,6 +61,9 @@ pub struct GatewayOptions {
     pub replay: Arc<dyn ReplayCache>,
     /// "Yes for this client".
     pub approvals: Arc<dyn ApprovalMemory>,
+    /// The rate limits (`[[serve.limits]]`), checked before a call is admitted (so a flood
+    /// of calls is refused before anyone is asked to approve one); `None`: no limits.
+    pub limiter: Option<Arc<dyn RateLimiter>>,
 }
 
 impl Default for GatewayOptions {
@@ -76,6 +80,7 @@ impl Default for GatewayOptions {
             sealer: None,
             replay: Arc::new(MemoryReplayCache::default()),
             approvals: Arc::new(MemoryApprovals::default()),
+            limiter: None,
         }
     }
 }
@@ -362,6 +367,14 @@ impl Gateway {
         };
         let name = call.name.as_str();
         let Some(entry) = binding.pool().get(name) else { return unknown_tool(name) };
+        // Held until the call ends: its concurrency slots are freed when it drops.
+        let _permit = match &self.inner.options.limiter {
+            Some(limiter) => match limiter.admit(&scope.caller, name).await {
+                Ok(permit) => Some(permit),
+                Err(refused) => return tool_error(&refused.to_string()),
+            },
+            None => None,
+        };
         // A session is held to the listing it was shown: a call prepared against an older one
         // is never sent on, even when the gate's own check (against the current pool) passes.
         if let (Era::Session(session), Some(server)) = (&scope.era, entry.server())

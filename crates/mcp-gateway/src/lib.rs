@@ -101,9 +101,11 @@ mod content;
 pub mod fake;
 mod gateway;
 mod http;
+mod limit;
 mod seal;
 mod session;
 mod stdio;
+mod store;
 mod subscriptions;
 
 pub use approval::{ApprovalMemory, MemoryApprovals};
@@ -113,5 +115,15 @@ pub use clock::{Clock, SystemClock};
 pub use content::{ContentView, GATEWAY_SCHEME, gateway_uri};
 pub use gateway::{Gateway, GatewayOptions};
 pub use http::{HttpOptions, HttpServer, ServeError};
-pub use seal::{ApprovalClaims, MemoryReplayCache, ReplayCache, ReplayError, SealError, StateSealer};
+pub use limit::{
+    BucketUse, CallPermit, LimitConfigError, LimitError, LimitKind, LimitRule, Limits, MAX_LIMIT_COUNT,
+    MAX_LIMIT_RULES, MemoryLimiter, Per, Plan, RateLimiter, Refusal, SLOT_RETRY, STORE_RETRY, SlotUse, TOKEN_EPSILON,
+};
+pub use seal::{
+    ApprovalClaims, MAX_SEALING_KEYS, MemoryReplayCache, ReplayCache, ReplayError, SealError, StateSealer, digest_hex,
+};
 pub use stdio::{StdioError, StdioOptions, serve_stdio};
+pub use store::{
+    MAX_SESSION_ID_CHARS, MAX_SESSION_RECORD_BYTES, MAX_SUBSCRIPTIONS, MAX_URI_BYTES, MemorySessions, SessionChange,
+    SessionRecord, SessionStore, StoreError,
+};

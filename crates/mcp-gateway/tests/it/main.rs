@@ -4,6 +4,7 @@
 mod approvals;
 mod clients;
 mod http;
+mod limits;
 mod stdio;
 mod subscriptions;
 
