@@ -25,6 +25,8 @@
 //!   `notifications/tools/list_changed` for every client that can receive it.
 //! - [`Backend::instructions`]: the upstreams' instructions, which the gateway cleans, caps and
 //!   marks per server as the agent's system prompt does (`agent_loop::system_prompt`).
+//! - [`Backend::mirrored`]: for a transparent gateway, the one upstream's capabilities and
+//!   instructions as it declared them, which the gateway offers instead of its own.
 //!
 //! # Flows
 //!
@@ -105,7 +107,7 @@ mod stdio;
 
 pub use approval::{ApprovalMemory, MemoryApprovals};
 pub use auth::{Authenticator, BearerTokens, Unauthorized};
-pub use backend::{Backend, BackendError, BackendEvent, Caller, ContentListing, ServerContent};
+pub use backend::{Backend, BackendError, BackendEvent, Caller, ContentListing, ServerContent, Upstream};
 pub use clock::{Clock, SystemClock};
 pub use content::{ContentView, GATEWAY_SCHEME, gateway_uri};
 pub use gateway::{Gateway, GatewayOptions};
