@@ -250,6 +250,11 @@ impl Gateway {
     /// (what the gateway can carry of them) and its instructions unmarked.
     async fn server_config(&self, caller: &Caller) -> ServerConfig {
         let mut config = self.inner.config.clone();
+        if self.inner.options.transparent {
+            // The upstream's handshake is known once the first pool is published (a binding
+            // waits for it), not before.
+            let _ = self.inner.backend.binding(caller).await;
+        }
         match self.inner.backend.mirrored(caller).filter(|_| self.inner.options.transparent) {
             Some(upstream) => {
                 config.capabilities = mirror_capabilities(&upstream.capabilities);
