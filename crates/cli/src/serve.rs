@@ -40,15 +40,17 @@ pub(crate) async fn serve_command(config: Config, at: &ConfigPath, args: &ServeA
     options.reload = Some(ConfigPath::new(config.file.clone(), Origin::Flag, at.allow_workspace));
     options.transparent = args.transparent;
     let backend = HostBackend::start(config, options)?;
-    let mut gateway_options = GatewayOptions::default();
-    gateway_options.server_info = Implementation::new(
-        settings.name.clone().unwrap_or_else(|| "mcp-harness".to_owned()),
-        settings.version.clone().unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_owned()),
-    );
-    gateway_options.instructions = settings.instructions.clone();
-    gateway_options.transparent = args.transparent;
-    gateway_options.approval_ttl = settings.approval_ttl;
-    gateway_options.approval_wait = settings.approval_wait;
+    let gateway_options = GatewayOptions {
+        server_info: Implementation::new(
+            settings.name.clone().unwrap_or_else(|| "mcp-harness".to_owned()),
+            settings.version.clone().unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_owned()),
+        ),
+        instructions: settings.instructions.clone(),
+        transparent: args.transparent,
+        approval_ttl: settings.approval_ttl,
+        approval_wait: settings.approval_wait,
+        ..GatewayOptions::default()
+    };
     let served = async {
         let gateway = Gateway::new(Arc::clone(&backend) as Arc<dyn mcp_gateway::Backend>, gateway_options)
             .map_err(|e| anyhow::anyhow!("cannot start the gateway: {e}"))?;
@@ -57,10 +59,12 @@ pub(crate) async fn serve_command(config: Config, at: &ConfigPath, args: &ServeA
                 .await
                 .map_err(anyhow::Error::from),
             Some(addr) => {
-                let mut http = HttpOptions::default();
-                http.addr = addr;
-                http.allowed_hosts = settings.allowed_hosts.clone();
-                http.allowed_origins = settings.allowed_origins.clone();
+                let http = HttpOptions {
+                    addr,
+                    allowed_hosts: settings.allowed_hosts.clone(),
+                    allowed_origins: settings.allowed_origins.clone(),
+                    ..HttpOptions::default()
+                };
                 let server = HttpServer::bind(gateway, http).await?;
                 output::stderr(&format!("listening on http://{}/mcp\n", server.local_addr()))?;
                 server.run(std::future::pending()).await;

@@ -135,9 +135,7 @@ impl HostBackend {
         ports.requests = None;
         let wrap = Arc::clone(&tap);
         ports.connectors = Some(Arc::new(move |server: &str, connector| wrap.wrap(server, connector)));
-        let mut runtime_options = RuntimeOptions::default();
-        runtime_options.ports = ports;
-        runtime_options.reload = options.reload;
+        let runtime_options = RuntimeOptions { ports, reload: options.reload };
         let naming = if only.is_some() { Naming::Transparent } else { Naming::Gateway };
         let catalog = Catalog::new(
             Arc::from(Vec::new()),

@@ -148,10 +148,10 @@ impl Watch {
         match inbound {
             Inbound::Message(text) => {
                 let handshake = !self.handshake_seen.load(Ordering::Relaxed) && text.contains("\"serverInfo\"");
-                if handshake || text.contains("\"notifications/") {
-                    if let Ok(message) = Message::decode_str(text) {
-                        return self.see_message(&message);
-                    }
+                if (handshake || text.contains("\"notifications/"))
+                    && let Ok(message) = Message::decode_str(text)
+                {
+                    return self.see_message(&message);
                 }
                 Changed::default()
             }
