@@ -312,6 +312,34 @@ default = "allow"
     assert!(client.finish().success());
 }
 
+#[test]
+fn a_server_added_to_the_file_while_a_client_is_connected_is_announced_and_offered() {
+    let env = env();
+    let one = "[servers.fx]\ncommand = \"$FX\"\nargs = [\"echo\"]\n\n[policy]\ndefault = \"allow\"\n";
+    let config = env.write("config.toml", one);
+    let mut client = StdioClient::start(env.serve(&config, &[]));
+    client.initialize();
+    let names = client.tool_names();
+    assert!(names.iter().all(|n| n.starts_with("fx__")), "{names:?}");
+    // The file gains a server (written aside and renamed over, as editors save).
+    let two = format!("{one}\n[servers.more]\ncommand = \"$FX\"\nargs = [\"echo\"]\n");
+    let aside = env.write("config.toml.new", &two);
+    std::fs::rename(aside, &config).unwrap();
+    let deadline = Instant::now() + ANSWER;
+    loop {
+        client.wait_notification("notifications/tools/list_changed");
+        if client.tool_names().iter().any(|n| n == "more__echo") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the added server was never offered");
+    }
+    let echoed = client.call("more__echo", json!({"text": "new here"}));
+    assert_eq!(text_of(&echoed), "new here", "{echoed}");
+    // Names of the servers already there did not change.
+    assert_eq!(text_of(&client.call("fx__echo", json!({"text": "same"}))), "same");
+    assert!(client.finish().success());
+}
+
 #[tokio::test]
 async fn serve_over_http_lists_and_calls() {
     let env = env();
