@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use tool_pool::{Naming, Origin, PoolEntry};
 
 use crate::approval::{
-    ApprovalMemory, CONTEXT, CallContext, GatewayApprover, INPUT_KEY, MemoryApprovals, Outcome, Way,
+    ApprovalMemory, CallContext, ClientApprover, GatewayApprover, INPUT_KEY, MemoryApprovals, Outcome, Way,
 };
 use crate::backend::{Backend, BackendError, BackendEvent, Caller, ContentListing, Upstream};
 use crate::clock::{Clock, SystemClock};
@@ -171,6 +171,8 @@ pub struct Gateway {
 struct Inner {
     backend: Arc<dyn Backend>,
     gate: CallGate,
+    /// What every call's own approver shares.
+    approver: Arc<GatewayApprover>,
     options: GatewayOptions,
     config: ServerConfig,
     naming: Naming,
@@ -191,15 +193,16 @@ impl Gateway {
             Some(sealer) => Arc::clone(sealer),
             None => Arc::new(StateSealer::generate()?),
         };
-        let approver = GatewayApprover {
+        let approver = Arc::new(GatewayApprover {
             sealer,
             replay: Arc::clone(&options.replay),
             memory: Arc::clone(&options.approvals),
             clock: Arc::clone(&options.clock),
             state_ttl: options.approval_ttl,
             wait: options.approval_wait,
-        };
-        let gate = CallGate::new(Arc::new(approver), backend.hooks()).with_builtins(backend.builtins());
+        });
+        let gate = CallGate::new(Arc::clone(&approver) as Arc<dyn agent_loop::Approver>, backend.hooks())
+            .with_builtins(backend.builtins());
         let listed = Some(ListChangedCapability { list_changed: Some(true), extra: Map::new() });
         let capabilities = ServerCapabilities {
             tools: listed.clone(),
@@ -212,7 +215,9 @@ impl Gateway {
         };
         let config = ServerConfig::new(options.server_info.clone(), capabilities);
         let naming = if options.transparent { Naming::Transparent } else { Naming::Gateway };
-        Ok(Self { inner: Arc::new(Inner { backend, gate, options, config, naming, content: Mutex::new(None) }) })
+        Ok(Self {
+            inner: Arc::new(Inner { backend, gate, approver, options, config, naming, content: Mutex::new(None) }),
+        })
     }
 
     pub(crate) fn options(&self) -> &GatewayOptions {
@@ -454,39 +459,42 @@ impl Gateway {
         let call_id = id.to_string();
         let request = CallRequest { id: &call_id, name, arguments: &arguments };
         let tools = self.inner.backend.tools();
-        let admission = CONTEXT.scope(Arc::clone(&ctx), self.inner.gate.admit(&binding, tools, request)).await;
+        let approver = ClientApprover { shared: Arc::clone(&self.inner.approver), ctx: Arc::clone(&ctx) };
+        let context = agent_loop::CallContext::new().with_caller(ctx.scope.clone()).with_approver(Arc::new(approver));
+        let admission = self.inner.gate.admit_with(&binding, tools, request, &context).await;
         let outcome = std::mem::take(&mut *lock(&ctx.outcome));
-        match admission {
-            Admission::Run { job, .. } => self.run(job, meta.progress_token.as_ref(), out).await,
-            Admission::Refused(Refusal::UnknownTool { .. } | Refusal::Denied { .. }) => unknown_tool(name),
-            Admission::Refused(refusal) => match outcome {
-                Outcome::Deferred { form, state } => {
-                    let request = InputRequest {
-                        method: methods::ELICITATION_CREATE.to_owned(),
-                        params: Some(serde_json::to_value(&form).unwrap_or(Value::Null)),
-                        extra: Map::new(),
-                    };
-                    let result = json!({
-                        "resultType": "input_required",
-                        "inputRequests": {INPUT_KEY: request},
-                        "requestState": state,
-                    });
-                    Reply::Typed(result.to_string())
+        match (admission, outcome) {
+            (Admission::Run { job, .. }, _) => self.run(job, meta.progress_token.as_ref(), out).await,
+            (Admission::Refused(Refusal::UnknownTool { .. } | Refusal::Denied { .. }), _) => unknown_tool(name),
+            // The client is asked through `input_required`; its retry carries the answer.
+            (Admission::Deferred { .. }, Outcome::Deferred { form, state }) => {
+                let request = InputRequest {
+                    method: methods::ELICITATION_CREATE.to_owned(),
+                    params: Some(serde_json::to_value(&form).unwrap_or(Value::Null)),
+                    extra: Map::new(),
+                };
+                let result = json!({
+                    "resultType": "input_required",
+                    "inputRequests": {INPUT_KEY: request},
+                    "requestState": state,
+                });
+                Reply::Typed(result.to_string())
+            }
+            (Admission::Refused(_), Outcome::StateRefused(why)) => Reply::Error(ErrorObject::new(
+                error_codes::INVALID_PARAMS,
+                format!("Invalid params: requestState refused: {why}"),
+            )),
+            (Admission::Refused(refusal), _) => {
+                if matches!(refusal, Refusal::Stale { .. })
+                    && let Era::Session(session) = &scope.era
+                {
+                    session.notify(list_changed_line(methods::TOOLS_LIST_CHANGED));
                 }
-                Outcome::StateRefused(why) => Reply::Error(ErrorObject::new(
-                    error_codes::INVALID_PARAMS,
-                    format!("Invalid params: requestState refused: {why}"),
-                )),
-                Outcome::Answered => {
-                    if matches!(refusal, Refusal::Stale { .. })
-                        && let Era::Session(session) = &scope.era
-                    {
-                        session.notify(list_changed_line(methods::TOOLS_LIST_CHANGED));
-                    }
-                    tool_error(&refusal.to_string())
-                }
-            },
-            _ => tool_error("the call could not be admitted"),
+                tool_error(&refusal.to_string())
+            }
+            (other, _) => {
+                tool_error(&other.not_run_text().unwrap_or_else(|| "the call could not be admitted".to_owned()))
+            }
         }
     }
 
