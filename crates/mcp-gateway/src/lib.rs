@@ -34,11 +34,12 @@
 //! not in a pool, so they are never listed). A session remembers the binding it listed.
 //!
 //! **A call.** `tools/call` is checked by `CallGate::admit_with` (with its caller and its
-//! client's approver) against the caller's current binding: the name (an unknown or denied name is answered alike, as an unknown tool), the upstream's
-//! generation (for a session, also against the generation it listed: a call prepared against
-//! an older listing is refused with a clear message and a `list_changed`, never sent on), the
-//! arguments against the schema, policy, hooks; then `CallGate::run` sends it. Progress comes
-//! back as `notifications/progress` with the client's own token.
+//! client's approver) against the caller's current binding: the name (an unknown or denied
+//! name is answered alike, as an unknown tool), the upstream's generation (for a session, also
+//! against the generation it listed: a call prepared against an older listing is refused with
+//! a clear message and a `list_changed`, never sent on), the arguments against the schema,
+//! policy, hooks; then `CallGate::run` sends it. Progress comes back as
+//! `notifications/progress` with the client's own token.
 //!
 //! **Approvals.** `confirm` goes to the gate's `Approver` port, which the gateway implements
 //! by asking the downstream person: a session client that declared elicitation
