@@ -313,6 +313,58 @@ default = "allow"
 }
 
 #[test]
+fn listings_are_served_from_the_published_pool_without_asking_upstreams() {
+    let env = env();
+    // The fixture logs every line it receives (unconfined: the log is beside the configuration).
+    let config = env.write(
+        "config.toml",
+        "[servers.fx]\ncommand = \"$FX\"\nargs = [\"echo\", \"--log\", \"$DIR/fx.log\"]\nsandbox = \"off\"\n",
+    );
+    let mut client = StdioClient::start(env.serve(&config, &[]));
+    client.initialize();
+    for _ in 0..5 {
+        assert!(client.tool_names().iter().any(|n| n == "fx__echo"));
+    }
+    assert!(client.finish().success());
+    let log = std::fs::read_to_string(env.config_dir.path().join("fx.log")).unwrap();
+    let listed = log.lines().filter(|l| l.contains("\"tools/list\"")).count();
+    assert_eq!(listed, 1, "five listings downstream asked the upstream {listed} times:\n{log}");
+}
+
+#[test]
+fn a_hung_upstream_delays_initialize_at_most_the_startup_wait() {
+    let env = env();
+    let config = env.write(
+        "config.toml",
+        r#"
+[serve]
+startup_wait_s = 1
+
+[servers.fx]
+command = "$FX"
+args = ["echo"]
+
+[servers.hung]
+command = "sh"
+args = ["-c", "sleep 300"]
+
+[policy]
+default = "allow"
+"#,
+    );
+    let mut client = StdioClient::start(env.serve(&config, &[]));
+    let started = Instant::now();
+    let init = client.initialize();
+    assert!(init["result"]["serverInfo"].is_object(), "{init}");
+    assert!(started.elapsed() < Duration::from_secs(5), "initialize took {:?}", started.elapsed());
+    let names = client.tool_names();
+    assert!(names.iter().any(|n| n == "fx__echo") && !names.iter().any(|n| n.starts_with("hung__")), "{names:?}");
+    assert_eq!(text_of(&client.call("fx__echo", json!({"text": "not waiting"}))), "not waiting");
+    // The end of input closes the hung server too.
+    assert!(client.finish().success());
+}
+
+#[test]
 fn a_server_added_to_the_file_while_a_client_is_connected_is_announced_and_offered() {
     let env = env();
     let one = "[servers.fx]\ncommand = \"$FX\"\nargs = [\"echo\"]\n\n[policy]\ndefault = \"allow\"\n";
