@@ -44,7 +44,8 @@ impl Env {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-harness"));
         cmd.current_dir(self.work.path())
             .env_remove("MCP_HARNESS_CONFIG")
-            .env("RUST_LOG", "error")
+            // SERVE_TEST_LOG=debug shows serve's log when a test fails.
+            .env("RUST_LOG", std::env::var("SERVE_TEST_LOG").unwrap_or_else(|_| "error".to_owned()))
             .env("MCP_HARNESS_DATA_DIR", self.data.path())
             .arg("--config")
             .arg(config)

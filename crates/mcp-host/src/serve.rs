@@ -313,13 +313,19 @@ async fn publish(
     runtime.wait_first_attempts(startup_wait, &|_, _, _| {}).await;
     loop {
         {
-            let Some(backend) = backend.upgrade() else { return };
+            let Some(backend) = backend.upgrade() else {
+                tracing::debug!("publisher: the backend is gone");
+                return;
+            };
+            tracing::debug!("publisher: binding");
             if let Err(e) = backend.rebind().await {
                 tracing::warn!("the tool pool could not be published: {e}");
             }
+            tracing::debug!("publisher: listing content");
             backend.tap.content_dirty.store(true, Ordering::SeqCst);
             backend.current_content().await;
             backend.published.send_replace(true);
+            tracing::debug!("publisher: published");
         }
         tokio::select! {
             () = tap.changed.notified() => {}
