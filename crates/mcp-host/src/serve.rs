@@ -101,7 +101,8 @@ pub struct HostBackend {
     content: tokio::sync::Mutex<Option<Arc<ContentListing>>>,
     /// `true` once the first binding was published (listings wait for it).
     published: watch::Sender<bool>,
-    startup_wait: Duration,
+    /// Until when listings wait for the first publication (then they bind on their own).
+    first_deadline: tokio::time::Instant,
     publisher: Mutex<Option<JoinHandle<()>>>,
     closed: AtomicBool,
 }
@@ -161,7 +162,7 @@ impl HostBackend {
                 announced: AtomicU64::new(0),
                 content: tokio::sync::Mutex::new(None),
                 published: watch::channel(false).0,
-                startup_wait,
+                first_deadline: tokio::time::Instant::now() + startup_wait + Duration::from_secs(5),
                 publisher: Mutex::new(Some(publisher)),
                 closed: AtomicBool::new(false),
             }
@@ -271,12 +272,12 @@ impl HostBackend {
         listing
     }
 
-    /// Waits for the first publication (bounded: the publisher makes it within the startup
-    /// wait).
+    /// Waits for the first publication, until a deadline set at start (the publisher makes it
+    /// within the startup wait): a publisher that is late delays the listings of the first
+    /// seconds, never every listing.
     async fn first_published(&self) {
         let mut published = self.published.subscribe();
-        let limit = self.startup_wait + Duration::from_secs(5);
-        let _ = tokio::time::timeout(limit, published.wait_for(|done| *done)).await;
+        let _ = tokio::time::timeout_at(self.first_deadline, published.wait_for(|done| *done)).await;
     }
 
     /// Whether `server` is one this backend offers (the one, when transparent).
