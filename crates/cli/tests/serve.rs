@@ -366,7 +366,7 @@ default = "allow"
 }
 
 #[test]
-fn a_server_added_to_the_file_while_a_client_is_connected_is_announced_and_offered() {
+fn servers_and_policy_edited_in_the_file_while_a_client_is_connected_are_announced_and_applied() {
     let env = env();
     let one = "[servers.fx]\ncommand = \"$FX\"\nargs = [\"echo\"]\n\n[policy]\ndefault = \"allow\"\n";
     let config = env.write("config.toml", one);
@@ -390,6 +390,21 @@ fn a_server_added_to_the_file_while_a_client_is_connected_is_announced_and_offer
     assert_eq!(text_of(&echoed), "new here", "{echoed}");
     // Names of the servers already there did not change.
     assert_eq!(text_of(&client.call("fx__echo", json!({"text": "same"}))), "same");
+
+    // A policy edit applies too: a tool denied now is withdrawn and cannot be called.
+    let denied = format!("{two}\n[[policy.rules]]\nserver = \"fx\"\ntool = \"echo\"\ndecision = \"deny\"\n");
+    let aside = env.write("config.toml.new", &denied);
+    std::fs::rename(aside, &config).unwrap();
+    let deadline = Instant::now() + ANSWER;
+    loop {
+        client.wait_notification("notifications/tools/list_changed");
+        if !client.tool_names().iter().any(|n| n == "fx__echo") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the denied tool is still listed");
+    }
+    let refused = client.call("fx__echo", json!({"text": "no"}));
+    assert!(refused["error"]["message"].as_str().is_some_and(|m| m.contains("Unknown tool: fx__echo")), "{refused}");
     assert!(client.finish().success());
 }
 
