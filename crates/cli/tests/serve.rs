@@ -503,3 +503,13 @@ async fn body_json(response: reqwest::Response) -> Value {
         .find(|m| m.get("id").is_some())
         .unwrap_or_else(|| panic!("no answer in {text}"))
 }
+
+#[test]
+fn serve_http_refuses_a_non_loopback_address_without_authentication() {
+    let env = env();
+    let config = env.write("config.toml", TWO_UPSTREAMS);
+    let out = env.serve(&config, &["--http", "0.0.0.0:0"]).stdin(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("refusing to listen on 0.0.0.0:0 without inbound authentication"), "{stderr}");
+}
