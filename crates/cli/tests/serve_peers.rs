@@ -1,6 +1,8 @@
 //! Real clients through `mcp-harness serve`: the official TypeScript SDK's client (over stdio
 //! and Streamable HTTP) and the Python SDK's (over stdio) list the governed pool, call a tool,
-//! and answer a `confirm` tool's approval form through their elicitation handlers.
+//! and answer a `confirm` tool's approval form through their elicitation handlers; the
+//! TypeScript one also receives `list_changed` when a server is added to the configuration
+//! file while it is connected.
 //!
 //! Run by `cargo xtask test` (feature `interop`), which installs the pinned peers (the SDKs
 //! among them) and points `MCP_PEERS_DIR` at them. The clients are scripts of ours in
@@ -129,13 +131,27 @@ fn assert_governed(report: &Value, sdk: &str) {
 }
 
 #[test]
-fn the_typescript_sdk_client_lists_calls_and_approves_over_stdio() {
+fn the_typescript_sdk_client_lists_calls_and_approves_over_stdio_and_hears_of_an_added_server() {
     let setup = setup();
     let mut args = vec![script("ts_client.mjs").display().to_string(), "stdio".into(), "fx__echo".into()];
     args.extend(["fx__add".to_owned(), "--".to_owned()]);
     args.extend(setup.serve_args(&[]));
-    let report = report_of(setup.client(Path::new("node"), &args));
+    // The client renames this over the configuration once it has listed and called.
+    let next = setup.config.with_file_name("next.toml");
+    let fx = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}")).display().to_string();
+    let added = format!("\n[servers.more]\ncommand = \"{fx}\"\nargs = [\"echo\"]\n");
+    std::fs::write(&next, std::fs::read_to_string(&setup.config).unwrap() + &added).unwrap();
+    let mut client = setup.client(Path::new("node"), &args);
+    client.env("SERVE_NEXT_CONFIG", &next).env("SERVE_CONFIG", &setup.config);
+    let report = report_of(client);
     assert_governed(&report, "TypeScript");
+    let after: Vec<&str> = report["afterChange"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no list_changed: {report}"))
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(after.contains(&"more__echo") && after.contains(&"fx__echo"), "{after:?}");
 }
 
 #[test]

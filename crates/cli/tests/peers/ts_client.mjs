@@ -38,7 +38,24 @@ do {
 const text = (r) => r.content.filter((c) => c.type === "text").map((c) => c.text).join("");
 const echoed = await client.callTool({ name: echoTool, arguments: { text: "from the TypeScript SDK" } });
 const confirmed = await client.callTool({ name: confirmTool, arguments: { a: 2, b: 40 } });
+// With SERVE_NEXT_CONFIG, that file is renamed over SERVE_CONFIG (a server added while the
+// client is connected): the client waits for list_changed and lists again.
+let afterChange = null;
+if (process.env.SERVE_NEXT_CONFIG) {
+  const fs = await import("node:fs");
+  const before = listChanged;
+  fs.renameSync(process.env.SERVE_NEXT_CONFIG, process.env.SERVE_CONFIG);
+  const deadline = Date.now() + 20000;
+  while (Date.now() < deadline) {
+    if (listChanged > before) {
+      const names = (await client.listTools()).tools.map((t) => t.name);
+      if (names.length !== tools.length) { afterChange = names; break; }
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
 console.log(JSON.stringify({
+  afterChange,
   server: client.getServerVersion()?.name,
   protocol: transport.protocolVersion ?? null,
   tools,
