@@ -1,5 +1,5 @@
 //! Real clients through `mcp-harness serve`: the official TypeScript SDK's client (over stdio
-//! and Streamable HTTP) and the Python SDK's (over stdio) list the governed pool, call a tool,
+//! and Streamable HTTP) and the Python SDK's (the same two) list the governed pool, call a tool,
 //! and answer a `confirm` tool's approval form through their elicitation handlers; the
 //! TypeScript one also receives `list_changed` when a server is added to the configuration
 //! file while it is connected.
@@ -83,6 +83,34 @@ impl Setup {
         all
     }
 
+    /// `serve --http 127.0.0.1:0`, running; its URL.
+    fn serve_http(&self) -> (KillOnDrop, String) {
+        let mut serve = Command::new(env!("CARGO_BIN_EXE_mcp-harness"));
+        let serve_args = self.serve_args(&["--http", "127.0.0.1:0"]);
+        serve
+            .args(&serve_args[1..])
+            .current_dir(self.work.path())
+            .env_remove("MCP_HARNESS_CONFIG")
+            .env("RUST_LOG", "error")
+            .env("MCP_HARNESS_DATA_DIR", self.data.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = KillOnDrop(serve.spawn().unwrap());
+        let stderr = child.0.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead as _;
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("listening on ") {
+                    let _ = tx.send(url.to_owned());
+                }
+            }
+        });
+        let url = rx.recv_timeout(Duration::from_secs(30)).expect("serve --http did not say where it listens");
+        (child, url)
+    }
+
     fn client(&self, program: &Path, args: &[String]) -> Command {
         let mut cmd = Command::new(program);
         cmd.args(args)
@@ -157,29 +185,7 @@ fn the_typescript_sdk_client_lists_calls_and_approves_over_stdio_and_hears_of_an
 #[test]
 fn the_typescript_sdk_client_lists_calls_and_approves_over_http() {
     let setup = setup();
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_mcp-harness"));
-    let serve_args = setup.serve_args(&["--http", "127.0.0.1:0"]);
-    serve
-        .args(&serve_args[1..])
-        .current_dir(setup.work.path())
-        .env_remove("MCP_HARNESS_CONFIG")
-        .env("RUST_LOG", "error")
-        .env("MCP_HARNESS_DATA_DIR", setup.data.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut child = KillOnDrop(serve.spawn().unwrap());
-    let stderr = child.0.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead as _;
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(url) = line.strip_prefix("listening on ") {
-                let _ = tx.send(url.to_owned());
-            }
-        }
-    });
-    let url = rx.recv_timeout(Duration::from_secs(30)).expect("serve --http did not say where it listens");
+    let (_serve, url) = setup.serve_http();
     let args = [
         script("ts_client.mjs").display().to_string(),
         "http".into(),
@@ -197,7 +203,13 @@ fn the_python_sdk_client_lists_calls_and_approves_over_stdio() {
     let setup = setup();
     let python = peers_dir().join("py/bin/python");
     assert!(python.is_file(), "{} is missing; run `cargo xtask peers`", python.display());
-    let mut args = vec![script("py_client.py").display().to_string(), "fx__echo".into(), "fx__add".into(), "--".into()];
+    let mut args = vec![
+        script("py_client.py").display().to_string(),
+        "stdio".into(),
+        "fx__echo".into(),
+        "fx__add".into(),
+        "--".into(),
+    ];
     args.extend(setup.serve_args(&[]));
     let report = report_of(setup.client(&python, &args));
     assert_governed(&report, "Python");
@@ -210,4 +222,22 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+#[test]
+fn the_python_sdk_client_lists_calls_and_approves_over_http() {
+    let setup = setup();
+    let python = peers_dir().join("py/bin/python");
+    assert!(python.is_file(), "{} is missing; run `cargo xtask peers`", python.display());
+    let (_serve, url) = setup.serve_http();
+    let args = [
+        script("py_client.py").display().to_string(),
+        "http".into(),
+        "fx__echo".into(),
+        "fx__add".into(),
+        "--".into(),
+        url,
+    ];
+    let report = report_of(setup.client(&python, &args));
+    assert_governed(&report, "Python");
 }

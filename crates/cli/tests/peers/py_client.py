@@ -1,9 +1,10 @@
-"""The official Python SDK's client against `mcp-harness serve`, over stdio: spawns the command
-after `--`, lists the tools, calls ECHO_TOOL, calls CONFIRM_TOOL answering the approval form
-through its elicitation callback, and prints one JSON line of what it saw. Used by
-crates/cli/tests/serve_peers.rs, run with the peers' Python (`cargo xtask test` installs it).
+"""The official Python SDK's client against `mcp-harness serve`: over stdio it spawns the command
+after `--`, over http it connects to the URL after `--`; it lists the tools, calls ECHO_TOOL,
+calls CONFIRM_TOOL answering the approval form through its elicitation callback, and prints one
+JSON line of what it saw. Used by crates/cli/tests/serve_peers.rs, run with the peers' Python
+(`cargo xtask test` installs it).
 
-Usage: py_client.py ECHO_TOOL CONFIRM_TOOL -- CMD ARGS...
+Usage: py_client.py stdio|http ECHO_TOOL CONFIRM_TOOL -- CMD ARGS...|URL
 """
 
 from __future__ import annotations
@@ -14,17 +15,21 @@ import sys
 import anyio
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 
-async def run(echo_tool: str, confirm_tool: str, cmd: list[str]) -> None:
+async def run(mode: str, echo_tool: str, confirm_tool: str, target: list[str]) -> None:
     forms: list[str] = []
 
     async def elicit(context, params):
         forms.append(params.message)
         return types.ElicitResult(action="accept", content={"decision": "yes"})
 
-    params = StdioServerParameters(command=cmd[0], args=cmd[1:])
-    async with stdio_client(params, errlog=sys.stderr) as (read, write):
+    if mode == "http":
+        transport = streamable_http_client(target[0])
+    else:
+        transport = stdio_client(StdioServerParameters(command=target[0], args=target[1:]), errlog=sys.stderr)
+    async with transport as (read, write):
         async with ClientSession(read, write, elicitation_callback=elicit) as session:
             init = await session.initialize()
             tools: list[str] = []
@@ -55,10 +60,10 @@ async def run(echo_tool: str, confirm_tool: str, cmd: list[str]) -> None:
 
 def main() -> int:
     args = sys.argv[1:]
-    if len(args) < 4 or args[2] != "--":
+    if len(args) < 5 or args[0] not in ("stdio", "http") or args[3] != "--":
         print(__doc__, file=sys.stderr)
         return 2
-    anyio.run(run, args[0], args[1], args[3:])
+    anyio.run(run, args[0], args[1], args[2], args[4:])
     return 0
 
 
