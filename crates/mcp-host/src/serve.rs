@@ -22,7 +22,7 @@
 //!
 //! Servers' own requests (sampling, elicitation, roots) are declined here: the connection
 //! does not know which downstream client's call caused them. (Forwarding them to that client
-//! needs a handler per call, which the agent loop's `BoundCall` is getting.)
+//! needs a handler per call, beside `agent_loop::BoundCall`'s progress; not built yet.)
 
 mod tap;
 
