@@ -48,6 +48,10 @@ use self::tap::Tap;
 use crate::config::{Config, ConfigPath};
 use crate::{Ports, Runtime, RuntimeOptions};
 
+/// How long a listing after an edit waits for the local servers it added (see
+/// [`RuntimeOptions::added_wait`]).
+const ADDED_WAIT: Duration = Duration::from_secs(2);
+
 /// How a [`HostBackend`] runs.
 #[derive(Clone, Default)]
 #[non_exhaustive]
@@ -136,7 +140,9 @@ impl HostBackend {
         ports.requests = None;
         let wrap = Arc::clone(&tap);
         ports.connectors = Some(Arc::new(move |server: &str, connector| wrap.wrap(server, connector)));
-        let runtime_options = RuntimeOptions { ports, reload: options.reload };
+        // A server added to the file joins when it connects, announced by the publisher: a
+        // listing waits for it only briefly (clients' requests are behind it).
+        let runtime_options = RuntimeOptions { ports, reload: options.reload, added_wait: ADDED_WAIT };
         let naming = if only.is_some() { Naming::Transparent } else { Naming::Gateway };
         let catalog = Catalog::new(
             Arc::from(Vec::new()),
