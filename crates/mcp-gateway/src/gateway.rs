@@ -691,15 +691,15 @@ impl Gateway {
 
 /// What a transparent gateway declares of its upstream's capabilities: the lists it offers
 /// (each announcing changes, which the gateway sends whenever the upstream comes back or
-/// changes), logging and completions; not what it cannot carry (resource subscriptions,
-/// experimental and unknown capabilities).
+/// changes), resource subscriptions, logging and completions; not what it cannot carry
+/// (experimental and unknown capabilities).
 fn mirror_capabilities(upstream: &ServerCapabilities) -> ServerCapabilities {
     let listed = |_: &ListChangedCapability| ListChangedCapability { list_changed: Some(true), extra: Map::new() };
     ServerCapabilities {
         tools: upstream.tools.as_ref().map(listed),
         prompts: upstream.prompts.as_ref().map(listed),
-        resources: upstream.resources.as_ref().map(|_| ResourcesCapability {
-            subscribe: None,
+        resources: upstream.resources.as_ref().map(|resources| ResourcesCapability {
+            subscribe: resources.subscribe.filter(|on| *on),
             list_changed: Some(true),
             extra: Map::new(),
         }),

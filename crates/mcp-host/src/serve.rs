@@ -286,6 +286,23 @@ impl HostBackend {
         let _ = tokio::time::timeout_at(self.first_deadline, published.wait_for(|done| *done)).await;
     }
 
+    /// Whether policy lets clients read (or subscribe to) `uri` of `server`: a denied resource
+    /// does not exist for them, one that needs confirmation is refused (the gateway asks about
+    /// tool calls only).
+    fn check_resource(&self, server: &str, uri: &str) -> Result<(), BackendError> {
+        let (_, policy) = self.runtime.policy();
+        match policy.decide_resource(server, uri) {
+            Some(verdict) if verdict.decision == policy::Decision::Deny => {
+                Err(BackendError::NotOffered(format!("server {server:?} has no resource {uri:?}")))
+            }
+            Some(verdict) if verdict.decision == policy::Decision::Confirm => Err(BackendError::Forbidden(format!(
+                "reading {uri:?} of server {server:?} needs confirmation ({verdict}), which the gateway does not \
+                 ask for resources; allow it in the configuration's [policy] resources to offer it"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// Whether `server` is one this backend offers (the one, when transparent).
     fn check_server(&self, server: &str) -> Result<(), BackendError> {
         match &self.only {
@@ -402,20 +419,31 @@ impl Backend for HostBackend {
         max_bytes: usize,
     ) -> Result<ReadResourceResult, BackendError> {
         self.check_server(server)?;
-        let (_, policy) = self.runtime.policy();
-        match policy.decide_resource(server, uri) {
-            Some(verdict) if verdict.decision == policy::Decision::Deny => {
-                return Err(BackendError::NotOffered(format!("server {server:?} has no resource {uri:?}")));
-            }
-            Some(verdict) if verdict.decision == policy::Decision::Confirm => {
-                return Err(BackendError::Forbidden(format!(
-                    "reading {uri:?} of server {server:?} needs confirmation ({verdict}), which the gateway does \
-                     not ask for resources; allow it in the configuration's [policy] resources to offer it"
-                )));
-            }
-            _ => {}
-        }
+        self.check_resource(server, uri)?;
         self.runtime.servers().read_resource(server, uri, max_bytes).await.map_err(backend_error)
+    }
+
+    async fn subscribe(&self, _caller: &Caller, server: &str, uri: &str) -> Result<(), BackendError> {
+        self.check_server(server)?;
+        self.check_resource(server, uri)?;
+        let params = serde_json::json!({ "uri": uri });
+        let servers = self.runtime.servers();
+        servers
+            .request::<_, Value>(server, mcp_protocol::RESOURCES_SUBSCRIBE, Some(&params))
+            .await
+            .map_err(backend_error)?;
+        Ok(())
+    }
+
+    async fn unsubscribe(&self, _caller: &Caller, server: &str, uri: &str) -> Result<(), BackendError> {
+        self.check_server(server)?;
+        let params = serde_json::json!({ "uri": uri });
+        let servers = self.runtime.servers();
+        servers
+            .request::<_, Value>(server, mcp_protocol::RESOURCES_UNSUBSCRIBE, Some(&params))
+            .await
+            .map_err(backend_error)?;
+        Ok(())
     }
 
     async fn get_prompt(
