@@ -78,7 +78,7 @@ pub(crate) fn test(hermetic: bool) -> crate::Result {
                 "--workspace",
                 "--all-targets",
                 "--features",
-                "mcp-transport/interop,agent-loop/interop",
+                "mcp-transport/interop,agent-loop/interop,cli/interop",
                 "--",
                 "-D",
                 "warnings",
@@ -134,7 +134,7 @@ pub(crate) fn test(hermetic: bool) -> crate::Result {
     }
     if hermetic {
         println!("\n--hermetic: skipping the interop suite and conformance (they install from npm and PyPI)");
-        for step in ["interop", "agent interop", "conformance", "server conformance"] {
+        for step in ["interop", "agent interop", "serve interop", "conformance", "server conformance"] {
             report.not_run.push(NotRun { step: step.to_owned(), why: "--hermetic".to_owned(), hermetic: true });
         }
     } else {
@@ -170,9 +170,22 @@ pub(crate) fn test(hermetic: bool) -> crate::Result {
                 ]);
                 agent.env("MCP_PEERS_DIR", &peers);
                 report.tests("agent interop", limit::AGENT_INTEROP, agent, Counts::All);
+                // The SDKs' clients (TypeScript, Python) through `mcp-harness serve`.
+                let mut serve = cargo_args(&[
+                    "test",
+                    "-p",
+                    "cli",
+                    "--features",
+                    "interop",
+                    "--test",
+                    "serve_peers",
+                    "--no-fail-fast",
+                ]);
+                serve.env("MCP_PEERS_DIR", &peers);
+                report.tests("serve interop", limit::AGENT_INTEROP, serve, Counts::All);
             }
             Err(e) => {
-                for step in ["interop", "agent interop"] {
+                for step in ["interop", "agent interop", "serve interop"] {
                     report.not_run(step, &format!("peers not installed: {e}"));
                 }
             }

@@ -31,7 +31,8 @@ pub(crate) fn ports() -> Ports {
     ports
 }
 
-fn show_event(event: &HostEvent) {
+/// Shows the host's events on stderr (reloads, a kernel without Landlock).
+pub(crate) fn show_event(event: &HostEvent) {
     let list = |names: &[String]| names.iter().map(|n| output::one_line(n, 80)).collect::<Vec<_>>().join(", ");
     let text = match event {
         HostEvent::Unconfined => "warning: this kernel has no Landlock, so stdio servers run unconfined \

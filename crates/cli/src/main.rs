@@ -18,6 +18,7 @@ mod host;
 mod mcp;
 mod output;
 mod progress;
+mod serve;
 mod session;
 mod signals;
 mod tools;
@@ -158,6 +159,13 @@ enum Command {
     Chat {
         #[command(flatten)]
         agent: agent::AgentArgs,
+    },
+    /// Offer every configured server's tools, under this configuration's policy, to another
+    /// host as one MCP server: over stdio (a host's configuration says `"command":
+    /// "mcp-harness", "args": ["serve"]`), or Streamable HTTP at /mcp with --http.
+    Serve {
+        #[command(flatten)]
+        args: serve::ServeArgs,
     },
     /// Log in to a remote server with OAuth (opens a browser; the tokens are kept in your data
     /// directory).
@@ -364,6 +372,7 @@ async fn run(cli: Cli, at: ConfigPath) -> anyhow::Result<Outcome> {
         Command::Prompt { server, name, args, json } => {
             content::prompt_command(config, &server, &name, &args, json).await
         }
+        Command::Serve { args } => serve::serve_command(config, &at, &args).await,
         Command::Login { server, no_browser } => auth::login_command(config, &server, !no_browser).await,
         Command::Logout { server } => auth::logout_command(config, &server).await,
     }

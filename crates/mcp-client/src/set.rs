@@ -667,6 +667,18 @@ impl ServerSet {
         self.on_client(server, async |client| client.complete(reference, argument, value, context).await).await
     }
 
+    /// A request the set has no method of its own for (`resources/subscribe`, ...) on
+    /// `server`'s live client, waiting for a server that is coming back as a call does; its
+    /// result decoded.
+    pub async fn request<P, R>(&self, server: &str, method: &str, params: Option<&P>) -> Result<R, SetCallError>
+    where
+        P: serde::Serialize + ?Sized + Sync,
+        R: serde::de::DeserializeOwned,
+    {
+        self.on_client(server, async |client| client.request(method, params, crate::RequestOptions::default()).await)
+            .await
+    }
+
     /// Runs `ask` on `server`'s live client, waiting for a server that is coming back as a
     /// call does.
     async fn on_client<T>(

@@ -1,12 +1,14 @@
 //! Asking the person at the downstream host about `confirm` calls: the gateway's adapter of
 //! the gate's `agent_loop::Approver` port.
 //!
-//! One `CallGate` serves every client, and `Approver::approve` is told about the call, not
-//! about who made it; the gateway puts who is asking and how they can be asked beside the call,
-//! in a task-local [`CallContext`] the approver reads (see the lead's notes: a gate method taking
-//! the approver per call would make this explicit). For the same reason "yes for this client"
-//! is never handed to the gate (its memory is per gate, so per gateway): it lives in
-//! [`ApprovalMemory`], per session, or per caller and client for stateless clients.
+//! One `CallGate` serves every client: each call is admitted with `CallGate::admit_with` and
+//! an `agent_loop::CallContext` naming its caller and carrying its own approver
+//! ([`ClientApprover`]: the gateway's shared [`GatewayApprover`] and this call's
+//! [`CallContext`], who is asking and how they can be asked). "Yes for this client" is never
+//! handed to the gate (whose memory is per caller and process): it lives in
+//! [`ApprovalMemory`], per session, or per caller and client for stateless clients, so
+//! replicas can share it. A client asked through `input_required` makes the call
+//! `Admission::Deferred`.
 //!
 //! How a client is asked depends on what it is:
 //! - a session client that declared elicitation: an `elicitation/create` form, while the call
@@ -233,12 +235,15 @@ pub(crate) struct CallContext {
     pub(crate) outcome: Mutex<Outcome>,
 }
 
-tokio::task_local! {
-    /// The context of the call being admitted.
-    pub(crate) static CONTEXT: Arc<CallContext>;
+/// The approver of one call: the gateway's, asking that call's client.
+#[derive(Debug)]
+pub(crate) struct ClientApprover {
+    pub(crate) shared: Arc<GatewayApprover>,
+    pub(crate) ctx: Arc<CallContext>,
 }
 
-/// The gateway's approver: asks the caller of the call in [`CONTEXT`].
+/// The gateway's approver: what every call's [`ClientApprover`] shares. As the gate's own
+/// approver (a call admitted without its client's context) it asks nobody.
 #[derive(Debug)]
 pub(crate) struct GatewayApprover {
     pub(crate) sealer: Arc<StateSealer>,
@@ -277,7 +282,7 @@ impl GatewayApprover {
                 match self.defer(ctx, request) {
                     Ok(outcome) => {
                         *lock(&ctx.outcome) = outcome;
-                        Err(ApprovalAnswer::Unanswered("the client is asked first".to_owned()))
+                        Err(ApprovalAnswer::Deferred("the client is asked first, through input_required".to_owned()))
                     }
                     Err(e) => Err(ApprovalAnswer::Unanswered(format!("the client could not be asked: {e}"))),
                 }
@@ -312,12 +317,17 @@ impl GatewayApprover {
 
 #[async_trait]
 impl Approver for GatewayApprover {
+    async fn approve(&self, _request: &ApprovalRequest) -> ApprovalAnswer {
+        ApprovalAnswer::Unanswered("the gateway does not know who is asking".to_owned())
+    }
+}
+
+#[async_trait]
+impl Approver for ClientApprover {
     async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
-        let Ok(ctx) = CONTEXT.try_with(Arc::clone) else {
-            return ApprovalAnswer::Unanswered("the gateway does not know who is asking".to_owned());
-        };
+        let (shared, ctx) = (&self.shared, &self.ctx);
         let key = format!("{}\n{}", request.name, request.rule);
-        match self.memory.approved(&ctx.scope, &key).await {
+        match shared.memory.approved(&ctx.scope, &key).await {
             Ok(true) => return ApprovalAnswer::Yes,
             Ok(false) => {}
             Err(e) => {
@@ -326,11 +336,11 @@ impl Approver for GatewayApprover {
                 ));
             }
         }
-        match self.choose(&ctx, request).await {
+        match shared.choose(ctx, request).await {
             Ok(Choice::Yes) => ApprovalAnswer::Yes,
             Ok(Choice::YesForClient) => {
                 // The person approved this call; not remembering it only means asking again.
-                if let Err(e) = self.memory.remember(&ctx.scope, &key).await {
+                if let Err(e) = shared.memory.remember(&ctx.scope, &key).await {
                     tracing::warn!(error = %e, "\"yes for this client\" could not be remembered");
                 }
                 ApprovalAnswer::Yes

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use agent_loop::{Binding, BuiltinTool, Hooks, NoHooks, ToolSource};
 use async_trait::async_trait;
 use mcp_protocol::{
-    CompleteRequestParams, CompleteResult, GetPromptResult, LoggingMessageNotificationParams, Prompt,
-    ReadResourceResult, Resource, ResourceTemplate,
+    CompleteRequestParams, CompleteResult, GetPromptResult, Implementation, LoggingMessageNotificationParams, Prompt,
+    ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities,
 };
 use serde_json::{Map, Value};
 use tokio::sync::broadcast;
@@ -116,6 +116,28 @@ pub struct ServerContent {
     pub completions: bool,
 }
 
+/// How one upstream presented itself at its handshake: what a transparent gateway
+/// (`--transparent`) mirrors instead of its own fixed set.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct Upstream {
+    /// Its name in the host's configuration.
+    pub server: String,
+    /// Its `serverInfo`, when it sent one.
+    pub server_info: Option<Implementation>,
+    /// The capabilities it declared.
+    pub capabilities: ServerCapabilities,
+    /// Its `instructions`, raw (the gateway cleans and caps them).
+    pub instructions: Option<String>,
+}
+
+impl Upstream {
+    /// An upstream named `server` that declared `capabilities`.
+    pub fn new(server: impl Into<String>, capabilities: ServerCapabilities) -> Self {
+        Self { server: server.into(), capabilities, ..Self::default() }
+    }
+}
+
 /// What every upstream a caller may use offers besides tools, by server name.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ContentListing {
@@ -153,6 +175,12 @@ pub trait Backend: Send + Sync + 'static {
     /// cleans, caps and marks them.
     fn instructions(&self, _caller: &Caller) -> Vec<(String, String)> {
         Vec::new()
+    }
+
+    /// The one upstream a transparent gateway fronts, as it presented itself (its connection
+    /// now); `None` when there is not exactly one, or it is not connected. By default `None`.
+    fn mirrored(&self, _caller: &Caller) -> Option<Upstream> {
+        None
     }
 
     /// What the upstreams `caller` may use offer besides tools. By default nothing.

@@ -19,9 +19,9 @@ use tokio::sync::mpsc;
 use tool_pool::{Naming, Origin, PoolEntry};
 
 use crate::approval::{
-    ApprovalMemory, CONTEXT, CallContext, GatewayApprover, INPUT_KEY, MemoryApprovals, Outcome, Way,
+    ApprovalMemory, CallContext, ClientApprover, GatewayApprover, INPUT_KEY, MemoryApprovals, Outcome, Way,
 };
-use crate::backend::{Backend, BackendError, BackendEvent, Caller, ContentListing};
+use crate::backend::{Backend, BackendError, BackendEvent, Caller, ContentListing, Upstream};
 use crate::clock::{Clock, SystemClock};
 use crate::content::ContentView;
 use crate::limit::RateLimiter;
@@ -177,6 +177,8 @@ pub struct Gateway {
 struct Inner {
     backend: Arc<dyn Backend>,
     gate: CallGate,
+    /// What every call's own approver shares.
+    approver: Arc<GatewayApprover>,
     options: GatewayOptions,
     config: ServerConfig,
     naming: Naming,
@@ -199,15 +201,16 @@ impl Gateway {
             Some(sealer) => Arc::clone(sealer),
             None => Arc::new(StateSealer::generate()?),
         };
-        let approver = GatewayApprover {
+        let approver = Arc::new(GatewayApprover {
             sealer,
             replay: Arc::clone(&options.replay),
             memory: Arc::clone(&options.approvals),
             clock: Arc::clone(&options.clock),
             state_ttl: options.approval_ttl,
             wait: options.approval_wait,
-        };
-        let gate = CallGate::new(Arc::new(approver), backend.hooks()).with_builtins(backend.builtins());
+        });
+        let gate = CallGate::new(Arc::clone(&approver) as Arc<dyn agent_loop::Approver>, backend.hooks())
+            .with_builtins(backend.builtins());
         let listed = Some(ListChangedCapability { list_changed: Some(true), extra: Map::new() });
         let capabilities = ServerCapabilities {
             tools: listed.clone(),
@@ -224,6 +227,7 @@ impl Gateway {
         let inner = Inner {
             backend,
             gate,
+            approver,
             options,
             config,
             naming,
@@ -263,6 +267,48 @@ impl Gateway {
         (!text.is_empty()).then(|| text.to_owned())
     }
 
+    /// How the gateway presents itself to `caller`: its own capabilities and the upstreams'
+    /// instructions marked per server; or, when transparent, the one upstream's capabilities
+    /// (what the gateway can carry of them) and its instructions unmarked.
+    async fn server_config(&self, caller: &Caller) -> ServerConfig {
+        let mut config = self.inner.config.clone();
+        if self.inner.options.transparent {
+            // The upstream's handshake is known once the first pool is published (a binding
+            // waits for it), not before.
+            let _ = self.inner.backend.binding(caller).await;
+        }
+        match self.inner.backend.mirrored(caller).filter(|_| self.inner.options.transparent) {
+            Some(upstream) => {
+                config.capabilities = mirror_capabilities(&upstream.capabilities);
+                config.instructions = self.mirrored_instructions(caller, &upstream).await;
+            }
+            None => config.instructions = self.instructions(caller).await,
+        }
+        config
+    }
+
+    /// A transparent gateway's instructions: its own, then the upstream's as it wrote them
+    /// (cleaned and capped as for the agent's system prompt, not marked: the client talks to
+    /// that server as it is), unless policy keeps them out.
+    async fn mirrored_instructions(&self, caller: &Caller, upstream: &Upstream) -> Option<String> {
+        let allowed = match self.inner.backend.binding(caller).await {
+            Ok(binding) => binding.policy().allows_instructions(&upstream.server),
+            Err(_) => true,
+        };
+        let own = self.inner.options.instructions.as_deref().map(str::trim).filter(|t| !t.is_empty());
+        let theirs = upstream
+            .instructions
+            .as_deref()
+            .filter(|_| allowed)
+            .map(|text| mcp_safety::text::sanitize(text.trim(), agent_loop::MAX_INSTRUCTIONS_CHARS))
+            .filter(|t| !t.is_empty());
+        match (own, theirs) {
+            (Some(own), Some(theirs)) => Some(format!("{own}\n\n{theirs}")),
+            (Some(own), None) => Some(own.to_owned()),
+            (None, theirs) => theirs,
+        }
+    }
+
     /// Answers `initialize`: a new session, and the result's JSON.
     pub(crate) async fn open_session(
         &self,
@@ -270,8 +316,7 @@ impl Gateway {
         id: Option<Arc<str>>,
         params: &InitializeRequestParams,
     ) -> Result<(Arc<Session>, String), ErrorObject> {
-        let mut config = self.inner.config.clone();
-        config.instructions = self.instructions(&caller).await;
+        let config = self.server_config(&caller).await;
         let (protocol, result) = ServerSession::initialize(&config, params)
             .map_err(|e| ErrorObject::new(error_codes::INTERNAL_ERROR, e.to_string()))?;
         let session = Arc::new(Session::new(id, caller, protocol, self.now_ms()));
@@ -294,9 +339,7 @@ impl Gateway {
                 "Invalid Request: this session is initialized already",
             )),
             ClientRequest::Discover => {
-                let mut config = self.inner.config.clone();
-                config.instructions = self.instructions(&scope.caller).await;
-                Reply::Typed(to_json(&config.discover_result()))
+                Reply::Typed(to_json(&self.server_config(&scope.caller).await.discover_result()))
             }
             ClientRequest::ListTools(params) => self.list_tools(scope, &params).await,
             ClientRequest::CallTool(call) => self.call_tool(scope, id, call, meta, out).await,
@@ -361,11 +404,28 @@ impl Gateway {
         meta: &RequestMeta,
         out: &Outbound,
     ) -> Reply {
-        let binding = match self.binding(&scope.caller).await {
+        let mut binding = match self.binding(&scope.caller).await {
             Ok(binding) => binding,
             Err(e) => return tool_error(&e.to_string()),
         };
         let name = call.name.as_str();
+        let seen = match &scope.era {
+            Era::Session(session) => session.last_listing(),
+            Era::Stateless(_) => None,
+        };
+        // A tool the session was shown whose upstream is on its way back (restarted after a
+        // crash, reconnecting) is waited for, as the host's own calls wait for it, rather than
+        // answered as unknown.
+        if binding.pool().get(name).is_none()
+            && let Some(server) = seen.as_ref().and_then(|seen| seen.pool().get(name)?.server())
+            && binding.generation(server).is_none()
+            && self.inner.backend.tools().settled_generation(server).await.is_some()
+        {
+            binding = match self.binding(&scope.caller).await {
+                Ok(binding) => binding,
+                Err(e) => return tool_error(&e.to_string()),
+            };
+        }
         let Some(entry) = binding.pool().get(name) else { return unknown_tool(name) };
         // Held until the call ends: its concurrency slots are freed when it drops.
         let _permit = match &self.inner.options.limiter {
@@ -377,9 +437,15 @@ impl Gateway {
         };
         // A session is held to the listing it was shown: a call prepared against an older one
         // is never sent on, even when the gate's own check (against the current pool) passes.
-        if let (Era::Session(session), Some(server)) = (&scope.era, entry.server())
-            && let Some(seen) = session.last_listing()
+        // An upstream that came back with the very tool the session was shown (a restart
+        // changes the generation, not the tool) is no older listing.
+        if let (Some(seen), Some(server)) = (&seen, entry.server())
             && seen.generation(server) != binding.generation(server)
+            && !seen
+                .pool()
+                .get(name)
+                .is_some_and(|shown| shown.origin() == entry.origin() && shown.description() == entry.description())
+            && let Era::Session(session) = &scope.era
         {
             session.notify(list_changed_line(methods::TOOLS_LIST_CHANGED));
             let refusal =
@@ -414,39 +480,42 @@ impl Gateway {
         let call_id = id.to_string();
         let request = CallRequest { id: &call_id, name, arguments: &arguments };
         let tools = self.inner.backend.tools();
-        let admission = CONTEXT.scope(Arc::clone(&ctx), self.inner.gate.admit(&binding, tools, request)).await;
+        let approver = ClientApprover { shared: Arc::clone(&self.inner.approver), ctx: Arc::clone(&ctx) };
+        let context = agent_loop::CallContext::new().with_caller(ctx.scope.clone()).with_approver(Arc::new(approver));
+        let admission = self.inner.gate.admit_with(&binding, tools, request, &context).await;
         let outcome = std::mem::take(&mut *lock(&ctx.outcome));
-        match admission {
-            Admission::Run { job, .. } => self.run(job, meta.progress_token.as_ref(), out).await,
-            Admission::Refused(Refusal::UnknownTool { .. } | Refusal::Denied { .. }) => unknown_tool(name),
-            Admission::Refused(refusal) => match outcome {
-                Outcome::Deferred { form, state } => {
-                    let request = InputRequest {
-                        method: methods::ELICITATION_CREATE.to_owned(),
-                        params: Some(serde_json::to_value(&form).unwrap_or(Value::Null)),
-                        extra: Map::new(),
-                    };
-                    let result = json!({
-                        "resultType": "input_required",
-                        "inputRequests": {INPUT_KEY: request},
-                        "requestState": state,
-                    });
-                    Reply::Typed(result.to_string())
+        match (admission, outcome) {
+            (Admission::Run { job, .. }, _) => self.run(job, meta.progress_token.as_ref(), out).await,
+            (Admission::Refused(Refusal::UnknownTool { .. } | Refusal::Denied { .. }), _) => unknown_tool(name),
+            // The client is asked through `input_required`; its retry carries the answer.
+            (Admission::Deferred { .. }, Outcome::Deferred { form, state }) => {
+                let request = InputRequest {
+                    method: methods::ELICITATION_CREATE.to_owned(),
+                    params: Some(serde_json::to_value(&form).unwrap_or(Value::Null)),
+                    extra: Map::new(),
+                };
+                let result = json!({
+                    "resultType": "input_required",
+                    "inputRequests": {INPUT_KEY: request},
+                    "requestState": state,
+                });
+                Reply::Typed(result.to_string())
+            }
+            (Admission::Refused(_), Outcome::StateRefused(why)) => Reply::Error(ErrorObject::new(
+                error_codes::INVALID_PARAMS,
+                format!("Invalid params: requestState refused: {why}"),
+            )),
+            (Admission::Refused(refusal), _) => {
+                if matches!(refusal, Refusal::Stale { .. })
+                    && let Era::Session(session) = &scope.era
+                {
+                    session.notify(list_changed_line(methods::TOOLS_LIST_CHANGED));
                 }
-                Outcome::StateRefused(why) => Reply::Error(ErrorObject::new(
-                    error_codes::INVALID_PARAMS,
-                    format!("Invalid params: requestState refused: {why}"),
-                )),
-                Outcome::Answered => {
-                    if matches!(refusal, Refusal::Stale { .. })
-                        && let Era::Session(session) = &scope.era
-                    {
-                        session.notify(list_changed_line(methods::TOOLS_LIST_CHANGED));
-                    }
-                    tool_error(&refusal.to_string())
-                }
-            },
-            _ => tool_error("the call could not be admitted"),
+                tool_error(&refusal.to_string())
+            }
+            (other, _) => {
+                tool_error(&other.not_run_text().unwrap_or_else(|| "the call could not be admitted".to_owned()))
+            }
         }
     }
 
@@ -630,6 +699,27 @@ impl Gateway {
             Ok(result) => Reply::Result(to_json(&result)),
             Err(e) => Reply::Error(backend_error(&e)),
         }
+    }
+}
+
+/// What a transparent gateway declares of its upstream's capabilities: the lists it offers
+/// (each announcing changes, which the gateway sends whenever the upstream comes back or
+/// changes), resource subscriptions, logging and completions; not what it cannot carry
+/// (experimental and unknown capabilities).
+fn mirror_capabilities(upstream: &ServerCapabilities) -> ServerCapabilities {
+    let listed = |_: &ListChangedCapability| ListChangedCapability { list_changed: Some(true), extra: Map::new() };
+    ServerCapabilities {
+        tools: upstream.tools.as_ref().map(listed),
+        prompts: upstream.prompts.as_ref().map(listed),
+        resources: upstream.resources.as_ref().map(|resources| ResourcesCapability {
+            subscribe: resources.subscribe.filter(|on| *on),
+            list_changed: Some(true),
+            extra: Map::new(),
+        }),
+        logging: upstream.logging.as_ref().map(|_| json!({})),
+        completions: upstream.completions.as_ref().map(|_| json!({})),
+        experimental: None,
+        extra: Map::new(),
     }
 }
 

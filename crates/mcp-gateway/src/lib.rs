@@ -27,18 +27,21 @@
 //!   `notifications/tools/list_changed` for every client that can receive it.
 //! - [`Backend::instructions`]: the upstreams' instructions, which the gateway cleans, caps and
 //!   marks per server as the agent's system prompt does (`agent_loop::system_prompt`).
+//! - [`Backend::mirrored`]: for a transparent gateway, the one upstream's capabilities and
+//!   instructions as it declared them, which the gateway offers instead of its own.
 //!
 //! # Flows
 //!
 //! **Listing.** `tools/list` reads the caller's binding and pages its entries (denied tools are
 //! not in a pool, so they are never listed). A session remembers the binding it listed.
 //!
-//! **A call.** `tools/call` is checked by `CallGate::admit` against the caller's current binding:
-//! the name (an unknown or denied name is answered alike, as an unknown tool), the upstream's
-//! generation (for a session, also against the generation it listed: a call prepared against
-//! an older listing is refused with a clear message and a `list_changed`, never sent on), the
-//! arguments against the schema, policy, hooks; then `CallGate::run` sends it. Progress comes
-//! back as `notifications/progress` with the client's own token.
+//! **A call.** `tools/call` is checked by `CallGate::admit_with` (with its caller and its
+//! client's approver) against the caller's current binding: the name (an unknown or denied
+//! name is answered alike, as an unknown tool), the upstream's generation (for a session, also
+//! against the generation it listed: a call prepared against an older listing is refused with
+//! a clear message and a `list_changed`, never sent on), the arguments against the schema,
+//! policy, hooks; then `CallGate::run` sends it. Progress comes back as
+//! `notifications/progress` with the client's own token.
 //!
 //! **Approvals.** `confirm` goes to the gate's `Approver` port, which the gateway implements
 //! by asking the downstream person: a session client that declared elicitation
@@ -110,7 +113,7 @@ mod subscriptions;
 
 pub use approval::{ApprovalMemory, MemoryApprovals};
 pub use auth::{Authenticator, BearerTokens, Unauthorized};
-pub use backend::{Backend, BackendError, BackendEvent, Caller, ContentListing, ServerContent};
+pub use backend::{Backend, BackendError, BackendEvent, Caller, ContentListing, ServerContent, Upstream};
 pub use clock::{Clock, SystemClock};
 pub use content::{ContentView, GATEWAY_SCHEME, gateway_uri};
 pub use gateway::{Gateway, GatewayOptions};

@@ -79,6 +79,9 @@ where
     let mut session: Option<Arc<Session>> = None;
     let mut listeners: Vec<Listener> = Vec::new();
     let mut line = Vec::new();
+    // Whether the line being read was too long (kept, like `line`, across a read the loop
+    // dropped for another branch).
+    let mut too_long = false;
     let mut input_open = true;
     // Lines this loop answers itself, written before it waits again (never through the
     // bounded queue it alone drains).
@@ -107,8 +110,11 @@ where
                 }
                 Err(broadcast::error::RecvError::Closed) => events = broadcast::channel(1).1,
             },
-            read = read_line(&mut reader, &mut line, options.max_line_bytes), if input_open && running.len() < options.max_in_flight => {
-                match read.map_err(StdioError::Read)? {
+            read = read_line(&mut reader, &mut line, &mut too_long, options.max_line_bytes), if input_open && running.len() < options.max_in_flight => {
+                let read = read.map_err(StdioError::Read)?;
+                // A whole line (or the end) was read: the next read starts a new one.
+                too_long = false;
+                match read {
                     Read::End => input_open = false,
                     Read::TooLong => {
                         let error = ErrorObject::new(
@@ -119,10 +125,10 @@ where
                     }
                     Read::Line => {
                         let text = trim_line(&line);
-                        if text.is_empty() {
-                            continue;
-                        }
-                        match Message::decode(text) {
+                        let decoded = (!text.is_empty()).then(|| Message::decode(text));
+                        line.clear();
+                        let Some(decoded) = decoded else { continue };
+                        match decoded {
                             Ok(message) => {
                                 let mut state = Connection {
                                     session: &mut session,
@@ -331,14 +337,16 @@ enum Read {
 async fn read_line<R: AsyncRead + Unpin>(
     reader: &mut BufReader<R>,
     line: &mut Vec<u8>,
+    too_long: &mut bool,
     max: usize,
 ) -> std::io::Result<Read> {
-    line.clear();
-    let mut too_long = false;
+    // Cancel-safe: the reading loop drops this future whenever another branch is ready first,
+    // so what was consumed stays in `line` and `too_long` (the caller empties them once a
+    // line is returned), never in a local that a dropped future takes with it.
     loop {
         let buf = reader.fill_buf().await?;
         if buf.is_empty() {
-            return Ok(if too_long {
+            return Ok(if *too_long {
                 Read::TooLong
             } else if line.is_empty() {
                 Read::End
@@ -350,9 +358,9 @@ async fn read_line<R: AsyncRead + Unpin>(
             Some(i) => (&buf[..i], Some(i + 1)),
             None => (buf, None),
         };
-        if !too_long {
+        if !*too_long {
             if line.len() + chunk.len() > max {
-                too_long = true;
+                *too_long = true;
                 line.clear();
             } else {
                 line.extend_from_slice(chunk);
@@ -361,7 +369,7 @@ async fn read_line<R: AsyncRead + Unpin>(
         let used = found.unwrap_or(buf.len());
         reader.consume(used);
         if found.is_some() {
-            return Ok(if too_long { Read::TooLong } else { Read::Line });
+            return Ok(if *too_long { Read::TooLong } else { Read::Line });
         }
     }
 }

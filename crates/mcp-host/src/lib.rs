@@ -49,6 +49,10 @@
 //!
 //! The example `embed` (`cargo run -p mcp-host --example embed`) reads a file, starts the runtime
 //! over the fixture server and makes one call through the agent loop's gate.
+//!
+//! [`serve::HostBackend`] is the same runtime as the gateway's backend (`mcp-harness serve`):
+//! `mcp_gateway`'s `Backend` port, implemented here as `runtime/source.rs` implements the loop's
+//! `ToolSource`.
 
 use std::sync::Arc;
 
@@ -58,6 +62,7 @@ mod eras;
 mod resolve;
 mod runtime;
 pub mod sandbox;
+pub mod serve;
 mod session;
 
 pub use resolve::{client_spec, client_specs};
@@ -76,6 +81,11 @@ pub type RequestsFor = dyn Fn(&ServerSettings) -> mcp_client::ServerRequests + S
 /// Hears what the host has to say while it runs.
 pub type Events = dyn Fn(&HostEvent) + Send + Sync;
 
+/// Wraps the connector of the server named by the first argument: a front end that watches
+/// what its servers send (the gateway's tap, [`serve`]) puts itself between the client and the
+/// transport here.
+pub type WrapConnector = dyn Fn(&str, Arc<dyn mcp_client::Connector>) -> Arc<dyn mcp_client::Connector> + Send + Sync;
+
 /// What the host hands to the front end and asks of it.
 #[derive(Clone)]
 #[non_exhaustive]
@@ -85,17 +95,22 @@ pub struct Ports {
     pub requests: Option<Arc<RequestsFor>>,
     /// Hears [`HostEvent`]s; by default they are dropped.
     pub events: Arc<Events>,
+    /// Wraps every server's connector (`None`: the connectors as resolved).
+    pub connectors: Option<Arc<WrapConnector>>,
 }
 
 impl Default for Ports {
     fn default() -> Self {
-        Self { requests: None, events: Arc::new(|_| {}) }
+        Self { requests: None, events: Arc::new(|_| {}), connectors: None }
     }
 }
 
 impl std::fmt::Debug for Ports {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ports").field("requests", &self.requests.is_some()).finish_non_exhaustive()
+        f.debug_struct("Ports")
+            .field("requests", &self.requests.is_some())
+            .field("connectors", &self.connectors.is_some())
+            .finish_non_exhaustive()
     }
 }
 

@@ -2,7 +2,8 @@
 //! in one place. Each server's transport connector carries what its settings say: a stdio
 //! server its sandbox (the host's configuration and data protected), a remote one its options
 //! and its OAuth authorizer; every spec gets its timeouts, the caller's handler of the server's
-//! requests ([`Ports::requests`]) and, when the server's answer is remembered, the protocol era
+//! requests ([`Ports::requests`]), the front end's wrapper of connectors ([`Ports::connectors`])
+//! and, when the server's answer is remembered, the protocol era
 //! to open with (`eras`).
 
 use std::path::PathBuf;
@@ -46,6 +47,10 @@ fn spec_of(server: &ServerSettings, protect: &[PathBuf], ports: &Ports) -> Serve
             Arc::new(crate::sandbox::confined(config.clone(), sandbox, protect, ports))
         }
         Target::Remote(remote) => remote_connector(remote, crate::auth::authorizer(&server.name, remote)),
+    };
+    let connector = match &ports.connectors {
+        Some(wrap) => wrap(&server.name, connector),
+        None => connector,
     };
     let mut spec = with_settings(ServerSpec::new(server.name.clone(), connector), server);
     spec.requests = ports.requests.as_ref().map(|requests| requests(server));

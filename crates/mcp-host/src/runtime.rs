@@ -111,6 +111,8 @@ pub struct Runtime {
     policy_version: AtomicU64,
     options: RuntimeOptions,
     dirty: Arc<AtomicBool>,
+    /// Woken with `dirty` by the watcher ([`Runtime::file_changed`]).
+    file_changed: Arc<tokio::sync::Notify>,
     publishing: tokio::sync::Mutex<()>,
     last_error: Mutex<Option<String>>,
     /// Local servers a publication added that the next listing waits for.
@@ -164,7 +166,8 @@ impl Runtime {
         let servers = ServerSet::start(crate::resolve::client_specs(&config, &options.ports), set_options(&config));
         let dirty = Arc::new(AtomicBool::new(false));
         let watched = options.reload.as_ref().and_then(|at| at.path.as_deref());
-        let watcher = watched.and_then(|path| watch(path, Arc::clone(&dirty)));
+        let file_changed = Arc::new(tokio::sync::Notify::new());
+        let watcher = watched.and_then(|path| watch(path, Arc::clone(&dirty), Arc::clone(&file_changed)));
         let policy = Mutex::new((0, Arc::new(config.policy.clone())));
         Self {
             servers,
@@ -173,6 +176,7 @@ impl Runtime {
             policy_version: AtomicU64::new(0),
             options,
             dirty,
+            file_changed,
             publishing: tokio::sync::Mutex::new(()),
             last_error: Mutex::new(None),
             added: Mutex::new(BTreeSet::new()),
@@ -303,6 +307,14 @@ impl Runtime {
         outcome
     }
 
+    /// Waits until the watcher sees the configuration file change (at once when it changed
+    /// since the last wait): a front end that publishes without being asked (the gateway, which
+    /// tells its clients) calls [`Runtime::reload_if_changed`] then. Never returns for a runtime
+    /// that watches no file.
+    pub async fn file_changed(&self) {
+        self.file_changed.notified().await;
+    }
+
     /// Waits for the local servers that publications added since the last listing to make
     /// their first attempt (at most [`RuntimeOptions::added_wait`]), so the listing after an
     /// edit offers a server the edit added, as the first step offers those configured at the
@@ -379,7 +391,7 @@ impl Runtime {
 }
 
 /// Watches the configuration's directory (a file renamed over the old one is a change too).
-fn watch(path: &Path, dirty: Arc<AtomicBool>) -> Option<notify::RecommendedWatcher> {
+fn watch(path: &Path, dirty: Arc<AtomicBool>, changed: Arc<tokio::sync::Notify>) -> Option<notify::RecommendedWatcher> {
     use notify::Watcher as _;
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name()?.to_owned();
@@ -388,6 +400,7 @@ fn watch(path: &Path, dirty: Arc<AtomicBool>) -> Option<notify::RecommendedWatch
             && event.paths.iter().any(|p| p.file_name() == Some(name.as_os_str()))
         {
             dirty.store(true, Ordering::SeqCst);
+            changed.notify_one();
         }
     };
     let mut watcher = match notify::recommended_watcher(handler) {

@@ -121,3 +121,42 @@ async fn cancelled_requests_get_no_answer_and_bad_lines_do_no_harm() {
     fresh.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).await;
     assert_eq!(fresh.next().await["error"]["code"], -32600);
 }
+
+/// A line that arrives in pieces while the front is woken for something else (a change to
+/// announce) is still read whole: the read the front drops for the other branch loses nothing.
+#[tokio::test]
+async fn a_line_split_around_a_notification_is_read_whole() {
+    use std::sync::Arc;
+
+    use mcp_gateway::fake::FakeBackend;
+    use mcp_gateway::{BackendEvent, Gateway, GatewayOptions, serve_stdio};
+
+    let backend = Arc::new(FakeBackend::standard());
+    let gateway =
+        Gateway::new(Arc::clone(&backend) as Arc<dyn mcp_gateway::Backend>, GatewayOptions::default()).unwrap();
+    let (client, server) = tokio::io::duplex(64 * 1024);
+    let (server_read, server_write) = tokio::io::split(server);
+    let front = tokio::spawn(serve_stdio(gateway, server_read, server_write, Default::default()));
+    let (client_read, mut client_write) = tokio::io::split(client);
+    let mut lines = BufReader::new(client_read).lines();
+    let mut next = async || -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await.expect("a line in time");
+        serde_json::from_str(&line.unwrap().expect("output open")).unwrap()
+    };
+    client_write.write_all(format!("{}\n", initialize("2025-11-25", json!({}))).as_bytes()).await.unwrap();
+    assert_eq!(next().await["id"], 0);
+    client_write.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n").await.unwrap();
+    for round in 0..3 {
+        client_write.write_all(br#"{"jsonrpc":"2.0","id":7,"me"#).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        backend.emit(BackendEvent::ToolsChanged);
+        let announced = next().await;
+        assert_eq!(announced["method"], "notifications/tools/list_changed", "round {round}: {announced}");
+        client_write.write_all(b"thod\":\"tools/list\"}\n").await.unwrap();
+        let listed = next().await;
+        assert_eq!(listed["id"], 7, "round {round}: the line was not read whole: {listed}");
+        assert!(listed["result"]["tools"].is_array(), "round {round}: {listed}");
+    }
+    client_write.shutdown().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), front).await.unwrap().unwrap().unwrap();
+}

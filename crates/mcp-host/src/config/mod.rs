@@ -48,7 +48,8 @@ pub use foreign::{Host, Input, RawFile};
 pub use location::{CONFIG_ENV, ConfigPath, Origin, check_outside_workspace, default_dir, default_path};
 pub use raw::RawServer;
 pub use settings::{
-    OAuthGrant, OAuthSettings, RemoteTarget, RuntimeSettings, SandboxSetting, ServerSettings, Target, ToolsSettings,
+    OAuthGrant, OAuthSettings, RemoteTarget, RuntimeSettings, SandboxSetting, ServeSettings, ServerSettings, Target,
+    ToolsSettings,
 };
 pub use vars::Lookup;
 
@@ -68,6 +69,8 @@ pub struct Config {
     pub file: Option<PathBuf>,
     /// How servers are kept alive (`[runtime]`).
     pub runtime: RuntimeSettings,
+    /// How `serve` presents itself (`[serve]`).
+    pub serve: ServeSettings,
     /// Tool exposure budgets and tool search of the whole configuration.
     pub tools: ToolsSettings,
     /// Keys read and not used (other hosts' files), one line each, for the user to see.
@@ -91,6 +94,7 @@ impl Config {
             servers,
             file: None,
             runtime: RuntimeSettings::default(),
+            serve: ServeSettings::default(),
             tools: ToolsSettings::default(),
             warnings: Vec::new(),
         }

@@ -46,6 +46,8 @@ pub(crate) struct RawToml {
     pub(crate) sandbox: RawSandboxDefaults,
     #[serde(default)]
     pub(crate) runtime: RawRuntime,
+    #[serde(default)]
+    pub(crate) serve: RawServe,
     /// Tool exposure and search (see [`ToolsSettings`]).
     #[serde(default)]
     pub(crate) tool_search: Option<String>,
@@ -96,6 +98,34 @@ pub(crate) struct RawRuntime {
     pub(crate) restart_limit: Option<u32>,
     #[serde(default)]
     pub(crate) restart_window_s: Option<Seconds>,
+}
+
+/// `[serve]`: how `mcp-harness serve` (the gateway) presents itself and whom its HTTP front
+/// admits. (Its sub-tables of inbound authentication, profiles and the audit log are the
+/// gateway's own settings types, read here as they are.)
+#[derive(Deserialize, Default)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table with `name`, `version`, `instructions`, `allowed_hosts`, `allowed_origins`, \
+                 `startup_wait_s`, `approval_wait_s` and `approval_ttl_s`"
+)]
+pub(crate) struct RawServe {
+    #[serde(default)]
+    pub(crate) name: Option<String>,
+    #[serde(default)]
+    pub(crate) version: Option<String>,
+    #[serde(default)]
+    pub(crate) instructions: Option<String>,
+    #[serde(default, deserialize_with = "string_list")]
+    pub(crate) allowed_hosts: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "string_list")]
+    pub(crate) allowed_origins: Option<Vec<String>>,
+    #[serde(default)]
+    pub(crate) startup_wait_s: Option<Seconds>,
+    #[serde(default)]
+    pub(crate) approval_wait_s: Option<Seconds>,
+    #[serde(default)]
+    pub(crate) approval_ttl_s: Option<Seconds>,
 }
 
 /// `[sandbox]`: the default of every stdio server's `sandbox` and `sandbox_required`.

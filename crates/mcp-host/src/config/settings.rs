@@ -246,6 +246,44 @@ impl Default for ToolsSettings {
     }
 }
 
+/// `[serve]`: how `mcp-harness serve` (the gateway) presents itself and whom its HTTP front
+/// admits. Read when `serve` starts (a reload of the file does not change it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServeSettings {
+    /// `serverInfo.name` (`None`: `mcp-harness`).
+    pub name: Option<String>,
+    /// `serverInfo.version` (`None`: mcp-harness's version).
+    pub version: Option<String>,
+    /// The gateway's own instructions, before the upstreams'.
+    pub instructions: Option<String>,
+    /// `Host` values the HTTP front answers to (empty: the loopback names on a loopback address).
+    pub allowed_hosts: Vec<String>,
+    /// `Origin` values the HTTP front admits (empty: origins whose host is allowed).
+    pub allowed_origins: Vec<String>,
+    /// How long the first listing waits for every upstream's first attempt.
+    pub startup_wait: Duration,
+    /// How long an approval form sent as `elicitation/create` waits for its answer.
+    pub approval_wait: Duration,
+    /// How long an approval asked through `input_required` stays valid.
+    pub approval_ttl: Duration,
+}
+
+impl Default for ServeSettings {
+    fn default() -> Self {
+        Self {
+            name: None,
+            version: None,
+            instructions: None,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            startup_wait: Duration::from_secs(10),
+            approval_wait: Duration::from_secs(600),
+            approval_ttl: Duration::from_secs(300),
+        }
+    }
+}
+
 /// `[runtime]`: how servers connect and are kept alive while `run` and `chat` go on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use mcp_sandbox::{Limits, Sandbox};
 
-use super::raw::{RawOAuth, RawRuntime, RawSandbox, RawServer, RawTools};
-use super::settings::{OAuthGrant, OAuthSettings, RuntimeSettings, ToolsSettings};
+use super::raw::{RawOAuth, RawRuntime, RawSandbox, RawServe, RawServer, RawTools};
+use super::settings::{OAuthGrant, OAuthSettings, RuntimeSettings, ServeSettings, ToolsSettings};
 
 impl RawRuntime {
     pub(crate) fn into_settings(self) -> Result<RuntimeSettings, String> {
@@ -22,6 +22,46 @@ impl RawRuntime {
             remote_concurrency: positive(self.remote_concurrency, "remote_concurrency", defaults.remote_concurrency)?,
             restart_limit: self.restart_limit.unwrap_or(defaults.restart_limit),
             restart_window: self.restart_window_s.map_or(defaults.restart_window, |s| s.0),
+        })
+    }
+}
+
+impl RawServe {
+    /// The settings; on error, the key (under `serve.`) and the message.
+    pub(crate) fn into_settings(self) -> Result<ServeSettings, (&'static str, String)> {
+        let defaults = ServeSettings::default();
+        let text = |key: &'static str, value: Option<String>| match value {
+            Some(v) if v.trim().is_empty() => Err((key, format!("`{key}` must not be empty"))),
+            other => Ok(other),
+        };
+        let hosts = self.allowed_hosts.unwrap_or_default();
+        if let Some(bad) = hosts.iter().find(|h| h.trim().is_empty() || h.contains(['/', ' ', ','])) {
+            return Err((
+                "allowed_hosts",
+                format!("`allowed_hosts` holds host names (`name` or `name:port`), not {bad:?}"),
+            ));
+        }
+        let origins = self.allowed_origins.unwrap_or_default();
+        if let Some(bad) = origins.iter().find(|o| {
+            let Some((scheme, rest)) = o.trim().split_once("://") else { return true };
+            !matches!(scheme, "http" | "https")
+                || rest.trim_end_matches('/').is_empty()
+                || rest.trim_end_matches('/').contains('/')
+        }) {
+            return Err((
+                "allowed_origins",
+                format!("`allowed_origins` holds origins (`https://name` or `http://name:port`), not {bad:?}"),
+            ));
+        }
+        Ok(ServeSettings {
+            name: text("name", self.name)?,
+            version: text("version", self.version)?,
+            instructions: self.instructions.filter(|i| !i.trim().is_empty()),
+            allowed_hosts: hosts,
+            allowed_origins: origins,
+            startup_wait: self.startup_wait_s.map_or(defaults.startup_wait, |s| s.0),
+            approval_wait: self.approval_wait_s.map_or(defaults.approval_wait, |s| s.0),
+            approval_ttl: self.approval_ttl_s.map_or(defaults.approval_ttl, |s| s.0),
         })
     }
 }

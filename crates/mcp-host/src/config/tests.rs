@@ -10,7 +10,9 @@ use pretty_assertions::assert_eq;
 
 use super::foreign::{self, Host};
 use super::keys;
-use super::raw::{RawOAuth, RawRuntime, RawSandboxDefaults, RawSandboxTable, RawServer, RawToml, line_column};
+use super::raw::{
+    RawOAuth, RawRuntime, RawSandboxDefaults, RawSandboxTable, RawServe, RawServer, RawToml, line_column,
+};
 use super::*;
 
 /// The configuration reference, every key of every table.
@@ -478,7 +480,7 @@ fn doc_section(heading: &str) -> &'static str {
 #[test]
 fn configuration_reference_lists_every_key() {
     // Every key each table of our TOML accepts, read from the parser itself.
-    let tables: [(&str, &[&str]); 9] = [
+    let tables: [(&str, &[&str]); 10] = [
         ("## Top level", keys::fields::<RawToml>()),
         ("## `[servers.NAME]`", keys::fields::<RawServer>()),
         ("### `[servers.NAME.oauth]`", keys::fields::<RawOAuth>()),
@@ -488,6 +490,7 @@ fn configuration_reference_lists_every_key() {
         ("## `[sandbox]`", keys::fields::<RawSandboxDefaults>()),
         ("## `[sandbox]`", keys::fields::<RawSandboxTable>()),
         ("## `[runtime]`", keys::fields::<RawRuntime>()),
+        ("## `[serve]`", keys::fields::<RawServe>()),
     ];
     let mut missing = Vec::new();
     for (heading, fields) in tables {

@@ -30,10 +30,11 @@ fn parse_checked(path: &Path, text: &str, context: &Context<'_>) -> Result<Confi
         position: None,
     };
     let read_context = foreign::ReadContext { home: context.home.as_deref(), cwd: context.cwd.as_deref() };
-    let RawFile { table, servers, policy, sandbox: sandbox_defaults, runtime, inputs, warnings, tools, .. } =
+    let RawFile { table, servers, policy, sandbox: sandbox_defaults, runtime, serve, inputs, warnings, tools, .. } =
         foreign::read(path, text, read_context)?;
     let tools = tools.into_settings().map_err(|(key, message)| invalid(Some(key.to_owned()), message))?;
     let runtime = runtime.into_settings().map_err(|message| invalid(Some("runtime".into()), message))?;
+    let serve = serve.into_settings().map_err(|(key, message)| invalid(Some(format!("serve.{key}")), message))?;
     // Each input is asked once, however many servers use it.
     let answers = std::cell::RefCell::new(BTreeMap::<String, String>::new());
     let ask = |id: &str| -> Result<String, String> {
@@ -126,6 +127,7 @@ fn parse_checked(path: &Path, text: &str, context: &Context<'_>) -> Result<Confi
         servers: settings,
         file: Some(path.to_path_buf()),
         runtime,
+        serve,
         policy_fingerprint,
         warnings,
         tools,

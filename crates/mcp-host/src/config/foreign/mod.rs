@@ -15,7 +15,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::ConfigError;
-use super::raw::{RawRuntime, RawSandboxDefaults, RawServer, RawToml, RawTools, json_message, key_of, line_column};
+use super::raw::{
+    RawRuntime, RawSandboxDefaults, RawServe, RawServer, RawToml, RawTools, json_message, key_of, line_column,
+};
 use super::vars::{Surroundings, Syntax};
 use policy::PolicyConfig;
 
@@ -107,6 +109,8 @@ pub struct RawFile {
     pub(crate) sandbox: RawSandboxDefaults,
     /// `[runtime]` (ours only).
     pub(crate) runtime: RawRuntime,
+    /// `[serve]` (ours only).
+    pub(crate) serve: RawServe,
     /// VS Code inputs.
     pub(crate) inputs: Vec<Input>,
     /// Keys read and not used, one line each.
@@ -260,6 +264,7 @@ fn read_toml(path: &Path, text: &str) -> Result<RawFile, ConfigError> {
         policy: raw.policy,
         sandbox: raw.sandbox,
         runtime: raw.runtime,
+        serve: raw.serve,
         inputs: Vec::new(),
         warnings: Vec::new(),
         tools,
@@ -325,6 +330,7 @@ fn read_json(path: &Path, text: &str, cx: ReadContext<'_>) -> Result<RawFile, Co
             policy: PolicyConfig::default(),
             sandbox: RawSandboxDefaults::default(),
             runtime: RawRuntime::default(),
+            serve: RawServe::default(),
             inputs,
             warnings,
             tools: RawTools::default(),
@@ -389,6 +395,7 @@ fn read_json(path: &Path, text: &str, cx: ReadContext<'_>) -> Result<RawFile, Co
         policy,
         sandbox,
         runtime: RawRuntime::default(),
+        serve: RawServe::default(),
         inputs: Vec::new(),
         warnings,
         tools: RawTools::default(),
@@ -472,6 +479,7 @@ fn read_codex(path: &Path, table: toml::Table) -> Result<RawFile, ConfigError> {
         policy: PolicyConfig::default(),
         sandbox: RawSandboxDefaults::default(),
         runtime: RawRuntime::default(),
+        serve: RawServe::default(),
         inputs: Vec::new(),
         warnings,
         tools: RawTools::default(),

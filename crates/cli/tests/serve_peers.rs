@@ -1,0 +1,243 @@
+//! Real clients through `mcp-harness serve`: the official TypeScript SDK's client (over stdio
+//! and Streamable HTTP) and the Python SDK's (the same two) list the governed pool, call a tool,
+//! and answer a `confirm` tool's approval form through their elicitation handlers; the
+//! TypeScript one also receives `list_changed` when a server is added to the configuration
+//! file while it is connected.
+//!
+//! Run by `cargo xtask test` (feature `interop`), which installs the pinned peers (the SDKs
+//! among them) and points `MCP_PEERS_DIR` at them. The clients are scripts of ours in
+//! `tests/peers/`.
+
+#![cfg(unix)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+fn peers_dir() -> PathBuf {
+    match std::env::var_os("MCP_PEERS_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => panic!(
+            "MCP_PEERS_DIR is not set: these tests need the SDKs that `cargo xtask test` (or `cargo xtask \
+             peers`) installs; run them through xtask"
+        ),
+    }
+}
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers").join(name)
+}
+
+/// Two fixture upstreams; `fx`'s `add` asks first, `two`'s `crash` is denied.
+struct Setup {
+    config: PathBuf,
+    work: TempDir,
+    data: TempDir,
+    _dir: TempDir,
+}
+
+fn setup() -> Setup {
+    let fx = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}")).display().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    let text = r#"
+[servers.fx]
+command = "$FX"
+args = ["echo"]
+
+[servers.two]
+command = "$FX"
+args = ["echo"]
+
+[policy]
+default = "allow"
+
+[[policy.rules]]
+server = "fx"
+tool = "add"
+decision = "confirm"
+
+[[policy.rules]]
+server = "two"
+tool = "crash"
+decision = "deny"
+"#;
+    std::fs::write(&config, text.replace("$FX", &fx)).unwrap();
+    Setup { config, work: tempfile::tempdir().unwrap(), data: tempfile::tempdir().unwrap(), _dir: dir }
+}
+
+impl Setup {
+    /// `mcp-harness --config FILE serve ARGS`, as a host's configuration starts it.
+    fn serve_args(&self, args: &[&str]) -> Vec<String> {
+        let mut all = vec![
+            env!("CARGO_BIN_EXE_mcp-harness").to_owned(),
+            "--config".to_owned(),
+            self.config.display().to_string(),
+            "serve".to_owned(),
+        ];
+        all.extend(args.iter().map(|a| (*a).to_owned()));
+        all
+    }
+
+    /// `serve --http 127.0.0.1:0`, running; its URL.
+    fn serve_http(&self) -> (KillOnDrop, String) {
+        let mut serve = Command::new(env!("CARGO_BIN_EXE_mcp-harness"));
+        let serve_args = self.serve_args(&["--http", "127.0.0.1:0"]);
+        serve
+            .args(&serve_args[1..])
+            .current_dir(self.work.path())
+            .env_remove("MCP_HARNESS_CONFIG")
+            .env("RUST_LOG", "error")
+            .env("MCP_HARNESS_DATA_DIR", self.data.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = KillOnDrop(serve.spawn().unwrap());
+        let stderr = child.0.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead as _;
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("listening on ") {
+                    let _ = tx.send(url.to_owned());
+                }
+            }
+        });
+        let url = rx.recv_timeout(Duration::from_secs(30)).expect("serve --http did not say where it listens");
+        (child, url)
+    }
+
+    fn client(&self, program: &Path, args: &[String]) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .current_dir(self.work.path())
+            .env("MCP_PEERS_DIR", peers_dir())
+            .env_remove("MCP_HARNESS_CONFIG")
+            .env("RUST_LOG", "error")
+            .env("MCP_HARNESS_DATA_DIR", self.data.path())
+            .stdin(Stdio::null());
+        cmd
+    }
+}
+
+/// Runs a client to its end (bounded) and reads its one JSON line.
+fn report_of(mut cmd: Command) -> Value {
+    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = rx.recv_timeout(Duration::from_secs(90)).expect("the client did not finish in 90 s").unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the client failed ({}):\n{stdout}\n{stderr}", out.status);
+    let line =
+        stdout.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no report:\n{stdout}\n{stderr}"));
+    serde_json::from_str(line).unwrap()
+}
+
+/// What every client must have seen through the gateway.
+fn assert_governed(report: &Value, sdk: &str) {
+    let tools: Vec<&str> = report["tools"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    for expected in ["fx__echo", "fx__add", "two__echo"] {
+        assert!(tools.contains(&expected), "{sdk}: {expected} missing from {tools:?}");
+    }
+    assert!(!tools.contains(&"two__crash"), "{sdk}: a denied tool is listed");
+    assert!(tools.iter().all(|t| t.starts_with("fx__") || t.starts_with("two__")), "{sdk}: {tools:?}");
+    assert_eq!(report["server"], "mcp-harness", "{sdk}");
+    assert_eq!(report["echo"], format!("from the {sdk} SDK"), "{sdk}: {report}");
+    assert_eq!(report["echoError"], false, "{sdk}");
+    // The confirm tool ran only after the person said yes through the client's form.
+    assert_eq!(report["confirmed"], "42", "{sdk}: {report}");
+    let forms = report["forms"].as_array().unwrap();
+    assert_eq!(forms.len(), 1, "{sdk}: {report}");
+    assert!(forms[0].as_str().unwrap().starts_with("Allow fx__add with {\"a\":2,\"b\":40}?"), "{sdk}: {report}");
+}
+
+#[test]
+fn the_typescript_sdk_client_lists_calls_and_approves_over_stdio_and_hears_of_an_added_server() {
+    let setup = setup();
+    let mut args = vec![script("ts_client.mjs").display().to_string(), "stdio".into(), "fx__echo".into()];
+    args.extend(["fx__add".to_owned(), "--".to_owned()]);
+    args.extend(setup.serve_args(&[]));
+    // The client renames this over the configuration once it has listed and called.
+    let next = setup.config.with_file_name("next.toml");
+    let fx = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}")).display().to_string();
+    let added = format!("\n[servers.more]\ncommand = \"{fx}\"\nargs = [\"echo\"]\n");
+    std::fs::write(&next, std::fs::read_to_string(&setup.config).unwrap() + &added).unwrap();
+    let mut client = setup.client(Path::new("node"), &args);
+    client.env("SERVE_NEXT_CONFIG", &next).env("SERVE_CONFIG", &setup.config);
+    let report = report_of(client);
+    assert_governed(&report, "TypeScript");
+    let after: Vec<&str> = report["afterChange"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no list_changed: {report}"))
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(after.contains(&"more__echo") && after.contains(&"fx__echo"), "{after:?}");
+}
+
+#[test]
+fn the_typescript_sdk_client_lists_calls_and_approves_over_http() {
+    let setup = setup();
+    let (_serve, url) = setup.serve_http();
+    let args = [
+        script("ts_client.mjs").display().to_string(),
+        "http".into(),
+        "fx__echo".into(),
+        "fx__add".into(),
+        "--".into(),
+        url,
+    ];
+    let report = report_of(setup.client(Path::new("node"), &args));
+    assert_governed(&report, "TypeScript");
+}
+
+#[test]
+fn the_python_sdk_client_lists_calls_and_approves_over_stdio() {
+    let setup = setup();
+    let python = peers_dir().join("py/bin/python");
+    assert!(python.is_file(), "{} is missing; run `cargo xtask peers`", python.display());
+    let mut args = vec![
+        script("py_client.py").display().to_string(),
+        "stdio".into(),
+        "fx__echo".into(),
+        "fx__add".into(),
+        "--".into(),
+    ];
+    args.extend(setup.serve_args(&[]));
+    let report = report_of(setup.client(&python, &args));
+    assert_governed(&report, "Python");
+}
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_python_sdk_client_lists_calls_and_approves_over_http() {
+    let setup = setup();
+    let python = peers_dir().join("py/bin/python");
+    assert!(python.is_file(), "{} is missing; run `cargo xtask peers`", python.display());
+    let (_serve, url) = setup.serve_http();
+    let args = [
+        script("py_client.py").display().to_string(),
+        "http".into(),
+        "fx__echo".into(),
+        "fx__add".into(),
+        "--".into(),
+        url,
+    ];
+    let report = report_of(setup.client(&python, &args));
+    assert_governed(&report, "Python");
+}
