@@ -193,6 +193,12 @@ pub trait Backend: Send + Sync + 'static {
         Err(BackendError::NotOffered(format!("server {server:?} offers no completions here")))
     }
 
+    /// Whether `name` is a profile this backend serves (`/mcp/NAME`, or one a token is tied
+    /// to). By default there are none.
+    fn has_profile(&self, _name: &str) -> bool {
+        false
+    }
+
     /// The host's changes, from now on. A receiver that lags loses the oldest events; the
     /// gateway then tells its clients that everything may have changed.
     fn events(&self) -> broadcast::Receiver<BackendEvent>;

@@ -101,10 +101,14 @@ mod gateway;
 mod http;
 mod seal;
 mod session;
+pub mod settings;
 mod stdio;
 
 pub use approval::{ApprovalMemory, MemoryApprovals};
-pub use auth::{Authenticator, BearerTokens, Unauthorized};
+pub use auth::{
+    AuthRequest, Authenticator, BadResource, BearerTokens, Inbound, JwtAuthenticator, JwtError, JwtOptions,
+    METADATA_PATH, ProtectedResource, Unauthorized, UnauthorizedKind,
+};
 pub use backend::{Backend, BackendError, BackendEvent, Caller, ContentListing, ServerContent};
 pub use clock::{Clock, SystemClock};
 pub use content::{ContentView, GATEWAY_SCHEME, gateway_uri};

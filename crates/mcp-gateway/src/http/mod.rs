@@ -36,7 +36,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use self::body::{Body, RequestStream, Work, sse_event};
 use self::guard::HostGuard;
-use crate::auth::Authenticator;
+use crate::auth::{AuthRequest, Authenticator, METADATA_PATH, ProtectedResource, Unauthorized};
 use crate::backend::{BackendEvent, Caller};
 use crate::gateway::{Era, Gateway, ListenFilter, Reply, Scope, event_line, response_line};
 use crate::seal::random_hex;
@@ -257,30 +257,22 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 }
 
 async fn route(state: &State, request: Request<Incoming>) -> Response<Body> {
-    if request.uri().path() != state.options.path {
-        return plain(StatusCode::NOT_FOUND, "not found: the MCP endpoint is elsewhere");
-    }
     let headers = request.headers();
     let host = header(headers, http::header::HOST.as_str()).or_else(|| request.uri().authority().map(|a| a.as_str()));
     if let Err(why) = state.guard.check(host, header(headers, http::header::ORIGIN.as_str())) {
         return refusal(StatusCode::FORBIDDEN, error_codes::INVALID_REQUEST, &format!("Forbidden: {why}"));
     }
-    let caller = match &state.options.auth {
-        None => Caller::local(),
-        Some(auth) => match auth.authenticate(headers).await {
-            Ok(caller) => caller,
-            Err(refused) => {
-                let mut response = refusal(
-                    StatusCode::UNAUTHORIZED,
-                    error_codes::INVALID_REQUEST,
-                    &format!("Unauthorized: {refused}"),
-                );
-                if let Ok(value) = HeaderValue::from_str(&refused.challenge) {
-                    response.headers_mut().insert(WWW_AUTHENTICATE, value);
-                }
-                return response;
-            }
-        },
+    let path = request.uri().path();
+    if let Some(rest) = path.strip_prefix(METADATA_PATH) {
+        return metadata(state, rest, request.method());
+    }
+    let Some(profile) = endpoint(path, &state.options.path) else {
+        return plain(StatusCode::NOT_FOUND, "not found: the MCP endpoint is elsewhere");
+    };
+    let profile = profile.map(str::to_owned);
+    let caller = match caller_of(state, headers, profile.as_deref()).await {
+        Ok(caller) => caller,
+        Err(response) => return *response,
     };
     match *request.method() {
         Method::POST => post(state, caller, request).await,
@@ -292,6 +284,93 @@ async fn route(state: &State, request: Request<Incoming>) -> Response<Body> {
             response
         }
     }
+}
+
+/// The profile an MCP endpoint path names: `Some(None)` for the gateway's own (`/mcp`),
+/// `Some(Some(NAME))` for `/mcp/NAME`, `None` for any other path.
+fn endpoint<'a>(path: &'a str, base: &str) -> Option<Option<&'a str>> {
+    let rest = path.strip_prefix(base)?;
+    if rest.is_empty() {
+        return Some(None);
+    }
+    let name = rest.strip_prefix('/')?;
+    crate::settings::is_profile_name(name).then_some(Some(name))
+}
+
+/// Who a request to the endpoint of `profile` is from, and the profile it is served in: the
+/// path's, or the one its token is tied to (a token tied to one profile may use no other).
+async fn caller_of(state: &State, headers: &HeaderMap, profile: Option<&str>) -> Result<Caller, Box<Response<Body>>> {
+    let mut caller = match &state.options.auth {
+        None => Caller::local(),
+        Some(auth) => match auth.authenticate(&AuthRequest { headers, profile }).await {
+            Ok(caller) => caller,
+            Err(refused) => return Err(Box::new(unauthorized(state, &refused, profile))),
+        },
+    };
+    match (profile, caller.profile.as_deref()) {
+        (Some(asked), Some(tied)) if asked != tied => {
+            return Err(Box::new(refusal(
+                StatusCode::FORBIDDEN,
+                error_codes::INVALID_REQUEST,
+                &format!(
+                    "Forbidden: this caller is tied to profile {tied:?}; it may use {base} or {base}/{tied} only",
+                    base = state.options.path
+                ),
+            )));
+        }
+        (Some(asked), None) => caller.profile = Some(Arc::from(asked)),
+        _ => {}
+    }
+    if let Some(name) = caller.profile.as_deref()
+        && !state.gateway.backend().has_profile(name)
+    {
+        let response = if profile.is_some() {
+            plain(StatusCode::NOT_FOUND, "not found: no profile by that name")
+        } else {
+            let shown = mcp_safety::text::one_line(name, 64);
+            refusal(
+                StatusCode::FORBIDDEN,
+                error_codes::INVALID_REQUEST,
+                &format!("Forbidden: this caller is tied to profile {shown:?}, which this gateway does not serve"),
+            )
+        };
+        return Err(Box::new(response));
+    }
+    Ok(caller)
+}
+
+/// The answer to a request that was not authenticated: its status, and the challenge naming
+/// the metadata of the resource it tried to reach.
+fn unauthorized(state: &State, refused: &Unauthorized, profile: Option<&str>) -> Response<Body> {
+    let resource = state.options.auth.as_ref().and_then(|auth| auth.protected_resource());
+    let metadata = resource.map(|r| r.metadata_url(profile));
+    let scopes = resource.map_or(&[][..], ProtectedResource::scopes);
+    let mut response = refusal(refused.status(), error_codes::INVALID_REQUEST, &format!("Unauthorized: {refused}"));
+    if let Some(value) = refused.challenge(metadata.as_deref(), scopes).and_then(|c| HeaderValue::from_str(&c).ok()) {
+        response.headers_mut().insert(WWW_AUTHENTICATE, value);
+    }
+    response
+}
+
+/// `GET /.well-known/oauth-protected-resource{rest}`: the metadata of the gateway's resource or
+/// of a profile's (RFC 9728), when it is an OAuth resource server.
+fn metadata(state: &State, rest: &str, method: &Method) -> Response<Body> {
+    let resource = state.options.auth.as_ref().and_then(|auth| auth.protected_resource());
+    let Some(resource) = resource else {
+        return plain(StatusCode::NOT_FOUND, "not found: this gateway is not an OAuth protected resource");
+    };
+    let target = resource.metadata_target(rest, &state.options.path);
+    let Some(profile) = target.filter(|p| p.is_none_or(|name| state.gateway.backend().has_profile(name))) else {
+        return plain(StatusCode::NOT_FOUND, "not found: no protected resource here");
+    };
+    if !matches!(*method, Method::GET | Method::HEAD) {
+        let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "metadata is read with GET");
+        response.headers_mut().insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return response;
+    }
+    let mut response = json(StatusCode::OK, resource.document(profile).to_string());
+    response.headers_mut().insert(http::header::CACHE_CONTROL, HeaderValue::from_static("max-age=300"));
+    response
 }
 
 /// The session a request names, if it is this caller's (else the 404 to answer with).
