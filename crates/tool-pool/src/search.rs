@@ -607,7 +607,10 @@ impl SearchIndex {
         SearchHit {
             name: Arc::clone(&d.name),
             server: d.server.clone(),
-            description: one_line(self.texts.get(d.text as usize).and_then(|t| t.get(start..end)).unwrap_or_default()),
+            description: mcp_safety::text::first_line(
+                self.texts.get(d.text as usize).and_then(|t| t.get(start..end)).unwrap_or_default(),
+                ONE_LINE_CHARS,
+            ),
             score,
         }
     }
@@ -775,24 +778,6 @@ fn cut(text: &str, max: usize) -> &str {
         Some((i, _)) => &text[..i],
         None => text,
     }
-}
-
-/// The first non-empty line of `text`, whitespace collapsed, at most [`ONE_LINE_CHARS`]
-/// characters (the last one `…` when cut).
-fn one_line(text: &str) -> String {
-    let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default();
-    let mut out = String::new();
-    for (i, word) in line.split_whitespace().enumerate() {
-        if i > 0 {
-            out.push(' ');
-        }
-        out.push_str(word);
-    }
-    if out.chars().count() > ONE_LINE_CHARS {
-        out = out.chars().take(ONE_LINE_CHARS - 1).collect();
-        out.push('…');
-    }
-    out
 }
 
 #[cfg(test)]
