@@ -199,6 +199,12 @@ pub trait Backend: Send + Sync + 'static {
         false
     }
 
+    /// Whether the gateway is ready for traffic (`/readyz`): a pool published and every
+    /// `required` upstream connected; `Err` says what is missing. By default ready.
+    fn ready(&self) -> Result<(), String> {
+        Ok(())
+    }
+
     /// The host's changes, from now on. A receiver that lags loses the oldest events; the
     /// gateway then tells its clients that everything may have changed.
     fn events(&self) -> broadcast::Receiver<BackendEvent>;

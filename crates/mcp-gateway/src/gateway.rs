@@ -21,6 +21,7 @@ use tool_pool::{Naming, Origin, PoolEntry};
 use crate::approval::{
     ApprovalMemory, CONTEXT, CallContext, GatewayApprover, INPUT_KEY, MemoryApprovals, Outcome, Way,
 };
+use crate::audit::{AuditSink, Decided};
 use crate::backend::{Backend, BackendError, BackendEvent, Caller, ContentListing};
 use crate::clock::{Clock, SystemClock};
 use crate::content::ContentView;
@@ -59,6 +60,8 @@ pub struct GatewayOptions {
     pub replay: Arc<dyn ReplayCache>,
     /// "Yes for this client".
     pub approvals: Arc<dyn ApprovalMemory>,
+    /// Where a line for every decided `tools/call` goes; `None`: no audit log.
+    pub audit: Option<Arc<dyn AuditSink>>,
 }
 
 impl Default for GatewayOptions {
@@ -75,6 +78,7 @@ impl Default for GatewayOptions {
             sealer: None,
             replay: Arc::new(MemoryReplayCache::default()),
             approvals: Arc::new(MemoryApprovals::default()),
+            audit: None,
         }
     }
 }
@@ -107,7 +111,7 @@ impl Scope {
         }
     }
 
-    fn client_name(&self) -> &str {
+    pub(crate) fn client_name(&self) -> &str {
         match &self.era {
             Era::Session(s) => s.client_name(),
             Era::Stateless(ctx) => ctx.client_info.as_ref().map_or("", |i| i.name.as_str()),
@@ -281,7 +285,7 @@ impl Gateway {
                 Reply::Typed(to_json(&config.discover_result()))
             }
             ClientRequest::ListTools(params) => self.list_tools(scope, &params).await,
-            ClientRequest::CallTool(call) => self.call_tool(scope, id, call, meta, out).await,
+            ClientRequest::CallTool(call) => self.audited_call(scope, id, call, meta, out).await,
             ClientRequest::ListResources(params) => self.list_content(scope, &params, Listed::Resources).await,
             ClientRequest::ListResourceTemplates(params) => self.list_content(scope, &params, Listed::Templates).await,
             ClientRequest::ListPrompts(params) => self.list_content(scope, &params, Listed::Prompts).await,
@@ -339,20 +343,31 @@ impl Gateway {
         Reply::Result(to_json(&ListOut { tools: Some(tools), next_cursor, ..ListOut::default() }))
     }
 
-    async fn call_tool(
+    pub(crate) async fn call_tool(
         &self,
         scope: &Scope,
         id: &RequestId,
         call: CallToolRequestParams,
         meta: &RequestMeta,
         out: &Outbound,
+        decided: Option<&Decided>,
     ) -> Reply {
         let binding = match self.binding(&scope.caller).await {
             Ok(binding) => binding,
-            Err(e) => return tool_error(&e.to_string()),
+            Err(e) => {
+                if let Some(decided) = decided {
+                    decided.set(agent_loop::CallDecision::Rejected, e.to_string());
+                }
+                return tool_error(&e.to_string());
+            }
         };
         let name = call.name.as_str();
-        let Some(entry) = binding.pool().get(name) else { return unknown_tool(name) };
+        let Some(entry) = binding.pool().get(name) else {
+            if let Some(decided) = decided {
+                decided.missing(&binding, name);
+            }
+            return unknown_tool(name);
+        };
         // A session is held to the listing it was shown: a call prepared against an older one
         // is never sent on, even when the gate's own check (against the current pool) passes.
         if let (Era::Session(session), Some(server)) = (&scope.era, entry.server())
@@ -362,6 +377,9 @@ impl Gateway {
             session.notify(list_changed_line(methods::TOOLS_LIST_CHANGED));
             let refusal =
                 Refusal::Stale { server: server.to_owned(), name: name.to_owned(), revision: seen.pool().revision() };
+            if let Some(decided) = decided {
+                decided.set(refusal.decision(), refusal.reason());
+            }
             return tool_error(&refusal.to_string());
         }
         let way = match &scope.era {
@@ -394,6 +412,9 @@ impl Gateway {
         let tools = self.inner.backend.tools();
         let admission = CONTEXT.scope(Arc::clone(&ctx), self.inner.gate.admit(&binding, tools, request)).await;
         let outcome = std::mem::take(&mut *lock(&ctx.outcome));
+        if let Some(decided) = decided {
+            decided.set(admission.decision(), admission.reason());
+        }
         match admission {
             Admission::Run { job, .. } => self.run(job, meta.progress_token.as_ref(), out).await,
             Admission::Refused(Refusal::UnknownTool { .. } | Refusal::Denied { .. }) => unknown_tool(name),

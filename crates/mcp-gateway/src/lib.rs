@@ -92,6 +92,7 @@
 //! ```
 
 mod approval;
+mod audit;
 mod auth;
 mod backend;
 mod clock;
@@ -105,6 +106,7 @@ pub mod settings;
 mod stdio;
 
 pub use approval::{ApprovalMemory, MemoryApprovals};
+pub use audit::{AuditArguments, AuditLog, AuditOptions, AuditOutcome, AuditRecord, AuditSink};
 pub use auth::{
     AuthRequest, Authenticator, BadResource, BearerTokens, Inbound, JwtAuthenticator, JwtError, JwtOptions,
     METADATA_PATH, ProtectedResource, Unauthorized, UnauthorizedKind,
@@ -113,6 +115,6 @@ pub use backend::{Backend, BackendError, BackendEvent, Caller, ContentListing, S
 pub use clock::{Clock, SystemClock};
 pub use content::{ContentView, GATEWAY_SCHEME, gateway_uri};
 pub use gateway::{Gateway, GatewayOptions};
-pub use http::{HttpOptions, HttpServer, ServeError};
+pub use http::{DrainOptions, DrainReport, HEALTHZ, HttpOptions, HttpServer, Lifecycle, READYZ, ServeError};
 pub use seal::{ApprovalClaims, MemoryReplayCache, ReplayCache, ReplayError, SealError, StateSealer};
 pub use stdio::{StdioError, StdioOptions, serve_stdio};

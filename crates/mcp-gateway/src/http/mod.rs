@@ -14,6 +14,7 @@
 
 mod body;
 mod guard;
+mod life;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -36,6 +37,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use self::body::{Body, RequestStream, Work, sse_event};
 use self::guard::HostGuard;
+pub use self::life::{DrainOptions, DrainReport, Lifecycle};
 use crate::auth::{AuthRequest, Authenticator, METADATA_PATH, ProtectedResource, Unauthorized};
 use crate::backend::{BackendEvent, Caller};
 use crate::gateway::{Era, Gateway, ListenFilter, Reply, Scope, event_line, response_line};
@@ -43,6 +45,10 @@ use crate::seal::random_hex;
 use crate::session::{Outbound, Session, lock};
 
 const SESSION_ID: &str = "mcp-session-id";
+/// Liveness: answers while the process serves.
+pub const HEALTHZ: &str = "/healthz";
+/// Readiness: a pool published, every required upstream connected, not draining.
+pub const READYZ: &str = "/readyz";
 /// How often a long-lived stream says it is alive (an SSE comment).
 const KEEP_ALIVE: Duration = Duration::from_secs(25);
 
@@ -156,6 +162,7 @@ struct State {
     options: HttpOptions,
     guard: HostGuard,
     sessions: Sessions,
+    life: Lifecycle,
 }
 
 /// A bound HTTP front; [`HttpServer::run`] serves it.
@@ -181,13 +188,20 @@ impl HttpServer {
         let listener = TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, source })?;
         let local = listener.local_addr().map_err(|source| ServeError::Bind { addr, source })?;
         let guard = HostGuard::new(&local, &options.allowed_hosts, &options.allowed_origins);
-        let state = Arc::new(State { gateway, options, guard, sessions: Sessions::default() });
+        let life = Lifecycle::new();
+        let state = Arc::new(State { gateway, options, guard, sessions: Sessions::default(), life });
         Ok(Self { listener, local, state })
     }
 
     /// The address it listens on (the port the system chose for port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// Its lifecycle: `/readyz`, and the drain the `serve` front starts on SIGTERM (the
+    /// server keeps accepting, to refuse, until `run`'s shutdown completes).
+    pub fn lifecycle(&self) -> Lifecycle {
+        self.state.life.clone()
     }
 
     /// Serves connections until `shutdown` completes; connections in progress finish their
@@ -257,6 +271,13 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 }
 
 async fn route(state: &State, request: Request<Incoming>) -> Response<Body> {
+    // Probes come from load balancers and orchestrators, under whatever Host they use; they
+    // say nothing a rebinding page could use, so they come before the Host check.
+    match request.uri().path() {
+        HEALTHZ => return probe(state, request.method(), true),
+        READYZ => return probe(state, request.method(), false),
+        _ => {}
+    }
     let headers = request.headers();
     let host = header(headers, http::header::HOST.as_str()).or_else(|| request.uri().authority().map(|a| a.as_str()));
     if let Err(why) = state.guard.check(host, header(headers, http::header::ORIGIN.as_str())) {
@@ -269,6 +290,16 @@ async fn route(state: &State, request: Request<Incoming>) -> Response<Body> {
     let Some(profile) = endpoint(path, &state.options.path) else {
         return plain(StatusCode::NOT_FOUND, "not found: the MCP endpoint is elsewhere");
     };
+    if state.life.is_refusing() {
+        let mut response = plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this gateway is shutting down and takes no new requests; send it to another replica",
+        );
+        response.headers_mut().insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+        response.headers_mut().insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+        return response;
+    }
+    let _in_flight = state.life.enter();
     let profile = profile.map(str::to_owned);
     let caller = match caller_of(state, headers, profile.as_deref()).await {
         Ok(caller) => caller,
@@ -284,6 +315,30 @@ async fn route(state: &State, request: Request<Incoming>) -> Response<Body> {
             response
         }
     }
+}
+
+/// `GET /healthz` (alive: always, while it answers) and `GET /readyz` (ready: not draining,
+/// and the backend says it is: a pool published, every required upstream connected).
+fn probe(state: &State, method: &Method, alive: bool) -> Response<Body> {
+    if !matches!(*method, Method::GET | Method::HEAD) {
+        let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "probes are read with GET");
+        response.headers_mut().insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return response;
+    }
+    let mut response = if alive {
+        plain(StatusCode::OK, "ok")
+    } else if state.life.is_draining() {
+        plain(StatusCode::SERVICE_UNAVAILABLE, "not ready: draining")
+    } else {
+        match state.gateway.backend().ready() {
+            Ok(()) => plain(StatusCode::OK, "ready"),
+            Err(why) => {
+                plain(StatusCode::SERVICE_UNAVAILABLE, &format!("not ready: {}", mcp_safety::text::one_line(&why, 300)))
+            }
+        }
+    };
+    response.headers_mut().insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }
 
 /// The profile an MCP endpoint path names: `Some(None)` for the gateway's own (`/mcp`),
@@ -650,17 +705,29 @@ async fn call(
     };
     let (tx, mut rx) = mpsc::channel::<String>(64);
     let gateway = state.gateway.clone();
+    let life = state.life.clone();
     let mut work: Work = Box::pin(async move {
+        // The call is in flight until its answer is made, even when that is after the response
+        // started (as SSE): a drain waits for it.
+        let _in_flight = life.enter();
         let out = Outbound::new(tx);
         let handled = gateway.handle(&scope, &id, request, &meta, &out);
-        let reply = match cancelled {
-            Some(cancelled) => {
-                tokio::select! {
-                    reply = handled => Some(reply),
-                    _ = cancelled => None,
+        let cancelled = async move {
+            match cancelled {
+                Some(cancelled) => {
+                    let _ = cancelled.await;
                 }
+                None => std::future::pending().await,
             }
-            None => Some(handled.await),
+        };
+        let reply = tokio::select! {
+            reply = handled => Some(reply),
+            () = cancelled => None,
+            () = life.aborted() => Some(Reply::Error(ErrorObject::new(
+                error_codes::INTERNAL_ERROR,
+                "the gateway shut down before this call finished (its drain timeout passed); the call may or may \
+                 not have taken effect upstream",
+            ))),
         };
         if let Some(session) = &session {
             session.finish(&id);
