@@ -199,6 +199,12 @@ pub trait Backend: Send + Sync + 'static {
         false
     }
 
+    /// Whether `caller` may use the profile it names (its principal is one of the profile's
+    /// callers). By default every caller may.
+    fn admits(&self, _caller: &Caller) -> bool {
+        true
+    }
+
     /// Whether the gateway is ready for traffic (`/readyz`): a pool published and every
     /// `required` upstream connected; `Err` says what is missing. By default ready.
     fn ready(&self) -> Result<(), String> {

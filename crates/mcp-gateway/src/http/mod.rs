@@ -391,6 +391,14 @@ async fn caller_of(state: &State, headers: &HeaderMap, profile: Option<&str>) ->
         };
         return Err(Box::new(response));
     }
+    if !state.gateway.backend().admits(&caller) {
+        let shown = mcp_safety::text::one_line(caller.profile.as_deref().unwrap_or_default(), 64);
+        return Err(Box::new(refusal(
+            StatusCode::FORBIDDEN,
+            error_codes::INVALID_REQUEST,
+            &format!("Forbidden: this caller is not one of profile {shown:?}'s callers"),
+        )));
+    }
     Ok(caller)
 }
 
