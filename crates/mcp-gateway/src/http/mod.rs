@@ -37,6 +37,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use self::body::{Body, RequestStream, Work, sse_event};
 use self::guard::HostGuard;
+use self::life::InFlight;
 pub use self::life::{DrainOptions, DrainReport, Lifecycle};
 use crate::auth::{AuthRequest, Authenticator, METADATA_PATH, ProtectedResource, Unauthorized};
 use crate::backend::{BackendEvent, Caller};
@@ -299,14 +300,16 @@ async fn route(state: &State, request: Request<Incoming>) -> Response<Body> {
         response.headers_mut().insert(http::header::CONNECTION, HeaderValue::from_static("close"));
         return response;
     }
-    let _in_flight = state.life.enter();
+    // A request is in flight until it is answered; a call's answer may come after the
+    // response started (SSE), so a POST hands this on to the call.
+    let in_flight = state.life.enter();
     let profile = profile.map(str::to_owned);
     let caller = match caller_of(state, headers, profile.as_deref()).await {
         Ok(caller) => caller,
         Err(response) => return *response,
     };
     match *request.method() {
-        Method::POST => post(state, caller, request).await,
+        Method::POST => post(state, caller, request, in_flight).await,
         Method::GET => get(state, &caller, request.headers()),
         Method::DELETE => delete(state, &caller, request.headers()).await,
         _ => {
@@ -465,7 +468,7 @@ fn accepts(headers: &HeaderMap, kind: &str) -> bool {
     }
 }
 
-async fn post(state: &State, caller: Caller, request: Request<Incoming>) -> Response<Body> {
+async fn post(state: &State, caller: Caller, request: Request<Incoming>, in_flight: InFlight) -> Response<Body> {
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
     let json_body = header(&headers, CONTENT_TYPE.as_str())
@@ -499,7 +502,7 @@ async fn post(state: &State, caller: Caller, request: Request<Incoming>) -> Resp
         Err(response) => return *response,
     };
     match mcp_protocol::classify(message) {
-        ClientMessage::Request(incoming) => post_request(state, caller, session, &headers, *incoming).await,
+        ClientMessage::Request(incoming) => post_request(state, caller, session, &headers, *incoming, in_flight).await,
         ClientMessage::Notification(notification) => {
             if let Some(session) = session {
                 match notification {
@@ -562,6 +565,7 @@ async fn post_request(
     session: Option<Arc<Session>>,
     headers: &HeaderMap,
     incoming: IncomingRequest,
+    in_flight: InFlight,
 ) -> Response<Body> {
     let IncomingRequest { id, method, request, meta } = incoming;
     let gateway = &state.gateway;
@@ -627,7 +631,7 @@ async fn post_request(
             }
         }
         // Only a call sends messages before its answer.
-        ClientRequest::CallTool(_) => call(state, scope, id, request, meta).await,
+        ClientRequest::CallTool(_) => call(state, scope, id, request, meta, in_flight).await,
         request => {
             let reply = gateway.handle(&scope, &id, request, &meta, &Outbound::none()).await;
             let status = match (&reply, stateless) {
@@ -692,6 +696,7 @@ async fn call(
     id: RequestId,
     request: ClientRequest,
     meta: mcp_protocol::RequestMeta,
+    in_flight: InFlight,
 ) -> Response<Body> {
     let stateless = scope.is_stateless();
     let session = match &scope.era {
@@ -717,7 +722,7 @@ async fn call(
     let mut work: Work = Box::pin(async move {
         // The call is in flight until its answer is made, even when that is after the response
         // started (as SSE): a drain waits for it.
-        let _in_flight = life.enter();
+        let _in_flight = in_flight;
         let out = Outbound::new(tx);
         let handled = gateway.handle(&scope, &id, request, &meta, &out);
         let cancelled = async move {
