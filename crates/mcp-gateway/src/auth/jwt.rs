@@ -508,6 +508,18 @@ impl JwtAuthenticator {
     }
 }
 
+#[async_trait::async_trait]
+impl super::Authenticator for JwtAuthenticator {
+    async fn authenticate(&self, request: &super::AuthRequest<'_>) -> Result<Caller, Unauthorized> {
+        let token = super::bearer_token(request.headers)?.ok_or_else(super::missing)?;
+        self.check(token, request.profile).await
+    }
+
+    fn protected_resource(&self) -> Option<&ProtectedResource> {
+        Some(&self.resource)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;

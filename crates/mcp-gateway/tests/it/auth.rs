@@ -158,31 +158,7 @@ fn p256() -> (EcdsaKeyPair, Vec<u8>) {
 impl Issuer {
     async fn start() -> Issuer {
         let (key, pkcs8) = p256();
-        let point = key.public_key().as_ref().to_vec();
-        let jwks = json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1", "alg": "ES256", "use": "sig",
-            "x": b64(&point[1..33]), "y": b64(&point[33..65])}]})
-        .to_string();
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let jwks_url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
-        tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else { return };
-                let jwks = jwks.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |_request| {
-                        let jwks = jwks.clone();
-                        async move {
-                            let mut response = hyper::Response::new(Full::new(Bytes::from(jwks)));
-                            response.headers_mut().insert("content-type", "application/json".parse().unwrap());
-                            Ok::<_, Infallible>(response)
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+        let jwks_url = serve_jwks(Arc::new(std::sync::Mutex::new(jwks_of(&key, "k1")))).await;
         Issuer { key, pkcs8, jwks_url }
     }
 
@@ -197,11 +173,49 @@ impl Issuer {
     }
 }
 
+/// Serves the JWKS document `jwks` holds (the test changes it to rotate keys) on loopback;
+/// its URL.
+async fn serve_jwks(jwks: Arc<std::sync::Mutex<String>>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let jwks_url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { return };
+            let jwks = Arc::clone(&jwks);
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |_request| {
+                    let document = jwks.lock().unwrap().clone();
+                    async move {
+                        let mut response = hyper::Response::new(Full::new(Bytes::from(document)));
+                        response.headers_mut().insert("content-type", "application/json".parse().unwrap());
+                        Ok::<_, Infallible>(response)
+                    }
+                });
+                let _ =
+                    hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+            });
+        }
+    });
+    jwks_url
+}
+
+/// A JWKS document with one P-256 key, `kid`.
+fn jwks_of(key: &EcdsaKeyPair, kid: &str) -> String {
+    let point = key.public_key().as_ref().to_vec();
+    json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": kid, "alg": "ES256", "use": "sig",
+        "x": b64(&point[1..33]), "y": b64(&point[33..65])}]})
+    .to_string()
+}
+
 fn sign(pkcs8: &[u8], aud: &str, exp_in: i64) -> String {
+    sign_as(pkcs8, "k1", aud, exp_in)
+}
+
+fn sign_as(pkcs8: &[u8], kid: &str, aud: &str, exp_in: i64) -> String {
     let now = i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()).unwrap();
     let claims = json!({"iss": ISSUER, "sub": "carol", "aud": aud, "iat": now, "exp": now + exp_in});
     let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
-    header.kid = Some("k1".to_owned());
+    header.kid = Some(kid.to_owned());
     jsonwebtoken::encode(&header, &claims, &jsonwebtoken::EncodingKey::from_ec_der(pkcs8)).unwrap()
 }
 
@@ -240,6 +254,50 @@ async fn jwts_are_checked_against_the_issuers_keys() {
     let document: Value = serde_json::from_str(&metadata.body).unwrap();
     assert_eq!(document["resource"], RESOURCE);
     assert_eq!(document["authorization_servers"], json!([ISSUER]));
+}
+
+#[tokio::test]
+async fn rotated_keys_are_fetched_again_at_most_once_per_interval() {
+    let (old, old_pkcs8) = p256();
+    let (new, new_pkcs8) = p256();
+    let document = Arc::new(std::sync::Mutex::new(jwks_of(&old, "old")));
+    let jwks_url = serve_jwks(Arc::clone(&document)).await;
+    let mut options = JwtOptions::new(ISSUER, jwks_url.parse().unwrap(), RESOURCE);
+    options.jwks_min_interval = Duration::from_millis(500);
+    let jwt = Arc::new(JwtAuthenticator::new(options, Arc::new(SystemClock)).unwrap());
+    let front = front(Arc::new(FakeBackend::standard()), Some(Arc::clone(&jwt) as Arc<dyn Authenticator>), None).await;
+
+    assert_eq!(list(front.addr, "/mcp", Some(&sign_as(&old_pkcs8, "old", RESOURCE, 300))).await.status, 200);
+    assert_eq!(jwt.jwks_fetches(), 1, "fetched when first needed");
+    // The issuer rotates. Tokens naming keys the set lacks fetch it again, but not more than
+    // once per interval, however many arrive.
+    *document.lock().unwrap() = jwks_of(&new, "new");
+    for n in 0..20 {
+        let made_up = sign_as(&new_pkcs8, &format!("made-up-{n}"), RESOURCE, 300);
+        assert_eq!(list(front.addr, "/mcp", Some(&made_up)).await.status, 401);
+    }
+    assert!(jwt.jwks_fetches() <= 2, "{} fetches", jwt.jwks_fetches());
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let rotated = list(front.addr, "/mcp", Some(&sign_as(&new_pkcs8, "new", RESOURCE, 300))).await;
+    assert_eq!(rotated.status, 200, "{rotated:?}");
+    let retired = list(front.addr, "/mcp", Some(&sign_as(&old_pkcs8, "old", RESOURCE, 300))).await;
+    assert_eq!(retired.status, 401, "the old key is gone from the set");
+    assert!(jwt.jwks_fetches() <= 4, "{} fetches", jwt.jwks_fetches());
+
+    // An issuer that cannot be reached: tokens cannot be checked now (503, no challenge).
+    let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let gone = format!("http://{}/jwks.json", closed.local_addr().unwrap());
+    drop(closed);
+    let unreachable =
+        JwtAuthenticator::new(JwtOptions::new(ISSUER, gone.parse().unwrap(), RESOURCE), Arc::new(SystemClock));
+    let down = front_with(unreachable.unwrap()).await;
+    let answer = list(down.addr, "/mcp", Some(&sign_as(&new_pkcs8, "new", RESOURCE, 300))).await;
+    assert_eq!(answer.status, 503, "{answer:?}");
+    assert!(answer.body.contains("could not be fetched"), "{answer:?}");
+}
+
+async fn front_with(jwt: JwtAuthenticator) -> Front {
+    front(Arc::new(FakeBackend::standard()), Some(Arc::new(jwt)), None).await
 }
 
 /// The standard upstreams, with a profile `ro` whose overlay denies every `echo` tool and
