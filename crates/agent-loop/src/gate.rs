@@ -64,6 +64,13 @@ impl Binding {
         &self.policy
     }
 
+    /// Why `name` is not in the pool (`Refusal::Denied` with the rule that hid it, or
+    /// `Refusal::UnknownTool`), as the gate refuses it; for a front that answers such names
+    /// itself and still reports the decision.
+    pub fn missing(&self, name: &str) -> Refusal {
+        missing(&self.pool, name)
+    }
+
     /// The revision the pool's entries were assembled under: equal for two bindings exactly
     /// when their pools have the same entries (a renumbered pool keeps it).
     pub fn assembled(&self) -> u64 {

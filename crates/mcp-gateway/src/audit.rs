@@ -12,7 +12,7 @@ use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use agent_loop::{Binding, CallDecision};
+use agent_loop::{Binding, CallDecision, Refusal};
 use mcp_protocol::{CallToolRequestParams, RequestId, RequestMeta};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -266,18 +266,9 @@ impl Decided {
 
     /// A name not in the caller's pool: denied (by the rule that hid it) or unknown.
     pub(crate) fn missing(&self, binding: &Binding, name: &str) {
-        let pool = binding.pool();
-        let naming = pool.naming();
-        let hidden = pool.hidden().iter().find(|h| {
-            let named = match &h.server {
-                Some(server) => naming.name(server, &h.tool),
-                None => Some(h.tool.clone()),
-            };
-            named.as_deref() == Some(name)
-        });
-        match hidden {
-            Some(hidden) => self.set(CallDecision::Refused, format!("denied by {}", hidden.rule)),
-            None => self.set(CallDecision::Rejected, "unknown tool".to_owned()),
+        match binding.missing(name) {
+            Refusal::UnknownTool { .. } => self.set(CallDecision::Rejected, "unknown tool".to_owned()),
+            refusal => self.set(refusal.decision(), refusal.reason()),
         }
     }
 

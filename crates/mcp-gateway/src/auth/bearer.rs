@@ -111,17 +111,8 @@ impl Authenticator for BearerTokens {
 
 #[cfg(test)]
 mod tests {
-    use http::HeaderMap;
-
+    use super::super::tests::headers;
     use super::*;
-
-    fn headers(value: &str) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        if let Ok(value) = value.parse() {
-            headers.insert(http::header::AUTHORIZATION, value);
-        }
-        headers
-    }
 
     async fn auth(tokens: &BearerTokens, value: &str) -> Result<Caller, Unauthorized> {
         tokens.authenticate(&AuthRequest { headers: &headers(value), profile: None }).await

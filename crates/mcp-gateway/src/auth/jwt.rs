@@ -339,6 +339,10 @@ impl JwtAuthenticator {
     /// Checks `options` (the resource URI, an https JWKS URL, the algorithms); keys are fetched
     /// when first needed. Time comes from `clock`.
     pub fn new(options: JwtOptions, clock: Arc<dyn Clock>) -> Result<Self, JwtError> {
+        // jsonwebtoken panics on its first use when it cannot tell which crypto backend to use
+        // (both of its features enabled somewhere in a build): name ours. An error means one
+        // was installed already, which is as good.
+        let _ = jsonwebtoken::crypto::aws_lc::DEFAULT_PROVIDER.install_default();
         if !mcp_auth::flow::is_secure_endpoint(&options.jwks_url) {
             return Err(JwtError::InsecureJwks(options.jwks_url.to_string()));
         }

@@ -203,7 +203,8 @@ impl Authenticator for Inbound {
 mod tests {
     use super::*;
 
-    fn headers(value: &str) -> HeaderMap {
+    /// Headers with this `Authorization` value (none when it is no header value).
+    pub(super) fn headers(value: &str) -> HeaderMap {
         let mut headers = HeaderMap::new();
         if let Ok(value) = value.parse() {
             headers.insert(http::header::AUTHORIZATION, value);
