@@ -67,6 +67,16 @@
 //! `Origin` checked against an allow list (403), loopback by default, and a non-loopback
 //! address refused at start unless inbound authentication ([`Authenticator`]) is configured.
 //!
+//! # Inbound: authentication, profiles, audit, probes and drain
+//!
+//! [`Inbound`] authenticates HTTP requests with static [`BearerTokens`] (kept as digests) and/or
+//! a [`JwtAuthenticator`] (an OAuth resource server: JWTs against the issuer's JWKS; its
+//! [`ProtectedResource`] metadata is served at [`METADATA_PATH`], and a 401 names it in
+//! `WWW-Authenticate`). [`Profiled`] wraps a backend with [`Profile`]s served at `/mcp/NAME`,
+//! each narrowing the host's policy. [`GatewayOptions::audit`] takes an [`AuditSink`] such as
+//! [`AuditLog`]. The HTTP front answers [`HEALTHZ`] and [`READYZ`] ([`Backend::ready`]), and
+//! its [`Lifecycle`] drains on SIGTERM. [`settings`] reads all of these from `[serve]`.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use mcp_gateway::{Gateway, GatewayOptions, fake::FakeBackend};

@@ -167,7 +167,11 @@ impl ToolSource for View<'_> {
     }
 }
 
-/// A [`Backend`] with profiles: see the [module documentation](self).
+/// A [`Backend`] with profiles. Callers without a profile get the wrapped backend's own pool;
+/// a profile's callers get a pool assembled from the backend's listing of the profile's
+/// servers only, under the backend's current policy narrowed by the profile's overlay, so a
+/// tool the overlay denies is neither listed nor callable there. A server outside the
+/// selection is not reachable for resources, prompts or completions either.
 pub struct Profiled<B> {
     inner: B,
     profiles: BTreeMap<String, Served>,
