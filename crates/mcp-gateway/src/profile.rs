@@ -17,7 +17,7 @@ use agent_loop::{Binding, BoundCall, BuiltinTool, Catalog, Hooks, Listing, Sourc
 use async_trait::async_trait;
 use mcp_protocol::{CallToolResult, CompleteRequestParams, CompleteResult, GetPromptResult, ReadResourceResult};
 use mcp_protocol::{Resource, ResourceTemplate};
-use policy::Policy;
+use policy::{Decision, Policy};
 use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 
@@ -94,13 +94,17 @@ struct Narrowed {
     policy: Arc<Policy>,
 }
 
+/// The backend's content listing, the narrowed policy's version, and the profile's part.
+type ProfileContent = (Arc<ContentListing>, u64, Arc<ContentListing>);
+
 /// One profile and what is kept for it.
 struct Served {
     profile: Profile,
     catalog: Catalog,
     narrowed: Mutex<Option<Narrowed>>,
-    /// The backend's content listing and this profile's part of it.
-    content: Mutex<Option<(Arc<ContentListing>, Arc<ContentListing>)>>,
+    /// The backend's content listing, the version of the narrowed policy, and this profile's
+    /// part of that listing.
+    content: Mutex<Option<ProfileContent>>,
 }
 
 impl Served {
@@ -226,6 +230,20 @@ impl<B: Backend> Profiled<B> {
         }
     }
 
+    /// The profile's narrowed policy now, with its version, when its overlay has resource
+    /// rules (else the backend's own handling of resources stands).
+    async fn resource_policy(
+        &self,
+        served: &Served,
+        caller: &Caller,
+    ) -> Result<Option<(u64, Arc<Policy>)>, BackendError> {
+        if !served.profile.overlay.as_ref().is_some_and(Policy::has_resource_rules) {
+            return Ok(None);
+        }
+        let base = self.inner.binding(&Self::unprofiled(caller)).await?;
+        Ok(Some(served.narrow(base.policy())))
+    }
+
     /// The caller as the wrapped backend sees it: without the profile, which it does not know.
     fn unprofiled(caller: &Caller) -> Caller {
         Caller { principal: caller.principal.clone(), profile: None }
@@ -267,20 +285,32 @@ impl<B: Backend> Backend for Profiled<B> {
     async fn content(&self, caller: &Caller) -> Result<Arc<ContentListing>, BackendError> {
         let Some(served) = self.served(caller)? else { return self.inner.content(caller).await };
         let all = self.inner.content(&Self::unprofiled(caller)).await?;
+        let policy = self.resource_policy(served, caller).await?;
+        let version = policy.as_ref().map_or(0, |(version, _)| *version);
         let mut cached = lock(&served.content);
-        if let Some((from, mine)) = cached.as_ref()
+        if let Some((from, at, mine)) = cached.as_ref()
             && Arc::ptr_eq(from, &all)
+            && *at == version
         {
             return Ok(Arc::clone(mine));
         }
+        let denied = |server: &str, uri: &str| {
+            policy
+                .as_ref()
+                .and_then(|(_, p)| p.decide_resource(server, uri))
+                .is_some_and(|v| v.decision == Decision::Deny)
+        };
         let mut mine = ContentListing::default();
         for (server, content) in &all.servers {
             if served.profile.offers(server) {
-                mine.servers.insert(server.clone(), content.clone());
+                let mut content = content.clone();
+                content.resources.retain(|r| !denied(server, &r.uri));
+                content.templates.retain(|t| !denied(server, &t.uri_template));
+                mine.servers.insert(server.clone(), content);
             }
         }
         let mine = Arc::new(mine);
-        *cached = Some((all, Arc::clone(&mine)));
+        *cached = Some((all, version, Arc::clone(&mine)));
         Ok(mine)
     }
 
@@ -292,6 +322,13 @@ impl<B: Backend> Backend for Profiled<B> {
         max_bytes: usize,
     ) -> Result<ReadResourceResult, BackendError> {
         self.offered(caller, server)?;
+        if let Some(served) = self.served(caller)?
+            && let Some((_, policy)) = self.resource_policy(served, caller).await?
+            && policy.decide_resource(server, uri).is_some_and(|v| v.decision == Decision::Deny)
+        {
+            // As a denied tool is answered as an unknown one.
+            return Err(BackendError::NotOffered(format!("server {server:?} has no resource {uri:?} here")));
+        }
         self.inner.read_resource(&Self::unprofiled(caller), server, uri, max_bytes).await
     }
 

@@ -79,7 +79,7 @@ async fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &
 async fn stateless(addr: SocketAddr, path: &str, token: Option<&str>, method: &str, mut params: Value) -> Answer {
     params["_meta"] = envelope(json!({}));
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let name = params.get("name").and_then(Value::as_str).map(str::to_owned);
+    let name = params.get("name").or_else(|| params.get("uri")).and_then(Value::as_str).map(str::to_owned);
     let bearer = token.map(|t| format!("Bearer {t}"));
     let mut headers = vec![
         ("content-type", "application/json"),
@@ -412,4 +412,57 @@ async fn a_call_that_cannot_finish_in_the_drain_gets_an_error() {
         error["message"].as_str().unwrap_or_default().contains("shut down before this call finished"),
         "{answer:?}"
     );
+}
+
+#[tokio::test]
+async fn a_profile_hides_what_its_overlay_denies_of_resources_and_its_tied_tokens_stay_in_it() {
+    use mcp_gateway::ServerContent;
+    let content = |uris: &[&str]| ServerContent {
+        resources: uris.iter().map(|uri| serde_json::from_value(json!({"uri": uri, "name": uri})).unwrap()).collect(),
+        ..ServerContent::default()
+    };
+    let backend = FakeBackend::builder()
+        .tool("docs", "search")
+        .content("docs", content(&["file:///public/a", "file:///secret/key"]))
+        .content("other", content(&["file:///other"]))
+        .build();
+    let overlay = PolicyConfig {
+        default: Decision::Allow,
+        resources: vec![policy::ResourceRuleConfig::new("*", "file:///secret/*", Decision::Deny)],
+        ..PolicyConfig::default()
+    };
+    let docs = Profile::new("docs").unwrap().servers(["docs"]).overlay(policy::Policy::new(overlay).unwrap());
+    let all = Profile::new("all").unwrap();
+    let options = tool_pool::Options { naming: tool_pool::Naming::Gateway, ..tool_pool::Options::default() };
+    let tokens = BearerTokens::new().token("docs-token", "reader").in_profile("docs");
+    let front = front(
+        Arc::new(Profiled::new(backend, [docs, all], options)),
+        Some(Arc::new(Inbound::new(Some(tokens), None))),
+        None,
+    )
+    .await;
+
+    // The token is tied to `docs`: at /mcp it is served as `docs`, and no other profile opens.
+    let uris = |answer: &Answer| -> Vec<String> {
+        let list = answer.json();
+        list["result"]["resources"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{list}"))
+            .iter()
+            .map(|r| r["uri"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    for path in ["/mcp", "/mcp/docs"] {
+        let listed = stateless(front.addr, path, Some("docs-token"), "resources/list", json!({})).await;
+        assert_eq!(uris(&listed), ["file:///public/a"], "{path}: the other server and the denied resource are hidden");
+    }
+    assert_eq!(list(front.addr, "/mcp/all", Some("docs-token")).await.status, 403);
+    let secret =
+        stateless(front.addr, "/mcp", Some("docs-token"), "resources/read", json!({"uri": "file:///secret/key"})).await;
+    assert_eq!(secret.status, 200, "{secret:?}");
+    // A denied resource is answered as one that does not exist.
+    assert_eq!(secret.json()["error"]["code"], -32002, "{secret:?}");
+    let public =
+        stateless(front.addr, "/mcp", Some("docs-token"), "resources/read", json!({"uri": "file:///public/a"})).await;
+    assert_eq!(public.json()["result"]["contents"][0]["text"], "docs says file:///public/a", "{public:?}");
 }
