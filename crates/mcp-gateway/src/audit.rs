@@ -10,13 +10,14 @@ use std::fmt;
 use std::fs::File;
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use agent_loop::{Binding, CallDecision, Refusal};
+use agent_loop::{Admission, CallDecision, Refusal};
 use mcp_protocol::{CallToolRequestParams, RequestId, RequestMeta};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::backend::Caller;
 use crate::gateway::{Era, Gateway, Reply, Scope};
 use crate::session::{Outbound, lock};
 
@@ -257,24 +258,16 @@ pub(crate) fn rfc3339(unix_ms: u64) -> String {
 
 /// How a call was decided, filled in by the gateway as it decides.
 #[derive(Debug, Default)]
-pub(crate) struct Decided(Mutex<Option<(CallDecision, String)>>);
+struct Decided(Mutex<Option<(CallDecision, String)>>);
 
-impl Decided {
-    pub(crate) fn set(&self, decision: CallDecision, rule: String) {
-        *lock(&self.0) = Some((decision, rule));
-    }
+tokio::task_local! {
+    /// The decision of the call being audited, if it is.
+    static DECIDED: Arc<Decided>;
+}
 
-    /// A name not in the caller's pool: denied (by the rule that hid it) or unknown.
-    pub(crate) fn missing(&self, binding: &Binding, name: &str) {
-        match binding.missing(name) {
-            Refusal::UnknownTool { .. } => self.set(CallDecision::Rejected, "unknown tool".to_owned()),
-            refusal => self.set(refusal.decision(), refusal.reason()),
-        }
-    }
-
-    fn take(&self) -> (CallDecision, String) {
-        lock(&self.0).take().unwrap_or((CallDecision::Rejected, "not decided".to_owned()))
-    }
+/// Notes how the gate admitted the call being audited (nothing when none is).
+pub(crate) fn decided(admission: &Admission) {
+    let _ = DECIDED.try_with(|decided| *lock(&decided.0) = Some((admission.decision(), admission.reason())));
 }
 
 /// What a call's answer says of how it ended.
@@ -305,14 +298,19 @@ impl Gateway {
         out: &Outbound,
     ) -> Reply {
         let Some(sink) = self.options().audit.clone() else {
-            return self.call_tool(scope, id, call, meta, out, None).await;
+            return self.call_tool(scope, id, call, meta, out).await;
         };
+        let call_name = call.name.clone();
         let started = self.now_ms();
         let tool = mcp_safety::text::one_line(&call.name, 200);
         let arguments = Value::Object(call.arguments.clone().unwrap_or_default());
-        let decided = Decided::default();
-        let reply = self.call_tool(scope, id, call, meta, out, Some(&decided)).await;
-        let (decision, rule) = decided.take();
+        let decided = Arc::new(Decided::default());
+        let reply = DECIDED.scope(Arc::clone(&decided), self.call_tool(scope, id, call, meta, out)).await;
+        let noted = lock(&decided.0).take();
+        let (decision, rule) = match noted {
+            Some(noted) => noted,
+            None => self.undecided(&scope.caller, &call_name, &reply).await,
+        };
         let session = match &scope.era {
             Era::Session(session) => session.id.as_deref().map(session_tag),
             Era::Stateless(_) => None,
@@ -333,6 +331,30 @@ impl Gateway {
         };
         sink.record(&record);
         reply
+    }
+
+    /// How a call the gate never saw was decided, from its answer: a name not in the caller's
+    /// pool (denied, by the rule that hid it, or unknown), or a refusal before the gate (no
+    /// pool yet, a session's stale listing) whose text says why.
+    async fn undecided(&self, caller: &Caller, name: &str, reply: &Reply) -> (CallDecision, String) {
+        if let Reply::Error(_) = reply
+            && let Ok(binding) = self.backend().binding(caller).await
+            && binding.pool().get(name).is_none()
+        {
+            return match binding.missing(name) {
+                Refusal::UnknownTool { .. } => (CallDecision::Rejected, "unknown tool".to_owned()),
+                refusal => (refusal.decision(), refusal.reason()),
+            };
+        }
+        let text = match reply {
+            Reply::Result(json) => serde_json::from_str::<Value>(json)
+                .ok()
+                .and_then(|v| v["content"][0]["text"].as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            Reply::Error(error) => error.message.clone(),
+            _ => String::new(),
+        };
+        (CallDecision::Rejected, text)
     }
 }
 

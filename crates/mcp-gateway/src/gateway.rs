@@ -21,7 +21,6 @@ use tool_pool::{Naming, Origin, PoolEntry};
 use crate::approval::{
     ApprovalMemory, CONTEXT, CallContext, GatewayApprover, INPUT_KEY, MemoryApprovals, Outcome, Way,
 };
-use crate::audit::{AuditSink, Decided};
 use crate::backend::{Backend, BackendError, BackendEvent, Caller, ContentListing};
 use crate::clock::{Clock, SystemClock};
 use crate::content::ContentView;
@@ -61,7 +60,7 @@ pub struct GatewayOptions {
     /// "Yes for this client".
     pub approvals: Arc<dyn ApprovalMemory>,
     /// Where a line for every decided `tools/call` goes; `None`: no audit log.
-    pub audit: Option<Arc<dyn AuditSink>>,
+    pub audit: Option<Arc<dyn crate::audit::AuditSink>>,
 }
 
 impl Default for GatewayOptions {
@@ -350,24 +349,13 @@ impl Gateway {
         call: CallToolRequestParams,
         meta: &RequestMeta,
         out: &Outbound,
-        decided: Option<&Decided>,
     ) -> Reply {
         let binding = match self.binding(&scope.caller).await {
             Ok(binding) => binding,
-            Err(e) => {
-                if let Some(decided) = decided {
-                    decided.set(agent_loop::CallDecision::Rejected, e.to_string());
-                }
-                return tool_error(&e.to_string());
-            }
+            Err(e) => return tool_error(&e.to_string()),
         };
         let name = call.name.as_str();
-        let Some(entry) = binding.pool().get(name) else {
-            if let Some(decided) = decided {
-                decided.missing(&binding, name);
-            }
-            return unknown_tool(name);
-        };
+        let Some(entry) = binding.pool().get(name) else { return unknown_tool(name) };
         // A session is held to the listing it was shown: a call prepared against an older one
         // is never sent on, even when the gate's own check (against the current pool) passes.
         if let (Era::Session(session), Some(server)) = (&scope.era, entry.server())
@@ -377,9 +365,6 @@ impl Gateway {
             session.notify(list_changed_line(methods::TOOLS_LIST_CHANGED));
             let refusal =
                 Refusal::Stale { server: server.to_owned(), name: name.to_owned(), revision: seen.pool().revision() };
-            if let Some(decided) = decided {
-                decided.set(refusal.decision(), refusal.reason());
-            }
             return tool_error(&refusal.to_string());
         }
         let way = match &scope.era {
@@ -412,9 +397,7 @@ impl Gateway {
         let tools = self.inner.backend.tools();
         let admission = CONTEXT.scope(Arc::clone(&ctx), self.inner.gate.admit(&binding, tools, request)).await;
         let outcome = std::mem::take(&mut *lock(&ctx.outcome));
-        if let Some(decided) = decided {
-            decided.set(admission.decision(), admission.reason());
-        }
+        crate::audit::decided(&admission);
         match admission {
             Admission::Run { job, .. } => self.run(job, meta.progress_token.as_ref(), out).await,
             Admission::Refused(Refusal::UnknownTool { .. } | Refusal::Denied { .. }) => unknown_tool(name),
