@@ -176,22 +176,25 @@ impl ToolSource for View<'_> {
 /// servers only, under the backend's current policy narrowed by the profile's overlay, so a
 /// tool the overlay denies is neither listed nor callable there. A server outside the
 /// selection is not reachable for resources, prompts or completions either.
-pub struct Profiled<B> {
-    inner: B,
+///
+/// Every [`Backend`] method is forwarded (with the profile's restrictions); a method added to
+/// the port must be added here too, or profiles fall back to its default.
+pub struct Profiled<B: ?Sized> {
+    inner: Arc<B>,
     profiles: BTreeMap<String, Served>,
 }
 
-impl<B> std::fmt::Debug for Profiled<B> {
+impl<B: ?Sized> std::fmt::Debug for Profiled<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Profiled").field("profiles", &self.profiles.keys().collect::<Vec<_>>()).finish_non_exhaustive()
     }
 }
 
-impl<B: Backend> Profiled<B> {
+impl<B: Backend + ?Sized> Profiled<B> {
     /// `inner` with `profiles`, whose pools are assembled with `options` (the host's own pool
     /// options: the gateway's naming, the same caps). A later profile of the same name
-    /// replaces an earlier one.
-    pub fn new(inner: B, profiles: impl IntoIterator<Item = Profile>, options: tool_pool::Options) -> Self {
+    /// replaces an earlier one. The caller may keep its own `Arc` of `inner` (to close it).
+    pub fn new(inner: Arc<B>, profiles: impl IntoIterator<Item = Profile>, options: tool_pool::Options) -> Self {
         let specs: Arc<[tool_pool::BuiltinTool]> = inner.builtins().iter().map(|b| b.spec()).collect::<Vec<_>>().into();
         let profiles = profiles
             .into_iter()
@@ -207,7 +210,7 @@ impl<B: Backend> Profiled<B> {
     }
 
     /// The backend it wraps.
-    pub fn inner(&self) -> &B {
+    pub fn inner(&self) -> &Arc<B> {
         &self.inner
     }
 
@@ -251,7 +254,7 @@ impl<B: Backend> Profiled<B> {
 }
 
 #[async_trait]
-impl<B: Backend> Backend for Profiled<B> {
+impl<B: Backend + ?Sized> Backend for Profiled<B> {
     async fn binding(&self, caller: &Caller) -> Result<Arc<Binding>, BackendError> {
         let Some(served) = self.served(caller)? else { return self.inner.binding(caller).await };
         let base = self.inner.binding(&Self::unprofiled(caller)).await?;

@@ -310,7 +310,7 @@ fn profiled() -> Profiled<FakeBackend> {
     };
     let ro = Profile::new("ro").unwrap().callers(["alice"]).overlay(policy::Policy::new(overlay).unwrap());
     let options = tool_pool::Options { naming: tool_pool::Naming::Gateway, ..tool_pool::Options::default() };
-    Profiled::new(FakeBackend::standard(), [ro], options)
+    Profiled::new(Arc::new(FakeBackend::standard()), [ro], options)
 }
 
 #[tokio::test]
@@ -436,7 +436,7 @@ async fn a_profile_hides_what_its_overlay_denies_of_resources_and_its_tied_token
     let options = tool_pool::Options { naming: tool_pool::Naming::Gateway, ..tool_pool::Options::default() };
     let tokens = BearerTokens::new().token("docs-token", "reader").in_profile("docs");
     let front = front(
-        Arc::new(Profiled::new(backend, [docs, all], options)),
+        Arc::new(Profiled::new(Arc::new(backend), [docs, all], options)),
         Some(Arc::new(Inbound::new(Some(tokens), None))),
         None,
     )
