@@ -67,6 +67,14 @@ impl Binding {
         &self.policy
     }
 
+    /// Why `name` is not in the pool (`Refusal::Denied` with the rule that hid it, or
+    /// `Refusal::UnknownTool`), as the gate refuses it; for a front that answers such names
+    /// itself and still reports the decision. `source` says why a server that left did
+    /// (`Refusal::ServerGone`).
+    pub fn missing(&self, source: &dyn ToolSource, name: &str) -> Refusal {
+        missing(self, source, name)
+    }
+
     /// The revision the pool's entries were assembled under: equal for two bindings exactly
     /// when their pools have the same entries (a renumbered pool keeps it).
     pub fn assembled(&self) -> u64 {

@@ -235,6 +235,24 @@ pub trait Backend: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Whether `name` is a profile this backend serves (`/mcp/NAME`, or one a token is tied
+    /// to). By default there are none.
+    fn has_profile(&self, _name: &str) -> bool {
+        false
+    }
+
+    /// Whether `caller` may use the profile it names (its principal is one of the profile's
+    /// callers). By default every caller may.
+    fn admits(&self, _caller: &Caller) -> bool {
+        true
+    }
+
+    /// Whether the gateway is ready for traffic (`/readyz`): a pool published and every
+    /// `required` upstream connected; `Err` says what is missing. By default ready.
+    fn ready(&self) -> Result<(), String> {
+        Ok(())
+    }
+
     /// The host's changes, from now on. A receiver that lags loses the oldest events; the
     /// gateway then tells its clients that everything may have changed.
     fn events(&self) -> broadcast::Receiver<BackendEvent>;

@@ -64,6 +64,8 @@ pub struct GatewayOptions {
     /// The rate limits (`[[serve.limits]]`), checked before a call is admitted (so a flood
     /// of calls is refused before anyone is asked to approve one); `None`: no limits.
     pub limiter: Option<Arc<dyn RateLimiter>>,
+    /// Where a line for every decided `tools/call` goes; `None`: no audit log.
+    pub audit: Option<Arc<dyn crate::audit::AuditSink>>,
 }
 
 impl Default for GatewayOptions {
@@ -81,6 +83,7 @@ impl Default for GatewayOptions {
             replay: Arc::new(MemoryReplayCache::default()),
             approvals: Arc::new(MemoryApprovals::default()),
             limiter: None,
+            audit: None,
         }
     }
 }
@@ -113,7 +116,7 @@ impl Scope {
         }
     }
 
-    fn client_name(&self) -> &str {
+    pub(crate) fn client_name(&self) -> &str {
         match &self.era {
             Era::Session(s) => s.client_name(),
             Era::Stateless(ctx) => ctx.client_info.as_ref().map_or("", |i| i.name.as_str()),
@@ -342,7 +345,7 @@ impl Gateway {
                 Reply::Typed(to_json(&self.server_config(&scope.caller).await.discover_result()))
             }
             ClientRequest::ListTools(params) => self.list_tools(scope, &params).await,
-            ClientRequest::CallTool(call) => self.call_tool(scope, id, call, meta, out).await,
+            ClientRequest::CallTool(call) => self.audited_call(scope, id, call, meta, out).await,
             ClientRequest::ListResources(params) => self.list_content(scope, &params, Listed::Resources).await,
             ClientRequest::ListResourceTemplates(params) => self.list_content(scope, &params, Listed::Templates).await,
             ClientRequest::ListPrompts(params) => self.list_content(scope, &params, Listed::Prompts).await,
@@ -396,7 +399,7 @@ impl Gateway {
         Reply::Result(to_json(&ListOut { tools: Some(tools), next_cursor, ..ListOut::default() }))
     }
 
-    async fn call_tool(
+    pub(crate) async fn call_tool(
         &self,
         scope: &Scope,
         id: &RequestId,
@@ -484,6 +487,7 @@ impl Gateway {
         let context = agent_loop::CallContext::new().with_caller(ctx.scope.clone()).with_approver(Arc::new(approver));
         let admission = self.inner.gate.admit_with(&binding, tools, request, &context).await;
         let outcome = std::mem::take(&mut *lock(&ctx.outcome));
+        crate::audit::decided(&admission);
         match (admission, outcome) {
             (Admission::Run { job, .. }, _) => self.run(job, meta.progress_token.as_ref(), out).await,
             (Admission::Refused(Refusal::UnknownTool { .. } | Refusal::Denied { .. }), _) => unknown_tool(name),

@@ -72,6 +72,16 @@
 //! `Origin` checked against an allow list (403), loopback by default, and a non-loopback
 //! address refused at start unless inbound authentication ([`Authenticator`]) is configured.
 //!
+//! # Inbound: authentication, profiles, audit, probes and drain
+//!
+//! [`Inbound`] authenticates HTTP requests with static [`BearerTokens`] (kept as digests) and/or
+//! a [`JwtAuthenticator`] (an OAuth resource server: JWTs against the issuer's JWKS; its
+//! [`ProtectedResource`] metadata is served at [`METADATA_PATH`], and a 401 names it in
+//! `WWW-Authenticate`). [`Profiled`] wraps a backend with [`Profile`]s served at `/mcp/NAME`,
+//! each narrowing the host's policy. [`GatewayOptions::audit`] takes an [`AuditSink`] such as
+//! [`AuditLog`]. The HTTP front answers [`HEALTHZ`] and [`READYZ`] ([`Backend::ready`]), and
+//! its [`Lifecycle`] drains on SIGTERM. [`settings`] reads all of these from `[serve]`.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use mcp_gateway::{Gateway, GatewayOptions, fake::FakeBackend};
@@ -97,6 +107,7 @@
 //! ```
 
 mod approval;
+mod audit;
 mod auth;
 mod backend;
 mod clock;
@@ -105,23 +116,30 @@ pub mod fake;
 mod gateway;
 mod http;
 mod limit;
+mod profile;
 mod seal;
 mod session;
+pub mod settings;
 mod stdio;
 mod store;
 mod subscriptions;
 
 pub use approval::{ApprovalMemory, MemoryApprovals};
-pub use auth::{Authenticator, BearerTokens, Unauthorized};
+pub use audit::{AuditArguments, AuditLog, AuditOptions, AuditOutcome, AuditRecord, AuditSink};
+pub use auth::{
+    AuthRequest, Authenticator, BadResource, BearerTokens, Inbound, JwtAuthenticator, JwtError, JwtOptions,
+    METADATA_PATH, ProtectedResource, Unauthorized, UnauthorizedKind,
+};
 pub use backend::{Backend, BackendError, BackendEvent, Caller, ContentListing, ServerContent, Upstream};
 pub use clock::{Clock, SystemClock};
 pub use content::{ContentView, GATEWAY_SCHEME, gateway_uri};
 pub use gateway::{Gateway, GatewayOptions};
-pub use http::{HttpOptions, HttpServer, ServeError};
+pub use http::{DrainOptions, DrainReport, HEALTHZ, HttpOptions, HttpServer, Lifecycle, READYZ, ServeError};
 pub use limit::{
     BucketUse, CallPermit, LimitConfigError, LimitError, LimitKind, LimitRule, Limits, MAX_LIMIT_COUNT,
     MAX_LIMIT_RULES, MemoryLimiter, Per, Plan, RateLimiter, Refusal, SLOT_RETRY, STORE_RETRY, SlotUse, TOKEN_EPSILON,
 };
+pub use profile::{BadProfileName, Profile, Profiled};
 pub use seal::{
     ApprovalClaims, MAX_SEALING_KEYS, MemoryReplayCache, ReplayCache, ReplayError, SealError, StateSealer, digest_hex,
 };

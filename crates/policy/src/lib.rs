@@ -87,6 +87,13 @@
 //! # Ok::<(), policy::PolicyError>(())
 //! ```
 //!
+//! # Overlays
+//!
+//! [`Policy::narrowed`] puts an overlay over a policy (the gateway's profiles have one each):
+//! every tool and resource is then decided by the stricter of the two, whatever the
+//! specificity of either's rules, so an overlay can only make decisions stricter. A decision the
+//! overlay made says so: `rule 0 (server "*", tool "write_*") of profile "ci"`.
+//!
 //! The configuration deserializes from TOML or JSON shaped like
 //! `{ default = "confirm", rules = [{ server = "git*", tool = "*", decision = "allow" }] }`;
 //! [`Policy`] itself deserializes through [`PolicyConfig`], validating the patterns.
@@ -287,8 +294,9 @@ pub struct ResourceRuleRef {
 /// Where a decision came from.
 ///
 /// Displays (and serializes) as `rule 2 (server "git*", tool "*")`, `default`,
-/// `enabled_tools of server "git" (not listed)`, `disabled_tools of server "git"` or
-/// `resource rule 0 (server "docs", uri "file:///*")`.
+/// `enabled_tools of server "git" (not listed)`, `disabled_tools of server "git"`,
+/// `resource rule 0 (server "docs", uri "file:///*")` or, for an overlay,
+/// `rule 0 (server "git", tool "*") of profile "ci"`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum DecisionSource {
@@ -305,6 +313,13 @@ pub enum DecisionSource {
     },
     /// This resource rule matched.
     Resource(ResourceRuleRef),
+    /// An overlay that narrows the policy (a gateway profile's) decided, by its own source.
+    Overlay {
+        /// Whose overlay (`profile "ci"`), as given to [`Policy::narrowed`].
+        label: Arc<str>,
+        /// The overlay's own rule, or its default.
+        source: Box<DecisionSource>,
+    },
 }
 
 /// Which list of a [`ToolFilter`] denied a tool.
@@ -326,6 +341,7 @@ impl fmt::Display for DecisionSource {
             }
             Self::Filter { server, list: FilterList::Disabled } => write!(f, "disabled_tools of server {server:?}"),
             Self::Resource(r) => write!(f, "resource rule {} (server {:?}, uri {:?})", r.index, r.server, r.uri),
+            Self::Overlay { label, source } => write!(f, "{source} of {label}"),
         }
     }
 }
@@ -407,6 +423,8 @@ pub struct Policy {
     instructions_off: Vec<Arc<str>>,
     /// Servers (exact names) whose elicitation requests are declined without asking anyone.
     elicitation_off: Vec<Arc<str>>,
+    /// Overlays that narrow this policy ([`Policy::narrowed`]), each with its label.
+    overlays: Vec<(Arc<str>, Policy)>,
 }
 
 impl Default for Policy {
@@ -467,6 +485,7 @@ impl Policy {
             resources,
             instructions_off: Vec::new(),
             elicitation_off: Vec::new(),
+            overlays: Vec::new(),
         })
     }
 
@@ -479,7 +498,26 @@ impl Policy {
             resources: Vec::new(),
             instructions_off: Vec::new(),
             elicitation_off: Vec::new(),
+            overlays: Vec::new(),
         }
+    }
+
+    /// This policy narrowed by `overlay` (a gateway profile's policy, labelled `label`, say
+    /// `profile "ci"`): every tool and resource is decided by the stricter of the two, so an
+    /// overlay can make decisions stricter and never looser. Where the overlay is stricter, its
+    /// source is reported as [`DecisionSource::Overlay`]; at equal strictness this policy's own
+    /// source is. This policy's hooks (tool filters, instructions, elicitation) stay; the
+    /// overlay's are ignored. An overlay that should only tighten some tools has the default
+    /// `allow`.
+    #[must_use]
+    pub fn narrowed(mut self, label: &str, overlay: Policy) -> Self {
+        self.overlays.push((label.into(), overlay));
+        self
+    }
+
+    /// `verdict`, or an overlay's where one is stricter.
+    fn narrow(&self, verdict: Verdict, decide: impl Fn(&Policy) -> Verdict) -> Verdict {
+        self.overlays.iter().fold(verdict, |verdict, (label, overlay)| stricter(verdict, label, decide(overlay)))
     }
 
     /// This policy with server `server`'s (exact name) `instructions` kept from the model.
@@ -517,13 +555,25 @@ impl Policy {
     /// crate docs, "Resources": the caller applies the stricter of this and its tool's
     /// decision). `uri` may be a template's URI template.
     pub fn decide_resource(&self, server: &str, uri: &str) -> Option<Verdict> {
-        let rule = self.resources.iter().find(|r| r.server.matches(server) && r.uri.matches(uri))?;
-        Some(Verdict { decision: rule.decision, source: DecisionSource::Resource(rule.source.clone()) })
+        let own = self
+            .resources
+            .iter()
+            .find(|r| r.server.matches(server) && r.uri.matches(uri))
+            .map(|rule| Verdict { decision: rule.decision, source: DecisionSource::Resource(rule.source.clone()) });
+        self.overlays.iter().fold(own, |verdict, (label, overlay)| {
+            match (verdict, overlay.decide_resource(server, uri)) {
+                (Some(verdict), Some(theirs)) => Some(stricter(verdict, label, theirs)),
+                (None, Some(theirs)) => {
+                    Some(Verdict { decision: theirs.decision, source: overlaid(label, theirs.source) })
+                }
+                (verdict, None) => verdict,
+            }
+        })
     }
 
-    /// Whether any resource rule is configured.
+    /// Whether any resource rule is configured (an overlay's included).
     pub fn has_resource_rules(&self) -> bool {
-        !self.resources.is_empty()
+        !self.resources.is_empty() || self.overlays.iter().any(|(_, o)| o.has_resource_rules())
     }
 
     /// This policy with `filter` applied to the tools of server `server` (its exact name),
@@ -560,7 +610,7 @@ impl Policy {
             return verdict;
         }
         let rule = self.rules.iter().find(|r| r.server.matches(server) && r.tool.matches(tool));
-        self.verdict(rule)
+        self.narrow(self.verdict(rule), |overlay| overlay.decide(server, tool, claims))
     }
 
     /// The rules that can apply to `server` (`None` for built-ins), for deciding many of its
@@ -570,6 +620,7 @@ impl Policy {
             policy: self,
             rules: self.rules.iter().filter(|r| r.server.matches(server)).collect(),
             filter: self.filter_of(server),
+            overlays: self.overlays.iter().map(|(label, o)| (label, o.for_server(server))).collect(),
         }
     }
 
@@ -579,6 +630,19 @@ impl Policy {
             Some(r) => Verdict { decision: r.decision, source: DecisionSource::Rule(r.source.clone()) },
         }
     }
+}
+
+/// `verdict`, or the overlay `label`'s verdict `theirs` when it is stricter.
+fn stricter(verdict: Verdict, label: &Arc<str>, theirs: Verdict) -> Verdict {
+    if theirs.decision > verdict.decision {
+        Verdict { decision: theirs.decision, source: overlaid(label, theirs.source) }
+    } else {
+        verdict
+    }
+}
+
+fn overlaid(label: &Arc<str>, source: DecisionSource) -> DecisionSource {
+    DecisionSource::Overlay { label: Arc::clone(label), source: Box::new(source) }
 }
 
 /// The sort key that puts the winning rule first: the most specific server pattern, then the
@@ -600,6 +664,8 @@ pub struct ServerRules<'a> {
     /// Still in the policy's winning order.
     rules: Vec<&'a Rule>,
     filter: Option<(&'a Arc<str>, &'a ToolFilter)>,
+    /// The overlays' rules for the same server.
+    overlays: Vec<(&'a Arc<str>, ServerRules<'a>)>,
 }
 
 /// The denial of `tool` by a server's filter, if it leaves the tool out.
@@ -617,7 +683,10 @@ impl ServerRules<'_> {
             return verdict;
         }
         let rule = self.rules.iter().copied().find(|r| r.tool.matches(tool));
-        self.policy.verdict(rule)
+        let verdict = self.policy.verdict(rule);
+        self.overlays
+            .iter()
+            .fold(verdict, |verdict, (label, overlay)| stricter(verdict, label, overlay.decide(tool, claims)))
     }
 }
 

@@ -402,3 +402,73 @@ fn elicitation_is_allowed_unless_turned_off_per_server() {
     assert!(p.allows_elicitation("pushy2"), "exact names, not patterns");
     assert!(p.allows_instructions("pushy"), "one switch does not turn the other off");
 }
+
+#[test]
+fn an_overlay_only_ever_narrows() {
+    let base = policy(Confirm, &[("files", "*", Allow), ("files", "rm", Deny), ("@builtin", "*", Allow)]);
+    let overlay = policy(Allow, &[("*", "write_*", Deny), ("files", "read_file", Confirm), ("*", "rm", Allow)]);
+    let p = base.narrowed("profile \"ci\"", overlay);
+    // A less specific overlay rule still narrows a more specific base rule.
+    assert_eq!(
+        decide(&p, Some("files"), "write_file"),
+        (Deny, r#"rule 0 (server "*", tool "write_*") of profile "ci""#.into())
+    );
+    assert_eq!(decide(&p, Some("files"), "read_file").0, Confirm);
+    // It never loosens: the base's deny stays, reported as the base's.
+    assert_eq!(decide(&p, Some("files"), "rm"), (Deny, r#"rule 1 (server "files", tool "rm")"#.into()));
+    // At equal strictness the base's rule is reported.
+    assert_eq!(decide(&p, Some("files"), "list"), (Allow, r#"rule 0 (server "files", tool "*")"#.into()));
+    assert_eq!(decide(&p, None, "search_tools").0, Allow);
+    // An overlay's default narrows every tool no overlay rule names.
+    let p = policy(Allow, &[]).narrowed("profile \"ro\"", policy(Confirm, &[]));
+    assert_eq!(decide(&p, Some("x"), "y"), (Confirm, r#"default of profile "ro""#.into()));
+}
+
+#[test]
+fn an_overlay_narrows_resources_too() {
+    let base = PolicyConfig {
+        resources: vec![ResourceRuleConfig::new("docs", "file:///*", Decision::Allow)],
+        ..PolicyConfig::default()
+    };
+    let overlay = PolicyConfig {
+        default: Allow,
+        resources: vec![ResourceRuleConfig::new("*", "file:///secret/*", Decision::Deny)],
+        ..PolicyConfig::default()
+    };
+    let p = Policy::new(base).unwrap().narrowed("profile \"p\"", Policy::new(overlay).unwrap());
+    assert!(p.has_resource_rules());
+    let v = p.decide_resource("docs", "file:///secret/key").unwrap();
+    assert_eq!(v.decision, Deny);
+    assert_eq!(v.source.to_string(), r#"resource rule 0 (server "*", uri "file:///secret/*") of profile "p""#);
+    assert_eq!(p.decide_resource("docs", "file:///a").unwrap().decision, Allow);
+    assert_eq!(p.decide_resource("other", "file:///secret/x").unwrap().decision, Deny);
+    assert!(p.decide_resource("other", "https://x").is_none());
+}
+
+proptest! {
+    /// A narrowed policy decides the stricter of the two, and for one server exactly as
+    /// `decide` does.
+    #[test]
+    fn narrowed_is_the_stricter_of_the_two(
+        rules in proptest::collection::vec(("[ab*?]{1,3}", "[xy*?]{1,3}", decision_strategy()), 0..6),
+        overlay in proptest::collection::vec(("[ab*?]{1,3}", "[xy*?]{1,3}", decision_strategy()), 0..6),
+        default in decision_strategy(),
+        overlay_default in decision_strategy(),
+        server in proptest::option::of("[ab]{1,3}"),
+        tool in "[xy]{1,3}",
+    ) {
+        let make = |default, rules: &Vec<(String, String, Decision)>| Policy::new(PolicyConfig {
+            default,
+            rules: rules.iter().map(|(s, t, d)| RuleConfig::new(s.clone(), t.clone(), *d)).collect(),
+            ..Default::default()
+        }).unwrap();
+        let base = make(default, &rules);
+        let over = make(overlay_default, &overlay);
+        let narrowed = base.clone().narrowed("o", over.clone());
+        let v = narrowed.decide(server.as_deref(), &tool, &NO_CLAIMS);
+        let expected = base.decide(server.as_deref(), &tool, &NO_CLAIMS).decision
+            .max(over.decide(server.as_deref(), &tool, &NO_CLAIMS).decision);
+        prop_assert_eq!(v.decision, expected);
+        prop_assert_eq!(narrowed.for_server(server.as_deref()).decide(&tool, &NO_CLAIMS), v);
+    }
+}

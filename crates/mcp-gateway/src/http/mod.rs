@@ -14,6 +14,7 @@
 
 mod body;
 mod guard;
+mod life;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -36,7 +37,9 @@ use tokio::sync::{broadcast, mpsc};
 
 use self::body::{Body, RequestStream, Work, sse_event};
 use self::guard::HostGuard;
-use crate::auth::Authenticator;
+use self::life::InFlight;
+pub use self::life::{DrainOptions, DrainReport, Lifecycle};
+use crate::auth::{AuthRequest, Authenticator, METADATA_PATH, ProtectedResource, Unauthorized};
 use crate::backend::{BackendEvent, Caller};
 use crate::gateway::{Era, Gateway, ListenFilter, Reply, Scope, response_line};
 use crate::seal::random_hex;
@@ -44,6 +47,10 @@ use crate::session::{Outbound, Session, lock};
 use crate::subscriptions::session_event_line;
 
 const SESSION_ID: &str = "mcp-session-id";
+/// Liveness: answers while the process serves.
+pub const HEALTHZ: &str = "/healthz";
+/// Readiness: a pool published, every required upstream connected, not draining.
+pub const READYZ: &str = "/readyz";
 /// How often a long-lived stream says it is alive (an SSE comment).
 const KEEP_ALIVE: Duration = Duration::from_secs(25);
 
@@ -157,6 +164,7 @@ struct State {
     options: HttpOptions,
     guard: HostGuard,
     sessions: Sessions,
+    life: Lifecycle,
 }
 
 /// A bound HTTP front; [`HttpServer::run`] serves it.
@@ -182,13 +190,20 @@ impl HttpServer {
         let listener = TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, source })?;
         let local = listener.local_addr().map_err(|source| ServeError::Bind { addr, source })?;
         let guard = HostGuard::new(&local, &options.allowed_hosts, &options.allowed_origins);
-        let state = Arc::new(State { gateway, options, guard, sessions: Sessions::default() });
+        let life = Lifecycle::new();
+        let state = Arc::new(State { gateway, options, guard, sessions: Sessions::default(), life });
         Ok(Self { listener, local, state })
     }
 
     /// The address it listens on (the port the system chose for port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// Its lifecycle: `/readyz`, and the drain the `serve` front starts on SIGTERM (the
+    /// server keeps accepting, to refuse, until `run`'s shutdown completes).
+    pub fn lifecycle(&self) -> Lifecycle {
+        self.state.life.clone()
     }
 
     /// Serves connections until `shutdown` completes; connections in progress finish their
@@ -258,33 +273,44 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 }
 
 async fn route(state: &State, request: Request<Incoming>) -> Response<Body> {
-    if request.uri().path() != state.options.path {
-        return plain(StatusCode::NOT_FOUND, "not found: the MCP endpoint is elsewhere");
+    // Probes come from load balancers and orchestrators, under whatever Host they use; they
+    // say nothing a rebinding page could use, so they come before the Host check.
+    match request.uri().path() {
+        HEALTHZ => return probe(state, request.method(), true),
+        READYZ => return probe(state, request.method(), false),
+        _ => {}
     }
     let headers = request.headers();
     let host = header(headers, http::header::HOST.as_str()).or_else(|| request.uri().authority().map(|a| a.as_str()));
     if let Err(why) = state.guard.check(host, header(headers, http::header::ORIGIN.as_str())) {
         return refusal(StatusCode::FORBIDDEN, error_codes::INVALID_REQUEST, &format!("Forbidden: {why}"));
     }
-    let caller = match &state.options.auth {
-        None => Caller::local(),
-        Some(auth) => match auth.authenticate(headers).await {
-            Ok(caller) => caller,
-            Err(refused) => {
-                let mut response = refusal(
-                    StatusCode::UNAUTHORIZED,
-                    error_codes::INVALID_REQUEST,
-                    &format!("Unauthorized: {refused}"),
-                );
-                if let Ok(value) = HeaderValue::from_str(&refused.challenge) {
-                    response.headers_mut().insert(WWW_AUTHENTICATE, value);
-                }
-                return response;
-            }
-        },
+    let path = request.uri().path();
+    if let Some(rest) = path.strip_prefix(METADATA_PATH) {
+        return metadata(state, rest, request.method());
+    }
+    let Some(profile) = endpoint(path, &state.options.path) else {
+        return plain(StatusCode::NOT_FOUND, "not found: the MCP endpoint is elsewhere");
+    };
+    if state.life.is_refusing() {
+        let mut response = plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this gateway is shutting down and takes no new requests; send it to another replica",
+        );
+        response.headers_mut().insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+        response.headers_mut().insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+        return response;
+    }
+    // A request is in flight until it is answered; a call's answer may come after the
+    // response started (SSE), so a POST hands this on to the call.
+    let in_flight = state.life.enter();
+    let profile = profile.map(str::to_owned);
+    let caller = match caller_of(state, headers, profile.as_deref()).await {
+        Ok(caller) => caller,
+        Err(response) => return *response,
     };
     match *request.method() {
-        Method::POST => post(state, caller, request).await,
+        Method::POST => post(state, caller, request, in_flight).await,
         Method::GET => get(state, &caller, request.headers()),
         Method::DELETE => delete(state, &caller, request.headers()).await,
         _ => {
@@ -293,6 +319,125 @@ async fn route(state: &State, request: Request<Incoming>) -> Response<Body> {
             response
         }
     }
+}
+
+/// `GET /healthz` (alive: always, while it answers) and `GET /readyz` (ready: not draining,
+/// and the backend says it is: a pool published, every required upstream connected).
+fn probe(state: &State, method: &Method, alive: bool) -> Response<Body> {
+    if !matches!(*method, Method::GET | Method::HEAD) {
+        let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "probes are read with GET");
+        response.headers_mut().insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return response;
+    }
+    let mut response = if alive {
+        plain(StatusCode::OK, "ok")
+    } else if state.life.is_draining() {
+        plain(StatusCode::SERVICE_UNAVAILABLE, "not ready: draining")
+    } else {
+        match state.gateway.backend().ready() {
+            Ok(()) => plain(StatusCode::OK, "ready"),
+            Err(why) => {
+                plain(StatusCode::SERVICE_UNAVAILABLE, &format!("not ready: {}", mcp_safety::text::one_line(&why, 300)))
+            }
+        }
+    };
+    response.headers_mut().insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// The profile an MCP endpoint path names: `Some(None)` for the gateway's own (`/mcp`),
+/// `Some(Some(NAME))` for `/mcp/NAME`, `None` for any other path.
+fn endpoint<'a>(path: &'a str, base: &str) -> Option<Option<&'a str>> {
+    let rest = path.strip_prefix(base)?;
+    if rest.is_empty() {
+        return Some(None);
+    }
+    let name = rest.strip_prefix('/')?;
+    crate::settings::is_profile_name(name).then_some(Some(name))
+}
+
+/// Who a request to the endpoint of `profile` is from, and the profile it is served in: the
+/// path's, or the one its token is tied to (a token tied to one profile may use no other).
+async fn caller_of(state: &State, headers: &HeaderMap, profile: Option<&str>) -> Result<Caller, Box<Response<Body>>> {
+    let mut caller = match &state.options.auth {
+        None => Caller::local(),
+        Some(auth) => match auth.authenticate(&AuthRequest { headers, profile }).await {
+            Ok(caller) => caller,
+            Err(refused) => return Err(Box::new(unauthorized(state, &refused, profile))),
+        },
+    };
+    match (profile, caller.profile.as_deref()) {
+        (Some(asked), Some(tied)) if asked != tied => {
+            return Err(Box::new(refusal(
+                StatusCode::FORBIDDEN,
+                error_codes::INVALID_REQUEST,
+                &format!(
+                    "Forbidden: this caller is tied to profile {tied:?}; it may use {base} or {base}/{tied} only",
+                    base = state.options.path
+                ),
+            )));
+        }
+        (Some(asked), None) => caller.profile = Some(Arc::from(asked)),
+        _ => {}
+    }
+    if let Some(name) = caller.profile.as_deref()
+        && !state.gateway.backend().has_profile(name)
+    {
+        let response = if profile.is_some() {
+            plain(StatusCode::NOT_FOUND, "not found: no profile by that name")
+        } else {
+            let shown = mcp_safety::text::one_line(name, 64);
+            refusal(
+                StatusCode::FORBIDDEN,
+                error_codes::INVALID_REQUEST,
+                &format!("Forbidden: this caller is tied to profile {shown:?}, which this gateway does not serve"),
+            )
+        };
+        return Err(Box::new(response));
+    }
+    if !state.gateway.backend().admits(&caller) {
+        let shown = mcp_safety::text::one_line(caller.profile.as_deref().unwrap_or_default(), 64);
+        return Err(Box::new(refusal(
+            StatusCode::FORBIDDEN,
+            error_codes::INVALID_REQUEST,
+            &format!("Forbidden: this caller is not one of profile {shown:?}'s callers"),
+        )));
+    }
+    Ok(caller)
+}
+
+/// The answer to a request that was not authenticated: its status, and the challenge naming
+/// the metadata of the resource it tried to reach.
+fn unauthorized(state: &State, refused: &Unauthorized, profile: Option<&str>) -> Response<Body> {
+    let resource = state.options.auth.as_ref().and_then(|auth| auth.protected_resource());
+    let metadata = resource.map(|r| r.metadata_url(profile));
+    let scopes = resource.map_or(&[][..], ProtectedResource::scopes);
+    let mut response = refusal(refused.status(), error_codes::INVALID_REQUEST, &format!("Unauthorized: {refused}"));
+    if let Some(value) = refused.challenge(metadata.as_deref(), scopes).and_then(|c| HeaderValue::from_str(&c).ok()) {
+        response.headers_mut().insert(WWW_AUTHENTICATE, value);
+    }
+    response
+}
+
+/// `GET /.well-known/oauth-protected-resource{rest}`: the metadata of the gateway's resource or
+/// of a profile's (RFC 9728), when it is an OAuth resource server.
+fn metadata(state: &State, rest: &str, method: &Method) -> Response<Body> {
+    let resource = state.options.auth.as_ref().and_then(|auth| auth.protected_resource());
+    let Some(resource) = resource else {
+        return plain(StatusCode::NOT_FOUND, "not found: this gateway is not an OAuth protected resource");
+    };
+    let target = resource.metadata_target(rest, &state.options.path);
+    let Some(profile) = target.filter(|p| p.is_none_or(|name| state.gateway.backend().has_profile(name))) else {
+        return plain(StatusCode::NOT_FOUND, "not found: no protected resource here");
+    };
+    if !matches!(*method, Method::GET | Method::HEAD) {
+        let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "metadata is read with GET");
+        response.headers_mut().insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return response;
+    }
+    let mut response = json(StatusCode::OK, resource.document(profile).to_string());
+    response.headers_mut().insert(http::header::CACHE_CONTROL, HeaderValue::from_static("max-age=300"));
+    response
 }
 
 /// The session a request names, if it is this caller's (else the 404 to answer with).
@@ -324,7 +469,7 @@ fn accepts(headers: &HeaderMap, kind: &str) -> bool {
     }
 }
 
-async fn post(state: &State, caller: Caller, request: Request<Incoming>) -> Response<Body> {
+async fn post(state: &State, caller: Caller, request: Request<Incoming>, in_flight: InFlight) -> Response<Body> {
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
     let json_body = header(&headers, CONTENT_TYPE.as_str())
@@ -358,7 +503,7 @@ async fn post(state: &State, caller: Caller, request: Request<Incoming>) -> Resp
         Err(response) => return *response,
     };
     match mcp_protocol::classify(message) {
-        ClientMessage::Request(incoming) => post_request(state, caller, session, &headers, *incoming).await,
+        ClientMessage::Request(incoming) => post_request(state, caller, session, &headers, *incoming, in_flight).await,
         ClientMessage::Notification(notification) => {
             if let Some(session) = session {
                 match notification {
@@ -421,6 +566,7 @@ async fn post_request(
     session: Option<Arc<Session>>,
     headers: &HeaderMap,
     incoming: IncomingRequest,
+    in_flight: InFlight,
 ) -> Response<Body> {
     let IncomingRequest { id, method, request, meta } = incoming;
     let gateway = &state.gateway;
@@ -486,7 +632,7 @@ async fn post_request(
             }
         }
         // Only a call sends messages before its answer.
-        ClientRequest::CallTool(_) => call(state, scope, id, request, meta).await,
+        ClientRequest::CallTool(_) => call(state, scope, id, request, meta, in_flight).await,
         request => {
             let reply = gateway.handle(&scope, &id, request, &meta, &Outbound::none()).await;
             let status = match (&reply, stateless) {
@@ -551,6 +697,7 @@ async fn call(
     id: RequestId,
     request: ClientRequest,
     meta: mcp_protocol::RequestMeta,
+    in_flight: InFlight,
 ) -> Response<Body> {
     let stateless = scope.is_stateless();
     let session = match &scope.era {
@@ -572,17 +719,29 @@ async fn call(
     };
     let (tx, mut rx) = mpsc::channel::<String>(64);
     let gateway = state.gateway.clone();
+    let life = state.life.clone();
     let mut work: Work = Box::pin(async move {
+        // The call is in flight until its answer is made, even when that is after the response
+        // started (as SSE): a drain waits for it.
+        let _in_flight = in_flight;
         let out = Outbound::new(tx);
         let handled = gateway.handle(&scope, &id, request, &meta, &out);
-        let reply = match cancelled {
-            Some(cancelled) => {
-                tokio::select! {
-                    reply = handled => Some(reply),
-                    _ = cancelled => None,
+        let cancelled = async move {
+            match cancelled {
+                Some(cancelled) => {
+                    let _ = cancelled.await;
                 }
+                None => std::future::pending().await,
             }
-            None => Some(handled.await),
+        };
+        let reply = tokio::select! {
+            reply = handled => Some(reply),
+            () = cancelled => None,
+            () = life.aborted() => Some(Reply::Error(ErrorObject::new(
+                error_codes::INTERNAL_ERROR,
+                "the gateway shut down before this call finished (its drain timeout passed); the call may or may \
+                 not have taken effect upstream",
+            ))),
         };
         if let Some(session) = &session {
             session.finish(&id);

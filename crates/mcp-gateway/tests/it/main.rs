@@ -2,6 +2,7 @@
 #![allow(missing_docs, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 mod approvals;
+mod auth;
 mod clients;
 mod http;
 mod limits;
