@@ -13,7 +13,7 @@ use crate::gate::{Admission, Binding, CallGate, CallRequest, Catalog, Job, Ran, 
 use crate::model::{
     Block, LanguageModel, Message, ModelError, ModelRequest, Role, StopReason, TextStream, ToolSpec, Usage,
 };
-use crate::ports::{AgentEvent, Approver, BuiltinTool, CallDecision, CallInfo, EventSink, Hooks};
+use crate::ports::{AgentEvent, Approver, BuiltinTool, CallContext, CallDecision, CallInfo, EventSink, Hooks};
 use crate::results::{error_text, fit_budget, render};
 use crate::search::{DEFAULT_MAX_LOADED, SEARCH_TOOL, SearchState, ToolSearch, search_spec};
 use crate::source::ToolSource;
@@ -456,12 +456,15 @@ impl Agent {
                 }))
             } else {
                 let call = CallRequest { id, name, arguments: input };
-                Checked::Gate(self.gate.admit_as(snapshot, self.source.as_ref(), call, Some(&info)).await)
+                Checked::Gate(
+                    self.gate
+                        .admit_as(&view.binding, self.source.as_ref(), call, Some(&info), &CallContext::DEFAULT)
+                        .await,
+                )
             };
             let (decision, reason) = match &checked {
                 Checked::Search => (CallDecision::Allowed, "the loop's tool search".to_owned()),
-                Checked::Gate(Admission::Run { decision, reason, .. }) => (decision.clone(), reason.clone()),
-                Checked::Gate(Admission::Refused(refusal)) => (refusal.decision(), refusal.reason()),
+                Checked::Gate(admission) => (admission.decision(), admission.reason()),
             };
             self.emit(
                 events,
@@ -478,7 +481,6 @@ impl Agent {
         let runs = admitted.into_iter().map(|(info, checked)| async move {
             let (text, is_error) = match checked {
                 Checked::Search => self.search(view, &info.arguments),
-                Checked::Gate(Admission::Refused(refusal)) => (error_text(&refusal.to_string()), true),
                 Checked::Gate(Admission::Run { job, .. }) => match self.run_job(job, &info, events).await {
                     Ran::Builtin(Ok(text)) => (text, false),
                     Ran::Mcp(Ok(result)) => (render(&result), result.is_error()),
@@ -486,6 +488,7 @@ impl Agent {
                     Ran::Mcp(Err(error)) => (error_text(&error.to_string()), true),
                     Ran::Refused(refusal) => (error_text(&refusal.to_string()), true),
                 },
+                Checked::Gate(not_run) => (error_text(&not_run.not_run_text().unwrap_or_default()), true),
             };
             (info, text, is_error)
         });

@@ -10,7 +10,7 @@
 //! sends the call.
 
 use mcp_safety::lock;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
@@ -22,8 +22,8 @@ use serde_json::{Map, Value};
 use tool_pool::{ArgumentChecker, CheckError, Origin, Pool, assemble};
 
 use crate::ports::{
-    ApprovalAnswer, ApprovalRequest, Approver, BuiltinTool, CallDecision, CallInfo, HookVerdict, Hooks, NoHooks,
-    RefuseAll,
+    ApprovalAnswer, ApprovalRequest, Approver, BuiltinTool, CallContext, CallDecision, CallInfo, HookVerdict, Hooks,
+    NoHooks, RefuseAll,
 };
 use crate::source::{BoundCall, ToolSource};
 use crate::source_error::{Operation, SourceError};
@@ -32,6 +32,9 @@ use crate::source_error::{Operation, SourceError};
 const LISTED_NAMES: usize = 20;
 /// How many close matches an unknown-tool refusal suggests at most.
 const SUGGESTIONS: usize = 3;
+/// Most approvals "yes for this session" a gate keeps, over all its callers; past it the
+/// person is asked again (a gateway serving many sessions cannot make it grow without bound).
+pub const MAX_SESSION_APPROVALS: usize = 10_000;
 
 /// What a caller was shown: one pool snapshot and the generations of the server listings it
 /// was built from. Immutable; a call is checked against the binding it was prepared with.
@@ -359,6 +362,46 @@ pub enum Admission {
     },
     /// Do not run it.
     Refused(Refusal),
+    /// Not now: the approver asks the person out of band ([`ApprovalAnswer::Deferred`]); the
+    /// caller answers the call accordingly (an `input_required` round) and asks again.
+    Deferred {
+        /// The name asked for.
+        name: String,
+        /// What the approver said happens next.
+        reason: String,
+    },
+}
+
+impl Admission {
+    /// How the call was decided, as events and hooks report it.
+    pub fn decision(&self) -> CallDecision {
+        match self {
+            Admission::Run { decision, .. } => decision.clone(),
+            Admission::Refused(refusal) => refusal.decision(),
+            Admission::Deferred { .. } => CallDecision::Deferred,
+        }
+    }
+
+    /// Why, in short (the rule, the approval, the refusal).
+    pub fn reason(&self) -> String {
+        match self {
+            Admission::Run { reason, .. } => reason.clone(),
+            Admission::Refused(refusal) => refusal.reason(),
+            Admission::Deferred { reason, .. } => reason.clone(),
+        }
+    }
+
+    /// What the caller reads when the call did not run (`None` for a call to run): the
+    /// refusal, or that the call waits for approval.
+    pub fn not_run_text(&self) -> Option<String> {
+        match self {
+            Admission::Run { .. } => None,
+            Admission::Refused(refusal) => Some(refusal.to_string()),
+            Admission::Deferred { name, reason } => {
+                Some(format!("the call to {name} was not run: it waits for approval ({reason})"))
+            }
+        }
+    }
 }
 
 /// What running a job gave.
@@ -379,7 +422,39 @@ pub struct CallGate {
     approver: Arc<dyn Approver>,
     hooks: Arc<dyn Hooks>,
     builtins: Vec<Arc<dyn BuiltinTool>>,
-    approved_for_session: Mutex<HashSet<String>>,
+    /// Approvals "yes for this session", per caller (`None`: the default caller), by tool (and
+    /// input rule, see `admit`).
+    approved_for_session: Mutex<SessionApprovals>,
+}
+
+/// Approvals "yes for this session", per caller, with their total count (bounded by
+/// [`MAX_SESSION_APPROVALS`]).
+#[derive(Debug, Default)]
+struct SessionApprovals {
+    by_caller: HashMap<Option<Arc<str>>, HashSet<String>>,
+    total: usize,
+}
+
+impl SessionApprovals {
+    fn contains(&self, caller: &Option<Arc<str>>, key: &str) -> bool {
+        self.by_caller.get(caller).is_some_and(|keys| keys.contains(key))
+    }
+
+    fn insert(&mut self, caller: &Option<Arc<str>>, key: String) {
+        if self.total >= MAX_SESSION_APPROVALS {
+            return;
+        }
+        if self.by_caller.entry(caller.clone()).or_default().insert(key) {
+            self.total += 1;
+        }
+    }
+
+    fn forget(&mut self, caller: &str) {
+        let caller: Option<Arc<str>> = Some(Arc::from(caller));
+        if let Some(keys) = self.by_caller.remove(&caller) {
+            self.total -= keys.len();
+        }
+    }
 }
 
 impl std::fmt::Debug for CallGate {
@@ -402,7 +477,7 @@ impl CallGate {
             approver,
             hooks,
             builtins: Vec::new(),
-            approved_for_session: Mutex::new(HashSet::new()),
+            approved_for_session: Mutex::new(SessionApprovals::default()),
         }
     }
 
@@ -427,21 +502,40 @@ impl CallGate {
         self.hooks = hooks;
     }
 
-    /// The checks, in order: the name is in the binding's pool; its server's tools have not
-    /// changed since; the arguments match the schema that was shown; policy (and the approver);
-    /// hooks.
-    pub async fn admit(&self, binding: &Binding, source: &dyn ToolSource, call: CallRequest<'_>) -> Admission {
-        self.admit_as(binding, source, call, None).await
+    /// Forgets the approvals "yes for this session" of `caller` (its session ended).
+    pub fn forget_caller(&self, caller: &str) {
+        lock(&self.approved_for_session).forget(caller);
     }
 
-    /// [`admit`](Self::admit), with the call as hooks see it when the caller has it already
-    /// (the loop keeps one per call; it is not built twice).
+    /// The checks, in order: the name is in the binding's pool; its server's tools have not
+    /// changed since; the arguments match the schema that was shown; policy (and the approver);
+    /// hooks. Asked by the default caller ([`CallContext::DEFAULT`]).
+    pub async fn admit(&self, binding: &Arc<Binding>, source: &dyn ToolSource, call: CallRequest<'_>) -> Admission {
+        self.admit_as(binding, source, call, None, &CallContext::DEFAULT).await
+    }
+
+    /// [`admit`](Self::admit) for the caller `context` names: a `confirm` decision goes to
+    /// its approver (else the gate's) and is told who asks; approvals "yes for this session"
+    /// are that caller's alone; hooks see its script as the call's parent.
+    pub async fn admit_with(
+        &self,
+        binding: &Arc<Binding>,
+        source: &dyn ToolSource,
+        call: CallRequest<'_>,
+        context: &CallContext,
+    ) -> Admission {
+        self.admit_as(binding, source, call, None, context).await
+    }
+
+    /// [`admit_with`](Self::admit_with), with the call as hooks see it when the caller has it
+    /// already (the loop keeps one per call; it is not built twice).
     pub(crate) async fn admit_as(
         &self,
-        binding: &Binding,
+        binding: &Arc<Binding>,
         source: &dyn ToolSource,
         call: CallRequest<'_>,
         info: Option<&CallInfo>,
+        context: &CallContext,
     ) -> Admission {
         let CallRequest { id, name, arguments } = call;
         let pool = &binding.pool;
@@ -495,21 +589,24 @@ impl CallGate {
                     reason: format!("denied by {rule}"),
                 });
             }
-            Decision::Confirm if lock(&self.approved_for_session).contains(&approval_key) => {
+            Decision::Confirm if lock(&self.approved_for_session).contains(&context.caller, &approval_key) => {
                 (CallDecision::Approved, "approved earlier in this session".to_owned())
             }
             Decision::Confirm => {
-                let request = ApprovalRequest {
-                    name: name.to_owned(),
-                    server: entry.server().map(str::to_owned),
-                    tool: entry.tool().to_owned(),
-                    arguments: arguments.clone(),
-                    rule: rule.clone(),
-                };
-                match self.approver.approve(&request).await {
+                let mut request = ApprovalRequest::new(
+                    name,
+                    entry.server().map(str::to_owned),
+                    entry.tool(),
+                    arguments.clone(),
+                    rule.clone(),
+                );
+                request.caller = context.caller.as_deref().map(str::to_owned);
+                request.script = context.parent.as_deref().map(str::to_owned);
+                let approver = context.approver.as_ref().unwrap_or(&self.approver);
+                match approver.approve(&request).await {
                     ApprovalAnswer::Yes => (CallDecision::Approved, format!("approved (asked by {rule})")),
                     ApprovalAnswer::YesForSession => {
-                        lock(&self.approved_for_session).insert(approval_key);
+                        lock(&self.approved_for_session).insert(&context.caller, approval_key);
                         (CallDecision::Approved, format!("approved for this session (asked by {rule})"))
                     }
                     ApprovalAnswer::No => {
@@ -519,6 +616,9 @@ impl CallGate {
                     ApprovalAnswer::Unanswered(why) => {
                         let reason = format!("{name} needs confirmation ({verdict}) and {why}");
                         return Admission::Refused(Refusal::NotApproved { name: name.to_owned(), reason });
+                    }
+                    ApprovalAnswer::Deferred(reason) => {
+                        return Admission::Deferred { name: name.to_owned(), reason };
                     }
                 }
             }
@@ -661,12 +761,14 @@ fn check_structured(result: CallToolResult, schema: Option<&Value>, who: &str) -
 /// Why `name` is not in the pool: a denied tool (named with its rule), or unknown with close
 /// matches.
 fn missing(pool: &Pool, name: &str) -> Refusal {
+    // Named as the pool names its tools (the agent's `mcp__…`, the gateway's `{server}__{tool}`).
+    let naming = pool.naming();
     let denied = pool.hidden().iter().find(|h| {
-        let model = match &h.server {
-            Some(server) => tool_pool::model_name(server, &h.tool),
+        let named = match &h.server {
+            Some(server) => naming.name(server, &h.tool),
             None => Some(h.tool.clone()),
         };
-        model.as_deref() == Some(name)
+        named.as_deref() == Some(name)
     });
     if let Some(hidden) = denied {
         let who = match &hidden.server {

@@ -58,15 +58,17 @@ mod source_error;
 mod transcript;
 
 pub use agent::{Agent, AgentConfig, AgentError, TurnOutcome};
-pub use gate::{Admission, Binding, CallGate, CallRequest, Catalog, CatalogError, Job, Ran, Refusal};
+pub use gate::{
+    Admission, Binding, CallGate, CallRequest, Catalog, CatalogError, Job, MAX_SESSION_APPROVALS, Ran, Refusal,
+};
 pub use instructions::{MAX_ALL_INSTRUCTIONS_CHARS, MAX_INSTRUCTIONS_CHARS, system_prompt};
 pub use model::{
     Block, LanguageModel, Message, ModelError, ModelRequest, ModelResponse, NoStream, Role, StopReason, TextStream,
     ToolSpec, Usage,
 };
 pub use ports::{
-    AgentEvent, ApprovalAnswer, ApprovalRequest, ApproveAll, Approver, BuiltinTool, CallDecision, CallInfo, EventSink,
-    HookVerdict, Hooks, NoEvents, NoHooks, RefuseAll,
+    AgentEvent, ApprovalAnswer, ApprovalRequest, ApproveAll, Approver, BuiltinTool, CallContext, CallDecision,
+    CallInfo, EventSink, HookVerdict, Hooks, NoEvents, NoHooks, RefuseAll,
 };
 pub use resources::{LIST_RESOURCES_TOOL, MAX_LISTED, READ_RESOURCE_TOOL, resource_tools};
 pub use results::{content_text, error_text, fit_budget, render};

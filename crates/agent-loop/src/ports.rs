@@ -1,6 +1,8 @@
 //! The loop's other ports: who approves `confirm` decisions, built-in tools, hooks around tool
 //! calls, and where the loop reports what happens.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
@@ -21,10 +23,15 @@ pub enum ApprovalAnswer {
     /// Nobody could be asked; the call is refused, and this says why and what to do (for
     /// example "there is no terminal to ask on; rerun with --yes to approve this call").
     Unanswered(String),
+    /// Not decided yet: the person is asked out of band (a gateway answers the call with an
+    /// `input_required` round and the client retries with the answer). The call is not run
+    /// now ([`Admission::Deferred`](crate::Admission::Deferred)); this says what happens next.
+    Deferred(String),
 }
 
 /// A call waiting for approval.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct ApprovalRequest {
     /// The model-visible name.
     pub name: String,
@@ -36,6 +43,109 @@ pub struct ApprovalRequest {
     pub arguments: Value,
     /// Which policy rule asked for confirmation.
     pub rule: String,
+    /// Who asks ([`CallContext::caller`]): a gateway's client or session; `None` for the
+    /// gate's default caller (the agent's model, `mcp-harness call`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
+    /// The script asking, for a call a script makes (code mode): the id of the script's own
+    /// call ([`CallContext::parent`]). A person should be told that a script asks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
+}
+
+impl ApprovalRequest {
+    /// A request to approve calling `name` (tool `tool` of `server`, or a built-in) with
+    /// `arguments`, asked for by policy rule `rule`; asked by the default caller.
+    pub fn new(
+        name: impl Into<String>,
+        server: Option<String>,
+        tool: impl Into<String>,
+        arguments: Value,
+        rule: impl Into<String>,
+    ) -> Self {
+        Self { name: name.into(), server, tool: tool.into(), arguments, rule: rule.into(), caller: None, script: None }
+    }
+
+    /// Asked by `caller`.
+    pub fn with_caller(mut self, caller: impl Into<String>) -> Self {
+        self.caller = Some(caller.into());
+        self
+    }
+
+    /// Asked by the script whose call has id `script`.
+    pub fn with_script(mut self, script: impl Into<String>) -> Self {
+        self.script = Some(script.into());
+        self
+    }
+
+    /// Who asks, for a person (`script "call_7"`), when it is not the default caller's model
+    /// itself: the script, else the caller. Raw text: clean it before a terminal.
+    pub fn asked_by(&self) -> Option<String> {
+        match (&self.script, &self.caller) {
+            (Some(script), _) => Some(format!("script {script:?}")),
+            (None, Some(caller)) => Some(caller.clone()),
+            (None, None) => None,
+        }
+    }
+}
+
+/// Who asks for a call, and who approves it: what a gate is told beside the call itself
+/// ([`CallGate::admit_with`](crate::CallGate::admit_with)).
+///
+/// The default is the gate's default caller (the agent loop's model, `mcp-harness call`),
+/// approved by the gate's own approver: what [`CallGate::admit`](crate::CallGate::admit) uses.
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub struct CallContext {
+    /// Who asks: a stable key (a gateway's session, or its caller and client). Approvals "yes
+    /// for this session" are kept per caller, and the approver is told
+    /// ([`ApprovalRequest::caller`]). `None`: the gate's default caller.
+    pub caller: Option<Arc<str>>,
+    /// The script whose inner call this is (code mode): the id of the script's own call. Hooks
+    /// ([`CallInfo::parent`]), events and the transcript record it, and the approver is told
+    /// ([`ApprovalRequest::script`]).
+    pub parent: Option<Arc<str>>,
+    /// Who approves this call's `confirm` decision, in place of the gate's approver (a
+    /// gateway's approver for the client of this call).
+    pub approver: Option<Arc<dyn Approver>>,
+}
+
+impl CallContext {
+    /// The default caller, the gate's approver (a `const`, so the default costs nothing).
+    pub const DEFAULT: CallContext = CallContext { caller: None, parent: None, approver: None };
+
+    /// The default caller, the gate's approver.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Asked by `caller` (see [`CallContext::caller`]).
+    pub fn with_caller(mut self, caller: impl Into<Arc<str>>) -> Self {
+        self.caller = Some(caller.into());
+        self
+    }
+
+    /// An inner call of the script whose own call has id `parent`.
+    pub fn with_parent(mut self, parent: impl Into<Arc<str>>) -> Self {
+        self.parent = Some(parent.into());
+        self
+    }
+
+    /// Approved by `approver` instead of the gate's approver.
+    pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+}
+
+impl std::fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallContext")
+            .field("caller", &self.caller)
+            .field("parent", &self.parent)
+            .field("approver", &self.approver.as_ref().map(|_| "(own)"))
+            .finish()
+    }
 }
 
 /// Decides `confirm` calls (a terminal prompt, a UI, a test double).
@@ -145,6 +255,8 @@ pub enum CallDecision {
     Blocked,
     /// It was not run: unknown tool, changed tool, or bad arguments.
     Rejected,
+    /// It was not run yet: its approval is asked out of band ([`ApprovalAnswer::Deferred`]).
+    Deferred,
 }
 
 /// What the loop reports as it goes (for a terminal, `--json`, or a UI).

@@ -26,9 +26,12 @@ impl Approver for TerminalApprover {
             Some(server) => format!("tool {:?} of server {server:?}", output::one_line(&request.tool, 100)),
             None => "a built-in tool".to_owned(),
         };
+        // A script's call says so: the person approves what a script, not the model, asks.
+        let asker = request.asked_by().map(|who| format!(", asked by {}", output::one_line(&who, 100)));
         let prompt = format!(
-            "Run {} ({origin}) with {}? ({})",
+            "Run {} ({origin}{}) with {}? ({})",
             output::one_line(&request.name, 100),
+            asker.unwrap_or_default(),
             output::one_line(&request.arguments.to_string(), PROMPT_ARGS_CHARS),
             request.rule
         );

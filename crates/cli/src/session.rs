@@ -7,6 +7,7 @@ use anyhow::Context as _;
 use mcp_client::{ServerConnection, ServerState, close_all};
 use mcp_host::config::Config;
 use mcp_host::{offered, pool_of};
+use mcp_sandbox::WorkingDir;
 use serde_json::{Value, json};
 use tool_pool::Pool;
 
@@ -109,7 +110,31 @@ fn state_json(c: &ServerConnection, config: &Config, pool: &Pool) -> Value {
         "elapsed_ms": elapsed_ms,
         "reason": reason,
         "sandbox": sandbox_label(c, config),
+        "working_dir": working_dir(c, config).map(|dir| match dir {
+            WorkingDir::Granted(path) => json!({ "private": false, "path": path }),
+            WorkingDir::Private { requested, problem } => json!({
+                "private": true,
+                "instead_of": requested,
+                "because": problem.to_string(),
+            }),
+        }),
     })
+}
+
+/// Where a confined server works (`None` for unconfined, remote and disabled servers).
+fn working_dir(c: &ServerConnection, config: &Config) -> Option<WorkingDir> {
+    if matches!(c.state(), ServerState::Disabled) {
+        return None;
+    }
+    config.server(c.name()).and_then(|server| mcp_host::sandbox::working_dir(config, server))
+}
+
+/// What the table's DETAIL says of a connected server: a private working directory and why.
+fn working_dir_detail(c: &ServerConnection, config: &Config) -> String {
+    match working_dir(c, config) {
+        Some(dir @ WorkingDir::Private { .. }) => format!("working directory: {dir}"),
+        _ => String::new(),
+    }
 }
 
 /// The server's confinement (`None` for remote and disabled servers).
@@ -148,7 +173,7 @@ pub(crate) async fn servers_command(config: Config, as_json: bool) -> anyhow::Re
                             format!("{}/{tools}", offered(&pool, c.name())),
                             time,
                             sandbox,
-                            String::new(),
+                            working_dir_detail(c, &config),
                         ]
                     }
                     ServerState::Failed { reason, .. } => {

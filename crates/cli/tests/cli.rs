@@ -129,12 +129,68 @@ fn servers_json_shape() {
     let elapsed = |i: usize| servers[i]["elapsed_ms"].as_u64().unwrap();
     assert!(elapsed(3) >= 3000, "{}", servers[3]);
     assert!(elapsed(0) < elapsed(3), "{} {}", servers[0], servers[3]);
+    let work = env.work.path().canonicalize().unwrap();
     for server in servers.iter_mut() {
         if server["elapsed_ms"].is_number() {
             server["elapsed_ms"] = "[elapsed]".into();
         }
+        if server["working_dir"]["path"].as_str().is_some_and(|p| Path::new(p) == work) {
+            server["working_dir"]["path"] = "[work]".into();
+        }
     }
     insta::assert_json_snapshot!(value);
+}
+
+/// A server started from the home directory without a `cwd` of its own works in a private
+/// folder (the home directory's start-up files would be writable otherwise); `servers` says so
+/// and why, and the server is not refused. From a project folder it works there.
+#[test]
+fn servers_say_when_a_server_works_in_a_private_folder() {
+    let env = env();
+    std::fs::create_dir(env.config_dir.path().join("home")).unwrap();
+    let home = env.config_dir.path().join("home").canonicalize().unwrap();
+    let project = home.join("project");
+    std::fs::create_dir_all(project.join(".git")).unwrap();
+    let config = env.write(
+        "config.toml",
+        "[servers.snoop]\ncommand = \"$FX\"\nargs = [\"snoop\"]\n[policy]\ndefault = \"allow\"\n",
+    );
+    let run = |dir: &Path| {
+        let mut cmd = env.run(&config);
+        cmd.current_dir(dir).env("HOME", &home).env("XDG_CONFIG_HOME", home.join(".config"));
+        cmd
+    };
+
+    let out = run(&home).arg("servers").assert().success().get_output().stdout.clone();
+    let text = String::from_utf8(out).unwrap();
+    let line = text.lines().find(|l| l.starts_with("snoop")).unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains(" connected ") && line.contains(" confined "), "{text}");
+    let expected = format!(
+        "working directory: private (a folder of its own, removed when it stops), because {} is your home directory",
+        home.display()
+    );
+    assert!(line.contains(&expected), "{text}");
+
+    let out = run(&home).args(["servers", "--json"]).assert().success().get_output().stdout.clone();
+    let value = json_of(&out);
+    let dir = &value["servers"][0]["working_dir"];
+    assert_eq!(dir["private"], true, "{value}");
+    assert_eq!(dir["instead_of"].as_str(), home.to_str(), "{value}");
+    assert!(dir["because"].as_str().unwrap().starts_with("is your home directory"), "{value}");
+    // It does work elsewhere: not in HOME.
+    let out = run(&home).args(["call", "mcp__snoop__cwd"]).assert().success().get_output().stdout.clone();
+    let cwd = String::from_utf8(out).unwrap();
+    assert!(!cwd.trim().is_empty() && Path::new(cwd.trim()) != home, "{cwd}");
+
+    // From a project folder: that folder, and nothing to say in the table.
+    let out = run(&project).args(["servers", "--json"]).assert().success().get_output().stdout.clone();
+    let value = json_of(&out);
+    assert_eq!(value["servers"][0]["working_dir"], serde_json::json!({"private": false, "path": project}), "{value}");
+    let out = run(&project).arg("servers").assert().success().get_output().stdout.clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(!text.contains("working directory"), "{text}");
+    let out = run(&project).args(["call", "mcp__snoop__cwd"]).assert().success().get_output().stdout.clone();
+    assert_eq!(String::from_utf8(out).unwrap().trim(), project.to_str().unwrap());
 }
 
 /// The snoop fixture with a HOME of its own holding a key, under `standard` unless `sandbox`

@@ -331,13 +331,13 @@ mod tests {
     use super::*;
 
     fn request() -> ApprovalRequest {
-        ApprovalRequest {
-            name: "files__write_file".into(),
-            server: Some("files".into()),
-            tool: "write_file".into(),
-            arguments: json!({"path": "a.txt", "text": "\u{1b}[2Jhi"}),
-            rule: "default".into(),
-        }
+        ApprovalRequest::new(
+            "files__write_file",
+            Some("files".into()),
+            "write_file",
+            json!({"path": "a.txt", "text": "\u{1b}[2Jhi"}),
+            "default",
+        )
     }
 
     #[test]

@@ -78,11 +78,7 @@ fn with_settings(mut spec: ServerSpec, server: &ServerSettings) -> ServerSpec {
     spec
 }
 
-/// The host's own configuration (the file in use and the default directory) and data
-/// directory (tokens, transcripts): a server never reads them.
+/// What a server never reads: [`crate::sandbox::host_secrets`] of `config`'s file.
 fn protected(config: &Config) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = config.file.iter().cloned().collect();
-    out.extend(crate::config::default_dir());
-    out.extend(crate::auth::data_dir().ok());
-    out.into_iter().filter(|p| p.is_absolute()).collect()
+    crate::sandbox::host_secrets(config.file.as_deref())
 }

@@ -1,6 +1,7 @@
 //! Confining stdio servers, the configuration's side: each server's configured sandbox put on
-//! its start with the host's own configuration and data protected, the kernel probed once, and
-//! the confinement `servers` shows. The launcher is `mcp-harness-sandbox` beside the running
+//! its start with the host's own configuration and data protected, the kernel probed once, the
+//! confinement and working directory `servers` shows, and the grants checked when the
+//! configuration is read. The launcher is `mcp-harness-sandbox` beside the running
 //! program (installed with it), else the program itself under [`LAUNCH_ARG`]: a program that
 //! embeds the host calls [`launch_if_asked`] first in `main` for that (it works too, but
 //! starting the whole host costs more).
@@ -10,13 +11,14 @@
 //! ([`HostEvent::Unconfined`](crate::HostEvent::Unconfined)).
 
 use std::ffi::OsStr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Once, OnceLock};
 
 use mcp_sandbox::launcher::Launcher;
+use mcp_sandbox::{Sandbox, SandboxError, WorkingDir};
 use mcp_transport::{StdioConfig, StdioSandbox};
 
-use crate::config::{SandboxSetting, ServerSettings};
+use crate::config::{Config, SandboxSetting, ServerSettings, Target};
 use crate::{HostEvent, Ports};
 
 /// The hidden first argument that makes the program the sandbox launcher.
@@ -74,6 +76,27 @@ fn setting_confinement(setting: &SandboxSetting) -> Confinement {
     }
 }
 
+/// Where `server` of `config` works when it starts here (in this process's directory and
+/// environment), for a listing: its working directory, or a private one and why (the host runs
+/// in HOME, `/`, ...). `None` when it is not confined (remote, `sandbox = "off"`, a kernel
+/// without Landlock), or when its configured `cwd` is refused (its start fails with that).
+pub fn working_dir(config: &Config, server: &ServerSettings) -> Option<WorkingDir> {
+    let Target::Stdio { config: stdio, sandbox: setting } = &server.target else { return None };
+    let mut stdio = stdio.clone();
+    put_sandbox(&mut stdio, setting, &host_secrets(config.file.as_deref()));
+    stdio.confined_working_dir()?.ok()
+}
+
+/// Puts `setting`'s sandbox on `stdio`'s start, `protect` kept away from it, when it runs
+/// confined.
+fn put_sandbox(stdio: &mut StdioConfig, setting: &SandboxSetting, protect: &[PathBuf]) {
+    if let (Confinement::Confined, Some(sandbox)) = (setting_confinement(setting), &setting.sandbox) {
+        let mut sandbox = sandbox.clone();
+        sandbox.protect.extend(protect.iter().cloned());
+        stdio.sandbox = Some(Box::new(StdioSandbox { sandbox, launcher: launcher() }));
+    }
+}
+
 /// `stdio` with `setting`'s sandbox put on its start, `protect` (the host's configuration and
 /// data) kept away from it.
 pub(crate) fn confined(
@@ -82,17 +105,35 @@ pub(crate) fn confined(
     protect: &[PathBuf],
     ports: &Ports,
 ) -> StdioConfig {
-    let confinement = setting_confinement(setting);
-    if confinement == Confinement::Unconfined {
+    if setting_confinement(setting) == Confinement::Unconfined {
         static WARNED: Once = Once::new();
         WARNED.call_once(|| (ports.events)(&HostEvent::Unconfined));
     }
-    if let (Confinement::Confined, Some(sandbox)) = (confinement, &setting.sandbox) {
-        let mut sandbox = sandbox.clone();
-        sandbox.protect.extend(protect.iter().cloned());
-        stdio.sandbox = Some(Box::new(StdioSandbox { sandbox, launcher: launcher() }));
-    }
+    put_sandbox(&mut stdio, setting, protect);
     stdio
+}
+
+/// The host's own configuration (`file`, the file in use, and the default directory) and data
+/// directory (tokens, transcripts): a server never reads them unless a grant names them.
+pub(crate) fn host_secrets(file: Option<&Path>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = file.map(Path::to_path_buf).into_iter().collect();
+    out.extend(crate::config::default_dir());
+    out.extend(crate::auth::data_dir().ok());
+    out.into_iter().filter(|p| p.is_absolute()).collect()
+}
+
+/// Checks `sandbox`'s grants as written, with the host's secrets (of the configuration `file`)
+/// protected, for the configuration reader: a `write` entry holding HOME or a protected path is
+/// refused here rather than at each start, naming both paths and the entries to write instead
+/// (the directory is listed for those).
+pub(crate) fn check_grants(sandbox: &Sandbox, file: Option<&Path>, home: Option<&Path>) -> Result<(), SandboxError> {
+    let mut sandbox = sandbox.clone();
+    sandbox.protect.extend(host_secrets(file));
+    #[cfg(unix)]
+    let mut list = mcp_sandbox::probe::list_dir;
+    #[cfg(not(unix))]
+    let mut list = |_: &Path| Vec::new();
+    sandbox.check(home, &mut list)
 }
 
 fn launcher() -> Launcher {

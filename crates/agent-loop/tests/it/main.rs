@@ -4,6 +4,7 @@
 
 mod fake;
 mod fixture;
+mod gate_tests;
 mod loop_tests;
 mod reliability;
 mod search_tests;

@@ -354,6 +354,59 @@ fn sandboxes_per_server_and_by_default() {
     }
 }
 
+/// A `write` grant holding a protected path (here the configuration file itself) would shrink
+/// to what is beside it: it is refused when the file is read, with the file, the key, both
+/// paths and the entries to write instead. A `read` grant holding one is cut around it instead.
+#[test]
+fn a_write_grant_holding_a_protected_path_is_refused_when_the_configuration_is_read() {
+    let root = tempfile::tempdir().unwrap();
+    let x = root.path().join("x");
+    for dir in ["cfg", "out", "logs"] {
+        std::fs::create_dir_all(x.join(dir)).unwrap();
+    }
+    let file = x.join("cfg/config.toml");
+    let home = root.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let context = Context { home: Some(home.clone()), ..Context::process() };
+    let read = |text: &str| super::parse(&file, text, &context);
+
+    let err = read(&format!("[servers.s]\ncommand = \"s\"\nsandbox = {{ write = [{x:?}] }}\n")).unwrap_err();
+    let text = err.to_string();
+    let expected_start = format!("config error in {}: servers.s.sandbox.write: ", file.display());
+    assert!(text.starts_with(&expected_start), "{text}");
+    assert!(
+        text.contains(&format!("cannot give write access to {}: it holds {},", x.display(), file.display())),
+        "{text}"
+    );
+    // `cfg` holds nothing but the protected file, so nothing of it is offered.
+    let instead = format!("`write = [{:?}, {:?}]`", x.join("logs"), x.join("out"));
+    assert!(text.contains(&instead), "what to write instead: {text}");
+    let ConfigError::Invalid { key, .. } = err else { panic!("{err:?}") };
+    assert_eq!(key.as_deref(), Some("servers.s.sandbox.write"));
+
+    // Relative to the file, and the default table too.
+    let err = read("[sandbox]\ndefault = { write = [\"..\"] }\n").unwrap_err().to_string();
+    assert!(err.contains("sandbox.default.write: the sandbox cannot give write access to"), "{err}");
+    assert!(err.contains(&x.display().to_string()), "{err}");
+
+    // HOME as a whole, refused now rather than at the start.
+    let err = read(&format!("[servers.s]\ncommand = \"s\"\nsandbox = {{ write = [{:?}] }}\n", root.path()))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("servers.s.sandbox.write:") && err.contains("it holds your home directory"), "{err}");
+
+    // Reading it is fine (the protected path is cut out); so is writing beside the protected one
+    // or the protected one itself (named, so handed over).
+    for sandbox in [
+        format!("{{ read = [{x:?}] }}"),
+        format!("{{ write = [{:?}, {:?}] }}", x.join("out"), x.join("logs")),
+        format!("{{ write = [{:?}, {:?}] }}", x, file),
+    ] {
+        let config = read(&format!("[servers.s]\ncommand = \"s\"\nsandbox = {sandbox}\n"));
+        assert!(config.is_ok(), "{sandbox}: {config:?}");
+    }
+}
+
 #[test]
 fn line_and_column_count_characters() {
     assert_eq!(line_column("ab\ncé\nx", 7), (3, 1));

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use mcp_client::{DEFAULT_MAX_TOOL_TIME, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT};
+use mcp_sandbox::{Sandbox, SandboxError};
 use mcp_transport::{HttpMode, RemoteOptions, StdioConfig};
 use policy::{Policy, PolicyError};
 
@@ -45,8 +46,25 @@ fn parse_checked(path: &Path, text: &str, context: &Context<'_>) -> Result<Confi
         Ok(answer)
     };
     let base = path.parent().unwrap_or(Path::new(""));
+    // A sandbox's relative paths are relative to the file wherever it was named from: a grant
+    // must be absolute.
+    let sandbox_base = std::path::absolute(base).unwrap_or_else(|_| base.to_path_buf());
+    // A grant that cannot be given as written is refused now, not at each start.
+    let check = |sandbox: Option<Sandbox>, key: String| match &sandbox {
+        Some(s) => match crate::sandbox::check_grants(s, Some(path), context.home.as_deref()) {
+            Ok(()) => Ok(sandbox),
+            Err(e @ (SandboxError::HoldsProtected { .. } | SandboxError::WritesHome { .. })) => {
+                Err(invalid(Some(format!("{key}.write")), e.to_string()))
+            }
+            Err(e) => Err(invalid(Some(key), e.to_string())),
+        },
+        None => Ok(sandbox),
+    };
     let default_sandbox = match sandbox_defaults.default {
-        Some(raw) => raw.into_sandbox(base).map_err(|message| invalid(Some("sandbox.default".into()), message))?,
+        Some(raw) => check(
+            raw.into_sandbox(&sandbox_base).map_err(|message| invalid(Some("sandbox.default".into()), message))?,
+            "sandbox.default".into(),
+        )?,
         None => SandboxSetting::default().sandbox,
     };
     let defaults = SandboxSetting { sandbox: default_sandbox, required: sandbox_defaults.required.unwrap_or(false) };
@@ -72,7 +90,8 @@ fn parse_checked(path: &Path, text: &str, context: &Context<'_>) -> Result<Confi
                 *setting = SandboxSetting {
                     sandbox: match sandbox.0 {
                         Some(raw) => {
-                            raw.into_sandbox(base).map_err(|m| invalid(Some(format!("{}.sandbox", key())), m))?
+                            let key = format!("{}.sandbox", key());
+                            check(raw.into_sandbox(&sandbox_base).map_err(|m| invalid(Some(key.clone()), m))?, key)?
                         }
                         None => defaults.sandbox.clone(),
                     },
