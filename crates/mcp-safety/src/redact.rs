@@ -12,8 +12,23 @@ pub const HIDDEN: &str = "<hidden>";
 
 /// The words that make a name a secret's, lower case, matched as whole words of the name.
 const SECRET_WORDS: [&str; 17] = [
-    "token", "tokens", "key", "apikey", "secret", "secrets", "password", "passwd", "pwd", "passphrase",
-    "auth", "authorization", "credential", "credentials", "cookie", "session", "pat",
+    "token",
+    "tokens",
+    "key",
+    "apikey",
+    "secret",
+    "secrets",
+    "password",
+    "passwd",
+    "pwd",
+    "passphrase",
+    "auth",
+    "authorization",
+    "credential",
+    "credentials",
+    "cookie",
+    "session",
+    "pat",
 ];
 
 /// Whether a variable, header or field name usually holds a secret (`GITHUB_TOKEN`, `apiKey`,
@@ -88,7 +103,18 @@ mod tests {
 
     #[test]
     fn secret_names() {
-        for name in ["GITHUB_TOKEN", "apiKey", "Authorization", "client_secret", "password", "X-Session", "cookie", "x-api-key", "accessToken", "OPENAI_API_KEY"] {
+        for name in [
+            "GITHUB_TOKEN",
+            "apiKey",
+            "Authorization",
+            "client_secret",
+            "password",
+            "X-Session",
+            "cookie",
+            "x-api-key",
+            "accessToken",
+            "OPENAI_API_KEY",
+        ] {
             assert!(is_secret_name(name), "{name}");
         }
         for name in ["path", "PATH", "query", "limit", "name", "url", "author", "keyword", "monkey"] {

@@ -409,10 +409,9 @@ fn target(
     let timeout = match (env.get(vars.timeout), env.get(OTEL_EXPORTER_OTLP_TIMEOUT)) {
         (Some(v), _) => millis(vars.timeout, v)?,
         (None, Some(v)) => millis(OTEL_EXPORTER_OTLP_TIMEOUT, v)?,
-        (None, None) => signal
-            .and_then(|s| s.timeout_ms)
-            .or(table.timeout_ms)
-            .map_or(DEFAULT_TIMEOUT, Duration::from_millis),
+        (None, None) => {
+            signal.and_then(|s| s.timeout_ms).or(table.timeout_ms).map_or(DEFAULT_TIMEOUT, Duration::from_millis)
+        }
     };
     if timeout.is_zero() {
         return Err(ConfigError::invalid(&key("timeout_ms"), "0", "a number of milliseconds above 0"));

@@ -57,7 +57,12 @@ pub(crate) struct Instruments {
 impl Instruments {
     pub(crate) fn new(meter: &Meter) -> Self {
         let seconds = |name: &'static str, description: &'static str, buckets: &[f64]| {
-            meter.f64_histogram(name).with_unit("s").with_description(description).with_boundaries(buckets.to_vec()).build()
+            meter
+                .f64_histogram(name)
+                .with_unit("s")
+                .with_description(description)
+                .with_boundaries(buckets.to_vec())
+                .build()
         };
         let counter = |name: &'static str, unit: &'static str, description: &'static str| {
             meter.u64_counter(name).with_unit(unit).with_description(description).build()
@@ -95,9 +100,17 @@ impl Instruments {
                 .with_boundaries(metric::GEN_AI_TOKEN_BUCKETS.to_vec())
                 .build(),
             starts: counter(metric::UPSTREAM_STARTS, "{start}", "Upstream MCP servers started."),
-            restarts: counter(metric::UPSTREAM_RESTARTS, "{restart}", "Upstream stdio servers restarted after they exited."),
+            restarts: counter(
+                metric::UPSTREAM_RESTARTS,
+                "{restart}",
+                "Upstream stdio servers restarted after they exited.",
+            ),
             reconnects: counter(metric::UPSTREAM_RECONNECTS, "{reconnect}", "Remote upstream servers reconnected."),
-            start_failures: counter(metric::UPSTREAM_START_FAILURES, "{failure}", "Upstream starts and connects that failed."),
+            start_failures: counter(
+                metric::UPSTREAM_START_FAILURES,
+                "{failure}",
+                "Upstream starts and connects that failed.",
+            ),
             policy: counter(metric::POLICY_DECISIONS, "{decision}", "Policy decisions on tool calls."),
         }
     }
@@ -208,6 +221,16 @@ enum Kind {
     Chat,
     Tool,
     Agent,
+}
+
+impl Kind {
+    fn span_kind(self) -> SpanKind {
+        match self {
+            Kind::McpClient | Kind::Chat => SpanKind::Client,
+            Kind::McpServer => SpanKind::Server,
+            Kind::Tool | Kind::Agent => SpanKind::Internal,
+        }
+    }
 }
 
 /// One operation in flight: its span, and its histogram recorded when it drops. Empty (and
@@ -382,7 +405,10 @@ impl Operation {
         if !finish_reasons.is_empty() {
             let reasons: Vec<opentelemetry::StringValue> =
                 finish_reasons.iter().map(|r| opentelemetry::StringValue::from((*r).to_owned())).collect();
-            span.set_attribute(KeyValue::new(attr::GEN_AI_RESPONSE_FINISH_REASONS, opentelemetry::Value::Array(opentelemetry::Array::String(reasons))));
+            span.set_attribute(KeyValue::new(
+                attr::GEN_AI_RESPONSE_FINISH_REASONS,
+                opentelemetry::Value::Array(opentelemetry::Array::String(reasons)),
+            ));
         }
     }
 
@@ -490,7 +516,6 @@ fn start(
     t: &Arc<Inner>,
     kind: Kind,
     name: impl FnOnce() -> Cow<'static, str>,
-    span_kind: SpanKind,
     parent: &Context,
     links: Vec<Link>,
     span_attrs: Vec<KeyValue>,
@@ -500,7 +525,7 @@ fn start(
         Some(tracer) => {
             let span = tracer
                 .span_builder(name())
-                .with_kind(span_kind)
+                .with_kind(kind.span_kind())
                 .with_attributes(span_attrs)
                 .with_links(links)
                 .start_with_context(tracer, parent);
@@ -510,7 +535,16 @@ fn start(
         None => (parent.clone(), false),
     };
     Operation {
-        active: Some(Box::new(Active { kind, telemetry: t.clone(), start: Instant::now(), cx, span, metric, error: false, tokens: None })),
+        active: Some(Box::new(Active {
+            kind,
+            telemetry: t.clone(),
+            start: Instant::now(),
+            cx,
+            span,
+            metric,
+            error: false,
+            tokens: None,
+        })),
     }
 }
 
@@ -566,7 +600,6 @@ impl Telemetry {
             t,
             Kind::McpClient,
             || conventions::mcp_span_name(req.method, req.target).into(),
-            SpanKind::Client,
             &Context::current(),
             Vec::new(),
             span,
@@ -589,7 +622,6 @@ impl Telemetry {
             t,
             Kind::McpServer,
             || conventions::mcp_span_name(req.method, req.target).into(),
-            SpanKind::Server,
             parent,
             links,
             span,
@@ -615,7 +647,6 @@ impl Telemetry {
             t,
             Kind::Chat,
             || conventions::chat_span_name(req.model).into(),
-            SpanKind::Client,
             &Context::current(),
             Vec::new(),
             metric.clone(),
@@ -639,7 +670,6 @@ impl Telemetry {
             t,
             Kind::Tool,
             || conventions::execute_tool_span_name(tool).into(),
-            SpanKind::Internal,
             &Context::current(),
             Vec::new(),
             span,
@@ -662,7 +692,6 @@ impl Telemetry {
             t,
             Kind::Agent,
             || conventions::invoke_agent_span_name(agent).into(),
-            SpanKind::Internal,
             &Context::current(),
             Vec::new(),
             span,
@@ -717,7 +746,9 @@ impl Telemetry {
         if let Some(v) = transport.protocol_name() {
             attrs.push(KeyValue::new(attr::NETWORK_PROTOCOL_NAME, v));
         }
-        Session { active: Some(Box::new((t.clone(), server_side, Instant::now(), attrs))) }
+        Session {
+            active: Some(Box::new(SessionActive { telemetry: t.clone(), server_side, start: Instant::now(), attrs })),
+        }
     }
 }
 
@@ -725,7 +756,14 @@ impl Telemetry {
 #[must_use = "the session is recorded when the guard drops"]
 #[derive(Default)]
 pub struct Session {
-    active: Option<Box<(Arc<Inner>, bool, Instant, Vec<KeyValue>)>>,
+    active: Option<Box<SessionActive>>,
+}
+
+struct SessionActive {
+    telemetry: Arc<Inner>,
+    server_side: bool,
+    start: Instant,
+    attrs: Vec<KeyValue>,
 }
 
 impl std::fmt::Debug for Session {
@@ -738,16 +776,16 @@ impl Session {
     /// The negotiated revision, once known.
     pub fn set_protocol_version(&mut self, version: &str) {
         if let Some(a) = &mut self.active {
-            a.3.push(KeyValue::new(attr::MCP_PROTOCOL_VERSION, version.to_owned()));
+            a.attrs.push(KeyValue::new(attr::MCP_PROTOCOL_VERSION, version.to_owned()));
         }
     }
 
     /// The session ended with an error.
     pub fn fail(&mut self, error: &ErrorType) {
         if let Some(a) = &mut self.active
-            && !a.3.iter().any(|kv| kv.key.as_str() == attr::ERROR_TYPE)
+            && !a.attrs.iter().any(|kv| kv.key.as_str() == attr::ERROR_TYPE)
         {
-            a.3.push(KeyValue::new(attr::ERROR_TYPE, error.value()));
+            a.attrs.push(KeyValue::new(attr::ERROR_TYPE, error.value()));
         }
     }
 }
@@ -755,7 +793,7 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         let Some(a) = self.active.take() else { return };
-        let (t, server_side, start, attrs) = *a;
+        let SessionActive { telemetry: t, server_side, start, attrs } = *a;
         if let Some(ins) = &t.instruments {
             let h = if server_side { &ins.server_session } else { &ins.client_session };
             h.record(start.elapsed().as_secs_f64(), &attrs);

@@ -26,7 +26,10 @@ pub const MAX_VALUE_LEN: usize = 8192;
 fn propagator() -> &'static TextMapCompositePropagator {
     static P: OnceLock<TextMapCompositePropagator> = OnceLock::new();
     P.get_or_init(|| {
-        TextMapCompositePropagator::new(vec![Box::new(TraceContextPropagator::new()), Box::new(BaggagePropagator::new())])
+        TextMapCompositePropagator::new(vec![
+            Box::new(TraceContextPropagator::new()),
+            Box::new(BaggagePropagator::new()),
+        ])
     })
 }
 
@@ -74,7 +77,7 @@ pub fn inject_meta(cx: &Context, params: &mut Value) {
 
 fn has_baggage(cx: &Context) -> bool {
     use opentelemetry::baggage::BaggageExt;
-    cx.baggage().len() > 0
+    !cx.baggage().is_empty()
 }
 
 /// The context a request's `params._meta` carries (a remote parent and baggage), or an empty

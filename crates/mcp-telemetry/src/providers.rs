@@ -257,8 +257,8 @@ impl Telemetry {
                 stats: stats.clone(),
                 endpoint: target.endpoint.clone(),
             };
-            meter_builder =
-                meter_builder.with_reader(PeriodicReader::builder(exporter).with_interval(config.metric_interval).build());
+            meter_builder = meter_builder
+                .with_reader(PeriodicReader::builder(exporter).with_interval(config.metric_interval).build());
             has_reader = true;
         }
         let prometheus = if options.prometheus {
@@ -296,6 +296,37 @@ impl Telemetry {
                 destinations: destinations.join(", "),
             })),
         })
+    }
+
+    /// Telemetry on providers the caller built (its own exporters and processors, an in-memory
+    /// exporter in tests): the guards record into them as into [`Telemetry::start`]'s. The
+    /// instruments are made on `meter_provider`; [`Telemetry::report`] counts nothing (the
+    /// counting sits in this crate's own pipeline) and there is no Prometheus text.
+    /// [`Telemetry::shutdown`] shuts both providers down.
+    pub fn from_providers(
+        tracer_provider: Option<SdkTracerProvider>,
+        meter_provider: Option<SdkMeterProvider>,
+        capture_tool_content: bool,
+    ) -> Self {
+        if tracer_provider.is_none() && meter_provider.is_none() {
+            return Self::disabled();
+        }
+        let tracer = tracer_provider.as_ref().map(|p| p.tracer(SCOPE));
+        let instruments = meter_provider.as_ref().map(|p| Instruments::new(&p.meter(SCOPE)));
+        Self {
+            inner: Some(Arc::new(Inner {
+                tracer,
+                tracer_provider,
+                meter_provider,
+                instruments,
+                prometheus: None,
+                stats: Arc::new(Stats::default()),
+                capture_tool_content,
+                runtime: Mutex::new(None),
+                shut: AtomicBool::new(false),
+                destinations: "the caller's providers".to_owned(),
+            })),
+        }
     }
 
     /// Makes this the process's telemetry, the one [`crate::instrument`]'s free functions
@@ -406,7 +437,8 @@ fn http_headers(target: &OtlpTarget) -> std::collections::HashMap<String, String
 fn grpc_metadata(target: &OtlpTarget) -> Result<tonic::metadata::MetadataMap, String> {
     let mut map = tonic::metadata::MetadataMap::new();
     for (k, v) in &target.headers {
-        let key = tonic::metadata::MetadataKey::from_bytes(k.as_bytes()).map_err(|_| format!("bad header name {k:?}"))?;
+        let key =
+            tonic::metadata::MetadataKey::from_bytes(k.as_bytes()).map_err(|_| format!("bad header name {k:?}"))?;
         let value = v.expose().parse().map_err(|_| format!("the value of header {k:?} is not valid ASCII"))?;
         map.insert(key, value);
     }

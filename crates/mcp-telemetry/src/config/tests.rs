@@ -71,7 +71,8 @@ fn only_traces_when_metrics_say_none_and_an_explicit_otlp_uses_the_local_default
 #[test]
 fn sdk_disabled_wins_over_everything() {
     let t = table("[telemetry]\nendpoint = \"http://127.0.0.1:4318\"\n");
-    let c = resolve(&t, &[(OTEL_SDK_DISABLED, "true"), (OTEL_EXPORTER_OTLP_ENDPOINT, "http://127.0.0.1:4318")]).unwrap();
+    let c =
+        resolve(&t, &[(OTEL_SDK_DISABLED, "true"), (OTEL_EXPORTER_OTLP_ENDPOINT, "http://127.0.0.1:4318")]).unwrap();
     assert!(c.exports_nothing());
     let c = resolve(&table("[telemetry]\nenabled = false\nendpoint = \"http://127.0.0.1:4318\"\n"), &[]).unwrap();
     assert!(c.exports_nothing());
@@ -164,20 +165,39 @@ fn samplers_by_their_standard_names() {
     }
 }
 
+/// (the variables set, the name the error must give, a part of what it must say is accepted)
+type BadCase<'a> = (&'a [(&'a str, &'a str)], &'a str, &'a str);
+
 #[test]
 fn bad_values_are_errors_that_name_the_variable_and_say_what_is_accepted() {
-    let cases: &[(&[(&str, &str)], &str, &str)] = &[
+    let cases: &[BadCase<'_>] = &[
         (&[(OTEL_SDK_DISABLED, "yes")], OTEL_SDK_DISABLED, "true or false"),
-        (&[(OTEL_EXPORTER_OTLP_PROTOCOL, "http/json"), (OTEL_EXPORTER_OTLP_ENDPOINT, "http://h:1")], OTEL_EXPORTER_OTLP_PROTOCOL, "http/json is not supported"),
-        (&[(OTEL_EXPORTER_OTLP_PROTOCOL, "udp"), (OTEL_EXPORTER_OTLP_ENDPOINT, "http://h:1")], OTEL_EXPORTER_OTLP_PROTOCOL, "http/protobuf or grpc"),
+        (
+            &[(OTEL_EXPORTER_OTLP_PROTOCOL, "http/json"), (OTEL_EXPORTER_OTLP_ENDPOINT, "http://h:1")],
+            OTEL_EXPORTER_OTLP_PROTOCOL,
+            "http/json is not supported",
+        ),
+        (
+            &[(OTEL_EXPORTER_OTLP_PROTOCOL, "udp"), (OTEL_EXPORTER_OTLP_ENDPOINT, "http://h:1")],
+            OTEL_EXPORTER_OTLP_PROTOCOL,
+            "http/protobuf or grpc",
+        ),
         (&[(OTEL_EXPORTER_OTLP_ENDPOINT, "localhost:4318")], OTEL_EXPORTER_OTLP_ENDPOINT, "http:// or https://"),
         (&[(OTEL_EXPORTER_OTLP_ENDPOINT, "ftp://h/")], OTEL_EXPORTER_OTLP_ENDPOINT, "http:// or https://"),
-        (&[(OTEL_EXPORTER_OTLP_ENDPOINT, "https://h:4317"), (OTEL_EXPORTER_OTLP_PROTOCOL, "grpc")], OTEL_EXPORTER_OTLP_ENDPOINT, "no TLS for gRPC"),
+        (
+            &[(OTEL_EXPORTER_OTLP_ENDPOINT, "https://h:4317"), (OTEL_EXPORTER_OTLP_PROTOCOL, "grpc")],
+            OTEL_EXPORTER_OTLP_ENDPOINT,
+            "no TLS for gRPC",
+        ),
         (&[(OTEL_TRACES_SAMPLER, "jaeger_remote")], OTEL_TRACES_SAMPLER, "parentbased_traceidratio"),
         (&[(OTEL_TRACES_SAMPLER_ARG, "2")], OTEL_TRACES_SAMPLER_ARG, "ratio from 0 to 1"),
         (&[(OTEL_TRACES_SAMPLER_ARG, "half")], OTEL_TRACES_SAMPLER_ARG, "ratio from 0 to 1"),
         (&[(OTEL_TRACES_EXPORTER, "zipkin")], OTEL_TRACES_EXPORTER, "otlp or none"),
-        (&[(OTEL_EXPORTER_OTLP_TIMEOUT, "10s"), (OTEL_EXPORTER_OTLP_ENDPOINT, "http://h:1")], OTEL_EXPORTER_OTLP_TIMEOUT, "milliseconds"),
+        (
+            &[(OTEL_EXPORTER_OTLP_TIMEOUT, "10s"), (OTEL_EXPORTER_OTLP_ENDPOINT, "http://h:1")],
+            OTEL_EXPORTER_OTLP_TIMEOUT,
+            "milliseconds",
+        ),
         (&[(OTEL_RESOURCE_ATTRIBUTES, "novalue")], OTEL_RESOURCE_ATTRIBUTES, "key=value"),
         (&[(OTEL_RESOURCE_ATTRIBUTES, "k=%FF")], OTEL_RESOURCE_ATTRIBUTES, "UTF-8"),
         (&[(OTEL_METRIC_EXPORT_INTERVAL, "0")], OTEL_METRIC_EXPORT_INTERVAL, "above 0"),
