@@ -31,17 +31,22 @@ const SECRET_WORDS: [&str; 17] = [
     "pat",
 ];
 
+/// Endings that make a word a secret's even when run together with another (`ACCESSTOKEN`,
+/// `dbpassword`); `key` is not one (`monkey`, `hotkey`).
+const SECRET_ENDINGS: [&str; 6] = ["token", "secret", "password", "passwd", "apikey", "credential"];
+
 /// Whether a variable, header or field name usually holds a secret (`GITHUB_TOKEN`, `apiKey`,
-/// `Authorization`, `client_secret`, `password`). The name is cut into words (`_`, `-`, `.`,
-/// spaces and camelCase) and a word must be one of the secret words: `path`, `author` and
-/// `keyword` are not secrets.
+/// `Authorization`, `client_secret`, `password`, `ACCESSTOKEN`). The name is cut into words
+/// (`_`, `-`, `.`, spaces and camelCase) and a word must be one of the secret words, or end with
+/// a strong one (`token`, `secret`, `password`, ...): `path`, `author` and `keyword` are not
+/// secrets.
 pub fn is_secret_name(name: &str) -> bool {
     let mut word = String::new();
     let mut prev_lower = false;
     let mut found = false;
     let mut flush = |word: &mut String| {
         if !word.is_empty() {
-            found |= SECRET_WORDS.contains(&word.as_str());
+            found |= SECRET_WORDS.contains(&word.as_str()) || SECRET_ENDINGS.iter().any(|e| word.ends_with(e));
             word.clear();
         }
     };
@@ -114,10 +119,13 @@ mod tests {
             "x-api-key",
             "accessToken",
             "OPENAI_API_KEY",
+            "ACCESSTOKEN",
+            "dbpassword",
+            "GH_PAT",
         ] {
             assert!(is_secret_name(name), "{name}");
         }
-        for name in ["path", "PATH", "query", "limit", "name", "url", "author", "keyword", "monkey"] {
+        for name in ["path", "PATH", "query", "limit", "name", "url", "author", "keyword", "monkey", "tokenizer"] {
             assert!(!is_secret_name(name), "{name}");
         }
     }

@@ -123,10 +123,13 @@ impl Instruments {
 pub struct McpRequest<'a> {
     /// The JSON-RPC method.
     pub method: &'a str,
+    /// The request's params, read only when telemetry is on (for the target and the URI).
+    pub params: Option<&'a Value>,
     /// The tool or prompt named (the span name's target and `gen_ai.tool.name` /
-    /// `gen_ai.prompt.name`); see [`conventions::mcp_target`].
+    /// `gen_ai.prompt.name`); when `None`, read from `params` (see [`conventions::mcp_target`]).
     pub target: Option<&'a str>,
-    /// The resource URI of `resources/read` and `resources/(un)subscribe`.
+    /// The resource URI of `resources/read` and `resources/(un)subscribe`; when `None`, read
+    /// from `params`.
     pub resource_uri: Option<&'a str>,
     /// The host's name of the upstream server (client side).
     pub server: Option<&'a str>,
@@ -143,15 +146,23 @@ pub struct McpRequest<'a> {
 }
 
 impl<'a> McpRequest<'a> {
-    /// A request of `method`, its target read from its params (see [`conventions::mcp_target`]).
+    /// A request of `method` with its `params`: nothing is read from them until a span or a
+    /// metric needs it, so this costs nothing when telemetry is off.
     pub fn new(method: &'a str, params: Option<&'a Value>) -> Self {
-        let resource_uri = match method {
-            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
-                params.and_then(|p| p.get("uri")).and_then(Value::as_str)
-            }
+        Self { method, params, ..Self::default() }
+    }
+
+    /// The tool or prompt the request names (see [`conventions::mcp_target`]).
+    pub fn target_name(&self) -> Option<&'a str> {
+        self.target.or_else(|| conventions::mcp_target(self.method, self.params))
+    }
+
+    /// The resource URI the request names.
+    pub fn resource(&self) -> Option<&'a str> {
+        self.resource_uri.or_else(|| match self.method {
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => self.params?.get("uri")?.as_str(),
             _ => None,
-        };
-        Self { method, target: conventions::mcp_target(method, params), resource_uri, ..Self::default() }
+        })
     }
 
     /// With the host's server name.
@@ -551,7 +562,8 @@ fn start(
 fn mcp_attrs(req: &McpRequest<'_>, server_side: bool) -> (Vec<KeyValue>, Vec<KeyValue>) {
     let mut metric = Vec::with_capacity(6);
     metric.push(KeyValue::new(attr::MCP_METHOD_NAME, req.method.to_owned()));
-    if let Some(t) = req.target {
+    let target = req.target_name();
+    if let Some(t) = target {
         let key = if req.method == "prompts/get" { attr::GEN_AI_PROMPT_NAME } else { attr::GEN_AI_TOOL_NAME };
         metric.push(KeyValue::new(key, t.to_owned()));
     }
@@ -574,7 +586,7 @@ fn mcp_attrs(req: &McpRequest<'_>, server_side: bool) -> (Vec<KeyValue>, Vec<Key
     if let Some(s) = req.session_id {
         span.push(KeyValue::new(attr::MCP_SESSION_ID, s.to_owned()));
     }
-    if let Some(u) = req.resource_uri {
+    if let Some(u) = req.resource() {
         span.push(KeyValue::new(attr::MCP_RESOURCE_URI, u.to_owned()));
     }
     if let Some(s) = req.server {
@@ -599,7 +611,7 @@ impl Telemetry {
         start(
             t,
             Kind::McpClient,
-            || conventions::mcp_span_name(req.method, req.target).into(),
+            || conventions::mcp_span_name(req.method, req.target_name()).into(),
             &Context::current(),
             Vec::new(),
             span,
@@ -621,7 +633,7 @@ impl Telemetry {
         start(
             t,
             Kind::McpServer,
-            || conventions::mcp_span_name(req.method, req.target).into(),
+            || conventions::mcp_span_name(req.method, req.target_name()).into(),
             parent,
             links,
             span,
@@ -886,4 +898,25 @@ pub fn policy_decision(decision: &str, rule: Option<&str>) {
 /// [`Telemetry::session`] on the installed telemetry.
 pub fn session(server_side: bool, transport: Transport) -> Session {
     GLOBAL.get().map_or_else(Session::default, |t| t.session(server_side, transport))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_off_guard_is_one_null_pointer_and_reads_nothing() {
+        // What makes "off" free: the guards are a null `Option<Box<_>>` (no allocation, nothing
+        // to drop), and a request's params are not looked at until a span needs them.
+        assert_eq!(std::mem::size_of::<Operation>(), std::mem::size_of::<usize>());
+        assert_eq!(std::mem::size_of::<Session>(), std::mem::size_of::<usize>());
+        let params = serde_json::json!({"name": "echo", "uri": "file:///x"});
+        let req = McpRequest::new("tools/call", Some(&params));
+        assert_eq!((req.target, req.resource_uri), (None, None));
+        assert_eq!(req.target_name(), Some("echo"));
+        assert_eq!(req.resource(), None);
+        assert_eq!(McpRequest::new("resources/read", Some(&params)).resource(), Some("file:///x"));
+        let op = Telemetry::disabled().client_request(&req);
+        assert!(!op.is_recording());
+    }
 }

@@ -2,12 +2,12 @@
 //! conventions, exported by OTLP (HTTP/protobuf or gRPC) and offered as Prometheus text.
 //!
 //! - [`config`]: the `[telemetry]` table and the standard `OTEL_*` variables, resolved purely
-//!   (the environment handed in as a map) into a [`TelemetryConfig`]; strict errors.
+//!   (the environment handed in as a map) into a [`config::TelemetryConfig`]; strict errors.
 //! - [`Telemetry`]: the providers built with the maintained crates (`opentelemetry_sdk`,
 //!   `opentelemetry-otlp`, `opentelemetry-prometheus`); export on threads and a runtime of
 //!   their own, never on the call path; lost spans counted and said once; a bounded shutdown.
 //! - [`conventions`]: span names, attribute keys, `error.type` rules, instruments and buckets.
-//! - [`instrument`]: the guards instrumentation sites use ([`Operation`], [`Session`]) and the
+//! - [`instrument`]: the guards instrumentation sites use ([`instrument::Operation`], [`instrument::Session`]) and the
 //!   counters; free when telemetry is off.
 //! - [`propagation`]: W3C trace context and baggage into and out of `params._meta` and HTTP
 //!   headers, so `run` -> `serve` -> an upstream is one trace.
@@ -19,7 +19,10 @@
 //!
 //! ```
 //! use std::collections::BTreeMap;
-//! use mcp_telemetry::{McpRequest, Options, Telemetry, TelemetryConfig, TelemetrySettings};
+//! use mcp_telemetry::config::{TelemetryConfig, TelemetrySettings};
+//! use mcp_telemetry::conventions::ErrorType;
+//! use mcp_telemetry::instrument::McpRequest;
+//! use mcp_telemetry::{Options, Telemetry};
 //!
 //! // No endpoint anywhere: nothing is exported, and the guards cost nothing.
 //! let config = TelemetryConfig::resolve(&TelemetrySettings::default(), &BTreeMap::new(), "mcp-harness").unwrap();
@@ -30,7 +33,7 @@
 //! // Metrics kept for a Prometheus scrape (what `serve --metrics` asks for).
 //! let telemetry = Telemetry::start(&config, &Options::default().with_prometheus()).unwrap();
 //! let mut op = telemetry.client_request(&McpRequest::new("tools/list", None).server("fs"));
-//! op.fail(&mcp_telemetry::ErrorType::JsonRpc(-32601), Some("Method not found"));
+//! op.fail(&ErrorType::JsonRpc(-32601), Some("Method not found"));
 //! drop(op);
 //! let text = telemetry.render_prometheus().unwrap();
 //! assert!(text.contains("mcp_client_operation_duration_seconds_count"));
@@ -45,9 +48,6 @@ mod providers;
 #[cfg(feature = "test-receiver")]
 pub mod receiver;
 
-pub use config::{ConfigError, OtlpTarget, Protocol, Sampler, SignalSettings, TelemetryConfig, TelemetrySettings};
-pub use conventions::{ErrorType, Transport};
-pub use instrument::{ChatRequest, McpRequest, Operation, Session, UpstreamEvent};
 pub use providers::{ExportReport, Options, SCOPE, Telemetry, TelemetryError};
 
 /// The OpenTelemetry context type instrumentation sites pass around (a remote parent, a

@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use mcp_telemetry::conventions::metric;
-use mcp_telemetry::{
-    ChatRequest, ErrorType, McpRequest, Options, Telemetry, TelemetryConfig, Transport, UpstreamEvent,
-};
+use mcp_telemetry::config::TelemetryConfig;
+use mcp_telemetry::conventions::{ErrorType, Transport, metric};
+use mcp_telemetry::instrument::{ChatRequest, McpRequest, UpstreamEvent};
+use mcp_telemetry::{Options, Telemetry};
 use serde_json::json;
 
 fn prometheus() -> Telemetry {

@@ -6,9 +6,11 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use mcp_telemetry::conventions::{attr, metric};
+use mcp_telemetry::config::TelemetryConfig;
+use mcp_telemetry::conventions::{ErrorType, Transport, attr, metric};
+use mcp_telemetry::instrument::McpRequest;
 use mcp_telemetry::receiver::Receiver;
-use mcp_telemetry::{ErrorType, McpRequest, Options, Telemetry, TelemetryConfig, Transport};
+use mcp_telemetry::{Options, Telemetry};
 use serde_json::json;
 
 fn start(env: &[(&str, &str)]) -> Telemetry {

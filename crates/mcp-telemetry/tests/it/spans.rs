@@ -1,8 +1,9 @@
 //! Span names, kinds, attributes, status and parent links, as the MCP conventions and issue 35
 //! list them.
 
-use mcp_telemetry::conventions::attr;
-use mcp_telemetry::{ErrorType, McpRequest, Telemetry, Transport, propagation};
+use mcp_telemetry::conventions::{ErrorType, Transport, attr};
+use mcp_telemetry::instrument::{ChatRequest, McpRequest, UpstreamEvent};
+use mcp_telemetry::{Telemetry, propagation};
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt};
 use serde_json::json;
 
@@ -157,7 +158,7 @@ async fn operations_started_in_scope_are_children() {
     let task = telemetry.invoke_agent(Some("mcp-harness"), Some("conv-1"));
     let t = telemetry.clone();
     task.in_scope(async move {
-        let mut chat = t.chat(&mcp_telemetry::ChatRequest::new("anthropic", "claude-x"));
+        let mut chat = t.chat(&ChatRequest::new("anthropic", "claude-x"));
         chat.chat_usage(120, 30);
         chat.chat_response(Some("claude-x-2"), Some("msg_1"), &["tool_use"]);
         drop(chat);
@@ -222,8 +223,8 @@ fn upstream_events_become_span_events_of_the_current_operation() {
     let op = telemetry.client_request(&McpRequest::new("tools/call", None));
     {
         let _attached = op.context().attach();
-        telemetry.upstream(mcp_telemetry::UpstreamEvent::Restart, "fs");
-        telemetry.upstream(mcp_telemetry::UpstreamEvent::Publication { generation: 3 }, "fs");
+        telemetry.upstream(UpstreamEvent::Restart, "fs");
+        telemetry.upstream(UpstreamEvent::Publication { generation: 3 }, "fs");
     }
     drop(op);
     let span = memory.named("tools/call");
