@@ -11,6 +11,8 @@
 //!   counters; free when telemetry is off.
 //! - [`propagation`]: W3C trace context and baggage into and out of `params._meta` and HTTP
 //!   headers, so `run` -> `serve` -> an upstream is one trace.
+//! - `client` (feature `client`): the adapter of mcp-client's `RequestObserver` port, a CLIENT
+//!   span per request a `Client` sends.
 //! - `receiver` (feature `test-receiver`): an OTLP/HTTP and OTLP/gRPC collector on loopback for
 //!   tests, on opentelemetry-proto's generated types.
 //!
@@ -40,6 +42,8 @@
 //! assert!(text.contains(r#"error_type="-32601""#));
 //! ```
 
+#[cfg(feature = "client")]
+pub mod client;
 pub mod config;
 pub mod conventions;
 pub mod instrument;

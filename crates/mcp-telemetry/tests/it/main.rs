@@ -3,6 +3,7 @@
 //! collector that is down.
 #![allow(missing_docs, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
+mod client;
 mod memory;
 mod metrics;
 mod otlp;
