@@ -619,6 +619,18 @@ impl Telemetry {
         )
     }
 
+    /// A SERVER span for a request `serve` received, its parent read from the request's
+    /// `params._meta` and a link to the context of its HTTP `headers`, if any (what `serve`
+    /// calls; [`Telemetry::server_request`] with the contexts read). Nothing is read when off.
+    pub fn received(&self, req: &McpRequest<'_>, headers: Option<&http::HeaderMap>) -> Operation {
+        if self.inner.is_none() {
+            return Operation::default();
+        }
+        let parent = crate::propagation::extract_meta(req.params);
+        let link = headers.map(crate::propagation::extract_headers);
+        self.server_request(req, &parent, link.as_ref())
+    }
+
     /// A SERVER span for a request `serve` received, and `mcp.server.operation.duration`:
     /// `parent` is the context its `params._meta` carried ([`crate::propagation::extract_meta`]),
     /// `link` the transport's (HTTP headers), recorded as a link when it is a valid one.
@@ -859,6 +871,11 @@ impl UpstreamEvent {
 /// [`Telemetry::client_request`] on the installed telemetry.
 pub fn client_request(req: &McpRequest<'_>) -> Operation {
     GLOBAL.get().map_or_else(Operation::default, |t| t.client_request(req))
+}
+
+/// [`Telemetry::received`] on the installed telemetry.
+pub fn received(req: &McpRequest<'_>, headers: Option<&http::HeaderMap>) -> Operation {
+    GLOBAL.get().map_or_else(Operation::default, |t| t.received(req, headers))
 }
 
 /// [`Telemetry::server_request`] on the installed telemetry.

@@ -124,14 +124,9 @@ fn a_server_span_continues_the_trace_its_meta_carries_and_links_the_transports()
     ));
     propagation::inject_headers(&transport_cx, &mut headers);
 
-    // The server side, as `serve` would do it.
-    let parent = propagation::extract_meta(Some(&params));
-    let link = propagation::extract_headers(&headers);
-    let server = telemetry.server_request(
-        &McpRequest::new("tools/call", Some(&params)).peer("10.0.0.9", Some(51000)),
-        &parent,
-        Some(&link),
-    );
+    // The server side, as `serve` does it.
+    let server =
+        telemetry.received(&McpRequest::new("tools/call", Some(&params)).peer("10.0.0.9", Some(51000)), Some(&headers));
     drop(server);
     drop(client);
 
