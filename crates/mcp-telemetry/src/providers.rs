@@ -445,26 +445,35 @@ fn grpc_metadata(target: &OtlpTarget) -> Result<tonic::metadata::MetadataMap, St
     Ok(map)
 }
 
+/// The common settings of an OTLP/HTTP exporter of either signal.
+fn http<B: WithExportConfig + WithHttpConfig>(builder: B, target: &OtlpTarget) -> B {
+    builder
+        .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+        .with_endpoint(&target.endpoint)
+        .with_timeout(target.timeout)
+        .with_headers(http_headers(target))
+}
+
+/// The common settings of an OTLP/gRPC exporter of either signal.
+fn grpc<B: WithExportConfig + WithTonicConfig>(
+    builder: B,
+    target: &OtlpTarget,
+    signal: &'static str,
+) -> Result<B, TelemetryError> {
+    let metadata = grpc_metadata(target).map_err(|e| exporter_error(signal, target, e))?;
+    Ok(builder.with_endpoint(&target.endpoint).with_timeout(target.timeout).with_metadata(metadata))
+}
+
 fn span_exporter(
     target: &OtlpTarget,
     rt: &tokio::runtime::Runtime,
 ) -> Result<opentelemetry_otlp::SpanExporter, TelemetryError> {
     // Built inside the runtime: the gRPC channel starts its worker task there.
     let _entered = rt.enter();
+    let builder = opentelemetry_otlp::SpanExporter::builder();
     let built = match target.protocol {
-        Protocol::HttpProtobuf => opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-            .with_endpoint(&target.endpoint)
-            .with_timeout(target.timeout)
-            .with_headers(http_headers(target))
-            .build(),
-        Protocol::Grpc => opentelemetry_otlp::SpanExporter::builder()
-            .with_tonic()
-            .with_endpoint(&target.endpoint)
-            .with_timeout(target.timeout)
-            .with_metadata(grpc_metadata(target).map_err(|e| exporter_error("traces", target, e))?)
-            .build(),
+        Protocol::HttpProtobuf => http(builder.with_http(), target).build(),
+        Protocol::Grpc => grpc(builder.with_tonic(), target, "traces")?.build(),
     };
     built.map_err(|e| exporter_error("traces", target, e))
 }
@@ -474,20 +483,10 @@ fn metric_exporter(
     rt: &tokio::runtime::Runtime,
 ) -> Result<opentelemetry_otlp::MetricExporter, TelemetryError> {
     let _entered = rt.enter();
+    let builder = opentelemetry_otlp::MetricExporter::builder();
     let built = match target.protocol {
-        Protocol::HttpProtobuf => opentelemetry_otlp::MetricExporter::builder()
-            .with_http()
-            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-            .with_endpoint(&target.endpoint)
-            .with_timeout(target.timeout)
-            .with_headers(http_headers(target))
-            .build(),
-        Protocol::Grpc => opentelemetry_otlp::MetricExporter::builder()
-            .with_tonic()
-            .with_endpoint(&target.endpoint)
-            .with_timeout(target.timeout)
-            .with_metadata(grpc_metadata(target).map_err(|e| exporter_error("metrics", target, e))?)
-            .build(),
+        Protocol::HttpProtobuf => http(builder.with_http(), target).build(),
+        Protocol::Grpc => grpc(builder.with_tonic(), target, "metrics")?.build(),
     };
     built.map_err(|e| exporter_error("metrics", target, e))
 }
