@@ -128,11 +128,24 @@ async fn black_hole() -> std::net::SocketAddr {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_collector_that_is_down_loses_spans_not_calls() {
+async fn a_collector_that_is_down_loses_spans_not_calls_by_http_protobuf() {
+    down("http/protobuf").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_is_down_loses_spans_not_calls_by_grpc() {
+    down("grpc").await;
+}
+
+async fn down(protocol: &str) {
     let log = log();
     let hole = black_hole().await;
     let endpoint = format!("http://{hole}");
-    let telemetry = start(&[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()), ("OTEL_EXPORTER_OTLP_TIMEOUT", "300")]);
+    let telemetry = start(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", protocol),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "300"),
+    ]);
 
     // Calls while exports hang: each guard costs what it costs when the collector is up.
     let started = Instant::now();
@@ -167,5 +180,6 @@ async fn a_collector_that_is_down_loses_spans_not_calls() {
     let text = String::from_utf8_lossy(&log.lock().unwrap()).into_owned();
     let said = text.lines().filter(|l| l.contains("could not be exported") && l.contains(&hole.to_string())).count();
     assert_eq!(said, 1, "{text}");
-    assert!(text.contains("3000 of 3000 spans were not exported"), "{text}");
+    let summary = text.lines().filter(|l| l.contains("3000 of 3000 spans were not exported") && l.contains(&endpoint));
+    assert_eq!(summary.count(), 1, "{text}");
 }
