@@ -145,12 +145,55 @@ pub(crate) struct Inner {
     destinations: String,
 }
 
+/// How long dropping the last [`Telemetry`] without [`Telemetry::shutdown`] gives what is queued.
+const DROP_BOUND: Duration = Duration::from_secs(1);
+
+impl Inner {
+    /// Flushes and stops both providers within `bound`, then lets the export runtime go: shut
+    /// down in the background when both stopped, else left running (an export still in flight
+    /// ends by its own timeout rather than on a runtime that is gone).
+    fn stop(&self, bound: Duration) {
+        let deadline = Instant::now() + bound;
+        let left = || deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+        let mut clean = true;
+        if let Some(p) = self.tracer_provider.clone() {
+            let timeout = left();
+            clean &= within(timeout, move || p.shutdown_with_timeout(timeout));
+        }
+        if let Some(p) = self.meter_provider.clone() {
+            let timeout = left();
+            clean &= within(timeout, move || p.shutdown_with_timeout(timeout));
+        }
+        if let Some(rt) = mcp_safety::lock(&self.runtime).take() {
+            if clean {
+                // A runtime must not be dropped inside another's context (it would panic).
+                rt.shutdown_background();
+            } else {
+                // Its one thread ends with the process; an export it still drives fails by its
+                // own timeout, on a runtime that is still there.
+                std::mem::forget(rt);
+            }
+        }
+    }
+}
+
+/// Runs `stop` on a thread of its own and waits for it at most `bound`: whether it finished
+/// well in time. (The SDK's periodic metric reader waits 5 s for its thread whatever timeout it
+/// is given; a stop still running is left to finish alone.)
+fn within(bound: Duration, stop: impl FnOnce() -> OTelSdkResult + Send + 'static) -> bool {
+    let (done, finished) = std::sync::mpsc::sync_channel(1);
+    let spawned = std::thread::Builder::new().name("mcp-telemetry-stop".to_owned()).spawn(move || {
+        let _ = done.send(stop().is_ok());
+    });
+    spawned.is_ok() && finished.recv_timeout(bound).unwrap_or(false)
+}
+
 impl Drop for Inner {
     fn drop(&mut self) {
-        // A runtime must not be dropped inside another's context (it would panic); this one
-        // is let go in the background.
-        if let Some(rt) = mcp_safety::lock(&self.runtime).take() {
-            rt.shutdown_background();
+        if !self.shut.swap(true, Ordering::Relaxed) {
+            // Dropped without `Telemetry::shutdown`: what is queued gets a short, bounded chance
+            // (the providers would otherwise try on their own, with no runtime to export on).
+            self.stop(DROP_BOUND);
         }
     }
 }
@@ -302,7 +345,7 @@ impl Telemetry {
     /// exporter in tests): the guards record into them as into [`Telemetry::start`]'s. The
     /// instruments are made on `meter_provider`; [`Telemetry::report`] counts nothing (the
     /// counting sits in this crate's own pipeline) and there is no Prometheus text.
-    /// [`Telemetry::shutdown`] shuts both providers down.
+    /// [`Telemetry::shutdown`] shuts both providers down (and so does dropping the last clone).
     pub fn from_providers(
         tracer_provider: Option<SdkTracerProvider>,
         meter_provider: Option<SdkMeterProvider>,
@@ -374,17 +417,7 @@ impl Telemetry {
         if inner.shut.swap(true, Ordering::Relaxed) {
             return self.report();
         }
-        let deadline = Instant::now() + bound;
-        let left = || deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-        if let Some(p) = &inner.tracer_provider {
-            let _ = p.shutdown_with_timeout(left());
-        }
-        if let Some(p) = &inner.meter_provider {
-            let _ = p.shutdown_with_timeout(left());
-        }
-        if let Some(rt) = mcp_safety::lock(&inner.runtime).take() {
-            rt.shutdown_background();
-        }
+        inner.stop(bound);
         let report = self.report();
         if report.spans_lost > 0 {
             tracing::warn!(

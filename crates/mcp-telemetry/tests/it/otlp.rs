@@ -183,3 +183,25 @@ async fn down(protocol: &str) {
     let summary = text.lines().filter(|l| l.contains("3000 of 3000 spans were not exported") && l.contains(&endpoint));
     assert_eq!(summary.count(), 1, "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_keeps_its_bound_while_an_export_hangs_for_longer() {
+    let hole = black_hole().await;
+    let endpoint = format!("http://{hole}");
+    let telemetry =
+        start(&[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()), ("OTEL_EXPORTER_OTLP_TIMEOUT", "10000")]);
+    for _ in 0..10 {
+        drop(telemetry.client_request(&McpRequest::new("tools/list", None)));
+    }
+    // A batch leaves and hangs: the collector never answers, the export waits 10 s.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let t = telemetry.clone();
+    let shut = Instant::now();
+    let report = tokio::task::spawn_blocking(move || t.shutdown(Duration::from_millis(300))).await.unwrap();
+    assert!(shut.elapsed() < Duration::from_secs(3), "shutdown took {:?}", shut.elapsed());
+    assert_eq!((report.spans_ended, report.spans_exported, report.spans_lost), (10, 0, 10));
+    // Dropping it after is free (already shut down).
+    let dropped = Instant::now();
+    drop(telemetry);
+    assert!(dropped.elapsed() < Duration::from_secs(1));
+}
