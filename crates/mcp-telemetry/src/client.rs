@@ -4,15 +4,16 @@
 //!
 //! ```
 //! use mcp_telemetry::Telemetry;
-//! use mcp_telemetry::client::ClientObserver;
+//! use mcp_telemetry::client::{ClientObserver, Peer};
 //! use mcp_telemetry::conventions::Transport;
 //!
 //! let mut options = mcp_client::ClientOptions::default();
 //! // With telemetry off there is no observer, and the client pays nothing.
-//! options.observer = ClientObserver::for_connection(&Telemetry::disabled(), Transport::Stdio, None);
+//! options.observer = ClientObserver::for_connection(&Telemetry::disabled(), Peer::new(Transport::Stdio, None, None));
 //! assert!(options.observer.is_none());
 //! ```
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use mcp_client::{ClientError, RequestObserver, RequestStart, RequestWatch, TransportError};
@@ -24,38 +25,66 @@ use crate::conventions::{ErrorType, Transport};
 use crate::instrument::{McpRequest, Operation};
 use crate::providers::Telemetry;
 
-/// Watches one connection's requests for a [`Telemetry`].
+/// How a connection reaches its server: `network.*` and `server.address` / `server.port`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Peer {
+    /// How the session is carried.
+    pub transport: Transport,
+    /// The server's host, for remote servers.
+    pub address: Option<String>,
+    /// The server's port.
+    pub port: Option<u16>,
+}
+
+impl Peer {
+    /// A server reached by `transport`, at `address` and `port` if it is remote.
+    pub fn new(transport: Transport, address: Option<String>, port: Option<u16>) -> Self {
+        Self { transport, address, port }
+    }
+}
+
+/// Watches requests for a [`Telemetry`]: one connection's, or those of many connections that
+/// share their options (mcp-client's `ConnectOptions`), told apart by the connection's label.
 #[derive(Debug, Clone)]
 pub struct ClientObserver {
     telemetry: Telemetry,
-    transport: Transport,
-    peer: Option<(String, Option<u16>)>,
+    peer: Peer,
+    servers: BTreeMap<String, Peer>,
 }
 
 impl ClientObserver {
-    /// The observer of a connection carried by `transport` to `peer` (host and port, for
-    /// remote servers), or `None` when `telemetry` records nothing: set it as
-    /// `ClientOptions::observer` as it is.
-    pub fn for_connection(
+    /// The observer of one connection to `peer`, or `None` when `telemetry` records nothing:
+    /// set it as `ClientOptions::observer` as it is.
+    pub fn for_connection(telemetry: &Telemetry, peer: Peer) -> Option<Arc<dyn RequestObserver>> {
+        Self::for_servers(telemetry, [], peer)
+    }
+
+    /// The observer of many connections (every server of a host): each request's peer is the
+    /// one of its connection's label in `servers`, else `default`. `None` when `telemetry`
+    /// records nothing.
+    pub fn for_servers(
         telemetry: &Telemetry,
-        transport: Transport,
-        peer: Option<(String, Option<u16>)>,
+        servers: impl IntoIterator<Item = (String, Peer)>,
+        default: Peer,
     ) -> Option<Arc<dyn RequestObserver>> {
         telemetry.is_enabled().then(|| {
-            Arc::new(ClientObserver { telemetry: telemetry.clone(), transport, peer }) as Arc<dyn RequestObserver>
+            let servers = servers.into_iter().collect();
+            Arc::new(ClientObserver { telemetry: telemetry.clone(), peer: default, servers })
+                as Arc<dyn RequestObserver>
         })
     }
 }
 
 impl RequestObserver for ClientObserver {
     fn start(&self, request: &RequestStart<'_>) -> Box<dyn RequestWatch> {
-        let version = request.protocol_version.map(|v| v.as_str());
-        let mut req = McpRequest::new(request.method, request.params).server(request.server).transport(self.transport);
-        if let Some(v) = version {
-            req = req.protocol_version(v);
+        let peer = self.servers.get(request.server).unwrap_or(&self.peer);
+        let mut req = McpRequest::new(request.method, request.params).server(request.server).transport(peer.transport);
+        if let Some(v) = request.protocol_version {
+            req = req.protocol_version(v.as_str());
         }
-        if let Some((host, port)) = &self.peer {
-            req = req.peer(host, *port);
+        if let Some(address) = &peer.address {
+            req = req.peer(address, peer.port);
         }
         let op = self.telemetry.client_request(&req);
         let is_call = request.method == "tools/call";

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use mcp_client::{Client, ClientError, ClientOptions, RequestOptions, memory_pair};
-use mcp_telemetry::client::ClientObserver;
+use mcp_telemetry::client::{ClientObserver, Peer};
 use mcp_telemetry::conventions::{Transport, attr};
 use opentelemetry::trace::{SpanKind, Status};
 use serde_json::{Value, json};
@@ -47,10 +47,16 @@ async fn every_request_a_client_sends_is_a_client_span_whose_context_the_server_
     let (telemetry, memory) = memory::telemetry(false);
     let (transport, peer) = memory_pair();
     let mut calls = serve(peer);
+    // Shared by many connections, told apart by label: this one is remote.
+    let remote = Peer::new(Transport::Http(Some("1.1")), Some("mcp.example".to_owned()), Some(8443));
     let options = ClientOptions {
         label: "scripted".to_owned(),
         request_timeout: Duration::from_millis(300),
-        observer: ClientObserver::for_connection(&telemetry, Transport::Stdio, None),
+        observer: ClientObserver::for_servers(
+            &telemetry,
+            [("scripted".to_owned(), remote), ("other".to_owned(), Peer::default())],
+            Peer::new(Transport::Stdio, None, None),
+        ),
         ..ClientOptions::default()
     };
     let client = Client::connect(transport, options).await.unwrap();
@@ -75,7 +81,11 @@ async fn every_request_a_client_sends_is_a_client_span_whose_context_the_server_
         (attr::GEN_AI_TOOL_NAME, "echo"),
         (attr::GEN_AI_OPERATION_NAME, "execute_tool"),
         (attr::MCP_PROTOCOL_VERSION, "2025-06-18"),
-        (attr::NETWORK_TRANSPORT, "pipe"),
+        (attr::NETWORK_TRANSPORT, "tcp"),
+        (attr::NETWORK_PROTOCOL_NAME, "http"),
+        (attr::NETWORK_PROTOCOL_VERSION, "1.1"),
+        (attr::SERVER_ADDRESS, "mcp.example"),
+        (attr::SERVER_PORT, "8443"),
         (attr::JSONRPC_REQUEST_ID, "2"),
     ] {
         assert_eq!(attr(&echo, key).as_deref(), Some(value), "{key}");
@@ -101,7 +111,7 @@ async fn a_caller_that_stops_waiting_leaves_a_cancelled_span() {
     let (transport, peer) = memory_pair();
     let mut calls = serve(peer);
     let options = ClientOptions {
-        observer: ClientObserver::for_connection(&telemetry, Transport::Stdio, None),
+        observer: ClientObserver::for_connection(&telemetry, Peer::new(Transport::Stdio, None, None)),
         ..ClientOptions::default()
     };
     let client = Client::connect(transport, options).await.unwrap();
@@ -117,5 +127,7 @@ async fn a_caller_that_stops_waiting_leaves_a_cancelled_span() {
 
 #[test]
 fn without_telemetry_there_is_no_observer() {
-    assert!(ClientObserver::for_connection(&mcp_telemetry::Telemetry::disabled(), Transport::Stdio, None).is_none());
+    let off = mcp_telemetry::Telemetry::disabled();
+    assert!(ClientObserver::for_connection(&off, Peer::default()).is_none());
+    assert!(ClientObserver::for_servers(&off, [], Peer::default()).is_none());
 }
