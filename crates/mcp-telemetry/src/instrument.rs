@@ -148,6 +148,7 @@ pub struct McpRequest<'a> {
 impl<'a> McpRequest<'a> {
     /// A request of `method` with its `params`: nothing is read from them until a span or a
     /// metric needs it, so this costs nothing when telemetry is off.
+    #[inline]
     pub fn new(method: &'a str, params: Option<&'a Value>) -> Self {
         Self { method, params, ..Self::default() }
     }
@@ -166,30 +167,35 @@ impl<'a> McpRequest<'a> {
     }
 
     /// With the host's server name.
+    #[inline]
     pub fn server(mut self, server: &'a str) -> Self {
         self.server = Some(server);
         self
     }
 
     /// With the session id.
+    #[inline]
     pub fn session(mut self, id: &'a str) -> Self {
         self.session_id = Some(id);
         self
     }
 
     /// With the protocol revision.
+    #[inline]
     pub fn protocol_version(mut self, version: &'a str) -> Self {
         self.protocol_version = Some(version);
         self
     }
 
     /// With the transport.
+    #[inline]
     pub fn transport(mut self, transport: Transport) -> Self {
         self.transport = transport;
         self
     }
 
     /// With the peer's address and port.
+    #[inline]
     pub fn peer(mut self, address: &'a str, port: Option<u16>) -> Self {
         self.peer_address = Some(address);
         self.peer_port = port;
@@ -213,11 +219,13 @@ pub struct ChatRequest<'a> {
 
 impl<'a> ChatRequest<'a> {
     /// A call to `model` of `provider`.
+    #[inline]
     pub fn new(provider: &'a str, model: &'a str) -> Self {
         Self { provider, model, ..Self::default() }
     }
 
     /// With the API's address.
+    #[inline]
     pub fn server(mut self, address: &'a str, port: Option<u16>) -> Self {
         self.server_address = Some(address);
         self.server_port = port;
@@ -278,6 +286,7 @@ impl std::fmt::Debug for Operation {
 
 impl Operation {
     /// Whether anything is recorded.
+    #[inline]
     pub fn is_recording(&self) -> bool {
         self.active.is_some()
     }
@@ -288,11 +297,13 @@ impl Operation {
         self.active.as_ref().map_or_else(Context::new, |a| a.cx.clone())
     }
 
-    /// Writes this span's trace context into `params._meta` (nothing when off or unsampled).
+    /// Writes this span's trace context into `params._meta` (nothing when off).
+    #[inline]
     pub fn inject(&self, params: &mut Value) {
-        if let Some(a) = &self.active
-            && a.span
-        {
+        // Whatever the sampler decided travels (an unsampled span's `traceparent` says so, and
+        // the server's parent-based sampler follows it); with spans off, the context this
+        // operation was started in travels as it is (a request `serve` passes on).
+        if let Some(a) = &self.active {
             crate::propagation::inject_meta(&a.cx, params);
         }
     }
@@ -300,7 +311,8 @@ impl Operation {
     /// Runs `fut` with this operation as the current context, so operations started inside it
     /// are its children. When off, `fut` runs as it is.
     pub fn in_scope<F: Future>(&self, fut: F) -> InScope<F> {
-        InScope { cx: self.active.as_ref().filter(|a| a.span).map(|a| a.cx.clone()), fut }
+        let cx = self.active.as_ref().filter(|a| a.cx.span().span_context().is_valid()).map(|a| a.cx.clone());
+        InScope { cx, fut }
     }
 
     fn span_attr(&self, kv: impl FnOnce() -> KeyValue) {
@@ -312,6 +324,7 @@ impl Operation {
     }
 
     /// `jsonrpc.request.id` (client and server spans; never on the histogram).
+    #[inline]
     pub fn set_request_id(&self, id: impl std::fmt::Display) {
         self.span_attr(|| KeyValue::new(attr::JSONRPC_REQUEST_ID, id.to_string()));
     }
@@ -373,6 +386,7 @@ impl Operation {
 
     /// A tool call's arguments, on the span as `gen_ai.tool.call.arguments` (redacted, capped)
     /// when content capture is on.
+    #[inline]
     pub fn tool_arguments(&self, arguments: &Value) {
         self.capture(attr::GEN_AI_TOOL_CALL_ARGUMENTS, arguments);
     }
@@ -446,8 +460,18 @@ impl Operation {
 }
 
 impl Drop for Operation {
+    #[inline]
     fn drop(&mut self) {
-        let Some(a) = self.active.take() else { return };
+        if let Some(a) = self.active.take() {
+            a.finish();
+        }
+    }
+}
+
+impl Active {
+    /// Records the histogram and ends the span.
+    fn finish(self: Box<Self>) {
+        let a = self;
         let seconds = a.start.elapsed().as_secs_f64();
         if let Some(ins) = &a.telemetry.instruments {
             match a.kind {
@@ -605,8 +629,15 @@ fn mcp_attrs(req: &McpRequest<'_>, server_side: bool) -> (Vec<KeyValue>, Vec<Key
 
 impl Telemetry {
     /// A CLIENT span for a request the host sends, and `mcp.client.operation.duration`.
+    #[inline]
     pub fn client_request(&self, req: &McpRequest<'_>) -> Operation {
-        let Some(t) = &self.inner else { return Operation::default() };
+        match &self.inner {
+            None => Operation::default(),
+            Some(t) => Self::client_span(t, req),
+        }
+    }
+
+    fn client_span(t: &Arc<Inner>, req: &McpRequest<'_>) -> Operation {
         let (span, metric) = mcp_attrs(req, false);
         start(
             t,
@@ -622,6 +653,7 @@ impl Telemetry {
     /// A SERVER span for a request `serve` received, its parent read from the request's
     /// `params._meta` and a link to the context of its HTTP `headers`, if any (what `serve`
     /// calls; [`Telemetry::server_request`] with the contexts read). Nothing is read when off.
+    #[inline]
     pub fn received(&self, req: &McpRequest<'_>, headers: Option<&http::HeaderMap>) -> Operation {
         if self.inner.is_none() {
             return Operation::default();
@@ -869,16 +901,19 @@ impl UpstreamEvent {
 // The free functions: what instrumentation sites call, against the installed telemetry.
 
 /// [`Telemetry::client_request`] on the installed telemetry.
+#[inline]
 pub fn client_request(req: &McpRequest<'_>) -> Operation {
     GLOBAL.get().map_or_else(Operation::default, |t| t.client_request(req))
 }
 
 /// [`Telemetry::received`] on the installed telemetry.
+#[inline]
 pub fn received(req: &McpRequest<'_>, headers: Option<&http::HeaderMap>) -> Operation {
     GLOBAL.get().map_or_else(Operation::default, |t| t.received(req, headers))
 }
 
 /// [`Telemetry::server_request`] on the installed telemetry.
+#[inline]
 pub fn server_request(req: &McpRequest<'_>, parent: &Context, link: Option<&Context>) -> Operation {
     GLOBAL.get().map_or_else(Operation::default, |t| t.server_request(req, parent, link))
 }
@@ -913,6 +948,7 @@ pub fn policy_decision(decision: &str, rule: Option<&str>) {
 }
 
 /// [`Telemetry::session`] on the installed telemetry.
+#[inline]
 pub fn session(server_side: bool, transport: Transport) -> Session {
     GLOBAL.get().map_or_else(Session::default, |t| t.session(server_side, transport))
 }

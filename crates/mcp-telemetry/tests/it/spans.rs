@@ -241,3 +241,23 @@ fn off_records_nothing_and_writes_nothing() {
     assert!(!mcp_telemetry::instrument::client_request(&McpRequest::new("tools/list", None)).is_recording());
     assert_eq!(telemetry.render_prometheus(), None);
 }
+
+#[test]
+fn an_unsampled_span_still_tells_the_server_it_is_unsampled() {
+    use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+    let memory = memory::Memory::default();
+    let provider =
+        SdkTracerProvider::builder().with_sampler(Sampler::AlwaysOff).with_simple_exporter(memory.clone()).build();
+    let telemetry = Telemetry::from_providers(Some(provider), None, false);
+    let mut params = json!({"name": "echo"});
+    let op = telemetry.client_request(&McpRequest::new("tools/call", Some(&params)));
+    op.inject(&mut params);
+    drop(op);
+    let traceparent = propagation::meta_traceparent(Some(&params)).unwrap();
+    assert!(traceparent.starts_with("00-") && traceparent.ends_with("-00"), "{traceparent}");
+    // The server follows the decision: its span is not sampled either.
+    let server = telemetry.received(&McpRequest::new("tools/call", Some(&params)), None);
+    assert!(!server.context().span().span_context().is_sampled());
+    drop(server);
+    assert!(memory.spans().is_empty());
+}
