@@ -1,7 +1,8 @@
 //! `cargo xtask test [--hermetic]`: every check of the project, ending with one line that a CI
 //! reader greps:
 //!
-//! `tests: 431 passed, 0 failed, 0 ignored; conformance: 26 passed, 0 failed; failed steps: none; not run: none`
+//! `tests: 431 passed, 0 failed, 0 ignored; conformance: 26 passed, 0 failed; server conformance: 32 passed, 0
+//! failed, 0 expected failures; failed steps: none; not run: none`
 //!
 //! Every step runs even when an earlier one failed (tests run after a clippy failure), as far as
 //! it can: a step whose prerequisite failed is named under `not run` with the reason. The exit
@@ -19,6 +20,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::conformance::{self, Summary};
+use crate::conformance_server;
 use crate::step::{self, Ended, StepError};
 use crate::tally::Tally;
 use crate::{cargo, install_peers};
@@ -55,6 +57,8 @@ pub(crate) mod limit {
     pub(crate) const INTEROP: Duration = minutes(30);
     pub(crate) const AGENT_INTEROP: Duration = minutes(20);
     pub(crate) const BUILD_CONFORMANCE: Duration = minutes(20);
+    /// The server scenarios of both columns (about 2 s each at a load average of 9; 64 of them).
+    pub(crate) const SERVER_CONFORMANCE: Duration = minutes(15);
 }
 
 pub(crate) fn test(hermetic: bool) -> crate::Result {
@@ -115,7 +119,7 @@ pub(crate) fn test(hermetic: bool) -> crate::Result {
     }
     if hermetic {
         println!("\n--hermetic: skipping the interop suite and conformance (they install from npm and PyPI)");
-        for step in ["interop", "agent interop", "conformance"] {
+        for step in ["interop", "agent interop", "conformance", "server conformance"] {
             report.not_run.push(NotRun { step: step.to_owned(), why: "--hermetic".to_owned(), hermetic: true });
         }
     } else {
@@ -135,13 +139,16 @@ pub(crate) fn test(hermetic: bool) -> crate::Result {
                 ]);
                 interop.env("MCP_PEERS_DIR", &peers);
                 report.tests("interop", limit::INTEROP, interop, Counts::All);
-                // An agent session with the scripted model against a third-party server.
+                // An agent session with the scripted model against a third-party server, and
+                // the command line with one from a fresh HOME.
                 let mut agent = cargo_args(&[
                     "test",
                     "-p",
                     "agent-loop",
+                    "-p",
+                    "cli",
                     "--features",
-                    "interop",
+                    "agent-loop/interop,cli/interop",
                     "--test",
                     "interop",
                     "--no-fail-fast",
@@ -158,6 +165,11 @@ pub(crate) fn test(hermetic: bool) -> crate::Result {
         match conformance::conformance(&[]) {
             Ok(summary) => report.conformance = Some(summary),
             Err(e) => report.not_run("conformance", &e),
+        }
+        // The server scenarios against our conformance fixture, directly and through the gateway.
+        match conformance_server::conformance_server(&[]) {
+            Ok(summary) => report.server_conformance = Some(summary),
+            Err(e) => report.not_run("server conformance", &e),
         }
     }
     report.print(started.elapsed());
@@ -242,6 +254,7 @@ struct NotRun {
 struct Report {
     tests: Tally,
     conformance: Option<Summary>,
+    server_conformance: Option<Summary>,
     failed_steps: Vec<String>,
     not_run: Vec<NotRun>,
     /// Tests run by a step of [`Counts::IgnoredByTests`].
@@ -308,6 +321,7 @@ impl Report {
     fn ok(&self) -> bool {
         self.tests.failed == 0
             && self.conformance.as_ref().is_none_or(|c| c.failed == 0)
+            && self.server_conformance.as_ref().is_none_or(|c| c.failed == 0)
             && self.failed_steps.is_empty()
             && self.not_run.iter().all(|n| n.hermetic)
     }
@@ -317,13 +331,20 @@ impl Report {
             Some(c) => format!("{} passed, {} failed", c.passed, c.failed),
             None => "not run".to_owned(),
         };
+        let server = match &self.server_conformance {
+            Some(c) => {
+                let note = c.note.map(|n| format!(" ({n})")).unwrap_or_default();
+                format!("{} passed, {} failed, {} expected failures{note}", c.passed, c.failed, c.expected)
+            }
+            None => "not run".to_owned(),
+        };
         let list = |items: Vec<String>| if items.is_empty() { "none".to_owned() } else { items.join(", ") };
         let failed = list(self.failed_steps.clone());
         let not_run = list(self.not_run.iter().map(|n| format!("{} ({})", n.step, n.why)).collect());
         // One line, whatever the reasons held.
         format!(
-            "tests: {} passed, {} failed, {} ignored; conformance: {conformance}; failed steps: {failed}; not run: \
-             {not_run}",
+            "tests: {} passed, {} failed, {} ignored; conformance: {conformance}; server conformance: {server}; failed \
+             steps: {failed}; not run: {not_run}",
             self.tests.passed,
             self.tests.failed,
             self.ignored()
@@ -340,6 +361,11 @@ impl Report {
             .iter()
             .cloned()
             .chain(self.conformance.iter().flat_map(|c| c.failures.iter().map(|f| format!("conformance {f}"))))
+            .chain(
+                self.server_conformance
+                    .iter()
+                    .flat_map(|c| c.failures.iter().map(|f| format!("server conformance {f}"))),
+            )
             .collect();
         if !failures.is_empty() {
             println!("\nfailures:");
@@ -365,7 +391,7 @@ mod tests {
     }
 
     fn conformance(passed: usize, failed: usize) -> Option<Summary> {
-        Some(Summary { passed, failed, failures: vec![] })
+        Some(Summary { passed, failed, ..Summary::default() })
     }
 
     #[test]
@@ -373,10 +399,17 @@ mod tests {
         let mut r = Report::default();
         r.add_tests("tests", true, "exit status: 0", tally(431, 0), Counts::All);
         r.conformance = conformance(26, 0);
+        r.server_conformance = Some(Summary {
+            passed: 32,
+            expected: 1,
+            note: Some(conformance_server::GATEWAY_NOT_BUILT),
+            ..Summary::default()
+        });
         assert!(r.ok());
         assert_eq!(
             r.closing_line(),
-            "tests: 431 passed, 0 failed, 0 ignored; conformance: 26 passed, 0 failed; failed steps: none; not run: none"
+            "tests: 431 passed, 0 failed, 0 ignored; conformance: 26 passed, 0 failed; server conformance: 32 passed, 0 \
+             failed, 1 expected failures (gateway column: serve not built yet); failed steps: none; not run: none"
         );
     }
 
@@ -390,7 +423,8 @@ mod tests {
         assert!(!r.ok());
         assert_eq!(
             r.closing_line(),
-            "tests: 10 passed, 0 failed, 0 ignored; conformance: 26 passed, 0 failed; failed steps: clippy; not run: none"
+            "tests: 10 passed, 0 failed, 0 ignored; conformance: 26 passed, 0 failed; server conformance: not run; failed \
+             steps: clippy; not run: none"
         );
     }
 
@@ -403,8 +437,9 @@ mod tests {
         assert!(!r.ok());
         assert_eq!(
             r.closing_line(),
-            "tests: 10 passed, 0 failed, 0 ignored; conformance: not run; failed steps: none; not run: interop (peers not \
-             installed: npm peers failed (exit status: 1) npm ERR! network), conformance (npm conformance harness failed)"
+            "tests: 10 passed, 0 failed, 0 ignored; conformance: not run; server conformance: not run; failed steps: none; \
+             not run: interop (peers not installed: npm peers failed (exit status: 1) npm ERR! network), conformance \
+             (npm conformance harness failed)"
         );
 
         let mut r = Report::default();
@@ -426,6 +461,11 @@ mod tests {
         r.add_tests("tests", true, "exit status: 0", tally(10, 0), Counts::All);
         r.conformance = conformance(25, 1);
         assert!(!r.ok());
+
+        let mut r = Report::default();
+        r.add_tests("tests", true, "exit status: 0", tally(10, 0), Counts::All);
+        r.server_conformance = conformance(31, 1);
+        assert!(!r.ok(), "a failed server scenario fails the run");
     }
 
     #[test]
@@ -487,8 +527,8 @@ mod tests {
         assert!(!r.ok());
         assert!(
             r.closing_line().starts_with(
-                "tests: 5 passed, 1 failed, 0 ignored; conformance: not run; failed steps: clippy (ran past its time \
-                 limit of 40 min), tests (ran past its time limit of 15 min);"
+                "tests: 5 passed, 1 failed, 0 ignored; conformance: not run; server conformance: not run; failed steps: \
+                 clippy (ran past its time limit of 40 min), tests (ran past its time limit of 15 min);"
             ),
             "{}",
             r.closing_line()
@@ -508,8 +548,8 @@ mod tests {
         assert!(!r.ok());
         assert!(
             r.closing_line().starts_with(
-                "tests: 0 passed, 1 failed, 0 ignored; conformance: not run; failed steps: none; not run: tests (did not \
-                 compile: policy (lib test))"
+                "tests: 0 passed, 1 failed, 0 ignored; conformance: not run; server conformance: not run; failed steps: \
+                 none; not run: tests (did not compile: policy (lib test))"
             ),
             "{}",
             r.closing_line()

@@ -20,7 +20,9 @@
 //! - [`Backend::content`], [`Backend::read_resource`], [`Backend::get_prompt`],
 //!   [`Backend::complete`]: what upstreams offer besides tools, listed by the host, and the
 //!   routed requests. The gateway names prompts like tools and gives a URI two upstreams share
-//!   a gateway-made one ([`ContentView`]).
+//!   a gateway-made one ([`ContentView`]). [`Backend::subscribe`] / [`Backend::unsubscribe`]:
+//!   one upstream subscription per resource however many sessions subscribed; its
+//!   [`BackendEvent::ResourceUpdated`] goes to those sessions only, under their URIs.
 //! - [`Backend::events`]: the host's changes ([`BackendEvent`]): a pool republished becomes
 //!   `notifications/tools/list_changed` for every client that can receive it.
 //! - [`Backend::instructions`]: the upstreams' instructions, which the gateway cleans, caps and
@@ -102,6 +104,7 @@ mod http;
 mod seal;
 mod session;
 mod stdio;
+mod subscriptions;
 
 pub use approval::{ApprovalMemory, MemoryApprovals};
 pub use auth::{Authenticator, BearerTokens, Unauthorized};

@@ -62,7 +62,8 @@ mod session;
 
 pub use resolve::{client_spec, client_specs};
 pub use runtime::{
-    ActionOutcome, Published, Reload, RequiredError, Runtime, RuntimeOptions, ServerAction, ServerStatus, ToolCounts,
+    ActionOutcome, DEFAULT_ADDED_WAIT, Published, Reload, RequiredError, Runtime, RuntimeOptions, ServerAction,
+    ServerStatus, ToolCounts,
 };
 pub use session::{connect, offered, pool_of};
 
@@ -112,5 +113,14 @@ pub enum HostEvent {
     ReloadFailed {
         /// Why.
         message: String,
+    },
+    /// A local server a reload added had not connected when the listing after the reload
+    /// stopped waiting for it ([`RuntimeOptions::added_wait`]): still starting (its tools join a
+    /// later listing) or failed, as its state says.
+    NotReady {
+        /// The server.
+        server: String,
+        /// Where it stands.
+        state: mcp_client::ServerState,
     },
 }

@@ -5,6 +5,7 @@ mod approvals;
 mod clients;
 mod http;
 mod stdio;
+mod subscriptions;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

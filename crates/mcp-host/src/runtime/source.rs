@@ -1,5 +1,6 @@
 //! The runtime as the agent loop's tool source: the set's listings under the policy the
-//! runtime publishes, a reload first when the configuration changed.
+//! runtime publishes, a reload first when the configuration changed (and a wait for the local
+//! servers it added).
 
 use agent_loop::{BoundCall, Listing, SourceError, ToolSource};
 use async_trait::async_trait;
@@ -11,6 +12,7 @@ use super::Runtime;
 impl ToolSource for Runtime {
     async fn refresh(&self) -> Listing {
         self.reload_if_changed().await;
+        self.wait_for_added().await;
         let mut listing = ToolSource::refresh(&self.servers).await;
         listing.policy = Some(self.policy());
         listing
