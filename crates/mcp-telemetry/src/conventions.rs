@@ -235,12 +235,46 @@ impl Transport {
     }
 }
 
+/// The MCP methods by name, so the common ones cost no allocation as an attribute or a name.
+const METHODS: [&str; 22] = [
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "server/discover",
+    "subscriptions/listen",
+    "sampling/createMessage",
+    "elicitation/create",
+    "roots/list",
+    "notifications/initialized",
+    "notifications/cancelled",
+    "notifications/progress",
+    "notifications/roots/list_changed",
+];
+
+/// `method` as a `'static` string when it is one of MCP's, else owned.
+pub fn method_name(method: &str) -> std::borrow::Cow<'static, str> {
+    match METHODS.iter().find(|m| **m == method) {
+        Some(m) => std::borrow::Cow::Borrowed(m),
+        None => std::borrow::Cow::Owned(method.to_owned()),
+    }
+}
+
 /// The span name of an MCP request: `{mcp.method.name} {target}`, or the method alone when
 /// there is no low-cardinality target (a resource URI is never one).
-pub fn mcp_span_name(method: &str, target: Option<&str>) -> String {
+pub fn mcp_span_name(method: &str, target: Option<&str>) -> std::borrow::Cow<'static, str> {
     match target {
-        Some(t) if !t.is_empty() => format!("{method} {t}"),
-        _ => method.to_owned(),
+        Some(t) if !t.is_empty() => format!("{method} {t}").into(),
+        _ => method_name(method),
     }
 }
 
@@ -281,6 +315,8 @@ mod tests {
         assert_eq!(mcp_span_name("tools/call", Some("get-weather")), "tools/call get-weather");
         assert_eq!(mcp_span_name("initialize", None), "initialize");
         assert_eq!(mcp_span_name("tools/list", Some("")), "tools/list");
+        assert!(matches!(mcp_span_name("tools/list", None), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(method_name("x/custom"), "x/custom");
         assert_eq!(chat_span_name("claude-x"), "chat claude-x");
         assert_eq!(execute_tool_span_name("mcp__fs__read"), "execute_tool mcp__fs__read");
         assert_eq!(invoke_agent_span_name(None), "invoke_agent");

@@ -585,7 +585,7 @@ fn start(
 
 fn mcp_attrs(req: &McpRequest<'_>, server_side: bool) -> (Vec<KeyValue>, Vec<KeyValue>) {
     let mut metric = Vec::with_capacity(6);
-    metric.push(KeyValue::new(attr::MCP_METHOD_NAME, req.method.to_owned()));
+    metric.push(KeyValue::new(attr::MCP_METHOD_NAME, conventions::method_name(req.method)));
     let target = req.target_name();
     if let Some(t) = target {
         let key = if req.method == "prompts/get" { attr::GEN_AI_PROMPT_NAME } else { attr::GEN_AI_TOOL_NAME };
@@ -642,7 +642,7 @@ impl Telemetry {
         start(
             t,
             Kind::McpClient,
-            || conventions::mcp_span_name(req.method, req.target_name()).into(),
+            || conventions::mcp_span_name(req.method, req.target_name()),
             &Context::current(),
             Vec::new(),
             span,
@@ -677,7 +677,7 @@ impl Telemetry {
         start(
             t,
             Kind::McpServer,
-            || conventions::mcp_span_name(req.method, req.target_name()).into(),
+            || conventions::mcp_span_name(req.method, req.target_name()),
             parent,
             links,
             span,
