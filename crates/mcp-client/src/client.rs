@@ -30,6 +30,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::deadlines::{self, Expiring};
+use crate::observe::RequestWatch;
 use crate::transport::{Transport, TransportError, TransportSink, TransportStream};
 use engine::{DirectPath, DirectState, Inner, Waiter, flush_loop, read_loop, write_loop};
 
@@ -154,6 +155,7 @@ impl Client {
         method: &str,
         params: Option<&T>,
         options: &RequestOptions,
+        watch: Option<&dyn RequestWatch>,
     ) -> Result<Box<RawValue>, ClientError> {
         let timeout = options.timeout.unwrap_or(self.inner.options.request_timeout);
         let (mut waited, mut resent) = (false, false);
@@ -179,6 +181,9 @@ impl Client {
                 }
                 Err(e) => return Err(self.inner.refused(e)),
             };
+            if let Some(watch) = watch {
+                watch.sent(&id);
+            }
             return match self.inner.wait(id, line, rx).await {
                 Err(ClientError::Transport(TransportError::SessionLost(why))) if !resent => {
                     tracing::debug!(server = %self.inner.options.label, "{method} not run ({why}); sent again once the session is open");

@@ -1,8 +1,9 @@
 //! Small pure building blocks every crate of the workspace shares, so that each mechanism has
 //! one home: [`Secret`] values that never print, untrusted [`text`] made safe for a terminal
 //! or a model, the [`is_loopback_host`] check that decides where plain `http` and secrets may
-//! go, the [`Backoff`] every reconnect and retry follows, and [`lock`], the one way a lock is
-//! taken back from a panicked holder.
+//! go, [`redact`] (secrets hidden in structured values, for logs and telemetry), the
+//! [`Backoff`] every reconnect and retry follows, and [`lock`], the one way a lock is taken back
+//! from a panicked holder.
 //!
 //! **Invariant:** this crate is pure: no I/O, no clocks, no randomness it is not handed (the
 //! backoff's jitter comes from the caller).
@@ -23,6 +24,7 @@
 
 mod backoff;
 mod loopback;
+pub mod redact;
 mod secret;
 mod sync;
 pub mod text;

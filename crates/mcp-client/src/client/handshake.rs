@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use mcp_protocol::stateless;
-use mcp_protocol::{InitializeResult, ProtocolVersion, SessionError, SessionState};
+use mcp_protocol::{InitializeResult, ProtocolVersion, SessionError, SessionState, methods, stateless};
 use serde_json::value::RawValue;
 use tokio::sync::oneshot;
 
 use super::engine::{Inner, Waiter};
 use super::{Client, ClientError, Era};
+use crate::observe::{RequestStart, RequestWatch};
 use crate::transport::{SessionLoss, TransportError};
 
 impl Client {
@@ -123,15 +123,37 @@ impl Inner {
     }
 
     async fn discover_raw(self: &Arc<Self>, timeout: Duration) -> Result<Box<RawValue>, ClientError> {
-        let (reply, rx) = oneshot::channel();
-        let (id, line) =
-            self.session().start_discover(Waiter::new(reply, None, timeout)).map_err(|e| self.refused(e))?;
-        self.wait(id, line, rx).await.map_err(|e| match e {
-            ClientError::Server { error, .. } => {
-                ClientError::Server { method: stateless::SERVER_DISCOVER.to_owned(), error }
+        let watch = self.watch(stateless::SERVER_DISCOVER);
+        let result = async {
+            let (reply, rx) = oneshot::channel();
+            let (id, line) =
+                self.session().start_discover(Waiter::new(reply, None, timeout)).map_err(|e| self.refused(e))?;
+            if let Some(watch) = &watch {
+                watch.sent(&id);
             }
-            other => other,
-        })
+            self.wait(id, line, rx).await.map_err(|e| match e {
+                ClientError::Server { error, .. } => {
+                    ClientError::Server { method: stateless::SERVER_DISCOVER.to_owned(), error }
+                }
+                other => other,
+            })
+        }
+        .await;
+        if let Some(watch) = watch {
+            watch.end(result.as_deref());
+        }
+        result
+    }
+
+    /// The observer's watch of a handshake request (whose params the session writes).
+    fn watch(&self, method: &str) -> Option<Box<dyn RequestWatch>> {
+        let observer = self.options.observer.as_ref()?;
+        Some(observer.start(&RequestStart {
+            server: &self.options.label,
+            method,
+            params: None,
+            protocol_version: None,
+        }))
     }
 
     fn finish_discover(&self, raw: &RawValue) -> Result<InitializeResult, ClientError> {
@@ -169,11 +191,22 @@ impl Inner {
     }
 
     async fn initialize_raw(self: &Arc<Self>) -> Result<Box<RawValue>, ClientError> {
-        let (reply, rx) = oneshot::channel();
-        let timeout = self.options.startup_timeout;
-        let (id, line) =
-            self.session().start_initialize(Waiter::new(reply, None, timeout)).map_err(|e| self.refused(e))?;
-        self.wait(id, line, rx).await
+        let watch = self.watch(methods::INITIALIZE);
+        let result = async {
+            let (reply, rx) = oneshot::channel();
+            let timeout = self.options.startup_timeout;
+            let (id, line) =
+                self.session().start_initialize(Waiter::new(reply, None, timeout)).map_err(|e| self.refused(e))?;
+            if let Some(watch) = &watch {
+                watch.sent(&id);
+            }
+            self.wait(id, line, rx).await
+        }
+        .await;
+        if let Some(watch) = watch {
+            watch.end(result.as_deref());
+        }
+        result
     }
 
     async fn finish_initialize(self: &Arc<Self>, raw: &RawValue) -> Result<InitializeResult, ClientError> {

@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 
 use super::engine::{Inner, deadline_after};
 use super::{Client, ClientError, RequestOptions};
+use crate::observe::{RequestStart, RequestWatch};
 
 /// At most this many input-required rounds for one request, so a server cannot keep us in a loop.
 pub const MAX_INPUT_ROUNDS: usize = 8;
@@ -70,12 +71,41 @@ impl Client {
         params: Option<&T>,
         options: RequestOptions,
     ) -> Result<Box<RawValue>, ClientError> {
-        let raw = match self.request_once(method, params, &options).await {
+        let Some(observer) = &self.inner.options.observer else {
+            return self.request_rounds(method, params, options, None).await;
+        };
+        // Watched: the params as a value the watch is shown and may add to (`_meta`).
+        let encode = |source| ClientError::Session(SessionError::Encode { method: method.to_owned(), source });
+        let mut value = params.map(serde_json::to_value).transpose().map_err(encode)?.unwrap_or(Value::Null);
+        let start = RequestStart {
+            server: &self.inner.options.label,
+            method,
+            params: (!value.is_null()).then_some(&value),
+            protocol_version: self.protocol_version(),
+        };
+        let watch = observer.start(&start);
+        watch.inject(&mut value);
+        let params = (!value.is_null()).then_some(&value);
+        let result = self.request_rounds(method, params, options, Some(&*watch)).await;
+        watch.end(result.as_deref());
+        result
+    }
+
+    /// [`Client::request_raw`] after the observer's start: the request, its URL elicitations
+    /// and its input-required rounds.
+    async fn request_rounds<T: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        params: Option<&T>,
+        options: RequestOptions,
+        watch: Option<&dyn RequestWatch>,
+    ) -> Result<Box<RawValue>, ClientError> {
+        let raw = match self.request_once(method, params, &options, watch).await {
             Err(ClientError::Server { method, error }) if error.code == error_codes::URL_ELICITATION_REQUIRED => {
                 if !self.visit_urls(&error).await {
                     return Err(ClientError::Server { method, error });
                 }
-                self.request_once(&method, params, &options).await?
+                self.request_once(&method, params, &options, watch).await?
             }
             other => other?,
         };
@@ -96,7 +126,7 @@ impl Client {
                 responses.insert(key, answer);
             }
             let params = stateless::retry_params(original.clone(), responses, round.request_state);
-            raw = self.request_once(method, Some(&params), &options).await?;
+            raw = self.request_once(method, Some(&params), &options, watch).await?;
             if stateless::result_kind(&raw) != ResultKind::InputRequired {
                 return Ok(raw);
             }

@@ -7,6 +7,7 @@ use mcp_protocol::{ClientCapabilities, Implementation, ProgressNotificationParam
 use tokio::sync::mpsc;
 
 use crate::handler::{DecliningHandler, ServerRequestHandler};
+use crate::observe::RequestObserver;
 
 /// How a connection starts: which era of the protocol it speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -72,6 +73,9 @@ pub struct ClientOptions {
     /// How long [`Era::Auto`] waits for `server/discover` alone before also trying
     /// `initialize` (default [`DISCOVER_PROBE_TIMEOUT`]).
     pub probe_timeout: Duration,
+    /// Watches every request this connection sends (telemetry); `None`, the default, costs
+    /// nothing.
+    pub observer: Option<Arc<dyn RequestObserver>>,
 }
 
 impl std::fmt::Debug for ClientOptions {
@@ -84,6 +88,7 @@ impl std::fmt::Debug for ClientOptions {
             .field("startup_timeout", &self.startup_timeout)
             .field("request_timeout", &self.request_timeout)
             .field("label", &self.label)
+            .field("observed", &self.observer.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -102,6 +107,7 @@ impl Default for ClientOptions {
             label: "server".to_owned(),
             max_backlog_bytes: DEFAULT_MAX_BACKLOG_BYTES,
             probe_timeout: DISCOVER_PROBE_TIMEOUT,
+            observer: None,
         }
     }
 }

@@ -1,0 +1,207 @@
+//! Export by both OTLP protocols into a receiver built on opentelemetry-proto's messages, and a
+//! collector that is down: calls go on, spans are lost and counted, the failure said once.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use mcp_telemetry::config::TelemetryConfig;
+use mcp_telemetry::conventions::{ErrorType, Transport, attr, metric};
+use mcp_telemetry::instrument::McpRequest;
+use mcp_telemetry::receiver::Receiver;
+use mcp_telemetry::{Options, Telemetry};
+use serde_json::json;
+
+fn start(env: &[(&str, &str)]) -> Telemetry {
+    let env: BTreeMap<String, String> = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    let config = TelemetryConfig::resolve(&Default::default(), &env, "otlp-test").unwrap();
+    assert!(!config.exports_nothing());
+    Telemetry::start(&config, &Options::default().with_batch_delay(Duration::from_millis(20))).unwrap()
+}
+
+/// One successful call and one failing call, then a flush (off the runtime: it blocks).
+async fn two_calls(telemetry: &Telemetry) {
+    let params = json!({"name": "echo"});
+    let op = telemetry
+        .client_request(&McpRequest::new("tools/call", Some(&params)).server("fixture").transport(Transport::Stdio));
+    op.set_request_id(1);
+    drop(op);
+    let mut op = telemetry.client_request(&McpRequest::new("tools/call", Some(&params)).transport(Transport::Stdio));
+    op.fail(&ErrorType::JsonRpc(-32601), Some("Method not found"));
+    drop(op);
+    let t = telemetry.clone();
+    tokio::task::spawn_blocking(move || t.flush()).await.unwrap();
+}
+
+async fn exports_by(protocol: &str) {
+    let receiver = Receiver::start().await.unwrap();
+    let endpoint = if protocol == "grpc" { receiver.grpc_endpoint() } else { receiver.http_endpoint() };
+    let telemetry = start(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", protocol),
+        ("OTEL_SERVICE_NAME", "otlp-test-service"),
+    ]);
+    two_calls(&telemetry).await;
+
+    let spans = receiver.wait_for_spans(2, Duration::from_secs(20)).await;
+    assert_eq!(spans.len(), 2, "{spans:#?}");
+    for span in &spans {
+        assert_eq!(span.protocol, protocol);
+        assert_eq!(span.name, "tools/call echo");
+        assert_eq!(span.kind, "client");
+        assert_eq!(span.service_name, "otlp-test-service");
+        assert_eq!(span.scope, mcp_telemetry::SCOPE);
+        assert_eq!(span.attr(attr::MCP_METHOD_NAME), Some("tools/call"));
+        assert_eq!(span.attr(attr::NETWORK_TRANSPORT), Some("pipe"));
+        assert_eq!(span.trace_id.len(), 32);
+    }
+    let ok = spans.iter().find(|s| s.attr(attr::JSONRPC_REQUEST_ID) == Some("1")).unwrap();
+    assert_eq!((ok.status, ok.attr(attr::ERROR_TYPE)), ("unset", None));
+    assert_eq!(ok.attr(attr::MCP_HARNESS_SERVER), Some("fixture"));
+    let failed = spans.iter().find(|s| s.attr(attr::ERROR_TYPE).is_some()).unwrap();
+    assert_eq!((failed.status, failed.status_message.as_str()), ("error", "Method not found"));
+    assert_eq!(failed.attr(attr::ERROR_TYPE), Some("-32601"));
+
+    let metrics = receiver.wait_for_metric(metric::MCP_CLIENT_OPERATION_DURATION, Duration::from_secs(20)).await;
+    let histogram = metrics.iter().find(|m| m.name == metric::MCP_CLIENT_OPERATION_DURATION).unwrap();
+    assert_eq!((histogram.unit.as_str(), histogram.histogram_count, histogram.protocol), ("s", Some(2), protocol));
+    assert_eq!(histogram.bounds, metric::MCP_DURATION_BUCKETS);
+
+    let report = tokio::task::spawn_blocking(move || telemetry.shutdown(Duration::from_secs(5))).await.unwrap();
+    assert_eq!((report.spans_ended, report.spans_exported, report.spans_lost), (2, 2, 0));
+    assert!(report.metric_exports >= 1 && report.metric_exports_failed == 0, "{report:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_and_metrics_reach_a_collector_by_http_protobuf() {
+    exports_by("http/protobuf").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_and_metrics_reach_a_collector_by_grpc() {
+    exports_by("grpc").await;
+}
+
+/// Every `tracing` event of the process, formatted, for the one test that reads warnings (the
+/// export threads are not the test's, so the subscriber is the global one).
+fn log() -> Arc<Mutex<Vec<u8>>> {
+    static LOG: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOG.get_or_init(|| {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let writer = buf.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::WARN)
+            .with_writer(move || LogWriter(writer.clone()))
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).unwrap();
+        buf
+    })
+    .clone()
+}
+
+struct LogWriter(Arc<Mutex<Vec<u8>>>);
+
+impl Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A collector that accepts connections and never answers: each export waits for its timeout.
+async fn black_hole() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_is_down_loses_spans_not_calls_by_http_protobuf() {
+    down("http/protobuf").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_is_down_loses_spans_not_calls_by_grpc() {
+    down("grpc").await;
+}
+
+async fn down(protocol: &str) {
+    let log = log();
+    let hole = black_hole().await;
+    let endpoint = format!("http://{hole}");
+    let telemetry = start(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", protocol),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "300"),
+    ]);
+
+    // Calls while exports hang: each guard costs what it costs when the collector is up.
+    let started = Instant::now();
+    let mut slowest = Duration::ZERO;
+    for i in 0..3000 {
+        let one = Instant::now();
+        let params = json!({"name": "echo"});
+        let op = telemetry.client_request(&McpRequest::new("tools/call", Some(&params)));
+        op.set_request_id(i);
+        drop(op);
+        slowest = slowest.max(one.elapsed());
+        if i % 500 == 0 {
+            // Let batches leave and hang in the meantime.
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+    }
+    let calls = started.elapsed();
+    // Far above what 3000 guards cost (microseconds each), far below one export timeout each.
+    assert!(slowest < Duration::from_millis(250), "one call took {slowest:?}");
+    assert!(calls < Duration::from_secs(5), "3000 calls took {calls:?}");
+
+    // Shutdown is bounded: it waits at most about its bound, whatever the collector does.
+    let t = telemetry.clone();
+    let shut = Instant::now();
+    let report = tokio::task::spawn_blocking(move || t.shutdown(Duration::from_secs(2))).await.unwrap();
+    assert!(shut.elapsed() < Duration::from_secs(6), "shutdown took {:?}", shut.elapsed());
+    assert_eq!(report.spans_ended, 3000);
+    assert_eq!(report.spans_exported, 0);
+    assert_eq!(report.spans_lost, 3000, "{report:?}");
+
+    // Said once, naming the collector, however many exports failed.
+    let text = String::from_utf8_lossy(&log.lock().unwrap()).into_owned();
+    let said = text.lines().filter(|l| l.contains("could not be exported") && l.contains(&hole.to_string())).count();
+    assert_eq!(said, 1, "{text}");
+    let summary = text.lines().filter(|l| l.contains("3000 of 3000 spans were not exported") && l.contains(&endpoint));
+    assert_eq!(summary.count(), 1, "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_keeps_its_bound_while_an_export_hangs_for_longer() {
+    let hole = black_hole().await;
+    let endpoint = format!("http://{hole}");
+    let telemetry =
+        start(&[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()), ("OTEL_EXPORTER_OTLP_TIMEOUT", "10000")]);
+    for _ in 0..10 {
+        drop(telemetry.client_request(&McpRequest::new("tools/list", None)));
+    }
+    // A batch leaves and hangs: the collector never answers, the export waits 10 s.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let t = telemetry.clone();
+    let shut = Instant::now();
+    let report = tokio::task::spawn_blocking(move || t.shutdown(Duration::from_millis(300))).await.unwrap();
+    assert!(shut.elapsed() < Duration::from_secs(3), "shutdown took {:?}", shut.elapsed());
+    assert_eq!((report.spans_ended, report.spans_exported, report.spans_lost), (10, 0, 10));
+    // Dropping it after is free (already shut down).
+    let dropped = Instant::now();
+    drop(telemetry);
+    assert!(dropped.elapsed() < Duration::from_secs(1));
+}
