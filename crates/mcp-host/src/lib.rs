@@ -56,11 +56,13 @@ pub mod auth;
 pub mod config;
 mod eras;
 mod resolve;
+mod run_code;
 mod runtime;
 pub mod sandbox;
 mod session;
 
 pub use resolve::{client_spec, client_specs};
+pub use run_code::{CodeScope, RunCode, ScopeSource};
 pub use runtime::{
     ActionOutcome, Published, Reload, RequiredError, Runtime, RuntimeOptions, ServerAction, ServerStatus, ToolCounts,
 };
