@@ -68,6 +68,8 @@ struct Options {
     structured: bool,
     /// Adds `list_records` and `record_details` over this many records (`--records N`).
     records: usize,
+    /// Offers those two tools alone (`--records-only`): a server made for the task.
+    records_only: bool,
     /// `content --mutable`: also declares `tools` and `listChanged` for everything, with the
     /// tools `add_resource`, `add_prompt`, `add_tool` and `counters`.
     mutable: bool,
@@ -117,6 +119,7 @@ fn parse_args() -> Result<Options, String> {
         startup_ms: 0,
         structured: false,
         records: 0,
+        records_only: false,
         mutable: false,
         instructions: None,
         elicit: false,
@@ -141,6 +144,7 @@ fn parse_args() -> Result<Options, String> {
             "--tag-pid" => o.tag_pid = true,
             "--structured" => o.structured = true,
             "--records" => o.records = num("--records")? as usize,
+            "--records-only" => o.records_only = true,
             "--mutable" => o.mutable = true,
             "--elicit" => o.elicit = true,
             "--stateless" => o.stateless = true,
@@ -1036,6 +1040,9 @@ fn main() {
         tools.extend(elicit_tools());
     }
     if opts.records > 0 {
+        if opts.records_only {
+            tools.clear();
+        }
         tools.extend(record_tools());
     }
     let mut log = opts.log.as_deref().and_then(|path| {
