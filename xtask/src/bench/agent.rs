@@ -48,7 +48,7 @@ fn code_mode() -> Result {
     let out = std::process::Command::new(&example).output().map_err(|e| format!("{}: {e}", example.display()))?;
     print!("{}", String::from_utf8_lossy(&out.stdout));
     if !out.status.success() {
-        return Err(format!("code_mode_bench failed: {}", String::from_utf8_lossy(&out.stderr)).into());
+        return Err(format!("code_mode_bench failed: {}", String::from_utf8_lossy(&out.stderr)));
     }
     Ok(())
 }
