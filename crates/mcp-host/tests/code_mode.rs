@@ -104,6 +104,7 @@ struct Setup<'a> {
     scope: CodeScope,
     result_budget: usize,
     transcript: Option<&'a Path>,
+    hooks: Option<Arc<dyn agent_loop::Hooks>>,
     servers: Vec<(&'a str, &'a str, &'a [&'a str])>,
 }
 
@@ -118,6 +119,7 @@ impl<'a> Setup<'a> {
             scope: CodeScope::everything(),
             result_budget: 20_000,
             transcript: None,
+            hooks: None,
             servers: vec![("fx", "echo", &["--records", "200"])],
         }
     }
@@ -142,6 +144,9 @@ impl<'a> Setup<'a> {
         let mut agent = Agent::new(model.clone(), set.clone(), self.policy, config)
             .with_builtins(vec![Arc::new(run_code)])
             .with_approver(self.approver);
+        if let Some(hooks) = self.hooks {
+            agent = agent.with_hooks(hooks);
+        }
         if let Some(path) = self.transcript {
             agent = agent.with_transcript(Transcript::open(path).unwrap());
         }
@@ -405,4 +410,57 @@ async fn a_tool_list_change_mid_script_refuses_the_next_call_as_stale() {
     );
     let calls: Vec<String> = received(dir.path(), "fx").into_iter().map(|(tool, _)| tool).collect();
     assert_eq!(calls, ["add_tool"], "the stale call never reached the server");
+}
+
+/// Blocks `add`, and records what it is told of every call.
+#[derive(Default)]
+struct Watching {
+    before: Mutex<Vec<(String, String)>>,
+    after: Mutex<Vec<(String, bool)>>,
+}
+
+#[async_trait]
+impl agent_loop::Hooks for Watching {
+    async fn before_tool(&self, call: &agent_loop::CallInfo) -> agent_loop::HookVerdict {
+        self.before.lock().unwrap().push((call.id.clone(), call.name.clone()));
+        if call.name == "mcp__fx__add" {
+            agent_loop::HookVerdict::Block("no sums today".to_owned())
+        } else {
+            agent_loop::HookVerdict::Continue
+        }
+    }
+
+    async fn after_tool(&self, call: &agent_loop::CallInfo, _result: &str, is_error: bool) {
+        self.after.lock().unwrap().push((call.id.clone(), is_error));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_see_and_can_block_a_scripts_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+        const echoed = await tools.fx.echo({ text: "hi" });
+        try { await tools.fx.add({ a: 1, b: 2 }); } catch (e) { return [echoed, e.kind, e.message]; }
+    "#;
+    let hooks = Arc::new(Watching::default());
+    let mut setup = Setup::new(dir.path(), &[script]);
+    setup.hooks = Some(hooks.clone());
+    let turn = setup.run().await;
+    let (text, is_error) = &turn.results[0];
+    assert!(
+        !is_error
+            && text
+                .starts_with(r#"["hi","blocked","tools.fx.add: the call to mcp__fx__add was blocked: no sums today"#),
+        "{text}"
+    );
+    let before = hooks.before.lock().unwrap().clone();
+    let names: Vec<(&str, &str)> = before.iter().map(|(id, name)| (id.as_str(), name.as_str())).collect();
+    assert_eq!(names, [("call_1_1", "run_code"), ("call_1_1.1", "mcp__fx__echo"), ("call_1_1.2", "mcp__fx__add")]);
+    let after = hooks.after.lock().unwrap().clone();
+    assert!(
+        after.contains(&("call_1_1.1".to_owned(), false)) && after.contains(&("call_1_1.2".to_owned(), true)),
+        "{after:?}"
+    );
+    let calls: Vec<String> = received(dir.path(), "fx").into_iter().map(|(tool, _)| tool).collect();
+    assert_eq!(calls, ["echo"], "the blocked call never reached the server");
 }

@@ -301,7 +301,7 @@ fn record(i: usize) -> Value {
     const REGIONS: [&str; 4] = ["north", "south", "east", "west"];
     let status = if i % 40 == 7 {
         "overdue"
-    } else if i % 3 == 0 {
+    } else if i.is_multiple_of(3) {
         "paid"
     } else {
         "open"
