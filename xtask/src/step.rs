@@ -184,6 +184,36 @@ pub(crate) fn within(
     Ok(ended)
 }
 
+/// A server a step runs in the background while it runs its clients: in a process group of its
+/// own, killed with everything it started when dropped, and (through its guard) when xtask dies.
+/// Its standard input is a pipe held open until then (a server may read its end as "stop").
+pub(crate) struct Background {
+    child: Child,
+    guard: Option<Guard>,
+}
+
+impl Background {
+    /// Starts `cmd` (its output is what `cmd` says).
+    pub(crate) fn start(cmd: &mut Command) -> std::io::Result<Background> {
+        let child = cmd.stdin(Stdio::piped()).process_group(0).spawn()?;
+        let guard = Some(Guard::start(&child));
+        Ok(Background { child, guard })
+    }
+
+    /// How it ended, when it has.
+    pub(crate) fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
 /// The process in the step's group that kills the group when its pipe closes.
 struct Guard {
     /// Dropped (closed) to kill the group.

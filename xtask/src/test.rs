@@ -1,7 +1,8 @@
 //! `cargo xtask test [--hermetic]`: every check of the project, ending with one line that a CI
 //! reader greps:
 //!
-//! `tests: 431 passed, 0 failed, 0 ignored; conformance: 26 passed, 0 failed; failed steps: none; not run: none`
+//! `tests: 431 passed, 0 failed, 0 ignored; conformance: 26 passed, 0 failed; server conformance: 32 passed, 0
+//! failed, 0 expected failures; failed steps: none; not run: none`
 //!
 //! Every step runs even when an earlier one failed (tests run after a clippy failure), as far as
 //! it can: a step whose prerequisite failed is named under `not run` with the reason. The exit
@@ -14,11 +15,15 @@
 //! of its own, so the limit of running them need not allow for a cold build. A test step that
 //! ran no test at all (its filter matched nothing) fails.
 
+use std::env;
+use std::ffi::{OsStr, OsString};
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::conformance::{self, Summary};
+use crate::conformance_server;
 use crate::step::{self, Ended, StepError};
 use crate::tally::Tally;
 use crate::{cargo, install_peers};
@@ -55,6 +60,8 @@ pub(crate) mod limit {
     pub(crate) const INTEROP: Duration = minutes(30);
     pub(crate) const AGENT_INTEROP: Duration = minutes(20);
     pub(crate) const BUILD_CONFORMANCE: Duration = minutes(20);
+    /// The server scenarios of both columns (about 2 s each at a load average of 9; 64 of them).
+    pub(crate) const SERVER_CONFORMANCE: Duration = minutes(15);
 }
 
 pub(crate) fn test(hermetic: bool) -> crate::Result {
@@ -95,7 +102,19 @@ pub(crate) fn test(hermetic: bool) -> crate::Result {
         "build tests",
         step::run("build tests", limit::BUILD_TESTS, cargo().args(["test", "--workspace", "--no-run"])),
     );
-    report.tests("tests", limit::TESTS, cargo_args(&["test", "--workspace", "--no-fail-fast"]), Counts::All);
+    // The gateway replicas' shared-state tests start their own redis-server (Debian's
+    // package, which `.ci/run` installs); they are told where it is.
+    let mut tests = cargo_args(&["test", "--workspace", "--no-fail-fast"]);
+    match redis_server() {
+        Ok(path) => {
+            tests.env("MCP_REDIS_SERVER", path);
+        }
+        Err(why) => {
+            println!("\n{why}");
+            report.failed_steps.push(format!("redis-server ({why})"));
+        }
+    }
+    report.tests("tests", limit::TESTS, tests, Counts::All);
     // Twenty supervised servers killed at random under a calling agent; prints its figures.
     report.tests(
         "chaos",
@@ -115,7 +134,7 @@ pub(crate) fn test(hermetic: bool) -> crate::Result {
     }
     if hermetic {
         println!("\n--hermetic: skipping the interop suite and conformance (they install from npm and PyPI)");
-        for step in ["interop", "agent interop", "conformance"] {
+        for step in ["interop", "agent interop", "conformance", "server conformance"] {
             report.not_run.push(NotRun { step: step.to_owned(), why: "--hermetic".to_owned(), hermetic: true });
         }
     } else {
@@ -135,13 +154,16 @@ pub(crate) fn test(hermetic: bool) -> crate::Result {
                 ]);
                 interop.env("MCP_PEERS_DIR", &peers);
                 report.tests("interop", limit::INTEROP, interop, Counts::All);
-                // An agent session with the scripted model against a third-party server.
+                // An agent session with the scripted model against a third-party server, and
+                // the command line with one from a fresh HOME.
                 let mut agent = cargo_args(&[
                     "test",
                     "-p",
                     "agent-loop",
+                    "-p",
+                    "cli",
                     "--features",
-                    "interop",
+                    "agent-loop/interop,cli/interop",
                     "--test",
                     "interop",
                     "--no-fail-fast",
@@ -158,6 +180,11 @@ pub(crate) fn test(hermetic: bool) -> crate::Result {
         match conformance::conformance(&[]) {
             Ok(summary) => report.conformance = Some(summary),
             Err(e) => report.not_run("conformance", &e),
+        }
+        // The server scenarios against our conformance fixture, directly and through the gateway.
+        match conformance_server::conformance_server(&[]) {
+            Ok(summary) => report.server_conformance = Some(summary),
+            Err(e) => report.not_run("server conformance", &e),
         }
     }
     report.print(started.elapsed());
@@ -176,6 +203,31 @@ pub(crate) fn purity() -> Result<(), StepError> {
         Ended::Exited(_) if tally.ran() == 0 => Err(StepError::Failed(no_test_ran(&tally))),
         Ended::Exited(_) => Ok(()),
     }
+}
+
+/// Where `redis-server` is: `MCP_REDIS_SERVER`, else on `PATH` or in the usual places; else
+/// one line saying what to install.
+fn redis_server() -> Result<PathBuf, String> {
+    locate_redis_server(env::var_os("MCP_REDIS_SERVER"), &env::var_os("PATH").unwrap_or_default())
+}
+
+fn locate_redis_server(configured: Option<OsString>, path: &OsStr) -> Result<PathBuf, String> {
+    if let Some(configured) = configured {
+        let configured = PathBuf::from(configured);
+        return if configured.is_file() {
+            Ok(configured)
+        } else {
+            Err(format!("redis-server not found at MCP_REDIS_SERVER={}", configured.display()))
+        };
+    }
+    env::split_paths(path)
+        .chain(["/usr/bin", "/usr/sbin", "/usr/local/bin"].map(PathBuf::from))
+        .map(|dir| dir.join("redis-server"))
+        .find(|candidate| candidate.is_file())
+        .ok_or_else(|| {
+            "redis-server not found: install Debian's redis-server (apt-get install -y redis-server) or set MCP_REDIS_SERVER"
+                .to_owned()
+        })
 }
 
 fn cargo_args(args: &[&str]) -> Command {
@@ -242,6 +294,7 @@ struct NotRun {
 struct Report {
     tests: Tally,
     conformance: Option<Summary>,
+    server_conformance: Option<Summary>,
     failed_steps: Vec<String>,
     not_run: Vec<NotRun>,
     /// Tests run by a step of [`Counts::IgnoredByTests`].
@@ -308,6 +361,7 @@ impl Report {
     fn ok(&self) -> bool {
         self.tests.failed == 0
             && self.conformance.as_ref().is_none_or(|c| c.failed == 0)
+            && self.server_conformance.as_ref().is_none_or(|c| c.failed == 0)
             && self.failed_steps.is_empty()
             && self.not_run.iter().all(|n| n.hermetic)
     }
@@ -317,13 +371,20 @@ impl Report {
             Some(c) => format!("{} passed, {} failed", c.passed, c.failed),
             None => "not run".to_owned(),
         };
+        let server = match &self.server_conformance {
+            Some(c) => {
+                let note = c.note.map(|n| format!(" ({n})")).unwrap_or_default();
+                format!("{} passed, {} failed, {} expected failures{note}", c.passed, c.failed, c.expected)
+            }
+            None => "not run".to_owned(),
+        };
         let list = |items: Vec<String>| if items.is_empty() { "none".to_owned() } else { items.join(", ") };
         let failed = list(self.failed_steps.clone());
         let not_run = list(self.not_run.iter().map(|n| format!("{} ({})", n.step, n.why)).collect());
         // One line, whatever the reasons held.
         format!(
-            "tests: {} passed, {} failed, {} ignored; conformance: {conformance}; failed steps: {failed}; not run: \
-             {not_run}",
+            "tests: {} passed, {} failed, {} ignored; conformance: {conformance}; server conformance: {server}; failed \
+             steps: {failed}; not run: {not_run}",
             self.tests.passed,
             self.tests.failed,
             self.ignored()
@@ -340,6 +401,11 @@ impl Report {
             .iter()
             .cloned()
             .chain(self.conformance.iter().flat_map(|c| c.failures.iter().map(|f| format!("conformance {f}"))))
+            .chain(
+                self.server_conformance
+                    .iter()
+                    .flat_map(|c| c.failures.iter().map(|f| format!("server conformance {f}"))),
+            )
             .collect();
         if !failures.is_empty() {
             println!("\nfailures:");
@@ -365,7 +431,7 @@ mod tests {
     }
 
     fn conformance(passed: usize, failed: usize) -> Option<Summary> {
-        Some(Summary { passed, failed, failures: vec![] })
+        Some(Summary { passed, failed, ..Summary::default() })
     }
 
     #[test]
@@ -373,10 +439,17 @@ mod tests {
         let mut r = Report::default();
         r.add_tests("tests", true, "exit status: 0", tally(431, 0), Counts::All);
         r.conformance = conformance(26, 0);
+        r.server_conformance = Some(Summary {
+            passed: 32,
+            expected: 1,
+            note: Some(conformance_server::GATEWAY_NOT_BUILT),
+            ..Summary::default()
+        });
         assert!(r.ok());
         assert_eq!(
             r.closing_line(),
-            "tests: 431 passed, 0 failed, 0 ignored; conformance: 26 passed, 0 failed; failed steps: none; not run: none"
+            "tests: 431 passed, 0 failed, 0 ignored; conformance: 26 passed, 0 failed; server conformance: 32 passed, 0 \
+             failed, 1 expected failures (gateway column: serve not built yet); failed steps: none; not run: none"
         );
     }
 
@@ -390,7 +463,8 @@ mod tests {
         assert!(!r.ok());
         assert_eq!(
             r.closing_line(),
-            "tests: 10 passed, 0 failed, 0 ignored; conformance: 26 passed, 0 failed; failed steps: clippy; not run: none"
+            "tests: 10 passed, 0 failed, 0 ignored; conformance: 26 passed, 0 failed; server conformance: not run; failed \
+             steps: clippy; not run: none"
         );
     }
 
@@ -403,8 +477,9 @@ mod tests {
         assert!(!r.ok());
         assert_eq!(
             r.closing_line(),
-            "tests: 10 passed, 0 failed, 0 ignored; conformance: not run; failed steps: none; not run: interop (peers not \
-             installed: npm peers failed (exit status: 1) npm ERR! network), conformance (npm conformance harness failed)"
+            "tests: 10 passed, 0 failed, 0 ignored; conformance: not run; server conformance: not run; failed steps: none; \
+             not run: interop (peers not installed: npm peers failed (exit status: 1) npm ERR! network), conformance \
+             (npm conformance harness failed)"
         );
 
         let mut r = Report::default();
@@ -426,6 +501,11 @@ mod tests {
         r.add_tests("tests", true, "exit status: 0", tally(10, 0), Counts::All);
         r.conformance = conformance(25, 1);
         assert!(!r.ok());
+
+        let mut r = Report::default();
+        r.add_tests("tests", true, "exit status: 0", tally(10, 0), Counts::All);
+        r.server_conformance = conformance(31, 1);
+        assert!(!r.ok(), "a failed server scenario fails the run");
     }
 
     #[test]
@@ -487,8 +567,8 @@ mod tests {
         assert!(!r.ok());
         assert!(
             r.closing_line().starts_with(
-                "tests: 5 passed, 1 failed, 0 ignored; conformance: not run; failed steps: clippy (ran past its time \
-                 limit of 40 min), tests (ran past its time limit of 15 min);"
+                "tests: 5 passed, 1 failed, 0 ignored; conformance: not run; server conformance: not run; failed steps: \
+                 clippy (ran past its time limit of 40 min), tests (ran past its time limit of 15 min);"
             ),
             "{}",
             r.closing_line()
@@ -508,11 +588,29 @@ mod tests {
         assert!(!r.ok());
         assert!(
             r.closing_line().starts_with(
-                "tests: 0 passed, 1 failed, 0 ignored; conformance: not run; failed steps: none; not run: tests (did not \
-                 compile: policy (lib test))"
+                "tests: 0 passed, 1 failed, 0 ignored; conformance: not run; server conformance: not run; failed steps: \
+                 none; not run: tests (did not compile: policy (lib test))"
             ),
             "{}",
             r.closing_line()
         );
+    }
+
+    #[test]
+    fn redis_server_is_found_where_configured_or_named_in_one_line() {
+        let dir = tempfile_dir();
+        let fake = dir.join("redis-server");
+        std::fs::write(&fake, "").unwrap();
+        assert_eq!(locate_redis_server(Some(fake.clone().into()), OsStr::new("")), Ok(fake.clone()));
+        let missing = locate_redis_server(Some(dir.join("nope").into()), OsStr::new(""));
+        assert_eq!(missing, Err(format!("redis-server not found at MCP_REDIS_SERVER={}", dir.join("nope").display())));
+        assert_eq!(locate_redis_server(None, dir.as_os_str()), Ok(fake));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let dir = env::temp_dir().join(format!("xtask-redis-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
     }
 }

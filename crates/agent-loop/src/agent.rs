@@ -14,11 +14,16 @@ use crate::model::{
     Block, LanguageModel, Message, ModelError, ModelRequest, Role, StopReason, TextStream, ToolSpec, Usage,
 };
 use crate::nested::{InnerCalls, InnerError, InnerResult};
-use crate::ports::{AgentEvent, Approver, BuiltinTool, CallContext, CallDecision, CallInfo, EventSink, Hooks};
+use crate::ports::{
+    AgentEvent, Approver, BuiltinTool, CallContext, CallDecision, CallInfo, EventSink, GateDecision, Hooks,
+};
 use crate::results::{error_text, fit_budget, render};
 use crate::search::{DEFAULT_MAX_LOADED, SEARCH_TOOL, SearchState, ToolSearch, search_spec};
 use crate::source::ToolSource;
 use crate::transcript::Transcript;
+
+/// The reason reported for a call of the loop's search tool.
+const SEARCH_REASON: &str = "the loop's tool search";
 
 /// Settings of the loop.
 #[derive(Debug, Clone)]
@@ -448,19 +453,19 @@ impl Agent {
                 arguments: input.clone(),
             };
             let checked = if view.is_search(name) {
-                Checked::Search
+                let decision = GateDecision::new(CallDecision::Allowed, SEARCH_REASON);
+                match self.gate.tell_hooks(&info, &decision) {
+                    Ok(()) => Checked::Search,
+                    Err(why) => Checked::Gate(Admission::Refused(Refusal::Blocked { name: name.to_owned(), why })),
+                }
             } else if let Some(hidden) = view.exposure.get(name).filter(|t| t.state == ExposureState::Hidden) {
                 // Never shown, so never called: the model can only have guessed the name.
-                Checked::Gate(Admission::Refused(Refusal::NotExposed {
-                    name: name.to_owned(),
-                    why: hidden.reason.to_string(),
-                }))
+                let refusal = Refusal::NotExposed { name: name.to_owned(), why: hidden.reason.to_string() };
+                Checked::Gate(self.gate.report(&info, Admission::Refused(refusal), None))
             } else if client_search && view.exposure.state(name) == Some(ExposureState::Deferred) {
                 // Shown only through search: the model cannot know its schema yet.
-                Checked::Gate(Admission::Refused(Refusal::NotLoaded {
-                    name: name.to_owned(),
-                    search: SEARCH_TOOL.to_owned(),
-                }))
+                let refusal = Refusal::NotLoaded { name: name.to_owned(), search: SEARCH_TOOL.to_owned() };
+                Checked::Gate(self.gate.report(&info, Admission::Refused(refusal), None))
             } else {
                 let call = CallRequest { id, name, arguments: input };
                 Checked::Gate(
@@ -470,7 +475,7 @@ impl Agent {
                 )
             };
             let (decision, reason) = match &checked {
-                Checked::Search => (CallDecision::Allowed, "the loop's tool search".to_owned()),
+                Checked::Search => (CallDecision::Allowed, SEARCH_REASON.to_owned()),
                 Checked::Gate(admission) => (admission.decision(), admission.reason()),
             };
             self.emit(
@@ -577,10 +582,11 @@ impl InnerCalls for StepCalls<'_> {
         };
         let admission = if entry.as_ref().is_some_and(|e| e.server().is_none()) {
             // A built-in (the caller itself, or search) is never reached from inside one.
-            Admission::Refused(Refusal::NotExposed {
+            let refusal = Refusal::NotExposed {
                 name: name.to_owned(),
                 why: "built-in tools cannot be called from a script".to_owned(),
-            })
+            };
+            agent.gate.report(&info, Admission::Refused(refusal), None)
         } else {
             let context = CallContext::new().with_parent(self.parent);
             let call = CallRequest { id, name, arguments };

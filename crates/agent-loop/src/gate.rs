@@ -10,7 +10,7 @@
 //! sends the call.
 
 use mcp_safety::lock;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
@@ -23,10 +23,10 @@ use tool_pool::{ArgumentChecker, CheckError, Origin, Pool, assemble};
 
 use crate::nested::InnerCalls;
 use crate::ports::{
-    ApprovalAnswer, ApprovalRequest, Approver, BuiltinTool, CallContext, CallDecision, CallInfo, HookVerdict, Hooks,
-    NoHooks, RefuseAll,
+    ApprovalAnswer, ApprovalRequest, Approver, BuiltinTool, CallContext, CallDecision, CallInfo, GateDecision,
+    HookVerdict, Hooks, NoHooks, RefuseAll,
 };
-use crate::source::{BoundCall, ToolSource};
+use crate::source::{BoundCall, Departure, DepartureState, ToolSource};
 use crate::source_error::{Operation, SourceError};
 
 /// How many names an unknown-tool refusal lists at most.
@@ -47,6 +47,9 @@ pub struct Binding {
     policy: Arc<Policy>,
     /// The revision the pool was assembled under; [`Catalog::renumber`] keeps it.
     assembled: u64,
+    /// Servers whose tools an earlier binding had and this one has not, with the names they
+    /// had: a call to one of them is told why its server left, not "unknown tool".
+    departed: Arc<BTreeMap<String, BTreeSet<String>>>,
 }
 
 impl Binding {
@@ -123,6 +126,7 @@ impl Catalog {
             generations: current.generations.clone(),
             policy: Arc::clone(&current.policy),
             assembled: current.assembled,
+            departed: Arc::clone(&current.departed),
         });
         state.revision = revision;
         state.current = Some(Arc::clone(&binding));
@@ -145,16 +149,44 @@ impl Catalog {
         let policy = Arc::clone(listing.policy.as_ref().map_or(&self.policy, |(_, policy)| policy));
         let pool = assemble(&self.builtins, &listing.servers, &policy, &self.options, state.revision)
             .map_err(|e| CatalogError(e.to_string()))?;
+        let departed = departed(state.current.as_deref(), &listing.generations);
         let binding = Arc::new(Binding {
             pool: Arc::new(pool),
             generations: listing.generations,
             policy,
             assembled: state.revision,
+            departed,
         });
         state.current = Some(Arc::clone(&binding));
         state.policy_version = policy_version;
         Ok(binding)
     }
+}
+
+/// How many departed servers a binding remembers (servers removed for good stay departed).
+const MAX_DEPARTED: usize = 256;
+
+/// The departed servers of the binding after `previous`, whose listing has `generations`:
+/// the previous ones still away, and those `previous` had that are not listed now.
+fn departed(
+    previous: Option<&Binding>,
+    generations: &BTreeMap<String, u64>,
+) -> Arc<BTreeMap<String, BTreeSet<String>>> {
+    let Some(previous) = previous else { return Arc::default() };
+    let left: Vec<&str> = previous.servers().filter(|s| !generations.contains_key(*s)).collect();
+    if left.is_empty() && !previous.departed.keys().any(|s| generations.contains_key(s)) {
+        return Arc::clone(&previous.departed);
+    }
+    let mut departed = (*previous.departed).clone();
+    departed.retain(|server, _| !generations.contains_key(server));
+    for server in left {
+        let names = previous.pool.iter().filter(|e| e.server() == Some(server)).map(|e| e.name().to_owned());
+        departed.insert(server.to_owned(), names.collect());
+    }
+    while departed.len() > MAX_DEPARTED {
+        departed.pop_first();
+    }
+    Arc::new(departed)
 }
 
 /// One call as it was asked for.
@@ -254,6 +286,17 @@ pub enum Refusal {
         /// Why it is hidden.
         why: String,
     },
+    /// The tool's server left the pool (it exited, is being restarted, failed, needs a login, is
+    /// disabled): which server, why, and whether it is coming back.
+    #[error("{name} cannot be called now: its server {server:?} {departure}; nothing was called")]
+    ServerGone {
+        /// The name asked for.
+        name: String,
+        /// The server it belonged to.
+        server: String,
+        /// Why it left, as the source knows it.
+        departure: Departure,
+    },
     /// A built-in tool in the pool has no handler (a wiring mistake of the host).
     #[error("built-in tool {name} has no handler")]
     NoHandler {
@@ -320,6 +363,8 @@ pub enum Job {
     },
     /// A tool of an MCP server.
     Mcp {
+        /// The caller's id of the call.
+        id: String,
         /// The server.
         server: String,
         /// The tool's own (raw) name.
@@ -389,6 +434,14 @@ impl Admission {
             Admission::Run { reason, .. } => reason.clone(),
             Admission::Refused(refusal) => refusal.reason(),
             Admission::Deferred { reason, .. } => reason.clone(),
+        }
+    }
+
+    /// [`reason`](Self::reason), borrowed where it can be.
+    fn reason_text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Admission::Run { reason, .. } | Admission::Deferred { reason, .. } => reason.as_str().into(),
+            Admission::Refused(refusal) => refusal.reason().into(),
         }
     }
 
@@ -534,7 +587,8 @@ impl CallGate {
     }
 
     /// [`admit_with`](Self::admit_with), with the call as hooks see it when the caller has it
-    /// already (the loop keeps one per call; it is not built twice).
+    /// already (the loop keeps one per call; it is not built twice). Every decision is told to
+    /// the hooks ([`Hooks::decided`]).
     pub(crate) async fn admit_as(
         &self,
         binding: &Arc<Binding>,
@@ -543,15 +597,43 @@ impl CallGate {
         info: Option<&CallInfo>,
         context: &CallContext,
     ) -> Admission {
+        let built;
+        let info = match info {
+            Some(info) => info,
+            None => {
+                built = CallInfo {
+                    id: call.id.to_owned(),
+                    name: call.name.to_owned(),
+                    server: binding.pool.get(call.name).and_then(|e| e.server().map(str::to_owned)),
+                    arguments: call.arguments.clone(),
+                };
+                &built
+            }
+        };
+        let (admission, rule) = self.check(binding, source, call, info, context).await;
+        self.report(info, admission, rule.as_deref())
+    }
+
+    /// The checks of [`admit_as`](Self::admit_as), and the policy rule that decided, once
+    /// policy did.
+    async fn check(
+        &self,
+        binding: &Binding,
+        source: &dyn ToolSource,
+        call: CallRequest<'_>,
+        info: &CallInfo,
+        context: &CallContext,
+    ) -> (Admission, Option<String>) {
         let CallRequest { id, name, arguments } = call;
+        let refused = |refusal: Refusal| (Admission::Refused(refusal), None);
         let pool = &binding.pool;
         let Some(entry) = pool.get(name) else {
-            return Admission::Refused(missing(pool, name));
+            return refused(missing(binding, source, name));
         };
         if let Some(server) = entry.server()
             && source.settled_generation(server).await != binding.generation(server)
         {
-            return Admission::Refused(Refusal::Stale {
+            return refused(Refusal::Stale {
                 server: server.to_owned(),
                 name: name.to_owned(),
                 revision: pool.revision(),
@@ -561,14 +643,14 @@ impl CallGate {
             Ok(()) => {}
             Err(CheckError::Problems(problems)) => {
                 let problems = problems.iter().map(|p| mcp_safety::text::one_line(&p.to_string(), 500)).collect();
-                return Admission::Refused(Refusal::BadArguments { name: name.to_owned(), problems });
+                return refused(Refusal::BadArguments { name: name.to_owned(), problems });
             }
-            Err(_) => return Admission::Refused(missing(pool, name)),
+            Err(_) => return refused(missing(binding, source, name)),
         }
         let handler = match entry.origin() {
             Origin::Builtin(spec) => match self.builtins.iter().find(|b| b.spec().name == spec.name) {
                 Some(tool) => Some(tool),
-                None => return Admission::Refused(Refusal::NoHandler { name: name.to_owned() }),
+                None => return refused(Refusal::NoHandler { name: name.to_owned() }),
             },
             Origin::Mcp { .. } => None,
         };
@@ -586,14 +668,13 @@ impl CallGate {
             verdict = input;
         }
         let rule = verdict.source.to_string();
+        let decided = |admission: Admission| (admission, Some(rule.clone()));
         let (decision, reason) = match verdict.decision {
             Decision::Allow => (CallDecision::Allowed, format!("allowed by {rule}")),
             // Denied tools are not in the pool; a deny here is an input's (or a pool bug).
             Decision::Deny => {
-                return Admission::Refused(Refusal::NotApproved {
-                    name: name.to_owned(),
-                    reason: format!("denied by {rule}"),
-                });
+                let reason = format!("denied by {rule}");
+                return decided(Admission::Refused(Refusal::NotApproved { name: name.to_owned(), reason }));
             }
             Decision::Confirm if lock(&self.approved_for_session).contains(&context.caller, &approval_key) => {
                 (CallDecision::Approved, "approved earlier in this session".to_owned())
@@ -617,47 +698,37 @@ impl CallGate {
                     }
                     ApprovalAnswer::No => {
                         let reason = format!("refused by the user (asked by {rule})");
-                        return Admission::Refused(Refusal::NotApproved { name: name.to_owned(), reason });
+                        return decided(Admission::Refused(Refusal::NotApproved { name: name.to_owned(), reason }));
                     }
                     ApprovalAnswer::Unanswered(why) => {
                         let reason = format!("{name} needs confirmation ({verdict}) and {why}");
-                        return Admission::Refused(Refusal::NotApproved { name: name.to_owned(), reason });
+                        return decided(Admission::Refused(Refusal::NotApproved { name: name.to_owned(), reason }));
                     }
                     ApprovalAnswer::Deferred(reason) => {
-                        return Admission::Deferred { name: name.to_owned(), reason };
+                        return decided(Admission::Deferred { name: name.to_owned(), reason });
                     }
                 }
-            }
-        };
-        let built;
-        let info = match info {
-            Some(info) => info,
-            None => {
-                built = CallInfo {
-                    id: id.to_owned(),
-                    name: name.to_owned(),
-                    server: entry.server().map(str::to_owned),
-                    arguments: arguments.clone(),
-                };
-                &built
             }
         };
         // A hook that panics blocks the call (it may be the one that guards it) instead of
         // taking the whole turn down.
         match AssertUnwindSafe(self.hooks.before_tool(info)).catch_unwind().await {
             Ok(HookVerdict::Continue) => {}
-            Ok(HookVerdict::Block(why)) => return Admission::Refused(Refusal::Blocked { name: name.to_owned(), why }),
+            Ok(HookVerdict::Block(why)) => {
+                return decided(Admission::Refused(Refusal::Blocked { name: name.to_owned(), why }));
+            }
             Err(panic) => {
                 let why = format!("the before_tool hook failed ({})", panic_message(panic.as_ref()));
-                return Admission::Refused(Refusal::Blocked { name: name.to_owned(), why });
+                return decided(Admission::Refused(Refusal::Blocked { name: name.to_owned(), why }));
             }
         }
         let job = match (entry.origin(), handler) {
             (Origin::Builtin(_), Some(tool)) => {
                 Job::Builtin { tool: Arc::clone(tool), input: arguments.clone(), policy: Arc::clone(&binding.policy) }
             }
-            (Origin::Builtin(_), None) => return Admission::Refused(Refusal::NoHandler { name: name.to_owned() }),
+            (Origin::Builtin(_), None) => return refused(Refusal::NoHandler { name: name.to_owned() }),
             (Origin::Mcp { server, tool }, _) => Job::Mcp {
+                id: id.to_owned(),
                 server: server.to_owned(),
                 tool: tool.name.clone(),
                 arguments: arguments.as_object().cloned(),
@@ -667,7 +738,41 @@ impl CallGate {
                 output_schema: tool.output_schema.clone().map(Box::new),
             },
         };
-        Admission::Run { decision, reason, job }
+        (Admission::Run { decision, reason, job }, Some(rule))
+    }
+
+    /// Tells the hooks how a call was decided ([`Hooks::decided`]), and gives the admission
+    /// back: a call to run is blocked when the hook failed (it may be the one that audits it).
+    pub(crate) fn report(&self, info: &CallInfo, admission: Admission, rule: Option<&str>) -> Admission {
+        let denied_by;
+        let rule = match &admission {
+            Admission::Refused(Refusal::Denied { rule, .. }) => {
+                denied_by = rule.to_string();
+                Some(denied_by.as_str())
+            }
+            _ => rule,
+        };
+        let reason = admission.reason_text();
+        let refusal = match &admission {
+            Admission::Refused(refusal) => Some(refusal),
+            _ => None,
+        };
+        let decision = GateDecision { decision: admission.decision(), rule, reason: &reason, refusal };
+        let Err(why) = self.tell_hooks(info, &decision) else { return admission };
+        drop(reason);
+        match admission {
+            Admission::Run { .. } => Admission::Refused(Refusal::Blocked { name: info.name.clone(), why }),
+            other => {
+                tracing::warn!("{why}");
+                other
+            }
+        }
+    }
+
+    /// Calls [`Hooks::decided`]; `Err` says that it failed (panicked).
+    pub(crate) fn tell_hooks(&self, info: &CallInfo, decision: &GateDecision<'_>) -> Result<(), String> {
+        std::panic::catch_unwind(AssertUnwindSafe(|| self.hooks.decided(info, decision)))
+            .map_err(|panic| format!("the decided hook failed ({})", panic_message(panic.as_ref())))
     }
 
     /// Runs an admitted job. An MCP call is refused (not sent) when its server's tools changed
@@ -704,9 +809,27 @@ impl CallGate {
                     Err(format!("the built-in tool {} failed ({})", tool.spec().name, panic_message(panic.as_ref())))
                 }))
             }
-            Job::Mcp { server, tool, arguments, generation, revision, name, output_schema } => {
+            Job::Mcp { id, server, tool, arguments, generation, revision, name, output_schema } => {
                 if source.settled_generation(&server).await != generation {
-                    return Ran::Refused(Refusal::Stale { server, name, revision });
+                    // Decided again at the last moment: the hooks hear of it too.
+                    let info = CallInfo {
+                        id,
+                        name: name.clone(),
+                        server: Some(server.clone()),
+                        arguments: Value::Object(arguments.unwrap_or_default()),
+                    };
+                    let refusal = Refusal::Stale { server, name, revision };
+                    let reason = refusal.reason();
+                    let decision = GateDecision {
+                        decision: refusal.decision(),
+                        rule: None,
+                        reason: &reason,
+                        refusal: Some(&refusal),
+                    };
+                    if let Err(why) = self.tell_hooks(&info, &decision) {
+                        tracing::warn!("{why}");
+                    }
+                    return Ran::Refused(refusal);
                 }
                 let who = format!("{name} (tool {tool:?} of server {server:?})");
                 let failed = (server.clone(), tool.clone());
@@ -782,7 +905,8 @@ fn check_structured(result: CallToolResult, schema: Option<&Value>, who: &str) -
 
 /// Why `name` is not in the pool: a denied tool (named with its rule), or unknown with close
 /// matches.
-fn missing(pool: &Pool, name: &str) -> Refusal {
+fn missing(binding: &Binding, source: &dyn ToolSource, name: &str) -> Refusal {
+    let pool = &binding.pool;
     // Named as the pool names its tools (the agent's `mcp__…`, the gateway's `{server}__{tool}`).
     let naming = pool.naming();
     let denied = pool.hidden().iter().find(|h| {
@@ -799,12 +923,51 @@ fn missing(pool: &Pool, name: &str) -> Refusal {
         };
         return Refusal::Denied { name: name.to_owned(), who, rule: hidden.rule.clone() };
     }
+    if let Some((server, departure)) = departed_server(binding, source, name) {
+        // Never another server's tool in its place: the model would call what it did not choose.
+        return Refusal::ServerGone { name: name.to_owned(), server, departure };
+    }
     Refusal::UnknownTool {
         name: name.to_owned(),
         revision: pool.revision(),
         suggestions: close_matches(pool, name),
         available: pool.iter().map(|e| e.name().to_owned()).take(LISTED_NAMES).collect(),
     }
+}
+
+/// The server `name` belonged to when that server is not in the pool now, and why it left:
+/// one an earlier binding had (by the names it had, or its namespace), or one the source says
+/// is away (its namespace under the pool's naming).
+fn departed_server(binding: &Binding, source: &dyn ToolSource, name: &str) -> Option<(String, Departure)> {
+    let naming = binding.pool.naming();
+    // `{prefix}{server}__`: what every name of `server` starts with (none under transparent naming).
+    let in_namespace = |server: &str| {
+        let probe = naming.name(server, "x")?;
+        let namespace = probe.strip_suffix("__x")?;
+        let rest = name.strip_prefix(namespace)?.strip_prefix("__")?;
+        (!rest.is_empty() && namespace.len() > naming.prefix().len()).then_some(())
+    };
+    let known = binding
+        .departed
+        .iter()
+        .find(|(_, names)| names.contains(name))
+        .or_else(|| binding.departed.iter().find(|(server, _)| in_namespace(server).is_some()))
+        .map(|(server, _)| server.clone());
+    let server = match known {
+        Some(server) => server,
+        None => {
+            // A server no binding had (it failed at start): its name is the namespace's.
+            let rest = name.strip_prefix(naming.prefix())?;
+            let (server, _) = rest.split_once("__")?;
+            if server.is_empty() || binding.generations.contains_key(server) || in_namespace(server).is_none() {
+                return None;
+            }
+            source.departure(server)?;
+            server.to_owned()
+        }
+    };
+    let departure = source.departure(&server).unwrap_or_else(|| Departure::new(DepartureState::Gone));
+    Some((server, departure))
 }
 
 /// Up to [`SUGGESTIONS`] pool names near `name`: the raw tool name given alone, a substring,

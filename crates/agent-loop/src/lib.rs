@@ -70,13 +70,13 @@ pub use model::{
 pub use nested::{InnerCalls, InnerError, InnerResult};
 pub use ports::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, ApproveAll, Approver, BuiltinTool, CallContext, CallDecision,
-    CallInfo, EventSink, HookVerdict, Hooks, NoEvents, NoHooks, RefuseAll,
+    CallInfo, EventSink, GateDecision, HookVerdict, Hooks, NoEvents, NoHooks, RefuseAll,
 };
 pub use resources::{LIST_RESOURCES_TOOL, MAX_LISTED, READ_RESOURCE_TOOL, resource_tools};
 pub use results::{content_text, error_text, fit_budget, render};
 pub use saved::{DEFAULT_SLICE_CHARS, READ_SAVED_TOOL, saved_result_tool};
 pub use scripted::{Script, ScriptedCall, ScriptedModel, ScriptedTurn};
 pub use search::{DEFAULT_MAX_LOADED, SEARCH_TOOL, ToolSearch};
-pub use source::{BoundCall, Listing, ToolSource};
+pub use source::{BoundCall, Departure, DepartureState, Listing, ToolSource};
 pub use source_error::{Operation, SourceError};
 pub use transcript::{Entry, Transcript, TranscriptError, load_messages};

@@ -236,9 +236,40 @@ pub enum HookVerdict {
     Block(String),
 }
 
-/// Runs before and after every tool call that policy let through.
+/// One decision of the gate about a call, as [`Hooks::decided`] sees it.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct GateDecision<'a> {
+    /// How it was decided.
+    pub decision: CallDecision,
+    /// The policy rule that made it, once policy had a say (`default`, `tool "x" of server "y"`,
+    /// the rule of a denied tool); `None` when the call was refused before (unknown tool, bad
+    /// arguments, stale) or was never the policy's to decide (the loop's own search tool).
+    pub rule: Option<&'a str>,
+    /// Why, in short: what [`AgentEvent::ToolCall`] carries as its reason.
+    pub reason: &'a str,
+    /// The refusal, when the call was not run.
+    pub refusal: Option<&'a crate::Refusal>,
+}
+
+impl<'a> GateDecision<'a> {
+    /// A decision without a rule or a refusal (a call the gate did not have to check).
+    pub fn new(decision: CallDecision, reason: &'a str) -> Self {
+        Self { decision, rule: None, reason, refusal: None }
+    }
+}
+
+/// Runs before and after every tool call that policy let through, and hears every decision.
 #[async_trait]
 pub trait Hooks: Send + Sync {
+    /// Every decision about a call, refusals included (unknown tool, denied, bad arguments,
+    /// stale, not approved, blocked, deferred, not loaded): an audit log's line. Called once
+    /// per decision, after [`before_tool`](Self::before_tool) for a call let through, and again
+    /// when a call let through is refused at the last moment (its server changed). Keep it
+    /// quick (it is not awaited); a hook that panics blocks the call it was told about. By
+    /// default nothing.
+    fn decided(&self, _call: &CallInfo, _decision: &GateDecision<'_>) {}
+
     /// Before the call.
     async fn before_tool(&self, _call: &CallInfo) -> HookVerdict {
         HookVerdict::Continue

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use mcp_client::ServerSet;
+use mcp_client::{ProcessExit, ServerSet, ServerState};
 use mcp_protocol::{CallToolResult, ProgressNotificationParams, ReadResourceResult, Resource, ResourceTemplate};
 use policy::Policy;
 use serde_json::{Map, Value};
@@ -25,6 +25,100 @@ pub struct Listing {
     /// The policy to build the pool under, with its version, when the source decides it (a
     /// runtime whose configuration is reloaded); `None` keeps the agent's own.
     pub policy: Option<(u64, Arc<Policy>)>,
+}
+
+/// Why a server's tools are not in the listing now, as its source knows it: what a call to
+/// one of them is told instead of "unknown tool" ([`crate::Refusal::ServerGone`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Departure {
+    /// Where the server stands, and so whether it is coming back.
+    pub state: DepartureState,
+    /// How its process ended, when it was a process that ended.
+    pub exit: Option<ProcessExit>,
+    /// The source's own account (a failure's reason, with the server's last stderr lines):
+    /// server-controlled text, cleaned where it is shown.
+    pub detail: Option<String>,
+}
+
+/// Where a server whose tools left the listing stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DepartureState {
+    /// It is being restarted (or reconnected); this attempt comes next.
+    Returning {
+        /// The attempt, 1 for the first.
+        attempt: u32,
+    },
+    /// It is connecting for the first time.
+    Starting,
+    /// It failed (to start, or to come back often enough) and is not retried until someone asks.
+    Failed,
+    /// It refused us for lack of credentials: a login or a token would bring it back.
+    NeedsAuth,
+    /// It is disabled.
+    Disabled,
+    /// The source does not say why (it was removed, or the source does not tell), or it is
+    /// on its way back and not listed yet.
+    Gone,
+}
+
+impl Departure {
+    /// A departure in `state`, without an exit status or an account.
+    pub fn new(state: DepartureState) -> Self {
+        Self { state, exit: None, detail: None }
+    }
+
+    /// With how the server's process ended.
+    pub fn with_exit(mut self, exit: Option<ProcessExit>) -> Self {
+        self.exit = exit;
+        self
+    }
+
+    /// With the source's account of it.
+    pub fn with_detail(mut self, detail: Option<String>) -> Self {
+        self.detail = detail;
+        self
+    }
+
+    /// Whether it is on its way back by itself (being restarted, or starting).
+    pub fn coming_back(&self) -> bool {
+        matches!(self.state, DepartureState::Returning { .. } | DepartureState::Starting)
+    }
+}
+
+impl std::fmt::Display for Departure {
+    /// `exited with status 3 and is being restarted (attempt 1): call it again in a moment`,
+    /// `exited with status 3 and failed to come back (...); it is not coming back unless the
+    /// user reconnects it`, `is disabled; ...`: what happened, then whether it is coming back.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use DepartureState as S;
+        let detail = self.detail.as_deref().map(|d| mcp_safety::text::one_line(d, 300));
+        let detail = detail.map(|d| format!(" ({d})")).unwrap_or_default();
+        match (&self.exit, self.state) {
+            (Some(exit), S::Returning { attempt }) => {
+                write!(f, "{exit} and is being restarted (attempt {attempt}): call it again in a moment")
+            }
+            (None, S::Returning { attempt }) => write!(
+                f,
+                "lost its connection{detail} and is being reconnected (attempt {attempt}): call it again in a moment"
+            ),
+            (_, S::Starting) => f.write_str("is still starting: call it again in a moment"),
+            (Some(exit), S::Failed) => {
+                write!(f, "{exit} and failed to restart{detail}; it is not coming back unless the user reconnects it")
+            }
+            (None, S::Failed) => {
+                write!(f, "failed{detail}; it is not coming back unless the user reconnects it")
+            }
+            (_, S::NeedsAuth) => write!(
+                f,
+                "needs authorization{detail}; it is not coming back until the user logs in (or gives it a token)"
+            ),
+            (_, S::Disabled) => f.write_str("is disabled; it is not coming back unless the user enables it"),
+            (Some(exit), S::Gone) => write!(f, "{exit}; it is not coming back in this session"),
+            (None, S::Gone) => f.write_str("is not connected now (its host did not say why)"),
+        }
+    }
 }
 
 /// A call on the connection its caller was shown.
@@ -98,6 +192,13 @@ pub trait ToolSource: Send + Sync {
     fn instructions(&self) -> Vec<(String, String)> {
         Vec::new()
     }
+
+    /// Why `server` offers no tools now (it exited, is being restarted, failed, needs a login,
+    /// is disabled), or `None` when it does or the source does not know it. By default `None`:
+    /// the gate then says only that the server left.
+    fn departure(&self, _server: &str) -> Option<Departure> {
+        None
+    }
 }
 
 /// What a source without resources answers.
@@ -154,5 +255,19 @@ impl ToolSource for ServerSet {
 
     fn instructions(&self) -> Vec<(String, String)> {
         ServerSet::instructions(self)
+    }
+
+    /// From the server's state, with its process's exit as the supervisor recorded it.
+    fn departure(&self, server: &str) -> Option<Departure> {
+        let (state, detail) = match ServerSet::state(self, server)? {
+            ServerState::Connected { .. } => return None,
+            ServerState::Reconnecting { attempt, reason, .. } => (DepartureState::Returning { attempt }, Some(reason)),
+            ServerState::Failed { needs_auth: true, reason, .. } => (DepartureState::NeedsAuth, Some(reason)),
+            ServerState::Failed { reason, .. } => (DepartureState::Failed, Some(reason)),
+            ServerState::Disabled => (DepartureState::Disabled, None),
+            ServerState::Pending => (DepartureState::Starting, None),
+            _ => (DepartureState::Gone, None),
+        };
+        Some(Departure::new(state).with_exit(ServerSet::last_exit(self, server)).with_detail(detail))
     }
 }

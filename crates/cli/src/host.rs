@@ -53,6 +53,15 @@ fn show_event(event: &HostEvent) {
             }
             format!("configuration reloaded: {}\n", report.join("; "))
         }
+        HostEvent::NotReady { server, state: ServerState::Pending } => format!(
+            "warning: server {}, added to the configuration, is still starting; its tools join a later step\n",
+            output::one_line(&format!("{server:?}"), 80)
+        ),
+        HostEvent::NotReady { server, state } => format!(
+            "warning: server {}, added to the configuration, is {}\n",
+            output::one_line(&format!("{server:?}"), 80),
+            output::one_line(&state.to_string(), 500)
+        ),
         HostEvent::ReloadFailed { message } => format!(
             "warning: the configuration was not reloaded ({}); the running one stays\n",
             output::one_line(message, 1000)
@@ -123,6 +132,8 @@ pub(crate) async fn start_runtime(config: Config, reload: Option<ConfigPath>) ->
     let mut options = RuntimeOptions::default();
     options.ports = ports();
     options.reload = reload;
+    // The servers an edit adds are waited for as those of the first step are.
+    options.added_wait = FIRST_STEP_WAIT;
     let runtime = Runtime::start(config, options);
     let total = runtime.servers().states().iter().filter(|(_, s)| !matches!(s, ServerState::Disabled)).count();
     let spinner = spinner(total);
@@ -174,7 +185,7 @@ pub(crate) async fn describe(runtime: &Runtime) -> String {
                 },
             );
             let detail = match &status.state {
-                ServerState::Failed { reason, .. } => output::one_line(reason, 200),
+                ServerState::Failed { reason, .. } => mcp_host::sandbox::failure_line(reason, 200),
                 ServerState::Reconnecting { .. } => output::one_line(&status.state.to_string(), 200),
                 _ => status.last_error.as_deref().map(|e| output::one_line(e, 200)).unwrap_or_default(),
             };

@@ -178,7 +178,15 @@ pub(crate) async fn servers_command(config: Config, as_json: bool) -> anyhow::Re
                     }
                     ServerState::Failed { reason, .. } => {
                         let state = c.state().label().to_owned();
-                        vec![c.name().to_owned(), state, dash(), dash(), time, sandbox, output::one_line(reason, 300)]
+                        vec![
+                            c.name().to_owned(),
+                            state,
+                            dash(),
+                            dash(),
+                            time,
+                            sandbox,
+                            mcp_host::sandbox::failure_line(reason, 300),
+                        ]
                     }
                     other => {
                         vec![c.name().to_owned(), other.label().into(), dash(), dash(), dash(), dash(), String::new()]

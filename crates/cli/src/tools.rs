@@ -161,7 +161,7 @@ fn render(session: &Session, exposure: &Exposure) -> anyhow::Result<(String, Str
     for (server, reason) in session.unavailable() {
         err.push_str(&format!(
             "warning: server {server:?} is unavailable, its tools are left out: {}\n",
-            output::one_line(reason, 300)
+            mcp_host::sandbox::failure_line(reason, 300)
         ));
     }
     Ok((out, err))
@@ -174,7 +174,7 @@ fn search(session: &Session, exposure: &Exposure, query: &str, args: &ToolsArgs)
     for (server, reason) in session.unavailable() {
         err.push_str(&format!(
             "warning: server {server:?} is unavailable, its tools are left out: {}\n",
-            output::one_line(reason, 300)
+            mcp_host::sandbox::failure_line(reason, 300)
         ));
     }
     if query == "-" {

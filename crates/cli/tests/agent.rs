@@ -64,9 +64,11 @@ impl Env {
         cmd
     }
 
-    /// The binary as a child process with piped output (for tests that act while it runs).
-    fn spawn(&self, config: &Path, args: &[&str]) -> std::process::Child {
-        std::process::Command::new(assert_cmd::cargo::cargo_bin!("mcp-harness"))
+    /// The binary on `config` with `args`, as a child process with piped output (for tests that
+    /// act while it runs).
+    fn process(&self, config: &Path, args: &[&str]) -> std::process::Command {
+        let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin!("mcp-harness"));
+        command
             .current_dir(self.work.path())
             .env("MCP_HARNESS_DATA_DIR", self.data())
             .env("RUST_LOG", "error")
@@ -76,9 +78,42 @@ impl Env {
             .args(args)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        command
+    }
+
+    fn spawn(&self, config: &Path, args: &[&str]) -> std::process::Child {
+        self.process(config, args).spawn().unwrap()
+    }
+
+    /// `chat --provider scripted ARGS` on `config`: its stdin, and its stdout and stderr lines
+    /// (both, as they come).
+    fn chat(
+        &self,
+        config: &Path,
+        args: &[&str],
+    ) -> (std::process::Child, std::process::ChildStdin, std::sync::mpsc::Receiver<String>) {
+        use std::io::{BufRead, BufReader};
+        let mut child = self
+            .process(config, &[&["chat", "--provider", "scripted"], args].concat())
+            .env("NO_COLOR", "1")
+            .stdin(std::process::Stdio::piped())
             .spawn()
-            .unwrap()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        for stream in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    let _ = tx.send(line);
+                }
+            });
+        }
+        (child, stdin, rx)
     }
 
     fn sessions(&self) -> Vec<PathBuf> {
@@ -531,38 +566,12 @@ fn client_credentials_from_the_configuration() {
 /// policy changed, a server removed, a broken file (kept, said once), `/mcp` and its commands.
 #[test]
 fn chat_follows_configuration_edits_and_answers_mcp_commands() {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::Write;
     let env = env();
     let v1 = "[servers.a]\ncommand = \"$FX\"\nargs = [\"echo\"]\n";
     let config = env.write("config.toml", v1);
     let script = env.write("script.json", r#"{"turns": []}"#);
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("mcp-harness"))
-        .current_dir(env.work.path())
-        .env("MCP_HARNESS_DATA_DIR", env.data())
-        .env("RUST_LOG", "error")
-        .env("NO_COLOR", "1")
-        .envs(env.homes())
-        .arg("--config")
-        .arg(&config)
-        .args(["chat", "--provider", "scripted", "--script", script.to_str().unwrap()])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    for stream in [
-        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-        Box::new(child.stderr.take().unwrap()),
-    ] {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-    }
+    let (mut child, mut stdin, rx) = env.chat(&config, &["--script", script.to_str().unwrap()]);
     let mut seen: Vec<String> = Vec::new();
     // Asks `/mcp` until every wanted text has been printed (the watcher may need a moment).
     let ask_until = |stdin: &mut std::process::ChildStdin, seen: &mut Vec<String>, wanted: &[&str]| {
@@ -625,6 +634,75 @@ fn chat_follows_configuration_edits_and_answers_mcp_commands() {
     writeln!(stdin, "/mcp reconnect nosuch").unwrap();
     ask_until(&mut stdin, &mut seen, &["no server named nosuch"]);
 
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+/// Reads lines into `seen` until one from `seen[from..]` holds `wanted`; fails after a minute.
+fn read_until(rx: &std::sync::mpsc::Receiver<String>, seen: &mut Vec<String>, from: usize, wanted: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !seen[from..].iter().any(|l| l.contains(wanted)) {
+        assert!(std::time::Instant::now() < deadline, "never printed {wanted:?}; got:\n{}", seen.join("\n"));
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(300)) {
+            seen.push(line);
+        }
+    }
+}
+
+/// A server added to the configuration during a `chat` answers on the next turn: the listing
+/// after the edit waits for it to start (it answers three seconds late here), as the first step
+/// waits for the servers configured at the start.
+#[test]
+fn a_server_added_mid_chat_answers_on_the_next_turn() {
+    use std::io::Write;
+    let env = env();
+    let v1 = "[servers.a]\ncommand = \"$FX\"\nargs = [\"echo\"]\n[policy]\ndefault = \"allow\"\n";
+    let config = env.write("config.toml", v1);
+    let script = env.write(
+        "script.json",
+        r#"{"turns": [
+          {"text": "One."},
+          {"tool_calls": [{"name": "mcp__late__echo", "input": {"text": "from the added server"}}]},
+          {"text": "Two."}
+        ]}"#,
+    );
+    let (mut child, mut stdin, rx) = env.chat(&config, &["--json", "--script", script.to_str().unwrap()]);
+    let mut seen: Vec<String> = Vec::new();
+    writeln!(stdin, "first").unwrap();
+    read_until(&rx, &mut seen, 0, r#""event":"finished""#);
+
+    // `late` answers three seconds after it starts (unconfined: the sandbox would not let the
+    // shell run a program named only inside its script).
+    env.write(
+        "config.toml",
+        &format!(
+            "{v1}[servers.late]\ncommand = \"sh\"\nargs = [\"-c\", \"sleep 3; exec $FX echo\"]\nsandbox = \"off\"\n"
+        ),
+    );
+    // `/mcp` reads the edit (the watcher may need a moment) and shows `late` still starting.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !seen.iter().any(|l| l.contains("added late")) {
+        assert!(std::time::Instant::now() < deadline, "the edit was never read: {}", seen.join("\n"));
+        writeln!(stdin, "/mcp").unwrap();
+        while let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+            seen.push(line);
+        }
+    }
+    let shown = seen.join("\n");
+    assert!(shown.contains("late    pending"), "the server is still starting when the turn begins: {shown}");
+    writeln!(stdin, "second").unwrap();
+    let start = seen.len();
+    read_until(&rx, &mut seen, start, r#""event":"finished""#);
+    let results: Vec<Value> = seen[start..]
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["event"] == "tool_result")
+        .collect();
+    assert_eq!(results.len(), 1, "{}", seen.join("\n"));
+    assert_eq!(results[0]["content"], "from the added server", "{}", seen.join("\n"));
+    assert_eq!(results[0]["is_error"], false);
+    assert!(!seen.iter().any(|l| l.contains("still starting")), "{}", seen.join("\n"));
     drop(stdin);
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}");

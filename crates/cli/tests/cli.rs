@@ -270,6 +270,63 @@ fn a_confined_server_cannot_read_keys_the_configuration_or_the_hosts_data() {
         .stdout(predicate::str::contains("PRIVATE KEY"));
 }
 
+/// A confined server that fails on a file the sandbox keeps from it, or on a module it cannot
+/// load, fails with a reason that says it ran confined and which entry (with the path from its
+/// error) or `sandbox = "off"` would let it run, in the table and in `--json`.
+#[test]
+fn a_confined_servers_failure_says_which_entry_would_let_it_run() {
+    let env = env();
+    // A HOME of its own: neither the working folder (granted) nor the configuration's.
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir(home.path().join("notes")).unwrap();
+    std::fs::write(home.path().join("notes/today.txt"), "a note").unwrap();
+    let config = env.write(
+        "config.toml",
+        &format!(
+            "[servers.reads]\ncommand = \"sh\"\nargs = [\"-c\", \"cat \\\"$HOME/notes/today.txt\\\"\"]\n\
+             env = {{ HOME = {home:?} }}\n\
+             [servers.writes]\ncommand = \"sh\"\nargs = [\"-c\", \"mkdir \\\"$HOME/out\\\"\"]\n\
+             env = {{ HOME = {home:?} }}\n\
+             [servers.module]\ncommand = \"sh\"\n\
+             args = [\"-c\", \"echo \\\"ModuleNotFoundError: No module named 'helper'\\\" >&2; exit 1\"]\n\
+             [servers.open]\ncommand = \"sh\"\nargs = [\"-c\", \"cat \\\"$HOME/notes/today.txt\\\"\"]\n\
+             env = {{ HOME = {home:?} }}\nsandbox = \"off\"\n",
+            home = home.path().display().to_string()
+        ),
+    );
+    let out = env.run(&config).args(["servers", "--json"]).assert().success().get_output().stdout.clone();
+    let value = json_of(&out);
+    let reason = |name: &str| -> String {
+        let server = value["servers"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap();
+        assert_eq!(server["state"], "failed", "{value}");
+        server["reason"].as_str().unwrap_or_default().to_owned()
+    };
+    let notes = home.path().join("notes");
+    let reads = reason("reads");
+    assert!(reads.contains("Permission denied") && reads.contains("ran in the sandbox"), "{reads}");
+    assert!(
+        reads.contains(&format!("`read = [\"{}\"]`", notes.display())) && reads.contains("`sandbox = \"off\"`"),
+        "{reads}"
+    );
+    let writes = reason("writes");
+    assert!(writes.contains(&format!("`write = [\"{}\"]`", home.path().join("out").display())), "{writes}");
+    let module = reason("module");
+    assert!(module.contains("could not find the module helper") && module.contains("`read` entry"), "{module}");
+    // Unconfined, the same server reads the file (and then fails, as it speaks no MCP), and
+    // nothing is said of a sandbox.
+    let open = reason("open");
+    assert!(!open.contains("Permission denied") && !open.contains("sandbox"), "{open}");
+
+    // The table shows the hint whole.
+    let out = env.run(&config).arg("servers").assert().success().get_output().stdout.clone();
+    let text = String::from_utf8(out).unwrap();
+    let line = text.lines().find(|l| l.starts_with("reads")).unwrap();
+    assert!(
+        line.contains(&format!("`read = [\"{}\"]`", notes.display())) && line.contains("sandbox = \"off\""),
+        "{text}"
+    );
+}
+
 #[test]
 fn network_off_in_the_configuration_reaches_no_listener() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

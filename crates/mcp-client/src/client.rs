@@ -80,6 +80,7 @@ impl Client {
             exchange,
             notifications,
             closed_reason: Mutex::new(None),
+            exit: Mutex::new(None),
             closed: tokio::sync::watch::Sender::new(false),
             options,
             asking: Mutex::new((0, None)),
@@ -115,6 +116,12 @@ impl Client {
     /// The negotiated revision, once initialized.
     pub fn protocol_version(&self) -> Option<ProtocolVersion> {
         self.inner.session().protocol_version()
+    }
+
+    /// How the server's process ended, once the connection is gone and the transport knows
+    /// (a stdio server that exited); `None` otherwise.
+    pub fn exit(&self) -> Option<crate::ProcessExit> {
+        self.inner.exit.lock().ok().and_then(|e| *e)
     }
 
     /// Waits until the connection is gone (the server exited, the transport failed, or it was

@@ -68,5 +68,6 @@ pub use servers::{
 };
 pub use set::{ResourceCatalog, RestartPolicy, ServerEvent, ServerListing, ServerSet, SetCallError, SetOptions};
 pub use transport::{
-    DirectWrite, Exchange, Inbound, RestoreGate, SessionLoss, Transport, TransportError, TransportSink, TransportStream,
+    DirectWrite, Exchange, Inbound, ProcessExit, RestoreGate, SessionLoss, Transport, TransportError, TransportSink,
+    TransportStream,
 };

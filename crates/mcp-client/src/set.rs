@@ -43,6 +43,7 @@ use tokio::task::JoinHandle;
 
 use crate::client::{ClientError, ListLimits, Progress};
 use crate::servers::{ConnectOptions, ServerConnection, ServerSpec, ServerState, connect};
+use crate::transport::ProcessExit;
 
 /// One connected server's current tools and the generation of that listing.
 #[derive(Debug, Clone)]
@@ -274,6 +275,8 @@ struct Slot {
     keeper: Mutex<Option<JoinHandle<()>>>,
     /// Why its last re-listing failed (cleared by the next that works).
     last_error: Mutex<Option<String>>,
+    /// How its process ended last, while it is not connected again.
+    exit: Mutex<Option<ProcessExit>>,
 }
 
 struct Shared {
@@ -329,6 +332,7 @@ impl Slot {
             prompts: Cached::new(),
         });
         *lock(&self.live) = Some(Arc::clone(&live));
+        *lock(&self.exit) = None;
         live
     }
 
@@ -373,6 +377,7 @@ impl ServerSet {
                 control,
                 keeper: Mutex::new(None),
                 last_error: Mutex::new(None),
+                exit: Mutex::new(None),
             });
             if connection.is_connected() {
                 slot.publish(connection);
@@ -395,6 +400,7 @@ impl ServerSet {
             control,
             keeper: Mutex::new(None),
             last_error: Mutex::new(None),
+            exit: Mutex::new(None),
         });
         let keeper = tokio::spawn(keep(Arc::clone(&slot), Arc::clone(&self.shared), requests));
         *lock(&slot.keeper) = Some(keeper);
@@ -453,6 +459,12 @@ impl ServerSet {
     /// Why the server's last re-listing failed, while its previous listing stays in force.
     pub fn last_error(&self, name: &str) -> Option<String> {
         lock(&self.find(name)?.last_error).clone()
+    }
+
+    /// How `name`'s process ended last, while it is not connected again (a stdio server that
+    /// exited, or was killed, and has not come back): typed, beside the reason in its state.
+    pub fn last_exit(&self, name: &str) -> Option<ProcessExit> {
+        *lock(&self.find(name)?.exit)
     }
 
     /// State changes as they happen (a subscriber that falls behind loses the oldest).
@@ -835,7 +847,10 @@ async fn keep(slot: Arc<Slot>, shared: Arc<Shared>, mut requests: mpsc::Unbounde
                 let ended = match live.connection.client() {
                     Some(client) => {
                         tokio::select! {
-                            reason = client.closed() => Ok(reason),
+                            reason = client.closed() => {
+                                *lock(&slot.exit) = client.exit();
+                                Ok(reason)
+                            }
                             control = requests.recv() => Err(control),
                         }
                     }

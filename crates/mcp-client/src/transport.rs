@@ -298,6 +298,33 @@ pub trait TransportStream: Send {
     async fn closed_reason(&mut self) -> String {
         "the server closed the connection".to_owned()
     }
+
+    /// How the server's process ended, once [`closed_reason`](Self::closed_reason) found it
+    /// ended (for stdio); `None` for a transport without a process, or one still running.
+    fn exit(&self) -> Option<ProcessExit> {
+        None
+    }
+}
+
+/// How a server's process ended: what a supervisor reports and a host tells the model,
+/// without parsing it back out of a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ProcessExit {
+    /// It exited with this status.
+    Status(i32),
+    /// This signal ended it.
+    Signal(i32),
+}
+
+impl std::fmt::Display for ProcessExit {
+    /// `exited with status 3`, `was killed by signal 9`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Status(code) => write!(f, "exited with status {code}"),
+            Self::Signal(signal) => write!(f, "was killed by signal {signal}"),
+        }
+    }
 }
 
 /// A transport ready to be driven by a [`crate::Client`].

@@ -32,6 +32,8 @@ pub(crate) struct Binary {
 
 /// `mcp-fixture-server` of `mcp-fixtures`.
 pub(crate) const SERVER: Binary = Binary { name: "mcp-fixture-server", variable: "MCP_FIXTURE_SERVER" };
+/// `mcp-fixture-conformance` of `mcp-fixtures`.
+pub(crate) const CONFORMANCE: Binary = Binary { name: "mcp-fixture-conformance", variable: "MCP_FIXTURE_CONFORMANCE" };
 /// `mcp-sandbox-launch` of `mcp-sandbox`.
 pub(crate) const LAUNCHER: Binary = Binary { name: "mcp-sandbox-launch", variable: "MCP_SANDBOX_LAUNCHER" };
 

@@ -25,7 +25,9 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
+
+use mcp_safety::lock;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -184,10 +186,6 @@ impl RunningServer {
             auth.expire_access_tokens();
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Starts the server on 127.0.0.1 (`port` 0 picks a free one).

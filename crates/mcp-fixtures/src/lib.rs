@@ -67,6 +67,12 @@
 //! object: what a test counts re-listings with). `--instructions TEXT` (any mode) puts TEXT
 //! in the initialize result's `instructions`.
 //!
+//! [`conformance`] is a server of another kind: everything the official conformance suite's
+//! server scenarios ask of a server (their tools, resources, template, prompts, logging,
+//! completions, subscriptions, progress, sampling and elicitation requests during a call),
+//! over stdio and Streamable HTTP, as the binary `mcp-fixture-conformance [--http ADDR]`: the
+//! upstream the gateway's conformance run fronts, and the baseline it is compared with.
+//!
 //! [`http`] is an MCP server over HTTP with switchable faults, for the HTTP transports' tests
 //! (in-process) and, as `mcp-fixture-http-server`, by hand; with [`oauth`] it is also an OAuth
 //! 2.1 authorization server and `/mcp` a protected resource, for OAuth client tests.
@@ -86,6 +92,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 mod binaries;
+pub mod conformance;
 pub mod http;
 pub mod oauth;
 pub mod ws;
@@ -103,11 +110,39 @@ pub fn server_binary() -> Result<PathBuf, String> {
     binaries::locate(binaries::SERVER)
 }
 
+/// Where the conformance server `mcp-fixture-conformance` is: at `MCP_FIXTURE_CONFORMANCE` when
+/// that is set, else found (and built) like [`server_binary`].
+pub fn conformance_binary() -> Result<PathBuf, String> {
+    binaries::locate(binaries::CONFORMANCE)
+}
+
 /// Where the sandbox launcher `mcp-sandbox-launch` (of `mcp-sandbox`) is: at
 /// `MCP_SANDBOX_LAUNCHER` when that is set, else found (and built) like [`server_binary`].
 pub fn launcher_binary() -> Result<PathBuf, String> {
     binaries::locate(binaries::LAUNCHER)
 }
+
+/// Variables a user sets for their package registry, proxy or certificates: the interop tests
+/// hand those they have to a server that downloads (its environment is otherwise the
+/// sandbox's allowlist).
+pub const REGISTRY_VARIABLES: &[&str] = &[
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "PIP_CERT",
+    "PIP_INDEX_URL",
+    "UV_INDEX_URL",
+    "UV_DEFAULT_INDEX",
+    "npm_config_registry",
+    "NPM_CONFIG_REGISTRY",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "no_proxy",
+];
 
 /// How long a test waits for an event before calling it missing: long, because a loaded
 /// machine can be slow; an event that happens ends the wait at once.

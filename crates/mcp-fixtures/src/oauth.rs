@@ -281,7 +281,7 @@ impl AuthServer {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, AsState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        mcp_safety::lock(&self.state)
     }
 
     fn resource(&self) -> String {

@@ -29,6 +29,7 @@ use serde_json::{Map, Value, json};
 use crate::clock::Clock;
 use crate::seal::{ApprovalClaims, ReplayCache, SealError, StateSealer, digest_arguments, random_hex};
 use crate::session::{Outbound, Session, lock};
+use crate::store::StoreError;
 
 /// The key of the approval form in an `input_required` result's `inputRequests` (and of its
 /// answer in the retry's `inputResponses`).
@@ -124,15 +125,19 @@ fn toml_string(s: &str) -> String {
     out
 }
 
-/// Remembers "yes for this client": a **port**, so replicas can share it (issue 34 keeps it in
-/// Redis with the session).
+/// Remembers "yes for this client": a **port**, so replicas can share it (a shared store keeps
+/// it beside the session, `mcp-gateway-store`).
+///
+/// A store that cannot answer says so ([`StoreError`]): the call is then refused with that
+/// error, never run as if approved, and never asked about as if nothing were remembered.
 #[async_trait]
 pub trait ApprovalMemory: fmt::Debug + Send + Sync {
     /// Whether `key` (a tool and the rule that asks) was approved for good in `scope`.
-    async fn approved(&self, scope: &str, key: &str) -> bool;
+    async fn approved(&self, scope: &str, key: &str) -> Result<bool, StoreError>;
     /// Remembers it; a memory that is full may forget (the person is then asked again).
-    async fn remember(&self, scope: &str, key: &str);
-    /// Forgets a scope (its session ended).
+    async fn remember(&self, scope: &str, key: &str) -> Result<(), StoreError>;
+    /// Forgets a scope (its session ended). Best effort: what a shared store could not forget
+    /// now goes when its lifetime ends.
     async fn forget(&self, scope: &str);
 }
 
@@ -158,16 +163,17 @@ impl Default for MemoryApprovals {
 
 #[async_trait]
 impl ApprovalMemory for MemoryApprovals {
-    async fn approved(&self, scope: &str, key: &str) -> bool {
-        lock(&self.scopes).get(scope).is_some_and(|keys| keys.contains(key))
+    async fn approved(&self, scope: &str, key: &str) -> Result<bool, StoreError> {
+        Ok(lock(&self.scopes).get(scope).is_some_and(|keys| keys.contains(key)))
     }
 
-    async fn remember(&self, scope: &str, key: &str) {
+    async fn remember(&self, scope: &str, key: &str) -> Result<(), StoreError> {
         let mut scopes = lock(&self.scopes);
         let total: usize = scopes.values().map(HashSet::len).sum();
         if total < self.capacity {
             scopes.entry(scope.to_owned()).or_default().insert(key.to_owned());
         }
+        Ok(())
     }
 
     async fn forget(&self, scope: &str) {
@@ -311,13 +317,22 @@ impl Approver for GatewayApprover {
             return ApprovalAnswer::Unanswered("the gateway does not know who is asking".to_owned());
         };
         let key = format!("{}\n{}", request.name, request.rule);
-        if self.memory.approved(&ctx.scope, &key).await {
-            return ApprovalAnswer::Yes;
+        match self.memory.approved(&ctx.scope, &key).await {
+            Ok(true) => return ApprovalAnswer::Yes,
+            Ok(false) => {}
+            Err(e) => {
+                return ApprovalAnswer::Unanswered(format!(
+                    "the approvals remembered for this client cannot be read: {e}"
+                ));
+            }
         }
         match self.choose(&ctx, request).await {
             Ok(Choice::Yes) => ApprovalAnswer::Yes,
             Ok(Choice::YesForClient) => {
-                self.memory.remember(&ctx.scope, &key).await;
+                // The person approved this call; not remembering it only means asking again.
+                if let Err(e) = self.memory.remember(&ctx.scope, &key).await {
+                    tracing::warn!(error = %e, "\"yes for this client\" could not be remembered");
+                }
                 ApprovalAnswer::Yes
             }
             Ok(Choice::No) => ApprovalAnswer::No,
@@ -382,12 +397,12 @@ mod tests {
     #[tokio::test]
     async fn memory_is_per_scope_and_bounded() {
         let memory = MemoryApprovals::new(1);
-        memory.remember("s1", "k").await;
-        assert!(memory.approved("s1", "k").await);
-        assert!(!memory.approved("s2", "k").await);
-        memory.remember("s2", "k").await;
-        assert!(!memory.approved("s2", "k").await, "full: not remembered");
+        memory.remember("s1", "k").await.unwrap();
+        assert_eq!(memory.approved("s1", "k").await, Ok(true));
+        assert_eq!(memory.approved("s2", "k").await, Ok(false));
+        memory.remember("s2", "k").await.unwrap();
+        assert_eq!(memory.approved("s2", "k").await, Ok(false), "full: not remembered");
         memory.forget("s1").await;
-        assert!(!memory.approved("s1", "k").await);
+        assert_eq!(memory.approved("s1", "k").await, Ok(false));
     }
 }

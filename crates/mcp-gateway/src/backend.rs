@@ -193,6 +193,20 @@ pub trait Backend: Send + Sync + 'static {
         Err(BackendError::NotOffered(format!("server {server:?} offers no completions here")))
     }
 
+    /// Subscribes to updates of `uri` (the upstream's own URI) of `server`
+    /// (`resources/subscribe`); its updates then come as [`BackendEvent::ResourceUpdated`].
+    /// The gateway subscribes once per upstream resource, however many clients subscribed,
+    /// and routes each update to the clients that did. By default nothing can be subscribed.
+    async fn subscribe(&self, _caller: &Caller, server: &str, _uri: &str) -> Result<(), BackendError> {
+        Err(BackendError::NotOffered(format!("server {server:?} offers no resource subscriptions here")))
+    }
+
+    /// Ends the subscription [`Backend::subscribe`] made, when its last client let go
+    /// (`resources/unsubscribe`, or the session ended). By default nothing to end.
+    async fn unsubscribe(&self, _caller: &Caller, _server: &str, _uri: &str) -> Result<(), BackendError> {
+        Ok(())
+    }
+
     /// The host's changes, from now on. A receiver that lags loses the oldest events; the
     /// gateway then tells its clients that everything may have changed.
     fn events(&self) -> broadcast::Receiver<BackendEvent>;

@@ -21,3 +21,23 @@ impl Clock for SystemClock {
         SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
     }
 }
+
+/// A clock unit tests set by hand.
+#[cfg(test)]
+#[derive(Debug, Default)]
+pub(crate) struct ManualClock(pub(crate) std::sync::atomic::AtomicU64);
+
+#[cfg(test)]
+impl ManualClock {
+    /// Sets the time.
+    pub(crate) fn set(&self, ms: u64) {
+        self.0.store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+impl Clock for ManualClock {
+    fn unix_ms(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}

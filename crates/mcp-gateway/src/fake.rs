@@ -5,6 +5,8 @@
 //! - `slow`: waits `arguments.ms` milliseconds first (a call in flight to cancel or race);
 //! - `progress`: reports progress twice before answering;
 //! - `fail`: fails as an upstream failure does (no result).
+//!
+//! A resource whose URI ends with `#no-subscribe` refuses `resources/subscribe`.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -30,6 +32,17 @@ pub struct ReceivedCall {
     pub tool: String,
     /// The arguments.
     pub arguments: Value,
+}
+
+/// A change of resource subscription the fake upstreams received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceivedSubscription {
+    /// The upstream.
+    pub server: String,
+    /// Its URI for the resource.
+    pub uri: String,
+    /// `true` for `resources/subscribe`, `false` for `resources/unsubscribe`.
+    pub subscribed: bool,
 }
 
 #[derive(Debug, Default)]
@@ -121,6 +134,7 @@ pub struct FakeBackend {
     catalog: Catalog,
     content: Mutex<Arc<ContentListing>>,
     events: broadcast::Sender<BackendEvent>,
+    subscriptions: Mutex<Vec<ReceivedSubscription>>,
 }
 
 impl std::fmt::Debug for FakeBackend {
@@ -205,6 +219,7 @@ impl FakeBuilder {
             catalog: Catalog::new(specs, policy, options),
             content: Mutex::new(Arc::new(self.content)),
             events: broadcast::channel(64).0,
+            subscriptions: Mutex::new(Vec::new()),
         }
     }
 }
@@ -264,6 +279,28 @@ impl FakeBackend {
     pub fn calls(&self) -> Vec<ReceivedCall> {
         lock(&self.tools.upstreams).calls.clone()
     }
+
+    /// Every subscription change the upstreams received, in order.
+    pub fn subscription_changes(&self) -> Vec<ReceivedSubscription> {
+        lock(&self.subscriptions).clone()
+    }
+
+    /// `Ok` when `server` offers `uri`: a resource of its, or a URI one of its templates makes.
+    fn offers(&self, server: &str, uri: &str) -> Result<(), BackendError> {
+        let listing = Arc::clone(&lock(&self.content));
+        let content = listing.servers.get(server).ok_or_else(|| BackendError::NoSuchServer(server.to_owned()))?;
+        let known = content.resources.iter().any(|r| r.uri == uri)
+            || content.templates.iter().any(|t| uri.starts_with(t.uri_template.split('{').next().unwrap_or_default()));
+        if known { Ok(()) } else { Err(BackendError::NotOffered(format!("server {server:?} has no resource {uri:?}"))) }
+    }
+
+    fn received(&self, server: &str, uri: &str, subscribed: bool) {
+        lock(&self.subscriptions).push(ReceivedSubscription {
+            server: server.to_owned(),
+            uri: uri.to_owned(),
+            subscribed,
+        });
+    }
 }
 
 #[async_trait]
@@ -295,13 +332,7 @@ impl Backend for FakeBackend {
         uri: &str,
         _max_bytes: usize,
     ) -> Result<mcp_protocol::ReadResourceResult, BackendError> {
-        let listing = Arc::clone(&lock(&self.content));
-        let content = listing.servers.get(server).ok_or_else(|| BackendError::NoSuchServer(server.to_owned()))?;
-        let known = content.resources.iter().any(|r| r.uri == uri)
-            || content.templates.iter().any(|t| uri.starts_with(t.uri_template.split('{').next().unwrap_or_default()));
-        if !known {
-            return Err(BackendError::NotOffered(format!("server {server:?} has no resource {uri:?}")));
-        }
+        self.offers(server, uri)?;
         Ok(serde_json::from_value(json!({"contents": [{"uri": uri, "text": format!("{server} says {uri}")}]}))
             .unwrap_or_default())
     }
@@ -326,6 +357,20 @@ impl Backend for FakeBackend {
     ) -> Result<mcp_protocol::CompleteResult, BackendError> {
         let value = format!("{server}:{}", params.argument.value);
         Ok(serde_json::from_value(json!({"completion": {"values": [value]}})).unwrap_or_default())
+    }
+
+    async fn subscribe(&self, _caller: &Caller, server: &str, uri: &str) -> Result<(), BackendError> {
+        self.offers(server, uri)?;
+        if uri.ends_with("#no-subscribe") {
+            return Err(BackendError::Upstream(format!("server {server:?} refused to subscribe to {uri:?}")));
+        }
+        self.received(server, uri, true);
+        Ok(())
+    }
+
+    async fn unsubscribe(&self, _caller: &Caller, server: &str, uri: &str) -> Result<(), BackendError> {
+        self.received(server, uri, false);
+        Ok(())
     }
 
     fn events(&self) -> broadcast::Receiver<BackendEvent> {

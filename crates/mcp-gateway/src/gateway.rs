@@ -24,8 +24,10 @@ use crate::approval::{
 use crate::backend::{Backend, BackendError, BackendEvent, Caller, ContentListing};
 use crate::clock::{Clock, SystemClock};
 use crate::content::ContentView;
+use crate::limit::RateLimiter;
 use crate::seal::{MemoryReplayCache, ReplayCache, SealError, StateSealer};
 use crate::session::{Outbound, Session, lock};
+use crate::subscriptions::Subscriptions;
 
 /// Most characters of an error result's text.
 const ERROR_TEXT_CHARS: usize = 8_000;
@@ -59,6 +61,9 @@ pub struct GatewayOptions {
     pub replay: Arc<dyn ReplayCache>,
     /// "Yes for this client".
     pub approvals: Arc<dyn ApprovalMemory>,
+    /// The rate limits (`[[serve.limits]]`), checked before a call is admitted (so a flood
+    /// of calls is refused before anyone is asked to approve one); `None`: no limits.
+    pub limiter: Option<Arc<dyn RateLimiter>>,
 }
 
 impl Default for GatewayOptions {
@@ -75,6 +80,7 @@ impl Default for GatewayOptions {
             sealer: None,
             replay: Arc::new(MemoryReplayCache::default()),
             approvals: Arc::new(MemoryApprovals::default()),
+            limiter: None,
         }
     }
 }
@@ -176,6 +182,8 @@ struct Inner {
     naming: Naming,
     /// The view of the last content listing, while it is the backend's current one.
     content: Mutex<Option<(Arc<ContentListing>, Arc<ContentView>)>>,
+    /// The upstream resource subscriptions the sessions hold.
+    subscriptions: Subscriptions,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -204,7 +212,8 @@ impl Gateway {
         let capabilities = ServerCapabilities {
             tools: listed.clone(),
             prompts: listed,
-            resources: Some(ResourcesCapability { subscribe: None, list_changed: Some(true), extra: Map::new() }),
+            // Subscriptions are routed to the upstream that has the resource (which may refuse).
+            resources: Some(ResourcesCapability { subscribe: Some(true), list_changed: Some(true), extra: Map::new() }),
             logging: Some(json!({})),
             completions: Some(json!({})),
             experimental: None,
@@ -212,7 +221,16 @@ impl Gateway {
         };
         let config = ServerConfig::new(options.server_info.clone(), capabilities);
         let naming = if options.transparent { Naming::Transparent } else { Naming::Gateway };
-        Ok(Self { inner: Arc::new(Inner { backend, gate, options, config, naming, content: Mutex::new(None) }) })
+        let inner = Inner {
+            backend,
+            gate,
+            options,
+            config,
+            naming,
+            content: Mutex::new(None),
+            subscriptions: Subscriptions::default(),
+        };
+        Ok(Self { inner: Arc::new(inner) })
     }
 
     pub(crate) fn options(&self) -> &GatewayOptions {
@@ -303,12 +321,8 @@ impl Gateway {
                     prompts: wants("promptsListChanged"),
                 })
             }
-            ClientRequest::Subscribe(_) => {
-                Reply::Error(mcp_protocol::method_not_found(mcp_protocol::RESOURCES_SUBSCRIBE))
-            }
-            ClientRequest::Unsubscribe(_) => {
-                Reply::Error(mcp_protocol::method_not_found(mcp_protocol::RESOURCES_UNSUBSCRIBE))
-            }
+            ClientRequest::Subscribe(params) => self.subscription(scope, &params.uri, true).await,
+            ClientRequest::Unsubscribe(params) => self.subscription(scope, &params.uri, false).await,
             ClientRequest::Other { method } => Reply::Error(mcp_protocol::method_not_found(&method)),
             other => Reply::Error(mcp_protocol::method_not_found(&format!("{other:?}"))),
         }
@@ -353,6 +367,14 @@ impl Gateway {
         };
         let name = call.name.as_str();
         let Some(entry) = binding.pool().get(name) else { return unknown_tool(name) };
+        // Held until the call ends: its concurrency slots are freed when it drops.
+        let _permit = match &self.inner.options.limiter {
+            Some(limiter) => match limiter.admit(&scope.caller, name).await {
+                Ok(permit) => Some(permit),
+                Err(refused) => return tool_error(&refused.to_string()),
+            },
+            None => None,
+        };
         // A session is held to the listing it was shown: a call prepared against an older one
         // is never sent on, even when the gate's own check (against the current pool) passes.
         if let (Era::Session(session), Some(server)) = (&scope.era, entry.server())
@@ -530,6 +552,42 @@ impl Gateway {
         }
     }
 
+    /// `resources/subscribe` (`on`) and `resources/unsubscribe` of a session: routed like a
+    /// read; its updates come on the session's stream (`subscriptions::session_event_line`).
+    /// A 2026-07-28 request has no session to hold a subscription.
+    async fn subscription(&self, scope: &Scope, uri: &str, on: bool) -> Reply {
+        let method = if on { mcp_protocol::RESOURCES_SUBSCRIBE } else { mcp_protocol::RESOURCES_UNSUBSCRIBE };
+        let Era::Session(session) = &scope.era else { return Reply::Error(mcp_protocol::method_not_found(method)) };
+        let backend = self.inner.backend.as_ref();
+        let subscriptions = &self.inner.subscriptions;
+        // What the session subscribed to stays unsubscribable after the resource left the
+        // listing.
+        if !on && let Some((server, upstream)) = session.subscribed_to(uri) {
+            subscriptions.unsubscribe(backend, session, &server, &upstream).await;
+            return Reply::Result("{}".to_owned());
+        }
+        let view = match self.content_view(&scope.caller).await {
+            Ok(view) => view,
+            Err(e) => return Reply::Error(backend_error(&e)),
+        };
+        let Some((server, upstream)) = view.route_uri(uri) else {
+            if !on {
+                return Reply::Result("{}".to_owned());
+            }
+            let mut error = ErrorObject::new(RESOURCE_NOT_FOUND, "Resource not found");
+            error.data = Some(json!({"uri": uri}));
+            return Reply::Error(error);
+        };
+        if !on {
+            subscriptions.unsubscribe(backend, session, server, &upstream).await;
+            return Reply::Result("{}".to_owned());
+        }
+        match subscriptions.subscribe(backend, session, server, &upstream, uri).await {
+            Ok(()) => Reply::Result("{}".to_owned()),
+            Err(error) => Reply::Error(error),
+        }
+    }
+
     async fn get_prompt(&self, scope: &Scope, params: GetPromptRequestParams) -> Reply {
         let view = match self.content_view(&scope.caller).await {
             Ok(view) => view,
@@ -650,7 +708,7 @@ fn unknown_tool(name: &str) -> Reply {
     ))
 }
 
-fn backend_error(error: &BackendError) -> ErrorObject {
+pub(crate) fn backend_error(error: &BackendError) -> ErrorObject {
     let code = match error {
         BackendError::NotOffered(_) | BackendError::NoSuchServer(_) | BackendError::Forbidden(_) => {
             error_codes::INVALID_PARAMS

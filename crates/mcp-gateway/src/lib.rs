@@ -20,7 +20,9 @@
 //! - [`Backend::content`], [`Backend::read_resource`], [`Backend::get_prompt`],
 //!   [`Backend::complete`]: what upstreams offer besides tools, listed by the host, and the
 //!   routed requests. The gateway names prompts like tools and gives a URI two upstreams share
-//!   a gateway-made one ([`ContentView`]).
+//!   a gateway-made one ([`ContentView`]). [`Backend::subscribe`] / [`Backend::unsubscribe`]:
+//!   one upstream subscription per resource however many sessions subscribed; its
+//!   [`BackendEvent::ResourceUpdated`] goes to those sessions only, under their URIs.
 //! - [`Backend::events`]: the host's changes ([`BackendEvent`]): a pool republished becomes
 //!   `notifications/tools/list_changed` for every client that can receive it.
 //! - [`Backend::instructions`]: the upstreams' instructions, which the gateway cleans, caps and
@@ -99,9 +101,12 @@ mod content;
 pub mod fake;
 mod gateway;
 mod http;
+mod limit;
 mod seal;
 mod session;
 mod stdio;
+mod store;
+mod subscriptions;
 
 pub use approval::{ApprovalMemory, MemoryApprovals};
 pub use auth::{Authenticator, BearerTokens, Unauthorized};
@@ -110,5 +115,15 @@ pub use clock::{Clock, SystemClock};
 pub use content::{ContentView, GATEWAY_SCHEME, gateway_uri};
 pub use gateway::{Gateway, GatewayOptions};
 pub use http::{HttpOptions, HttpServer, ServeError};
-pub use seal::{ApprovalClaims, MemoryReplayCache, ReplayCache, ReplayError, SealError, StateSealer};
+pub use limit::{
+    BucketUse, CallPermit, LimitConfigError, LimitError, LimitKind, LimitRule, Limits, MAX_LIMIT_COUNT,
+    MAX_LIMIT_RULES, MemoryLimiter, Per, Plan, RateLimiter, Refusal, SLOT_RETRY, STORE_RETRY, SlotUse, TOKEN_EPSILON,
+};
+pub use seal::{
+    ApprovalClaims, MAX_SEALING_KEYS, MemoryReplayCache, ReplayCache, ReplayError, SealError, StateSealer, digest_hex,
+};
 pub use stdio::{StdioError, StdioOptions, serve_stdio};
+pub use store::{
+    MAX_SESSION_ID_CHARS, MAX_SESSION_RECORD_BYTES, MAX_SUBSCRIPTIONS, MAX_URI_BYTES, MemorySessions, SessionChange,
+    SessionRecord, SessionStore, StoreError,
+};

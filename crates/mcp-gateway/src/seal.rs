@@ -79,9 +79,16 @@ pub enum SealError {
     Crypto(&'static str),
 }
 
-/// Seals and opens approval states with one key.
+/// Most keys a sealer opens with (the sealing one and those being rotated out).
+pub const MAX_SEALING_KEYS: usize = 4;
+
+/// Seals approval states with one key, and opens them with it or with the keys being rotated
+/// out ([`StateSealer::with_keys`]), so replicas can change keys without refusing the states
+/// in flight.
 pub struct StateSealer {
     key: LessSafeKey,
+    /// Keys that still open states sealed before a rotation (never used to seal).
+    previous: Vec<LessSafeKey>,
 }
 
 impl fmt::Debug for StateSealer {
@@ -101,8 +108,22 @@ impl StateSealer {
 
     /// A sealer with this 256-bit key.
     pub fn from_key(key: &[u8; 32]) -> Result<Self, SealError> {
-        let key = UnboundKey::new(&AES_256_GCM, key).map_err(|_| SealError::Crypto("the key was refused"))?;
-        Ok(Self { key: LessSafeKey::new(key) })
+        Self::with_keys(key, &[])
+    }
+
+    /// A sealer that seals with `key` and opens with it or any of `previous` (a rotation: every
+    /// replica first learns the new key as a previous one, then seals with it, then forgets the
+    /// old). At most [`MAX_SEALING_KEYS`] in all.
+    pub fn with_keys(key: &[u8; 32], previous: &[[u8; 32]]) -> Result<Self, SealError> {
+        if previous.len() >= MAX_SEALING_KEYS {
+            return Err(SealError::Crypto("too many sealing keys"));
+        }
+        let bind = |key: &[u8; 32]| {
+            UnboundKey::new(&AES_256_GCM, key)
+                .map(LessSafeKey::new)
+                .map_err(|_| SealError::Crypto("the key was refused"))
+        };
+        Ok(Self { key: bind(key)?, previous: previous.iter().map(bind).collect::<Result<_, _>>()? })
     }
 
     /// Seals `claims`.
@@ -132,9 +153,19 @@ impl StateSealer {
             return Err(SealError::Malformed);
         }
         let (nonce, sealed) = rest.split_at(NONCE_LEN);
-        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| SealError::Malformed)?;
-        let mut sealed = sealed.to_vec();
-        let plain = self.key.open_in_place(nonce, Aad::from(AAD), &mut sealed).map_err(|_| SealError::Altered)?;
+        let nonce: [u8; NONCE_LEN] = nonce.try_into().map_err(|_| SealError::Malformed)?;
+        let mut buffer = Vec::new();
+        let plain = std::iter::once(&self.key)
+            .chain(&self.previous)
+            .find_map(|key| {
+                // A failed open may have scribbled on the buffer: each key gets a fresh copy.
+                buffer.clear();
+                buffer.extend_from_slice(sealed);
+                let nonce = Nonce::assume_unique_for_key(nonce);
+                key.open_in_place(nonce, Aad::from(AAD), &mut buffer).ok().map(|plain| plain.len())
+            })
+            .ok_or(SealError::Altered)?;
+        let plain = &buffer[..plain];
         // It opened, so this gateway wrote it: a parse failure means another version of it.
         let claims: ApprovalClaims = serde_json::from_slice(plain).map_err(|_| SealError::Malformed)?;
         if now_ms > claims.expires_ms {
@@ -165,8 +196,13 @@ impl ApprovalClaims {
 pub(crate) fn digest_arguments(arguments: &Value) -> String {
     let mut canonical = String::new();
     write_canonical(&mut canonical, arguments);
-    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, canonical.as_bytes());
-    hex(digest.as_ref())
+    digest_hex(canonical.as_bytes())
+}
+
+/// SHA-256 of `data`, lower-case hex: the one digest the gateway names things by (argument
+/// digests here; a shared store's keys, so a session id or a caller never appears in them).
+pub fn digest_hex(data: &[u8]) -> String {
+    hex(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, data).as_ref())
 }
 
 fn write_canonical(out: &mut String, value: &Value) {
@@ -233,6 +269,9 @@ pub enum ReplayError {
     /// The shared store could not be reached (a replica's Redis, say).
     #[error("the replay store is unavailable: {0}")]
     Unavailable(String),
+    /// The shared store failed.
+    #[error("{0}")]
+    Store(crate::store::StoreError),
 }
 
 /// Remembers which sealed states were used, until they expire. A **port**: one process keeps

@@ -19,6 +19,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::Caller;
 
+/// Most resource subscriptions one session holds.
+pub(crate) const MAX_SUBSCRIPTIONS: usize = 1024;
+
 /// Who waits for the client's answer to a request the gateway sent it.
 type Waiter = oneshot::Sender<Result<Box<RawValue>, ErrorObject>>;
 
@@ -99,6 +102,8 @@ pub(crate) struct Session {
     listed: Mutex<Option<Arc<Binding>>>,
     stream: Mutex<Option<mpsc::Sender<String>>>,
     in_flight: Mutex<HashMap<RequestId, oneshot::Sender<()>>>,
+    /// Its resource subscriptions: (server, upstream URI) -> the URI the client subscribed to.
+    subscriptions: Mutex<HashMap<(String, String), String>>,
     last_used_ms: AtomicU64,
     /// `clientInfo.name` from `initialize` (self-reported: for approval scopes and logs).
     client_name: String,
@@ -115,6 +120,7 @@ impl Session {
             listed: Mutex::new(None),
             stream: Mutex::new(None),
             in_flight: Mutex::new(HashMap::new()),
+            subscriptions: Mutex::new(HashMap::new()),
             last_used_ms: AtomicU64::new(now_ms),
         }
     }
@@ -248,9 +254,36 @@ impl Session {
         }
     }
 
+    /// The URI this session subscribed to for `uri` of `server`, if it did.
+    pub(crate) fn subscription(&self, server: &str, uri: &str) -> Option<String> {
+        lock(&self.subscriptions).get(&(server.to_owned(), uri.to_owned())).cloned()
+    }
+
+    /// (server, upstream URI) of the subscription this session made to `outward`, if any.
+    pub(crate) fn subscribed_to(&self, outward: &str) -> Option<(String, String)> {
+        lock(&self.subscriptions).iter().find(|(_, o)| o.as_str() == outward).map(|(key, _)| key.clone())
+    }
+
+    /// Records a subscription; `false` when the session holds [`MAX_SUBSCRIPTIONS`] already.
+    pub(crate) fn subscribe(&self, server: &str, uri: &str, outward: &str) -> bool {
+        let mut subscriptions = lock(&self.subscriptions);
+        let key = (server.to_owned(), uri.to_owned());
+        if subscriptions.len() >= MAX_SUBSCRIPTIONS && !subscriptions.contains_key(&key) {
+            return false;
+        }
+        subscriptions.insert(key, outward.to_owned());
+        true
+    }
+
+    /// Forgets a subscription; whether there was one.
+    pub(crate) fn unsubscribe(&self, server: &str, uri: &str) -> bool {
+        lock(&self.subscriptions).remove(&(server.to_owned(), uri.to_owned())).is_some()
+    }
+
     /// Ends the session: the gateway's questions to it fail, its requests in flight stop, its
-    /// stream closes.
+    /// stream closes, its subscriptions end.
     pub(crate) fn close(&self) {
+        lock(&self.subscriptions).clear();
         let waiters = lock(&self.protocol).close();
         drop(waiters);
         for (_, tx) in lock(&self.in_flight).drain() {

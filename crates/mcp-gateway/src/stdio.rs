@@ -20,8 +20,9 @@ use tokio::sync::{broadcast, mpsc};
 use tokio::task::{AbortHandle, JoinSet};
 
 use crate::backend::{BackendEvent, Caller};
-use crate::gateway::{Era, Gateway, Reply, Scope, event_line, list_changed_line, response_line};
+use crate::gateway::{Era, Gateway, Reply, Scope, list_changed_line, response_line};
 use crate::session::{Outbound, Session};
+use crate::subscriptions::session_event_line;
 
 /// Limits of the stdio front.
 #[derive(Debug, Clone)]
@@ -171,7 +172,7 @@ async fn write_line<W: AsyncWrite + Unpin>(
 
 fn notify(event: &BackendEvent, session: Option<&Session>, listeners: &[Listener], immediate: &mut Vec<String>) {
     if let Some(session) = session
-        && let Some(line) = event_line(event, session.log_level())
+        && let Some(line) = session_event_line(event, session)
     {
         immediate.push(line);
     }

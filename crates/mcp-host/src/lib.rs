@@ -64,7 +64,8 @@ mod session;
 pub use resolve::{client_spec, client_specs};
 pub use run_code::{CodeScope, RunCode, ScopeSource};
 pub use runtime::{
-    ActionOutcome, Published, Reload, RequiredError, Runtime, RuntimeOptions, ServerAction, ServerStatus, ToolCounts,
+    ActionOutcome, DEFAULT_ADDED_WAIT, Published, Reload, RequiredError, Runtime, RuntimeOptions, ServerAction,
+    ServerStatus, ToolCounts,
 };
 pub use session::{connect, offered, pool_of};
 
@@ -114,5 +115,14 @@ pub enum HostEvent {
     ReloadFailed {
         /// Why.
         message: String,
+    },
+    /// A local server a reload added had not connected when the listing after the reload
+    /// stopped waiting for it ([`RuntimeOptions::added_wait`]): still starting (its tools join a
+    /// later listing) or failed, as its state says.
+    NotReady {
+        /// The server.
+        server: String,
+        /// Where it stands.
+        state: mcp_client::ServerState,
     },
 }

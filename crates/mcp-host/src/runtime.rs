@@ -7,7 +7,9 @@
 //! too) marks the runtime dirty. Before the next listing one publisher (never two at once) reads
 //! the file again: servers whose settings are unchanged (equal fingerprints) keep their
 //! connections, changed ones are reconnected with the new settings, removed ones are closed, new
-//! ones connect, and a changed policy applies to the next pool, all in one publication. A file
+//! ones connect, and a changed policy applies to the next pool, all in one publication; the
+//! listing after it waits for the local servers it added to start (up to their startup timeout,
+//! at most [`RuntimeOptions::added_wait`]), so the next step offers them. A file
 //! that no longer parses keeps the running configuration and says why
 //! ([`HostEvent::ReloadFailed`]), once per distinct error. A publication cancelled halfway
 //! leaves the runtime dirty, so the next listing tries again.
@@ -22,7 +24,7 @@ use mcp_client::{ConnectOptions, RestartPolicy, ServerSet, ServerState, SetOptio
 use mcp_safety::lock;
 use policy::Policy;
 
-use crate::config::{self, Config, ConfigPath, Origin};
+use crate::config::{self, Config, ConfigPath, Origin, Target};
 use crate::eras::EraMemory;
 use crate::{HostEvent, Ports};
 
@@ -32,7 +34,7 @@ mod status;
 pub use status::{ActionOutcome, RequiredError, ServerAction, ServerStatus, ToolCounts};
 
 /// What a runtime needs beyond its configuration.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct RuntimeOptions {
     /// The host's ports (requests of servers, events).
@@ -40,11 +42,28 @@ pub struct RuntimeOptions {
     /// Where to read the configuration again when its file changes (`path` set); `None` (or
     /// no path): never reloaded.
     pub reload: Option<ConfigPath>,
+    /// How long the listing after a reload waits, at most, for the local servers the reload
+    /// added to make their first attempt (each is bounded by its own startup timeout too), as
+    /// a front end waits for every server before its first step. One still starting then
+    /// joins a later listing ([`HostEvent::NotReady`]).
+    pub added_wait: Duration,
 }
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        Self { ports: Ports::default(), reload: None, added_wait: DEFAULT_ADDED_WAIT }
+    }
+}
+
+/// The default of [`RuntimeOptions::added_wait`].
+pub const DEFAULT_ADDED_WAIT: Duration = Duration::from_secs(120);
 
 impl std::fmt::Debug for RuntimeOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RuntimeOptions").field("reload", &self.reload).finish_non_exhaustive()
+        f.debug_struct("RuntimeOptions")
+            .field("reload", &self.reload)
+            .field("added_wait", &self.added_wait)
+            .finish_non_exhaustive()
     }
 }
 
@@ -94,6 +113,8 @@ pub struct Runtime {
     dirty: Arc<AtomicBool>,
     publishing: tokio::sync::Mutex<()>,
     last_error: Mutex<Option<String>>,
+    /// Local servers a publication added that the next listing waits for.
+    added: Mutex<BTreeSet<String>>,
     _watcher: Option<notify::RecommendedWatcher>,
 }
 
@@ -154,6 +175,7 @@ impl Runtime {
             dirty,
             publishing: tokio::sync::Mutex::new(()),
             last_error: Mutex::new(None),
+            added: Mutex::new(BTreeSet::new()),
             _watcher: watcher,
         }
     }
@@ -163,15 +185,26 @@ impl Runtime {
     /// connecting after this joins later). `progress` hears the servers still pending, how
     /// many settled and of how many, whenever that changes.
     pub async fn wait_first_attempts(&self, limit: Duration, progress: &(dyn Fn(&[String], usize, usize) + Sync)) {
+        self.wait_pending(&|_| true, limit, progress).await;
+    }
+
+    /// [`Runtime::wait_first_attempts`] for the servers `among` picks.
+    async fn wait_pending(
+        &self,
+        among: &(dyn Fn(&str) -> bool + Sync),
+        limit: Duration,
+        progress: &(dyn Fn(&[String], usize, usize) + Sync),
+    ) {
         let pending = || -> Vec<String> {
             self.servers
                 .states()
                 .into_iter()
-                .filter(|(_, s)| matches!(s, ServerState::Pending))
+                .filter(|(n, s)| matches!(s, ServerState::Pending) && among(n))
                 .map(|(n, _)| n)
                 .collect()
         };
-        let total = self.servers.states().iter().filter(|(_, s)| !matches!(s, ServerState::Disabled)).count();
+        let total =
+            self.servers.states().iter().filter(|(n, s)| !matches!(s, ServerState::Disabled) && among(n)).count();
         let mut events = self.servers.subscribe();
         let waiting = async {
             loop {
@@ -270,6 +303,26 @@ impl Runtime {
         outcome
     }
 
+    /// Waits for the local servers that publications added since the last listing to make
+    /// their first attempt (at most [`RuntimeOptions::added_wait`]), so the listing after an
+    /// edit offers a server the edit added, as the first step offers those configured at the
+    /// start; one that did not connect is told ([`HostEvent::NotReady`]). Remote servers join
+    /// when they connect. A wait dropped halfway is made by the next listing.
+    pub(crate) async fn wait_for_added(&self) {
+        let added = lock(&self.added).clone();
+        if added.is_empty() {
+            return;
+        }
+        self.wait_pending(&|name| added.contains(name), self.options.added_wait, &|_, _, _| {}).await;
+        lock(&self.added).retain(|name| !added.contains(name));
+        for server in added {
+            match self.servers.state(&server) {
+                Some(ServerState::Connected { .. } | ServerState::Disabled) | None => {}
+                Some(state) => (self.options.ports.events)(&HostEvent::NotReady { server, state }),
+            }
+        }
+    }
+
     /// Moves the servers and the policy to `new` at once (one publisher at a time); what
     /// changed.
     pub async fn publish(&self, new: Config) -> Published {
@@ -298,6 +351,12 @@ impl Runtime {
         for name in &published.removed {
             self.servers.remove(name).await;
         }
+        let local =
+            |name: &str| new.server(name).is_some_and(|s| s.enabled && matches!(s.target, Target::Stdio { .. }));
+        let mut added = lock(&self.added);
+        added.retain(|name| !published.removed.contains(name));
+        added.extend(published.added.iter().filter(|name| local(name)).cloned());
+        drop(added);
         for spec in specs {
             if published.added.contains(&spec.name) {
                 self.servers.add(spec);

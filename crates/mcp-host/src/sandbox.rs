@@ -87,6 +87,22 @@ pub fn working_dir(config: &Config, server: &ServerSettings) -> Option<WorkingDi
     stdio.confined_working_dir()?.ok()
 }
 
+/// A server's failure `reason` on one line of about `max` characters, for a table or a
+/// warning: when it must be cut, the sandbox's hint at its end (what would let a confined
+/// server run, [`mcp_sandbox::HINT_LEAD`] on) is kept whole (up to a bound of its own) and
+/// what comes before it (the status, its stderr lines) is cut instead.
+pub fn failure_line(reason: &str, max: usize) -> String {
+    /// A hint is a sentence and an entry with a path of at most a kilobyte.
+    const MAX_HINT: usize = 1500;
+    /// What is left of the rest, at least.
+    const MIN_HEAD: usize = 60;
+    use mcp_safety::text::one_line;
+    let Some(at) = reason.rfind(&format!("; {}", mcp_sandbox::HINT_LEAD)) else { return one_line(reason, max) };
+    let hint = one_line(&reason[at + 2..], MAX_HINT);
+    let head = one_line(&reason[..at], max.saturating_sub(hint.chars().count() + 2).max(MIN_HEAD));
+    format!("{head}; {hint}")
+}
+
 /// Puts `setting`'s sandbox on `stdio`'s start, `protect` kept away from it, when it runs
 /// confined.
 fn put_sandbox(stdio: &mut StdioConfig, setting: &SandboxSetting, protect: &[PathBuf]) {
@@ -141,4 +157,23 @@ fn launcher() -> Launcher {
     let host = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
     let small = host.with_file_name(format!("mcp-harness-sandbox{}", std::env::consts::EXE_SUFFIX));
     if small.is_file() { Launcher::new(small, Vec::<String>::new()) } else { Launcher::new(host, [LAUNCH_ARG]) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_cut_to_fit_keeps_the_sandboxs_hint_whole() {
+        let hint = format!("{}, which denied it reading /h/notes: `read = [\"/h/notes\"]`", mcp_sandbox::HINT_LEAD);
+        let reason = format!("the server exited (status 1); its last stderr lines: {}; {hint}", "x\n".repeat(500));
+        let line = failure_line(&reason, 200);
+        assert!(line.starts_with("the server exited (status 1)") && line.ends_with(&hint), "{line}");
+        assert!(line.chars().count() <= 200 && !line.contains('\n'), "{line}");
+        // Short enough: as it is (on one line); no hint: cut as any text.
+        assert_eq!(failure_line("the server exited\n(status 1)", 200), "the server exited (status 1)");
+        assert_eq!(failure_line(&"y".repeat(300), 10).chars().count(), 10);
+        // Control characters in the server's part go, as everywhere.
+        assert!(!failure_line(&format!("\u{1b}[2J{reason}"), 200).contains('\u{1b}'));
+    }
 }

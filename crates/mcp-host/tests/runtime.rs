@@ -186,3 +186,82 @@ async fn one_publisher_at_a_time() {
     assert_eq!(published.removed, names(&["b"]));
     runtime.close().await;
 }
+
+impl Setup {
+    /// The fixture's `echo` under `a`, and `more` (TOML of further servers) after it.
+    fn write_with(&self, more: &str) {
+        let text = format!(
+            "[policy]\ndefault = \"allow\"\n[servers.a]\ncommand = {:?}\nargs = [\"echo\"]\nsandbox = \"off\"\n{more}",
+            self.fixture
+        );
+        self.write_text(&text);
+    }
+
+    /// A server `name` that starts its first answer `delay_s` seconds late.
+    fn late(&self, name: &str, delay_s: u32) -> String {
+        format!(
+            "[servers.{name}]\ncommand = \"sh\"\nargs = [\"-c\", \"sleep {delay_s}; exec {} echo\"]\nsandbox = \"off\"\n",
+            self.fixture
+        )
+    }
+}
+
+/// The listing after an edit waits for the local servers it added (up to their startup
+/// timeout), as the first step does at the start: the next step offers them.
+#[tokio::test]
+async fn the_listing_after_an_edit_waits_for_the_servers_it_added() {
+    let setup = Setup::new();
+    setup.write_with("");
+    let (runtime, events) = setup.start().await;
+    assert!(connected(&runtime, "a").await);
+    // `b` answers a second late: a listing that did not wait would lack it.
+    setup.write_with(&setup.late("b", 1));
+    assert_eq!(next_publication(&runtime).await.added, names(&["b"]));
+    let listing = runtime.refresh().await;
+    assert!(listing.servers.iter().any(|s| &*s.server == "b" && !s.tools.is_empty()), "b is offered: {listing:?}");
+    assert_eq!(events.lock().unwrap().len(), 1, "the reload, and nothing else: {:?}", events.lock().unwrap());
+    // The wait is made once: a later listing does not wait again.
+    let again = runtime.refresh().await;
+    assert!(again.servers.iter().any(|s| &*s.server == "b"));
+    runtime.close().await;
+}
+
+/// A server still starting when the wait ends, or one that failed, is told; the listing goes on
+/// without it.
+#[tokio::test]
+async fn an_added_server_not_ready_after_the_wait_is_told() {
+    let setup = Setup::new();
+    setup.write_with("");
+    let config = config::load_at(&setup.at(), None).unwrap();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let mut options = RuntimeOptions::default();
+    let seen = Arc::clone(&events);
+    options.ports.events = Arc::new(move |event: &HostEvent| seen.lock().unwrap().push(event.clone()));
+    options.reload = Some(setup.at());
+    options.added_wait = Duration::from_millis(500);
+    let runtime = Runtime::start(config, options);
+    runtime.wait_first_attempts(EVENT_DEADLINE, &|_, _, _| {}).await;
+    let gone = "[servers.gone]\ncommand = \"/nonexistent/mcp-server\"\nsandbox = \"off\"\n";
+    setup.write_with(&format!("{}{gone}", setup.late("slow", 30)));
+    assert_eq!(next_publication(&runtime).await.added, names(&["gone", "slow"]));
+    let started = tokio::time::Instant::now();
+    let listing = runtime.refresh().await;
+    assert!(started.elapsed() < Duration::from_secs(10), "waited {:?}", started.elapsed());
+    assert!(listing.servers.iter().all(|s| &*s.server == "a"), "{listing:?}");
+    let said = events.lock().unwrap().clone();
+    let not_ready: Vec<(&str, &ServerState)> = said
+        .iter()
+        .filter_map(|e| match e {
+            HostEvent::NotReady { server, state } => Some((server.as_str(), state)),
+            _ => None,
+        })
+        .collect();
+    // The failed one is retried (its state says why and when).
+    assert!(
+        matches!(not_ready.as_slice(), [("gone", failed), ("slow", ServerState::Pending)]
+            if matches!(failed, ServerState::Failed { .. } | ServerState::Reconnecting { .. })
+                && failed.to_string().contains("/nonexistent/mcp-server")),
+        "{said:?}"
+    );
+    runtime.close().await;
+}

@@ -10,6 +10,10 @@ use std::path::{Path, PathBuf};
 
 use crate::policy::{Policy, normalize, toml_string};
 
+/// How every hint begins (a [`Hint`] shown, and [`CONFINED_START_FAILED`]): a front end that
+/// shortens a failure keeps the hint from here on whole.
+pub const HINT_LEAD: &str = "it ran in the sandbox";
+
 /// What a confined server's start failure says when its stderr shows nothing [`diagnose`]
 /// recognises.
 pub const CONFINED_START_FAILED: &str = "it ran in the sandbox: if it needs files or folders outside what the \
@@ -212,7 +216,7 @@ fn denial(line: &str, lines: &[&str]) -> (Option<Access>, Option<PathBuf>, bool)
     };
     let mut path = quoted_path(line).or_else(|| bare_path(line));
     // The verb comes before the path ("open '/x'", "failed to create directory `/x`").
-    let before = line.find(['\'', '"', '`', '/']).map_or(line, |end| &line[..end]);
+    let before = line.find(|c| OPENING.contains(&c) || c == '/').map_or(line, |end| &line[..end]);
     let mut words: Vec<String> = before
         .split(|c: char| !c.is_ascii_alphanumeric())
         .filter(|w| !w.is_empty())
@@ -257,25 +261,39 @@ fn missing_module(line: &str) -> Option<(Option<String>, Option<PathBuf>)> {
     Some((name.and_then(clean_name), None))
 }
 
-/// The text between the first pair of quotes (', " or `).
-fn quoted(text: &str) -> Option<&str> {
-    let start = text.find(['\'', '"', '`'])?;
+/// Opening quotes: ASCII ones, and the typographic ones GNU tools print under a UTF-8 locale
+/// (`mkdir: cannot create directory ‘/x’`).
+const OPENING: [char; 5] = ['\'', '"', '`', '\u{2018}', '\u{201c}'];
+
+/// The first quoted text on the line: where it starts, the text, and the rest after its closing
+/// quote. A backtick closes with a backtick or, in older GNU messages (`` `/x' ``), an apostrophe.
+fn next_quoted(text: &str) -> Option<(&str, &str)> {
+    let start = text.find(OPENING)?;
     let quote = text[start..].chars().next()?;
-    let rest = &text[start + 1..];
-    rest.find(quote).map(|end| &rest[..end])
+    let after = &text[start + quote.len_utf8()..];
+    let end = match quote {
+        '\u{2018}' => after.find('\u{2019}'),
+        '\u{201c}' => after.find('\u{201d}'),
+        '`' => after.find(['`', '\'']),
+        q => after.find(q),
+    }?;
+    let close = after[end..].chars().next()?;
+    Some((&after[..end], &after[end + close.len_utf8()..]))
+}
+
+/// The text between the first pair of quotes.
+fn quoted(text: &str) -> Option<&str> {
+    next_quoted(text).map(|(inside, _)| inside)
 }
 
 /// The first quoted absolute path on the line.
 fn quoted_path(line: &str) -> Option<PathBuf> {
     let mut rest = line;
-    while let Some(start) = rest.find(['\'', '"', '`']) {
-        let quote = rest[start..].chars().next()?;
-        let after = &rest[start + 1..];
-        let end = after.find(quote)?;
-        if let Some(path) = clean_path(&after[..end]) {
+    while let Some((inside, after)) = next_quoted(rest) {
+        if let Some(path) = clean_path(inside) {
             return Some(path);
         }
-        rest = &after[end + 1..];
+        rest = after;
     }
     None
 }
@@ -348,6 +366,14 @@ mod tests {
             ),
             // A file in HOME: the file itself, never HOME.
             ("PermissionError: [Errno 13] Permission denied: '/h/notes.md'", None, "/h/notes.md"),
+            // GNU tools quote typographically under a UTF-8 locale, and `so' in older releases.
+            (
+                "mkdir: cannot create directory \u{2018}/srv/out/new\u{2019}: Permission denied",
+                Some(Access::Write),
+                "/srv/out",
+            ),
+            ("cp: cannot create regular file `/srv/out/x': Permission denied", Some(Access::Write), "/srv/out"),
+            ("sort: open failed: \u{201c}/srv/data/x\u{201d}: Permission denied", Some(Access::Read), "/srv/data"),
         ];
         for (text, access, folder) in cases {
             let h = hint(text).unwrap_or_else(|| panic!("{text}"));
@@ -411,5 +437,22 @@ mod tests {
         // A quote inside the path is escaped in the suggested entry.
         let h = hint("Error: EACCES: permission denied, scandir '/srv/a\"b'").unwrap();
         assert!(h.to_string().contains(r#"`read = ["/srv/a\"b"]`"#), "{h}");
+    }
+
+    #[test]
+    fn every_hint_begins_with_its_lead() {
+        let texts = [
+            "Error: EACCES: permission denied, open '/h/.aws/credentials'",
+            "Error: EACCES: permission denied, open '/srv/data/x.json'",
+            "PermissionError: [Errno 13] Permission denied: '/srv/db/x'",
+            "Error: EACCES: permission denied",
+            "Error: Cannot find module '/srv/lib/util.js'",
+            "ModuleNotFoundError: No module named 'helper'",
+        ];
+        for text in texts {
+            let shown = hint(text).unwrap_or_else(|| panic!("{text}")).to_string();
+            assert!(shown.starts_with(HINT_LEAD), "{shown}");
+        }
+        assert!(CONFINED_START_FAILED.starts_with(HINT_LEAD));
     }
 }

@@ -54,7 +54,7 @@ pub mod probe;
 mod start;
 
 pub use args::Launch;
-pub use diagnose::{Access, CONFINED_START_FAILED, Cause, Hint, diagnose};
+pub use diagnose::{Access, CONFINED_START_FAILED, Cause, HINT_LEAD, Hint, diagnose};
 pub use policy::{
     Context, CwdProblem, Entry, Grant, Limits, PROTECTED_IN_HOME, Policy, Presence, Resolved, Sandbox, SandboxError,
     WorkingDir, expand, normalize,

@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use mcp_client::{
-    Connector, DirectWrite, Inbound, Opened, StderrSource, Transport, TransportError, TransportSink, TransportStream,
+    Connector, DirectWrite, Inbound, Opened, ProcessExit, StderrSource, Transport, TransportError, TransportSink,
+    TransportStream,
 };
 use mcp_protocol::Outgoing;
 use mcp_sandbox::launcher::Launcher;
@@ -745,6 +746,8 @@ struct StdioStream {
     pid: Option<u32>,
     grace: Duration,
     stderr_tail: StderrTail,
+    /// How the process ended, once [`TransportStream::closed_reason`] saw it end.
+    exit: Option<ProcessExit>,
 }
 
 impl Transport for StdioTransport {
@@ -769,6 +772,7 @@ impl Transport for StdioTransport {
             child: self.child,
             pid: self.pid,
             grace: self.config.close_grace,
+            exit: None,
             stderr_tail: self.stderr_tail,
         };
         (Box::new(sink), Box::new(stream))
@@ -905,6 +909,7 @@ impl TransportStream for StdioStream {
             tokio::spawn(end_group(self.pid, self.grace));
             self.stderr_tail.settled(self.grace + Duration::from_secs(1)).await;
         }
+        self.exit = status.and_then(process_exit);
         let mut reason = match status {
             Some(status) => format!("the server exited ({})", describe_status(status)),
             None => "the server closed its stdout".to_owned(),
@@ -924,6 +929,22 @@ impl TransportStream for StdioStream {
         }
         reason
     }
+
+    fn exit(&self) -> Option<ProcessExit> {
+        self.exit
+    }
+}
+
+/// `status` as a [`ProcessExit`] (`None` for a status that is neither a code nor a signal).
+fn process_exit(status: ExitStatus) -> Option<ProcessExit> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return Some(ProcessExit::Signal(signal));
+        }
+    }
+    status.code().map(ProcessExit::Status)
 }
 
 fn describe_status(status: ExitStatus) -> String {

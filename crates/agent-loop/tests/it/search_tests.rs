@@ -316,3 +316,55 @@ async fn a_tool_over_its_budget_is_neither_shown_nor_callable() {
     assert!(!results[1].0.contains("send_email"), "hidden tools are not searchable: {results:?}");
     assert!(source.calls.lock().unwrap().is_empty());
 }
+
+/// Keeps the name, decision and kind of refusal of every decision the hooks hear.
+#[derive(Default)]
+struct Decisions(std::sync::Mutex<Vec<(String, Value, &'static str)>>);
+
+#[async_trait::async_trait]
+impl agent_loop::Hooks for Decisions {
+    fn decided(&self, call: &agent_loop::CallInfo, decision: &agent_loop::GateDecision<'_>) {
+        let kind = serde_json::to_value(&decision.decision).unwrap();
+        let refusal = match decision.refusal {
+            Some(agent_loop::Refusal::NotLoaded { .. }) => "not loaded",
+            Some(agent_loop::Refusal::NotExposed { .. }) => "not exposed",
+            Some(_) => "other",
+            None => "none",
+        };
+        self.0.lock().unwrap().push((call.name.clone(), kind, refusal));
+    }
+}
+
+/// The loop's own refusals (a tool not loaded yet, a tool never offered) and its search tool
+/// reach the hooks like the gate's decisions do.
+#[tokio::test]
+async fn hooks_hear_the_loops_own_decisions_too() {
+    let source = servers();
+    let model = script(json!([
+        {"tool_calls": [
+            {"name": "mcp__big__convert_currency", "input": {"text": "1"}},
+            search("send an email"),
+            {"name": "mcp__calendar__list_events", "input": {"text": "today"}},
+        ]},
+        {"text": "ok"}
+    ]));
+    let mut config = search_on();
+    config.exposure.servers = BTreeMap::from([(
+        "calendar".to_owned(),
+        ServerExposure { tool_budget: Some(100), ..ServerExposure::default() },
+    )]);
+    let hooks = Arc::new(Decisions::default());
+    let agent = Agent::new(model.clone(), source.clone(), allow_all_but_secrets(), config).with_hooks(hooks.clone());
+    let mut conversation = Vec::new();
+    agent.run_turn(&mut conversation, "mail", &Events::default()).await.unwrap();
+    let heard = hooks.0.lock().unwrap().clone();
+    assert_eq!(
+        heard,
+        vec![
+            ("mcp__big__convert_currency".to_owned(), json!("rejected"), "not loaded"),
+            (SEARCH_TOOL.to_owned(), json!("allowed"), "none"),
+            ("mcp__calendar__list_events".to_owned(), json!("rejected"), "not exposed"),
+        ]
+    );
+    assert!(source.calls.lock().unwrap().is_empty());
+}

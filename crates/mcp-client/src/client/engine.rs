@@ -157,6 +157,8 @@ pub(super) struct Inner {
     pub(super) exchange: Option<Arc<dyn Exchange>>,
     pub(super) notifications: broadcast::Sender<ServerNotification>,
     pub(super) closed_reason: Mutex<Option<String>>,
+    /// How the server's process ended, when the transport knows.
+    pub(super) exit: Mutex<Option<crate::ProcessExit>>,
     /// Flips to `true` once, when the connection is gone.
     pub(super) closed: tokio::sync::watch::Sender<bool>,
     pub(super) options: ClientOptions,
@@ -192,6 +194,14 @@ impl Inner {
         match error {
             SessionError::Closed => self.closed_error(),
             other => ClientError::Session(other),
+        }
+    }
+
+    /// Records how the server's process ended (before [`shut_down`](Self::shut_down), so
+    /// whoever wakes on the close reads it).
+    pub(super) fn set_exit(&self, exit: Option<crate::ProcessExit>) {
+        if let Ok(mut e) = self.exit.lock() {
+            *e = exit;
         }
     }
 
@@ -450,12 +460,14 @@ pub(super) async fn read_loop(inner: Arc<Inner>, mut stream: Box<dyn TransportSt
             Ok(Some(inbound)) => handle_inbound(&inner, inbound),
             Ok(None) => {
                 let reason = stream.closed_reason().await;
+                inner.set_exit(stream.exit());
                 inner.shut_down(reason);
                 return;
             }
             Err(e) if !e.is_fatal() => tracing::warn!(server = %label, "skipped a message: {e}"),
             Err(e) => {
                 let reason = format!("{e}; {}", stream.closed_reason().await);
+                inner.set_exit(stream.exit());
                 inner.shut_down(reason);
                 return;
             }

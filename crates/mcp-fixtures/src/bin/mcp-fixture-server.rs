@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
+
+use mcp_safety::lock;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -987,10 +989,6 @@ impl Server {
             running = self.in_flight_changed.wait(running).unwrap_or_else(|p| p.into_inner());
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Exits with status 3, saying so on stderr first (tests check that the tail reaches the client).

@@ -38,9 +38,10 @@ use self::body::{Body, RequestStream, Work, sse_event};
 use self::guard::HostGuard;
 use crate::auth::Authenticator;
 use crate::backend::{BackendEvent, Caller};
-use crate::gateway::{Era, Gateway, ListenFilter, Reply, Scope, event_line, response_line};
+use crate::gateway::{Era, Gateway, ListenFilter, Reply, Scope, response_line};
 use crate::seal::random_hex;
 use crate::session::{Outbound, Session, lock};
+use crate::subscriptions::session_event_line;
 
 const SESSION_ID: &str = "mcp-session-id";
 /// How often a long-lived stream says it is alive (an SSE comment).
@@ -707,7 +708,7 @@ fn get(state: &State, caller: &Caller, headers: &HeaderMap) -> Response<Body> {
     session.set_stream(lines_tx);
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     let events = state.gateway.backend().events();
-    tokio::spawn(forward(events, Some(lines_rx), tx, move |event| event_line(event, session.log_level())));
+    tokio::spawn(forward(events, Some(lines_rx), tx, move |event| session_event_line(event, &session)));
     sse(Body::Stream(rx))
 }
 

@@ -4,7 +4,9 @@
 mod approvals;
 mod clients;
 mod http;
+mod limits;
 mod stdio;
+mod subscriptions;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,7 +1,8 @@
 //! The runtime as the agent loop's tool source: the set's listings under the policy the
-//! runtime publishes, a reload first when the configuration changed.
+//! runtime publishes, a reload first when the configuration changed (and a wait for the local
+//! servers it added).
 
-use agent_loop::{BoundCall, Listing, SourceError, ToolSource};
+use agent_loop::{BoundCall, Departure, Listing, SourceError, ToolSource};
 use async_trait::async_trait;
 use mcp_protocol::{CallToolResult, ReadResourceResult, Resource, ResourceTemplate};
 
@@ -11,6 +12,7 @@ use super::Runtime;
 impl ToolSource for Runtime {
     async fn refresh(&self) -> Listing {
         self.reload_if_changed().await;
+        self.wait_for_added().await;
         let mut listing = ToolSource::refresh(&self.servers).await;
         listing.policy = Some(self.policy());
         listing
@@ -47,5 +49,9 @@ impl ToolSource for Runtime {
 
     fn instructions(&self) -> Vec<(String, String)> {
         ToolSource::instructions(&self.servers)
+    }
+
+    fn departure(&self, server: &str) -> Option<Departure> {
+        ToolSource::departure(&self.servers, server)
     }
 }

@@ -34,27 +34,6 @@ const STARTUP: Duration = Duration::from_secs(240);
 /// How long the copy of a test in HOME may take.
 const CHILD_LIMIT: Duration = Duration::from_secs(600);
 
-/// Variables a user would set for their registry, proxy or certificates, passed on when the
-/// tests have them (the server's environment is otherwise the allowlist).
-const PASSED_ON: &[&str] = &[
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "NODE_EXTRA_CA_CERTS",
-    "REQUESTS_CA_BUNDLE",
-    "PIP_CERT",
-    "PIP_INDEX_URL",
-    "UV_INDEX_URL",
-    "UV_DEFAULT_INDEX",
-    "npm_config_registry",
-    "NPM_CONFIG_REGISTRY",
-    "HTTPS_PROXY",
-    "HTTP_PROXY",
-    "NO_PROXY",
-    "https_proxy",
-    "http_proxy",
-    "no_proxy",
-];
-
 /// Where a form runs: a project folder as its working directory, or the host in HOME.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum From {
@@ -105,7 +84,7 @@ impl World {
         config.sandbox =
             Some(Box::new(StdioSandbox { sandbox, launcher: Launcher::new(launcher, Vec::<String>::new()) }));
         config.cwd = dir.map(Path::to_path_buf);
-        for name in PASSED_ON {
+        for name in mcp_fixtures::REGISTRY_VARIABLES {
             if let Ok(value) = std::env::var(name) {
                 config.env.insert((*name).to_owned(), value);
             }

@@ -69,10 +69,13 @@ impl Place {
     }
 
     /// [`Place::config`] with the launcher run as nobody, with or without user namespaces.
+    /// The binaries are copied into the place first: nobody may not reach the build directory
+    /// (a clone under `/root` or in a 0700 temporary folder).
     fn config_as_nobody(&self, sandbox: Sandbox, user_namespaces: bool) -> StdioConfig {
         let mut config = self.config(sandbox);
-        let fixture = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}"));
-        let launcher = mcp_fixtures::launcher_binary().unwrap_or_else(|e| panic!("{e}"));
+        let fixture = self.executable_by_all(&mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}")));
+        let launcher = self.executable_by_all(&mcp_fixtures::launcher_binary().unwrap_or_else(|e| panic!("{e}")));
+        config.command = fixture.to_string_lossy().into_owned();
         let mut args = vec!["as-nobody".to_owned()];
         if !user_namespaces {
             args.push("--no-userns".to_owned());
@@ -82,6 +85,17 @@ impl Place {
             sandbox.launcher = Launcher::new(fixture, args);
         }
         config
+    }
+
+    /// A copy of `binary` in the place's `bin` folder, which every user may enter and run from.
+    fn executable_by_all(&self, binary: &Path) -> PathBuf {
+        let bin = self.root.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let copy = bin.join(binary.file_name().unwrap());
+        std::fs::copy(binary, &copy).unwrap();
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+        copy
     }
 }
 

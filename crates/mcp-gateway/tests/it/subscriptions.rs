@@ -1,0 +1,221 @@
+//! `resources/subscribe` and `resources/unsubscribe` over the HTTP front: one upstream
+//! subscription however many sessions hold it, `notifications/resources/updated` only to the
+//! sessions that subscribed and under the URI each used, released when the last one lets go.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::BodyExt as _;
+use mcp_gateway::fake::{FakeBackend, ReceivedSubscription};
+use mcp_gateway::{BackendEvent, Gateway, GatewayOptions, HttpOptions, HttpServer, ServerContent};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::http::next_event;
+use crate::*;
+
+const V: &str = "2025-11-25";
+
+/// `a` offers `file:///shared` and `note://a`, `b` offers `file:///shared` too (so the gateway
+/// offers the shared one under a gateway-made URI for each).
+async fn start_content() -> (SocketAddr, Arc<FakeBackend>) {
+    let content = |uris: &[&str]| ServerContent {
+        resources: uris.iter().map(|u| serde_json::from_value(json!({"uri": u, "name": u})).unwrap()).collect(),
+        ..ServerContent::default()
+    };
+    let backend = Arc::new(
+        FakeBackend::builder()
+            .tool("a", "t")
+            .content("a", content(&["file:///shared", "note://a", "note://a#no-subscribe"]))
+            .content("b", content(&["file:///shared"]))
+            .build(),
+    );
+    let gateway =
+        Gateway::new(Arc::clone(&backend) as Arc<dyn mcp_gateway::Backend>, GatewayOptions::default()).unwrap();
+    let server = HttpServer::bind(gateway, HttpOptions::default()).await.unwrap();
+    let addr = server.local_addr();
+    tokio::spawn(server.run(std::future::pending()));
+    (addr, backend)
+}
+
+/// A session with its GET stream open.
+async fn session_with_stream(addr: SocketAddr) -> (String, hyper::body::Incoming) {
+    let session = initialize(addr, V, json!({})).await;
+    let headers = [("accept", "text/event-stream"), ("mcp-session-id", session.as_str()), ("mcp-protocol-version", V)];
+    let stream = send(addr, "GET", &headers, "").await;
+    assert_eq!(stream.status(), 200);
+    (session, stream.into_body())
+}
+
+async fn subscription(addr: SocketAddr, session: &str, method: &str, uri: &str) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": {"uri": uri}});
+    post_session(addr, session, V, &body).await.json()
+}
+
+fn change(server: &str, uri: &str, subscribed: bool) -> ReceivedSubscription {
+    ReceivedSubscription { server: server.to_owned(), uri: uri.to_owned(), subscribed }
+}
+
+fn updated(server: &str, uri: &str) -> BackendEvent {
+    BackendEvent::ResourceUpdated { server: server.to_owned(), uri: uri.to_owned() }
+}
+
+#[tokio::test]
+async fn subscribe_is_declared_and_updates_reach_only_the_sessions_that_subscribed() {
+    let (addr, backend) = start_content().await;
+    let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": V, "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}});
+    let answer = exchange(addr, "POST", &[("content-type", "application/json")], &body.to_string()).await;
+    assert_eq!(answer.json()["result"]["capabilities"]["resources"], json!({"subscribe": true, "listChanged": true}));
+
+    let (one, mut one_stream) = session_with_stream(addr).await;
+    let (two, mut two_stream) = session_with_stream(addr).await;
+    let shared_b = "mcp-gateway://b/file:///shared";
+    assert_eq!(subscription(addr, &one, "resources/subscribe", shared_b).await["result"], json!({}));
+    assert_eq!(subscription(addr, &two, "resources/subscribe", shared_b).await["result"], json!({}));
+    assert_eq!(subscription(addr, &one, "resources/subscribe", shared_b).await["result"], json!({}), "again: no-op");
+    assert_eq!(subscription(addr, &one, "resources/subscribe", "note://a").await["result"], json!({}));
+    assert_eq!(
+        backend.subscription_changes(),
+        [change("b", "file:///shared", true), change("a", "note://a", true)],
+        "one upstream subscription per resource, however many sessions hold it"
+    );
+
+    // b's resource changed: both hear of it, under the URI they subscribed to.
+    backend.emit(updated("b", "file:///shared"));
+    for stream in [&mut one_stream, &mut two_stream] {
+        let event = next_event(stream).await;
+        assert_eq!(event["method"], "notifications/resources/updated");
+        assert_eq!(event["params"], json!({"uri": shared_b}));
+    }
+    // a's copy of the shared URI is not what anyone subscribed to: nobody hears of it; the next
+    // thing session one hears is its own note.
+    backend.emit(updated("a", "file:///shared"));
+    backend.emit(updated("a", "note://a"));
+    assert_eq!(next_event(&mut one_stream).await["params"], json!({"uri": "note://a"}));
+
+    // Session one lets go: the upstream stays subscribed for session two, which still hears.
+    assert_eq!(subscription(addr, &one, "resources/unsubscribe", shared_b).await["result"], json!({}));
+    assert_eq!(backend.subscription_changes().len(), 2, "{:?}", backend.subscription_changes());
+    backend.emit(updated("b", "file:///shared"));
+    backend.emit(updated("a", "note://a"));
+    assert_eq!(next_event(&mut one_stream).await["params"], json!({"uri": "note://a"}), "one no longer hears of b");
+    assert_eq!(next_event(&mut two_stream).await["params"], json!({"uri": shared_b}));
+
+    // The last holder lets go: the upstream subscription ends. Unsubscribing again is no error.
+    assert_eq!(subscription(addr, &two, "resources/unsubscribe", shared_b).await["result"], json!({}));
+    assert_eq!(subscription(addr, &two, "resources/unsubscribe", shared_b).await["result"], json!({}));
+    assert_eq!(backend.subscription_changes().last(), Some(&change("b", "file:///shared", false)));
+    assert_eq!(backend.subscription_changes().len(), 3);
+}
+
+#[tokio::test]
+async fn unknown_and_ambiguous_uris_are_not_found_and_reach_no_upstream() {
+    let (addr, backend) = start_content().await;
+    let session = initialize(addr, V, json!({})).await;
+    for uri in ["file:///nowhere", "file:///shared"] {
+        let answer = subscription(addr, &session, "resources/subscribe", uri).await;
+        assert_eq!(answer["error"]["code"], -32002, "{uri}: {answer}");
+        assert_eq!(answer["error"]["data"]["uri"], uri);
+    }
+    assert_eq!(subscription(addr, &session, "resources/unsubscribe", "file:///nowhere").await["result"], json!({}));
+    assert!(backend.subscription_changes().is_empty());
+}
+
+#[tokio::test]
+async fn an_ended_session_releases_its_upstream_subscriptions() {
+    let (addr, backend) = start_content().await;
+    let (one, mut one_stream) = session_with_stream(addr).await;
+    assert_eq!(subscription(addr, &one, "resources/subscribe", "note://a").await["result"], json!({}));
+    assert_eq!(exchange(addr, "DELETE", &[("mcp-session-id", one.as_str())], "").await.status, 200);
+    let end = tokio::time::timeout(Duration::from_secs(10), one_stream.frame()).await.expect("the stream ends");
+    assert!(end.is_none(), "{end:?}");
+
+    // The next subscription change, of any session, ends the one nobody holds.
+    let two = initialize(addr, V, json!({})).await;
+    assert_eq!(
+        subscription(addr, &two, "resources/subscribe", "mcp-gateway://a/file:///shared").await["result"],
+        json!({})
+    );
+    assert_eq!(
+        backend.subscription_changes(),
+        [change("a", "note://a", true), change("a", "note://a", false), change("a", "file:///shared", true)]
+    );
+}
+
+#[tokio::test]
+async fn an_upstream_that_refuses_leaves_nothing_subscribed() {
+    let (addr, backend) = start_content().await;
+    let (session, mut stream) = session_with_stream(addr).await;
+    let refused = "note://a#no-subscribe";
+    for _ in 0..2 {
+        let answer = subscription(addr, &session, "resources/subscribe", refused).await;
+        assert_eq!(answer["error"]["code"], -32603, "{answer}");
+        assert!(answer["error"]["message"].as_str().unwrap().contains("refused to subscribe"), "{answer}");
+    }
+    assert!(backend.subscription_changes().is_empty(), "the refusal was not recorded as a subscription");
+    assert_eq!(subscription(addr, &session, "resources/subscribe", "note://a").await["result"], json!({}));
+    backend.emit(updated("a", refused));
+    backend.emit(updated("a", "note://a"));
+    assert_eq!(next_event(&mut stream).await["params"], json!({"uri": "note://a"}), "the refused one is not held");
+}
+
+#[tokio::test]
+async fn a_stateless_request_cannot_subscribe() {
+    let (addr, backend) = start_content().await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe",
+        "params": {"uri": "note://a", "_meta": envelope(json!({}))}});
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", STATELESS),
+        ("mcp-method", "resources/subscribe"),
+    ];
+    let answer = exchange(addr, "POST", &headers, &body.to_string()).await;
+    assert_eq!(answer.json()["error"]["code"], -32601, "no session holds it (2026-07-28 has none): {answer:?}");
+    assert!(backend.subscription_changes().is_empty());
+}
+
+#[tokio::test]
+async fn a_stdio_session_subscribes_and_hears_of_updates() {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+    let backend = Arc::new(
+        FakeBackend::builder()
+            .content(
+                "a",
+                ServerContent {
+                    resources: vec![serde_json::from_value(json!({"uri": "note://a", "name": "a"})).unwrap()],
+                    ..ServerContent::default()
+                },
+            )
+            .build(),
+    );
+    let gateway =
+        Gateway::new(Arc::clone(&backend) as Arc<dyn mcp_gateway::Backend>, GatewayOptions::default()).unwrap();
+    let (client, server) = tokio::io::duplex(64 * 1024);
+    let (server_read, server_write) = tokio::io::split(server);
+    tokio::spawn(mcp_gateway::serve_stdio(gateway, server_read, server_write, Default::default()));
+    let (client_read, mut client_write) = tokio::io::split(client);
+    let mut lines = BufReader::new(client_read).lines();
+    let mut next = async || -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await.expect("a line in time");
+        serde_json::from_str(&line.unwrap().expect("output open")).unwrap()
+    };
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": V, "capabilities": {}, "clientInfo": {"name": "pipe", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe", "params": {"uri": "note://a"}}),
+    ] {
+        client_write.write_all(format!("{message}\n").as_bytes()).await.unwrap();
+    }
+    assert_eq!(next().await["id"], 0);
+    assert_eq!(next().await, json!({"jsonrpc": "2.0", "id": 1, "result": {}}));
+    assert_eq!(backend.subscription_changes(), [change("a", "note://a", true)]);
+    backend.emit(updated("a", "note://a"));
+    assert_eq!(
+        next().await,
+        json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "note://a"}})
+    );
+}
