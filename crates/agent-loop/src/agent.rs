@@ -13,6 +13,7 @@ use crate::gate::{Admission, Binding, CallGate, CallRequest, Catalog, Job, Ran, 
 use crate::model::{
     Block, LanguageModel, Message, ModelError, ModelRequest, Role, StopReason, TextStream, ToolSpec, Usage,
 };
+use crate::nested::{InnerCalls, InnerError, InnerResult};
 use crate::ports::{
     AgentEvent, Approver, BuiltinTool, CallContext, CallDecision, CallInfo, EventSink, GateDecision, Hooks,
 };
@@ -296,9 +297,14 @@ impl Agent {
                 if view.is_search(e.name()) {
                     return None;
                 }
+                // A built-in whose description depends on the pool (code mode's declarations).
+                let described = match e.server() {
+                    None => self.gate.builtin(e.name()).and_then(|b| b.describe(&view.binding)),
+                    Some(_) => None,
+                };
                 Some(ToolSpec {
                     name: e.name().to_owned(),
-                    description: e.description().to_owned(),
+                    description: described.unwrap_or_else(|| e.description().to_owned()),
                     input_schema: e.input_schema().clone(),
                     defer_loading,
                 })
@@ -409,9 +415,10 @@ impl Agent {
     }
 
     /// Runs one admitted call, reporting the server's progress as events while it runs.
-    async fn run_job(&self, job: Job, info: &CallInfo, events: &dyn EventSink) -> Ran {
+    /// A built-in makes its own calls through `calls` (code mode).
+    async fn run_job(&self, job: Job, info: &CallInfo, events: &dyn EventSink, calls: Option<&dyn InnerCalls>) -> Ran {
         let (progress, mut reports) = tokio::sync::mpsc::unbounded_channel();
-        let run = self.gate.run(self.source.as_ref(), job, Some(progress));
+        let run = self.gate.run_nested(self.source.as_ref(), job, Some(progress), calls);
         tokio::pin!(run);
         let report = |p: mcp_protocol::ProgressNotificationParams| AgentEvent::Progress {
             id: info.id.clone(),
@@ -486,13 +493,16 @@ impl Agent {
         let runs = admitted.into_iter().map(|(info, checked)| async move {
             let (text, is_error) = match checked {
                 Checked::Search => self.search(view, &info.arguments),
-                Checked::Gate(Admission::Run { job, .. }) => match self.run_job(job, &info, events).await {
-                    Ran::Builtin(Ok(text)) => (text, false),
-                    Ran::Mcp(Ok(result)) => (render(&result), result.is_error()),
-                    Ran::Builtin(Err(message)) => (error_text(&message), true),
-                    Ran::Mcp(Err(error)) => (error_text(&error.to_string()), true),
-                    Ran::Refused(refusal) => (error_text(&refusal.to_string()), true),
-                },
+                Checked::Gate(Admission::Run { job, .. }) => {
+                    let calls = StepCalls { agent: self, binding: &view.binding, parent: &info.id, events };
+                    match self.run_job(job, &info, events, Some(&calls)).await {
+                        Ran::Builtin(Ok(text)) => (text, false),
+                        Ran::Mcp(Ok(result)) => (render(&result), result.is_error()),
+                        Ran::Builtin(Err(message)) => (error_text(&message), true),
+                        Ran::Mcp(Err(error)) => (error_text(&error.to_string()), true),
+                        Ran::Refused(refusal) => (error_text(&refusal.to_string()), true),
+                    }
+                }
                 Checked::Gate(not_run) => (error_text(&not_run.not_run_text().unwrap_or_default()), true),
             };
             (info, text, is_error)
@@ -500,28 +510,37 @@ impl Agent {
         let finished = futures_util::future::join_all(runs).await;
         let mut blocks = Vec::with_capacity(finished.len());
         for (info, text, is_error) in finished {
-            let text = fit_budget(
-                text,
-                self.config.result_budget,
-                self.config.session_dir.as_deref().map(|d| d.join("tool-results")).as_deref(),
-                &info.id,
-            );
-            let (text, is_error) = match self.gate.finished(&info, &text, is_error).await {
-                Ok(()) => (text, is_error),
+            let (text, is_error) = match self.report_result(&info, text, is_error, events).await {
+                Ok(text) => (text, is_error),
                 Err(why) => (error_text(&why), true),
             };
-            self.emit(
-                events,
-                AgentEvent::ToolResult {
-                    id: info.id.clone(),
-                    name: info.name.clone(),
-                    is_error,
-                    content: text.clone(),
-                },
-            );
             blocks.push(Block::ToolResult { tool_use_id: info.id, content: text, is_error });
         }
         blocks
+    }
+
+    /// The text the model would read of a result, within the result budget (saved when
+    /// longer), told to the hooks and reported as the call's result.
+    async fn report_result(
+        &self,
+        info: &CallInfo,
+        text: String,
+        is_error: bool,
+        events: &dyn EventSink,
+    ) -> Result<String, String> {
+        let text = fit_budget(
+            text,
+            self.config.result_budget,
+            self.config.session_dir.as_deref().map(|d| d.join("tool-results")).as_deref(),
+            &info.id,
+        );
+        let finished = self.gate.finished(info, &text, is_error).await;
+        let (content, is_error) = match &finished {
+            Ok(()) => (text.clone(), is_error),
+            Err(why) => (error_text(why), true),
+        };
+        self.emit(events, AgentEvent::ToolResult { id: info.id.clone(), name: info.name.clone(), is_error, content });
+        finished.map(|()| text)
     }
 
     /// One call of the loop's search tool against this step's index.
@@ -530,5 +549,76 @@ impl Agent {
             return (error_text(&format!("{SEARCH_TOOL} is not offered in this step")), true);
         };
         lock(&self.search).run(index, &view.exposure, input, self.config.max_loaded)
+    }
+}
+
+/// The calls a built-in makes for its call `parent` in one step (code mode's script): each
+/// through the gate under the step's binding, reported like the model's own.
+struct StepCalls<'a> {
+    agent: &'a Agent,
+    binding: &'a Arc<Binding>,
+    parent: &'a str,
+    events: &'a dyn EventSink,
+}
+
+#[async_trait::async_trait]
+impl InnerCalls for StepCalls<'_> {
+    fn binding(&self) -> &Arc<Binding> {
+        self.binding
+    }
+
+    fn parent(&self) -> &str {
+        self.parent
+    }
+
+    async fn call(&self, id: &str, name: &str, arguments: &Value) -> InnerResult {
+        let agent = self.agent;
+        let entry = self.binding.pool().get(name);
+        let info = CallInfo {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            server: entry.as_ref().and_then(|e| e.server().map(str::to_owned)),
+            arguments: arguments.clone(),
+        };
+        let admission = if entry.as_ref().is_some_and(|e| e.server().is_none()) {
+            // A built-in (the caller itself, or search) is never reached from inside one.
+            let refusal = Refusal::NotExposed {
+                name: name.to_owned(),
+                why: "built-in tools cannot be called from a script".to_owned(),
+            };
+            agent.gate.report(&info, Admission::Refused(refusal), None)
+        } else {
+            let context = CallContext::new().with_parent(self.parent);
+            let call = CallRequest { id, name, arguments };
+            agent.gate.admit_as(self.binding, agent.source.as_ref(), call, Some(&info), &context).await
+        };
+        agent.emit(
+            self.events,
+            AgentEvent::ToolCall {
+                id: id.to_owned(),
+                name: name.to_owned(),
+                arguments: arguments.clone(),
+                decision: admission.decision(),
+                reason: admission.reason(),
+            },
+        );
+        let outcome: InnerResult = match admission {
+            Admission::Run { job, .. } => match agent.run_job(job, &info, self.events, None).await {
+                Ran::Mcp(Ok(result)) => Ok(result),
+                Ran::Mcp(Err(error)) => Err(InnerError::Source(error)),
+                Ran::Refused(refusal) => Err(InnerError::Refused(refusal)),
+                Ran::Builtin(_) => Err(InnerError::Refused(Refusal::NoHandler { name: name.to_owned() })),
+            },
+            Admission::Refused(refusal) => Err(InnerError::Refused(refusal)),
+            Admission::Deferred { name, reason } => Err(InnerError::Deferred { name, reason }),
+        };
+        let (text, is_error) = match &outcome {
+            Ok(result) => (render(result), result.is_error()),
+            Err(error) => (error_text(&error.to_string()), true),
+        };
+        match agent.report_result(&info, text, is_error, self.events).await {
+            Ok(_) => outcome,
+            Err(why) => Err(InnerError::Withheld(why)),
+        }
     }
 }

@@ -21,6 +21,7 @@ use policy::{Decision, DecisionSource, Policy};
 use serde_json::{Map, Value};
 use tool_pool::{ArgumentChecker, CheckError, Origin, Pool, assemble};
 
+use crate::nested::InnerCalls;
 use crate::ports::{
     ApprovalAnswer, ApprovalRequest, Approver, BuiltinTool, CallContext, CallDecision, CallInfo, GateDecision,
     HookVerdict, Hooks, NoHooks, RefuseAll,
@@ -548,6 +549,11 @@ impl CallGate {
         self
     }
 
+    /// The handler of the built-in tool named `name`.
+    pub(crate) fn builtin(&self, name: &str) -> Option<&Arc<dyn BuiltinTool>> {
+        self.builtins.iter().find(|b| b.spec().name == name)
+    }
+
     /// The specs of the built-in tools, for a [`Catalog`].
     pub fn builtin_specs(&self) -> Arc<[tool_pool::BuiltinTool]> {
         self.builtins.iter().map(|b| b.spec()).collect::<Vec<_>>().into()
@@ -788,9 +794,25 @@ impl CallGate {
         job: Job,
         progress: Option<tokio::sync::mpsc::UnboundedSender<mcp_protocol::ProgressNotificationParams>>,
     ) -> Ran {
+        self.run_nested(source, job, progress, None).await
+    }
+
+    /// [`run`](Self::run), handing a built-in tool `calls`, through which it makes tool calls
+    /// of its own ([`BuiltinTool::call_nested`]); without it a built-in runs under its policy
+    /// alone ([`BuiltinTool::call_under`]).
+    pub async fn run_nested(
+        &self,
+        source: &dyn ToolSource,
+        job: Job,
+        progress: Option<tokio::sync::mpsc::UnboundedSender<mcp_protocol::ProgressNotificationParams>>,
+        calls: Option<&dyn InnerCalls>,
+    ) -> Ran {
         match job {
             Job::Builtin { tool, input, policy } => {
-                let ran = AssertUnwindSafe(tool.call_under(&input, &policy)).catch_unwind().await;
+                let ran = match calls {
+                    Some(calls) => AssertUnwindSafe(tool.call_nested(&input, calls)).catch_unwind().await,
+                    None => AssertUnwindSafe(tool.call_under(&input, &policy)).catch_unwind().await,
+                };
                 Ran::Builtin(ran.unwrap_or_else(|panic| {
                     Err(format!("the built-in tool {} failed ({})", tool.spec().name, panic_message(panic.as_ref())))
                 }))

@@ -47,6 +47,7 @@ mod agent;
 mod gate;
 mod instructions;
 mod model;
+mod nested;
 mod ports;
 mod resources;
 mod results;
@@ -66,6 +67,7 @@ pub use model::{
     Block, LanguageModel, Message, ModelError, ModelRequest, ModelResponse, NoStream, Role, StopReason, TextStream,
     ToolSpec, Usage,
 };
+pub use nested::{InnerCalls, InnerError, InnerResult};
 pub use ports::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, ApproveAll, Approver, BuiltinTool, CallContext, CallDecision,
     CallInfo, EventSink, GateDecision, HookVerdict, Hooks, NoEvents, NoHooks, RefuseAll,

@@ -197,6 +197,20 @@ pub trait BuiltinTool: Send + Sync {
     async fn call_under(&self, input: &Value, _policy: &policy::Policy) -> Result<String, String> {
         self.call(input).await
     }
+
+    /// The description the model is shown in a step whose pool is `binding`'s, for a tool
+    /// whose description depends on the pool (code mode lists the tools a script may call).
+    /// `None` (the default): the description of [`spec`](BuiltinTool::spec).
+    fn describe(&self, _binding: &crate::Binding) -> Option<String> {
+        None
+    }
+
+    /// Runs it with a way to make tool calls of its own through the same gate (code mode's
+    /// `run_code`): what the loop calls. By default [`call_under`](BuiltinTool::call_under)
+    /// the binding's policy, making no calls.
+    async fn call_nested(&self, input: &Value, calls: &dyn crate::InnerCalls) -> Result<String, String> {
+        self.call_under(input, calls.binding().policy()).await
+    }
 }
 
 /// A tool call as hooks see it.

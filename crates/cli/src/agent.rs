@@ -262,6 +262,9 @@ async fn prepare(
         let _ = output::stderr(&format!("session {id} (transcript {})\n", path.display()));
     }
     let policy = config.policy.clone();
+    // Code mode: offered when some server's tools are in a script's reach at the start.
+    let code_limits = config.code_scope().any().then(|| config.tools.code_limits.clone());
+    let tool_budget = exposure.tool_budget;
     let runtime = crate::host::start_runtime(config, reload).await;
     if let Some(signal) = crate::signals::received() {
         // Interrupted while the servers were starting.
@@ -295,6 +298,14 @@ async fn prepare(
     // The resource tools, and the one that reads back results saved because they were too long.
     let mut builtins = agent_loop::resource_tools(runtime.clone(), Some(session_dir.clone()));
     builtins.push(agent_loop::saved_result_tool(session_dir, agent_loop::DEFAULT_SLICE_CHARS));
+    if let Some(limits) = code_limits {
+        // Which servers a script reaches follows the running configuration (reloads too).
+        let running = Arc::clone(&runtime);
+        let scope: mcp_host::ScopeSource = Arc::new(move || running.config().code_scope());
+        // The declarations fill the tool's definition up to the budget of one tool, less the
+        // room of its name and input schema.
+        builtins.push(Arc::new(mcp_host::RunCode::new(limits, scope, tool_budget.saturating_sub(512))));
+    }
     let agent = Agent::new(model, runtime.clone(), policy, agent_config)
         .with_builtins(builtins)
         .with_approver(crate::approve::for_session(args.yes))

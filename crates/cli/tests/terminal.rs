@@ -1,5 +1,6 @@
 //! The binary on a real (pseudo-)terminal: VS Code `promptString` inputs asked with the password
-//! not echoed, the connecting spinner, and servers' elicitation forms and URLs.
+//! not echoed, the connecting spinner, servers' elicitation forms and URLs, and code mode's
+//! confirm prompt for a script's call.
 //!
 //! Needs `cargo build -p mcp-fixtures` first (the fixture server answers `env`).
 
@@ -453,4 +454,44 @@ fn a_2026_07_28_input_required_round_is_asked_on_the_terminal_too() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("2026-07-28"), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+/// Code mode: a `confirm` tool a script calls is asked on the terminal, saying that a script
+/// asks; refused, the script catches it and the model reads its answer.
+#[test]
+fn a_scripts_confirm_call_is_asked_on_the_terminal_naming_the_script() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    let text = format!(
+        "code_mode = \"on\"\n\
+         [servers.fx]\ncommand = \"{}\"\nargs = [\"echo\"]\nsandbox = \"off\"\n\
+         [[policy.rules]]\nserver = \"@builtin\"\ntool = \"run_code\"\ndecision = \"allow\"\n\
+         [[policy.rules]]\nserver = \"fx\"\ntool = \"add\"\ndecision = \"confirm\"\n",
+        fixture()
+    );
+    std::fs::write(&config, text).unwrap();
+    let code = "try { return await tools.fx.add({ a: 1, b: 2 }); } catch (e) { return e.kind; }";
+    let script = dir.path().join("script.json");
+    let turns = serde_json::json!({"turns": [
+        {"tool_calls": [{"name": "run_code", "input": {"code": code}}]},
+        {"text": "Done."}
+    ]});
+    std::fs::write(&script, turns.to_string()).unwrap();
+    let data = dir.path().join("data");
+    let env = [("MCP_HARNESS_DATA_DIR", data.to_str().unwrap())];
+    let args = ["run", "add them", "--provider", "scripted", "--script", script.to_str().unwrap()];
+    let mut t = Terminal::run_with(&config, work.path(), &args, &env);
+    t.wait_for("asked by script \"call_1_1\"");
+    // The first choice, "no".
+    t.wait_for("> no");
+    t.type_in(b"\r");
+    let (status, stdout, seen) = t.finish();
+    assert!(status.success(), "{status}; terminal: {seen:?}");
+    assert!(
+        seen.contains("Run mcp__fx__add (tool \"add\" of server \"fx\", asked by script \"call_1_1\")"),
+        "{seen:?}"
+    );
+    assert!(stdout.contains("← \"not_approved\""), "{stdout}");
+    assert!(stdout.contains("Done."), "{stdout}");
 }

@@ -32,6 +32,9 @@
 //! exists changes nothing but still announces `list_changed`. `--structured` adds tools with an
 //! output schema: `weather` (text and matching structured content), `weather_quiet` (matching
 //! structured content, no text) and `weather_bad` (structured content that does not match).
+//! `--records N` adds `list_records` (N customer records, one in 40 from the 8th `overdue`) and
+//! `record_details {id}` (owner, balance, notes), both structured with an output schema, for
+//! code mode's tests and benchmark (`--records-only`: those two alone).
 //! `--elicit` adds `ask_form {hostile?}` (an `elicitation/create` form with every field type:
 //! strings with length bounds and the `email`, `date` and `uri` formats, an integer and a
 //! number with bounds, a boolean, single-select `enum` and `oneOf`, a multi-select array; with

@@ -60,12 +60,14 @@ pub mod auth;
 pub mod config;
 mod eras;
 mod resolve;
+mod run_code;
 mod runtime;
 pub mod sandbox;
 pub mod serve;
 mod session;
 
 pub use resolve::{client_spec, client_specs};
+pub use run_code::{CodeScope, RunCode, ScopeSource};
 pub use runtime::{
     ActionOutcome, DEFAULT_ADDED_WAIT, Published, Reload, RequiredError, Runtime, RuntimeOptions, ServerAction,
     ServerStatus, ToolCounts,

@@ -5,7 +5,8 @@
 //! with the same HTTP client. Runs are separate processes, interleaved, who goes first
 //! alternating; each runs about `--n` steps (default 2000). Both placements are measured (see
 //! [`Placement`]): the process on one CPU, and on two with its threads (the loop's, the model
-//! server's) placed by the scheduler.
+//! server's) placed by the scheduler. Then code mode's scenario (`code_mode_bench`): a task
+//! done with direct calls and with one script, the bytes sent to the model side by side.
 
 use std::path::Path;
 
@@ -32,6 +33,23 @@ pub(crate) fn run(n: usize, rounds: usize) -> Result {
         all_met &= run_placed(place, &example, n, rounds)?;
     }
     println!("\nbench agent: {}", if all_met { "goal met at every length" } else { "goal missed" });
+    code_mode()
+}
+
+/// Code mode's scenario: one task with direct calls and with one script, the bytes sent to the
+/// model side by side, and engine start plus first call (mcp-host's `code_mode_bench`).
+fn code_mode() -> Result {
+    crate::run(
+        "build (release)",
+        cargo().args(["build", "--release", "-p", "mcp-host", "--example", "code_mode_bench"]),
+    )?;
+    let example = super::release_dir().join("examples").join("code_mode_bench");
+    println!("\ncode mode (scripted model, fixture server):\n");
+    let out = std::process::Command::new(&example).output().map_err(|e| format!("{}: {e}", example.display()))?;
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+    if !out.status.success() {
+        return Err(format!("code_mode_bench failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
     Ok(())
 }
 

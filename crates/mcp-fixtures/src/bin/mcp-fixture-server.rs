@@ -68,6 +68,10 @@ struct Options {
     startup_ms: u64,
     /// Adds the tools with an output schema (`--structured`).
     structured: bool,
+    /// Adds `list_records` and `record_details` over this many records (`--records N`).
+    records: usize,
+    /// Offers those two tools alone (`--records-only`): a server made for the task.
+    records_only: bool,
     /// `content --mutable`: also declares `tools` and `listChanged` for everything, with the
     /// tools `add_resource`, `add_prompt`, `add_tool` and `counters`.
     mutable: bool,
@@ -116,6 +120,8 @@ fn parse_args() -> Result<Options, String> {
         tag_pid: false,
         startup_ms: 0,
         structured: false,
+        records: 0,
+        records_only: false,
         mutable: false,
         instructions: None,
         elicit: false,
@@ -139,6 +145,8 @@ fn parse_args() -> Result<Options, String> {
             "--fail-relist" => o.fail_relist = true,
             "--tag-pid" => o.tag_pid = true,
             "--structured" => o.structured = true,
+            "--records" => o.records = num("--records")? as usize,
+            "--records-only" => o.records_only = true,
             "--mutable" => o.mutable = true,
             "--elicit" => o.elicit = true,
             "--stateless" => o.stateless = true,
@@ -271,6 +279,50 @@ fn structured_tools() -> Vec<Value> {
         json!({"name": "weather_quiet", "description": "The weather, as structured content only.", "inputSchema": city, "outputSchema": weather_schema()}),
         json!({"name": "weather_bad", "description": "The weather, as structured content that does not match the output schema.", "inputSchema": city, "outputSchema": weather_schema()}),
     ]
+}
+
+/// `--records N`: a listing of N customer records and the details of one, for code mode's
+/// tests and benchmark (one record in 40, from the 8th, is overdue).
+fn record_tools() -> Vec<Value> {
+    let record = json!({"type": "object", "properties": {
+        "id": {"type": "integer"}, "name": {"type": "string"}, "region": {"type": "string"}, "status": {"type": "string"}},
+        "required": ["id", "name", "region", "status"]});
+    vec![
+        json!({"name": "list_records", "description": "List every customer record (id, name, region, status).",
+            "inputSchema": {"type": "object", "properties": {}},
+            "outputSchema": {"type": "object", "properties": {"records": {"type": "array", "items": record}}, "required": ["records"]}}),
+        json!({"name": "record_details", "description": "The details of one customer record: owner, balance and notes.",
+            "inputSchema": {"type": "object", "properties": {"id": {"type": "integer", "minimum": 0}}, "required": ["id"]},
+            "outputSchema": {"type": "object", "properties": {"id": {"type": "integer"}, "owner": {"type": "string"},
+                "balance": {"type": "number"}, "notes": {"type": "string"}}, "required": ["id", "owner", "balance", "notes"]}}),
+    ]
+}
+
+/// Record `i` of `--records`.
+fn record(i: usize) -> Value {
+    const REGIONS: [&str; 4] = ["north", "south", "east", "west"];
+    let status = if i % 40 == 7 {
+        "overdue"
+    } else if i.is_multiple_of(3) {
+        "paid"
+    } else {
+        "open"
+    };
+    json!({"id": i, "name": format!("Customer {i:03}"), "region": REGIONS[i % 4], "status": status})
+}
+
+/// The answer of a `--records` tool: the structured value, also as its text.
+fn records_result(name: &str, args: &Value, count: usize) -> Option<Value> {
+    let value = match name {
+        "list_records" => json!({"records": (0..count).map(record).collect::<Vec<_>>()}),
+        "record_details" => match args.get("id").and_then(Value::as_u64).map(|id| id as usize) {
+            Some(id) if id < count => json!({"id": id, "owner": format!("owner{}@example.com", id % 7),
+                "balance": (id * 37 % 1000) as f64 + 0.5, "notes": format!("Customer {id:03} was last contacted in week {}.", id % 52)}),
+            _ => return Some(error_result(format!("no record {}", args.get("id").unwrap_or(&Value::Null)))),
+        },
+        _ => return None,
+    };
+    Some(json!({"content": [{"type": "text", "text": value.to_string()}], "structuredContent": value}))
 }
 
 /// The answer of a `--structured` tool.
@@ -896,6 +948,9 @@ impl Server {
             other if self.opts.structured && structured_result(other).is_some() => {
                 structured_result(other).unwrap_or_default()
             }
+            other if self.opts.records > 0 && records_result(other, args, self.opts.records).is_some() => {
+                records_result(other, args, self.opts.records).unwrap_or_default()
+            }
             other => {
                 if self.tools.lock().map(|t| t.iter().any(|x| x["name"] == other)).unwrap_or(false) {
                     text_result(format!("called {other}"))
@@ -981,6 +1036,12 @@ fn main() {
     }
     if opts.elicit {
         tools.extend(elicit_tools());
+    }
+    if opts.records > 0 {
+        if opts.records_only {
+            tools.clear();
+        }
+        tools.extend(record_tools());
     }
     let mut log = opts.log.as_deref().and_then(|path| {
         std::fs::OpenOptions::new()

@@ -305,6 +305,9 @@ pub(crate) fn server_table(raw: &RawServer) -> Table {
     if let Some(budget) = raw.server_budget {
         put("server_budget", bytes(budget));
     }
+    if let Some(mode) = &raw.code_mode {
+        put("code_mode", mode.as_str().into());
+    }
     t
 }
 

@@ -100,6 +100,16 @@ impl Config {
         }
     }
 
+    /// Which servers' tools code mode's scripts reach: `code_mode` of the whole
+    /// configuration, and each server's own. `run_code` is offered when it reaches any
+    /// ([`CodeScope::any`](crate::CodeScope::any)).
+    pub fn code_scope(&self) -> crate::CodeScope {
+        crate::CodeScope {
+            all: self.tools.code_mode,
+            servers: self.servers.iter().filter_map(|s| Some((s.name.clone(), s.code_mode?))).collect(),
+        }
+    }
+
     /// The server named `name`.
     pub fn server(&self, name: &str) -> Option<&ServerSettings> {
         self.servers.iter().find(|s| s.name == name)

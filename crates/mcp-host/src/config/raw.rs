@@ -60,6 +60,12 @@ pub(crate) struct RawToml {
     /// Most tools loaded through search per session.
     #[serde(default)]
     pub(crate) max_loaded_tools: Option<usize>,
+    /// Code mode (`"on"`, `"off"`): the built-in `run_code`, for servers that set none.
+    #[serde(default)]
+    pub(crate) code_mode: Option<String>,
+    /// `[code_mode_limits]`: what one script may use.
+    #[serde(default)]
+    pub(crate) code_mode_limits: RawCodeLimits,
 }
 
 impl RawToml {
@@ -70,6 +76,8 @@ impl RawToml {
             tool_budget: self.tool_budget.take(),
             pool_budget: self.pool_budget.take(),
             max_loaded_tools: self.max_loaded_tools.take(),
+            code_mode: self.code_mode.take(),
+            code_mode_limits: std::mem::take(&mut self.code_mode_limits),
         }
     }
 }
@@ -81,6 +89,29 @@ pub(crate) struct RawTools {
     pub(crate) tool_budget: Option<usize>,
     pub(crate) pool_budget: Option<usize>,
     pub(crate) max_loaded_tools: Option<usize>,
+    pub(crate) code_mode: Option<String>,
+    pub(crate) code_mode_limits: RawCodeLimits,
+}
+
+/// `[code_mode_limits]`.
+#[derive(Deserialize, Default, Debug)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table with `memory_mib`, `cpu_time_s`, `max_calls`, `concurrency`, `max_result_kib` and `max_log_kib`"
+)]
+pub(crate) struct RawCodeLimits {
+    #[serde(default)]
+    pub(crate) memory_mib: Option<usize>,
+    #[serde(default)]
+    pub(crate) cpu_time_s: Option<Seconds>,
+    #[serde(default)]
+    pub(crate) max_calls: Option<u32>,
+    #[serde(default)]
+    pub(crate) concurrency: Option<usize>,
+    #[serde(default)]
+    pub(crate) max_result_kib: Option<usize>,
+    #[serde(default)]
+    pub(crate) max_log_kib: Option<usize>,
 }
 
 /// `[runtime]`.
@@ -261,6 +292,9 @@ pub struct RawServer {
     /// Largest total of its loaded definitions, in bytes.
     #[serde(default)]
     pub(crate) server_budget: Option<usize>,
+    /// Whether scripts of code mode reach its tools (`"on"`, `"off"`).
+    #[serde(default)]
+    pub(crate) code_mode: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -283,6 +317,7 @@ pub(crate) struct RawOAuth {
 }
 
 /// A positive number of seconds, integer or fractional.
+#[derive(Debug)]
 pub(crate) struct Seconds(pub(crate) Duration);
 
 impl<'de> Deserialize<'de> for Seconds {

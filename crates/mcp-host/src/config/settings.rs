@@ -38,6 +38,8 @@ pub struct ServerSettings {
     pub instructions: bool,
     /// Whether it may ask the user for input (elicitation).
     pub elicitation: bool,
+    /// Its `code_mode`: whether scripts reach its tools; `None` follows the configuration's.
+    pub code_mode: Option<bool>,
     /// Its entry as written with the defaults that shape it: equal fingerprints mean a reload
     /// changed nothing about it. Never shown (it may hold secrets); compared and hashed only.
     pub fingerprint: String,
@@ -127,6 +129,7 @@ impl ServerSettings {
             tool_filter: None,
             instructions: true,
             elicitation: true,
+            code_mode: None,
             fingerprint: String::new(),
         }
     }
@@ -231,6 +234,11 @@ pub struct ToolsSettings {
     pub native: bool,
     /// `max_loaded_tools`: most tools loaded through search per session.
     pub max_loaded: Option<usize>,
+    /// `code_mode`: whether scripts reach the tools of servers that set no `code_mode` of
+    /// their own (off by default).
+    pub code_mode: bool,
+    /// `[code_mode_limits]`: what one script may use.
+    pub code_limits: code_mode::Limits,
 }
 
 impl Default for ToolsSettings {
@@ -242,6 +250,8 @@ impl Default for ToolsSettings {
             pool_budget: exposure.pool_budget,
             native: false,
             max_loaded: None,
+            code_mode: false,
+            code_limits: code_mode::Limits::default(),
         }
     }
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use mcp_sandbox::{Limits, Sandbox};
 
-use super::raw::{RawOAuth, RawRuntime, RawSandbox, RawServe, RawServer, RawTools};
+use super::raw::{RawCodeLimits, RawOAuth, RawRuntime, RawSandbox, RawServe, RawServer, RawTools};
 use super::settings::{OAuthGrant, OAuthSettings, RuntimeSettings, ServeSettings, ToolsSettings};
 
 impl RawRuntime {
@@ -185,7 +185,7 @@ fn search_mode(value: &str, native_allowed: bool) -> Result<(tool_pool::SearchMo
 impl RawTools {
     /// The settings; on error, the key and the message.
     pub(crate) fn into_settings(self) -> Result<ToolsSettings, (&'static str, String)> {
-        let RawTools { tool_search, tool_budget, pool_budget, max_loaded_tools } = self;
+        let RawTools { tool_search, tool_budget, pool_budget, max_loaded_tools, code_mode, code_mode_limits } = self;
         let mut settings = ToolsSettings::default();
         if let Some(value) = tool_search {
             let (mode, native) = search_mode(&value, true).map_err(|m| ("tool_search", m))?;
@@ -202,13 +202,63 @@ impl RawTools {
             return Err(("max_loaded_tools", "`max_loaded_tools` must be at least 1".to_owned()));
         }
         settings.max_loaded = max_loaded_tools;
+        if let Some(value) = code_mode {
+            settings.code_mode = on_off(&value).map_err(|m| ("code_mode", m))?;
+        }
+        settings.code_limits = code_mode_limits.into_limits().map_err(|m| ("code_mode_limits", m))?;
         Ok(settings)
+    }
+}
+
+/// A `code_mode` value: `"on"` or `"off"`.
+fn on_off(value: &str) -> Result<bool, String> {
+    match value {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        other => Err(format!("`code_mode` must be \"on\" or \"off\", not {other:?}")),
+    }
+}
+
+impl RawCodeLimits {
+    /// The limits of one script: the engine's defaults where a key is not given.
+    fn into_limits(self) -> Result<code_mode::Limits, String> {
+        let RawCodeLimits { memory_mib, cpu_time_s, max_calls, concurrency, max_result_kib, max_log_kib } = self;
+        let mut limits = code_mode::Limits::default();
+        let positive = |key: &str, n: usize, max: usize| -> Result<usize, String> {
+            if n == 0 || n > max { Err(format!("`{key}` must be from 1 to {max}, not {n}")) } else { Ok(n) }
+        };
+        if let Some(mib) = memory_mib {
+            // Below a few MiB the engine cannot even start a script.
+            limits.memory_bytes = positive("memory_mib", mib, 4096)?.max(4) << 20;
+        }
+        if let Some(seconds) = cpu_time_s {
+            limits.cpu_time = seconds.0;
+        }
+        if let Some(calls) = max_calls {
+            limits.max_calls = u32::try_from(positive("max_calls", calls as usize, 100_000)?).unwrap_or(u32::MAX);
+        }
+        if let Some(n) = concurrency {
+            limits.concurrency = positive("concurrency", n, 256)?;
+        }
+        if let Some(kib) = max_result_kib {
+            limits.max_result_bytes = positive("max_result_kib", kib, 64 << 10)? << 10;
+        }
+        if let Some(kib) = max_log_kib {
+            limits.max_log_bytes = positive("max_log_kib", kib, 64 << 10)? << 10;
+        }
+        Ok(limits)
     }
 }
 
 impl RawServer {
     /// Takes the server's exposure keys out; `None` when it sets none. On error, the key and
     /// the message.
+    /// Takes the server's `code_mode` out: `None` when it sets none. On error, the key and the
+    /// message.
+    pub(crate) fn take_code_mode(&mut self) -> Result<Option<bool>, (&'static str, String)> {
+        self.code_mode.take().map(|value| on_off(&value).map_err(|m| ("code_mode", m))).transpose()
+    }
+
     pub(crate) fn take_exposure(&mut self) -> Result<Option<tool_pool::ServerExposure>, (&'static str, String)> {
         let tool_search = match self.tool_search.take() {
             Some(value) => Some(search_mode(&value, false).map_err(|m| ("tool_search", m))?.0),

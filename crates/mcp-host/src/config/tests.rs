@@ -480,7 +480,7 @@ fn doc_section(heading: &str) -> &'static str {
 #[test]
 fn configuration_reference_lists_every_key() {
     // Every key each table of our TOML accepts, read from the parser itself.
-    let tables: [(&str, &[&str]); 10] = [
+    let tables: [(&str, &[&str]); 11] = [
         ("## Top level", keys::fields::<RawToml>()),
         ("## `[servers.NAME]`", keys::fields::<RawServer>()),
         ("### `[servers.NAME.oauth]`", keys::fields::<RawOAuth>()),
@@ -491,6 +491,7 @@ fn configuration_reference_lists_every_key() {
         ("## `[sandbox]`", keys::fields::<RawSandboxTable>()),
         ("## `[runtime]`", keys::fields::<RawRuntime>()),
         ("## `[serve]`", keys::fields::<RawServe>()),
+        ("## Code mode", keys::fields::<super::raw::RawCodeLimits>()),
     ];
     let mut missing = Vec::new();
     for (heading, fields) in tables {
@@ -585,4 +586,56 @@ fn tool_search_errors_name_the_key_and_the_choices() {
     assert!(zero.contains("must be at least 1"), "{zero}");
     let negative = toml_err("pool_budget = -1\n");
     assert!(negative.contains("pool_budget"), "{negative}");
+}
+
+#[test]
+fn code_mode_is_off_by_default_and_set_globally_and_per_server() {
+    let off = parse(Path::new("/x/c.toml"), "[servers.a]\ncommand = \"a\"\n").unwrap();
+    assert!(!off.code_scope().any() && !off.code_scope().reaches("a"));
+    assert_eq!(off.tools.code_limits, code_mode::Limits::default());
+
+    let text = r#"
+        code_mode = "on"
+        [code_mode_limits]
+        memory_mib = 16
+        cpu_time_s = 0.5
+        max_calls = 7
+        concurrency = 2
+        max_result_kib = 8
+        max_log_kib = 1
+        [servers.a]
+        command = "a"
+        [servers.b]
+        command = "b"
+        code_mode = "off"
+    "#;
+    let config = parse(Path::new("/x/c.toml"), text).unwrap();
+    let scope = config.code_scope();
+    assert!(scope.any() && scope.reaches("a") && !scope.reaches("b"), "{scope:?}");
+    let limits = &config.tools.code_limits;
+    assert_eq!(
+        (limits.memory_bytes, limits.cpu_time, limits.max_calls, limits.concurrency),
+        (16 << 20, std::time::Duration::from_millis(500), 7, 2)
+    );
+    assert_eq!((limits.max_result_bytes, limits.max_log_bytes), (8 << 10, 1 << 10));
+
+    let one = parse(
+        Path::new("/x/c.toml"),
+        "[servers.a]\ncommand = \"a\"\ncode_mode = \"on\"\n[servers.b]\ncommand = \"b\"\n",
+    )
+    .unwrap();
+    let scope = one.code_scope();
+    assert!(scope.any() && scope.reaches("a") && !scope.reaches("b"), "{scope:?}");
+}
+
+#[test]
+fn code_mode_errors_name_the_key_and_the_choices() {
+    let global = toml_err("code_mode = \"yes\"\n");
+    assert!(global.contains("code_mode") && global.contains("\"on\" or \"off\""), "{global}");
+    let server = toml_err("[servers.s]\ncommand = \"s\"\ncode_mode = true\n");
+    assert!(server.contains("servers.s.code_mode"), "{server}");
+    let limit = toml_err("[code_mode_limits]\nmax_calls = 0\n");
+    assert!(limit.contains("code_mode_limits") && limit.contains("max_calls"), "{limit}");
+    let unknown = toml_err("[code_mode_limits]\ntimeout = 3\n");
+    assert!(unknown.contains("code_mode_limits") && unknown.contains("timeout"), "{unknown}");
 }

@@ -78,6 +78,7 @@ fn parse_checked(path: &Path, text: &str, context: &Context<'_>) -> Result<Confi
         let at = |(field, message): (String, String)| invalid(Some(format!("{}.{field}", key())), message);
         let fingerprint = format!("{}|{globals}", edit::server_table(&raw));
         let exposure = raw.take_exposure().map_err(|(field, m)| at((field.to_owned(), m)))?;
+        let code_mode = raw.take_code_mode().map_err(|(field, m)| at((field.to_owned(), m)))?;
         if raw.enabled != Some(false) {
             let ask: Option<&vars::AskInput<'_>> = if inputs.is_empty() { None } else { Some(&ask) };
             raw.resolve(context, ask, base).map_err(at)?;
@@ -108,6 +109,7 @@ fn parse_checked(path: &Path, text: &str, context: &Context<'_>) -> Result<Confi
         server.tool_filter = tool_filter;
         server.instructions = instructions;
         server.elicitation = elicitation;
+        server.code_mode = code_mode;
         server.fingerprint = fingerprint;
         settings.push(server);
     }
