@@ -277,7 +277,17 @@ fn main() -> ExitCode {
             // dropped, which kills its servers' process groups.
             signal = async {
                 let signal = signals::wait().await;
-                tokio::time::sleep(signals::WIND_DOWN).await;
+                match signals::drain_limit() {
+                    // A draining command (`serve --http`) gets its drain's time; a second
+                    // signal ends it at once.
+                    Some(limit) => {
+                        tokio::select! {
+                            () = signals::second() => {}
+                            () = tokio::time::sleep(limit + signals::WIND_DOWN) => {}
+                        }
+                    }
+                    None => tokio::time::sleep(signals::WIND_DOWN).await,
+                }
                 signal
             } => Err(signals::Interrupted(signal).into()),
         }
@@ -285,6 +295,11 @@ fn main() -> ExitCode {
     // Children are closed by the commands; don't wait on stray blocking tasks (a prompt).
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     if let Some(signal) = signals::received() {
+        if signals::drained() && result.is_ok() {
+            // Asked to stop and stopped as asked: in-flight calls were answered, servers closed.
+            let _ = output::stderr(&format!("{} received: drained and stopped\n", signal.name()));
+            return ExitCode::SUCCESS;
+        }
         // Whatever the command made of it, a script must tell an interrupted task from a
         // finished one.
         let _ = output::stderr(&format!("{}\n", signals::Interrupted(signal)));

@@ -3,12 +3,24 @@
 //! stdio by default (a host's configuration says `"command": "mcp-harness", "args":
 //! ["serve"]`), Streamable HTTP at `/mcp` with `--http ADDR`.
 //!
+//! `[serve]` configures the rest, all read and checked before any server starts, so a
+//! mistake is refused at once, saying which key: inbound authentication (`[serve.auth]`,
+//! `--http` only), profiles (`[serve.profiles.NAME]`, served at `/mcp/NAME`), the audit log
+//! (`[serve.audit]`), rate limits (`[[serve.limits]]`), the state shared with other replicas
+//! (`[serve.replicas]`) and the drain (`[serve.drain]`): over HTTP, SIGTERM or SIGINT turns
+//! `/readyz` to "not ready", refuses new requests after the drain's delay, lets calls in flight
+//! finish within its timeout, closes the servers and exits 0; a second signal exits at once.
+//!
 //! Over stdio, stdout is the protocol: everything the command has to say goes to stderr.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use mcp_gateway::{Gateway, GatewayOptions, HttpOptions, HttpServer, StdioOptions, serve_stdio};
+use mcp_gateway::{
+    Backend, Clock, Gateway, GatewayOptions, HttpOptions, HttpServer, Limits, Profiled, StdioOptions, SystemClock,
+    serve_stdio,
+};
+use mcp_gateway_store::{SharedState, StartError};
 use mcp_host::config::{Config, ConfigPath, Origin};
 use mcp_host::serve::{HostBackend, ServeOptions};
 use mcp_protocol::Implementation;
@@ -20,7 +32,8 @@ use crate::output;
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ServeArgs {
     /// Speak Streamable HTTP at http://ADDR/mcp instead of stdio (for example 127.0.0.1:8808;
-    /// port 0 picks a free one). A non-loopback address needs inbound authentication.
+    /// port 0 picks a free one). A non-loopback address needs inbound authentication
+    /// ([serve.auth]).
     #[arg(long, value_name = "ADDR")]
     pub(crate) http: Option<SocketAddr>,
     /// Offer the one enabled server as it is: its tool names unchanged (no SERVER__ prefix),
@@ -32,6 +45,32 @@ pub(crate) struct ServeArgs {
 /// `mcp-harness serve [--http ADDR] [--transparent]`.
 pub(crate) async fn serve_command(config: Config, at: &ConfigPath, args: &ServeArgs) -> anyhow::Result<Outcome> {
     let settings = config.serve.clone();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+
+    // Everything `[serve]` configures is made before any server starts: a token variable
+    // that is not set, an audit log that cannot be opened or a replica store that does not
+    // answer refuses the start, naming the key.
+    let auth = match args.http {
+        Some(_) => settings.inbound.auth.authenticator(Arc::clone(&clock))?,
+        None => {
+            if settings.inbound.auth.is_configured() {
+                // The stdio client is whoever started us: there is no token to check.
+                output::stderr("note: [serve.auth] applies to `serve --http`; a stdio client is not authenticated\n")?;
+            }
+            None
+        }
+    };
+    let profiles = settings.inbound.profiles()?;
+    let audit = match &settings.inbound.audit {
+        Some(audit) => Some(Arc::new(audit.open()?) as Arc<dyn mcp_gateway::AuditSink>),
+        None => None,
+    };
+    let limits = Limits::new(&settings.limits)?;
+    let shared = SharedState::open(settings.replicas.as_ref(), limits, Arc::clone(&clock)).await.map_err(|e| match e {
+        StartError::KeyFile(_) => anyhow::anyhow!("[serve.replicas] key_file: {e}"),
+        e => anyhow::Error::from(e),
+    })?;
+
     let mut ports = mcp_host::Ports::default();
     ports.events = Arc::new(crate::host::show_event);
     let mut options = ServeOptions::default();
@@ -39,8 +78,15 @@ pub(crate) async fn serve_command(config: Config, at: &ConfigPath, args: &ServeA
     // The file the configuration was read from is watched: servers and policy follow it.
     options.reload = Some(ConfigPath::new(config.file.clone(), Origin::Flag, at.allow_workspace));
     options.transparent = args.transparent;
-    let backend = HostBackend::start(config, options)?;
-    let gateway_options = GatewayOptions {
+    let host = HostBackend::start(config, options)?;
+    // Profiles wrap the host: `/mcp/NAME` is served the profile's servers under the host's
+    // policy narrowed by the profile's overlay; `/mcp` stays the host's own pool.
+    let backend: Arc<dyn Backend> = if profiles.is_empty() {
+        Arc::clone(&host) as Arc<dyn Backend>
+    } else {
+        Arc::new(Profiled::new(Arc::clone(&host), profiles, host.pool_options()))
+    };
+    let mut gateway_options = GatewayOptions {
         server_info: Implementation::new(
             settings.name.clone().unwrap_or_else(|| "mcp-harness".to_owned()),
             settings.version.clone().unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_owned()),
@@ -49,32 +95,77 @@ pub(crate) async fn serve_command(config: Config, at: &ConfigPath, args: &ServeA
         transparent: args.transparent,
         approval_ttl: settings.approval_ttl,
         approval_wait: settings.approval_wait,
+        clock,
+        audit,
         ..GatewayOptions::default()
     };
-    let served = async {
-        let gateway = Gateway::new(Arc::clone(&backend) as Arc<dyn mcp_gateway::Backend>, gateway_options)
-            .map_err(|e| anyhow::anyhow!("cannot start the gateway: {e}"))?;
-        match args.http {
-            None => serve_stdio(gateway, tokio::io::stdin(), tokio::io::stdout(), StdioOptions::default())
-                .await
-                .map_err(anyhow::Error::from),
-            Some(addr) => {
-                let http = HttpOptions {
-                    addr,
-                    allowed_hosts: settings.allowed_hosts.clone(),
-                    allowed_origins: settings.allowed_origins.clone(),
-                    ..HttpOptions::default()
-                };
-                let server = HttpServer::bind(gateway, http).await?;
-                output::stderr(&format!("listening on http://{}/mcp\n", server.local_addr()))?;
-                server.run(std::future::pending()).await;
-                Ok(())
-            }
+    // The sealing key, the replay cache, "yes for this client" and the limiter: in memory, or
+    // shared with the other replicas.
+    shared.apply(&mut gateway_options);
+    let gateway = match Gateway::new(backend, gateway_options) {
+        Ok(gateway) => gateway,
+        Err(e) => {
+            host.close().await;
+            anyhow::bail!("cannot start the gateway: {e}");
         }
     };
-    // A signal ends the front (requests in flight are dropped); the servers are closed either way.
-    let outcome = crate::signals::interruptible(served).await;
-    backend.close().await;
-    outcome??;
+    let outcome = match args.http {
+        None => serve_over_stdio(gateway).await,
+        Some(addr) => {
+            let http = HttpOptions {
+                addr,
+                allowed_hosts: settings.allowed_hosts.clone(),
+                allowed_origins: settings.allowed_origins.clone(),
+                auth,
+                ..HttpOptions::default()
+            };
+            serve_over_http(gateway, http, settings.inbound.drain.options()).await
+        }
+    };
+    host.close().await;
+    outcome?;
+    if args.http.is_some() && crate::signals::received().is_some() {
+        crate::signals::mark_drained();
+    }
     Ok(Outcome::Success)
+}
+
+/// Over stdio: served until the client closes its end, or a signal ends it (a request in
+/// flight is dropped; the caller closes the servers either way).
+async fn serve_over_stdio(gateway: Gateway) -> anyhow::Result<()> {
+    let served = serve_stdio(gateway, tokio::io::stdin(), tokio::io::stdout(), StdioOptions::default());
+    crate::signals::interruptible(served).await??;
+    Ok(())
+}
+
+/// Over HTTP: served until a signal, then drained (see the module docs).
+async fn serve_over_http(
+    gateway: Gateway,
+    options: HttpOptions,
+    drain: mcp_gateway::DrainOptions,
+) -> anyhow::Result<()> {
+    let server = HttpServer::bind(gateway, options).await?;
+    output::stderr(&format!("listening on http://{}/mcp\n", server.local_addr()))?;
+    let life = server.lifecycle();
+    // The drain bounds itself (its delay, its timeout, then the grace of the cut-off answers);
+    // `main` waits that long for us after the signal, unless a second signal comes.
+    crate::signals::drains(drain.delay + drain.timeout + drain.grace);
+    server
+        .run(async move {
+            let signal = crate::signals::wait().await;
+            let _ = output::stderr(&format!(
+                "{} received: draining (new requests refused after {:.1} s, calls in flight given {:.1} s; \
+                 a second signal stops at once)\n",
+                signal.name(),
+                drain.delay.as_secs_f64(),
+                drain.timeout.as_secs_f64()
+            ));
+            let report = life.drain(drain).await;
+            let _ = output::stderr(&format!(
+                "drained: {} request(s) were in flight, {} call(s) cut off at the timeout\n",
+                report.in_flight, report.cut_off
+            ));
+        })
+        .await;
+    Ok(())
 }

@@ -9,6 +9,7 @@
 //! connection kills its process group.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -54,6 +55,46 @@ impl Signal {
 #[error("interrupted by {}; the servers were closed", .0.name())]
 pub(crate) struct Interrupted(pub(crate) Signal);
 
+/// Signals received so far (the first one is the one kept in `received_tx`).
+fn count_tx() -> &'static watch::Sender<u32> {
+    static COUNT: OnceLock<watch::Sender<u32>> = OnceLock::new();
+    COUNT.get_or_init(|| watch::channel(0).0)
+}
+
+/// How long a command that drains on the first signal may take after it (see [`drains`]).
+static DRAIN_LIMIT: OnceLock<Duration> = OnceLock::new();
+/// Whether the command drained after the signal and closed its servers.
+static DRAINED: AtomicBool = AtomicBool::new(false);
+
+/// The running command handles the first signal itself, by draining (`serve --http`):
+/// `main` then waits up to `limit` (plus [`WIND_DOWN`]) for it, instead of [`WIND_DOWN`]
+/// alone, and a second signal ends the process at once.
+pub(crate) fn drains(limit: Duration) {
+    let _ = DRAIN_LIMIT.set(limit);
+}
+
+/// How long the command may take after the first signal, if it drains.
+pub(crate) fn drain_limit() -> Option<Duration> {
+    DRAIN_LIMIT.get().copied()
+}
+
+/// The command drained after the signal and closed its servers: the process exits 0.
+pub(crate) fn mark_drained() {
+    DRAINED.store(true, Ordering::SeqCst);
+}
+
+/// Whether [`mark_drained`] was called.
+pub(crate) fn drained() -> bool {
+    DRAINED.load(Ordering::SeqCst)
+}
+
+/// Waits for a second signal.
+pub(crate) async fn second() {
+    let mut rx = count_tx().subscribe();
+    // The sender is a static, never dropped: `wait_for` ends only when the count is reached.
+    let _ = rx.wait_for(|count| *count >= 2).await;
+}
+
 fn received_tx() -> &'static watch::Sender<Option<Signal>> {
     static RECEIVED: OnceLock<watch::Sender<Option<Signal>>> = OnceLock::new();
     RECEIVED.get_or_init(|| watch::channel(None).0)
@@ -74,6 +115,7 @@ pub(crate) fn install() -> std::io::Result<()> {
             let mut stream = signal(kind)?;
             tokio::spawn(async move {
                 while stream.recv().await.is_some() {
+                    count_tx().send_modify(|count| *count = count.saturating_add(1));
                     received_tx().send_if_modified(|seen| {
                         if seen.is_none() {
                             *seen = Some(which);

@@ -160,18 +160,69 @@ pub struct AuthSettings {
     pub oauth: Option<OAuthSettings>,
 }
 
-/// One static bearer token: `{ name = "alice", sha256 = "…", profile = "ci" }`.
+/// One static bearer token, named by exactly one of its digest, an environment variable or a
+/// file holding it: `{ name = "alice", sha256 = "…", profile = "ci" }`,
+/// `{ name = "ci-bot", token_env = "GATEWAY_CI_TOKEN" }`, `{ name = "ops", token_file = "ops.token" }`.
+/// The token itself is never in the configuration, and only its digest is kept once read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct TokenSettings {
     /// The principal it authenticates (audit lines and profiles' `callers` name it).
     pub name: String,
-    /// The SHA-256 of the token, 64 hex digits (the token itself is never in the file).
-    pub sha256: String,
+    /// The SHA-256 of the token, 64 hex digits.
+    #[serde(default)]
+    pub sha256: Option<String>,
+    /// The environment variable holding the token (read when the gateway starts).
+    #[serde(default)]
+    pub token_env: Option<String>,
+    /// The file holding the token (read when the gateway starts; surrounding whitespace
+    /// ignored).
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
     /// The profile it is tied to: it may use `/mcp/NAME` (and `/mcp`, served as NAME) only.
     #[serde(default)]
     pub profile: Option<String>,
+}
+
+/// Largest token file read: a token is a line, not a document.
+const MAX_TOKEN_FILE_BYTES: u64 = 4096;
+
+impl TokenSettings {
+    /// The token from `token_env` or `token_file`; `Err` says what is wrong, never showing a
+    /// value.
+    fn value(&self) -> Result<String, String> {
+        let value = if let Some(var) = &self.token_env {
+            match std::env::var(var) {
+                Ok(value) => value,
+                Err(std::env::VarError::NotPresent) => return Err(format!("token_env: `{var}` is not set")),
+                Err(std::env::VarError::NotUnicode(_)) => return Err(format!("token_env: `{var}` is not UTF-8")),
+            }
+        } else if let Some(path) = &self.token_file {
+            read_token_file(path).map_err(|e| format!("token_file {}: {e}", path.display()))?
+        } else {
+            return Err("no token source".to_owned());
+        };
+        let value = value.trim();
+        if value.is_empty() {
+            return Err(match &self.token_env {
+                Some(var) => format!("token_env: `{var}` is empty"),
+                None => "token_file: the file is empty".to_owned(),
+            });
+        }
+        Ok(value.to_owned())
+    }
+}
+
+/// Reads a token file, bounded (a path naming a large file by mistake is not read whole).
+fn read_token_file(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    std::fs::File::open(path)?.take(MAX_TOKEN_FILE_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_TOKEN_FILE_BYTES {
+        return Err(std::io::Error::other(format!("larger than {MAX_TOKEN_FILE_BYTES} bytes")));
+    }
+    Ok(text)
 }
 
 /// `[serve.auth.oauth]`: the gateway as an OAuth resource server.
@@ -255,9 +306,27 @@ impl AuthSettings {
             if token.name.trim().is_empty() {
                 return Err(SettingsError::Token { index, what: "name must not be empty".to_owned() });
             }
-            tokens = tokens
-                .digest(&token.sha256, &token.name)
-                .ok_or_else(|| SettingsError::TokenDigest { index, name: token.name.clone() })?;
+            tokens = match (&token.sha256, &token.token_env, &token.token_file) {
+                (Some(digest), None, None) => tokens
+                    .digest(digest, &token.name)
+                    .ok_or_else(|| SettingsError::TokenDigest { index, name: token.name.clone() })?,
+                (None, Some(_), None) | (None, None, Some(_)) => {
+                    let value = token.value().map_err(|what| SettingsError::Token {
+                        index,
+                        what: format!("(name {:?}) {what}", token.name),
+                    })?;
+                    tokens.token(&value, &token.name)
+                }
+                _ => {
+                    return Err(SettingsError::Token {
+                        index,
+                        what: format!(
+                            "(name {:?}) needs exactly one of `sha256`, `token_env` and `token_file`",
+                            token.name
+                        ),
+                    });
+                }
+            };
             if let Some(profile) = &token.profile {
                 if !is_profile_name(profile) {
                     return Err(SettingsError::Token {
@@ -458,6 +527,39 @@ mod tests {
         .unwrap_or_default();
         let refused = oauth.auth.authenticator(Arc::new(crate::clock::SystemClock)).map(|_| ()).unwrap_err();
         assert!(refused.to_string().starts_with("serve.auth.oauth: the JWKS URL"), "{refused}");
+    }
+
+    #[test]
+    fn tokens_come_from_a_digest_a_file_or_a_variable_never_shown() {
+        let dir = std::env::temp_dir().join(format!("mcp-gateway-token-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap_or_default();
+        let file = dir.join("bot.token");
+        std::fs::write(&file, "file-s3cret\n").unwrap_or_default();
+        let settings = read(&format!(
+            "[auth]\ntokens = [{{ name = \"bot\", token_file = {:?} }}]",
+            file.display().to_string()
+        ))
+        .unwrap_or_default();
+        assert!(settings.auth.bearer_tokens().map(|t| t.is_some_and(|t| !t.is_empty())).unwrap_or(false));
+
+        let missing = read("[auth]\ntokens = [{ name = \"bot\", token_file = \"/nonexistent/bot.token\" }]")
+            .unwrap_or_default();
+        let said = missing.auth.bearer_tokens().map(|_| ()).unwrap_err().to_string();
+        assert!(said.contains("serve.auth.tokens[0]") && said.contains("/nonexistent/bot.token"), "{said}");
+
+        let unset = read("[auth]\ntokens = [{ name = \"bot\", token_env = \"MCP_GATEWAY_TEST_UNSET_TOKEN\" }]")
+            .unwrap_or_default();
+        let said = unset.auth.bearer_tokens().map(|_| ()).unwrap_err().to_string();
+        assert!(said.contains("`MCP_GATEWAY_TEST_UNSET_TOKEN` is not set"), "{said}");
+
+        let both = read(&format!(
+            "[auth]\ntokens = [{{ name = \"bot\", sha256 = \"{}\", token_env = \"X\" }}]",
+            BearerTokens::digest_of("x")
+        ))
+        .unwrap_or_default();
+        let said = both.auth.bearer_tokens().map(|_| ()).unwrap_err().to_string();
+        assert!(said.contains("exactly one of `sha256`, `token_env` and `token_file`"), "{said}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

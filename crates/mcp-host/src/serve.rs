@@ -143,12 +143,7 @@ impl HostBackend {
         // A server added to the file joins when it connects, announced by the publisher: a
         // listing waits for it only briefly (clients' requests are behind it).
         let runtime_options = RuntimeOptions { ports, reload: options.reload, added_wait: ADDED_WAIT };
-        let naming = if only.is_some() { Naming::Transparent } else { Naming::Gateway };
-        let catalog = Catalog::new(
-            Arc::from(Vec::new()),
-            config.policy.clone(),
-            tool_pool::Options { naming, ..tool_pool::Options::default() },
-        );
+        let catalog = Catalog::new(Arc::from(Vec::new()), config.policy.clone(), pool_options(only.is_some()));
         let startup_wait = config.serve.startup_wait;
         let runtime = Arc::new(Runtime::start(config, runtime_options));
         let backend = Arc::new_cyclic(|me: &Weak<HostBackend>| {
@@ -174,6 +169,12 @@ impl HostBackend {
             }
         });
         Ok(backend)
+    }
+
+    /// The options its pool is assembled with (the gateway's naming): what a
+    /// [`mcp_gateway::Profiled`] wrapper assembles its profiles' pools with.
+    pub fn pool_options(&self) -> tool_pool::Options {
+        pool_options(self.only.is_some())
     }
 
     /// The runtime (its servers' states, the `/mcp` operations).
@@ -318,6 +319,12 @@ impl Drop for HostBackend {
             publisher.abort();
         }
     }
+}
+
+/// The pool's options: the gateway's naming, or the one server's own names when transparent.
+fn pool_options(transparent: bool) -> tool_pool::Options {
+    let naming = if transparent { Naming::Transparent } else { Naming::Gateway };
+    tool_pool::Options { naming, ..tool_pool::Options::default() }
 }
 
 /// Whether policy denies reading `uri` of `server`.
@@ -471,6 +478,16 @@ impl Backend for HostBackend {
             .complete(server, reference, &argument.name, &argument.value, context)
             .await
             .map_err(backend_error)
+    }
+
+    fn ready(&self) -> Result<(), String> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err("shutting down".to_owned());
+        }
+        if !*self.published.borrow() {
+            return Err("the servers' first listing is not published yet".to_owned());
+        }
+        self.runtime.check_required().map_err(|e| e.to_string())
     }
 
     fn events(&self) -> broadcast::Receiver<BackendEvent> {

@@ -132,13 +132,14 @@ pub(crate) struct RawRuntime {
 }
 
 /// `[serve]`: how `mcp-harness serve` (the gateway) presents itself and whom its HTTP front
-/// admits. (Its sub-tables of inbound authentication, profiles and the audit log are the
-/// gateway's own settings types, read here as they are.)
+/// admits. (Its sub-tables, inbound authentication, profiles, the audit log, the drain, rate
+/// limits and replicas, are the gateway's own settings types, read here as they are.)
 #[derive(Deserialize, Default)]
 #[serde(
     deny_unknown_fields,
     expecting = "a table with `name`, `version`, `instructions`, `allowed_hosts`, `allowed_origins`, \
-                 `startup_wait_s`, `approval_wait_s` and `approval_ttl_s`"
+                 `startup_wait_s`, `approval_wait_s`, `approval_ttl_s`, `auth`, `profiles`, `audit`, `drain`, \
+                 `limits` and `replicas`"
 )]
 pub(crate) struct RawServe {
     #[serde(default)]
@@ -157,6 +158,24 @@ pub(crate) struct RawServe {
     pub(crate) approval_wait_s: Option<Seconds>,
     #[serde(default)]
     pub(crate) approval_ttl_s: Option<Seconds>,
+    /// `[serve.auth]`: inbound authentication of `serve --http`.
+    #[serde(default)]
+    pub(crate) auth: mcp_gateway::settings::AuthSettings,
+    /// `[serve.profiles.NAME]`.
+    #[serde(default)]
+    pub(crate) profiles: BTreeMap<String, mcp_gateway::settings::ProfileSettings>,
+    /// `[serve.audit]`.
+    #[serde(default)]
+    pub(crate) audit: Option<mcp_gateway::settings::AuditSettings>,
+    /// `[serve.drain]`.
+    #[serde(default)]
+    pub(crate) drain: mcp_gateway::settings::DrainSettings,
+    /// `[[serve.limits]]`.
+    #[serde(default)]
+    pub(crate) limits: Vec<mcp_gateway::LimitRule>,
+    /// `[serve.replicas]`.
+    #[serde(default)]
+    pub(crate) replicas: Option<mcp_gateway_store::ReplicaConfig>,
 }
 
 /// `[sandbox]`: the default of every stdio server's `sandbox` and `sandbox_required`.

@@ -258,7 +258,7 @@ impl Default for ToolsSettings {
 
 /// `[serve]`: how `mcp-harness serve` (the gateway) presents itself and whom its HTTP front
 /// admits. Read when `serve` starts (a reload of the file does not change it).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct ServeSettings {
     /// `serverInfo.name` (`None`: `mcp-harness`).
@@ -277,6 +277,14 @@ pub struct ServeSettings {
     pub approval_wait: Duration,
     /// How long an approval asked through `input_required` stays valid.
     pub approval_ttl: Duration,
+    /// `[serve.auth]`, `[serve.profiles.NAME]`, `[serve.audit]` and `[serve.drain]`, as the
+    /// gateway reads them (relative paths made relative to the configuration file). Token
+    /// files and variables are read when `serve` starts, not here.
+    pub inbound: mcp_gateway::settings::InboundSettings,
+    /// `[[serve.limits]]`: rate limits and quotas per caller and per tool.
+    pub limits: Vec<mcp_gateway::LimitRule>,
+    /// `[serve.replicas]`: the state shared with other replicas (`None`: one gateway alone).
+    pub replicas: Option<mcp_gateway_store::ReplicaConfig>,
 }
 
 impl Default for ServeSettings {
@@ -290,6 +298,9 @@ impl Default for ServeSettings {
             startup_wait: Duration::from_secs(10),
             approval_wait: Duration::from_secs(600),
             approval_ttl: Duration::from_secs(300),
+            inbound: mcp_gateway::settings::InboundSettings::default(),
+            limits: Vec::new(),
+            replicas: None,
         }
     }
 }

@@ -27,8 +27,10 @@ impl RawRuntime {
 }
 
 impl RawServe {
-    /// The settings; on error, the key (under `serve.`) and the message.
-    pub(crate) fn into_settings(self) -> Result<ServeSettings, (&'static str, String)> {
+    /// The settings, relative paths (the audit log, token files, the key file) taken from
+    /// `base`, the configuration file's directory; on error, the key (under `serve.`) and the
+    /// message.
+    pub(crate) fn into_settings(self, base: &Path) -> Result<ServeSettings, (&'static str, String)> {
         let defaults = ServeSettings::default();
         let text = |key: &'static str, value: Option<String>| match value {
             Some(v) if v.trim().is_empty() => Err((key, format!("`{key}` must not be empty"))),
@@ -53,6 +55,31 @@ impl RawServe {
                 format!("`allowed_origins` holds origins (`https://name` or `http://name:port`), not {bad:?}"),
             ));
         }
+        let mut inbound = mcp_gateway::settings::InboundSettings::default();
+        inbound.auth = self.auth;
+        for token in &mut inbound.auth.tokens {
+            if let Some(file) = &mut token.token_file {
+                *file = base.join(&*file);
+            }
+        }
+        inbound.profiles = self.profiles;
+        // Checked now, so a bad profile or limit is reported where the file is read; the
+        // gateway builds them again when it starts.
+        if let Err(e) = inbound.profiles() {
+            return Err(("profiles", e.to_string()));
+        }
+        inbound.audit = self.audit.map(|mut audit| {
+            audit.path = base.join(&audit.path);
+            audit
+        });
+        inbound.drain = self.drain;
+        if let Err(e) = mcp_gateway::Limits::new(&self.limits) {
+            return Err(("limits", e.to_string()));
+        }
+        let replicas = self.replicas.map(|mut replicas| {
+            replicas.key_file = replicas.key_file.map(|file| base.join(file));
+            replicas
+        });
         Ok(ServeSettings {
             name: text("name", self.name)?,
             version: text("version", self.version)?,
@@ -62,6 +89,9 @@ impl RawServe {
             startup_wait: self.startup_wait_s.map_or(defaults.startup_wait, |s| s.0),
             approval_wait: self.approval_wait_s.map_or(defaults.approval_wait, |s| s.0),
             approval_ttl: self.approval_ttl_s.map_or(defaults.approval_ttl, |s| s.0),
+            inbound,
+            limits: self.limits,
+            replicas,
         })
     }
 }

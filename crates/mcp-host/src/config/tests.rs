@@ -480,7 +480,7 @@ fn doc_section(heading: &str) -> &'static str {
 #[test]
 fn configuration_reference_lists_every_key() {
     // Every key each table of our TOML accepts, read from the parser itself.
-    let tables: [(&str, &[&str]); 11] = [
+    let tables: [(&str, &[&str]); 20] = [
         ("## Top level", keys::fields::<RawToml>()),
         ("## `[servers.NAME]`", keys::fields::<RawServer>()),
         ("### `[servers.NAME.oauth]`", keys::fields::<RawOAuth>()),
@@ -491,6 +491,15 @@ fn configuration_reference_lists_every_key() {
         ("## `[sandbox]`", keys::fields::<RawSandboxTable>()),
         ("## `[runtime]`", keys::fields::<RawRuntime>()),
         ("## `[serve]`", keys::fields::<RawServe>()),
+        ("### `[serve.auth]`", keys::fields::<mcp_gateway::settings::AuthSettings>()),
+        ("### `[serve.auth]`", keys::fields::<mcp_gateway::settings::TokenSettings>()),
+        ("### `[serve.auth.oauth]`", keys::fields::<mcp_gateway::settings::OAuthSettings>()),
+        ("### `[serve.profiles.NAME]`", keys::fields::<mcp_gateway::settings::ProfileSettings>()),
+        ("### `[serve.profiles.NAME]`", keys::fields::<mcp_gateway::settings::OverlaySettings>()),
+        ("### `[serve.audit]`", keys::fields::<mcp_gateway::settings::AuditSettings>()),
+        ("### `[serve.drain]`", keys::fields::<mcp_gateway::settings::DrainSettings>()),
+        ("### `[[serve.limits]]`", keys::fields::<mcp_gateway::LimitRule>()),
+        ("### `[serve.replicas]`", keys::fields::<mcp_gateway_store::ReplicaConfig>()),
         ("## Code mode", keys::fields::<super::raw::RawCodeLimits>()),
     ];
     let mut missing = Vec::new();

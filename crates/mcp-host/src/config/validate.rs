@@ -34,7 +34,8 @@ fn parse_checked(path: &Path, text: &str, context: &Context<'_>) -> Result<Confi
         foreign::read(path, text, read_context)?;
     let tools = tools.into_settings().map_err(|(key, message)| invalid(Some(key.to_owned()), message))?;
     let runtime = runtime.into_settings().map_err(|message| invalid(Some("runtime".into()), message))?;
-    let serve = serve.into_settings().map_err(|(key, message)| invalid(Some(format!("serve.{key}")), message))?;
+    let base = path.parent().unwrap_or_else(|| Path::new("."));
+    let serve = serve.into_settings(base).map_err(|(key, message)| invalid(Some(format!("serve.{key}")), message))?;
     // Each input is asked once, however many servers use it.
     let answers = std::cell::RefCell::new(BTreeMap::<String, String>::new());
     let ask = |id: &str| -> Result<String, String> {

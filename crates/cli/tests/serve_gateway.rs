@@ -1,0 +1,498 @@
+//! End-to-end tests of what `[serve]` configures in `mcp-harness serve --http`: inbound
+//! authentication, profiles, the audit log, rate limits, health probes, the drain on SIGTERM,
+//! and replicas sharing a key file and a real `redis-server`. Each test runs the binary over a
+//! real socket, fronting the fixture server as its upstreams.
+//!
+//! Needs `cargo build -p mcp-fixtures` first (the fixture is another package's binary), and
+//! `redis-server` on `PATH` (or `MCP_REDIS_SERVER`) for the replica test.
+
+#![cfg(unix)]
+// Helpers outside #[test] functions are test code too.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tokio::io::AsyncBufReadExt;
+use tokio::process::{Child, Command};
+
+// The store crate's real Redis for tests: one helper for both crates.
+#[path = "../../mcp-gateway-store/tests/it/redis_server.rs"]
+#[allow(dead_code)]
+mod redis_server;
+
+/// How long one answer may take (servers starting included).
+const ANSWER: Duration = Duration::from_secs(20);
+
+struct Env {
+    config_dir: TempDir,
+    work: TempDir,
+    data: TempDir,
+    fx: String,
+}
+
+fn env() -> Env {
+    let fx = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}")).display().to_string();
+    let dir = || tempfile::tempdir().unwrap();
+    Env { config_dir: dir(), work: dir(), data: dir(), fx }
+}
+
+impl Env {
+    fn path(&self, name: &str) -> PathBuf {
+        self.config_dir.path().join(name)
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.path(name);
+        std::fs::write(&path, text.replace("$FX", &self.fx)).unwrap();
+        path
+    }
+
+    fn command(&self, config: &Path, args: &[&str]) -> Command {
+        let mut cmd = Command::from(self.std_command(config, args));
+        cmd.kill_on_drop(true);
+        cmd
+    }
+
+    fn std_command(&self, config: &Path, args: &[&str]) -> std::process::Command {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-harness"));
+        cmd.current_dir(self.work.path())
+            .env_remove("MCP_HARNESS_CONFIG")
+            .env("RUST_LOG", std::env::var("SERVE_TEST_LOG").unwrap_or_else(|_| "error".to_owned()))
+            .env("MCP_HARNESS_DATA_DIR", self.data.path())
+            .arg("--config")
+            .arg(config)
+            .arg("serve")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// `serve` as it refuses to start: its exit status and what it said.
+    fn refused(&self, config: &Path, args: &[&str]) -> (Option<i32>, String) {
+        let out = self.std_command(config, args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// Two fixture upstreams; `two`'s `crash` is denied by the host's policy.
+const UPSTREAMS: &str = r#"
+[servers.fx]
+command = "$FX"
+args = ["echo"]
+
+[servers.two]
+command = "$FX"
+args = ["echo"]
+
+[policy]
+default = "allow"
+
+[[policy.rules]]
+server = "two"
+tool = "crash"
+decision = "deny"
+"#;
+
+/// A running `serve --http`: its base URL (`http://127.0.0.1:PORT`) and what it says on
+/// stderr.
+struct Served {
+    child: Child,
+    base: String,
+    stderr: Arc<Mutex<String>>,
+    http: reqwest::Client,
+}
+
+impl Served {
+    async fn start(mut cmd: Command) -> Self {
+        let mut child = cmd.spawn().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        let said = Arc::new(Mutex::new(String::new()));
+        let url = tokio::time::timeout(ANSWER, async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                said.lock().unwrap().push_str(&format!("{line}\n"));
+                if let Some(url) = line.strip_prefix("listening on ") {
+                    return url.to_owned();
+                }
+            }
+            panic!("serve --http ended without listening: {}", said.lock().unwrap());
+        })
+        .await
+        .unwrap();
+        let keep = Arc::clone(&said);
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                keep.lock().unwrap().push_str(&format!("{line}\n"));
+            }
+        });
+        // A wildcard address is reached on loopback.
+        let url = url.replace("0.0.0.0", "127.0.0.1");
+        let base = url.strip_suffix("/mcp").unwrap().to_owned();
+        Self { child, base, stderr: said, http: reqwest::Client::new() }
+    }
+
+    fn said(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    async fn post(&self, path: &str, body: &Value, session: Option<&str>, token: Option<&str>) -> reqwest::Response {
+        let mut request = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string());
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session).header("mcp-protocol-version", "2025-06-18");
+        }
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send().await.unwrap()
+    }
+
+    async fn get(&self, path: &str) -> (u16, String) {
+        let response = self.http.get(format!("{}{path}", self.base)).send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.text().await.unwrap())
+    }
+
+    /// Opens a session at `path`; its id.
+    async fn session(&self, path: &str, token: Option<&str>) -> String {
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "gateway-test", "version": "1"}}});
+        let answer = self.post(path, &init, None, token).await;
+        assert!(answer.status().is_success(), "initialize at {path}: {}", answer.status());
+        let session = answer.headers().get("mcp-session-id").unwrap().to_str().unwrap().to_owned();
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        assert_eq!(self.post(path, &initialized, Some(&session), token).await.status(), 202);
+        session
+    }
+
+    async fn request(&self, path: &str, session: &str, token: Option<&str>, method: &str, params: Value) -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+        body_json(self.post(path, &body, Some(session), token).await).await
+    }
+
+    async fn tool_names(&self, path: &str, session: &str) -> Vec<String> {
+        let listed = self.request(path, session, None, "tools/list", json!({})).await;
+        listed["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect()
+    }
+
+    async fn call(&self, path: &str, session: &str, name: &str, arguments: Value) -> Value {
+        self.request(path, session, None, "tools/call", json!({"name": name, "arguments": arguments})).await
+    }
+
+    fn signal(&self, name: &str) {
+        let pid = self.child.id().unwrap().to_string();
+        assert!(std::process::Command::new("kill").args([name, &pid]).status().unwrap().success());
+    }
+
+    async fn exit_code(&mut self, within: Duration) -> Option<i32> {
+        tokio::time::timeout(within, self.child.wait()).await.expect("serve did not exit").unwrap().code()
+    }
+}
+
+/// A JSON answer, or the one JSON-RPC answer of an SSE answer.
+async fn body_json(response: reqwest::Response) -> Value {
+    let sse = response
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v.to_str().unwrap_or("").starts_with("text/event-stream"));
+    let text = response.text().await.unwrap();
+    if !sse {
+        return serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    }
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|m| m.get("id").is_some())
+        .unwrap_or_else(|| panic!("no answer in {text}"))
+}
+
+fn text_of(answer: &Value) -> String {
+    answer["result"]["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+fn is_tool_error(answer: &Value) -> bool {
+    answer["result"]["isError"] == json!(true)
+}
+
+#[tokio::test]
+async fn bearer_tokens_from_a_variable_or_a_file_guard_serve_http_and_are_never_shown() {
+    let env = env();
+    std::fs::write(env.path("ops.token"), "file-s3cret-token\n").unwrap();
+    let config = env.write(
+        "config.toml",
+        &format!(
+            "{UPSTREAMS}\n[serve.auth]\ntokens = [{{ name = \"ci\", token_env = \"GATEWAY_TEST_TOKEN\" }}, \
+             {{ name = \"ops\", token_file = \"ops.token\" }}]\n"
+        ),
+    );
+    // With authentication, a non-loopback address is allowed.
+    let mut cmd = env.command(&config, &["--http", "0.0.0.0:0"]);
+    cmd.env("GATEWAY_TEST_TOKEN", "env-s3cret-token");
+    let served = Served::start(cmd).await;
+
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let anonymous = served.post("/mcp", &init, None, None).await;
+    assert_eq!(anonymous.status(), 401);
+    let challenge = anonymous.headers().get("www-authenticate").unwrap().to_str().unwrap().to_owned();
+    assert!(challenge.starts_with("Bearer"), "{challenge}");
+    let wrong = served.post("/mcp", &init, None, Some("not-the-token")).await;
+    assert_eq!(wrong.status(), 401);
+    assert!(wrong.headers().contains_key("www-authenticate"));
+
+    for token in ["env-s3cret-token", "file-s3cret-token"] {
+        let session = served.session("/mcp", Some(token)).await;
+        let listed = served.request("/mcp", &session, Some(token), "tools/list", json!({})).await;
+        assert!(listed["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()), "{listed}");
+        // The session is the token's: another token cannot use it.
+        let other = if token.starts_with("env") { "file-s3cret-token" } else { "env-s3cret-token" };
+        let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"});
+        let stolen = served.post("/mcp", &body, Some(&session), Some(other)).await;
+        assert!(!stolen.status().is_success(), "{}", stolen.status());
+    }
+
+    // The probes need no token.
+    assert_eq!(served.get("/healthz").await.0, 200);
+    let deadline = Instant::now() + ANSWER;
+    loop {
+        let (status, text) = served.get("/readyz").await;
+        if status == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never ready: {status} {text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let said = served.said();
+    assert!(!said.contains("s3cret"), "a token was shown: {said}");
+}
+
+#[test]
+fn a_token_variable_that_is_not_set_refuses_the_start() {
+    let env = env();
+    let config = env.write(
+        "config.toml",
+        &format!("{UPSTREAMS}\n[serve.auth]\ntokens = [{{ name = \"ci\", token_env = \"GATEWAY_TEST_UNSET\" }}]\n"),
+    );
+    let (code, said) = env.refused(&config, &["--http", "127.0.0.1:0"]);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("serve.auth.tokens[0]") && said.contains("`GATEWAY_TEST_UNSET` is not set"), "{said}");
+
+    // Without authentication, a non-loopback address is still refused.
+    let plain = env.write("plain.toml", UPSTREAMS);
+    let (code, said) = env.refused(&plain, &["--http", "0.0.0.0:0"]);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("without inbound authentication"), "{said}");
+}
+
+#[tokio::test]
+async fn a_profile_serves_its_servers_under_its_overlay_and_the_audit_log_records_each_decided_call() {
+    let env = env();
+    let config = env.write(
+        "config.toml",
+        &format!(
+            "{UPSTREAMS}
+[serve.profiles.narrow]
+servers = [\"fx\"]
+policy = {{ rules = [{{ server = \"fx\", tool = \"add\", decision = \"deny\" }}] }}
+
+[serve.audit]
+path = \"audit.jsonl\"
+"
+        ),
+    );
+    let served = Served::start(env.command(&config, &["--http", "127.0.0.1:0"])).await;
+
+    let whole = served.session("/mcp", None).await;
+    let names = served.tool_names("/mcp", &whole).await;
+    assert!(names.iter().any(|n| n == "two__echo") && names.iter().any(|n| n == "fx__add"), "{names:?}");
+
+    let narrow = served.session("/mcp/narrow", None).await;
+    let names = served.tool_names("/mcp/narrow", &narrow).await;
+    assert!(names.iter().any(|n| n == "fx__echo"), "{names:?}");
+    assert!(names.iter().all(|n| n.starts_with("fx__")), "another server's tools in the profile: {names:?}");
+    assert!(!names.iter().any(|n| n == "fx__add"), "the overlay's denied tool is listed: {names:?}");
+    // No such profile.
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    assert_eq!(served.post("/mcp/other", &init, None, None).await.status(), 404);
+
+    let allowed = served.call("/mcp", &whole, "two__echo", json!({"text": "audited"})).await;
+    assert_eq!(text_of(&allowed), "audited", "{allowed}");
+    let denied = served.call("/mcp", &whole, "two__crash", json!({})).await;
+    assert!(denied.get("error").is_some() || is_tool_error(&denied), "{denied}");
+    let overlaid = served.call("/mcp/narrow", &narrow, "fx__add", json!({"a": 1, "b": 2})).await;
+    assert!(overlaid.get("error").is_some() || is_tool_error(&overlaid), "{overlaid}");
+
+    let log = std::fs::read_to_string(env.path("audit.jsonl")).unwrap();
+    let lines: Vec<Value> = log.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 3, "{log}");
+    let line = |tool: &str| lines.iter().find(|l| l["tool"] == tool).unwrap_or_else(|| panic!("no line for {tool}: {log}"));
+    let echo = line("two__echo");
+    assert_eq!((echo["decision"].as_str(), echo["outcome"].as_str()), (Some("allowed"), Some("ok")), "{echo}");
+    assert_eq!(echo["client"], "gateway-test");
+    assert!(echo["arguments_sha256"].as_str().is_some_and(|d| d.len() == 64), "{echo}");
+    assert!(echo.get("arguments").is_none(), "arguments written by default: {echo}");
+    let crash = line("two__crash");
+    assert_ne!(crash["decision"], "allowed", "{crash}");
+    let add = line("fx__add");
+    assert_ne!(add["decision"], "allowed", "{add}");
+    assert_eq!(add["profile"], "narrow", "{add}");
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(env.path("audit.jsonl")).unwrap().permissions());
+    assert_eq!(mode & 0o077, 0, "the audit log is readable by others: {mode:o}");
+}
+
+/// `serve` with a drain of `delay_s` and `timeout_s`, a slow call running.
+async fn slow_call_running(env: &Env, delay: &str, timeout: &str, ms: u64) -> (Served, tokio::task::JoinHandle<Value>) {
+    let config = env.write(
+        "config.toml",
+        &format!("{UPSTREAMS}\n[serve.drain]\ndelay_s = {delay}\ntimeout_s = {timeout}\n"),
+    );
+    let served = Served::start(env.command(&config, &["--http", "127.0.0.1:0"])).await;
+    let session = served.session("/mcp", None).await;
+    let http = served.http.clone();
+    let url = format!("{}/mcp", served.base);
+    let call = tokio::spawn(async move {
+        let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "fx__sleep", "arguments": {"ms": ms}}});
+        let response = http
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", session)
+            .header("mcp-protocol-version", "2025-06-18")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        body_json(response).await
+    });
+    // The call is under way before the signal.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    (served, call)
+}
+
+#[tokio::test]
+async fn sigterm_drains_a_call_in_flight_then_exits_0() {
+    let env = env();
+    let (mut served, call) = slow_call_running(&env, "0.5", "20", 2000).await;
+    let signalled = Instant::now();
+    served.signal("-TERM");
+    // Not ready at once (served for the drain's delay, refused after: 503 either way).
+    let mut not_ready = false;
+    while signalled.elapsed() < Duration::from_secs(1) {
+        match served.http.get(format!("{}/readyz", served.base)).send().await {
+            Ok(r) if r.status() == 503 => {
+                not_ready = true;
+                break;
+            }
+            Ok(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            Err(_) => break,
+        }
+    }
+    assert!(not_ready, "/readyz did not turn 503 while draining");
+    let answer = tokio::time::timeout(ANSWER, call).await.unwrap().unwrap();
+    assert!(answer.get("result").is_some() && !is_tool_error(&answer), "the call in flight was cut: {answer}");
+    let code = served.exit_code(ANSWER).await;
+    let said = served.said();
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("SIGTERM received: draining"), "{said}");
+    assert!(said.contains("drained: 1 request(s) were in flight, 0 call(s) cut off"), "{said}");
+}
+
+#[tokio::test]
+async fn a_second_signal_stops_at_once() {
+    let env = env();
+    let (mut served, _call) = slow_call_running(&env, "0", "60", 30_000).await;
+    served.signal("-TERM");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = Instant::now();
+    served.signal("-INT");
+    let code = served.exit_code(Duration::from_secs(5)).await;
+    assert_eq!(code, Some(143), "{}", served.said());
+    assert!(second.elapsed() < Duration::from_secs(4), "took {:?}", second.elapsed());
+}
+
+/// A private key file of one key.
+fn key_file(env: &Env) {
+    use std::os::unix::fs::PermissionsExt;
+    let path = env.path("gateway.key");
+    std::fs::write(&path, format!("{}\n", "7e".repeat(32))).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+#[tokio::test]
+async fn replicas_with_a_key_file_and_a_redis_store_serve_calls_and_share_the_limits() {
+    let redis = redis_server::RedisServer::start();
+    let env = env();
+    key_file(&env);
+    let config = env.write(
+        "config.toml",
+        &format!(
+            "{UPSTREAMS}
+[serve.replicas]
+key_file = \"gateway.key\"
+store = \"{}\"
+namespace = \"servewire-test\"
+
+[[serve.limits]]
+tool = \"fx__add\"
+calls_per_minute = 1
+",
+            redis.url()
+        ),
+    );
+    let served = Served::start(env.command(&config, &["--http", "127.0.0.1:0"])).await;
+    let session = served.session("/mcp", None).await;
+    let echoed = served.call("/mcp", &session, "two__echo", json!({"text": "through a replica"})).await;
+    assert_eq!(text_of(&echoed), "through a replica", "{echoed}");
+    let first = served.call("/mcp", &session, "fx__add", json!({"a": 1, "b": 2})).await;
+    assert!(!is_tool_error(&first) && first.get("result").is_some(), "{first}");
+    // The bucket is in Redis: the second call within the minute is refused, naming the rule.
+    let second = served.call("/mcp", &session, "fx__add", json!({"a": 1, "b": 2})).await;
+    assert!(is_tool_error(&second), "{second}");
+    assert!(text_of(&second).contains("rate limit reached") && text_of(&second).contains("[[serve.limits]]"), "{second}");
+    drop(served);
+
+    // A store that does not answer refuses the start.
+    let port = redis.port;
+    drop(redis);
+    let (code, said) = env.refused(&config, &["--http", "127.0.0.1:0"]);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("[serve.replicas] store"), "Redis on port {port} was gone: {said}");
+}
+
+#[test]
+fn replicas_without_a_readable_key_file_refuse_to_start() {
+    let env = env();
+    let missing =
+        env.write("missing.toml", &format!("{UPSTREAMS}\n[serve.replicas]\nkey_file = \"no-such.key\"\n"));
+    let (code, said) = env.refused(&missing, &["--http", "127.0.0.1:0"]);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("[serve.replicas] key_file: the sealing key file") && said.contains("no-such.key"), "{said}");
+
+    let none = env.write("none.toml", &format!("{UPSTREAMS}\n[serve.replicas]\nstore = \"redis://127.0.0.1:1\"\n"));
+    let (code, said) = env.refused(&none, &["--http", "127.0.0.1:0"]);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("[serve.replicas] needs `key_file`"), "{said}");
+
+    // A key file others can read is refused too.
+    key_file(&env);
+    let exposed = env.path("gateway.key");
+    std::fs::set_permissions(&exposed, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let open = env.write("open.toml", &format!("{UPSTREAMS}\n[serve.replicas]\nkey_file = \"gateway.key\"\n"));
+    let (code, said) = env.refused(&open, &["--http", "127.0.0.1:0"]);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("can be read by other users"), "{said}");
+}
