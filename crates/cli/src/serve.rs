@@ -66,10 +66,11 @@ pub(crate) async fn serve_command(config: Config, at: &ConfigPath, args: &ServeA
         None => None,
     };
     let limits = Limits::new(&settings.limits)?;
-    let shared = SharedState::open(settings.replicas.as_ref(), limits, Arc::clone(&clock)).await.map_err(|e| match e {
-        StartError::KeyFile(_) => anyhow::anyhow!("[serve.replicas] key_file: {e}"),
-        e => anyhow::Error::from(e),
-    })?;
+    let shared =
+        SharedState::open(settings.replicas.as_ref(), limits, Arc::clone(&clock)).await.map_err(|e| match e {
+            StartError::KeyFile(_) => anyhow::anyhow!("[serve.replicas] key_file: {e}"),
+            e => anyhow::Error::from(e),
+        })?;
 
     let mut ports = mcp_host::Ports::default();
     ports.events = Arc::new(crate::host::show_event);

@@ -22,7 +22,7 @@ use tokio::process::{Child, Command};
 
 // The store crate's real Redis for tests: one helper for both crates.
 #[path = "../../mcp-gateway-store/tests/it/redis_server.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, unreachable_pub)]
 mod redis_server;
 
 /// How long one answer may take (servers starting included).
@@ -183,7 +183,12 @@ impl Served {
 
     async fn tool_names(&self, path: &str, session: &str) -> Vec<String> {
         let listed = self.request(path, session, None, "tools/list", json!({})).await;
-        listed["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect()
+        listed["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            .collect()
     }
 
     async fn call(&self, path: &str, session: &str, name: &str, arguments: Value) -> Value {
@@ -338,7 +343,8 @@ path = \"audit.jsonl\"
     let log = std::fs::read_to_string(env.path("audit.jsonl")).unwrap();
     let lines: Vec<Value> = log.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 3, "{log}");
-    let line = |tool: &str| lines.iter().find(|l| l["tool"] == tool).unwrap_or_else(|| panic!("no line for {tool}: {log}"));
+    let line =
+        |tool: &str| lines.iter().find(|l| l["tool"] == tool).unwrap_or_else(|| panic!("no line for {tool}: {log}"));
     let echo = line("two__echo");
     assert_eq!((echo["decision"].as_str(), echo["outcome"].as_str()), (Some("allowed"), Some("ok")), "{echo}");
     assert_eq!(echo["client"], "gateway-test");
@@ -349,16 +355,15 @@ path = \"audit.jsonl\"
     let add = line("fx__add");
     assert_ne!(add["decision"], "allowed", "{add}");
     assert_eq!(add["profile"], "narrow", "{add}");
-    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(env.path("audit.jsonl")).unwrap().permissions());
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(env.path("audit.jsonl")).unwrap().permissions());
     assert_eq!(mode & 0o077, 0, "the audit log is readable by others: {mode:o}");
 }
 
 /// `serve` with a drain of `delay_s` and `timeout_s`, a slow call running.
 async fn slow_call_running(env: &Env, delay: &str, timeout: &str, ms: u64) -> (Served, tokio::task::JoinHandle<Value>) {
-    let config = env.write(
-        "config.toml",
-        &format!("{UPSTREAMS}\n[serve.drain]\ndelay_s = {delay}\ntimeout_s = {timeout}\n"),
-    );
+    let config =
+        env.write("config.toml", &format!("{UPSTREAMS}\n[serve.drain]\ndelay_s = {delay}\ntimeout_s = {timeout}\n"));
     let served = Served::start(env.command(&config, &["--http", "127.0.0.1:0"])).await;
     let session = served.session("/mcp", None).await;
     let http = served.http.clone();
@@ -462,7 +467,10 @@ calls_per_minute = 1
     // The bucket is in Redis: the second call within the minute is refused, naming the rule.
     let second = served.call("/mcp", &session, "fx__add", json!({"a": 1, "b": 2})).await;
     assert!(is_tool_error(&second), "{second}");
-    assert!(text_of(&second).contains("rate limit reached") && text_of(&second).contains("[[serve.limits]]"), "{second}");
+    assert!(
+        text_of(&second).contains("rate limit reached") && text_of(&second).contains("[[serve.limits]]"),
+        "{second}"
+    );
     drop(served);
 
     // A store that does not answer refuses the start.
@@ -476,8 +484,7 @@ calls_per_minute = 1
 #[test]
 fn replicas_without_a_readable_key_file_refuse_to_start() {
     let env = env();
-    let missing =
-        env.write("missing.toml", &format!("{UPSTREAMS}\n[serve.replicas]\nkey_file = \"no-such.key\"\n"));
+    let missing = env.write("missing.toml", &format!("{UPSTREAMS}\n[serve.replicas]\nkey_file = \"no-such.key\"\n"));
     let (code, said) = env.refused(&missing, &["--http", "127.0.0.1:0"]);
     assert_eq!(code, Some(2), "{said}");
     assert!(said.contains("[serve.replicas] key_file: the sealing key file") && said.contains("no-such.key"), "{said}");

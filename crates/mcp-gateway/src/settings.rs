@@ -535,15 +535,13 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap_or_default();
         let file = dir.join("bot.token");
         std::fs::write(&file, "file-s3cret\n").unwrap_or_default();
-        let settings = read(&format!(
-            "[auth]\ntokens = [{{ name = \"bot\", token_file = {:?} }}]",
-            file.display().to_string()
-        ))
-        .unwrap_or_default();
+        let settings =
+            read(&format!("[auth]\ntokens = [{{ name = \"bot\", token_file = {:?} }}]", file.display().to_string()))
+                .unwrap_or_default();
         assert!(settings.auth.bearer_tokens().map(|t| t.is_some_and(|t| !t.is_empty())).unwrap_or(false));
 
-        let missing = read("[auth]\ntokens = [{ name = \"bot\", token_file = \"/nonexistent/bot.token\" }]")
-            .unwrap_or_default();
+        let missing =
+            read("[auth]\ntokens = [{ name = \"bot\", token_file = \"/nonexistent/bot.token\" }]").unwrap_or_default();
         let said = missing.auth.bearer_tokens().map(|_| ()).unwrap_err().to_string();
         assert!(said.contains("serve.auth.tokens[0]") && said.contains("/nonexistent/bot.token"), "{said}");
 
