@@ -283,6 +283,131 @@ async fn bearer_tokens_from_a_variable_or_a_file_guard_serve_http_and_are_never_
     assert!(!said.contains("s3cret"), "a token was shown: {said}");
 }
 
+/// An issuer of the test's own: a P-256 key, its JWKS served on loopback.
+struct Issuer {
+    pkcs8: Vec<u8>,
+    jwks_url: String,
+}
+
+const ISSUER: &str = "https://idp.example.com";
+const RESOURCE: &str = "https://gw.example.com/mcp";
+
+impl Issuer {
+    async fn start() -> Self {
+        use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair as _};
+        let pkcs8 =
+            EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &aws_lc_rs::rand::SystemRandom::new())
+                .unwrap();
+        let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref()).unwrap();
+        let point = key.public_key().as_ref().to_vec();
+        let b64 = |bytes: &[u8]| base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, bytes);
+        let jwks = json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1", "alg": "ES256", "use": "sig",
+            "x": b64(&point[1..33]), "y": b64(&point[33..65])}]})
+        .to_string();
+        // HTTP/1.1 by hand: one answer per connection, whatever was asked.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let jwks_url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let jwks = jwks.clone();
+                tokio::spawn(async move {
+                    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                    let mut request = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => request.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{jwks}",
+                        jwks.len()
+                    );
+                    let _ = stream.write_all(answer.as_bytes()).await;
+                });
+            }
+        });
+        Self { pkcs8: pkcs8.as_ref().to_vec(), jwks_url }
+    }
+
+    /// A token for `aud` of subject `sub`, expiring `exp_in` seconds from now.
+    fn token(&self, sub: &str, aud: &str, exp_in: i64) -> String {
+        let now = i64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs())
+            .unwrap();
+        let claims = json!({"iss": ISSUER, "sub": sub, "aud": aud, "iat": now, "exp": now + exp_in});
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        header.kid = Some("k1".to_owned());
+        jsonwebtoken::encode(&header, &claims, &jsonwebtoken::EncodingKey::from_ec_der(&self.pkcs8)).unwrap()
+    }
+}
+
+#[tokio::test]
+async fn jwts_of_the_configured_issuer_are_checked_and_the_protected_resource_metadata_names_it() {
+    let issuer = Issuer::start().await;
+    let env = env();
+    let config = env.write(
+        "config.toml",
+        &format!(
+            "{UPSTREAMS}
+[serve.auth.oauth]
+issuer = \"{ISSUER}\"
+jwks_url = \"{}\"
+resource = \"{RESOURCE}\"
+
+[serve.profiles.narrow]
+callers = [\"carol\"]
+servers = [\"fx\"]
+
+[serve.audit]
+path = \"audit.jsonl\"
+",
+            issuer.jwks_url
+        ),
+    );
+    let served = Served::start(env.command(&config, &["--http", "127.0.0.1:0"])).await;
+
+    // RFC 9728 metadata, the gateway's and a profile's.
+    let (status, metadata) = served.get("/.well-known/oauth-protected-resource/mcp").await;
+    assert_eq!(status, 200, "{metadata}");
+    let metadata: Value = serde_json::from_str(&metadata).unwrap();
+    assert_eq!(metadata["resource"], RESOURCE, "{metadata}");
+    assert_eq!(metadata["authorization_servers"], json!([ISSUER]), "{metadata}");
+    let (status, narrow) = served.get("/.well-known/oauth-protected-resource/mcp/narrow").await;
+    assert_eq!(status, 200, "{narrow}");
+    assert!(narrow.contains("https://gw.example.com/mcp/narrow"), "{narrow}");
+
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let anonymous = served.post("/mcp", &init, None, None).await;
+    assert_eq!(anonymous.status(), 401);
+    let challenge = anonymous.headers().get("www-authenticate").unwrap().to_str().unwrap().to_owned();
+    assert!(
+        challenge.contains("resource_metadata=\"https://gw.example.com/.well-known/oauth-protected-resource/mcp\""),
+        "{challenge}"
+    );
+    for refused in [issuer.token("carol", "https://other.example.com/mcp", 300), issuer.token("carol", RESOURCE, -600)]
+    {
+        assert_eq!(served.post("/mcp", &init, None, Some(&refused)).await.status(), 401);
+    }
+
+    let good = issuer.token("carol", RESOURCE, 300);
+    let session = served.session("/mcp", Some(&good)).await;
+    let called = served
+        .request("/mcp", &session, Some(&good), "tools/call", json!({"name": "two__echo", "arguments": {"text": "hi"}}))
+        .await;
+    assert_eq!(text_of(&called), "hi", "{called}");
+    // A profile's token names the profile's resource; its callers only.
+    let narrow_token = issuer.token("carol", &format!("{RESOURCE}/narrow"), 300);
+    served.session("/mcp/narrow", Some(&narrow_token)).await;
+    let stranger = issuer.token("dave", &format!("{RESOURCE}/narrow"), 300);
+    assert_eq!(served.post("/mcp/narrow", &init, None, Some(&stranger)).await.status(), 403);
+
+    let log = std::fs::read_to_string(env.path("audit.jsonl")).unwrap();
+    let line: Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
+    assert_eq!((line["caller"].as_str(), line["tool"].as_str()), (Some("carol"), Some("two__echo")), "{line}");
+}
+
 #[test]
 fn a_token_variable_that_is_not_set_refuses_the_start() {
     let env = env();
