@@ -14,7 +14,8 @@
 //! Over stdio, stdout is the protocol: everything the command has to say goes to stderr.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use mcp_gateway::{
     Backend, Clock, Gateway, GatewayOptions, HttpOptions, HttpServer, Limits, Profiled, StdioOptions, SystemClock,
@@ -22,8 +23,9 @@ use mcp_gateway::{
 };
 use mcp_gateway_store::{SharedState, StartError};
 use mcp_host::config::{Config, ConfigPath, Origin};
-use mcp_host::serve::{HostBackend, ServeOptions};
+use mcp_host::serve::{HostBackend, Readiness, ServeOptions};
 use mcp_protocol::Implementation;
+use mcp_safety::lock;
 
 use crate::Outcome;
 use crate::output;
@@ -79,7 +81,17 @@ pub(crate) async fn serve_command(config: Config, at: &ConfigPath, args: &ServeA
     // The file the configuration was read from is watched: servers and policy follow it.
     options.reload = Some(ConfigPath::new(config.file.clone(), Origin::Flag, at.allow_workspace));
     options.transparent = args.transparent;
-    let host = HostBackend::start(config, options)?;
+    // With a shared store, `/readyz` also says whether it answers: a replica that cannot reach
+    // it refuses what needs it, so the load balancer should send it nothing.
+    let store_watch = shared.store.is_some().then(|| watch_store(shared.clone()));
+    options.readiness = store_watch.as_ref().map(|(readiness, _)| Arc::clone(readiness));
+    let host = match HostBackend::start(config, options) {
+        Ok(host) => host,
+        Err(e) => {
+            stop_watch(store_watch);
+            return Err(e.into());
+        }
+    };
     // Profiles wrap the host: `/mcp/NAME` is served the profile's servers under the host's
     // policy narrowed by the profile's overlay; `/mcp` stays the host's own pool.
     let backend: Arc<dyn Backend> = if profiles.is_empty() {
@@ -107,6 +119,7 @@ pub(crate) async fn serve_command(config: Config, at: &ConfigPath, args: &ServeA
         Ok(gateway) => gateway,
         Err(e) => {
             host.close().await;
+            stop_watch(store_watch);
             anyhow::bail!("cannot start the gateway: {e}");
         }
     };
@@ -124,11 +137,38 @@ pub(crate) async fn serve_command(config: Config, at: &ConfigPath, args: &ServeA
         }
     };
     host.close().await;
+    stop_watch(store_watch);
     outcome?;
     if args.http.is_some() && crate::signals::received().is_some() {
         crate::signals::mark_drained();
     }
     Ok(Outcome::Success)
+}
+
+/// How often the shared store is asked whether it answers, for `/readyz`.
+const STORE_CHECK: Duration = Duration::from_secs(2);
+
+/// A readiness check answering from what a task asking the shared store every
+/// [`STORE_CHECK`] last saw (`/readyz` must not wait for the store), and that task.
+fn watch_store(shared: SharedState) -> (Readiness, tokio::task::JoinHandle<()>) {
+    // It answered at start (`SharedState::open` refuses a store that does not).
+    let seen: Arc<Mutex<Result<(), String>>> = Arc::new(Mutex::new(Ok(())));
+    let write = Arc::clone(&seen);
+    let task = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(STORE_CHECK).await;
+            let now = shared.ready().await.map_err(|e| format!("the shared store ([serve.replicas] store): {e}"));
+            *lock(&write) = now;
+        }
+    });
+    let readiness: Readiness = Arc::new(move || lock(&seen).clone());
+    (readiness, task)
+}
+
+fn stop_watch(watch: Option<(Readiness, tokio::task::JoinHandle<()>)>) {
+    if let Some((_, task)) = watch {
+        task.abort();
+    }
 }
 
 /// Over stdio: served until the client closes its end, or a signal ends it (a request in

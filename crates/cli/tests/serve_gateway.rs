@@ -596,6 +596,28 @@ calls_per_minute = 1
         text_of(&second).contains("rate limit reached") && text_of(&second).contains("[[serve.limits]]"),
         "{second}"
     );
+
+    // `/readyz` follows the store: a Redis that hangs makes the replica not ready.
+    let ready = |want: u16| {
+        let served = &served;
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let (status, text) = served.get("/readyz").await;
+                if status == want {
+                    return text;
+                }
+                assert!(Instant::now() < deadline, "/readyz stayed {status}: {text}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    ready(200).await;
+    redis.freeze(true);
+    let said = ready(503).await;
+    assert!(said.contains("shared store"), "{said}");
+    redis.freeze(false);
+    ready(200).await;
     drop(served);
 
     // A store that does not answer refuses the start.

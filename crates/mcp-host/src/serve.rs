@@ -63,13 +63,21 @@ pub struct ServeOptions {
     pub reload: Option<ConfigPath>,
     /// Front exactly one server, under its own names, mirroring its capabilities.
     pub transparent: bool,
+    /// A further readiness check of the front's own (a shared store that must answer),
+    /// asked by [`Backend::ready`] after the backend's own checks; `Err` says what is missing.
+    pub readiness: Option<Readiness>,
 }
+
+/// A readiness check: cheap and non-blocking (`/readyz` calls it), so one that needs I/O
+/// answers from what a task of its own last saw.
+pub type Readiness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 impl std::fmt::Debug for ServeOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServeOptions")
             .field("reload", &self.reload)
             .field("transparent", &self.transparent)
+            .field("readiness", &self.readiness.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -109,6 +117,7 @@ pub struct HostBackend {
     first_deadline: tokio::time::Instant,
     publisher: Mutex<Option<JoinHandle<()>>>,
     closed: AtomicBool,
+    readiness: Option<Readiness>,
 }
 
 impl std::fmt::Debug for HostBackend {
@@ -166,6 +175,7 @@ impl HostBackend {
                 first_deadline: tokio::time::Instant::now() + startup_wait + Duration::from_secs(5),
                 publisher: Mutex::new(Some(publisher)),
                 closed: AtomicBool::new(false),
+                readiness: options.readiness,
             }
         });
         Ok(backend)
@@ -487,7 +497,11 @@ impl Backend for HostBackend {
         if !*self.published.borrow() {
             return Err("the servers' first listing is not published yet".to_owned());
         }
-        self.runtime.check_required().map_err(|e| e.to_string())
+        self.runtime.check_required().map_err(|e| e.to_string())?;
+        match &self.readiness {
+            Some(check) => check(),
+            None => Ok(()),
+        }
     }
 
     fn events(&self) -> broadcast::Receiver<BackendEvent> {
