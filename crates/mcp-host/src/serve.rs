@@ -20,6 +20,10 @@
 //!   gateway mirrors its capabilities and instructions ([`Backend::mirrored`]). A server added
 //!   to the file later is not offered.
 //!
+//! - **Code mode.** With `[serve] code_mode = "on"` (and not transparent) the pool carries the
+//!   built-in `run_code` ([`crate::RunCode`]), whose handler [`Backend::builtins`] hands the
+//!   gateway: its scripts' calls go through the gateway's gate for the calling client.
+//!
 //! Servers' own requests (sampling, elicitation, roots) are declined here: the connection
 //! does not know which downstream client's call caused them. (Forwarding them to that client
 //! needs a handler per call, beside `agent_loop::BoundCall`'s progress; not built yet.)
@@ -109,6 +113,8 @@ pub struct HostBackend {
     first_deadline: tokio::time::Instant,
     publisher: Mutex<Option<JoinHandle<()>>>,
     closed: AtomicBool,
+    /// The built-in tools the pool carries (`run_code` with `[serve] code_mode = "on"`).
+    builtins: Vec<Arc<dyn agent_loop::BuiltinTool>>,
 }
 
 impl std::fmt::Debug for HostBackend {
@@ -144,13 +150,24 @@ impl HostBackend {
         // listing waits for it only briefly (clients' requests are behind it).
         let runtime_options = RuntimeOptions { ports, reload: options.reload, added_wait: ADDED_WAIT };
         let naming = if only.is_some() { Naming::Transparent } else { Naming::Gateway };
-        let catalog = Catalog::new(
-            Arc::from(Vec::new()),
-            config.policy.clone(),
-            tool_pool::Options { naming, ..tool_pool::Options::default() },
-        );
+        // A transparent gateway offers exactly the one server's tools, so no built-in.
+        let code_limits = (config.serve.code_mode && only.is_none()).then(|| config.tools.code_limits.clone());
+        let tool_budget = config.tools.tool_budget;
+        let policy = config.policy.clone();
         let startup_wait = config.serve.startup_wait;
         let runtime = Arc::new(Runtime::start(config, runtime_options));
+        let mut builtins: Vec<Arc<dyn agent_loop::BuiltinTool>> = Vec::new();
+        if let Some(limits) = code_limits {
+            // Which servers a script reaches follows the running configuration (reloads too).
+            let running = Arc::clone(&runtime);
+            let scope: crate::ScopeSource = Arc::new(move || running.config().serve_code_scope());
+            // As for `run` and `chat`: the declarations fill one tool's budget, less the room
+            // of its name and input schema.
+            builtins.push(Arc::new(crate::RunCode::new(limits, scope, tool_budget.saturating_sub(512))));
+        }
+        let specs: Vec<tool_pool::BuiltinTool> = builtins.iter().map(|b| b.spec()).collect();
+        let catalog =
+            Catalog::new(Arc::from(specs), policy, tool_pool::Options { naming, ..tool_pool::Options::default() });
         let backend = Arc::new_cyclic(|me: &Weak<HostBackend>| {
             let publisher = tokio::spawn(publish(
                 me.clone(),
@@ -171,6 +188,7 @@ impl HostBackend {
                 first_deadline: tokio::time::Instant::now() + startup_wait + Duration::from_secs(5),
                 publisher: Mutex::new(Some(publisher)),
                 closed: AtomicBool::new(false),
+                builtins,
             }
         });
         Ok(backend)
@@ -388,6 +406,10 @@ impl Backend for HostBackend {
 
     fn tools(&self) -> &dyn ToolSource {
         self.source()
+    }
+
+    fn builtins(&self) -> Vec<Arc<dyn agent_loop::BuiltinTool>> {
+        self.builtins.clone()
     }
 
     fn instructions(&self, _caller: &Caller) -> Vec<(String, String)> {

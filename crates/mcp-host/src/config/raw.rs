@@ -138,7 +138,7 @@ pub(crate) struct RawRuntime {
 #[serde(
     deny_unknown_fields,
     expecting = "a table with `name`, `version`, `instructions`, `allowed_hosts`, `allowed_origins`, \
-                 `startup_wait_s`, `approval_wait_s` and `approval_ttl_s`"
+                 `startup_wait_s`, `approval_wait_s`, `approval_ttl_s` and `code_mode`"
 )]
 pub(crate) struct RawServe {
     #[serde(default)]
@@ -157,6 +157,9 @@ pub(crate) struct RawServe {
     pub(crate) approval_wait_s: Option<Seconds>,
     #[serde(default)]
     pub(crate) approval_ttl_s: Option<Seconds>,
+    /// Code mode for downstream hosts (`"on"`, `"off"`): `run_code` in the gateway's list.
+    #[serde(default)]
+    pub(crate) code_mode: Option<String>,
 }
 
 /// `[sandbox]`: the default of every stdio server's `sandbox` and `sandbox_required`.

@@ -277,6 +277,9 @@ pub struct ServeSettings {
     pub approval_wait: Duration,
     /// How long an approval asked through `input_required` stays valid.
     pub approval_ttl: Duration,
+    /// `code_mode`: whether the gateway offers the built-in `run_code` to downstream hosts
+    /// (scripts reach every server whose own `code_mode` is not `"off"`).
+    pub code_mode: bool,
 }
 
 impl Default for ServeSettings {
@@ -290,6 +293,7 @@ impl Default for ServeSettings {
             startup_wait: Duration::from_secs(10),
             approval_wait: Duration::from_secs(600),
             approval_ttl: Duration::from_secs(300),
+            code_mode: false,
         }
     }
 }

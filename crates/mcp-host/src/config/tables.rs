@@ -62,6 +62,10 @@ impl RawServe {
             startup_wait: self.startup_wait_s.map_or(defaults.startup_wait, |s| s.0),
             approval_wait: self.approval_wait_s.map_or(defaults.approval_wait, |s| s.0),
             approval_ttl: self.approval_ttl_s.map_or(defaults.approval_ttl, |s| s.0),
+            code_mode: match self.code_mode {
+                Some(value) => on_off(&value).map_err(|m| ("code_mode", m))?,
+                None => defaults.code_mode,
+            },
         })
     }
 }
