@@ -62,6 +62,10 @@ pub enum InnerError {
     /// It ran, but an `after_tool` hook failed, so its result is withheld.
     #[error("{0}")]
     Withheld(String),
+    /// A limit of the front end (a gateway's rate limit) refused it before the gate was
+    /// asked; the text names the limit and when to retry.
+    #[error("{0}")]
+    Limited(String),
 }
 
 impl InnerError {
@@ -70,6 +74,7 @@ impl InnerError {
         match self {
             InnerError::Refused(refusal) => refusal.decision(),
             InnerError::Deferred { .. } => CallDecision::Deferred,
+            InnerError::Limited(_) => CallDecision::Refused,
             InnerError::Source(_) | InnerError::Withheld(_) => CallDecision::Allowed,
         }
     }

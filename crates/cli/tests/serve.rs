@@ -514,3 +514,133 @@ fn serve_http_refuses_a_non_loopback_address_without_authentication() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("refusing to listen on 0.0.0.0:0 without inbound authentication"), "{stderr}");
 }
+
+/// `[serve] code_mode = "on"`: two upstreams, `two`'s `crash` denied, `fx`'s `add` asks.
+const CODE_MODE: &str = r#"
+[serve]
+code_mode = "on"
+
+[servers.fx]
+command = "$FX"
+args = ["echo"]
+
+[servers.two]
+command = "$FX"
+args = ["echo"]
+
+[policy]
+default = "allow"
+
+[[policy.rules]]
+server = "two"
+tool = "crash"
+decision = "deny"
+
+[[policy.rules]]
+server = "fx"
+tool = "add"
+decision = "confirm"
+"#;
+
+impl StdioClient {
+    /// Sends a request and waits for its answer, answering each `elicitation/create` the
+    /// server sends meanwhile with `decision` (and recording the form's message).
+    fn request_deciding(&mut self, method: &str, params: Value, decision: &str, asked: &mut Vec<String>) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let deadline = Instant::now() + ANSWER;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let message = self.lines.recv_timeout(left).unwrap_or_else(|e| panic!("no answer to {method} ({e})"));
+            if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
+                return message;
+            }
+            if message["method"] == "elicitation/create" {
+                asked.push(message["params"]["message"].as_str().unwrap_or_default().to_owned());
+                let answer = json!({"action": "accept", "content": {"decision": decision}});
+                self.send(&json!({"jsonrpc": "2.0", "id": message["id"], "result": answer}));
+                continue;
+            }
+            assert!(message.get("method").is_some(), "an answer to no request of ours: {message}");
+            self.notifications.push(message);
+        }
+    }
+}
+
+#[test]
+fn serve_with_code_mode_offers_run_code_whose_scripts_call_through_the_gate() {
+    let env = env();
+    let config = env.write("config.toml", CODE_MODE);
+    let mut client = StdioClient::start(env.serve(&config, &[]));
+    let init = client.request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "test", "version": "1"}}),
+    );
+    assert!(init["result"]["serverInfo"].is_object(), "{init}");
+    client.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+
+    // `run_code` is listed with the declarations of the tools a script reaches.
+    let listed = client.request("tools/list", json!({}));
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    let run_code = tools.iter().find(|t| t["name"] == "run_code").unwrap_or_else(|| panic!("{listed}"));
+    let description = run_code["description"].as_str().unwrap();
+    let two = description.split("namespace two").nth(1).unwrap_or_else(|| panic!("{description}"));
+    assert!(description.contains("namespace fx") && two.contains("function add("), "{description}");
+    assert!(!two.contains("function crash("), "a denied tool is declared: {description}");
+
+    // A script calling two upstreams' tools returns the answer; the denied tool is absent from
+    // its `tools`; the `confirm` tool asks this client, saying a script asks.
+    let script = r#"
+        const echoed = await tools.fx.echo({ text: "hi" });
+        const sum = await tools.two.add({ a: 2, b: 3 });
+        const asked = await tools.fx.add({ a: 1, b: 1 });
+        return { echoed, sum, asked, two: Object.keys(tools.two).sort(), crash: typeof tools.two.crash };
+    "#;
+    let mut asked = Vec::new();
+    let ran = client.request_deciding(
+        "tools/call",
+        json!({"name": "run_code", "arguments": {"code": script}}),
+        "yes",
+        &mut asked,
+    );
+    assert!(!is_error(&ran), "{ran}");
+    let value: Value = serde_json::from_str(&text_of(&ran)).unwrap_or_else(|e| panic!("{e}: {ran}"));
+    assert_eq!(value["echoed"], "hi", "{value}");
+    assert_eq!(value["sum"], "5", "{value}");
+    assert_eq!(value["asked"], "2", "{value}");
+    assert_eq!(value["crash"], "undefined", "{value}");
+    let two: Vec<&str> = value["two"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(two.contains(&"add") && two.contains(&"echo") && !two.contains(&"crash"), "{two:?}");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(asked[0].contains("fx__add"), "{asked:?}");
+
+    // A refusal, and arguments that do not match the schema, are exceptions of their kind.
+    let script = r#"
+        let refused, bad;
+        try { await tools.fx.add({ a: 1, b: 1 }); } catch (e) { refused = e.kind; }
+        try { await tools.two.add({ a: "two" }); } catch (e) { bad = e.kind; }
+        return [refused, bad];
+    "#;
+    let ran = client.request_deciding(
+        "tools/call",
+        json!({"name": "run_code", "arguments": {"code": script}}),
+        "no",
+        &mut asked,
+    );
+    assert_eq!(text_of(&ran), r#"["not_approved","bad_arguments"]"#, "{ran}");
+    assert!(client.finish().success());
+}
+
+#[test]
+fn serve_offers_no_run_code_unless_its_code_mode_is_on() {
+    let env = env();
+    // The agent's code mode (top level) does not turn on serve's.
+    let config = env.write("config.toml", &format!("code_mode = \"on\"\n{TWO_UPSTREAMS}"));
+    let mut client = StdioClient::start(env.serve(&config, &[]));
+    client.initialize();
+    let names = client.tool_names();
+    assert!(names.iter().any(|n| n == "fx__echo") && !names.iter().any(|n| n == "run_code"), "{names:?}");
+    assert!(client.finish().success());
+}

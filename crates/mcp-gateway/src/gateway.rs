@@ -1,10 +1,14 @@
 //! The gateway's core, shared by the fronts: what each request means and what it is answered
 //! with. No I/O of its own; a front reads requests, asks [`Gateway`], and writes the lines.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_loop::{Admission, Binding, CallGate, CallRequest, Job, Ran, Refusal};
+use agent_loop::{
+    Admission, Binding, BuiltinTool, CallGate, CallRequest, InnerCalls, InnerError, InnerResult, Job, Ran, Refusal,
+};
+use async_trait::async_trait;
 use mcp_protocol::stateless::InputRequest;
 use mcp_protocol::{
     CallToolRequestParams, CallToolResult, ClientContext, ClientRequest, CompleteReference, CompleteRequestParams,
@@ -180,6 +184,9 @@ pub struct Gateway {
 struct Inner {
     backend: Arc<dyn Backend>,
     gate: CallGate,
+    /// The backend's built-in tools, whose listed description may depend on the pool
+    /// ([`BuiltinTool::describe`]: code mode's declarations).
+    builtins: Vec<Arc<dyn BuiltinTool>>,
     /// What every call's own approver shares.
     approver: Arc<GatewayApprover>,
     options: GatewayOptions,
@@ -212,8 +219,9 @@ impl Gateway {
             state_ttl: options.approval_ttl,
             wait: options.approval_wait,
         });
+        let builtins = backend.builtins();
         let gate = CallGate::new(Arc::clone(&approver) as Arc<dyn agent_loop::Approver>, backend.hooks())
-            .with_builtins(backend.builtins());
+            .with_builtins(builtins.clone());
         let listed = Some(ListChangedCapability { list_changed: Some(true), extra: Map::new() });
         let capabilities = ServerCapabilities {
             tools: listed.clone(),
@@ -230,6 +238,7 @@ impl Gateway {
         let inner = Inner {
             backend,
             gate,
+            builtins,
             approver,
             options,
             config,
@@ -393,8 +402,21 @@ impl Gateway {
                 Err(e) => return Reply::Error(e),
             };
         let transparent = self.inner.options.transparent;
-        let tools: Vec<ToolOut<'_>> =
-            pool.iter().skip(start).take(page).map(|entry| ToolOut::new(entry, transparent)).collect();
+        let described = |entry: &PoolEntry<'_>| match entry.origin() {
+            Origin::Builtin(spec) => {
+                self.inner.builtins.iter().find(|b| b.spec().name == spec.name).and_then(|b| b.describe(&binding))
+            }
+            Origin::Mcp { .. } => None,
+        };
+        let tools: Vec<ToolOut<'_>> = pool
+            .iter()
+            .skip(start)
+            .take(page)
+            .map(|entry| {
+                let description = described(&entry);
+                ToolOut::new(entry, transparent, description)
+            })
+            .collect();
         let next_cursor = (start + page < pool.len()).then(|| format!("{}:{}", pool.revision(), start + page));
         Reply::Result(to_json(&ListOut { tools: Some(tools), next_cursor, ..ListOut::default() }))
     }
@@ -472,6 +494,16 @@ impl Gateway {
             Era::Session(session) => session.scope(),
             Era::Stateless(_) => format!("client:{}\n{}", scope.caller.key(), scope.client_name()),
         };
+        // A built-in's own calls (code mode's script) ask the same client, on the same channel;
+        // never through `input_required`, whose retry would run the whole script again.
+        let script_way = match &way {
+            Way::Elicit { session, out } => Way::Elicit { session: Arc::clone(session), out: out.clone() },
+            Way::Retry { .. } => Way::Nobody(
+                "a script's calls cannot be approved through input_required (the retry would run the script again)"
+                    .to_owned(),
+            ),
+            Way::Nobody(why) => Way::Nobody(why.clone()),
+        };
         let ctx = Arc::new(CallContext {
             way,
             caller: format!("{}\n{}", scope.caller.key(), scope.client_name()),
@@ -489,7 +521,22 @@ impl Gateway {
         let outcome = std::mem::take(&mut *lock(&ctx.outcome));
         crate::audit::decided(&admission);
         match (admission, outcome) {
-            (Admission::Run { job, .. }, _) => self.run(job, meta.progress_token.as_ref(), out).await,
+            (Admission::Run { job, .. }, _) => {
+                let script = ScriptCalls {
+                    gateway: self,
+                    caller: &scope.caller,
+                    binding: &binding,
+                    parent: call_id.clone(),
+                    ctx: Arc::new(CallContext {
+                        way: script_way,
+                        caller: ctx.caller.clone(),
+                        scope: ctx.scope.clone(),
+                        version: ctx.version,
+                        outcome: Mutex::new(Outcome::Answered),
+                    }),
+                };
+                self.run(job, meta.progress_token.as_ref(), out, &script).await
+            }
             (Admission::Refused(Refusal::UnknownTool { .. } | Refusal::Denied { .. }), _) => unknown_tool(name),
             // The client is asked through `input_required`; its retry carries the answer.
             (Admission::Deferred { .. }, Outcome::Deferred { form, state }) => {
@@ -523,8 +570,9 @@ impl Gateway {
         }
     }
 
-    /// Runs an admitted call, forwarding its progress under the client's token.
-    async fn run(&self, job: Job, token: Option<&RequestId>, out: &Outbound) -> Reply {
+    /// Runs an admitted call, forwarding its progress under the client's token; a built-in
+    /// makes its own calls through `script` (code mode).
+    async fn run(&self, job: Job, token: Option<&RequestId>, out: &Outbound, script: &ScriptCalls<'_>) -> Reply {
         let tools = self.inner.backend.tools();
         let ran = match token {
             Some(token) if out.is_open() => {
@@ -535,7 +583,7 @@ impl Gateway {
                         out.offer(line);
                     }
                 };
-                let run = self.inner.gate.run(tools, job, Some(tx));
+                let run = self.inner.gate.run_nested(tools, job, Some(tx), Some(script));
                 tokio::pin!(run);
                 let ran = loop {
                     tokio::select! {
@@ -548,7 +596,7 @@ impl Gateway {
                 }
                 ran
             }
-            _ => self.inner.gate.run(tools, job, None).await,
+            _ => self.inner.gate.run_nested(tools, job, None, Some(script)).await,
         };
         match ran {
             Ran::Mcp(Ok(result)) => Reply::Result(to_json(&*result)),
@@ -859,6 +907,66 @@ struct ListOut<'a> {
     next_cursor: Option<String>,
 }
 
+/// The calls a built-in tool (code mode's `run_code`) makes for one client's call: each passes
+/// the rate limits and the gate as the client's own `tools/call` would (policy, a `confirm`
+/// asked of the same client, the arguments against the schema, the generation at the last
+/// moment), under the binding the built-in was admitted with. The audit log has the one line
+/// of the client's call.
+struct ScriptCalls<'a> {
+    gateway: &'a Gateway,
+    caller: &'a Caller,
+    binding: &'a Arc<Binding>,
+    parent: String,
+    /// How the client is asked about a script's `confirm` calls.
+    ctx: Arc<CallContext>,
+}
+
+#[async_trait]
+impl InnerCalls for ScriptCalls<'_> {
+    fn binding(&self) -> &Arc<Binding> {
+        self.binding
+    }
+
+    fn parent(&self) -> &str {
+        &self.parent
+    }
+
+    async fn call(&self, id: &str, name: &str, arguments: &Value) -> InnerResult {
+        let inner = &self.gateway.inner;
+        if self.binding.pool().get(name).is_some_and(|entry| entry.server().is_none()) {
+            // A built-in (the calling one included) is never reached from inside one.
+            let why = "built-in tools cannot be called from a script".to_owned();
+            return Err(InnerError::Refused(Refusal::NotExposed { name: name.to_owned(), why }));
+        }
+        // Held until the call ends, as for the client's own calls.
+        let _permit = match &inner.options.limiter {
+            Some(limiter) => match limiter.admit(self.caller, name).await {
+                Ok(permit) => Some(permit),
+                Err(refused) => return Err(InnerError::Limited(refused.to_string())),
+            },
+            None => None,
+        };
+        let approver = ClientApprover { shared: Arc::clone(&inner.approver), ctx: Arc::clone(&self.ctx) };
+        let context = agent_loop::CallContext::new()
+            .with_caller(self.ctx.scope.clone())
+            .with_parent(self.parent.as_str())
+            .with_approver(Arc::new(approver));
+        let tools = inner.backend.tools();
+        let request = CallRequest { id, name, arguments };
+        match inner.gate.admit_with(self.binding, tools, request, &context).await {
+            Admission::Run { job, .. } => match inner.gate.run(tools, job, None).await {
+                Ran::Mcp(Ok(result)) => Ok(result),
+                Ran::Mcp(Err(error)) => Err(InnerError::Source(error)),
+                Ran::Refused(refusal) => Err(InnerError::Refused(refusal)),
+                _ => Err(InnerError::Refused(Refusal::NoHandler { name: name.to_owned() })),
+            },
+            Admission::Refused(refusal) => Err(InnerError::Refused(refusal)),
+            Admission::Deferred { name, reason } => Err(InnerError::Deferred { name, reason }),
+            _ => Err(InnerError::Refused(Refusal::NoHandler { name: name.to_owned() })),
+        }
+    }
+}
+
 /// A tool as listed downstream, borrowed from the pool.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -867,7 +975,7 @@ struct ToolOut<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     title: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    description: Option<&'a str>,
+    description: Option<Cow<'a, str>>,
     input_schema: &'a Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     output_schema: Option<&'a Value>,
@@ -878,13 +986,19 @@ struct ToolOut<'a> {
 }
 
 impl<'a> ToolOut<'a> {
-    fn new(entry: PoolEntry<'a>, transparent: bool) -> Self {
+    /// `entry` as listed; `described` is a built-in's description for this pool, when it
+    /// writes one.
+    fn new(entry: PoolEntry<'a>, transparent: bool, described: Option<String>) -> Self {
         match entry.origin() {
             Origin::Mcp { tool, .. } => ToolOut {
                 name: entry.name(),
                 title: tool.title.as_deref(),
                 // Marked with its server, unless the gateway is transparent.
-                description: if transparent { tool.description.as_deref() } else { Some(entry.description()) },
+                description: if transparent {
+                    tool.description.as_deref().map(Cow::Borrowed)
+                } else {
+                    Some(Cow::Borrowed(entry.description()))
+                },
                 input_schema: entry.input_schema(),
                 output_schema: tool.output_schema.as_ref(),
                 annotations: tool.annotations.as_ref(),
@@ -893,7 +1007,7 @@ impl<'a> ToolOut<'a> {
             Origin::Builtin(_) => ToolOut {
                 name: entry.name(),
                 title: None,
-                description: Some(entry.description()),
+                description: Some(described.map_or(Cow::Borrowed(entry.description()), Cow::Owned)),
                 input_schema: entry.input_schema(),
                 output_schema: None,
                 annotations: None,

@@ -177,7 +177,7 @@ fn kind(error: &InnerError) -> CallErrorKind {
         InnerError::Refused(Refusal::Stale { .. }) | InnerError::Source(SourceError::Stale { .. }) => {
             CallErrorKind::Stale
         }
-        InnerError::Refused(_) => CallErrorKind::Refused,
+        InnerError::Refused(_) | InnerError::Limited(_) => CallErrorKind::Refused,
         InnerError::Source(SourceError::Timeout { .. }) => CallErrorKind::Timeout,
         InnerError::Source(_) | InnerError::Withheld(_) => CallErrorKind::Failed,
         _ => CallErrorKind::Failed,

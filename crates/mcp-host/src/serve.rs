@@ -20,6 +20,10 @@
 //!   gateway mirrors its capabilities and instructions ([`Backend::mirrored`]). A server added
 //!   to the file later is not offered.
 //!
+//! - **Code mode.** With `[serve] code_mode = "on"` (and not transparent) the pool carries the
+//!   built-in `run_code` ([`crate::RunCode`]), whose handler [`Backend::builtins`] hands the
+//!   gateway: its scripts' calls go through the gateway's gate for the calling client.
+//!
 //! Servers' own requests (sampling, elicitation, roots) are declined here: the connection
 //! does not know which downstream client's call caused them. (Forwarding them to that client
 //! needs a handler per call, beside `agent_loop::BoundCall`'s progress; not built yet.)
@@ -118,6 +122,8 @@ pub struct HostBackend {
     publisher: Mutex<Option<JoinHandle<()>>>,
     closed: AtomicBool,
     readiness: Option<Readiness>,
+    /// The built-in tools the pool carries (`run_code` with `[serve] code_mode = "on"`).
+    builtins: Vec<Arc<dyn agent_loop::BuiltinTool>>,
 }
 
 impl std::fmt::Debug for HostBackend {
@@ -152,9 +158,24 @@ impl HostBackend {
         // A server added to the file joins when it connects, announced by the publisher: a
         // listing waits for it only briefly (clients' requests are behind it).
         let runtime_options = RuntimeOptions { ports, reload: options.reload, added_wait: ADDED_WAIT };
-        let catalog = Catalog::new(Arc::from(Vec::new()), config.policy.clone(), pool_options(only.is_some()));
+        // A transparent gateway offers exactly the one server's tools, so no built-in.
+        let code_limits = (config.serve.code_mode && only.is_none()).then(|| config.tools.code_limits.clone());
+        let tool_budget = config.tools.tool_budget;
+        let policy = config.policy.clone();
         let startup_wait = config.serve.startup_wait;
         let runtime = Arc::new(Runtime::start(config, runtime_options));
+        let mut builtins: Vec<Arc<dyn agent_loop::BuiltinTool>> = Vec::new();
+        if let Some(limits) = code_limits {
+            // Which servers a script reaches follows the running configuration (reloads too).
+            let running = Arc::clone(&runtime);
+            let scope: crate::ScopeSource = Arc::new(move || running.config().serve_code_scope());
+            // As for `run` and `chat`: the declarations fill one tool's budget, less the room
+            // of its name and input schema.
+            builtins.push(Arc::new(crate::RunCode::new(limits, scope, tool_budget.saturating_sub(512))));
+        }
+        let specs: Vec<tool_pool::BuiltinTool> = builtins.iter().map(|b| b.spec()).collect();
+        let catalog =
+            Catalog::new(Arc::from(specs), policy, pool_options(only.is_some()));
         let backend = Arc::new_cyclic(|me: &Weak<HostBackend>| {
             let publisher = tokio::spawn(publish(
                 me.clone(),
@@ -176,6 +197,7 @@ impl HostBackend {
                 publisher: Mutex::new(Some(publisher)),
                 closed: AtomicBool::new(false),
                 readiness: options.readiness,
+                builtins,
             }
         });
         Ok(backend)
@@ -405,6 +427,10 @@ impl Backend for HostBackend {
 
     fn tools(&self) -> &dyn ToolSource {
         self.source()
+    }
+
+    fn builtins(&self) -> Vec<Arc<dyn agent_loop::BuiltinTool>> {
+        self.builtins.clone()
     }
 
     fn instructions(&self, _caller: &Caller) -> Vec<(String, String)> {

@@ -110,6 +110,14 @@ impl Config {
         }
     }
 
+    /// Which servers' tools the scripts of `serve`'s `run_code` reach (`[serve] code_mode =
+    /// "on"`): every server but those whose own `code_mode` is `"off"`. `[serve] code_mode`
+    /// is the gateway's switch, so the top-level `code_mode` (the agent's default, off unless
+    /// set) does not narrow it.
+    pub fn serve_code_scope(&self) -> crate::CodeScope {
+        crate::CodeScope { all: true, ..self.code_scope() }
+    }
+
     /// The server named `name`.
     pub fn server(&self, name: &str) -> Option<&ServerSettings> {
         self.servers.iter().find(|s| s.name == name)

@@ -139,7 +139,7 @@ pub(crate) struct RawRuntime {
     deny_unknown_fields,
     expecting = "a table with `name`, `version`, `instructions`, `allowed_hosts`, `allowed_origins`, \
                  `startup_wait_s`, `approval_wait_s`, `approval_ttl_s`, `auth`, `profiles`, `audit`, `drain`, \
-                 `limits` and `replicas`"
+                 `limits`, `replicas` and `code_mode`"
 )]
 pub(crate) struct RawServe {
     #[serde(default)]
@@ -176,6 +176,9 @@ pub(crate) struct RawServe {
     /// `[serve.replicas]`.
     #[serde(default)]
     pub(crate) replicas: Option<mcp_gateway_store::ReplicaConfig>,
+    /// Code mode for downstream hosts (`"on"`, `"off"`): `run_code` in the gateway's list.
+    #[serde(default)]
+    pub(crate) code_mode: Option<String>,
 }
 
 /// `[sandbox]`: the default of every stdio server's `sandbox` and `sandbox_required`.

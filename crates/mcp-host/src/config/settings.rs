@@ -285,6 +285,9 @@ pub struct ServeSettings {
     pub limits: Vec<mcp_gateway::LimitRule>,
     /// `[serve.replicas]`: the state shared with other replicas (`None`: one gateway alone).
     pub replicas: Option<mcp_gateway_store::ReplicaConfig>,
+    /// `code_mode`: whether the gateway offers the built-in `run_code` to downstream hosts
+    /// (scripts reach every server whose own `code_mode` is not `"off"`).
+    pub code_mode: bool,
 }
 
 impl Default for ServeSettings {
@@ -301,6 +304,7 @@ impl Default for ServeSettings {
             inbound: mcp_gateway::settings::InboundSettings::default(),
             limits: Vec::new(),
             replicas: None,
+            code_mode: false,
         }
     }
 }

@@ -92,6 +92,10 @@ impl RawServe {
             inbound,
             limits: self.limits,
             replicas,
+            code_mode: match self.code_mode {
+                Some(value) => on_off(&value).map_err(|m| ("code_mode", m))?,
+                None => defaults.code_mode,
+            },
         })
     }
 }
