@@ -49,6 +49,8 @@ pub(crate) async fn serve_command(config: Config, at: &ConfigPath, args: &ServeA
         transparent: args.transparent,
         approval_ttl: settings.approval_ttl,
         approval_wait: settings.approval_wait,
+        // A SERVER span per request received, when telemetry is on.
+        observer: mcp_host::telemetry::serve_observer(),
         ..GatewayOptions::default()
     };
     let served = async {
@@ -63,6 +65,7 @@ pub(crate) async fn serve_command(config: Config, at: &ConfigPath, args: &ServeA
                     addr,
                     allowed_hosts: settings.allowed_hosts.clone(),
                     allowed_origins: settings.allowed_origins.clone(),
+                    metrics: mcp_host::telemetry::metrics_source(),
                     ..HttpOptions::default()
                 };
                 let server = HttpServer::bind(gateway, http).await?;
