@@ -127,7 +127,9 @@ fn one<'a>(spans: &'a [ReceivedSpan], what: &str, pick: impl Fn(&ReceivedSpan) -
 fn names(spans: &[ReceivedSpan]) -> Vec<String> {
     spans
         .iter()
-        .map(|s| format!("{} {} [{}] {} <- {} {}", s.service_name, s.name, s.kind, s.span_id, s.parent_span_id, s.status))
+        .map(|s| {
+            format!("{} {} [{}] {} <- {} {}", s.service_name, s.name, s.kind, s.span_id, s.parent_span_id, s.status)
+        })
         .collect()
 }
 
@@ -169,6 +171,9 @@ async fn one_trace_by(protocol: &str) {
         assert!(tokio::time::Instant::now() < deadline, "spans did not all arrive: {:#?}", names(&spans));
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
+    if std::env::var_os("TELEMETRY_TEST_SHOW").is_some() {
+        eprintln!("{:#?}", names(&spans));
+    }
     assert!(spans.iter().all(|s| s.protocol == protocol), "{:#?}", names(&spans));
 
     let run = |s: &ReceivedSpan| s.service_name == "run";
@@ -206,7 +211,8 @@ async fn one_trace_by(protocol: &str) {
     // The crash: an error on every span of the call.
     let crash_tool = one(&spans, "run's execute_tool crash", |s| run(s) && s.name == "execute_tool mcp__gw__fx__crash");
     let crash_sent = one(&spans, "run's call of crash", |s| run(s) && s.name == "tools/call fx__crash");
-    let crash_received = one(&spans, "serve's crash", |s| serve(s) && s.kind == "server" && s.name == "tools/call fx__crash");
+    let crash_received =
+        one(&spans, "serve's crash", |s| serve(s) && s.kind == "server" && s.name == "tools/call fx__crash");
     let crash_upstream = one(&spans, "serve's call of crash", |s| serve(s) && s.name == "tools/call crash");
     assert_eq!(crash_sent.parent_span_id, crash_tool.span_id);
     assert_eq!(crash_received.parent_span_id, crash_sent.span_id);
