@@ -51,6 +51,8 @@ pub(crate) async fn serve_command(config: Config, at: &ConfigPath, args: &ServeA
         approval_wait: settings.approval_wait,
         // A SERVER span per request received, when telemetry is on.
         observer: mcp_host::telemetry::serve_observer(),
+        // No audit log of its own yet: telemetry counts the decisions the gateway makes.
+        audit: mcp_host::telemetry::policy_audit(),
         ..GatewayOptions::default()
     };
     let served = async {

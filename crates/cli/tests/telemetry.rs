@@ -198,6 +198,11 @@ async fn one_trace_by(protocol: &str) {
     let received =
         one(&spans, "serve's echo received", |s| serve(s) && s.kind == "server" && s.name == "tools/call fx__echo");
     assert_eq!(received.parent_span_id, sent.span_id, "serve's span is the child of the request's traceparent");
+    assert_eq!(
+        received.attr(attr::MCP_HARNESS_POLICY_DECISION),
+        Some("allowed"),
+        "the gateway's decision: {received:#?}"
+    );
     let upstream =
         one(&spans, "serve's call of the fixture", |s| serve(s) && s.kind == "client" && s.name == "tools/call echo");
     assert_eq!(upstream.parent_span_id, received.span_id);

@@ -166,7 +166,7 @@ impl Runtime {
     /// runtime.
     pub fn start(config: Config, options: RuntimeOptions) -> Self {
         let servers = ServerSet::start(crate::resolve::client_specs(&config, &options.ports), set_options(&config));
-        if let Some(counting) = crate::telemetry::count_events(&config, servers.subscribe()) {
+        if let Some(counting) = crate::telemetry::count_events(&config, &servers) {
             tokio::spawn(counting);
         }
         let dirty = Arc::new(AtomicBool::new(false));

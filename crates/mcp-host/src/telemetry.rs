@@ -11,7 +11,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use mcp_client::{RequestObserver, ServerEvent, ServerState};
+use mcp_client::{RequestObserver, ServerState};
 use mcp_gateway::{Answered, MetricsSource, Received, ServeObserver, ServeWatch};
 use mcp_telemetry::Telemetry;
 use mcp_telemetry::client::{ClientObserver, Peer};
@@ -55,14 +55,18 @@ fn peer(target: &Target) -> Peer {
 /// `None` when no telemetry is installed.
 pub(crate) fn count_events(
     config: &Config,
-    mut events: tokio::sync::broadcast::Receiver<ServerEvent>,
+    servers: &mcp_client::ServerSet,
 ) -> Option<impl Future<Output = ()> + Send + 'static> {
     let telemetry = mcp_telemetry::instrument::current();
+    if !telemetry.is_enabled() {
+        return None;
+    }
+    let mut events = servers.subscribe();
     // Local or remote, as the file said when the runtime started (a reload adding a server
     // makes it remote here: its restarts count as reconnects, which is what they are to it).
     let local: BTreeSet<String> =
         config.servers.iter().filter(|s| matches!(s.target, Target::Stdio { .. })).map(|s| s.name.clone()).collect();
-    telemetry.is_enabled().then(|| async move {
+    Some(async move {
         loop {
             match events.recv().await {
                 Ok(event) => {
@@ -233,16 +237,40 @@ struct PolicyHooks {
 #[async_trait::async_trait]
 impl agent_loop::Hooks for PolicyHooks {
     fn decided(&self, _call: &agent_loop::CallInfo, decision: &agent_loop::GateDecision<'_>) {
-        use agent_loop::CallDecision as D;
-        let name = match decision.decision {
-            D::Allowed => "allowed",
-            D::Approved => "approved",
-            D::Refused => "refused",
-            D::Blocked => "blocked",
-            D::Rejected => "rejected",
-            D::Deferred => "deferred",
-            _ => "other",
-        };
-        self.telemetry.policy_current(name, decision.rule);
+        self.telemetry.policy_current(decision_name(&decision.decision), decision.rule);
+    }
+}
+
+/// `mcp_harness.policy.decision`'s value.
+fn decision_name(decision: &agent_loop::CallDecision) -> &'static str {
+    use agent_loop::CallDecision as D;
+    match decision {
+        D::Allowed => "allowed",
+        D::Approved => "approved",
+        D::Refused => "refused",
+        D::Blocked => "blocked",
+        D::Rejected => "rejected",
+        D::Deferred => "deferred",
+        _ => "other",
+    }
+}
+
+/// The gateway's decisions as telemetry sees them (its `AuditSink` port): each `tools/call`
+/// `serve` decided, counted and put on its SERVER span (current while the call is handled);
+/// `None` when no telemetry is installed. The rule is left out: the gateway's says which
+/// approval or refusal made it, text too varied for a metric's label.
+pub fn policy_audit() -> Option<Arc<dyn mcp_gateway::AuditSink>> {
+    let telemetry = mcp_telemetry::instrument::current();
+    telemetry.is_enabled().then(|| Arc::new(PolicyAudit { telemetry }) as Arc<dyn mcp_gateway::AuditSink>)
+}
+
+#[derive(Debug)]
+struct PolicyAudit {
+    telemetry: Telemetry,
+}
+
+impl mcp_gateway::AuditSink for PolicyAudit {
+    fn record(&self, record: &mcp_gateway::AuditRecord) {
+        self.telemetry.policy_current(decision_name(&record.decision), None);
     }
 }
