@@ -14,6 +14,7 @@ use crate::model::{
     Block, LanguageModel, Message, ModelError, ModelRequest, Role, StopReason, TextStream, ToolSpec, Usage,
 };
 use crate::nested::{InnerCalls, InnerError, InnerResult};
+use crate::observe::{Observer, within};
 use crate::ports::{
     AgentEvent, Approver, BuiltinTool, CallContext, CallDecision, CallInfo, EventSink, GateDecision, Hooks,
 };
@@ -109,6 +110,8 @@ pub struct Agent {
     /// The last step's exposure and tool list, reused while neither the pool revision nor the
     /// loaded tools change (they are a function of those and the configuration).
     exposed: Mutex<Option<Exposed>>,
+    /// What watches tasks, model calls and tool calls (telemetry); `None`: nothing.
+    observer: Option<Arc<dyn Observer>>,
 }
 
 /// What a pool revision and a set of loaded tools show the model.
@@ -180,7 +183,14 @@ impl Agent {
             search: Mutex::new(SearchState::default()),
             last: Mutex::new(None),
             exposed: Mutex::new(None),
+            observer: None,
         }
+    }
+
+    /// What watches every task, model call and tool call (telemetry's spans).
+    pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     /// Who approves `confirm` calls.
@@ -335,6 +345,21 @@ impl Agent {
         user: Message,
         events: &dyn EventSink,
     ) -> Result<TurnOutcome, AgentError> {
+        let mut watch = self.observer.as_ref().map(|o| o.task());
+        let outcome = within(watch.as_deref(), self.turn(conversation, user, events)).await;
+        if let (Some(watch), Err(e)) = (watch.as_mut(), &outcome) {
+            watch.failed("agent_error", Some(&e.to_string()));
+        }
+        outcome
+    }
+
+    /// [`Agent::run_turn_with`], inside the task's watch.
+    async fn turn(
+        &self,
+        conversation: &mut Vec<Message>,
+        user: Message,
+        events: &dyn EventSink,
+    ) -> Result<TurnOutcome, AgentError> {
         let user = Message { role: Role::User, ..user };
         self.record_message(&user);
         conversation.push(user);
@@ -356,7 +381,15 @@ impl Agent {
                 tools,
                 max_tokens: self.config.max_tokens,
             };
-            let response = self.model.complete(&request, &TextEvents(events)).await;
+            let mut watch = self.observer.as_ref().map(|o| o.model_call(self.model.name(), &self.config.model));
+            let response = within(watch.as_deref(), self.model.complete(&request, &TextEvents(events))).await;
+            if let Some(watch) = watch.as_mut() {
+                match &response {
+                    Ok(r) => watch.answered(&r.stop_reason, &r.usage),
+                    Err(e) => watch.failed("model_error", Some(&e.to_string())),
+                }
+            }
+            drop(watch);
             messages = request.messages;
             self.keep_tools(view.key, request.tools);
             let response = response?;
@@ -452,28 +485,9 @@ impl Agent {
                 server: snapshot.pool().get(name).and_then(|e| e.server().map(str::to_owned)),
                 arguments: input.clone(),
             };
-            let checked = if view.is_search(name) {
-                let decision = GateDecision::new(CallDecision::Allowed, SEARCH_REASON);
-                match self.gate.tell_hooks(&info, &decision) {
-                    Ok(()) => Checked::Search,
-                    Err(why) => Checked::Gate(Admission::Refused(Refusal::Blocked { name: name.to_owned(), why })),
-                }
-            } else if let Some(hidden) = view.exposure.get(name).filter(|t| t.state == ExposureState::Hidden) {
-                // Never shown, so never called: the model can only have guessed the name.
-                let refusal = Refusal::NotExposed { name: name.to_owned(), why: hidden.reason.to_string() };
-                Checked::Gate(self.gate.report(&info, Admission::Refused(refusal), None))
-            } else if client_search && view.exposure.state(name) == Some(ExposureState::Deferred) {
-                // Shown only through search: the model cannot know its schema yet.
-                let refusal = Refusal::NotLoaded { name: name.to_owned(), search: SEARCH_TOOL.to_owned() };
-                Checked::Gate(self.gate.report(&info, Admission::Refused(refusal), None))
-            } else {
-                let call = CallRequest { id, name, arguments: input };
-                Checked::Gate(
-                    self.gate
-                        .admit_as(&view.binding, self.source.as_ref(), call, Some(&info), &CallContext::DEFAULT)
-                        .await,
-                )
-            };
+            // The call's watch covers its decision (the hooks hear it inside) and its run.
+            let watch = self.observer.as_ref().map(|o| o.tool_call(name, id));
+            let checked = within(watch.as_deref(), self.check_call(view, &info, client_search)).await;
             let (decision, reason) = match &checked {
                 Checked::Search => (CallDecision::Allowed, SEARCH_REASON.to_owned()),
                 Checked::Gate(admission) => (admission.decision(), admission.reason()),
@@ -488,23 +502,29 @@ impl Agent {
                     reason,
                 },
             );
-            admitted.push((info, checked));
+            admitted.push((info, checked, watch));
         }
-        let runs = admitted.into_iter().map(|(info, checked)| async move {
-            let (text, is_error) = match checked {
-                Checked::Search => self.search(view, &info.arguments),
-                Checked::Gate(Admission::Run { job, .. }) => {
-                    let calls = StepCalls { agent: self, binding: &view.binding, parent: &info.id, events };
-                    match self.run_job(job, &info, events, Some(&calls)).await {
-                        Ran::Builtin(Ok(text)) => (text, false),
-                        Ran::Mcp(Ok(result)) => (render(&result), result.is_error()),
-                        Ran::Builtin(Err(message)) => (error_text(&message), true),
-                        Ran::Mcp(Err(error)) => (error_text(&error.to_string()), true),
-                        Ran::Refused(refusal) => (error_text(&refusal.to_string()), true),
+        let runs = admitted.into_iter().map(|(info, checked, mut watch)| async move {
+            let run = async {
+                match checked {
+                    Checked::Search => self.search(view, &info.arguments),
+                    Checked::Gate(Admission::Run { job, .. }) => {
+                        let calls = StepCalls { agent: self, binding: &view.binding, parent: &info.id, events };
+                        match self.run_job(job, &info, events, Some(&calls)).await {
+                            Ran::Builtin(Ok(text)) => (text, false),
+                            Ran::Mcp(Ok(result)) => (render(&result), result.is_error()),
+                            Ran::Builtin(Err(message)) => (error_text(&message), true),
+                            Ran::Mcp(Err(error)) => (error_text(&error.to_string()), true),
+                            Ran::Refused(refusal) => (error_text(&refusal.to_string()), true),
+                        }
                     }
+                    Checked::Gate(not_run) => (error_text(&not_run.not_run_text().unwrap_or_default()), true),
                 }
-                Checked::Gate(not_run) => (error_text(&not_run.not_run_text().unwrap_or_default()), true),
             };
+            let (text, is_error) = within(watch.as_deref(), run).await;
+            if is_error && let Some(watch) = watch.as_mut() {
+                watch.failed("tool_error", None);
+            }
             (info, text, is_error)
         });
         let finished = futures_util::future::join_all(runs).await;
@@ -517,6 +537,32 @@ impl Agent {
             blocks.push(Block::ToolResult { tool_use_id: info.id, content: text, is_error });
         }
         blocks
+    }
+
+    /// What the gate (or the loop, for its search tool and tools it never showed) decides of
+    /// one call.
+    async fn check_call(&self, view: &View, info: &CallInfo, client_search: bool) -> Checked {
+        let (id, name, input) = (info.id.as_str(), info.name.as_str(), &info.arguments);
+        if view.is_search(name) {
+            let decision = GateDecision::new(CallDecision::Allowed, SEARCH_REASON);
+            match self.gate.tell_hooks(info, &decision) {
+                Ok(()) => Checked::Search,
+                Err(why) => Checked::Gate(Admission::Refused(Refusal::Blocked { name: name.to_owned(), why })),
+            }
+        } else if let Some(hidden) = view.exposure.get(name).filter(|t| t.state == ExposureState::Hidden) {
+            // Never shown, so never called: the model can only have guessed the name.
+            let refusal = Refusal::NotExposed { name: name.to_owned(), why: hidden.reason.to_string() };
+            Checked::Gate(self.gate.report(info, Admission::Refused(refusal), None))
+        } else if client_search && view.exposure.state(name) == Some(ExposureState::Deferred) {
+            // Shown only through search: the model cannot know its schema yet.
+            let refusal = Refusal::NotLoaded { name: name.to_owned(), search: SEARCH_TOOL.to_owned() };
+            Checked::Gate(self.gate.report(info, Admission::Refused(refusal), None))
+        } else {
+            let call = CallRequest { id, name, arguments: input };
+            Checked::Gate(
+                self.gate.admit_as(&view.binding, self.source.as_ref(), call, Some(info), &CallContext::DEFAULT).await,
+            )
+        }
     }
 
     /// The text the model would read of a result, within the result budget (saved when

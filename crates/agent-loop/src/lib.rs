@@ -48,6 +48,7 @@ mod gate;
 mod instructions;
 mod model;
 mod nested;
+mod observe;
 mod ports;
 mod resources;
 mod results;
@@ -68,6 +69,7 @@ pub use model::{
     ToolSpec, Usage,
 };
 pub use nested::{InnerCalls, InnerError, InnerResult};
+pub use observe::{Observer, Watch};
 pub use ports::{
     AgentEvent, ApprovalAnswer, ApprovalRequest, ApproveAll, Approver, BuiltinTool, CallContext, CallDecision,
     CallInfo, EventSink, GateDecision, HookVerdict, Hooks, NoEvents, NoHooks, RefuseAll,

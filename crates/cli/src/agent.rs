@@ -306,10 +306,17 @@ async fn prepare(
         // room of its name and input schema.
         builtins.push(Arc::new(mcp_host::RunCode::new(limits, scope, tool_budget.saturating_sub(512))));
     }
-    let agent = Agent::new(model, runtime.clone(), policy, agent_config)
+    let mut agent = Agent::new(model, runtime.clone(), policy, agent_config)
         .with_builtins(builtins)
         .with_approver(crate::approve::for_session(args.yes))
         .with_transcript(transcript);
+    // Spans of the task, the model calls and the tool calls, with each call's policy decision.
+    if let Some(observer) = mcp_host::telemetry::agent_observer() {
+        agent = agent.with_observer(observer);
+    }
+    if let Some(hooks) = mcp_host::telemetry::policy_hooks() {
+        agent = agent.with_hooks(hooks);
+    }
     let events: Box<dyn EventSink> = if args.json {
         Box::new(Json)
     } else {

@@ -21,6 +21,7 @@ mod progress;
 mod serve;
 mod session;
 mod signals;
+mod telemetry;
 mod tools;
 
 use std::path::PathBuf;
@@ -294,6 +295,8 @@ fn main() -> ExitCode {
     });
     // Children are closed by the commands; don't wait on stray blocking tasks (a prompt).
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    // The last spans (the task's, the calls') end with the command: exported now, bounded.
+    telemetry::shutdown();
     if let Some(signal) = signals::received() {
         if signals::drained() && result.is_ok() {
             // Asked to stop and stopped as asked: in-flight calls were answered, servers closed.
@@ -343,19 +346,26 @@ fn fail(error: &anyhow::Error) -> u8 {
 }
 
 fn init_logging() {
-    let logs = tracing_subscriber::fmt()
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let logs = tracing_subscriber::fmt::layer()
         // Log lines quote servers: they are cleaned like all output, so no colours of our own.
         .with_writer(|| output::LogWriter)
         .with_ansi(false)
         .with_target(false);
+    // The OpenTelemetry crates' own diagnostics (every failed export) are dropped: telemetry
+    // says what was lost once, itself.
+    let not_sdk = tracing_subscriber::filter::filter_fn(|m| !mcp_telemetry::is_sdk_diagnostic(m.target()));
     // RUST_LOG's directives, or warnings and errors as a plain level: an `EnvFilter` sets up
     // its directives and per-span state first, code a start otherwise never runs.
     match tracing_subscriber::EnvFilter::try_from_default_env() {
         Ok(filter) => {
-            let _ = logs.with_env_filter(filter).try_init();
+            let _ = tracing_subscriber::registry().with(logs.with_filter(filter).with_filter(not_sdk)).try_init();
         }
         Err(_) => {
-            let _ = logs.with_max_level(tracing::Level::WARN).try_init();
+            let level = tracing_subscriber::filter::LevelFilter::WARN;
+            let _ = tracing_subscriber::registry().with(logs.with_filter(level).with_filter(not_sdk)).try_init();
         }
     }
 }
@@ -367,6 +377,16 @@ async fn run(cli: Cli, at: ConfigPath) -> anyhow::Result<Outcome> {
         _ => {}
     }
     let config = host::load_config(&at)?;
+    match &cli.command {
+        Command::Run { .. } | Command::Chat { .. } => {
+            telemetry::start(&config, false).await?;
+        }
+        // `/metrics` on the HTTP front: the metrics are kept for a scrape.
+        Command::Serve { args } => {
+            telemetry::start(&config, args.http.is_some()).await?;
+        }
+        _ => {}
+    }
     match cli.command {
         Command::Demo { .. }
         | Command::DemoServer

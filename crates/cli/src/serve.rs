@@ -109,7 +109,10 @@ pub(crate) async fn serve_command(config: Config, at: &ConfigPath, args: &ServeA
         approval_ttl: settings.approval_ttl,
         approval_wait: settings.approval_wait,
         clock,
-        audit,
+        // The audit log, and telemetry counting the decisions (when it is on).
+        audit: mcp_gateway::AuditTee::join(audit, mcp_host::telemetry::policy_audit()),
+        // A SERVER span per request received, when telemetry is on.
+        observer: mcp_host::telemetry::serve_observer(),
         ..GatewayOptions::default()
     };
     // The sealing key, the replay cache, "yes for this client" and the limiter: in memory, or
@@ -131,6 +134,7 @@ pub(crate) async fn serve_command(config: Config, at: &ConfigPath, args: &ServeA
                 allowed_hosts: settings.allowed_hosts.clone(),
                 allowed_origins: settings.allowed_origins.clone(),
                 auth,
+                metrics: mcp_host::telemetry::metrics_source(),
                 ..HttpOptions::default()
             };
             serve_over_http(gateway, http, settings.inbound.drain.options()).await

@@ -91,6 +91,35 @@ pub trait AuditSink: fmt::Debug + Send + Sync {
     }
 }
 
+/// Two sinks fed the same records: the audit log and, beside it, something that only counts
+/// (telemetry). What is kept of arguments follows `primary`.
+#[derive(Debug)]
+pub struct AuditTee {
+    primary: Arc<dyn AuditSink>,
+    also: Arc<dyn AuditSink>,
+}
+
+impl AuditTee {
+    /// Both sinks, or whichever of them is there.
+    pub fn join(primary: Option<Arc<dyn AuditSink>>, also: Option<Arc<dyn AuditSink>>) -> Option<Arc<dyn AuditSink>> {
+        match (primary, also) {
+            (Some(primary), Some(also)) => Some(Arc::new(AuditTee { primary, also })),
+            (one, other) => one.or(other),
+        }
+    }
+}
+
+impl AuditSink for AuditTee {
+    fn record(&self, record: &AuditRecord) {
+        self.primary.record(record);
+        self.also.record(record);
+    }
+
+    fn arguments(&self) -> AuditArguments {
+        self.primary.arguments()
+    }
+}
+
 /// How an [`AuditLog`] writes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

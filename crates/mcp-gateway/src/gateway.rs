@@ -29,6 +29,7 @@ use crate::backend::{Backend, BackendError, BackendEvent, Caller, ContentListing
 use crate::clock::{Clock, SystemClock};
 use crate::content::ContentView;
 use crate::limit::RateLimiter;
+use crate::observe::{Answered, ServeWatch};
 use crate::seal::{MemoryReplayCache, ReplayCache, SealError, StateSealer};
 use crate::session::{Outbound, Session, lock};
 use crate::subscriptions::Subscriptions;
@@ -70,6 +71,8 @@ pub struct GatewayOptions {
     pub limiter: Option<Arc<dyn RateLimiter>>,
     /// Where a line for every decided `tools/call` goes; `None`: no audit log.
     pub audit: Option<Arc<dyn crate::audit::AuditSink>>,
+    /// What watches every request received (telemetry's SERVER spans); `None`: nothing.
+    pub observer: Option<Arc<dyn crate::observe::ServeObserver>>,
 }
 
 impl Default for GatewayOptions {
@@ -88,6 +91,7 @@ impl Default for GatewayOptions {
             approvals: Arc::new(MemoryApprovals::default()),
             limiter: None,
             audit: None,
+            observer: None,
         }
     }
 }
@@ -333,6 +337,34 @@ impl Gateway {
             .map_err(|e| ErrorObject::new(error_codes::INTERNAL_ERROR, e.to_string()))?;
         let session = Arc::new(Session::new(id, caller, protocol, self.now_ms()));
         Ok((session, to_json(&result)))
+    }
+
+    /// The watch of a request just received, when an observer is set
+    /// ([`GatewayOptions::observer`]).
+    pub(crate) fn watch(&self, received: &crate::observe::Received<'_>) -> Option<Box<dyn ServeWatch>> {
+        self.inner.options.observer.as_ref().map(|o| o.received(received))
+    }
+
+    /// [`Gateway::handle`] inside `watch` (its context current while it runs, so what the
+    /// backend sends is its child), which is told the answer.
+    pub(crate) async fn handle_watched(
+        &self,
+        watch: Option<Box<dyn ServeWatch>>,
+        scope: &Scope,
+        id: &RequestId,
+        request: ClientRequest,
+        meta: &RequestMeta,
+        out: &Outbound,
+    ) -> Reply {
+        let Some(watch) = watch else { return self.handle(scope, id, request, meta, out).await };
+        let reply =
+            crate::observe::Entered { watch: &*watch, fut: Box::pin(self.handle(scope, id, request, meta, out)) }.await;
+        match &reply {
+            Reply::Result(text) | Reply::Typed(text) => watch.end(Answered::Result(text)),
+            Reply::Error(error) => watch.end(Answered::Error(error)),
+            Reply::Listen(_) => watch.end(Answered::Result("{}")),
+        }
+        reply
     }
 
     /// Answers one request (not `initialize`, which opens a session: [`Gateway::open_session`]).

@@ -116,6 +116,7 @@ pub mod fake;
 mod gateway;
 mod http;
 mod limit;
+mod observe;
 mod profile;
 mod seal;
 mod session;
@@ -125,7 +126,7 @@ mod store;
 mod subscriptions;
 
 pub use approval::{ApprovalMemory, MemoryApprovals};
-pub use audit::{AuditArguments, AuditLog, AuditOptions, AuditOutcome, AuditRecord, AuditSink};
+pub use audit::{AuditArguments, AuditLog, AuditOptions, AuditOutcome, AuditRecord, AuditSink, AuditTee};
 pub use auth::{
     AuthRequest, Authenticator, BadResource, BearerTokens, Inbound, JwtAuthenticator, JwtError, JwtOptions,
     METADATA_PATH, ProtectedResource, Unauthorized, UnauthorizedKind,
@@ -134,11 +135,12 @@ pub use backend::{Backend, BackendError, BackendEvent, Caller, ContentListing, S
 pub use clock::{Clock, SystemClock};
 pub use content::{ContentView, GATEWAY_SCHEME, gateway_uri};
 pub use gateway::{Gateway, GatewayOptions};
-pub use http::{DrainOptions, DrainReport, HEALTHZ, HttpOptions, HttpServer, Lifecycle, READYZ, ServeError};
+pub use http::{DrainOptions, DrainReport, HEALTHZ, HttpOptions, HttpServer, Lifecycle, METRICS, READYZ, ServeError};
 pub use limit::{
     BucketUse, CallPermit, LimitConfigError, LimitError, LimitKind, LimitRule, Limits, MAX_LIMIT_COUNT,
     MAX_LIMIT_RULES, MemoryLimiter, Per, Plan, RateLimiter, Refusal, SLOT_RETRY, STORE_RETRY, SlotUse, TOKEN_EPSILON,
 };
+pub use observe::{Answered, MetricsSource, Received, ServeObserver, ServeWatch};
 pub use profile::{BadProfileName, Profile, Profiled};
 pub use seal::{
     ApprovalClaims, MAX_SEALING_KEYS, MemoryReplayCache, ReplayCache, ReplayError, SealError, StateSealer, digest_hex,

@@ -209,6 +209,16 @@ fn subscription_line(event: &BackendEvent, id: &RequestId) -> String {
 
 async fn on_message(gateway: &Gateway, message: Message, out: &Outbound, state: &mut Connection<'_>) {
     let Connection { session, listeners, tasks, running, immediate } = state;
+    // Watched from the message as it arrived (its params' `_meta` carries the caller's trace).
+    let watch = match &message {
+        Message::Request(request) => gateway.watch(&crate::observe::Received {
+            method: &request.method,
+            params: request.params.as_deref(),
+            headers: None,
+            session: None,
+        }),
+        _ => None,
+    };
     match mcp_protocol::classify(message) {
         ClientMessage::Request(incoming) => {
             let IncomingRequest { id, method: _, request, meta } = *incoming;
@@ -271,7 +281,7 @@ async fn on_message(gateway: &Gateway, message: Message, out: &Outbound, state: 
             let stateless = scope.is_stateless();
             if let ClientRequest::Listen(_) = &request {
                 // The stream is this connection: acknowledge and remember what it wants.
-                if let Reply::Listen(filter) = gateway.handle(&scope, &id, request, &meta, out).await {
+                if let Reply::Listen(filter) = gateway.handle_watched(watch, &scope, &id, request, &meta, out).await {
                     let params = serde_json::json!({"notifications": filter.to_value(),
                         "_meta": {mcp_protocol::META_SUBSCRIPTION_ID: &id}});
                     if let Ok(line) = mcp_protocol::encode_notification(
@@ -285,7 +295,7 @@ async fn on_message(gateway: &Gateway, message: Message, out: &Outbound, state: 
                 return;
             }
             let handle = tasks.spawn(async move {
-                let reply = gateway.handle(&scope, &task_id, request, &meta, &task_out).await;
+                let reply = gateway.handle_watched(watch, &scope, &task_id, request, &meta, &task_out).await;
                 task_out.send(response_line(&task_id, reply, stateless)).await;
             });
             running.insert(id, handle);

@@ -65,6 +65,7 @@ mod runtime;
 pub mod sandbox;
 pub mod serve;
 mod session;
+pub mod telemetry;
 
 pub use resolve::{client_spec, client_specs};
 pub use run_code::{CodeScope, RunCode, ScopeSource};

@@ -145,8 +145,10 @@ impl Drop for StillDirty<'_> {
 
 fn set_options(config: &Config) -> SetOptions {
     let defaults = SetOptions::default();
+    let mut connect = ConnectOptions::default();
+    connect.client.observer = crate::telemetry::observer(config);
     SetOptions {
-        connect: ConnectOptions::default(),
+        connect,
         restarts: RestartPolicy {
             max_restarts: config.runtime.restart_limit,
             window: config.runtime.restart_window,
@@ -164,6 +166,9 @@ impl Runtime {
     /// runtime.
     pub fn start(config: Config, options: RuntimeOptions) -> Self {
         let servers = ServerSet::start(crate::resolve::client_specs(&config, &options.ports), set_options(&config));
+        if let Some(counting) = crate::telemetry::count_events(&config, &servers) {
+            tokio::spawn(counting);
+        }
         let dirty = Arc::new(AtomicBool::new(false));
         let watched = options.reload.as_ref().and_then(|at| at.path.as_deref());
         let file_changed = Arc::new(tokio::sync::Notify::new());

@@ -174,8 +174,7 @@ impl HostBackend {
             builtins.push(Arc::new(crate::RunCode::new(limits, scope, tool_budget.saturating_sub(512))));
         }
         let specs: Vec<tool_pool::BuiltinTool> = builtins.iter().map(|b| b.spec()).collect();
-        let catalog =
-            Catalog::new(Arc::from(specs), policy, pool_options(only.is_some()));
+        let catalog = Catalog::new(Arc::from(specs), policy, pool_options(only.is_some()));
         let backend = Arc::new_cyclic(|me: &Weak<HostBackend>| {
             let publisher = tokio::spawn(publish(
                 me.clone(),

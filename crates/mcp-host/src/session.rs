@@ -15,7 +15,8 @@ use crate::eras::EraMemory;
 /// hears each server's name as its attempt ends. What the servers answered is remembered, so
 /// the next start opens each one the way it answered.
 pub async fn connect(config: &Config, ports: &Ports, settled: &(dyn Fn(&str) + Sync)) -> Vec<ServerConnection> {
-    let options = ConnectOptions::default();
+    let mut options = ConnectOptions::default();
+    options.client.observer = crate::telemetry::observer(config);
     let mut eras = EraMemory::load();
     let specs = crate::resolve::client_specs_recalling(config, ports, &mut eras);
     let connections = futures_util::future::join_all(specs.into_iter().map(|spec| {

@@ -781,6 +781,22 @@ impl Telemetry {
         }
     }
 
+    /// A policy decision about the call whose span is current (an `execute_tool` span entered
+    /// while the call is decided, what a host's decision hook sees): the decision and the rule
+    /// on that span, and one count.
+    pub fn policy_current(&self, decision: &str, rule: Option<&str>) {
+        let Some(t) = &self.inner else { return };
+        let cx = Context::current();
+        let span = cx.span();
+        if span.is_recording() {
+            span.set_attribute(KeyValue::new(attr::MCP_HARNESS_POLICY_DECISION, decision.to_owned()));
+            if let Some(rule) = rule {
+                span.set_attribute(KeyValue::new(attr::MCP_HARNESS_POLICY_RULE, rule.to_owned()));
+            }
+        }
+        count_policy(t, decision, rule);
+    }
+
     /// A policy decision made outside an `execute_tool` span (the gateway's gate): one count.
     pub fn policy_decision(&self, decision: &str, rule: Option<&str>) {
         if let Some(t) = &self.inner {

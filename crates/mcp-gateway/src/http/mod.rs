@@ -42,6 +42,7 @@ pub use self::life::{DrainOptions, DrainReport, Lifecycle};
 use crate::auth::{AuthRequest, Authenticator, METADATA_PATH, ProtectedResource, Unauthorized};
 use crate::backend::{BackendEvent, Caller};
 use crate::gateway::{Era, Gateway, ListenFilter, Reply, Scope, response_line};
+use crate::observe::ServeWatch;
 use crate::seal::random_hex;
 use crate::session::{Outbound, Session, lock};
 use crate::subscriptions::session_event_line;
@@ -51,6 +52,8 @@ const SESSION_ID: &str = "mcp-session-id";
 pub const HEALTHZ: &str = "/healthz";
 /// Readiness: a pool published, every required upstream connected, not draining.
 pub const READYZ: &str = "/readyz";
+/// The metrics in Prometheus's text format, when [`HttpOptions::metrics`] is set.
+pub const METRICS: &str = "/metrics";
 /// How often a long-lived stream says it is alive (an SSE comment).
 const KEEP_ALIVE: Duration = Duration::from_secs(25);
 
@@ -78,6 +81,8 @@ pub struct HttpOptions {
     pub max_sessions: usize,
     /// A session unused this long is let go.
     pub session_idle: Duration,
+    /// What `GET /metrics` answers with; `None`: 404.
+    pub metrics: Option<Arc<dyn crate::observe::MetricsSource>>,
 }
 
 impl Default for HttpOptions {
@@ -93,6 +98,7 @@ impl Default for HttpOptions {
             body_timeout: Duration::from_secs(30),
             max_sessions: 10_000,
             session_idle: Duration::from_secs(3600),
+            metrics: None,
         }
     }
 }
@@ -286,6 +292,15 @@ async fn route(state: &State, request: Request<Incoming>) -> Response<Body> {
         return refusal(StatusCode::FORBIDDEN, error_codes::INVALID_REQUEST, &format!("Forbidden: {why}"));
     }
     let path = request.uri().path();
+    if path == METRICS
+        && let Some(source) = &state.options.metrics
+    {
+        // Tool and server names are in the labels: a scrape is admitted as a client would be.
+        if let Err(response) = caller_of(state, headers, None).await {
+            return *response;
+        }
+        return metrics(source.as_ref(), request.method());
+    }
     if let Some(rest) = path.strip_prefix(METADATA_PATH) {
         return metadata(state, rest, request.method());
     }
@@ -341,6 +356,20 @@ fn probe(state: &State, method: &Method, alive: bool) -> Response<Body> {
             }
         }
     };
+    response.headers_mut().insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// `GET /metrics`: the source's text.
+fn metrics(source: &dyn crate::observe::MetricsSource, method: &Method) -> Response<Body> {
+    if !matches!(*method, Method::GET | Method::HEAD) {
+        let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "metrics are read with GET");
+        response.headers_mut().insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return response;
+    }
+    let Some(text) = source.render() else { return plain(StatusCode::NOT_FOUND, "not found: no metrics are kept") };
+    let mut response = Response::new(Body::full(text));
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(source.content_type()));
     response.headers_mut().insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
 }
@@ -502,8 +531,21 @@ async fn post(state: &State, caller: Caller, request: Request<Incoming>, in_flig
         Ok(session) => session,
         Err(response) => return *response,
     };
+    // Watched from the message as it arrived (its params' `_meta` carries the caller's trace,
+    // the headers may carry the transport's).
+    let watch = match &message {
+        Message::Request(request) => state.gateway.watch(&crate::observe::Received {
+            method: &request.method,
+            params: request.params.as_deref(),
+            headers: Some(&headers),
+            session: session.as_ref().and_then(|s| s.id.as_deref()),
+        }),
+        _ => None,
+    };
     match mcp_protocol::classify(message) {
-        ClientMessage::Request(incoming) => post_request(state, caller, session, &headers, *incoming, in_flight).await,
+        ClientMessage::Request(incoming) => {
+            post_request(state, caller, session, &headers, *incoming, in_flight, watch).await
+        }
         ClientMessage::Notification(notification) => {
             if let Some(session) = session {
                 match notification {
@@ -567,6 +609,7 @@ async fn post_request(
     headers: &HeaderMap,
     incoming: IncomingRequest,
     in_flight: InFlight,
+    watch: Option<Box<dyn ServeWatch>>,
 ) -> Response<Body> {
     let IncomingRequest { id, method, request, meta } = incoming;
     let gateway = &state.gateway;
@@ -625,16 +668,16 @@ async fn post_request(
     let stateless = scope.is_stateless();
     match request {
         ClientRequest::Listen(_) if stateless => {
-            let reply = gateway.handle(&scope, &id, request, &meta, &Outbound::none()).await;
+            let reply = gateway.handle_watched(watch, &scope, &id, request, &meta, &Outbound::none()).await;
             match reply {
                 Reply::Listen(filter) => listen(gateway, &id, filter),
                 other => json(StatusCode::OK, response_line(&id, other, true)),
             }
         }
         // Only a call sends messages before its answer.
-        ClientRequest::CallTool(_) => call(state, scope, id, request, meta, in_flight).await,
+        ClientRequest::CallTool(_) => call(state, scope, id, request, meta, in_flight, watch).await,
         request => {
-            let reply = gateway.handle(&scope, &id, request, &meta, &Outbound::none()).await;
+            let reply = gateway.handle_watched(watch, &scope, &id, request, &meta, &Outbound::none()).await;
             let status = match (&reply, stateless) {
                 (Reply::Error(error), true) => stateless_status(error),
                 _ => StatusCode::OK,
@@ -698,6 +741,7 @@ async fn call(
     request: ClientRequest,
     meta: mcp_protocol::RequestMeta,
     in_flight: InFlight,
+    watch: Option<Box<dyn ServeWatch>>,
 ) -> Response<Body> {
     let stateless = scope.is_stateless();
     let session = match &scope.era {
@@ -725,7 +769,7 @@ async fn call(
         // started (as SSE): a drain waits for it.
         let _in_flight = in_flight;
         let out = Outbound::new(tx);
-        let handled = gateway.handle(&scope, &id, request, &meta, &out);
+        let handled = gateway.handle_watched(watch, &scope, &id, request, &meta, &out);
         let cancelled = async move {
             match cancelled {
                 Some(cancelled) => {

@@ -20,6 +20,7 @@
 //! directory could have written it (nor an env file it names), unless the user said so
 //! ([`ConfigPath::allow_workspace`]).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use policy::Policy;
@@ -53,6 +54,10 @@ pub use settings::{
 };
 pub use vars::Lookup;
 
+/// The `service.name` of the host's telemetry unless `[telemetry]` or `OTEL_SERVICE_NAME`
+/// names another.
+pub const TELEMETRY_SERVICE_NAME: &str = "mcp-harness";
+
 /// A loaded, validated configuration.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -73,6 +78,10 @@ pub struct Config {
     pub serve: ServeSettings,
     /// Tool exposure budgets and tool search of the whole configuration.
     pub tools: ToolsSettings,
+    /// Traces and metrics (`[telemetry]`), as written: a front end resolves them with the
+    /// process's `OTEL_*` variables ([`Config::telemetry_config`]) when it starts. Checked when
+    /// the file is read; a reload of the file does not change them.
+    pub telemetry: mcp_telemetry::config::TelemetrySettings,
     /// Keys read and not used (other hosts' files), one line each, for the user to see.
     pub warnings: Vec<String>,
 }
@@ -96,8 +105,18 @@ impl Config {
             runtime: RuntimeSettings::default(),
             serve: ServeSettings::default(),
             tools: ToolsSettings::default(),
+            telemetry: mcp_telemetry::config::TelemetrySettings::default(),
             warnings: Vec::new(),
         }
+    }
+
+    /// What `[telemetry]` and the standard `OTEL_*` variables (`env`: name to value, see
+    /// [`mcp_telemetry::config::otel_env`]) ask for; a set variable wins over the table.
+    pub fn telemetry_config(
+        &self,
+        env: &BTreeMap<String, String>,
+    ) -> Result<mcp_telemetry::config::TelemetryConfig, mcp_telemetry::config::ConfigError> {
+        mcp_telemetry::config::TelemetryConfig::resolve(&self.telemetry, env, TELEMETRY_SERVICE_NAME)
     }
 
     /// Which servers' tools code mode's scripts reach: `code_mode` of the whole

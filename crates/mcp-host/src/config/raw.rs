@@ -66,6 +66,9 @@ pub(crate) struct RawToml {
     /// `[code_mode_limits]`: what one script may use.
     #[serde(default)]
     pub(crate) code_mode_limits: RawCodeLimits,
+    /// `[telemetry]`: traces and metrics (mcp-telemetry's own settings type, read as it is).
+    #[serde(default)]
+    pub(crate) telemetry: mcp_telemetry::config::TelemetrySettings,
 }
 
 impl RawToml {

@@ -480,7 +480,7 @@ fn doc_section(heading: &str) -> &'static str {
 #[test]
 fn configuration_reference_lists_every_key() {
     // Every key each table of our TOML accepts, read from the parser itself.
-    let tables: [(&str, &[&str]); 20] = [
+    let tables: [(&str, &[&str]); 22] = [
         ("## Top level", keys::fields::<RawToml>()),
         ("## `[servers.NAME]`", keys::fields::<RawServer>()),
         ("### `[servers.NAME.oauth]`", keys::fields::<RawOAuth>()),
@@ -501,6 +501,8 @@ fn configuration_reference_lists_every_key() {
         ("### `[[serve.limits]]`", keys::fields::<mcp_gateway::LimitRule>()),
         ("### `[serve.replicas]`", keys::fields::<mcp_gateway_store::ReplicaConfig>()),
         ("## Code mode", keys::fields::<super::raw::RawCodeLimits>()),
+        ("## `[telemetry]`", keys::fields::<mcp_telemetry::config::TelemetrySettings>()),
+        ("## `[telemetry]`", keys::fields::<mcp_telemetry::config::SignalSettings>()),
     ];
     let mut missing = Vec::new();
     for (heading, fields) in tables {

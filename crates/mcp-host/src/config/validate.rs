@@ -30,8 +30,26 @@ fn parse_checked(path: &Path, text: &str, context: &Context<'_>) -> Result<Confi
         position: None,
     };
     let read_context = foreign::ReadContext { home: context.home.as_deref(), cwd: context.cwd.as_deref() };
-    let RawFile { table, servers, policy, sandbox: sandbox_defaults, runtime, serve, inputs, warnings, tools, .. } =
-        foreign::read(path, text, read_context)?;
+    let RawFile {
+        table,
+        servers,
+        policy,
+        sandbox: sandbox_defaults,
+        runtime,
+        serve,
+        inputs,
+        warnings,
+        tools,
+        telemetry,
+        ..
+    } = foreign::read(path, text, read_context)?;
+    // The table's values are checked now (the variables, which may override them, when a
+    // front end starts).
+    if let Err(e) =
+        mcp_telemetry::config::TelemetryConfig::resolve(&telemetry, &BTreeMap::new(), super::TELEMETRY_SERVICE_NAME)
+    {
+        return Err(invalid(Some("telemetry".into()), e.to_string()));
+    }
     let tools = tools.into_settings().map_err(|(key, message)| invalid(Some(key.to_owned()), message))?;
     let runtime = runtime.into_settings().map_err(|message| invalid(Some("runtime".into()), message))?;
     let base = path.parent().unwrap_or_else(|| Path::new("."));
@@ -134,6 +152,7 @@ fn parse_checked(path: &Path, text: &str, context: &Context<'_>) -> Result<Confi
         policy_fingerprint,
         warnings,
         tools,
+        telemetry,
     })
 }
 

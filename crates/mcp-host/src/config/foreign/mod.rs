@@ -117,6 +117,8 @@ pub struct RawFile {
     pub warnings: Vec<String>,
     /// Tool exposure and search keys of the top level (ours only).
     pub(crate) tools: RawTools,
+    /// `[telemetry]` (ours only).
+    pub(crate) telemetry: mcp_telemetry::config::TelemetrySettings,
 }
 
 /// What the reader needs to know of where it runs.
@@ -268,6 +270,7 @@ fn read_toml(path: &Path, text: &str) -> Result<RawFile, ConfigError> {
         inputs: Vec::new(),
         warnings: Vec::new(),
         tools,
+        telemetry: raw.telemetry,
     })
 }
 
@@ -331,6 +334,7 @@ fn read_json(path: &Path, text: &str, cx: ReadContext<'_>) -> Result<RawFile, Co
             sandbox: RawSandboxDefaults::default(),
             runtime: RawRuntime::default(),
             serve: RawServe::default(),
+            telemetry: Default::default(),
             inputs,
             warnings,
             tools: RawTools::default(),
@@ -396,6 +400,7 @@ fn read_json(path: &Path, text: &str, cx: ReadContext<'_>) -> Result<RawFile, Co
         sandbox,
         runtime: RawRuntime::default(),
         serve: RawServe::default(),
+        telemetry: Default::default(),
         inputs: Vec::new(),
         warnings,
         tools: RawTools::default(),
@@ -480,6 +485,7 @@ fn read_codex(path: &Path, table: toml::Table) -> Result<RawFile, ConfigError> {
         sandbox: RawSandboxDefaults::default(),
         runtime: RawRuntime::default(),
         serve: RawServe::default(),
+        telemetry: Default::default(),
         inputs: Vec::new(),
         warnings,
         tools: RawTools::default(),

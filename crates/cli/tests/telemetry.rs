@@ -1,0 +1,317 @@
+//! Traces and metrics end to end: `mcp-harness run` (the scripted model) calling a tool of
+//! `mcp-harness serve` (a stdio server of run's configuration), which calls the fixture
+//! upstream. Both processes export to one OTLP test receiver (OTLP/HTTP in one test, OTLP/gRPC
+//! in the other): one trace, with every parent link in place, and an error span for a call that
+//! fails. And `serve --http`'s `/metrics` counts the calls it served.
+//!
+//! Needs `cargo build -p mcp-fixtures` first (the fixture is another package's binary).
+
+#![cfg(unix)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use mcp_telemetry::conventions::attr;
+use mcp_telemetry::receiver::{ReceivedSpan, Receiver};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+/// How long a process or an export may take.
+const WAIT: Duration = Duration::from_secs(30);
+
+struct Env {
+    dir: TempDir,
+    work: TempDir,
+    home: TempDir,
+}
+
+fn env() -> Env {
+    let dir = || tempfile::tempdir().unwrap();
+    Env { dir: dir(), work: dir(), home: dir() }
+}
+
+impl Env {
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// The binary with a private HOME and data directory, run in a directory of its own.
+    fn cmd(&self, config: &Path) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-harness"));
+        cmd.current_dir(self.work.path())
+            .env_remove("MCP_HARNESS_CONFIG")
+            .env("HOME", self.home.path())
+            .env("MCP_HARNESS_DATA_DIR", self.dir.path().join("data"))
+            .env("RUST_LOG", std::env::var("TELEMETRY_TEST_LOG").unwrap_or_else(|_| "error".to_owned()))
+            .arg("--config")
+            .arg(config)
+            .kill_on_drop(true);
+        for (k, _) in std::env::vars_os() {
+            // The test's own OTEL_* must not redirect the processes under test.
+            if k.to_str().is_some_and(|k| k.starts_with("OTEL_")) {
+                cmd.env_remove(k);
+            }
+        }
+        cmd
+    }
+}
+
+fn fixture() -> String {
+    mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}")).display().to_string()
+}
+
+/// The configurations: run's (its one server is `serve` over stdio, unconfined so it may reach
+/// the collector), and serve's (the fixture upstream); both export to `endpoint`.
+fn configs(env: &Env, endpoint: &str, protocol: &str) -> PathBuf {
+    let serve = env.write(
+        "serve.toml",
+        &format!(
+            r#"
+[servers.fx]
+command = "{fx}"
+args = ["echo"]
+
+[policy]
+default = "allow"
+
+[telemetry]
+endpoint = "{endpoint}"
+protocol = "{protocol}"
+service_name = "serve"
+"#,
+            fx = fixture()
+        ),
+    );
+    env.write(
+        "run.toml",
+        &format!(
+            r#"
+[servers.gw]
+command = "{harness}"
+args = ["--config", "{serve}", "serve"]
+sandbox = "off"
+# Spans are exported as they end rather than at the SDK's 5 s batches.
+env = {{ OTEL_BSP_SCHEDULE_DELAY = "100" }}
+
+[policy]
+default = "allow"
+
+[telemetry]
+endpoint = "{endpoint}"
+protocol = "{protocol}"
+service_name = "run"
+"#,
+            harness = env!("CARGO_BIN_EXE_mcp-harness"),
+            serve = serve.display()
+        ),
+    )
+}
+
+/// Echo, then a call whose upstream dies (`crash`), then done.
+const SCRIPT: &str = r#"{"turns": [
+  {"text": "Echoing.", "tool_calls": [{"name": "mcp__gw__fx__echo", "input": {"text": "traced"}}]},
+  {"text": "Crashing.", "tool_calls": [{"name": "mcp__gw__fx__crash", "input": {}}]},
+  {"text": "Done."}
+]}"#;
+
+fn one<'a>(spans: &'a [ReceivedSpan], what: &str, pick: impl Fn(&ReceivedSpan) -> bool) -> &'a ReceivedSpan {
+    let found: Vec<&ReceivedSpan> = spans.iter().filter(|s| pick(s)).collect();
+    assert_eq!(found.len(), 1, "{what}: {found:#?}\nall spans: {:#?}", names(spans));
+    found[0]
+}
+
+fn names(spans: &[ReceivedSpan]) -> Vec<String> {
+    spans
+        .iter()
+        .map(|s| {
+            format!("{} {} [{}] {} <- {} {}", s.service_name, s.name, s.kind, s.span_id, s.parent_span_id, s.status)
+        })
+        .collect()
+}
+
+async fn one_trace_by(protocol: &str) {
+    let receiver = Receiver::start().await.unwrap();
+    let endpoint = if protocol == "grpc" { receiver.grpc_endpoint() } else { receiver.http_endpoint() };
+    let env = env();
+    let config = configs(&env, &endpoint, protocol);
+    let script = env.write("script.json", SCRIPT);
+    let out = tokio::time::timeout(
+        WAIT,
+        env.cmd(&config)
+            .args(["run", "echo something", "--provider", "scripted", "--json", "--script"])
+            .arg(&script)
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(out.status.success(), "run failed: {}", String::from_utf8_lossy(&out.stderr));
+
+    // run: invoke_agent, three chat spans, two execute_tool and their two client calls (the
+    // handshake and listing come before the task); serve: the server spans and its calls.
+    let ready = |spans: &[ReceivedSpan]| {
+        let serve_calls = spans
+            .iter()
+            .filter(|s| s.service_name == "serve" && s.kind == "client" && s.name.starts_with("tools/call"))
+            .count();
+        let run_tasks = spans.iter().filter(|s| s.service_name == "run" && s.name == "invoke_agent").count();
+        serve_calls >= 2 && run_tasks == 1
+    };
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let spans = loop {
+        let spans = receiver.spans();
+        if ready(&spans) {
+            break spans;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "spans did not all arrive: {:#?}", names(&spans));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    if std::env::var_os("TELEMETRY_TEST_SHOW").is_some() {
+        eprintln!("{:#?}", names(&spans));
+    }
+    assert!(spans.iter().all(|s| s.protocol == protocol), "{:#?}", names(&spans));
+
+    let run = |s: &ReceivedSpan| s.service_name == "run";
+    let serve = |s: &ReceivedSpan| s.service_name == "serve";
+    let task = one(&spans, "run's task", |s| run(s) && s.name == "invoke_agent");
+    let chats: Vec<&ReceivedSpan> = spans.iter().filter(|s| run(s) && s.name.starts_with("chat ")).collect();
+    assert_eq!(chats.len(), 3, "{:#?}", names(&spans));
+    for chat in &chats {
+        assert_eq!(chat.parent_span_id, task.span_id, "a model call is the task's child");
+        assert_eq!(chat.attr(attr::GEN_AI_PROVIDER_NAME), Some("scripted"));
+        assert!(chat.attr(attr::GEN_AI_USAGE_INPUT_TOKENS).is_some(), "{chat:#?}");
+    }
+
+    // The echo: run's execute_tool -> run's CLIENT span -> serve's SERVER span -> serve's
+    // CLIENT span to the fixture, one trace.
+    let tool = one(&spans, "run's execute_tool echo", |s| run(s) && s.name == "execute_tool mcp__gw__fx__echo");
+    assert_eq!(tool.parent_span_id, task.span_id);
+    assert_eq!(tool.attr(attr::MCP_HARNESS_POLICY_DECISION), Some("allowed"), "{tool:#?}");
+    assert!(tool.attr(attr::MCP_HARNESS_POLICY_RULE).is_some(), "{tool:#?}");
+    let sent = one(&spans, "run's call of echo", |s| run(s) && s.kind == "client" && s.name == "tools/call fx__echo");
+    assert_eq!(sent.parent_span_id, tool.span_id);
+    let received =
+        one(&spans, "serve's echo received", |s| serve(s) && s.kind == "server" && s.name == "tools/call fx__echo");
+    assert_eq!(received.parent_span_id, sent.span_id, "serve's span is the child of the request's traceparent");
+    assert_eq!(
+        received.attr(attr::MCP_HARNESS_POLICY_DECISION),
+        Some("allowed"),
+        "the gateway's decision: {received:#?}"
+    );
+    let upstream =
+        one(&spans, "serve's call of the fixture", |s| serve(s) && s.kind == "client" && s.name == "tools/call echo");
+    assert_eq!(upstream.parent_span_id, received.span_id);
+    for span in [tool, sent, received, upstream] {
+        assert_eq!(span.trace_id, task.trace_id, "one trace end to end: {span:#?}");
+        assert_eq!(span.status, "unset", "{span:#?}");
+    }
+    assert_eq!(upstream.attr(attr::NETWORK_TRANSPORT), Some("pipe"));
+    assert_eq!(sent.attr(attr::MCP_HARNESS_SERVER), Some("gw"));
+
+    // The crash: an error on every span of the call.
+    let crash_tool = one(&spans, "run's execute_tool crash", |s| run(s) && s.name == "execute_tool mcp__gw__fx__crash");
+    let crash_sent = one(&spans, "run's call of crash", |s| run(s) && s.name == "tools/call fx__crash");
+    let crash_received =
+        one(&spans, "serve's crash", |s| serve(s) && s.kind == "server" && s.name == "tools/call fx__crash");
+    let crash_upstream = one(&spans, "serve's call of crash", |s| serve(s) && s.name == "tools/call crash");
+    assert_eq!(crash_sent.parent_span_id, crash_tool.span_id);
+    assert_eq!(crash_received.parent_span_id, crash_sent.span_id);
+    assert_eq!(crash_upstream.parent_span_id, crash_received.span_id);
+    for span in [crash_tool, crash_sent, crash_received, crash_upstream] {
+        assert_eq!(span.trace_id, task.trace_id);
+        assert_eq!(span.status, "error", "{span:#?}");
+        assert!(span.attr(attr::ERROR_TYPE).is_some(), "{span:#?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_trace_from_run_through_serve_to_the_upstream_over_otlp_http() {
+    one_trace_by("http/protobuf").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_trace_from_run_through_serve_to_the_upstream_over_otlp_grpc() {
+    one_trace_by("grpc").await;
+}
+
+/// `serve --http`'s `/metrics`: `mcp_server_operation_duration` counts the calls it served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_the_calls_serve_answered() {
+    let env = env();
+    let config = env.write(
+        "serve.toml",
+        &format!("[servers.fx]\ncommand = \"{}\"\nargs = [\"echo\"]\n\n[policy]\ndefault = \"allow\"\n", fixture()),
+    );
+    let mut child = env
+        .cmd(&config)
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stderr));
+    let url = tokio::time::timeout(WAIT, async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(url) = line.strip_prefix("listening on ") {
+                return url.to_owned();
+            }
+        }
+        panic!("serve --http ended without listening");
+    })
+    .await
+    .unwrap();
+    let http = reqwest::Client::new();
+    let post = |body: Value, session: Option<&str>| {
+        let mut request = http
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string());
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session).header("mcp-protocol-version", "2025-06-18");
+        }
+        request.send()
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}});
+    let answer = post(init, None).await.unwrap();
+    let session = answer.headers().get("mcp-session-id").unwrap().to_str().unwrap().to_owned();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(post(initialized, Some(&session)).await.unwrap().status(), 202);
+    let calls = 3;
+    for id in 0..calls {
+        let call = json!({"jsonrpc": "2.0", "id": 10 + id, "method": "tools/call",
+            "params": {"name": "fx__echo", "arguments": {"text": format!("call {id}")}}});
+        let answer = post(call, Some(&session)).await.unwrap();
+        assert!(answer.status().is_success());
+        let text = answer.text().await.unwrap();
+        assert!(text.contains(&format!("call {id}")), "{text}");
+    }
+    let metrics_url = url.replace("/mcp", "/metrics");
+    let scraped = http.get(&metrics_url).send().await.unwrap();
+    assert_eq!(scraped.status(), 200);
+    assert!(
+        scraped.headers().get("content-type").unwrap().to_str().unwrap().starts_with("text/plain; version=0.0.4"),
+        "{:?}",
+        scraped.headers()
+    );
+    let text = scraped.text().await.unwrap();
+    let count = |metric: &str, method: &str| -> u64 {
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{metric}_count{{")))
+            .filter(|l| l.contains(&format!("mcp_method_name=\"{method}\"")))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum()
+    };
+    assert_eq!(count("mcp_server_operation_duration_seconds", "tools/call"), calls, "{text}");
+    // serve's own calls of the upstream are counted on the client side.
+    assert_eq!(count("mcp_client_operation_duration_seconds", "tools/call"), calls, "{text}");
+    let _ = child.start_kill();
+}

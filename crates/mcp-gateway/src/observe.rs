@@ -1,0 +1,85 @@
+//! The [`ServeObserver`] **port**: what watches the requests the gateway receives (telemetry's
+//! SERVER spans and `mcp.server.operation.duration`, adapted by the host), so the gateway names
+//! no telemetry crate and costs nothing more without one (one `Option` checked per request).
+//!
+//! Told once per request received, from the message as it arrived (its method, its raw params
+//! with any `_meta` trace context, the HTTP headers): its start, then its answer. While the
+//! request is handled its watch is entered at every poll, so whatever the backend sends for it
+//! (a call to an upstream) is the watch's child.
+
+use std::any::Any;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use mcp_protocol::ErrorObject;
+use serde_json::value::RawValue;
+
+/// A request the gateway received.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct Received<'a> {
+    /// The JSON-RPC method.
+    pub method: &'a str,
+    /// The params as they arrived.
+    pub params: Option<&'a RawValue>,
+    /// The HTTP request's headers (the Streamable HTTP front); `None` over stdio.
+    pub headers: Option<&'a http::HeaderMap>,
+    /// The session's id, when the request belongs to one.
+    pub session: Option<&'a str>,
+}
+
+/// How a received request was answered.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum Answered<'a> {
+    /// A result, as sent (JSON text).
+    Result(&'a str),
+    /// An error.
+    Error(&'a ErrorObject),
+}
+
+/// Watches the requests of every front of one gateway ([`GatewayOptions::observer`](crate::GatewayOptions::observer)).
+pub trait ServeObserver: std::fmt::Debug + Send + Sync + 'static {
+    /// A request arrived: what will be told the rest of its handling.
+    fn received(&self, request: &Received<'_>) -> Box<dyn ServeWatch>;
+}
+
+/// One received request's watch. Dropped without [`ServeWatch::end`]: the request was answered
+/// by the front itself (`initialize`, a refusal before the backend had a say) or cancelled.
+pub trait ServeWatch: Send + Sync {
+    /// Makes the request's context current on this thread until the returned guard drops
+    /// (held for one poll of its handling, never across an await).
+    fn enter(&self) -> Box<dyn Any>;
+
+    /// The request was answered.
+    fn end(self: Box<Self>, answer: Answered<'_>);
+}
+
+/// `fut` polled inside `watch`'s context.
+pub(crate) struct Entered<'w, F> {
+    pub(crate) watch: &'w dyn ServeWatch,
+    pub(crate) fut: Pin<Box<F>>,
+}
+
+impl<F: Future> Future for Entered<'_, F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.get_mut();
+        let _entered = this.watch.enter();
+        this.fut.as_mut().poll(cx)
+    }
+}
+
+/// What `GET /metrics` of the HTTP front answers with ([`HttpOptions::metrics`](crate::HttpOptions::metrics)):
+/// the metrics in Prometheus's text format.
+pub trait MetricsSource: std::fmt::Debug + Send + Sync {
+    /// The current metrics as text, or `None` when there are none to give.
+    fn render(&self) -> Option<String>;
+
+    /// The text's content type.
+    fn content_type(&self) -> &'static str {
+        "text/plain; version=0.0.4; charset=utf-8"
+    }
+}
