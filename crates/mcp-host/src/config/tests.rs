@@ -650,3 +650,37 @@ fn code_mode_errors_name_the_key_and_the_choices() {
     let unknown = toml_err("[code_mode_limits]\ntimeout = 3\n");
     assert!(unknown.contains("code_mode_limits") && unknown.contains("timeout"), "{unknown}");
 }
+
+#[test]
+fn telemetry_is_read_strictly_and_resolved_with_the_environment() {
+    let none = parse(Path::new("/x/c.toml"), "[servers.a]\ncommand = \"a\"\n").unwrap();
+    assert!(none.telemetry_config(&BTreeMap::new()).unwrap().exports_nothing(), "nothing configured, nothing exported");
+
+    let text = r#"
+        [telemetry]
+        endpoint = "http://127.0.0.1:4317"
+        protocol = "grpc"
+        service_name = "agent"
+        [telemetry.metrics]
+        enabled = false
+    "#;
+    let config = parse(Path::new("/x/c.toml"), text).unwrap();
+    let resolved = config.telemetry_config(&BTreeMap::new()).unwrap();
+    let traces = resolved.traces.as_ref().unwrap();
+    // Read as a URL, so it comes back with the root path.
+    assert_eq!(traces.endpoint.trim_end_matches('/'), "http://127.0.0.1:4317");
+    assert!(resolved.metrics.is_none(), "{resolved:?}");
+    assert_eq!(resolved.service_name(), "agent");
+    // A variable that is set wins over the table.
+    let env: BTreeMap<String, String> =
+        [("OTEL_SERVICE_NAME".to_owned(), "from-env".to_owned()), ("OTEL_SDK_DISABLED".to_owned(), "true".to_owned())]
+            .into();
+    let resolved = config.telemetry_config(&env).unwrap();
+    assert_eq!(resolved.service_name(), "from-env");
+    assert!(resolved.exports_nothing());
+
+    let bad = toml_err("[telemetry]\nprotocol = \"udp\"\nendpoint = \"http://x\"\n");
+    assert!(bad.contains("telemetry") && bad.contains("udp"), "{bad}");
+    let unknown = toml_err("[telemetry]\nendpont = \"http://x\"\n");
+    assert!(unknown.contains("telemetry") && unknown.contains("endpont"), "{unknown}");
+}
