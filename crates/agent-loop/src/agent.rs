@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use policy::Policy;
 use serde_json::Value;
-use tool_pool::{Exposure, ExposureState, Pool, SearchIndex, expose};
+use tool_pool::{Exposure, ExposureState, Pool, SearchResults, expose};
 
 use crate::gate::{Admission, Binding, CallGate, CallRequest, Catalog, Job, Ran, Refusal};
 use crate::model::{
@@ -19,7 +19,7 @@ use crate::ports::{
     AgentEvent, Approver, BuiltinTool, CallContext, CallDecision, CallInfo, EventSink, GateDecision, Hooks,
 };
 use crate::results::{error_text, fit_budget, render};
-use crate::search::{DEFAULT_MAX_LOADED, SEARCH_TOOL, SearchState, ToolSearch, search_spec};
+use crate::search::{DEFAULT_MAX_LOADED, SEARCH_TOOL, SearchState, StepSearch, ToolSearch, search_spec};
 use crate::source::ToolSource;
 use crate::transcript::Transcript;
 
@@ -128,7 +128,8 @@ struct Exposed {
 struct View {
     binding: Arc<Binding>,
     exposure: Arc<Exposure>,
-    index: Option<Arc<SearchIndex>>,
+    /// The step's search, when the loop's search tool is offered.
+    search: Option<StepSearch>,
     /// The key of the [`Exposed`] it was made from.
     key: (u64, u64),
 }
@@ -136,7 +137,7 @@ struct View {
 impl View {
     /// Whether `name` is the loop's search tool in this step.
     fn is_search(&self, name: &str) -> bool {
-        self.index.is_some() && name == SEARCH_TOOL
+        self.search.is_some() && name == SEARCH_TOOL
     }
 }
 
@@ -271,9 +272,10 @@ impl Agent {
                 }
             }
         };
-        let index = (self.config.tool_search == ToolSearch::Client && exposure.search_active())
-            .then(|| search.index(binding.assembled(), binding.pool(), &exposure));
-        Ok(View { binding, exposure, index, key })
+        let search = (self.config.tool_search == ToolSearch::Client && exposure.search_active()).then(|| {
+            StepSearch::new(Arc::clone(&exposure), search.index(binding.assembled(), binding.pool(), &exposure))
+        });
+        Ok(View { binding, exposure, search, key })
     }
 
     /// The tools of `view`: those of the last step when it had the same key (see [`Exposed`]).
@@ -309,7 +311,7 @@ impl Agent {
                 }
                 // A built-in whose description depends on the pool (code mode's declarations).
                 let described = match e.server() {
-                    None => self.gate.builtin(e.name()).and_then(|b| b.describe(&view.binding)),
+                    None => self.gate.builtin(e.name()).and_then(|b| b.describe(&view.binding, view.search.as_ref())),
                     Some(_) => None,
                 };
                 Some(ToolSpec {
@@ -320,7 +322,7 @@ impl Agent {
                 })
             })
             .collect();
-        if view.index.is_some() {
+        if view.search.is_some() {
             tools.push(search_spec());
         }
         tools
@@ -509,7 +511,13 @@ impl Agent {
                 match checked {
                     Checked::Search => self.search(view, &info.arguments),
                     Checked::Gate(Admission::Run { job, .. }) => {
-                        let calls = StepCalls { agent: self, binding: &view.binding, parent: &info.id, events };
+                        let calls = StepCalls {
+                            agent: self,
+                            binding: &view.binding,
+                            search: view.search.as_ref(),
+                            parent: &info.id,
+                            events,
+                        };
                         match self.run_job(job, &info, events, Some(&calls)).await {
                             Ran::Builtin(Ok(text)) => (text, false),
                             Ran::Mcp(Ok(result)) => (render(&result), result.is_error()),
@@ -591,10 +599,10 @@ impl Agent {
 
     /// One call of the loop's search tool against this step's index.
     fn search(&self, view: &View, input: &Value) -> (String, bool) {
-        let Some(index) = &view.index else {
+        let Some(search) = &view.search else {
             return (error_text(&format!("{SEARCH_TOOL} is not offered in this step")), true);
         };
-        lock(&self.search).run(index, &view.exposure, input, self.config.max_loaded)
+        lock(&self.search).run(search.index(), &view.exposure, input, self.config.max_loaded)
     }
 }
 
@@ -603,6 +611,7 @@ impl Agent {
 struct StepCalls<'a> {
     agent: &'a Agent,
     binding: &'a Arc<Binding>,
+    search: Option<&'a StepSearch>,
     parent: &'a str,
     events: &'a dyn EventSink,
 }
@@ -615,6 +624,63 @@ impl InnerCalls for StepCalls<'_> {
 
     fn parent(&self) -> &str {
         self.parent
+    }
+
+    fn search(&self) -> Option<&StepSearch> {
+        self.search
+    }
+
+    async fn find(&self, id: &str, query: &str, limit: Option<usize>) -> Result<SearchResults, InnerError> {
+        let agent = self.agent;
+        let mut arguments = serde_json::json!({ "query": query });
+        if let Some(limit) = limit {
+            arguments["limit"] = limit.into();
+        }
+        let info = CallInfo { id: id.to_owned(), name: SEARCH_TOOL.to_owned(), server: None, arguments };
+        // As a call of the model's search tool: the hooks hear it (and may block it), and it is
+        // reported, so the transcript holds it under the script's id.
+        let admitted = match self.search {
+            None => Err(Refusal::NotExposed {
+                name: SEARCH_TOOL.to_owned(),
+                why: "no tool waits behind search in this step".to_owned(),
+            }),
+            Some(search) => {
+                let decision = GateDecision::new(CallDecision::Allowed, SEARCH_REASON);
+                match agent.gate.tell_hooks(&info, &decision) {
+                    Ok(()) => Ok(search),
+                    Err(why) => Err(Refusal::Blocked { name: SEARCH_TOOL.to_owned(), why }),
+                }
+            }
+        };
+        let (decision, reason) = match &admitted {
+            Ok(_) => (CallDecision::Allowed, SEARCH_REASON.to_owned()),
+            Err(refusal) => (refusal.decision(), refusal.reason()),
+        };
+        agent.emit(
+            self.events,
+            AgentEvent::ToolCall {
+                id: id.to_owned(),
+                name: info.name.clone(),
+                arguments: info.arguments.clone(),
+                decision,
+                reason,
+            },
+        );
+        let (outcome, text, is_error) = match admitted {
+            Ok(search) => {
+                let results = search.find(query, limit);
+                let text = search.describe(&results);
+                (Ok(results), text, false)
+            }
+            Err(refusal) => {
+                let text = error_text(&refusal.to_string());
+                (Err(InnerError::Refused(refusal)), text, true)
+            }
+        };
+        match agent.report_result(&info, text, is_error, self.events).await {
+            Ok(_) => outcome,
+            Err(why) => Err(InnerError::Withheld(why)),
+        }
     }
 
     async fn call(&self, id: &str, name: &str, arguments: &Value) -> InnerResult {

@@ -7,9 +7,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use mcp_protocol::CallToolResult;
 use serde_json::Value;
+use tool_pool::SearchResults;
 
 use crate::gate::{Binding, Refusal};
 use crate::ports::CallDecision;
+use crate::search::{SEARCH_TOOL, StepSearch};
 use crate::source_error::SourceError;
 
 /// Makes tool calls for a built-in tool's call: the port the loop hands
@@ -34,6 +36,27 @@ pub trait InnerCalls: Send + Sync {
     /// Calls `name` (a name of the binding's pool) with `arguments`, as call `id` (unique
     /// within the parent: code mode uses `<parent>.<seq>`).
     async fn call(&self, id: &str, name: &str, arguments: &Value) -> InnerResult;
+
+    /// The step's tool search, when some tools wait behind it (the loop offers its search tool
+    /// in this step); `None` (the default) when every tool the model may call is shown.
+    fn search(&self) -> Option<&StepSearch> {
+        None
+    }
+
+    /// Searches the step's tools for the built-in, as its call `id` (code mode's
+    /// `tools.search`): what [`StepSearch::find`] gives. The loop tells the hooks and reports
+    /// it as events (and so in the transcript) like a call of its search tool; finding loads
+    /// nothing for the model. Refused when [`search`](InnerCalls::search) is `None`.
+    async fn find(&self, id: &str, query: &str, limit: Option<usize>) -> Result<SearchResults, InnerError> {
+        let _ = id;
+        match self.search() {
+            Some(search) => Ok(search.find(query, limit)),
+            None => Err(InnerError::Refused(Refusal::NotExposed {
+                name: SEARCH_TOOL.to_owned(),
+                why: "no tool waits behind search in this step".to_owned(),
+            })),
+        }
+    }
 }
 
 /// How an inner call ended: the tool's result (which may be an `isError` result), or why

@@ -199,9 +199,10 @@ pub trait BuiltinTool: Send + Sync {
     }
 
     /// The description the model is shown in a step whose pool is `binding`'s, for a tool
-    /// whose description depends on the pool (code mode lists the tools a script may call).
-    /// `None` (the default): the description of [`spec`](BuiltinTool::spec).
-    fn describe(&self, _binding: &crate::Binding) -> Option<String> {
+    /// whose description depends on the pool (code mode lists the tools a script may call);
+    /// `search` is the step's tool search when some tools wait behind it. `None` (the
+    /// default): the description of [`spec`](BuiltinTool::spec).
+    fn describe(&self, _binding: &crate::Binding, _search: Option<&crate::StepSearch>) -> Option<String> {
         None
     }
 

@@ -168,17 +168,64 @@ impl SearchState {
                 );
             }
         };
-        let mut results = index.search(&input.query, input.limit);
-        // The index is built once per pool; budgets can still hide a tool in this step (loaded
-        // tools take their share first), and a hidden tool is never offered.
-        results
-            .hits
-            .retain(|h| matches!(exposure.state(&h.name), Some(ExposureState::Loaded | ExposureState::Deferred)));
+        let results = findable(index.search(&input.query, input.limit), exposure);
         let text = describe(&results, exposure);
         let found = results.hits.iter().filter(|h| exposure.state(&h.name) == Some(ExposureState::Deferred));
         self.load(found.map(|h| h.name.to_string()), max);
         (text, false)
     }
+}
+
+/// A step's tool search as a built-in that reaches tools itself sees it (code mode's
+/// `tools.search`): which tools wait behind search, and a search over them. Offered only in a
+/// step where the loop's own search tool is (some tool deferred, the client side searching).
+///
+/// It finds what the model's search tool would: tools the exposure loads or defers, never a
+/// hidden one, never a denied one (not in the pool). Finding loads nothing for the model.
+#[derive(Debug, Clone)]
+pub struct StepSearch {
+    exposure: Arc<Exposure>,
+    index: Arc<SearchIndex>,
+}
+
+impl StepSearch {
+    pub(crate) fn new(exposure: Arc<Exposure>, index: Arc<SearchIndex>) -> Self {
+        Self { exposure, index }
+    }
+
+    pub(crate) fn index(&self) -> &SearchIndex {
+        &self.index
+    }
+
+    /// The step's exposure of every pool entry.
+    pub fn exposure(&self) -> &Exposure {
+        &self.exposure
+    }
+
+    /// Whether `name` waits behind search in this step (the model cannot call it before a
+    /// search finds it).
+    pub fn is_deferred(&self, name: &str) -> bool {
+        self.exposure.state(name) == Some(ExposureState::Deferred)
+    }
+
+    /// The best matches of `query` (as the search tool takes it: words, or `select:NAME[,NAME]`),
+    /// at most `limit` (default [`tool_pool::DEFAULT_LIMIT`], at most [`MAX_LIMIT`]).
+    pub fn find(&self, query: &str, limit: Option<usize>) -> SearchResults {
+        findable(self.index.search(query, limit), &self.exposure)
+    }
+
+    /// The text the model's search tool would answer with `results`, for a transcript.
+    pub fn describe(&self, results: &SearchResults) -> String {
+        describe(results, &self.exposure)
+    }
+}
+
+/// `results` less the tools `exposure` hides: the index is built once per pool, and budgets
+/// can still hide a tool in this step (loaded tools take their share first); a hidden tool is
+/// never offered.
+fn findable(mut results: SearchResults, exposure: &Exposure) -> SearchResults {
+    results.hits.retain(|h| matches!(exposure.state(&h.name), Some(ExposureState::Loaded | ExposureState::Deferred)));
+    results
 }
 
 /// The search tool's answer: one line per tool, then names a `select:` did not find.

@@ -12,7 +12,7 @@ use mcp_safety::text;
 use serde_json::{Map, Value};
 
 use crate::limits::Limits;
-use crate::tools::ScriptTools;
+use crate::tools::{ScriptTool, ScriptTools};
 
 /// The usual name of the tool that takes scripts.
 pub const RUN_CODE: &str = "run_code";
@@ -44,8 +44,9 @@ pub fn run_code_description(tools: &ScriptTools, limits: &Limits, budget: usize)
     );
     let _ = writeln!(
         intro,
-        "Limits: {} tool calls, {} s of CPU time, {} MiB of memory, {} KiB of returned JSON.",
+        "Limits: {} tool calls{}, {} s of CPU time, {} MiB of memory, {} KiB of returned JSON.",
         limits.max_calls,
+        if tools.searchable() { " (searches included)" } else { "" },
         limits.cpu_time.as_secs_f64(),
         limits.memory_bytes >> 20,
         limits.max_result_bytes >> 10,
@@ -111,6 +112,20 @@ const HEADER: &str = "\
 // A failed call throws a ToolError (.kind, .message); catch it to go on.
 ";
 
+/// What the declarations say of `tools.search` when it is offered.
+const SEARCH_NOTE: &str = "\
+// Not every tool is declared: `await tools.search(\"what you need\", limit?)` finds the best
+// matching ones (or \"select:NAME,NAME\" by name) as { path, name, declaration, description },
+// and each tool found is callable at its path for the rest of the script.
+";
+
+/// The declaration of `tools.search`.
+const SEARCH_SIGNATURE: &str = "  function search(query: string, limit?: number): \
+Promise<{ path: string; name: string; declaration: string; description: string }[]>;\n";
+
+/// How long a found tool's description is, in characters.
+const FOUND_DESCRIPTION: usize = 200;
+
 /// How many values of an `enum` are listed before the type is given instead.
 const ENUM_VALUES: usize = 12;
 /// How many members of a union are shown before the rest become `unknown`.
@@ -134,11 +149,36 @@ impl ScriptTools {
         Declarations { text, detail: Detail::Signatures, omitted }
     }
 
+    /// What `tools.search` gives of tool number `index`: `{ path, name, declaration,
+    /// description }`, the declaration a short signature (as [`Detail::Short`] writes it).
+    pub(crate) fn found(&self, index: usize) -> Option<Value> {
+        let tool = self.get(index)?;
+        let (_, ident) = self.idents(index)?;
+        let style = Detail::Short.style();
+        let declaration =
+            format!("function {ident}(args: {}): Promise<{}>;", arguments(tool, &style), result(tool, &style));
+        Some(serde_json::json!({
+            "path": self.path(index)?,
+            "name": tool.name(),
+            "declaration": declaration,
+            "description": tool.description().map(|d| text::one_line(d, FOUND_DESCRIPTION)).unwrap_or_default(),
+        }))
+    }
+
     /// The declarations at `detail`, leaving out the tools past `budget` bytes.
     fn render(&self, detail: Detail, budget: usize) -> (String, usize) {
         let style = detail.style();
         let mut out = String::from(HEADER);
+        if self.searchable() {
+            let _ = write!(out, "{SEARCH_NOTE}");
+            if self.deferred() > 0 {
+                let _ = writeln!(out, "// {} more tools of the servers in reach wait behind search.", self.deferred());
+            }
+        }
         out.push_str("declare namespace tools {\n");
+        if self.searchable() {
+            out.push_str(SEARCH_SIGNATURE);
+        }
         let closing = "}\n";
         let mut omitted = 0;
         for ns in self.namespaces() {
@@ -146,31 +186,8 @@ impl ScriptTools {
             let _ = writeln!(block, "  namespace {} {{{}", ns.ident, raw_note("server", &ns.ident, &ns.server));
             let open_len = block.len();
             for (ident, index) in &ns.tools {
-                let Some(tool) = self.get(*index) else { continue };
-                let mut line = String::new();
-                let description = match style.tool_description {
-                    0 => String::new(),
-                    cap => tool.description().map(|d| comment_text(d, cap)).unwrap_or_default(),
-                };
-                let note = raw_note("tool", ident, tool.tool());
-                if !description.is_empty() || !note.is_empty() {
-                    let note = note.trim_start_matches(" // ");
-                    let joined = match (description.is_empty(), note.is_empty()) {
-                        (false, false) => format!("{description} ({note})"),
-                        (false, true) => description,
-                        _ => note.to_owned(),
-                    };
-                    let _ = writeln!(line, "    /** {joined} */");
-                }
-                let args = match style.input_depth {
-                    0 => "object".to_owned(),
-                    depth => Types::new(tool.input_schema(), &style, depth).of(tool.input_schema(), 0),
-                };
-                let result = match (style.output_depth, tool.output_schema()) {
-                    (0, _) | (_, None) => "unknown".to_owned(),
-                    (depth, Some(schema)) => Types::new(schema, &style, depth).of(schema, 0),
-                };
-                let _ = writeln!(line, "    function {ident}(args: {args}): Promise<{result}>;");
+                let Some(tool) = self.get(*index).filter(|t| !t.is_deferred()) else { continue };
+                let line = declaration(ident, tool, &style);
                 if out.len() + block.len() + line.len() + "  }\n".len() + closing.len() + omission_len(omitted + 1)
                     > budget
                 {
@@ -189,6 +206,43 @@ impl ScriptTools {
             let _ = writeln!(out, "// {omitted} more tools left out (over the declarations' budget)");
         }
         (out, omitted)
+    }
+}
+
+/// One tool's declaration at `style`: its doc comment (description, raw name) and signature.
+fn declaration(ident: &str, tool: &ScriptTool, style: &Style) -> String {
+    let mut line = String::new();
+    let description = match style.tool_description {
+        0 => String::new(),
+        cap => tool.description().map(|d| comment_text(d, cap)).unwrap_or_default(),
+    };
+    let note = raw_note("tool", ident, tool.tool());
+    if !description.is_empty() || !note.is_empty() {
+        let note = note.trim_start_matches(" // ");
+        let joined = match (description.is_empty(), note.is_empty()) {
+            (false, false) => format!("{description} ({note})"),
+            (false, true) => description,
+            _ => note.to_owned(),
+        };
+        let _ = writeln!(line, "    /** {joined} */");
+    }
+    let _ = writeln!(line, "    function {ident}(args: {}): Promise<{}>;", arguments(tool, style), result(tool, style));
+    line
+}
+
+/// The type of a tool's arguments at `style`.
+fn arguments(tool: &ScriptTool, style: &Style) -> String {
+    match style.input_depth {
+        0 => "object".to_owned(),
+        depth => Types::new(tool.input_schema(), style, depth).of(tool.input_schema(), 0),
+    }
+}
+
+/// The type of a tool's result at `style`.
+fn result(tool: &ScriptTool, style: &Style) -> String {
+    match (style.output_depth, tool.output_schema()) {
+        (0, _) | (_, None) => "unknown".to_owned(),
+        (depth, Some(schema)) => Types::new(schema, style, depth).of(schema, 0),
     }
 }
 

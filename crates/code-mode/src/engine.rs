@@ -16,13 +16,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use futures_util::FutureExt as _;
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::limits::Limits;
 use crate::outcome::{ScriptError, ScriptRun};
 use crate::port::{CallError, CallErrorKind, ScriptCallContext, ToolCaller};
 use crate::tools::ScriptTools;
-use crate::worker::{self, Job, Settled, ToHost};
+use crate::worker::{self, Job, Request, Settled, ToHost};
 
 /// Room on the engine thread's stack beyond the engine's own limit, for the Rust frames
 /// around it.
@@ -35,8 +35,27 @@ pub struct Engine {
     threads: Arc<AtomicUsize>,
 }
 
-/// A call on its way, giving back its id and how it ended.
-type CallFuture<'a> = Pin<Box<dyn Future<Output = (u32, Result<Value, CallError>)> + Send + 'a>>;
+/// A call on its way, giving back its id, how it ended and the tools it made callable (a
+/// search's finds).
+type CallFuture<'a> = Pin<Box<dyn Future<Output = (u32, Result<Value, CallError>, Vec<usize>)> + Send + 'a>>;
+
+/// What a search gives the prelude, `{found, add}`: what the script's `await` gives (each
+/// tool's descriptor, best first) and the tools to add (`[server ident, tool ident, index]`);
+/// and the indices of the tools found. Names the script's tools do not hold are left out.
+fn found(tools: &ScriptTools, names: &[String]) -> (Value, Vec<usize>) {
+    let mut indices: Vec<usize> = Vec::new();
+    for index in names.iter().filter_map(|name| tools.by_name(name)) {
+        if !indices.contains(&index) {
+            indices.push(index);
+        }
+    }
+    let found: Vec<Value> = indices.iter().filter_map(|i| tools.found(*i)).collect();
+    let add: Vec<Value> = indices
+        .iter()
+        .filter_map(|i| tools.idents(*i).map(|(server, tool)| serde_json::json!([server, tool, i])))
+        .collect();
+    (serde_json::json!({ "found": found, "add": add }), indices)
+}
 
 impl Engine {
     /// An engine whose scripts run under `limits`.
@@ -74,7 +93,8 @@ impl Engine {
         let job = Job {
             script: script.to_owned(),
             manifest: Arc::clone(tools.manifest()),
-            tool_count: tools.len(),
+            reachable: tools.iter().map(|t| !t.is_deferred()).collect(),
+            search: tools.searchable(),
             limits: limits.clone(),
             started_at_ms,
         };
@@ -98,35 +118,59 @@ impl Engine {
 
         let script_id: Arc<str> = script_id.into();
         let mut in_flight: FuturesUnordered<CallFuture<'_>> = FuturesUnordered::new();
-        let mut waiting: VecDeque<(u32, usize, Map<String, Value>)> = VecDeque::new();
-        let start = |id: u32, index: usize, arguments: Map<String, Value>| -> CallFuture<'_> {
-            let context = ScriptCallContext::new(Arc::clone(&script_id), id);
-            Box::pin(async move {
-                let Some(tool) = tools.get(index) else {
-                    return (id, Err(CallError::new(CallErrorKind::Refused, "no such tool")));
-                };
-                let called = AssertUnwindSafe(caller.call(tool, arguments, &context)).catch_unwind().await;
-                let result = called.unwrap_or_else(|_| {
-                    Err(CallError::new(CallErrorKind::Failed, "the call failed (the host's tool caller panicked)"))
-                });
-                (id, result)
-            })
+        let mut waiting: VecDeque<Request> = VecDeque::new();
+        let start = |request: Request| -> CallFuture<'_> {
+            match request {
+                Request::Call { id, index, arguments } => {
+                    let context = ScriptCallContext::new(Arc::clone(&script_id), id);
+                    Box::pin(async move {
+                        let Some(tool) = tools.get(index) else {
+                            return (id, Err(CallError::new(CallErrorKind::Refused, "no such tool")), Vec::new());
+                        };
+                        let called = AssertUnwindSafe(caller.call(tool, arguments, &context)).catch_unwind().await;
+                        let result = called.unwrap_or_else(|_| {
+                            Err(CallError::new(
+                                CallErrorKind::Failed,
+                                "the call failed (the host's tool caller panicked)",
+                            ))
+                        });
+                        (id, result, Vec::new())
+                    })
+                }
+                Request::Search { id, query, limit } => {
+                    let context = ScriptCallContext::new(Arc::clone(&script_id), id);
+                    Box::pin(async move {
+                        let searched = AssertUnwindSafe(caller.search(&query, limit, &context)).catch_unwind().await;
+                        match searched {
+                            Ok(Ok(names)) => {
+                                let (value, found) = found(tools, &names);
+                                (id, Ok(value), found)
+                            }
+                            Ok(Err(error)) => (id, Err(error), Vec::new()),
+                            Err(_) => {
+                                let why = "the search failed (the host's tool caller panicked)";
+                                (id, Err(CallError::new(CallErrorKind::Failed, why)), Vec::new())
+                            }
+                        }
+                    })
+                }
+            }
         };
         loop {
             tokio::select! {
-                Some((id, result)) = in_flight.next(), if !in_flight.is_empty() => {
+                Some((id, result, unlock)) = in_flight.next(), if !in_flight.is_empty() => {
                     // The engine may have ended meanwhile; its report is on its way.
-                    let _ = to_engine.send(Settled { id, result });
-                    if let Some((id, index, arguments)) = waiting.pop_front() {
-                        in_flight.push(start(id, index, arguments));
+                    let _ = to_engine.send(Settled { id, result, unlock });
+                    if let Some(next) = waiting.pop_front() {
+                        in_flight.push(start(next));
                     }
                 }
                 message = from_engine.recv() => match message {
-                    Some(ToHost::Call { id, index, arguments }) => {
+                    Some(ToHost::Request(request)) => {
                         if in_flight.len() < limits.concurrency.max(1) {
-                            in_flight.push(start(id, index, arguments));
+                            in_flight.push(start(request));
                         } else {
-                            waiting.push_back((id, index, arguments));
+                            waiting.push_back(request);
                         }
                     }
                     Some(ToHost::Finished(run)) => return *run,

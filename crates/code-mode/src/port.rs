@@ -58,6 +58,21 @@ pub trait ToolCaller: Send + Sync {
         arguments: Map<String, Value>,
         context: &ScriptCallContext,
     ) -> Result<Value, CallError>;
+
+    /// Searches the tools for the script's `tools.search(query, limit)` (offered only when
+    /// [`ScriptTools::with_search`](crate::ScriptTools::with_search) says so), as call
+    /// `context`: the host names of the tools found, best first. Names the script's tools do
+    /// not hold are left out; the others become callable for the rest of the run. By default
+    /// refused: the host offers no search.
+    async fn search(
+        &self,
+        query: &str,
+        limit: Option<usize>,
+        context: &ScriptCallContext,
+    ) -> Result<Vec<String>, CallError> {
+        let _ = (query, limit, context);
+        Err(CallError::new(CallErrorKind::Refused, "this host offers no tool search"))
+    }
 }
 
 /// Why a call failed: the script catches it as a `ToolError` with `kind` (the

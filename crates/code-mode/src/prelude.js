@@ -6,7 +6,7 @@
 // module loader to begin with, and the host functions check everything they are given); it
 // takes away what turns text into code and what could block or time, and builds `tools` and
 // `console`.
-(function (hostCall, hostLog, manifest, startedAt, logLimit) {
+(function (hostCall, hostSearch, searchOffered, hostLog, manifest, startedAt, logLimit) {
   'use strict';
   const G = globalThis;
   const { defineProperty, freeze, create, getPrototypeOf } = Object;
@@ -93,16 +93,64 @@
       });
     };
 
+  // `tools.search` finds tools that wait behind search and adds them here: with search
+  // offered, `tools` and its namespaces stay extensible (what is in them cannot be changed).
   const tools = create(null);
-  for (const [serverIdent, entries] of manifest) {
-    const namespace = create(null);
-    for (const [toolIdent, index] of entries) {
-      const path = 'tools.' + serverIdent + '.' + toolIdent;
-      defineProperty(namespace, toolIdent, { value: makeTool(index, path), enumerable: true });
+  const namespaces = new MapCtor();
+  const added = new MapCtor();
+  const addTool = (serverIdent, toolIdent, index) => {
+    if (added.has(index)) {
+      return;
     }
-    defineProperty(tools, serverIdent, { value: freeze(namespace), enumerable: true });
+    added.set(index, true);
+    let namespace = namespaces.get(serverIdent);
+    if (namespace === undefined) {
+      namespace = create(null);
+      namespaces.set(serverIdent, namespace);
+      try {
+        defineProperty(tools, serverIdent, { value: namespace, enumerable: true });
+      } catch (e) {
+        // The script made the name its own first; only it loses.
+      }
+    }
+    const path = 'tools.' + serverIdent + '.' + toolIdent;
+    try {
+      defineProperty(namespace, toolIdent, { value: makeTool(index, path), enumerable: true });
+    } catch (e) {
+      // As above.
+    }
+  };
+  for (const [serverIdent, entries] of manifest) {
+    for (const [toolIdent, index] of entries) {
+      addTool(serverIdent, toolIdent, index);
+    }
   }
-  defineProperty(G, 'tools', { value: freeze(tools), writable: false, enumerable: true, configurable: false });
+  const search = function search(query, limit) {
+    const site = new ErrorCtor();
+    if (limit !== null && typeof limit === 'object') {
+      limit = limit.limit;
+    }
+    let id;
+    try {
+      id = hostSearch(query, limit);
+    } catch (e) {
+      return PromiseCtor.reject(e);
+    }
+    if (typeof id !== 'number') {
+      return PromiseCtor.reject(toolError(id, site, 'tools.search'));
+    }
+    return new PromiseCtor((resolve, reject) => {
+      pending.set(id, { resolve, reject, site, path: 'tools.search', search: true });
+    });
+  };
+  defineProperty(tools, 'search', { value: search, enumerable: false });
+  if (!searchOffered) {
+    for (const namespace of namespaces.values()) {
+      freeze(namespace);
+    }
+    freeze(tools);
+  }
+  defineProperty(G, 'tools', { value: tools, writable: false, enumerable: true, configurable: false });
 
   // console: each call is one captured entry, its arguments shown as Node shows the common ones.
   const show = (value) => {
@@ -154,7 +202,13 @@
         return;
       }
       pending.delete(id);
-      if (ok) {
+      if (ok && call.search) {
+        // `{found, add}`: the tools found become callable, and the script gets what was found.
+        for (const [serverIdent, toolIdent, index] of value.add) {
+          addTool(serverIdent, toolIdent, index);
+        }
+        call.resolve(value.found);
+      } else if (ok) {
         call.resolve(value);
       } else {
         call.reject(toolError(value, call.site, call.path));

@@ -15,6 +15,7 @@ pub struct ScriptTool {
     description: Option<String>,
     input_schema: Value,
     output_schema: Option<Value>,
+    deferred: bool,
 }
 
 impl ScriptTool {
@@ -33,7 +34,20 @@ impl ScriptTool {
             description: None,
             input_schema,
             output_schema: None,
+            deferred: false,
         }
+    }
+
+    /// Waiting behind tool search (`deferred`): not in `tools`, nor declared, until the
+    /// script's `tools.search` finds it (see [`ScriptTools::with_search`]).
+    pub fn with_deferred(mut self, deferred: bool) -> Self {
+        self.deferred = deferred;
+        self
+    }
+
+    /// Whether it waits behind tool search.
+    pub fn is_deferred(&self) -> bool {
+        self.deferred
     }
 
     /// With the tool's description (untrusted; cleaned and capped in the declarations).
@@ -92,12 +106,18 @@ pub(crate) struct Namespace {
 
 /// The tools of one script run, with their JavaScript names. Built once per tool listing and
 /// shared by every run under it.
+///
+/// Deferred tools ([`ScriptTool::with_deferred`]) are named like the others (so a name does
+/// not depend on which tools a search found) but start outside `tools`: with search offered
+/// ([`ScriptTools::with_search`]) the script's `tools.search(query)` finds them and adds them.
 #[derive(Debug, Clone)]
 pub struct ScriptTools {
     tools: Vec<ScriptTool>,
     namespaces: Vec<Namespace>,
-    /// What the engine's prelude builds the `tools` object from.
+    /// What the engine's prelude builds the `tools` object from: the tools not deferred.
     manifest: Arc<str>,
+    /// Whether the script may search (`tools.search`).
+    search: bool,
 }
 
 impl ScriptTools {
@@ -111,7 +131,8 @@ impl ScriptTools {
         tools.dedup_by(|later, earlier| later.server == earlier.server && later.tool == earlier.tool);
 
         let mut namespaces: Vec<Namespace> = Vec::new();
-        let mut server_idents = BTreeSet::new();
+        // `tools.search` is the search function, whether offered or not: no server takes it.
+        let mut server_idents = BTreeSet::from([SEARCH.to_owned()]);
         let mut tool_idents = BTreeSet::new();
         for (index, tool) in tools.iter().enumerate() {
             if namespaces.last().is_none_or(|ns| ns.server != tool.server) {
@@ -132,13 +153,45 @@ impl ScriptTools {
                 let entries: Vec<Value> = ns
                     .tools
                     .iter()
+                    .filter(|(_, index)| tools.get(*index).is_some_and(|t| !t.deferred))
                     .map(|(ident, index)| Value::from(vec![Value::from(ident.as_str()), Value::from(*index)]))
                     .collect();
                 Value::from(vec![Value::from(ns.ident.as_str()), Value::from(entries)])
             })
             .collect();
         let manifest = Value::from(manifest).to_string().into();
-        Self { tools, namespaces, manifest }
+        Self { tools, namespaces, manifest, search: false }
+    }
+
+    /// With `tools.search(query, limit)` offered: it asks the host's
+    /// [`ToolCaller::search`](crate::ToolCaller::search) and adds the tools found to `tools`
+    /// for the rest of the run. Without it, `tools.search` throws a `ToolError` saying that
+    /// every tool the script may call is already in `tools`.
+    pub fn with_search(mut self, search: bool) -> Self {
+        self.search = search;
+        self
+    }
+
+    /// Whether `tools.search` is offered.
+    pub fn searchable(&self) -> bool {
+        self.search
+    }
+
+    /// How many tools wait behind search.
+    pub fn deferred(&self) -> usize {
+        self.tools.iter().filter(|t| t.deferred).count()
+    }
+
+    /// The index of the tool the host calls `name`.
+    pub fn by_name(&self, name: &str) -> Option<usize> {
+        self.tools.iter().position(|t| t.name == name)
+    }
+
+    /// The identifiers (server, tool) of tool number `index`.
+    pub(crate) fn idents(&self, index: usize) -> Option<(&str, &str)> {
+        self.namespaces.iter().find_map(|ns| {
+            ns.tools.iter().find(|(_, i)| *i == index).map(|(ident, _)| (ns.ident.as_str(), ident.as_str()))
+        })
     }
 
     /// How many tools.
@@ -163,9 +216,7 @@ impl ScriptTools {
 
     /// How the script reaches tool number `index`: `tools.<server>.<tool>`.
     pub fn path(&self, index: usize) -> Option<String> {
-        self.namespaces.iter().find_map(|ns| {
-            ns.tools.iter().find(|(_, i)| *i == index).map(|(ident, _)| format!("tools.{}.{ident}", ns.ident))
-        })
+        self.idents(index).map(|(server, tool)| format!("tools.{server}.{tool}"))
     }
 
     /// The index of the tool the script reaches as `tools.<server_ident>.<tool_ident>`.
@@ -182,6 +233,9 @@ impl ScriptTools {
         &self.manifest
     }
 }
+
+/// The name of the search function in `tools`.
+pub(crate) const SEARCH: &str = "search";
 
 /// Words a bare identifier must not be (reserved in some context, or a global the script
 /// would shadow), and `__proto__`, which assigns a prototype in an object literal.

@@ -44,7 +44,10 @@ const MESSAGE_CAP: usize = 2000;
 pub(crate) struct Job {
     pub(crate) script: String,
     pub(crate) manifest: Arc<str>,
-    pub(crate) tool_count: usize,
+    /// Which tools the script may call from its start (the rest wait behind search).
+    pub(crate) reachable: Vec<bool>,
+    /// Whether `tools.search` is offered.
+    pub(crate) search: bool,
     pub(crate) limits: Limits,
     /// The script's frozen clock, in milliseconds since the epoch.
     pub(crate) started_at_ms: f64,
@@ -53,10 +56,19 @@ pub(crate) struct Job {
 /// From the engine thread to the host.
 #[derive(Debug)]
 pub(crate) enum ToHost {
-    /// The script called tool `index` (call `id`, from 1).
-    Call { id: u32, index: usize, arguments: Map<String, Value> },
+    /// A call of the script's, for the host to make.
+    Request(Request),
     /// The run is over.
     Finished(Box<ScriptRun>),
+}
+
+/// A call of the script's (`id`, from 1, counted together).
+#[derive(Debug)]
+pub(crate) enum Request {
+    /// The script called tool `index`.
+    Call { id: u32, index: usize, arguments: Map<String, Value> },
+    /// The script searched the tools (`tools.search`).
+    Search { id: u32, query: String, limit: Option<usize> },
 }
 
 /// From the host to the engine thread: call `id` is over.
@@ -64,6 +76,8 @@ pub(crate) enum ToHost {
 pub(crate) struct Settled {
     pub(crate) id: u32,
     pub(crate) result: Result<Value, CallError>,
+    /// The tools it made callable (a search's finds).
+    pub(crate) unlock: Vec<usize>,
 }
 
 /// Why the interrupt handler stopped the script.
@@ -82,6 +96,9 @@ struct State {
     stop: Cell<Option<Stop>>,
     /// The script's promise settled: no more calls.
     finished: Cell<bool>,
+    /// Which tools the script may call now: those given at its start and those its searches
+    /// found.
+    reachable: RefCell<Vec<bool>>,
     logs: RefCell<Logs>,
 }
 
@@ -149,7 +166,7 @@ fn execute(
     };
     runtime.set_memory_limit(job.limits.memory_bytes);
     runtime.set_max_stack_size(job.limits.stack_bytes);
-    let state = Rc::new(State::default());
+    let state = Rc::new(State { reachable: RefCell::new(job.reachable.clone()), ..State::default() });
     let clock = Rc::new(CpuClock::start());
     runtime.set_interrupt_handler(Some(Box::new({
         let state = Rc::clone(&state);
@@ -287,9 +304,17 @@ impl Driver<'_> {
             let state = Rc::clone(self.state);
             let to_host = to_host.clone();
             let limits = self.job.limits.clone();
-            let tool_count = self.job.tool_count;
             move |ctx: Ctx<'js>, index: u32, args: Opt<rquickjs::Value<'js>>| {
-                host_call(&ctx, &state, &to_host, &limits, tool_count, index, args.0)
+                host_call(&ctx, &state, &to_host, &limits, index, args.0)
+            }
+        })?;
+        let host_search = Function::new(ctx.clone(), {
+            let state = Rc::clone(self.state);
+            let to_host = to_host.clone();
+            let limits = self.job.limits.clone();
+            let offered = self.job.search;
+            move |ctx: Ctx<'js>, query: Opt<rquickjs::Value<'js>>, limit: Opt<rquickjs::Value<'js>>| {
+                host_search(&ctx, &state, &to_host, &limits, offered, query.0, limit.0)
             }
         })?;
         let host_log = Function::new(ctx.clone(), {
@@ -299,13 +324,21 @@ impl Driver<'_> {
         })?;
         let manifest = ctx.json_parse(&*self.job.manifest)?;
         let log_limit = u32::try_from(self.job.limits.max_log_bytes.saturating_add(1)).unwrap_or(u32::MAX);
-        prelude.call((host_call, host_log, manifest, self.job.started_at_ms, log_limit))
+        prelude.call((host_call, host_search, self.job.search, host_log, manifest, self.job.started_at_ms, log_limit))
     }
 
     /// Hands the host's answer to call `id` to the script.
     fn settle<'js>(&self, ctx: &Ctx<'js>, settle: &Function<'js>, settled: Settled) -> rquickjs::Result<()> {
         self.state.in_flight.set(self.state.in_flight.get().saturating_sub(1));
-        let Settled { id, result } = settled;
+        let Settled { id, result, unlock } = settled;
+        {
+            let mut reachable = self.state.reachable.borrow_mut();
+            for index in unlock {
+                if let Some(slot) = reachable.get_mut(index) {
+                    *slot = true;
+                }
+            }
+        }
         match result {
             Ok(value) => {
                 let json = value.to_string();
@@ -443,7 +476,6 @@ fn host_call<'js>(
     state: &State,
     to_host: &UnboundedSender<ToHost>,
     limits: &Limits,
-    tool_count: usize,
     index: u32,
     args: Option<rquickjs::Value<'js>>,
 ) -> rquickjs::Result<rquickjs::Value<'js>> {
@@ -456,7 +488,8 @@ fn host_call<'js>(
         return Err(Exception::throw_internal(ctx, "too many tool calls"));
     }
     let index = usize::try_from(index).unwrap_or(usize::MAX);
-    if index >= tool_count {
+    // A tool behind search is callable only once a search of this script found it.
+    if !state.reachable.borrow().get(index).copied().unwrap_or(false) {
         return Err(Exception::throw_type(ctx, "no such tool"));
     }
     let arguments = match args {
@@ -488,7 +521,7 @@ fn host_call<'js>(
             }
         }
     };
-    if to_host.send(ToHost::Call { id, index, arguments }).is_err() {
+    if to_host.send(ToHost::Request(Request::Call { id, index, arguments })).is_err() {
         state.stop.set(Some(Stop::Cancelled));
         return Err(Exception::throw_internal(ctx, "the run was cancelled"));
     }
@@ -496,6 +529,60 @@ fn host_call<'js>(
     state.in_flight.set(state.in_flight.get() + 1);
     Ok(rquickjs::Value::new_int(ctx.clone(), i32::try_from(id).unwrap_or(i32::MAX)))
 }
+
+/// The host function behind `tools.search(query, limit)`: counted as a call, its arguments
+/// checked, handed to the host. Gives the call's id, or a failure `{kind, message}`.
+fn host_search<'js>(
+    ctx: &Ctx<'js>,
+    state: &State,
+    to_host: &UnboundedSender<ToHost>,
+    limits: &Limits,
+    offered: bool,
+    query: Option<rquickjs::Value<'js>>,
+    limit: Option<rquickjs::Value<'js>>,
+) -> rquickjs::Result<rquickjs::Value<'js>> {
+    if !offered {
+        return Ok(failure(ctx, CallErrorKind::Refused, NO_SEARCH)?.into_value());
+    }
+    if state.finished.get() {
+        return Err(Exception::throw_message(ctx, "tool calls cannot be made after the script has ended"));
+    }
+    let id = state.calls.get() + 1;
+    if id > limits.max_calls {
+        state.stop.set(Some(Stop::Calls));
+        return Err(Exception::throw_internal(ctx, "too many tool calls"));
+    }
+    let Some(query) = query.and_then(|q| q.as_string().and_then(|q| q.to_string().ok())) else {
+        let message = "the query must be a string, like tools.search(\"create a calendar event\")";
+        return Ok(failure(ctx, CallErrorKind::BadArguments, message)?.into_value());
+    };
+    if query.len() > limits.max_argument_bytes {
+        let message = format!("the query is {} bytes, over the limit of {}", query.len(), limits.max_argument_bytes);
+        return Ok(failure(ctx, CallErrorKind::TooLarge, &message)?.into_value());
+    }
+    let limit = match limit {
+        None => None,
+        Some(limit) if limit.is_undefined() || limit.is_null() => None,
+        Some(limit) => match limit.as_number() {
+            Some(n) if n.is_finite() && n >= 1.0 => Some(n as usize),
+            _ => {
+                let message = "the limit must be a number of 1 or more, like tools.search(\"query\", 3)";
+                return Ok(failure(ctx, CallErrorKind::BadArguments, message)?.into_value());
+            }
+        },
+    };
+    if to_host.send(ToHost::Request(Request::Search { id, query, limit })).is_err() {
+        state.stop.set(Some(Stop::Cancelled));
+        return Err(Exception::throw_internal(ctx, "the run was cancelled"));
+    }
+    state.calls.set(id);
+    state.in_flight.set(state.in_flight.get() + 1);
+    Ok(rquickjs::Value::new_int(ctx.clone(), i32::try_from(id).unwrap_or(i32::MAX)))
+}
+
+/// Why `tools.search` is refused where the host offers no search.
+const NO_SEARCH: &str = "tool search is off here: every tool this script may call is already in `tools` (see the \
+                         declarations)";
 
 /// A failure as the prelude takes it: `{kind, message}`.
 fn failure<'js>(ctx: &Ctx<'js>, kind: CallErrorKind, message: &str) -> rquickjs::Result<Object<'js>> {

@@ -436,7 +436,7 @@ impl Gateway {
         let transparent = self.inner.options.transparent;
         let described = |entry: &PoolEntry<'_>| match entry.origin() {
             Origin::Builtin(spec) => {
-                self.inner.builtins.iter().find(|b| b.spec().name == spec.name).and_then(|b| b.describe(&binding))
+                self.inner.builtins.iter().find(|b| b.spec().name == spec.name).and_then(|b| b.describe(&binding, None))
             }
             Origin::Mcp { .. } => None,
         };

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use agent_loop::{Binding, InnerCalls, InnerError, Refusal, SourceError, content_text};
+use agent_loop::{Binding, InnerCalls, InnerError, Refusal, SourceError, StepSearch, content_text};
 use async_trait::async_trait;
 use code_mode::{CallError, CallErrorKind, Engine, Limits, ScriptCallContext, ScriptTool, ScriptTools, ToolCaller};
 use serde_json::{Map, Value};
@@ -89,10 +89,12 @@ impl RunCode {
     }
 
     /// The tools a script may call under `binding`: the servers' tools of its pool that the
-    /// scope reaches, under their pool names (the gate's).
-    pub fn script_tools(&self, binding: &Binding) -> ScriptTools {
+    /// scope reaches, under their pool names (the gate's). With the step's tool `search` (some
+    /// tools deferred), the deferred ones wait behind the script's `tools.search` as they wait
+    /// behind the model's search tool.
+    pub fn script_tools(&self, binding: &Binding, search: Option<&StepSearch>) -> ScriptTools {
         let scope = (self.scope)();
-        ScriptTools::new(binding.pool().iter().filter_map(|entry| {
+        let tools = binding.pool().iter().filter_map(|entry| {
             let Origin::Mcp { server, tool } = entry.origin() else { return None };
             if !scope.reaches(server) {
                 return None;
@@ -104,8 +106,10 @@ impl RunCode {
             if let Some(output) = &tool.output_schema {
                 script_tool = script_tool.with_output_schema(output.clone());
             }
-            Some(script_tool)
-        }))
+            let deferred = search.is_some_and(|s| s.is_deferred(entry.name()));
+            Some(script_tool.with_deferred(deferred))
+        });
+        ScriptTools::new(tools).with_search(search.is_some())
     }
 }
 
@@ -119,8 +123,8 @@ impl agent_loop::BuiltinTool for RunCode {
         }
     }
 
-    fn describe(&self, binding: &Binding) -> Option<String> {
-        let tools = self.script_tools(binding);
+    fn describe(&self, binding: &Binding, search: Option<&StepSearch>) -> Option<String> {
+        let tools = self.script_tools(binding, search);
         Some(code_mode::run_code_description(&tools, self.engine.limits(), self.budget).text)
     }
 
@@ -133,7 +137,7 @@ impl agent_loop::BuiltinTool for RunCode {
         let Some(code) = input.get("code").and_then(Value::as_str) else {
             return Err("run_code needs a string argument \"code\" (the script)".to_owned());
         };
-        let tools = self.script_tools(calls.binding());
+        let tools = self.script_tools(calls.binding(), calls.search());
         let run = self.engine.run(code, &tools, &GateCaller { calls }, calls.parent()).await;
         let text = run.render();
         if run.is_error() { Err(text) } else { Ok(text) }
@@ -163,6 +167,18 @@ impl ToolCaller for GateCaller<'_> {
                 Some(structured) => structured,
                 None => Value::String(result.content.iter().map(content_text).collect::<Vec<_>>().join("\n")),
             }),
+            Err(error) => Err(CallError::new(kind(&error), error.to_string())),
+        }
+    }
+
+    async fn search(
+        &self,
+        query: &str,
+        limit: Option<usize>,
+        context: &ScriptCallContext,
+    ) -> Result<Vec<String>, CallError> {
+        match self.calls.find(&context.call_id(), query, limit).await {
+            Ok(results) => Ok(results.hits.iter().map(|hit| hit.name.to_string()).collect()),
             Err(error) => Err(CallError::new(kind(&error), error.to_string())),
         }
     }
