@@ -25,7 +25,8 @@ use tool_pool::{Naming, Origin, PoolEntry};
 use crate::approval::{
     ApprovalMemory, CallContext, ClientApprover, GatewayApprover, INPUT_KEY, MemoryApprovals, Outcome, Way,
 };
-use crate::backend::{Backend, BackendError, BackendEvent, Caller, ContentListing, Upstream};
+use crate::asks::{SessionAsker, StatelessAsker};
+use crate::backend::{Backend, BackendError, BackendEvent, CallAsker, Caller, ContentListing, Upstream};
 use crate::clock::{Clock, SystemClock};
 use crate::content::ContentView;
 use crate::limit::RateLimiter;
@@ -567,7 +568,14 @@ impl Gateway {
                         outcome: Mutex::new(Outcome::Answered),
                     }),
                 };
-                self.run(job, meta.progress_token.as_ref(), out, &script).await
+                // The upstream's own questions during this call go to this call's client.
+                let asker: Arc<dyn CallAsker> = match &scope.era {
+                    Era::Session(session) => Arc::new(SessionAsker::new(session, out, self.inner.approver.wait)),
+                    Era::Stateless(client) => {
+                        Arc::new(StatelessAsker::new(ctx.scope.clone(), client.can_elicit_form(), client.can_sample()))
+                    }
+                };
+                self.run(job, meta.progress_token.as_ref(), out, &script, asker).await
             }
             (Admission::Refused(Refusal::UnknownTool { .. } | Refusal::Denied { .. }), _) => unknown_tool(name),
             // The client is asked through `input_required`; its retry carries the answer.
@@ -604,8 +612,16 @@ impl Gateway {
 
     /// Runs an admitted call, forwarding its progress under the client's token; a built-in
     /// makes its own calls through `script` (code mode).
-    async fn run(&self, job: Job, token: Option<&RequestId>, out: &Outbound, script: &ScriptCalls<'_>) -> Reply {
-        let tools = self.inner.backend.tools();
+    async fn run(
+        &self,
+        job: Job,
+        token: Option<&RequestId>,
+        out: &Outbound,
+        script: &ScriptCalls<'_>,
+        asker: Arc<dyn CallAsker>,
+    ) -> Reply {
+        let asking = self.inner.backend.tools_for(asker);
+        let tools = asking.as_deref().unwrap_or_else(|| self.inner.backend.tools());
         let ran = match token {
             Some(token) if out.is_open() => {
                 let (tx, mut rx) = mpsc::unbounded_channel::<ProgressNotificationParams>();
