@@ -555,7 +555,16 @@ impl Gateway {
         crate::audit::decided(&admission);
         match (admission, outcome) {
             (Admission::Run { job, .. }, _) => {
+                // The upstream's own questions during this call (and its script's calls) go to
+                // this call's client.
+                let asker: Arc<dyn CallAsker> = match &scope.era {
+                    Era::Session(session) => Arc::new(SessionAsker::new(session, out, self.inner.approver.wait)),
+                    Era::Stateless(client) => {
+                        Arc::new(StatelessAsker::new(ctx.scope.clone(), client.can_elicit_form(), client.can_sample()))
+                    }
+                };
                 let script = ScriptCalls {
+                    asker: Arc::clone(&asker),
                     gateway: self,
                     caller: &scope.caller,
                     binding: &binding,
@@ -567,13 +576,6 @@ impl Gateway {
                         version: ctx.version,
                         outcome: Mutex::new(Outcome::Answered),
                     }),
-                };
-                // The upstream's own questions during this call go to this call's client.
-                let asker: Arc<dyn CallAsker> = match &scope.era {
-                    Era::Session(session) => Arc::new(SessionAsker::new(session, out, self.inner.approver.wait)),
-                    Era::Stateless(client) => {
-                        Arc::new(StatelessAsker::new(ctx.scope.clone(), client.can_elicit_form(), client.can_sample()))
-                    }
                 };
                 self.run(job, meta.progress_token.as_ref(), out, &script, asker).await
             }
@@ -967,6 +969,8 @@ struct ScriptCalls<'a> {
     parent: String,
     /// How the client is asked about a script's `confirm` calls.
     ctx: Arc<CallContext>,
+    /// Who answers the questions upstreams ask while a script's call runs: the script's client.
+    asker: Arc<dyn CallAsker>,
 }
 
 #[async_trait]
@@ -999,7 +1003,8 @@ impl InnerCalls for ScriptCalls<'_> {
             .with_caller(self.ctx.scope.clone())
             .with_parent(self.parent.as_str())
             .with_approver(Arc::new(approver));
-        let tools = inner.backend.tools();
+        let asking = inner.backend.tools_for(Arc::clone(&self.asker));
+        let tools = asking.as_deref().unwrap_or_else(|| inner.backend.tools());
         let request = CallRequest { id, name, arguments };
         match inner.gate.admit_with(self.binding, tools, request, &context).await {
             Admission::Run { job, .. } => match inner.gate.run(tools, job, None).await {
