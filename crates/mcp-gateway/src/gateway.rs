@@ -25,7 +25,8 @@ use tool_pool::{Naming, Origin, PoolEntry};
 use crate::approval::{
     ApprovalMemory, CallContext, ClientApprover, GatewayApprover, INPUT_KEY, MemoryApprovals, Outcome, Way,
 };
-use crate::backend::{Backend, BackendError, BackendEvent, Caller, ContentListing, Upstream};
+use crate::asks::{SessionAsker, StatelessAsker};
+use crate::backend::{Backend, BackendError, BackendEvent, CallAsker, Caller, ContentListing, Upstream};
 use crate::clock::{Clock, SystemClock};
 use crate::content::ContentView;
 use crate::limit::RateLimiter;
@@ -554,7 +555,16 @@ impl Gateway {
         crate::audit::decided(&admission);
         match (admission, outcome) {
             (Admission::Run { job, .. }, _) => {
+                // The upstream's own questions during this call (and its script's calls) go to
+                // this call's client.
+                let asker: Arc<dyn CallAsker> = match &scope.era {
+                    Era::Session(session) => Arc::new(SessionAsker::new(session, out, self.inner.approver.wait)),
+                    Era::Stateless(client) => {
+                        Arc::new(StatelessAsker::new(ctx.scope.clone(), client.can_elicit_form(), client.can_sample()))
+                    }
+                };
                 let script = ScriptCalls {
+                    asker: Arc::clone(&asker),
                     gateway: self,
                     caller: &scope.caller,
                     binding: &binding,
@@ -567,7 +577,7 @@ impl Gateway {
                         outcome: Mutex::new(Outcome::Answered),
                     }),
                 };
-                self.run(job, meta.progress_token.as_ref(), out, &script).await
+                self.run(job, meta.progress_token.as_ref(), out, &script, asker).await
             }
             (Admission::Refused(Refusal::UnknownTool { .. } | Refusal::Denied { .. }), _) => unknown_tool(name),
             // The client is asked through `input_required`; its retry carries the answer.
@@ -604,8 +614,16 @@ impl Gateway {
 
     /// Runs an admitted call, forwarding its progress under the client's token; a built-in
     /// makes its own calls through `script` (code mode).
-    async fn run(&self, job: Job, token: Option<&RequestId>, out: &Outbound, script: &ScriptCalls<'_>) -> Reply {
-        let tools = self.inner.backend.tools();
+    async fn run(
+        &self,
+        job: Job,
+        token: Option<&RequestId>,
+        out: &Outbound,
+        script: &ScriptCalls<'_>,
+        asker: Arc<dyn CallAsker>,
+    ) -> Reply {
+        let asking = self.inner.backend.tools_for(asker);
+        let tools = asking.as_deref().unwrap_or_else(|| self.inner.backend.tools());
         let ran = match token {
             Some(token) if out.is_open() => {
                 let (tx, mut rx) = mpsc::unbounded_channel::<ProgressNotificationParams>();
@@ -951,6 +969,8 @@ struct ScriptCalls<'a> {
     parent: String,
     /// How the client is asked about a script's `confirm` calls.
     ctx: Arc<CallContext>,
+    /// Who answers the questions upstreams ask while a script's call runs: the script's client.
+    asker: Arc<dyn CallAsker>,
 }
 
 #[async_trait]
@@ -983,7 +1003,8 @@ impl InnerCalls for ScriptCalls<'_> {
             .with_caller(self.ctx.scope.clone())
             .with_parent(self.parent.as_str())
             .with_approver(Arc::new(approver));
-        let tools = inner.backend.tools();
+        let asking = inner.backend.tools_for(Arc::clone(&self.asker));
+        let tools = asking.as_deref().unwrap_or_else(|| inner.backend.tools());
         let request = CallRequest { id, name, arguments };
         match inner.gate.admit_with(self.binding, tools, request, &context).await {
             Admission::Run { job, .. } => match inner.gate.run(tools, job, None).await {

@@ -107,6 +107,7 @@
 //! ```
 
 mod approval;
+mod asks;
 mod audit;
 mod auth;
 mod backend;
@@ -131,7 +132,7 @@ pub use auth::{
     AuthRequest, Authenticator, BadResource, BearerTokens, Inbound, JwtAuthenticator, JwtError, JwtOptions,
     METADATA_PATH, ProtectedResource, Unauthorized, UnauthorizedKind,
 };
-pub use backend::{Backend, BackendError, BackendEvent, Caller, ContentListing, ServerContent, Upstream};
+pub use backend::{Backend, BackendError, BackendEvent, CallAsker, Caller, ContentListing, ServerContent, Upstream};
 pub use clock::{Clock, SystemClock};
 pub use content::{ContentView, GATEWAY_SCHEME, gateway_uri};
 pub use gateway::{Gateway, GatewayOptions};

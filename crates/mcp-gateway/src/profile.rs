@@ -281,6 +281,10 @@ impl<B: Backend + ?Sized> Backend for Profiled<B> {
         self.inner.tools()
     }
 
+    fn tools_for(&self, asker: Arc<dyn crate::backend::CallAsker>) -> Option<Arc<dyn ToolSource>> {
+        self.inner.tools_for(asker)
+    }
+
     fn builtins(&self) -> Vec<Arc<dyn BuiltinTool>> {
         self.inner.builtins()
     }

@@ -145,6 +145,10 @@ impl Session {
         lock(&self.protocol).client().can_elicit_form()
     }
 
+    pub(crate) fn can_sample(&self) -> bool {
+        lock(&self.protocol).client().can_sample()
+    }
+
     pub(crate) fn log_level(&self) -> Option<LoggingLevel> {
         lock(&self.protocol).client().log_level
     }

@@ -24,10 +24,12 @@
 //!   built-in `run_code` ([`crate::RunCode`]), whose handler [`Backend::builtins`] hands the
 //!   gateway: its scripts' calls go through the gateway's gate for the calling client.
 //!
-//! Servers' own requests (sampling, elicitation, roots) are declined here: the connection
-//! does not know which downstream client's call caused them. (Forwarding them to that client
-//! needs a handler per call, beside `agent_loop::BoundCall`'s progress; not built yet.)
+//! - **Upstreams' own requests.** Every upstream is told the gateway can elicit (forms) and
+//!   sample; its `elicitation/create` and `sampling/createMessage` go to the client of the call
+//!   in flight on it ([`Backend::tools_for`], [`asks`]), which asks its client when that client
+//!   declared the capability and declines otherwise. `roots/list` is answered with no roots.
 
+mod asks;
 mod tap;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -61,7 +63,8 @@ const ADDED_WAIT: Duration = Duration::from_secs(2);
 #[non_exhaustive]
 pub struct ServeOptions {
     /// The host's ports: [`Ports::events`] hears the runtime's events (reloads, a kernel
-    /// without Landlock). Servers' requests are declined whatever [`Ports::requests`] says.
+    /// without Landlock). Servers' requests go to the calling clients whatever
+    /// [`Ports::requests`] says.
     pub ports: Ports,
     /// The configuration file to watch and reload (`None`: never reloaded).
     pub reload: Option<ConfigPath>,
@@ -109,6 +112,10 @@ pub struct HostBackend {
     runtime: Arc<Runtime>,
     /// The one server of a transparent gateway.
     only: Option<OnlyServer>,
+    /// What [`HostBackend::source`] is, shared: what one call's [`asks::AskingSource`] wraps.
+    shared: Arc<dyn ToolSource>,
+    /// The clients asked on behalf of each upstream, by the calls in flight.
+    askers: Arc<self::asks::Askers>,
     catalog: Catalog,
     tap: Arc<Tap>,
     events: broadcast::Sender<BackendEvent>,
@@ -151,8 +158,12 @@ impl HostBackend {
         let (events, _) = broadcast::channel(256);
         let tap = Tap::new(events.clone());
         let mut ports = options.ports;
-        // Nobody downstream can be asked on behalf of a connection (see the module docs).
-        ports.requests = None;
+        // Each upstream's requests go to the client of its call in flight (see the module docs).
+        let askers = Arc::new(self::asks::Askers::default());
+        let routed = Arc::clone(&askers);
+        ports.requests = Some(Arc::new(move |settings: &crate::config::ServerSettings| {
+            self::asks::requests(&settings.name, &routed)
+        }));
         let wrap = Arc::clone(&tap);
         ports.connectors = Some(Arc::new(move |server: &str, connector| wrap.wrap(server, connector)));
         // A server added to the file joins when it connects, announced by the publisher: a
@@ -183,8 +194,15 @@ impl HostBackend {
                 runtime.servers().subscribe(),
                 startup_wait,
             ));
+            let only = only.map(|server| OnlyServer { runtime: Arc::clone(&runtime), server });
+            let shared: Arc<dyn ToolSource> = match &only {
+                Some(only) => Arc::new(only.clone()),
+                None => Arc::clone(&runtime) as Arc<dyn ToolSource>,
+            };
             HostBackend {
-                only: only.map(|server| OnlyServer { runtime: Arc::clone(&runtime), server }),
+                only,
+                shared,
+                askers,
                 runtime,
                 catalog,
                 tap,
@@ -428,6 +446,11 @@ impl Backend for HostBackend {
         self.source()
     }
 
+    fn tools_for(&self, asker: Arc<dyn mcp_gateway::CallAsker>) -> Option<Arc<dyn ToolSource>> {
+        let askers = Arc::clone(&self.askers);
+        Some(Arc::new(self::asks::AskingSource { inner: Arc::clone(&self.shared), askers, asker }))
+    }
+
     fn builtins(&self) -> Vec<Arc<dyn agent_loop::BuiltinTool>> {
         self.builtins.clone()
     }
@@ -535,7 +558,7 @@ impl Backend for HostBackend {
 }
 
 /// The runtime seen through one server: what a transparent gateway offers.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct OnlyServer {
     runtime: Arc<Runtime>,
     server: String,
