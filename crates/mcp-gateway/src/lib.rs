@@ -112,6 +112,7 @@ mod auth;
 mod backend;
 mod clock;
 mod content;
+mod exposed;
 pub mod fake;
 mod gateway;
 mod http;
@@ -131,7 +132,9 @@ pub use auth::{
     AuthRequest, Authenticator, BadResource, BearerTokens, Inbound, JwtAuthenticator, JwtError, JwtOptions,
     METADATA_PATH, ProtectedResource, Unauthorized, UnauthorizedKind,
 };
-pub use backend::{Backend, BackendError, BackendEvent, Caller, ContentListing, ServerContent, Upstream};
+pub use backend::{
+    Backend, BackendError, BackendEvent, Caller, ContentListing, ExposureSettings, ServerContent, Upstream,
+};
 pub use clock::{Clock, SystemClock};
 pub use content::{ContentView, GATEWAY_SCHEME, gateway_uri};
 pub use gateway::{Gateway, GatewayOptions};

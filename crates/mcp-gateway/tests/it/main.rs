@@ -6,6 +6,7 @@ mod auth;
 mod clients;
 mod http;
 mod limits;
+mod search;
 mod stdio;
 mod subscriptions;
 
