@@ -65,6 +65,9 @@ struct PoolView {
     index: Option<Arc<SearchIndex>>,
 }
 
+/// 2026-07-28 clients' selections by key, and the keys, most recently used last.
+type StatelessSelections = (HashMap<String, Arc<Selection>>, VecDeque<String>);
+
 /// The gateway's exposure stage (see the module docs).
 pub(crate) struct Exposing {
     settings: ExposureSettings,
@@ -72,7 +75,7 @@ pub(crate) struct Exposing {
     spec: ToolSpec,
     pools: Mutex<Vec<PoolView>>,
     /// 2026-07-28 clients' selections, by key, most recently used last.
-    stateless: Mutex<(HashMap<String, Arc<Selection>>, VecDeque<String>)>,
+    stateless: Mutex<StatelessSelections>,
 }
 
 impl std::fmt::Debug for Exposing {
