@@ -650,3 +650,30 @@ fn serve_offers_no_run_code_unless_its_code_mode_is_on() {
     assert!(names.iter().any(|n| n == "fx__echo") && !names.iter().any(|n| n == "run_code"), "{names:?}");
     assert!(client.finish().success());
 }
+
+#[test]
+fn serve_with_tool_search_lists_search_tools_and_a_search_selects_tools_for_the_client() {
+    let env = env();
+    let config = env.write("config.toml", &format!("tool_search = \"on\"\n{TWO_UPSTREAMS}"));
+    let mut client = StdioClient::start(env.serve(&config, &[]));
+    client.initialize();
+    assert_eq!(client.tool_names(), ["search_tools"]);
+    let refused = client.call("fx__echo", json!({"text": "x"}));
+    assert!(is_error(&refused) && text_of(&refused).contains("not loaded yet"), "{refused}");
+
+    let found = client.call("search_tools", json!({"query": "select:fx__echo"}));
+    assert!(!is_error(&found) && text_of(&found).contains("fx__echo"), "{found}");
+    client.wait_notification("notifications/tools/list_changed");
+    assert_eq!(client.tool_names(), ["fx__echo", "search_tools"]);
+    let echoed = client.call("fx__echo", json!({"text": "found"}));
+    assert_eq!(text_of(&echoed), "found", "{echoed}");
+
+    // A denied tool is never found, nor callable.
+    let denied = client.call("search_tools", json!({"query": "select:two__crash"}));
+    assert!(text_of(&denied).contains("Not found"), "{denied}");
+    let denied = client.call("search_tools", json!({"query": "crash", "limit": 25}));
+    assert!(!text_of(&denied).contains("two__crash"), "{denied}");
+    let called = client.call("two__crash", json!({}));
+    assert!(called["error"]["message"].as_str().is_some_and(|m| m.contains("Unknown tool")), "{called}");
+    assert!(client.finish().success());
+}

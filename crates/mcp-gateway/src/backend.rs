@@ -104,6 +104,26 @@ pub enum BackendEvent {
     },
 }
 
+/// How the pools a backend publishes are shown to clients: the budgets and tool search of
+/// the agent's exposure stage ([`tool_pool::expose`]), applied per client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExposureSettings {
+    /// Budgets, search modes (global and per server), `always_load` servers, the `auto`
+    /// threshold.
+    pub options: tool_pool::ExposureOptions,
+    /// Most tools one client keeps selected through `search_tools` (the least recently found
+    /// go first), as the agent's `max_loaded_tools`.
+    pub max_loaded: usize,
+}
+
+impl ExposureSettings {
+    /// `options`, with the agent's default bound of selected tools.
+    pub fn new(options: tool_pool::ExposureOptions) -> Self {
+        Self { options, max_loaded: agent_loop::DEFAULT_MAX_LOADED }
+    }
+}
+
 /// What one upstream offers besides tools, as the host last listed it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ServerContent {
@@ -192,6 +212,14 @@ pub trait Backend: Send + Sync + 'static {
     /// mode's `run_code`, ...): the gateway's gate runs them as the host's does. By default none.
     fn builtins(&self) -> Vec<Arc<dyn BuiltinTool>> {
         Vec::new()
+    }
+
+    /// How pools are shown to clients: with settings, a client's `tools/list` holds what the
+    /// exposure stage loads for it (within the budgets) and, when tools wait behind search,
+    /// `search_tools`, whose answers select tools for that client alone. `None` (the
+    /// default): every tool of the pool is listed.
+    fn exposure(&self) -> Option<ExposureSettings> {
+        None
     }
 
     /// The hooks around every call the gate lets through (the host's, an audit log). Read once,

@@ -31,7 +31,9 @@ use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 use tool_pool::{Naming, ServerTools};
 
-use crate::backend::{Backend, BackendError, BackendEvent, CallAsker, Caller, ContentListing, ServerContent};
+use crate::backend::{
+    Backend, BackendError, BackendEvent, CallAsker, Caller, ContentListing, ExposureSettings, ServerContent,
+};
 use crate::session::lock;
 
 /// One call the fake upstreams received.
@@ -238,6 +240,7 @@ pub struct FakeBackend {
     content: Mutex<Arc<ContentListing>>,
     events: broadcast::Sender<BackendEvent>,
     subscriptions: Mutex<Vec<ReceivedSubscription>>,
+    exposure: Option<ExposureSettings>,
 }
 
 impl std::fmt::Debug for FakeBackend {
@@ -254,6 +257,7 @@ pub struct FakeBuilder {
     policy: Option<PolicyConfig>,
     naming: Naming,
     content: ContentListing,
+    exposure: Option<ExposureSettings>,
 }
 
 impl std::fmt::Debug for FakeBuilder {
@@ -301,6 +305,12 @@ impl FakeBuilder {
         self
     }
 
+    /// Shows pools through the exposure stage with these settings (budgets, tool search).
+    pub fn exposure(mut self, settings: ExposureSettings) -> Self {
+        self.exposure = Some(settings);
+        self
+    }
+
     /// `server`'s instructions.
     pub fn instructions(mut self, server: &str, text: &str) -> Self {
         self.upstreams.instructions.push((server.to_owned(), text.to_owned()));
@@ -323,6 +333,7 @@ impl FakeBuilder {
             content: Mutex::new(Arc::new(self.content)),
             events: broadcast::channel(64).0,
             subscriptions: Mutex::new(Vec::new()),
+            exposure: self.exposure,
         }
     }
 }
@@ -426,6 +437,10 @@ impl Backend for FakeBackend {
 
     fn instructions(&self, _caller: &Caller) -> Vec<(String, String)> {
         self.tools.instructions()
+    }
+
+    fn exposure(&self) -> Option<ExposureSettings> {
+        self.exposure.clone()
     }
 
     async fn content(&self, _caller: &Caller) -> Result<Arc<ContentListing>, BackendError> {

@@ -21,7 +21,7 @@ use policy::{Decision, Policy};
 use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 
-use crate::backend::{Backend, BackendError, BackendEvent, Caller, ContentListing, Upstream};
+use crate::backend::{Backend, BackendError, BackendEvent, Caller, ContentListing, ExposureSettings, Upstream};
 use crate::session::lock;
 use crate::settings::is_profile_name;
 
@@ -291,6 +291,10 @@ impl<B: Backend + ?Sized> Backend for Profiled<B> {
 
     fn hooks(&self) -> Arc<dyn Hooks> {
         self.inner.hooks()
+    }
+
+    fn exposure(&self) -> Option<ExposureSettings> {
+        self.inner.exposure()
     }
 
     fn instructions(&self, caller: &Caller) -> Vec<(String, String)> {

@@ -24,6 +24,13 @@
 //!   built-in `run_code` ([`crate::RunCode`]), whose handler [`Backend::builtins`] hands the
 //!   gateway: its scripts' calls go through the gateway's gate for the calling client.
 //!
+//! - **Budgets and tool search.** The pool is shown to clients through the agent's exposure
+//!   stage ([`Backend::exposure`]): the same `[tools]` keys and per-server `tool_search`,
+//!   `always_load`, `tool_budget`, `server_budget`, read at start as `run` and `chat` read
+//!   them. The downstream model is unknown, so `auto` uses the default threshold (a tenth of a
+//!   200,000-token window, 80,000 bytes). Not with `--transparent`, which offers its one
+//!   server as it is.
+//!
 //! - **Upstreams' own requests.** Every upstream is told the gateway can elicit (forms) and
 //!   sample; its `elicitation/create` and `sampling/createMessage` go to the client of the call
 //!   in flight on it ([`Backend::tools_for`], [`asks`]), which asks its client when that client
@@ -39,7 +46,9 @@ use std::time::Duration;
 use agent_loop::{Binding, BoundCall, Catalog, Listing, SourceError, ToolSource};
 use async_trait::async_trait;
 use mcp_client::{ClientError, ServerState, SetCallError};
-use mcp_gateway::{Backend, BackendError, BackendEvent, Caller, ContentListing, ServerContent, Upstream};
+use mcp_gateway::{
+    Backend, BackendError, BackendEvent, Caller, ContentListing, ExposureSettings, ServerContent, Upstream,
+};
 use mcp_protocol::{
     CallToolResult, CompleteRequestParams, CompleteResult, GetPromptResult, ReadResourceResult, Resource,
     ResourceTemplate, error_codes,
@@ -131,6 +140,8 @@ pub struct HostBackend {
     readiness: Option<Readiness>,
     /// The built-in tools the pool carries (`run_code` with `[serve] code_mode = "on"`).
     builtins: Vec<Arc<dyn agent_loop::BuiltinTool>>,
+    /// Budgets and tool search for clients, read at start (`None` when transparent).
+    exposure: Option<ExposureSettings>,
 }
 
 impl std::fmt::Debug for HostBackend {
@@ -172,6 +183,13 @@ impl HostBackend {
         // A transparent gateway offers exactly the one server's tools, so no built-in.
         let code_limits = (config.serve.code_mode && only.is_none()).then(|| config.tools.code_limits.clone());
         let tool_budget = config.tools.tool_budget;
+        // As for `run` and `chat`, read at start. The downstream model is unknown, so `auto`
+        // keeps the default threshold (a 200,000-token window's tenth).
+        let exposure = only.is_none().then(|| {
+            let mut settings = ExposureSettings::new(config.exposure());
+            settings.max_loaded = config.tools.max_loaded.unwrap_or(agent_loop::DEFAULT_MAX_LOADED);
+            settings
+        });
         let policy = config.policy.clone();
         let startup_wait = config.serve.startup_wait;
         let runtime = Arc::new(Runtime::start(config, runtime_options));
@@ -215,6 +233,7 @@ impl HostBackend {
                 closed: AtomicBool::new(false),
                 readiness: options.readiness,
                 builtins,
+                exposure,
             }
         });
         Ok(backend)
@@ -453,6 +472,10 @@ impl Backend for HostBackend {
 
     fn builtins(&self) -> Vec<Arc<dyn agent_loop::BuiltinTool>> {
         self.builtins.clone()
+    }
+
+    fn exposure(&self) -> Option<ExposureSettings> {
+        self.exposure.clone()
     }
 
     fn instructions(&self, _caller: &Caller) -> Vec<(String, String)> {

@@ -7,6 +7,7 @@ mod clients;
 mod forward;
 mod http;
 mod limits;
+mod search;
 mod stdio;
 mod subscriptions;
 
