@@ -270,7 +270,8 @@ impl Raw {
         let req = Request::post(self.url.clone())
             .header("accept", "application/json, text/event-stream")
             .header("content-type", "application/json")
-            .header("mcp-session-id", self.session.clone())
+            // No session yet at `initialize` (a server refuses an id it did not give with 404).
+            .header(if method == "initialize" { "x-no-session" } else { "mcp-session-id" }, self.session.clone())
             .header("mcp-protocol-version", PROTOCOL)
             .header("mcp-method", method)
             .body(Full::new(Bytes::from(message.to_string())))
