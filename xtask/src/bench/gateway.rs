@@ -374,7 +374,8 @@ fn figure(placement: &'static str, who: &'static str, concurrency: usize, line: 
     })
 }
 
-/// Writes `dir/name`: `count` servers, each the echo fixture, unconfined and required (so
+/// Writes `dir/name`: `count` servers, each the echo fixture, its `echo` allowed (the default
+/// asks), unconfined and required (so
 /// `/readyz` waits for all of them), and no drain delay (the bench stops what it started).
 /// One server is named `echo`, more are `e0`, `e1`, ...
 fn upstreams_config(dir: &Path, fixture: &Path, name: &str, count: usize) -> Result<PathBuf> {
@@ -382,7 +383,8 @@ fn upstreams_config(dir: &Path, fixture: &Path, name: &str, count: usize) -> Res
     for i in 0..count {
         let server = if count == 1 { "echo".to_owned() } else { format!("e{i}") };
         text.push_str(&format!(
-            "\n[servers.{server}]\ncommand = {:?}\nargs = [\"echo\"]\nsandbox = \"off\"\nrequired = true\n",
+            "\n[servers.{server}]\ncommand = {:?}\nargs = [\"echo\"]\nsandbox = \"off\"\nrequired = true\n\n\
+             [[policy.rules]]\nserver = \"{server}\"\ntool = \"echo\"\ndecision = \"allow\"\n",
             fixture.display().to_string()
         ));
     }
