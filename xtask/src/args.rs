@@ -31,8 +31,8 @@ tasks:
   peers                        install the pinned third-party MCP servers into target/peers
   bench [GROUP...] [--n N] [--rounds R]
                                each path beside a floor with no framework, in one run: stdio,
-                               http, catalog, agent, startup (no GROUP: all; default 2000
-                               calls, 3 rounds)
+                               http, catalog, agent, startup, gateway (no GROUP: all; default
+                               2000 calls, 3 rounds)
   connect-bench [--rounds R]   time to connect 1, 10 and 50 stdio servers (fast and slow-starting
                                ones) and memory per server (default 5 rounds)
   conformance [SCENARIO...]    the official MCP conformance harness against conformance-client

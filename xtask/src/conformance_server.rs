@@ -95,22 +95,12 @@ impl Column {
 /// Failures that are expected, with the reason: counted and printed as `XFAIL`, they do not fail
 /// the run; one that passes does (`XPASS`: remove it here). Only for what cannot be fixed on our
 /// side (the suite at fault) or, in the gateway column, a gap named in an open issue.
-const EXPECTED_FAILURES: &[(Column, &str, &str)] = &[
-    (Column::Gateway, "tools-call-sampling", SERVER_REQUESTS),
-    (Column::Gateway, "tools-call-elicitation", SERVER_REQUESTS),
-    (Column::Gateway, "elicitation-sep1034-defaults", SERVER_REQUESTS),
-    (Column::Gateway, "elicitation-sep1330-enums", SERVER_REQUESTS),
-    (
-        Column::Gateway,
-        "server-sse-polling",
-        "issue 33: the gateway answers a call in one response; it does not yet close a call's stream \
-         and resume it by Last-Event-ID",
-    ),
-];
-
-/// Why the scenarios whose upstream asks the client something fail through the gateway.
-const SERVER_REQUESTS: &str = "issue 33: an upstream's sampling and elicitation requests are declined by serve, \
-                               not yet forwarded to the client whose call caused them";
+const EXPECTED_FAILURES: &[(Column, &str, &str)] = &[(
+    Column::Gateway,
+    "server-sse-polling",
+    "issue 33: the gateway answers a call in one response; it does not yet close a call's stream \
+     and resume it by Last-Event-ID",
+)];
 
 /// How long one scenario may take (the harness has no time limit of its own; the fixture's
 /// questions to the client wait up to 60 s for an answer that never comes).

@@ -751,7 +751,9 @@ impl CallGate {
 
     /// Tells the hooks how a call was decided ([`Hooks::decided`]), and gives the admission
     /// back: a call to run is blocked when the hook failed (it may be the one that audits it).
-    pub(crate) fn report(&self, info: &CallInfo, admission: Admission, rule: Option<&str>) -> Admission {
+    /// For a front that refuses a call itself before the gate (a tool it never showed its
+    /// caller: [`Refusal::NotLoaded`], [`Refusal::NotExposed`]), as the loop does.
+    pub fn report(&self, info: &CallInfo, admission: Admission, rule: Option<&str>) -> Admission {
         let denied_by;
         let rule = match &admission {
             Admission::Refused(Refusal::Denied { rule, .. }) => {
@@ -777,8 +779,9 @@ impl CallGate {
         }
     }
 
-    /// Calls [`Hooks::decided`]; `Err` says that it failed (panicked).
-    pub(crate) fn tell_hooks(&self, info: &CallInfo, decision: &GateDecision<'_>) -> Result<(), String> {
+    /// Calls [`Hooks::decided`] (for a call the front answers itself: the search tool);
+    /// `Err` says that it failed (panicked).
+    pub fn tell_hooks(&self, info: &CallInfo, decision: &GateDecision<'_>) -> Result<(), String> {
         std::panic::catch_unwind(AssertUnwindSafe(|| self.hooks.decided(info, decision)))
             .map_err(|panic| format!("the decided hook failed ({})", panic_message(panic.as_ref())))
     }

@@ -78,7 +78,7 @@ pub use resources::{LIST_RESOURCES_TOOL, MAX_LISTED, READ_RESOURCE_TOOL, resourc
 pub use results::{content_text, error_text, fit_budget, render};
 pub use saved::{DEFAULT_SLICE_CHARS, READ_SAVED_TOOL, saved_result_tool};
 pub use scripted::{Script, ScriptedCall, ScriptedModel, ScriptedTurn};
-pub use search::{DEFAULT_MAX_LOADED, SEARCH_TOOL, StepSearch, ToolSearch};
+pub use search::{DEFAULT_MAX_LOADED, SEARCH_TOOL, SearchState, StepSearch, ToolSearch, search_spec};
 pub use source::{BoundCall, Departure, DepartureState, Listing, ToolSource};
 pub use source_error::{Operation, SourceError};
 pub use transcript::{Entry, Transcript, TranscriptError, load_messages};

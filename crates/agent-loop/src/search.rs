@@ -54,8 +54,9 @@ struct SearchInput {
     limit: Option<usize>,
 }
 
-/// The search tool's definition as the model sees it.
-pub(crate) fn search_spec() -> ToolSpec {
+/// The search tool's definition as the model sees it (and as a gateway lists it to a
+/// downstream client).
+pub fn search_spec() -> ToolSpec {
     ToolSpec {
         name: SEARCH_TOOL.to_owned(),
         description: format!(
@@ -83,9 +84,10 @@ pub(crate) fn search_spec() -> ToolSpec {
 }
 
 /// The session's search state: which tools the model loaded, and the index of the pool the
-/// last search ran on.
+/// last search ran on. The loop keeps one per agent; a gateway keeps one per downstream client
+/// (its selection), so what one client loads is listed for it alone.
 #[derive(Debug, Default)]
-pub(crate) struct SearchState {
+pub struct SearchState {
     /// Loaded model names, least recently found first.
     loaded: VecDeque<String>,
     /// Whether `loaded` changed since the last step was shown.
@@ -102,12 +104,12 @@ pub(crate) struct SearchState {
 
 impl SearchState {
     /// The loaded names, for [`tool_pool::expose`].
-    pub(crate) fn loaded(&self) -> BTreeSet<String> {
+    pub fn loaded(&self) -> BTreeSet<String> {
         self.loaded.iter().cloned().collect()
     }
 
     /// A number that changes whenever the set of loaded names does.
-    pub(crate) fn loaded_version(&self) -> u64 {
+    pub fn loaded_version(&self) -> u64 {
         self.loaded_version
     }
 
@@ -146,15 +148,10 @@ impl SearchState {
         }
     }
 
-    /// Runs one call of the search tool: the text the model reads, and whether it failed.
-    /// Found tools that are deferred are loaded; already loaded ones stay so.
-    pub(crate) fn run(
-        &mut self,
-        index: &SearchIndex,
-        exposure: &Exposure,
-        input: &Value,
-        max: usize,
-    ) -> (String, bool) {
+    /// Runs one call of the search tool against `index` (built from the pool `exposure` is
+    /// of): the text the model reads, and whether it failed. Found tools that are deferred are
+    /// loaded, at most `max` kept; already loaded ones stay so.
+    pub fn run(&mut self, index: &SearchIndex, exposure: &Exposure, input: &Value, max: usize) -> (String, bool) {
         let input: SearchInput = match serde_json::from_value(input.clone()) {
             Ok(input) => input,
             Err(e) => {

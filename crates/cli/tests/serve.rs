@@ -591,12 +591,14 @@ fn serve_with_code_mode_offers_run_code_whose_scripts_call_through_the_gate() {
     assert!(!two.contains("function crash("), "a denied tool is declared: {description}");
 
     // A script calling two upstreams' tools returns the answer; the denied tool is absent from
-    // its `tools`; the `confirm` tool asks this client, saying a script asks.
+    // its `tools`; the `confirm` tool asks this client, saying a script asks; so does an
+    // upstream asking during a script's call.
     let script = r#"
         const echoed = await tools.fx.echo({ text: "hi" });
         const sum = await tools.two.add({ a: 2, b: 3 });
         const asked = await tools.fx.add({ a: 1, b: 1 });
-        return { echoed, sum, asked, two: Object.keys(tools.two).sort(), crash: typeof tools.two.crash };
+        const named = await tools.two.ask_elicitation({});
+        return { echoed, sum, asked, named, two: Object.keys(tools.two).sort(), crash: typeof tools.two.crash };
     "#;
     let mut asked = Vec::new();
     let ran = client.request_deciding(
@@ -613,8 +615,12 @@ fn serve_with_code_mode_offers_run_code_whose_scripts_call_through_the_gate() {
     assert_eq!(value["crash"], "undefined", "{value}");
     let two: Vec<&str> = value["two"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
     assert!(two.contains(&"add") && two.contains(&"echo") && !two.contains(&"crash"), "{two:?}");
-    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked.len(), 2, "{asked:?}");
     assert!(asked[0].contains("fx__add"), "{asked:?}");
+    // An upstream's own question during a script's call reaches the script's client, and its
+    // answer the upstream.
+    assert_eq!(asked[1], "Your name?", "{asked:?}");
+    assert!(value["named"].as_str().unwrap_or_default().contains(r#""decision":"yes""#), "{value}");
 
     // A refusal, and arguments that do not match the schema, are exceptions of their kind.
     let script = r#"
@@ -642,5 +648,32 @@ fn serve_offers_no_run_code_unless_its_code_mode_is_on() {
     client.initialize();
     let names = client.tool_names();
     assert!(names.iter().any(|n| n == "fx__echo") && !names.iter().any(|n| n == "run_code"), "{names:?}");
+    assert!(client.finish().success());
+}
+
+#[test]
+fn serve_with_tool_search_lists_search_tools_and_a_search_selects_tools_for_the_client() {
+    let env = env();
+    let config = env.write("config.toml", &format!("tool_search = \"on\"\n{TWO_UPSTREAMS}"));
+    let mut client = StdioClient::start(env.serve(&config, &[]));
+    client.initialize();
+    assert_eq!(client.tool_names(), ["search_tools"]);
+    let refused = client.call("fx__echo", json!({"text": "x"}));
+    assert!(is_error(&refused) && text_of(&refused).contains("not loaded yet"), "{refused}");
+
+    let found = client.call("search_tools", json!({"query": "select:fx__echo"}));
+    assert!(!is_error(&found) && text_of(&found).contains("fx__echo"), "{found}");
+    client.wait_notification("notifications/tools/list_changed");
+    assert_eq!(client.tool_names(), ["fx__echo", "search_tools"]);
+    let echoed = client.call("fx__echo", json!({"text": "found"}));
+    assert_eq!(text_of(&echoed), "found", "{echoed}");
+
+    // A denied tool is never found, nor callable.
+    let denied = client.call("search_tools", json!({"query": "select:two__crash"}));
+    assert!(text_of(&denied).contains("Not found"), "{denied}");
+    let denied = client.call("search_tools", json!({"query": "crash", "limit": 25}));
+    assert!(!text_of(&denied).contains("two__crash"), "{denied}");
+    let called = client.call("two__crash", json!({}));
+    assert!(called["error"]["message"].as_str().is_some_and(|m| m.contains("Unknown tool")), "{called}");
     assert!(client.finish().success());
 }

@@ -650,3 +650,69 @@ fn replicas_without_a_readable_key_file_refuse_to_start() {
     assert_eq!(code, Some(2), "{said}");
     assert!(said.contains("can be read by other users"), "{said}");
 }
+
+/// The next JSON-RPC message of an SSE answer being read.
+async fn next_message(response: &mut reqwest::Response, pending: &mut String) -> Value {
+    loop {
+        if let Some(end) = pending.find("\n\n") {
+            let event: String = pending.drain(..end + 2).collect();
+            let data: Vec<&str> = event.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim).collect();
+            if !data.is_empty() {
+                return serde_json::from_str(&data.join("\n")).unwrap();
+            }
+            continue;
+        }
+        let chunk = tokio::time::timeout(ANSWER, response.chunk()).await.expect("an event in time").unwrap();
+        pending.push_str(std::str::from_utf8(&chunk.expect("the stream is open")).unwrap());
+    }
+}
+
+#[tokio::test]
+async fn an_upstreams_elicitation_reaches_the_client_whose_call_caused_it_and_only_that_one() {
+    let env = env();
+    let config = env.write("config.toml", UPSTREAMS);
+    let served = Served::start(env.command(&config, &["--http", "127.0.0.1:0"])).await;
+    let open = |capabilities: Value| {
+        let served = &served;
+        async move {
+            let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": capabilities,
+                "clientInfo": {"name": "gateway-test", "version": "1"}}});
+            let answer = served.post("/mcp", &init, None, None).await;
+            let session = answer.headers().get("mcp-session-id").unwrap().to_str().unwrap().to_owned();
+            let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+            assert_eq!(served.post("/mcp", &initialized, Some(&session), None).await.status(), 202);
+            session
+        }
+    };
+    let one = open(json!({"elicitation": {}})).await;
+    let two = open(json!({"elicitation": {}})).await;
+    let call = |name: &str| json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": name, "arguments": {}}});
+    // Both calls wait for their upstream's question at once, each on its own upstream.
+    let mut first = served.post("/mcp", &call("fx__ask_elicitation"), Some(&one), None).await;
+    let mut second = served.post("/mcp", &call("two__ask_elicitation"), Some(&two), None).await;
+    let (mut first_text, mut second_text) = (String::new(), String::new());
+    let asked_one = next_message(&mut first, &mut first_text).await;
+    let asked_two = next_message(&mut second, &mut second_text).await;
+    for asked in [&asked_one, &asked_two] {
+        assert_eq!(asked["method"], "elicitation/create", "{asked}");
+        assert_eq!(asked["params"]["message"], "Your name?");
+    }
+    for (session, asked, name) in [(&two, &asked_two, "Two"), (&one, &asked_one, "One")] {
+        let reply =
+            json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"name": name}}});
+        assert_eq!(served.post("/mcp", &reply, Some(session), None).await.status(), 202);
+    }
+    let done_one = next_message(&mut first, &mut first_text).await;
+    let done_two = next_message(&mut second, &mut second_text).await;
+    assert!(text_of(&done_one).contains(r#""name":"One""#), "{done_one}");
+    assert!(text_of(&done_two).contains(r#""name":"Two""#), "{done_two}");
+
+    // A client that did not declare elicitation: the upstream is declined, nobody is asked.
+    let three = open(json!({})).await;
+    let declined = served.call("/mcp", &three, "fx__ask_elicitation", json!({})).await;
+    assert!(text_of(&declined).contains(r#""action":"decline""#), "{declined}");
+    let refused = served.call("/mcp", &three, "fx__ask_sampling", json!({})).await;
+    assert!(text_of(&refused).contains("did not declare sampling"), "{refused}");
+    assert!(!served.said().contains("panicked"), "{}", served.said());
+}

@@ -296,7 +296,12 @@ tokio::task_local! {
 
 /// Notes how the gate admitted the call being audited (nothing when none is).
 pub(crate) fn decided(admission: &Admission) {
-    let _ = DECIDED.try_with(|decided| *lock(&decided.0) = Some((admission.decision(), admission.reason())));
+    noted(admission.decision(), admission.reason());
+}
+
+/// Notes how a call the gateway answers itself (`search_tools`) was decided.
+pub(crate) fn noted(decision: CallDecision, reason: String) {
+    let _ = DECIDED.try_with(|decided| *lock(&decided.0) = Some((decision, reason)));
 }
 
 /// What a call's answer says of how it ended.

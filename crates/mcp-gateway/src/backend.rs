@@ -10,7 +10,8 @@ use std::sync::Arc;
 use agent_loop::{Binding, BuiltinTool, Hooks, NoHooks, ToolSource};
 use async_trait::async_trait;
 use mcp_protocol::{
-    CompleteRequestParams, CompleteResult, GetPromptResult, Implementation, LoggingMessageNotificationParams, Prompt,
+    CompleteRequestParams, CompleteResult, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
+    ElicitResult, ErrorObject, GetPromptResult, Implementation, LoggingMessageNotificationParams, Prompt,
     ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities,
 };
 use serde_json::{Map, Value};
@@ -103,6 +104,26 @@ pub enum BackendEvent {
     },
 }
 
+/// How the pools a backend publishes are shown to clients: the budgets and tool search of
+/// the agent's exposure stage ([`tool_pool::expose`]), applied per client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExposureSettings {
+    /// Budgets, search modes (global and per server), `always_load` servers, the `auto`
+    /// threshold.
+    pub options: tool_pool::ExposureOptions,
+    /// Most tools one client keeps selected through `search_tools` (the least recently found
+    /// go first), as the agent's `max_loaded_tools`.
+    pub max_loaded: usize,
+}
+
+impl ExposureSettings {
+    /// `options`, with the agent's default bound of selected tools.
+    pub fn new(options: tool_pool::ExposureOptions) -> Self {
+        Self { options, max_loaded: agent_loop::DEFAULT_MAX_LOADED }
+    }
+}
+
 /// What one upstream offers besides tools, as the host last listed it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ServerContent {
@@ -145,6 +166,26 @@ pub struct ContentListing {
     pub servers: BTreeMap<String, ServerContent>,
 }
 
+/// The downstream client of one tool call, as the upstream that runs the call reaches it: the
+/// upstream's `elicitation/create` and `sampling/createMessage` sent while the call runs are
+/// answered here ([`Backend::tools_for`]).
+///
+/// The gateway's implementation asks that call's client (on the call's own channel, within a
+/// bounded time, the request cleaned and capped first) when it declared the capability, and
+/// declines otherwise; it never asks another client.
+#[async_trait]
+pub trait CallAsker: std::fmt::Debug + Send + Sync {
+    /// An upstream's `elicitation/create`.
+    async fn elicit(&self, params: ElicitRequestParams) -> Result<ElicitResult, ErrorObject>;
+
+    /// An upstream's `sampling/createMessage`.
+    async fn create_message(&self, params: CreateMessageRequestParams) -> Result<CreateMessageResult, ErrorObject>;
+
+    /// The client this asks (a session id, or the caller and client name): two calls with the
+    /// same key may share the upstream's questions, two with different keys never do.
+    fn client_key(&self) -> &str;
+}
+
 /// What the gateway needs from the host.
 ///
 /// Implementations answer from what the host has published (listings are never an upstream
@@ -159,10 +200,26 @@ pub trait Backend: Send + Sync + 'static {
     /// The source of tools the gate checks generations against and sends calls through.
     fn tools(&self) -> &dyn ToolSource;
 
+    /// The source one call runs through when its client can be asked on an upstream's behalf:
+    /// the elicitation and sampling requests the upstream sends while this call runs go to
+    /// `asker`, and to no other client. `None` (the default): calls run through
+    /// [`Backend::tools`], and such requests are declined.
+    fn tools_for(&self, _asker: Arc<dyn CallAsker>) -> Option<Arc<dyn ToolSource>> {
+        None
+    }
+
     /// The handlers of the built-in tools the published pools carry (`search_tools`, code
     /// mode's `run_code`, ...): the gateway's gate runs them as the host's does. By default none.
     fn builtins(&self) -> Vec<Arc<dyn BuiltinTool>> {
         Vec::new()
+    }
+
+    /// How pools are shown to clients: with settings, a client's `tools/list` holds what the
+    /// exposure stage loads for it (within the budgets) and, when tools wait behind search,
+    /// `search_tools`, whose answers select tools for that client alone. `None` (the
+    /// default): every tool of the pool is listed.
+    fn exposure(&self) -> Option<ExposureSettings> {
+        None
     }
 
     /// The hooks around every call the gate lets through (the host's, an audit log). Read once,

@@ -4,7 +4,15 @@
 //!
 //! - `slow`: waits `arguments.ms` milliseconds first (a call in flight to cancel or race);
 //! - `progress`: reports progress twice before answering;
-//! - `fail`: fails as an upstream failure does (no result).
+//! - `fail`: fails as an upstream failure does (no result);
+//! - `ask`: asks the calling client (`elicitation/create`, a form with one string `name`, the
+//!   message `arguments.message`) as an upstream does while a call runs, and answers with what
+//!   the client said (the `ElicitResult`) or why asking failed (an error result);
+//! - `sample`: asks the calling client to sample (`sampling/createMessage` with
+//!   `arguments.prompt`), and answers with its result or why it failed.
+//!
+//! Without a client to ask ([`Backend::tools_for`] not used), `ask` is declined and `sample`
+//! refused, as the host's default handler does.
 //!
 //! A resource whose URI ends with `#no-subscribe` refuses `resources/subscribe`.
 
@@ -14,13 +22,18 @@ use std::time::Duration;
 
 use agent_loop::{BoundCall, Catalog, Listing, Operation, SourceError, ToolSource};
 use async_trait::async_trait;
-use mcp_protocol::{CallToolResult, ContentBlock, ProgressNotificationParams, RequestId, Tool};
+use mcp_protocol::{
+    CallToolResult, ContentBlock, CreateMessageRequestParams, ElicitRequestParams, ProgressNotificationParams,
+    RequestId, SamplingMessage, Tool,
+};
 use policy::{Policy, PolicyConfig};
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 use tool_pool::{Naming, ServerTools};
 
-use crate::backend::{Backend, BackendError, BackendEvent, Caller, ContentListing, ServerContent};
+use crate::backend::{
+    Backend, BackendError, BackendEvent, CallAsker, Caller, ContentListing, ExposureSettings, ServerContent,
+};
 use crate::session::lock;
 
 /// One call the fake upstreams received.
@@ -75,6 +88,17 @@ impl ToolSource for FakeTools {
     }
 
     async fn call_bound(&self, call: BoundCall) -> Result<CallToolResult, SourceError> {
+        self.call_asking(call, None).await
+    }
+
+    fn instructions(&self) -> Vec<(String, String)> {
+        lock(&self.upstreams).instructions.clone()
+    }
+}
+
+impl FakeTools {
+    /// A call, whose `ask` and `sample` put their questions to `asker` (declined without one).
+    async fn call_asking(&self, call: BoundCall, asker: Option<&dyn CallAsker>) -> Result<CallToolResult, SourceError> {
         let arguments = Value::Object(call.arguments.clone().unwrap_or_default());
         {
             let mut upstreams = lock(&self.upstreams);
@@ -112,14 +136,95 @@ impl ToolSource for FakeTools {
                     reason: "the server crashed".to_owned(),
                 });
             }
+            "ask" => return Ok(ask(asker, &arguments).await),
+            "sample" => return Ok(sample(asker, &arguments).await),
             _ => {}
         }
         let said = json!({"server": call.server, "tool": call.tool, "arguments": arguments});
         Ok(CallToolResult { content: vec![ContentBlock::text(said.to_string())], ..Default::default() })
     }
+}
+
+/// The fake `ask`: an elicitation of the calling client.
+async fn ask(asker: Option<&dyn CallAsker>, arguments: &Value) -> CallToolResult {
+    let message = arguments.get("message").and_then(Value::as_str).unwrap_or("Who are you?");
+    let form: ElicitRequestParams = match serde_json::from_value(json!({"message": message,
+        "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}}))
+    {
+        Ok(form) => form,
+        Err(e) => return failed(&e.to_string()),
+    };
+    let answer = match asker {
+        Some(asker) => asker.elicit(form).await,
+        None => Ok(mcp_protocol::ElicitResult {
+            action: mcp_protocol::ElicitAction::Decline,
+            content: None,
+            extra: Map::new(),
+        }),
+    };
+    match answer {
+        Ok(result) => CallToolResult {
+            content: vec![ContentBlock::text(serde_json::to_string(&result).unwrap_or_default())],
+            ..Default::default()
+        },
+        Err(e) => failed(&format!("elicitation failed: {}", e.message)),
+    }
+}
+
+/// The fake `sample`: a sampling request to the calling client.
+async fn sample(asker: Option<&dyn CallAsker>, arguments: &Value) -> CallToolResult {
+    let prompt = arguments.get("prompt").and_then(Value::as_str).unwrap_or("Say hello.");
+    let request = CreateMessageRequestParams {
+        messages: vec![SamplingMessage {
+            role: "user".to_owned(),
+            content: json!({"type": "text", "text": prompt}),
+            extra: Map::new(),
+        }],
+        max_tokens: 100,
+        system_prompt: None,
+        model_preferences: None,
+        extra: Map::new(),
+    };
+    let answer = match asker {
+        Some(asker) => asker.create_message(request).await,
+        None => Err(mcp_protocol::ErrorObject::new(-1, "This client does not allow servers to sample from its model")),
+    };
+    match answer {
+        Ok(result) => CallToolResult {
+            content: vec![ContentBlock::text(serde_json::to_string(&result).unwrap_or_default())],
+            ..Default::default()
+        },
+        Err(e) => failed(&format!("sampling failed: {}", e.message)),
+    }
+}
+
+fn failed(text: &str) -> CallToolResult {
+    CallToolResult { content: vec![ContentBlock::text(text)], is_error: Some(true), ..Default::default() }
+}
+
+/// The fake upstreams as one call sees them: its `ask` and `sample` go to its client.
+#[derive(Debug)]
+struct AskingTools {
+    tools: Arc<FakeTools>,
+    asker: Arc<dyn CallAsker>,
+}
+
+#[async_trait]
+impl ToolSource for AskingTools {
+    async fn refresh(&self) -> Listing {
+        self.tools.refresh().await
+    }
+
+    fn generation(&self, server: &str) -> Option<u64> {
+        self.tools.generation(server)
+    }
+
+    async fn call_bound(&self, call: BoundCall) -> Result<CallToolResult, SourceError> {
+        self.tools.call_asking(call, Some(&*self.asker)).await
+    }
 
     fn instructions(&self) -> Vec<(String, String)> {
-        lock(&self.upstreams).instructions.clone()
+        self.tools.instructions()
     }
 }
 
@@ -130,11 +235,12 @@ fn call_tool(tool: &str) -> Operation {
 /// A [`Backend`] over upstreams in memory.
 pub struct FakeBackend {
     builtins: Vec<Arc<dyn agent_loop::BuiltinTool>>,
-    tools: FakeTools,
+    tools: Arc<FakeTools>,
     catalog: Catalog,
     content: Mutex<Arc<ContentListing>>,
     events: broadcast::Sender<BackendEvent>,
     subscriptions: Mutex<Vec<ReceivedSubscription>>,
+    exposure: Option<ExposureSettings>,
 }
 
 impl std::fmt::Debug for FakeBackend {
@@ -151,6 +257,7 @@ pub struct FakeBuilder {
     policy: Option<PolicyConfig>,
     naming: Naming,
     content: ContentListing,
+    exposure: Option<ExposureSettings>,
 }
 
 impl std::fmt::Debug for FakeBuilder {
@@ -198,6 +305,12 @@ impl FakeBuilder {
         self
     }
 
+    /// Shows pools through the exposure stage with these settings (budgets, tool search).
+    pub fn exposure(mut self, settings: ExposureSettings) -> Self {
+        self.exposure = Some(settings);
+        self
+    }
+
     /// `server`'s instructions.
     pub fn instructions(mut self, server: &str, text: &str) -> Self {
         self.upstreams.instructions.push((server.to_owned(), text.to_owned()));
@@ -215,11 +328,12 @@ impl FakeBuilder {
         let specs: Arc<[tool_pool::BuiltinTool]> = self.builtins.iter().map(|b| b.spec()).collect::<Vec<_>>().into();
         FakeBackend {
             builtins: self.builtins,
-            tools: FakeTools { upstreams: Mutex::new(self.upstreams) },
+            tools: Arc::new(FakeTools { upstreams: Mutex::new(self.upstreams) }),
             catalog: Catalog::new(specs, policy, options),
             content: Mutex::new(Arc::new(self.content)),
             events: broadcast::channel(64).0,
             subscriptions: Mutex::new(Vec::new()),
+            exposure: self.exposure,
         }
     }
 }
@@ -306,11 +420,15 @@ impl FakeBackend {
 #[async_trait]
 impl Backend for FakeBackend {
     async fn binding(&self, _caller: &Caller) -> Result<Arc<agent_loop::Binding>, BackendError> {
-        self.catalog.bind(&self.tools).await.map_err(|e| BackendError::Upstream(e.to_string()))
+        self.catalog.bind(&*self.tools).await.map_err(|e| BackendError::Upstream(e.to_string()))
     }
 
     fn tools(&self) -> &dyn ToolSource {
-        &self.tools
+        &*self.tools
+    }
+
+    fn tools_for(&self, asker: Arc<dyn CallAsker>) -> Option<Arc<dyn ToolSource>> {
+        Some(Arc::new(AskingTools { tools: Arc::clone(&self.tools), asker }))
     }
 
     fn builtins(&self) -> Vec<Arc<dyn agent_loop::BuiltinTool>> {
@@ -319,6 +437,10 @@ impl Backend for FakeBackend {
 
     fn instructions(&self, _caller: &Caller) -> Vec<(String, String)> {
         self.tools.instructions()
+    }
+
+    fn exposure(&self) -> Option<ExposureSettings> {
+        self.exposure.clone()
     }
 
     async fn content(&self, _caller: &Caller) -> Result<Arc<ContentListing>, BackendError> {

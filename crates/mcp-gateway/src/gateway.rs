@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_loop::{
-    Admission, Binding, BuiltinTool, CallGate, CallRequest, InnerCalls, InnerError, InnerResult, Job, Ran, Refusal,
+    Admission, Binding, BuiltinTool, CallDecision, CallGate, CallInfo, CallRequest, GateDecision, InnerCalls,
+    InnerError, InnerResult, Job, Ran, Refusal, SEARCH_TOOL, ToolSpec,
 };
 use async_trait::async_trait;
 use mcp_protocol::stateless::InputRequest;
@@ -20,20 +21,24 @@ use mcp_protocol::{
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
-use tool_pool::{Naming, Origin, PoolEntry};
+use tool_pool::{Exposure, ExposureState, Naming, Origin, PoolEntry};
 
 use crate::approval::{
     ApprovalMemory, CallContext, ClientApprover, GatewayApprover, INPUT_KEY, MemoryApprovals, Outcome, Way,
 };
-use crate::backend::{Backend, BackendError, BackendEvent, Caller, ContentListing, Upstream};
+use crate::asks::{SessionAsker, StatelessAsker};
+use crate::backend::{Backend, BackendError, BackendEvent, CallAsker, Caller, ContentListing, Upstream};
 use crate::clock::{Clock, SystemClock};
 use crate::content::ContentView;
+use crate::exposed::{Exposing, Selection};
 use crate::limit::RateLimiter;
 use crate::observe::{Answered, ServeWatch};
 use crate::seal::{MemoryReplayCache, ReplayCache, SealError, StateSealer};
 use crate::session::{Outbound, Session, lock};
 use crate::subscriptions::Subscriptions;
 
+/// The reason reported for a call of `search_tools` (the audit log's rule).
+const SEARCH_REASON: &str = "the gateway's tool search";
 /// Most characters of an error result's text.
 const ERROR_TEXT_CHARS: usize = 8_000;
 /// `resources/read` code for an unknown resource (the specification's own).
@@ -200,6 +205,8 @@ struct Inner {
     content: Mutex<Option<(Arc<ContentListing>, Arc<ContentView>)>>,
     /// The upstream resource subscriptions the sessions hold.
     subscriptions: Subscriptions,
+    /// Budgets and tool search per client, when the backend asks for them.
+    exposing: Option<Exposing>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -239,6 +246,8 @@ impl Gateway {
         };
         let config = ServerConfig::new(options.server_info.clone(), capabilities);
         let naming = if options.transparent { Naming::Transparent } else { Naming::Gateway };
+        // A transparent gateway offers its one upstream as it is.
+        let exposing = backend.exposure().filter(|_| !options.transparent).map(Exposing::new);
         let inner = Inner {
             backend,
             gate,
@@ -249,6 +258,7 @@ impl Gateway {
             naming,
             content: Mutex::new(None),
             subscriptions: Subscriptions::default(),
+            exposing,
         };
         Ok(Self { inner: Arc::new(inner) })
     }
@@ -419,6 +429,23 @@ impl Gateway {
         self.inner.backend.binding(caller).await
     }
 
+    /// The selection of the client `scope` is (see `exposed`): its session's, or the one kept
+    /// for its caller and client name.
+    fn selection(&self, scope: &Scope) -> Option<Arc<Selection>> {
+        let exposing = self.inner.exposing.as_ref()?;
+        Some(match &scope.era {
+            Era::Session(session) => Arc::clone(session.selection()),
+            Era::Stateless(_) => exposing.stateless(&stateless_key(scope)),
+        })
+    }
+
+    /// What the client `selection` belongs to is shown of `binding`'s pool: `None` when every
+    /// entry is (no exposure stage).
+    fn exposure(&self, binding: &Binding, selection: Option<&Selection>) -> Option<Arc<Exposure>> {
+        let exposing = self.inner.exposing.as_ref()?;
+        Some(exposing.exposure(binding.pool(), selection))
+    }
+
     async fn list_tools(&self, scope: &Scope, params: &PaginatedRequestParams) -> Reply {
         let binding = match self.binding(&scope.caller).await {
             Ok(binding) => binding,
@@ -428,11 +455,29 @@ impl Gateway {
             session.listed(&binding);
         }
         let pool = binding.pool();
-        let (start, page) =
-            match page(params.cursor.as_deref(), pool.revision(), pool.len(), self.inner.options.page_size) {
-                Ok(page) => page,
-                Err(e) => return Reply::Error(e),
-            };
+        let selection = self.selection(scope);
+        let exposure = self.exposure(&binding, selection.as_deref());
+        // The entries listed: those loaded for this client, then the search tool while some
+        // wait behind it (its name reserved meanwhile, as in the agent's loop).
+        let search = exposure.as_ref().is_some_and(|x| x.search_active());
+        let entries: Vec<PoolEntry<'_>> = match &exposure {
+            None => pool.iter().collect(),
+            Some(x) => pool
+                .iter()
+                .filter(|e| x.state(e.name()) == Some(ExposureState::Loaded) && !(search && e.name() == SEARCH_TOOL))
+                .collect(),
+        };
+        let total = entries.len() + usize::from(search);
+        // A cursor names the pool's revision and the client's selection: either changing
+        // makes another list.
+        let key = match &selection {
+            Some(selection) => format!("{}.{}", pool.revision(), selection.version()),
+            None => pool.revision().to_string(),
+        };
+        let (start, page) = match page(params.cursor.as_deref(), &key, total, self.inner.options.page_size) {
+            Ok(page) => page,
+            Err(e) => return Reply::Error(e),
+        };
         let transparent = self.inner.options.transparent;
         let described = |entry: &PoolEntry<'_>| match entry.origin() {
             Origin::Builtin(spec) => {
@@ -440,8 +485,8 @@ impl Gateway {
             }
             Origin::Mcp { .. } => None,
         };
-        let tools: Vec<ToolOut<'_>> = pool
-            .iter()
+        let mut tools: Vec<ToolOut<'_>> = entries
+            .into_iter()
             .skip(start)
             .take(page)
             .map(|entry| {
@@ -449,8 +494,47 @@ impl Gateway {
                 ToolOut::new(entry, transparent, description)
             })
             .collect();
-        let next_cursor = (start + page < pool.len()).then(|| format!("{}:{}", pool.revision(), start + page));
+        if search
+            && start + page == total
+            && page > 0
+            && let Some(exposing) = &self.inner.exposing
+        {
+            tools.push(ToolOut::spec(exposing.spec()));
+        }
+        let next_cursor = (start + page < total).then(|| format!("{key}:{}", start + page));
         Reply::Result(to_json(&ListOut { tools: Some(tools), next_cursor, ..ListOut::default() }))
+    }
+
+    /// A call of `search_tools` by the client `scope` is: the tools found are selected for it,
+    /// and a session is told its list changed.
+    fn search_tools(&self, scope: &Scope, id: &RequestId, binding: &Binding, input: &Value, out: &Outbound) -> Reply {
+        let (Some(exposing), Some(selection)) = (&self.inner.exposing, self.selection(scope)) else {
+            return unknown_tool(SEARCH_TOOL);
+        };
+        let info =
+            CallInfo { id: id.to_string(), name: SEARCH_TOOL.to_owned(), server: None, arguments: input.clone() };
+        let decision = GateDecision::new(CallDecision::Allowed, SEARCH_REASON);
+        crate::audit::noted(CallDecision::Allowed, SEARCH_REASON.to_owned());
+        if let Err(why) = self.inner.gate.tell_hooks(&info, &decision) {
+            return tool_error(&Refusal::Blocked { name: SEARCH_TOOL.to_owned(), why }.to_string());
+        }
+        let exposure = exposing.exposure(binding.pool(), Some(&selection));
+        let searched = exposing.search(binding.pool(), &exposure, &selection, input);
+        if searched.changed
+            && let Era::Session(session) = &scope.era
+        {
+            let line = list_changed_line(methods::TOOLS_LIST_CHANGED);
+            // Its stream (stdout, or the GET stream), else the search call's own.
+            if !session.notify(line.clone()) {
+                out.offer(line);
+            }
+        }
+        let result = CallToolResult {
+            content: vec![ContentBlock::text(searched.text)],
+            is_error: Some(searched.is_error),
+            ..Default::default()
+        };
+        Reply::Result(to_json(&result))
     }
 
     pub(crate) async fn call_tool(
@@ -483,7 +567,31 @@ impl Gateway {
                 Err(e) => return tool_error(&e.to_string()),
             };
         }
+        let exposure = self.exposure(&binding, self.selection(scope).as_deref());
+        if exposure.as_ref().is_some_and(|x| x.search_active()) && name == SEARCH_TOOL {
+            let arguments = Value::Object(call.arguments.unwrap_or_default());
+            return self.search_tools(scope, id, &binding, &arguments, out);
+        }
         let Some(entry) = binding.pool().get(name) else { return unknown_tool(name) };
+        // A tool the client was not shown is refused as the agent's loop refuses it.
+        let unshown = exposure.as_ref().and_then(|x| x.get(name)).and_then(|t| match t.state {
+            ExposureState::Hidden => Some(Refusal::NotExposed { name: name.to_owned(), why: t.reason.to_string() }),
+            ExposureState::Deferred => {
+                Some(Refusal::NotLoaded { name: name.to_owned(), search: SEARCH_TOOL.to_owned() })
+            }
+            ExposureState::Loaded => None,
+        });
+        if let Some(refusal) = unshown {
+            let info = CallInfo {
+                id: id.to_string(),
+                name: name.to_owned(),
+                server: entry.server().map(str::to_owned),
+                arguments: Value::Object(call.arguments.unwrap_or_default()),
+            };
+            let admission = self.inner.gate.report(&info, Admission::Refused(refusal), None);
+            crate::audit::decided(&admission);
+            return tool_error(&admission.not_run_text().unwrap_or_default());
+        }
         // Held until the call ends: its concurrency slots are freed when it drops.
         let _permit = match &self.inner.options.limiter {
             Some(limiter) => match limiter.admit(&scope.caller, name).await {
@@ -524,7 +632,7 @@ impl Gateway {
         };
         let scope_key = match &scope.era {
             Era::Session(session) => session.scope(),
-            Era::Stateless(_) => format!("client:{}\n{}", scope.caller.key(), scope.client_name()),
+            Era::Stateless(_) => stateless_key(scope),
         };
         // A built-in's own calls (code mode's script) ask the same client, on the same channel;
         // never through `input_required`, whose retry would run the whole script again.
@@ -554,7 +662,16 @@ impl Gateway {
         crate::audit::decided(&admission);
         match (admission, outcome) {
             (Admission::Run { job, .. }, _) => {
+                // The upstream's own questions during this call (and its script's calls) go to
+                // this call's client.
+                let asker: Arc<dyn CallAsker> = match &scope.era {
+                    Era::Session(session) => Arc::new(SessionAsker::new(session, out, self.inner.approver.wait)),
+                    Era::Stateless(client) => {
+                        Arc::new(StatelessAsker::new(ctx.scope.clone(), client.can_elicit_form(), client.can_sample()))
+                    }
+                };
                 let script = ScriptCalls {
+                    asker: Arc::clone(&asker),
                     gateway: self,
                     caller: &scope.caller,
                     binding: &binding,
@@ -567,7 +684,7 @@ impl Gateway {
                         outcome: Mutex::new(Outcome::Answered),
                     }),
                 };
-                self.run(job, meta.progress_token.as_ref(), out, &script).await
+                self.run(job, meta.progress_token.as_ref(), out, &script, asker).await
             }
             (Admission::Refused(Refusal::UnknownTool { .. } | Refusal::Denied { .. }), _) => unknown_tool(name),
             // The client is asked through `input_required`; its retry carries the answer.
@@ -604,8 +721,16 @@ impl Gateway {
 
     /// Runs an admitted call, forwarding its progress under the client's token; a built-in
     /// makes its own calls through `script` (code mode).
-    async fn run(&self, job: Job, token: Option<&RequestId>, out: &Outbound, script: &ScriptCalls<'_>) -> Reply {
-        let tools = self.inner.backend.tools();
+    async fn run(
+        &self,
+        job: Job,
+        token: Option<&RequestId>,
+        out: &Outbound,
+        script: &ScriptCalls<'_>,
+        asker: Arc<dyn CallAsker>,
+    ) -> Reply {
+        let asking = self.inner.backend.tools_for(asker);
+        let tools = asking.as_deref().unwrap_or_else(|| self.inner.backend.tools());
         let ran = match token {
             Some(token) if out.is_open() => {
                 let (tx, mut rx) = mpsc::unbounded_channel::<ProgressNotificationParams>();
@@ -667,10 +792,11 @@ impl Gateway {
         };
         // Content listings are numbered by their length: a changed listing invalidates cursors
         // only as far as a client would notice anyway.
-        let (start, page) = match page(params.cursor.as_deref(), total as u64, total, self.inner.options.page_size) {
-            Ok(page) => page,
-            Err(e) => return Reply::Error(e),
-        };
+        let (start, page) =
+            match page(params.cursor.as_deref(), &total.to_string(), total, self.inner.options.page_size) {
+                Ok(page) => page,
+                Err(e) => return Reply::Error(e),
+            };
         let next_cursor = (start + page < total).then(|| format!("{total}:{}", start + page));
         let range = start..start + page;
         let out = match what {
@@ -860,6 +986,13 @@ pub(crate) fn response_line(id: &RequestId, reply: Reply, stateless: bool) -> St
     }
 }
 
+/// What identifies a 2026-07-28 client across its requests: its caller (principal and
+/// profile) and the `clientInfo.name` it sends (the scope of its approvals and of its tool
+/// selection).
+fn stateless_key(scope: &Scope) -> String {
+    format!("client:{}\n{}", scope.caller.key(), scope.client_name())
+}
+
 fn to_json<T: Serialize + ?Sized>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned())
 }
@@ -892,16 +1025,17 @@ pub(crate) fn backend_error(error: &BackendError) -> ErrorObject {
     ErrorObject::new(code, mcp_safety::text::sanitize(&error.to_string(), ERROR_TEXT_CHARS))
 }
 
-/// The page a cursor asks for: (first index, how many). Cursors are `{revision}:{offset}`;
-/// one of another revision is refused, so a client never pages across two lists.
-fn page(cursor: Option<&str>, revision: u64, total: usize, size: usize) -> Result<(usize, usize), ErrorObject> {
+/// The page a cursor asks for: (first index, how many). Cursors are `{key}:{offset}`, the key
+/// naming the list (its revision); one of another list is refused, so a client never pages
+/// across two lists.
+fn page(cursor: Option<&str>, key: &str, total: usize, size: usize) -> Result<(usize, usize), ErrorObject> {
     let start = match cursor {
         None => 0,
         Some(cursor) => {
             let parsed = cursor
-                .split_once(':')
-                .and_then(|(r, o)| Some((r.parse::<u64>().ok()?, o.parse::<usize>().ok()?)))
-                .filter(|(r, o)| *r == revision && *o <= total);
+                .rsplit_once(':')
+                .and_then(|(k, o)| Some((k, o.parse::<usize>().ok()?)))
+                .filter(|(k, o)| *k == key && *o <= total);
             match parsed {
                 Some((_, offset)) => offset,
                 None => {
@@ -951,6 +1085,8 @@ struct ScriptCalls<'a> {
     parent: String,
     /// How the client is asked about a script's `confirm` calls.
     ctx: Arc<CallContext>,
+    /// Who answers the questions upstreams ask while a script's call runs: the script's client.
+    asker: Arc<dyn CallAsker>,
 }
 
 #[async_trait]
@@ -983,7 +1119,8 @@ impl InnerCalls for ScriptCalls<'_> {
             .with_caller(self.ctx.scope.clone())
             .with_parent(self.parent.as_str())
             .with_approver(Arc::new(approver));
-        let tools = inner.backend.tools();
+        let asking = inner.backend.tools_for(Arc::clone(&self.asker));
+        let tools = asking.as_deref().unwrap_or_else(|| inner.backend.tools());
         let request = CallRequest { id, name, arguments };
         match inner.gate.admit_with(self.binding, tools, request, &context).await {
             Admission::Run { job, .. } => match inner.gate.run(tools, job, None).await {
@@ -1018,6 +1155,19 @@ struct ToolOut<'a> {
 }
 
 impl<'a> ToolOut<'a> {
+    /// A tool of the gateway's own (`search_tools`).
+    fn spec(spec: &'a ToolSpec) -> Self {
+        ToolOut {
+            name: &spec.name,
+            title: None,
+            description: Some(Cow::Borrowed(&spec.description)),
+            input_schema: &spec.input_schema,
+            output_schema: None,
+            annotations: None,
+            icons: None,
+        }
+    }
+
     /// `entry` as listed; `described` is a built-in's description for this pool, when it
     /// writes one.
     fn new(entry: PoolEntry<'a>, transparent: bool, described: Option<String>) -> Self {
@@ -1055,13 +1205,16 @@ mod tests {
 
     #[test]
     fn pages_and_cursors() {
-        assert_eq!(page(None, 3, 5, 2), Ok((0, 2)));
-        assert_eq!(page(Some("3:4"), 3, 5, 2), Ok((4, 1)));
-        assert_eq!(page(Some("3:5"), 3, 5, 2), Ok((5, 0)));
-        assert!(page(Some("2:2"), 3, 5, 2).is_err(), "another revision");
-        assert!(page(Some("3:9"), 3, 5, 2).is_err());
-        assert!(page(Some("junk"), 3, 5, 2).is_err());
-        assert_eq!(page(None, 1, 0, 10), Ok((0, 0)));
+        assert_eq!(page(None, "3", 5, 2), Ok((0, 2)));
+        assert_eq!(page(Some("3:4"), "3", 5, 2), Ok((4, 1)));
+        assert_eq!(page(Some("3:5"), "3", 5, 2), Ok((5, 0)));
+        assert!(page(Some("2:2"), "3", 5, 2).is_err(), "another revision");
+        assert!(page(Some("3:9"), "3", 5, 2).is_err());
+        assert!(page(Some("junk"), "3", 5, 2).is_err());
+        assert_eq!(page(None, "1", 0, 10), Ok((0, 0)));
+        // A selection's version is part of the key.
+        assert_eq!(page(Some("3.1:2"), "3.1", 5, 2), Ok((2, 2)));
+        assert!(page(Some("3.1:2"), "3.2", 5, 2).is_err(), "another selection");
     }
 
     #[test]

@@ -23,6 +23,9 @@
 //!   a gateway-made one ([`ContentView`]). [`Backend::subscribe`] / [`Backend::unsubscribe`]:
 //!   one upstream subscription per resource however many sessions subscribed; its
 //!   [`BackendEvent::ResourceUpdated`] goes to those sessions only, under their URIs.
+//! - [`Backend::exposure`]: budgets and tool search ([`ExposureSettings`], the agent's
+//!   exposure stage) applied per client: what a client is listed within the budgets, and
+//!   `search_tools`, whose answers select tools for that client alone.
 //! - [`Backend::events`]: the host's changes ([`BackendEvent`]): a pool republished becomes
 //!   `notifications/tools/list_changed` for every client that can receive it.
 //! - [`Backend::instructions`]: the upstreams' instructions, which the gateway cleans, caps and
@@ -107,11 +110,13 @@
 //! ```
 
 mod approval;
+mod asks;
 mod audit;
 mod auth;
 mod backend;
 mod clock;
 mod content;
+mod exposed;
 pub mod fake;
 mod gateway;
 mod http;
@@ -131,7 +136,10 @@ pub use auth::{
     AuthRequest, Authenticator, BadResource, BearerTokens, Inbound, JwtAuthenticator, JwtError, JwtOptions,
     METADATA_PATH, ProtectedResource, Unauthorized, UnauthorizedKind,
 };
-pub use backend::{Backend, BackendError, BackendEvent, Caller, ContentListing, ServerContent, Upstream};
+pub use backend::{
+    Backend, BackendError, BackendEvent, CallAsker, Caller, ContentListing, ExposureSettings, ServerContent,
+    Upstream,
+};
 pub use clock::{Clock, SystemClock};
 pub use content::{ContentView, GATEWAY_SCHEME, gateway_uri};
 pub use gateway::{Gateway, GatewayOptions};

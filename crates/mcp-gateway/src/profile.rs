@@ -21,7 +21,7 @@ use policy::{Decision, Policy};
 use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 
-use crate::backend::{Backend, BackendError, BackendEvent, Caller, ContentListing, Upstream};
+use crate::backend::{Backend, BackendError, BackendEvent, Caller, ContentListing, ExposureSettings, Upstream};
 use crate::session::lock;
 use crate::settings::is_profile_name;
 
@@ -281,12 +281,20 @@ impl<B: Backend + ?Sized> Backend for Profiled<B> {
         self.inner.tools()
     }
 
+    fn tools_for(&self, asker: Arc<dyn crate::backend::CallAsker>) -> Option<Arc<dyn ToolSource>> {
+        self.inner.tools_for(asker)
+    }
+
     fn builtins(&self) -> Vec<Arc<dyn BuiltinTool>> {
         self.inner.builtins()
     }
 
     fn hooks(&self) -> Arc<dyn Hooks> {
         self.inner.hooks()
+    }
+
+    fn exposure(&self) -> Option<ExposureSettings> {
+        self.inner.exposure()
     }
 
     fn instructions(&self, caller: &Caller) -> Vec<(String, String)> {

@@ -18,6 +18,7 @@ use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::Caller;
+use crate::exposed::Selection;
 
 /// Most resource subscriptions one session holds.
 pub(crate) const MAX_SUBSCRIPTIONS: usize = 1024;
@@ -107,6 +108,8 @@ pub(crate) struct Session {
     last_used_ms: AtomicU64,
     /// `clientInfo.name` from `initialize` (self-reported: for approval scopes and logs).
     client_name: String,
+    /// The tools it selected through `search_tools` (see `exposed`).
+    selection: Arc<Selection>,
 }
 
 impl Session {
@@ -122,7 +125,13 @@ impl Session {
             in_flight: Mutex::new(HashMap::new()),
             subscriptions: Mutex::new(HashMap::new()),
             last_used_ms: AtomicU64::new(now_ms),
+            selection: Arc::default(),
         }
+    }
+
+    /// The tools it selected through `search_tools`.
+    pub(crate) fn selection(&self) -> &Arc<Selection> {
+        &self.selection
     }
 
     /// The approval-memory scope of this session.
@@ -143,6 +152,10 @@ impl Session {
 
     pub(crate) fn can_elicit_form(&self) -> bool {
         lock(&self.protocol).client().can_elicit_form()
+    }
+
+    pub(crate) fn can_sample(&self) -> bool {
+        lock(&self.protocol).client().can_sample()
     }
 
     pub(crate) fn log_level(&self) -> Option<LoggingLevel> {

@@ -24,10 +24,19 @@
 //!   built-in `run_code` ([`crate::RunCode`]), whose handler [`Backend::builtins`] hands the
 //!   gateway: its scripts' calls go through the gateway's gate for the calling client.
 //!
-//! Servers' own requests (sampling, elicitation, roots) are declined here: the connection
-//! does not know which downstream client's call caused them. (Forwarding them to that client
-//! needs a handler per call, beside `agent_loop::BoundCall`'s progress; not built yet.)
+//! - **Budgets and tool search.** The pool is shown to clients through the agent's exposure
+//!   stage ([`Backend::exposure`]): the same `[tools]` keys and per-server `tool_search`,
+//!   `always_load`, `tool_budget`, `server_budget`, read at start as `run` and `chat` read
+//!   them. The downstream model is unknown, so `auto` uses the default threshold (a tenth of a
+//!   200,000-token window, 80,000 bytes). Not with `--transparent`, which offers its one
+//!   server as it is.
+//!
+//! - **Upstreams' own requests.** Every upstream is told the gateway can elicit (forms) and
+//!   sample; its `elicitation/create` and `sampling/createMessage` go to the client of the call
+//!   in flight on it ([`Backend::tools_for`], [`asks`]), which asks its client when that client
+//!   declared the capability and declines otherwise. `roots/list` is answered with no roots.
 
+mod asks;
 mod tap;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -37,7 +46,9 @@ use std::time::Duration;
 use agent_loop::{Binding, BoundCall, Catalog, Listing, SourceError, ToolSource};
 use async_trait::async_trait;
 use mcp_client::{ClientError, ServerState, SetCallError};
-use mcp_gateway::{Backend, BackendError, BackendEvent, Caller, ContentListing, ServerContent, Upstream};
+use mcp_gateway::{
+    Backend, BackendError, BackendEvent, Caller, ContentListing, ExposureSettings, ServerContent, Upstream,
+};
 use mcp_protocol::{
     CallToolResult, CompleteRequestParams, CompleteResult, GetPromptResult, ReadResourceResult, Resource,
     ResourceTemplate, error_codes,
@@ -61,7 +72,8 @@ const ADDED_WAIT: Duration = Duration::from_secs(2);
 #[non_exhaustive]
 pub struct ServeOptions {
     /// The host's ports: [`Ports::events`] hears the runtime's events (reloads, a kernel
-    /// without Landlock). Servers' requests are declined whatever [`Ports::requests`] says.
+    /// without Landlock). Servers' requests go to the calling clients whatever
+    /// [`Ports::requests`] says.
     pub ports: Ports,
     /// The configuration file to watch and reload (`None`: never reloaded).
     pub reload: Option<ConfigPath>,
@@ -109,6 +121,10 @@ pub struct HostBackend {
     runtime: Arc<Runtime>,
     /// The one server of a transparent gateway.
     only: Option<OnlyServer>,
+    /// What [`HostBackend::source`] is, shared: what one call's [`asks::AskingSource`] wraps.
+    shared: Arc<dyn ToolSource>,
+    /// The clients asked on behalf of each upstream, by the calls in flight.
+    askers: Arc<self::asks::Askers>,
     catalog: Catalog,
     tap: Arc<Tap>,
     events: broadcast::Sender<BackendEvent>,
@@ -124,6 +140,8 @@ pub struct HostBackend {
     readiness: Option<Readiness>,
     /// The built-in tools the pool carries (`run_code` with `[serve] code_mode = "on"`).
     builtins: Vec<Arc<dyn agent_loop::BuiltinTool>>,
+    /// Budgets and tool search for clients, read at start (`None` when transparent).
+    exposure: Option<ExposureSettings>,
 }
 
 impl std::fmt::Debug for HostBackend {
@@ -151,8 +169,12 @@ impl HostBackend {
         let (events, _) = broadcast::channel(256);
         let tap = Tap::new(events.clone());
         let mut ports = options.ports;
-        // Nobody downstream can be asked on behalf of a connection (see the module docs).
-        ports.requests = None;
+        // Each upstream's requests go to the client of its call in flight (see the module docs).
+        let askers = Arc::new(self::asks::Askers::default());
+        let routed = Arc::clone(&askers);
+        ports.requests = Some(Arc::new(move |settings: &crate::config::ServerSettings| {
+            self::asks::requests(&settings.name, &routed)
+        }));
         let wrap = Arc::clone(&tap);
         ports.connectors = Some(Arc::new(move |server: &str, connector| wrap.wrap(server, connector)));
         // A server added to the file joins when it connects, announced by the publisher: a
@@ -161,6 +183,13 @@ impl HostBackend {
         // A transparent gateway offers exactly the one server's tools, so no built-in.
         let code_limits = (config.serve.code_mode && only.is_none()).then(|| config.tools.code_limits.clone());
         let tool_budget = config.tools.tool_budget;
+        // As for `run` and `chat`, read at start. The downstream model is unknown, so `auto`
+        // keeps the default threshold (a 200,000-token window's tenth).
+        let exposure = only.is_none().then(|| {
+            let mut settings = ExposureSettings::new(config.exposure());
+            settings.max_loaded = config.tools.max_loaded.unwrap_or(agent_loop::DEFAULT_MAX_LOADED);
+            settings
+        });
         let policy = config.policy.clone();
         let startup_wait = config.serve.startup_wait;
         let runtime = Arc::new(Runtime::start(config, runtime_options));
@@ -183,8 +212,15 @@ impl HostBackend {
                 runtime.servers().subscribe(),
                 startup_wait,
             ));
+            let only = only.map(|server| OnlyServer { runtime: Arc::clone(&runtime), server });
+            let shared: Arc<dyn ToolSource> = match &only {
+                Some(only) => Arc::new(only.clone()),
+                None => Arc::clone(&runtime) as Arc<dyn ToolSource>,
+            };
             HostBackend {
-                only: only.map(|server| OnlyServer { runtime: Arc::clone(&runtime), server }),
+                only,
+                shared,
+                askers,
                 runtime,
                 catalog,
                 tap,
@@ -197,6 +233,7 @@ impl HostBackend {
                 closed: AtomicBool::new(false),
                 readiness: options.readiness,
                 builtins,
+                exposure,
             }
         });
         Ok(backend)
@@ -428,8 +465,17 @@ impl Backend for HostBackend {
         self.source()
     }
 
+    fn tools_for(&self, asker: Arc<dyn mcp_gateway::CallAsker>) -> Option<Arc<dyn ToolSource>> {
+        let askers = Arc::clone(&self.askers);
+        Some(Arc::new(self::asks::AskingSource { inner: Arc::clone(&self.shared), askers, asker }))
+    }
+
     fn builtins(&self) -> Vec<Arc<dyn agent_loop::BuiltinTool>> {
         self.builtins.clone()
+    }
+
+    fn exposure(&self) -> Option<ExposureSettings> {
+        self.exposure.clone()
     }
 
     fn instructions(&self, _caller: &Caller) -> Vec<(String, String)> {
@@ -535,7 +581,7 @@ impl Backend for HostBackend {
 }
 
 /// The runtime seen through one server: what a transparent gateway offers.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct OnlyServer {
     runtime: Arc<Runtime>,
     server: String,

@@ -13,6 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -96,10 +97,20 @@ struct Store {
     spans: Mutex<Vec<ReceivedSpan>>,
     metrics: Mutex<Vec<ReceivedMetric>>,
     changed: Notify,
+    /// Only count spans, keep none (a sink for benchmarks: memory stays flat).
+    count_only: bool,
+    /// Spans received, kept or not.
+    span_count: AtomicU64,
 }
 
 impl Store {
     fn traces(&self, request: ExportTraceServiceRequest, protocol: &'static str) {
+        if self.count_only {
+            let n = request.resource_spans.iter().flat_map(|rs| &rs.scope_spans).map(|ss| ss.spans.len() as u64).sum();
+            self.span_count.fetch_add(n, Ordering::Relaxed);
+            self.changed.notify_waiters();
+            return;
+        }
         let mut out = Vec::new();
         for rs in request.resource_spans {
             let service_name = rs
@@ -141,11 +152,15 @@ impl Store {
                 }
             }
         }
+        self.span_count.fetch_add(out.len() as u64, Ordering::Relaxed);
         mcp_safety::lock(&self.spans).extend(out);
         self.changed.notify_waiters();
     }
 
     fn metrics(&self, request: ExportMetricsServiceRequest, protocol: &'static str) {
+        if self.count_only {
+            return;
+        }
         let mut out = Vec::new();
         for rm in request.resource_metrics {
             for sm in rm.scope_metrics {
@@ -240,7 +255,18 @@ impl MetricsService for Grpc {
 impl Receiver {
     /// Starts both sides on `127.0.0.1` ports the system picks, on the current tokio runtime.
     pub async fn start() -> std::io::Result<Self> {
-        let store = Arc::new(StoreHandle(Store::default()));
+        Self::start_with(Store::default()).await
+    }
+
+    /// Like [`Receiver::start`], but a sink: spans are decoded and counted
+    /// ([`Receiver::span_count`]), and neither they nor metrics are kept, so a benchmark can
+    /// export for as long as it likes.
+    pub async fn start_counting() -> std::io::Result<Self> {
+        Self::start_with(Store { count_only: true, ..Store::default() }).await
+    }
+
+    async fn start_with(store: Store) -> std::io::Result<Self> {
+        let store = Arc::new(StoreHandle(store));
         let (stop, stopped) = watch::channel(false);
 
         let http_listener = TcpListener::bind("127.0.0.1:0").await?;
@@ -274,7 +300,12 @@ impl Receiver {
         format!("http://{}", self.grpc)
     }
 
-    /// Every span received so far.
+    /// How many spans were received so far (kept or, from [`Receiver::start_counting`], not).
+    pub fn span_count(&self) -> u64 {
+        self.store.0.span_count.load(Ordering::Relaxed)
+    }
+
+    /// Every span received so far (none from [`Receiver::start_counting`]).
     pub fn spans(&self) -> Vec<ReceivedSpan> {
         mcp_safety::lock(&self.store.0.spans).clone()
     }

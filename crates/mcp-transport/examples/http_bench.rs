@@ -5,8 +5,10 @@
 //!   prints its base URL and serves until its stdin closes. `BASE/json` answers with JSON
 //!   bodies, `BASE/sse` with one-event SSE streams; `GET BASE/stats` counts the connections
 //!   accepted (a client that reconnects per call shows here).
-//! - `http_bench calls --client harness|hyper --url URL [-n 2000] [--concurrency 1] [--warmup 50]`:
-//!   opens a session, calls `echo` n times (checking every answer) and prints one JSON line.
+//! - `http_bench calls --client harness|hyper --url URL [-n 2000] [--concurrency 1] [--warmup 50]
+//!   [--tool echo]`: opens a session, calls the tool (`echo` by default) n times (checking every
+//!   answer) and prints one JSON line. Any Streamable HTTP server with an echo tool will do
+//!   (`cargo xtask bench gateway` points it at `mcp-harness serve --http`).
 //! - `http_bench open --client harness|hyper --url URL [-n 50]`: opens n sessions one after the
 //!   other (transport open + `initialize` + `notifications/initialized`, then close) and prints
 //!   the first open's time and the median of the others.
@@ -22,6 +24,7 @@ use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
+use hyper::header::HeaderValue;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -40,12 +43,21 @@ struct Args {
     n: usize,
     concurrency: usize,
     warmup: usize,
+    tool: String,
 }
 
 fn parse_args() -> Result<Args, String> {
     let mut args = std::env::args().skip(1);
     let command = args.next().ok_or("usage: http_bench serve | calls ... | open ...")?;
-    let mut out = Args { command, client: "harness".into(), url: String::new(), n: 2000, concurrency: 1, warmup: 50 };
+    let mut out = Args {
+        command,
+        client: "harness".into(),
+        url: String::new(),
+        n: 2000,
+        concurrency: 1,
+        warmup: 50,
+        tool: "echo".into(),
+    };
     while let Some(a) = args.next() {
         let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
         match a.as_str() {
@@ -56,6 +68,7 @@ fn parse_args() -> Result<Args, String> {
                 out.concurrency = value("--concurrency")?.parse().map_err(|e| format!("--concurrency: {e}"))?
             }
             "--warmup" => out.warmup = value("--warmup")?.parse().map_err(|e| format!("--warmup: {e}"))?,
+            "--tool" => out.tool = value("--tool")?,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -75,8 +88,8 @@ fn main() -> std::process::ExitCode {
         runtime.block_on(async move {
             match (args.command.as_str(), args.client.as_str()) {
                 ("serve", _) => serve().await,
-                ("calls", "harness") => calls(&args, Arc::new(Harness::open(&args.url).await?)).await,
-                ("calls", "hyper") => calls(&args, Arc::new(Raw::open(&args.url).await?)).await,
+                ("calls", "harness") => calls(&args, Arc::new(Harness::open(&args.url, &args.tool).await?)).await,
+                ("calls", "hyper") => calls(&args, Arc::new(Raw::open(&args.url, &args.tool).await?)).await,
                 ("open", "harness" | "hyper") => opens(&args).await,
                 (command, client) => Err(format!("unknown command {command:?} or client {client:?}")),
             }
@@ -185,12 +198,13 @@ trait Caller: Send + Sync + 'static {
     fn close(self: Arc<Self>) -> impl Future<Output = ()> + Send;
 }
 
-struct Harness(Client);
+struct Harness(Client, String);
 
 impl Harness {
-    async fn open(url: &str) -> Result<Harness, String> {
+    async fn open(url: &str, tool: &str) -> Result<Harness, String> {
         let transport = HttpTransport::new(HttpConfig::new(url)).map_err(|e| e.to_string())?;
-        Ok(Harness(Client::connect(transport, ClientOptions::default()).await.map_err(|e| e.to_string())?))
+        let client = Client::connect(transport, ClientOptions::default()).await.map_err(|e| e.to_string())?;
+        Ok(Harness(client, tool.to_owned()))
     }
 }
 
@@ -198,7 +212,7 @@ impl Caller for Harness {
     async fn call(&self, _i: usize, text: String) -> Result<String, String> {
         let mut arguments = Map::new();
         arguments.insert("text".into(), Value::String(text));
-        let result = self.0.call_tool("echo", Some(arguments), RequestOptions::default()).await;
+        let result = self.0.call_tool(&self.1, Some(arguments), RequestOptions::default()).await;
         Ok(result.map_err(|e| e.to_string())?.joined_text())
     }
 
@@ -213,36 +227,51 @@ impl Caller for Harness {
 struct Raw {
     http: HyperClient<HttpConnector, Full<Bytes>>,
     url: hyper::Uri,
-    sse: bool,
+    /// The session id the server gave at `initialize` (this file's server always gives the same).
+    session: HeaderValue,
+    tool: String,
 }
 
 impl Raw {
-    fn new(url: &str) -> Result<Raw, String> {
+    fn new(url: &str, tool: &str) -> Result<Raw, String> {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         let http = HyperClient::builder(TokioExecutor::new()).build(connector);
-        Ok(Raw { http, url: url.parse().map_err(|e| format!("{url}: {e}"))?, sse: url.ends_with("/sse") })
+        Ok(Raw {
+            http,
+            url: url.parse().map_err(|e| format!("{url}: {e}"))?,
+            session: HeaderValue::from_static(SESSION),
+            tool: tool.to_owned(),
+        })
     }
 
-    async fn open(url: &str) -> Result<Raw, String> {
-        let raw = Raw::new(url)?;
+    async fn open(url: &str, tool: &str) -> Result<Raw, String> {
+        let mut raw = Raw::new(url, tool)?;
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": PROTOCOL, "capabilities": {},
             "clientInfo": {"name": "raw", "version": "0"}}});
-        let answer = raw.post(&init, "initialize", true).await?;
+        let (answer, session) = raw.post(&init, "initialize", true).await?;
         if answer.and_then(|a| a.get("result").cloned()).is_none() {
             return Err("initialize was not answered".into());
         }
+        raw.session = session.ok_or("initialize was answered without an Mcp-Session-Id")?;
         raw.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}), "notifications/initialized", false)
             .await?;
         Ok(raw)
     }
 
-    async fn post(&self, message: &Value, method: &str, answered: bool) -> Result<Option<Value>, String> {
+    /// POSTs `message`; its answer when `answered`, and the session id the response carried.
+    async fn post(
+        &self,
+        message: &Value,
+        method: &str,
+        answered: bool,
+    ) -> Result<(Option<Value>, Option<HeaderValue>), String> {
         let req = Request::post(self.url.clone())
             .header("accept", "application/json, text/event-stream")
             .header("content-type", "application/json")
-            .header("mcp-session-id", SESSION)
+            // No session yet at `initialize` (a server refuses an id it did not give with 404).
+            .header(if method == "initialize" { "x-no-session" } else { "mcp-session-id" }, self.session.clone())
             .header("mcp-protocol-version", PROTOCOL)
             .header("mcp-method", method)
             .body(Full::new(Bytes::from(message.to_string())))
@@ -251,26 +280,29 @@ impl Raw {
         if !resp.status().is_success() {
             return Err(format!("HTTP {}", resp.status()));
         }
+        let session = resp.headers().get("mcp-session-id").cloned();
+        // JSON or SSE, as the server chose (a gateway may stream a call's answer).
+        let sse = resp.headers().get("content-type").is_some_and(|ct| ct.as_bytes().starts_with(b"text/event-stream"));
         let body = resp.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
         if !answered {
-            return Ok(None);
+            return Ok((None, session));
         }
-        let json = if self.sse {
+        let json = if sse {
             let text = std::str::from_utf8(&body).map_err(|e| e.to_string())?;
             let data = text.lines().find_map(|l| l.strip_prefix("data:")).ok_or("an SSE answer without data")?;
             serde_json::from_str(data.trim_start())
         } else {
             serde_json::from_slice(&body)
         };
-        json.map(Some).map_err(|e| format!("bad answer: {e}"))
+        json.map(|answer| (Some(answer), session)).map_err(|e| format!("bad answer: {e}"))
     }
 }
 
 impl Caller for Raw {
     async fn call(&self, i: usize, text: String) -> Result<String, String> {
         let request = json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
-            "params": {"name": "echo", "arguments": {"text": text}}});
-        let answer = self.post(&request, "tools/call", true).await?.ok_or("no answer")?;
+            "params": {"name": self.tool, "arguments": {"text": text}}});
+        let answer = self.post(&request, "tools/call", true).await?.0.ok_or("no answer")?;
         if answer["id"].as_u64() != Some(i as u64 + 1) {
             return Err(format!("answer to the wrong request: {answer}"));
         }
@@ -281,7 +313,7 @@ impl Caller for Raw {
 }
 
 async fn connections(url: &str) -> usize {
-    let Ok(raw) = Raw::new(&format!("{}/stats", url.rsplit_once('/').map_or(url, |(base, _)| base))) else {
+    let Ok(raw) = Raw::new(&format!("{}/stats", url.rsplit_once('/').map_or(url, |(base, _)| base)), "") else {
         return 0;
     };
     let Ok(resp) = raw.http.get(raw.url.clone()).await else { return 0 };
@@ -348,12 +380,12 @@ async fn opens(args: &Args) -> Result<(), String> {
     for _ in 0..args.n.max(1) {
         let started = Instant::now();
         let elapsed = if args.client == "harness" {
-            let client = Harness::open(&args.url).await?;
+            let client = Harness::open(&args.url, &args.tool).await?;
             let elapsed = started.elapsed();
             let _ = client.0.close().await;
             elapsed
         } else {
-            let raw = Raw::open(&args.url).await?;
+            let raw = Raw::open(&args.url, &args.tool).await?;
             let elapsed = started.elapsed();
             drop(raw);
             elapsed

@@ -32,14 +32,32 @@ fn request(id: usize, args: &bench_args::BenchArgs) -> String {
     .to_string()
 }
 
-fn check(line: &str) -> Result<usize, String> {
+/// The id of the reply on `line`, checked; `None` for a notification (a gateway in front of the
+/// server may send some, `notifications/tools/list_changed` for one), which is skipped.
+fn check(line: &str) -> Result<Option<usize>, String> {
     let v: Value = serde_json::from_str(line).map_err(|e| format!("bad reply: {e}"))?;
+    if v.get("id").is_none() && v.get("method").is_some() {
+        return Ok(None);
+    }
     let id = v["id"].as_u64().ok_or("reply without id")? as usize;
     let text = v["result"]["content"][0]["text"].as_str().ok_or("reply without text")?;
     if !text.contains(&format!("hello {id}")) {
         return Err(format!("reply {id} has text {text:?}"));
     }
-    Ok(id)
+    Ok(Some(id))
+}
+
+/// Reads lines until a reply comes (notifications skipped); its id.
+fn reply(stdout: &mut impl BufRead, line: &mut String) -> Result<usize, String> {
+    loop {
+        line.clear();
+        if stdout.read_line(line).map_err(|e| e.to_string())? == 0 {
+            return Err("server closed stdout".into());
+        }
+        if let Some(id) = check(line)? {
+            return Ok(id);
+        }
+    }
 }
 
 fn run() -> Result<(), String> {
@@ -56,15 +74,22 @@ fn run() -> Result<(), String> {
     let mut line = String::new();
     writeln!(stdin, "{}", json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}})).map_err(|e| e.to_string())?;
     stdin.flush().map_err(|e| e.to_string())?;
-    stdout.read_line(&mut line).map_err(|e| e.to_string())?;
+    // The answer to `initialize` (a notification before it is skipped).
+    loop {
+        line.clear();
+        if stdout.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
+            return Err("server closed stdout".into());
+        }
+        if serde_json::from_str::<Value>(&line).is_ok_and(|v| v.get("id").is_some()) {
+            break;
+        }
+    }
     writeln!(stdin, "{}", json!({"jsonrpc":"2.0","method":"notifications/initialized"})).map_err(|e| e.to_string())?;
     // Warm-up, one at a time; ids above n so they never mix with measured ones.
     for i in 0..args.warmup {
         writeln!(stdin, "{}", request(args.n + 1 + i, &args)).map_err(|e| e.to_string())?;
         stdin.flush().map_err(|e| e.to_string())?;
-        line.clear();
-        stdout.read_line(&mut line).map_err(|e| e.to_string())?;
-        check(&line)?;
+        reply(&mut stdout, &mut line)?;
     }
     if args.concurrency == 1 {
         // One at a time needs no threads: write, read, check, on one thread.
@@ -74,9 +99,7 @@ fn run() -> Result<(), String> {
             let t = Instant::now();
             writeln!(stdin, "{}", request(id, &args)).map_err(|e| e.to_string())?;
             stdin.flush().map_err(|e| e.to_string())?;
-            line.clear();
-            stdout.read_line(&mut line).map_err(|e| e.to_string())?;
-            if check(&line)? != id {
+            if reply(&mut stdout, &mut line)? != id {
                 return Err(format!("reply out of order at {id}"));
             }
             latencies.push(t.elapsed().as_secs_f64() * 1000.0);
@@ -97,11 +120,7 @@ fn run() -> Result<(), String> {
         let mut latencies = Vec::with_capacity(n);
         let mut line = String::new();
         while latencies.len() < n {
-            line.clear();
-            if stdout.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
-                return Err("server closed stdout".into());
-            }
-            let id = check(&line)?;
+            let id = reply(&mut stdout, &mut line)?;
             while !started.contains_key(&id) {
                 let (sid, t) = sent_rx.recv().map_err(|e| e.to_string())?;
                 started.insert(sid, t);

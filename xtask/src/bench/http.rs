@@ -7,11 +7,10 @@
 //! Both placements of the server and the client are measured (see [`Placement`]): on one CPU,
 //! and on two.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 
-use super::{Placement, field, median};
+use super::{Placement, Server, field, load, median};
 use crate::{Result, cargo};
 
 /// Calls kept in flight in the concurrent runs.
@@ -37,26 +36,7 @@ struct Open {
     median_ms: f64,
 }
 
-/// The server process; killed when dropped (closing its stdin asks it to stop first).
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        drop(self.0.stdin.take());
-        if !matches!(self.0.try_wait(), Ok(Some(_))) {
-            let _ = self.0.kill();
-        }
-        let _ = self.0.wait();
-    }
-}
-
-fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".to_owned())
-}
-
-fn example(place: Placement, bench: &Path, args: &[&str]) -> Result<String> {
+pub(super) fn example(place: Placement, bench: &Path, args: &[&str]) -> Result<String> {
     let out = place.command(bench, false).args(args).output().map_err(|e| format!("http_bench: {e}"))?;
     if !out.status.success() {
         return Err(format!("http_bench {args:?} failed: {}", String::from_utf8_lossy(&out.stderr)));
@@ -78,21 +58,9 @@ pub(crate) fn run(n: usize, rounds: usize) -> Result {
     let (mut figures, mut opens) = (Vec::new(), Vec::new());
     for &place in &placements {
         let placement = place.label();
-        let mut child = place
-            .command(&bench, true)
-            .arg("serve")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("http_bench serve: {e}"))?;
-        let stdout = child.stdout.take().ok_or("http_bench serve: no stdout")?;
-        let server = Server(child);
-        let mut base = String::new();
-        BufReader::new(stdout).read_line(&mut base).map_err(|e| format!("http_bench serve: {e}"))?;
-        let base = base.trim().to_owned();
-        if !base.starts_with("http://") {
-            return Err(format!("http_bench serve printed {base:?}, not its URL"));
-        }
+        let mut command = place.command(&bench, true);
+        command.arg("serve").stdin(Stdio::piped()).stdout(Stdio::piped());
+        let (server, base) = Server::started(command, "http_bench serve")?;
         for round in 1..=rounds {
             // Alternate who goes first, so warm caches or a busy neighbour favour neither.
             let order: [(&str, &'static str); 2] = if round % 2 == 1 {

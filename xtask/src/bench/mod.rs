@@ -6,12 +6,14 @@ mod agent;
 mod catalog;
 mod connect;
 mod footprint;
+mod gateway;
 mod http;
 pub(crate) mod startup;
 mod stdio;
 
 pub(crate) use connect::run as connect;
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Command;
 
@@ -30,11 +32,15 @@ pub(crate) enum Group {
     Agent,
     /// Starting one stdio server, and memory per idle server.
     Startup,
+    /// `mcp-harness serve` (HTTP and stdio) fronting the echo fixture against the HTTP and
+    /// stdio floors, its memory, and what exporting every span costs.
+    Gateway,
 }
 
 impl Group {
     /// Every group, in the order `cargo xtask bench` runs them.
-    pub(crate) const ALL: [Group; 5] = [Group::Stdio, Group::Http, Group::Catalog, Group::Agent, Group::Startup];
+    pub(crate) const ALL: [Group; 6] =
+        [Group::Stdio, Group::Http, Group::Catalog, Group::Agent, Group::Startup, Group::Gateway];
 
     /// The name on the command line.
     pub(crate) fn name(self) -> &'static str {
@@ -44,6 +50,7 @@ impl Group {
             Group::Catalog => "catalog",
             Group::Agent => "agent",
             Group::Startup => "startup",
+            Group::Gateway => "gateway",
         }
     }
 
@@ -66,6 +73,7 @@ pub(crate) fn run(groups: &[Group], n: usize, rounds: usize) -> Result {
             Group::Catalog => catalog::run(n, rounds),
             Group::Agent => agent::run(n, rounds),
             Group::Startup => startup::run(n, rounds),
+            Group::Gateway => gateway::run(n, rounds),
         };
         if let Err(e) = result {
             println!("bench {}: {e}", group.name());
@@ -101,6 +109,43 @@ pub(crate) fn field(line: &str, key: &str) -> Option<f64> {
     let rest = &line[at..];
     let end = rest.find([',', '}']).unwrap_or(rest.len());
     rest[..end].trim().parse().ok()
+}
+
+/// A server process of a benchmark; killed when dropped (closing its stdin, when it has one,
+/// asks it to stop first).
+pub(crate) struct Server(pub(crate) std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        drop(self.0.stdin.take());
+        if !matches!(self.0.try_wait(), Ok(Some(_))) {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
+}
+
+impl Server {
+    /// Starts `command` (its stdout piped) and reads the first line it prints (its URL).
+    pub(crate) fn started(mut command: Command, what: &str) -> Result<(Server, String)> {
+        let mut child = command.spawn().map_err(|e| format!("{what}: {e}"))?;
+        let stdout = child.stdout.take().ok_or(format!("{what}: no stdout"))?;
+        let server = Server(child);
+        let mut first = String::new();
+        BufReader::new(stdout).read_line(&mut first).map_err(|e| format!("{what}: {e}"))?;
+        let first = first.trim().to_owned();
+        if !first.starts_with("http://") {
+            return Err(format!("{what} printed {first:?}, not its URL"));
+        }
+        Ok((server, first))
+    }
+}
+
+/// The load average (1, 5 and 15 minutes), printed beside figures taken on a shared machine.
+pub(crate) fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".to_owned())
 }
 
 /// The median, 0 for no values.

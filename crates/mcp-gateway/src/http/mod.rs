@@ -761,6 +761,9 @@ async fn call(
         },
         None => None,
     };
+    // A client that goes away mid-call drops `work` before its end: the guard frees the id in
+    // the session all the same (else the session refused that id for good).
+    let running = session.map(|session| Running { session, id: id.clone() });
     let (tx, mut rx) = mpsc::channel::<String>(64);
     let gateway = state.gateway.clone();
     let life = state.life.clone();
@@ -768,6 +771,7 @@ async fn call(
         // The call is in flight until its answer is made, even when that is after the response
         // started (as SSE): a drain waits for it.
         let _in_flight = in_flight;
+        let _running = running;
         let out = Outbound::new(tx);
         let handled = gateway.handle_watched(watch, &scope, &id, request, &meta, &out);
         let cancelled = async move {
@@ -787,9 +791,6 @@ async fn call(
                  not have taken effect upstream",
             ))),
         };
-        if let Some(session) = &session {
-            session.finish(&id);
-        }
         match reply {
             Some(reply) => response_line(&id, reply, stateless),
             // Cancelled: the client expects no answer; the stream just ends.
@@ -805,6 +806,18 @@ async fn call(
             Err(_) => json(StatusCode::OK, line),
         },
         Some(first) = rx.recv() => sse(Body::Request(Box::new(RequestStream::new(first, rx, work)))),
+    }
+}
+
+/// A session's request in flight: its id is freed when the call ends, answered or dropped.
+struct Running {
+    session: Arc<Session>,
+    id: RequestId,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.session.finish(&self.id);
     }
 }
 

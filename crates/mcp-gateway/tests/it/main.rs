@@ -4,8 +4,10 @@
 mod approvals;
 mod auth;
 mod clients;
+mod forward;
 mod http;
 mod limits;
+mod search;
 mod stdio;
 mod subscriptions;
 
@@ -72,7 +74,12 @@ pub async fn start() -> Running {
 }
 
 pub async fn start_with(options: HttpOptions) -> Running {
-    let backend = Arc::new(backend());
+    start_over(backend(), options).await
+}
+
+/// A gateway over HTTP on loopback in front of `backend`.
+pub async fn start_over(backend: FakeBackend, options: HttpOptions) -> Running {
+    let backend = Arc::new(backend);
     let clock = Arc::new(TestClock::default());
     let gateway_options = GatewayOptions { clock: Arc::clone(&clock) as Arc<dyn Clock>, ..GatewayOptions::default() };
     let gateway = Gateway::new(Arc::clone(&backend) as Arc<dyn mcp_gateway::Backend>, gateway_options).unwrap();
