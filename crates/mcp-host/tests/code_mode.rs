@@ -93,6 +93,8 @@ struct Turn {
     results: Vec<(String, bool)>,
     events: Events,
     description: String,
+    /// The names of the tools the model was sent, step by step.
+    tools: Vec<Vec<String>>,
 }
 
 struct Setup<'a> {
@@ -106,6 +108,7 @@ struct Setup<'a> {
     transcript: Option<&'a Path>,
     hooks: Option<Arc<dyn agent_loop::Hooks>>,
     servers: Vec<(&'a str, &'a str, &'a [&'a str])>,
+    exposure: tool_pool::ExposureOptions,
 }
 
 impl<'a> Setup<'a> {
@@ -121,7 +124,14 @@ impl<'a> Setup<'a> {
             transcript: None,
             hooks: None,
             servers: vec![("fx", "echo", &["--records", "200"])],
+            exposure: tool_pool::ExposureOptions::default(),
         }
+    }
+
+    /// With tool search on: every server tool waits behind search.
+    fn searching(mut self) -> Self {
+        self.exposure.tool_search = tool_pool::SearchMode::On;
+        self
     }
 
     /// One turn: each script is one step's `run_code` call, then the model says "done".
@@ -139,6 +149,7 @@ impl<'a> Setup<'a> {
         let config = AgentConfig {
             result_budget: self.result_budget,
             session_dir: Some(self.dir.join("session")),
+            exposure: self.exposure,
             ..AgentConfig::default()
         };
         let mut agent = Agent::new(model.clone(), set.clone(), self.policy, config)
@@ -157,19 +168,26 @@ impl<'a> Setup<'a> {
         drop(agent);
         Arc::try_unwrap(set).ok().unwrap().close().await;
         let description = model.first_description.lock().unwrap().clone().unwrap_or_default();
-        Turn { results: results(&conversation), events, description }
+        let tools = model.tools.lock().unwrap().clone();
+        Turn { results: results(&conversation), events, description, tools }
     }
 }
 
-/// The scripted model, remembering the description of `run_code` it was shown first.
+/// The scripted model, remembering the description of `run_code` it was shown first and the
+/// tools of each step.
 struct Recorded {
     inner: ScriptedModel,
     first_description: Mutex<Option<String>>,
+    tools: Mutex<Vec<Vec<String>>>,
 }
 
 impl Recorded {
     fn new(script: &str) -> Self {
-        Self { inner: ScriptedModel::from_json(script).unwrap(), first_description: Mutex::new(None) }
+        Self {
+            inner: ScriptedModel::from_json(script).unwrap(),
+            first_description: Mutex::new(None),
+            tools: Mutex::default(),
+        }
     }
 }
 
@@ -190,6 +208,7 @@ impl agent_loop::LanguageModel for Recorded {
                 *first = request.tools.iter().find(|t| t.name == "run_code").map(|t| t.description.clone());
             }
         }
+        self.tools.lock().unwrap().push(request.tools.iter().map(|t| t.name.clone()).collect());
         self.inner.complete(request, stream).await
     }
 }
@@ -463,4 +482,169 @@ async fn hooks_see_and_can_block_a_scripts_calls() {
     );
     let calls: Vec<String> = received(dir.path(), "fx").into_iter().map(|(tool, _)| tool).collect();
     assert_eq!(calls, ["echo"], "the blocked call never reached the server");
+}
+
+/// The tool results the loop reported for the calls named `name`: (id, content, is_error).
+fn reported(events: &Events, name: &str) -> Vec<(String, String, bool)> {
+    let ids: Vec<Value> =
+        events.of("tool_call").into_iter().filter(|e| e["name"] == name).map(|e| e["id"].clone()).collect();
+    events
+        .of("tool_result")
+        .into_iter()
+        .filter(|e| ids.contains(&e["id"]))
+        .map(|e| {
+            let content = e["content"].as_str().unwrap_or_default().to_owned();
+            (e["id"].as_str().unwrap_or_default().to_owned(), content, e["is_error"] == true)
+        })
+        .collect()
+}
+
+const SEARCH_THEN_CALL: &str = r#"
+    const before = typeof tools.fx;
+    const found = await tools.search("add two numbers");
+    const sum = await tools.fx.add({ a: 1, b: 2 });
+    return { before, found, sum };
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_tool_search_a_script_finds_a_deferred_tool_and_calls_it_in_the_same_script() {
+    let dir = tempfile::tempdir().unwrap();
+    let transcript = dir.path().join("t.jsonl");
+    let mut setup = Setup::new(dir.path(), &[SEARCH_THEN_CALL]).searching();
+    setup.transcript = Some(&transcript);
+    let turn = setup.run().await;
+    let (text, is_error) = &turn.results[0];
+    assert!(!is_error, "{text}");
+    let value: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    // Before the search, no tool of fx was in `tools`; the search found `add`, and the call ran.
+    assert_eq!(value["before"], "undefined", "{text}");
+    assert_eq!(value["sum"], "3", "{text}");
+    let first = &value["found"][0];
+    assert_eq!(first["path"], "tools.fx.add", "{text}");
+    assert_eq!(first["name"], "mcp__fx__add", "{text}");
+    assert_eq!(first["description"], "Add two numbers.", "{text}");
+    assert!(first["declaration"].as_str().unwrap().starts_with("function add(args: { a: number"), "{text}");
+    assert_eq!(received(dir.path(), "fx"), [("add".to_owned(), json!({"a": 1, "b": 2}))]);
+
+    // The declarations offer the search and declare none of the deferred tools.
+    assert!(turn.description.contains("tools.search(\"what you need\""), "{}", turn.description);
+    assert!(turn.description.contains("function search(query: string"), "{}", turn.description);
+    assert!(!turn.description.contains("function add("), "{}", turn.description);
+    // What a script finds is loaded for the script alone, not for the model.
+    for step in &turn.tools {
+        assert!(!step.iter().any(|t| t == "mcp__fx__add"), "{:?}", turn.tools);
+        assert!(step.iter().any(|t| t == agent_loop::SEARCH_TOOL), "{:?}", turn.tools);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scripts_search_and_the_call_it_enables_are_in_the_transcript_under_the_scripts_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let transcript = dir.path().join("t.jsonl");
+    let mut setup = Setup::new(dir.path(), &[SEARCH_THEN_CALL]).searching();
+    setup.transcript = Some(&transcript);
+    let turn = setup.run().await;
+    assert!(!turn.results[0].1, "{:?}", turn.results[0]);
+    let inner: Vec<(String, String)> = turn
+        .events
+        .of("tool_call")
+        .into_iter()
+        .filter(|e| e["name"] != "run_code")
+        .map(|e| (e["id"].as_str().unwrap().to_owned(), e["name"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(
+        inner,
+        [
+            ("call_1_1.1".to_owned(), agent_loop::SEARCH_TOOL.to_owned()),
+            ("call_1_1.2".to_owned(), "mcp__fx__add".to_owned())
+        ]
+    );
+    // The search is reported with the answer the model's search tool would give.
+    let searched = reported(&turn.events, agent_loop::SEARCH_TOOL);
+    assert_eq!(searched.len(), 1, "{searched:?}");
+    assert!(searched[0].1.contains("- mcp__fx__add (server fx): Add two numbers."), "{searched:?}");
+    let recorded = std::fs::read_to_string(&transcript).unwrap();
+    let recorded: Vec<Value> = recorded.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    for (id, name) in &inner {
+        let found = |kind: &str| {
+            recorded.iter().any(|e| {
+                let line = e.to_string();
+                line.contains(kind) && line.contains(&format!("\"{id}\""))
+            })
+        };
+        assert!(found("tool_call") && found("tool_result"), "{id} ({name}) is not in the transcript");
+    }
+    assert!(
+        recorded.iter().any(|e| e.to_string().contains("\"call_1_1.1\"") && e.to_string().contains("add two numbers")),
+        "the search's query is in the transcript"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_tool_is_not_found_by_a_scripts_search_nor_callable() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+        const byWords = (await tools.search("read an environment variable")).map(f => f.name);
+        const bySelect = (await tools.search("select:mcp__fx__env,mcp__fx__echo")).map(f => f.name);
+        let call;
+        try { await tools.fx.env({ name: "HOME" }); call = "called"; } catch (e) { call = e.name; }
+        return { byWords, bySelect, env: typeof tools.fx.env, call };
+    "#;
+    let mut setup = Setup::new(dir.path(), &[script]).searching();
+    setup.policy = policy(&[("fx", "env", Decision::Deny)]);
+    let turn = setup.run().await;
+    let (text, is_error) = &turn.results[0];
+    assert!(!is_error, "{text}");
+    let value: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert!(!value["byWords"].as_array().unwrap().contains(&json!("mcp__fx__env")), "{text}");
+    assert_eq!(value["bySelect"], json!(["mcp__fx__echo"]), "{text}");
+    assert_eq!((&value["env"], &value["call"]), (&json!("undefined"), &json!("TypeError")), "{text}");
+    let searched = reported(&turn.events, agent_loop::SEARCH_TOOL);
+    assert!(
+        searched[1].1.contains("Not found (no tool you may use has these exact names): mcp__fx__env"),
+        "{searched:?}"
+    );
+    assert!(received(dir.path(), "fx").is_empty(), "nothing reached the server");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_tool_search_off_tools_search_is_refused_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+        try { await tools.search("add two numbers"); return "searched"; }
+        catch (e) { return [e.name, e.kind, e.message, typeof tools.fx.add]; }
+    "#;
+    // The default exposure: the fixture's few tools are all shown, nothing waits behind search.
+    let turn = Setup::new(dir.path(), &[script]).run().await;
+    let (text, is_error) = &turn.results[0];
+    assert!(!is_error, "{text}");
+    assert!(
+        text.starts_with(
+            r#"["ToolError","refused","tools.search: tool search is off here: every tool this script may call is already in `tools`"#
+        ),
+        "{text}"
+    );
+    assert!(text.contains(r#""function"]"#), "{text}");
+    assert!(!turn.description.contains("tools.search"), "{}", turn.description);
+    assert!(turn.description.contains("function add("), "{}", turn.description);
+    assert!(reported(&turn.events, agent_loop::SEARCH_TOOL).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scripts_searches_count_toward_its_call_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+        await tools.search("echo text");
+        await tools.search("add two numbers");
+        await tools.fx.echo({ text: "one" });
+        await tools.fx.add({ a: 1, b: 2 });
+        return "all";
+    "#;
+    let mut setup = Setup::new(dir.path(), &[script]).searching();
+    setup.limits.max_calls = 3;
+    let turn = setup.run().await;
+    let (text, is_error) = &turn.results[0];
+    assert!(*is_error && text.contains("more than 3 tool calls and was stopped"), "{text}");
+    assert!(turn.description.contains("Limits: 3 tool calls (searches included)"), "{}", turn.description);
+    assert_eq!(received(dir.path(), "fx"), [("echo".to_owned(), json!({"text": "one"}))]);
 }
