@@ -186,7 +186,9 @@ pub struct StepSearch {
 }
 
 impl StepSearch {
-    pub(crate) fn new(exposure: Arc<Exposure>, index: Arc<SearchIndex>) -> Self {
+    /// The search over what `exposure` shows of a pool, with `index` built from that pool (a
+    /// gateway's client's exposure, or the loop's step's).
+    pub fn new(exposure: Arc<Exposure>, index: Arc<SearchIndex>) -> Self {
         Self { exposure, index }
     }
 

@@ -677,3 +677,37 @@ fn serve_with_tool_search_lists_search_tools_and_a_search_selects_tools_for_the_
     assert!(called["error"]["message"].as_str().is_some_and(|m| m.contains("Unknown tool")), "{called}");
     assert!(client.finish().success());
 }
+
+#[test]
+fn serve_with_code_mode_and_tool_search_lets_a_script_search_and_call_what_it_found() {
+    let env = env();
+    let config = env.write("config.toml", &format!("tool_search = \"on\"\n{CODE_MODE}"));
+    let mut client = StdioClient::start(env.serve(&config, &[]));
+    client.initialize();
+    assert_eq!(client.tool_names(), ["run_code", "search_tools"]);
+    let listed = client.request("tools/list", json!({}));
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    let run_code = tools.iter().find(|t| t["name"] == "run_code").unwrap_or_else(|| panic!("{listed}"));
+    let description = run_code["description"].as_str().unwrap();
+    // The deferred tools wait behind the script's search, as behind the client's.
+    assert!(description.contains("function search(query: string"), "{description}");
+    assert!(!description.contains("function echo("), "{description}");
+
+    let script = r#"
+        const before = typeof tools.fx;
+        const found = (await tools.search("select:fx__echo,two__crash")).map(f => f.path);
+        const echoed = await tools.fx.echo({ text: "found" });
+        return { before, found, echoed, two: typeof tools.two };
+    "#;
+    let ran = client.call("run_code", json!({"code": script}));
+    assert!(!is_error(&ran), "{ran}");
+    let value: Value = serde_json::from_str(&text_of(&ran)).unwrap_or_else(|e| panic!("{e}: {ran}"));
+    // Found and called in the same script; the denied tool is not found.
+    assert_eq!(
+        value,
+        json!({"before": "undefined", "found": ["tools.fx.echo"], "echoed": "found", "two": "undefined"})
+    );
+    // What a script finds is not selected for the client.
+    assert_eq!(client.tool_names(), ["run_code", "search_tools"]);
+    assert!(client.finish().success());
+}

@@ -24,7 +24,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 
-use agent_loop::{SearchState, ToolSpec};
+use agent_loop::{SearchState, StepSearch, ToolSpec};
 use serde_json::Value;
 use tool_pool::{Exposure, Pool, SearchIndex, expose};
 
@@ -170,6 +170,20 @@ impl Exposing {
         exposure
     }
 
+    /// The search index of `pool`. Built once per pool, with nothing selected: a selection only
+    /// ever hides more (its tools take budget first), and a search keeps only what the client's
+    /// exposure still offers.
+    fn index(&self, pool: &Arc<Pool>) -> Arc<SearchIndex> {
+        self.with_pool(pool, |p| Arc::clone(p.index.get_or_insert_with(|| Arc::new(SearchIndex::new(pool, &p.plain)))))
+    }
+
+    /// The search a built-in's script makes (code mode's `tools.search`) over what `exposure`
+    /// shows a client of `pool`: `None` when nothing waits behind search. It finds what the
+    /// client's `search_tools` would, and selects nothing for the client.
+    pub(crate) fn step_search(&self, pool: &Arc<Pool>, exposure: &Arc<Exposure>) -> Option<StepSearch> {
+        exposure.search_active().then(|| StepSearch::new(Arc::clone(exposure), self.index(pool)))
+    }
+
     /// One call of `search_tools` by the client of `selection`, over `pool` as it is shown
     /// `exposure`: the tools found are selected for it.
     pub(crate) fn search(
@@ -179,11 +193,7 @@ impl Exposing {
         selection: &Selection,
         input: &Value,
     ) -> Searched {
-        // Built once per pool, with nothing selected: a selection only ever hides more (its
-        // tools take budget first), and the search keeps only what the client's exposure
-        // still offers.
-        let index = self
-            .with_pool(pool, |p| Arc::clone(p.index.get_or_insert_with(|| Arc::new(SearchIndex::new(pool, &p.plain)))));
+        let index = self.index(pool);
         let mut state = lock(&selection.state);
         let before = state.search.loaded_version();
         let (text, is_error) = state.search.run(&index, exposure, input, self.settings.max_loaded);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use agent_loop::{
     Admission, Binding, BuiltinTool, CallDecision, CallGate, CallInfo, CallRequest, GateDecision, InnerCalls,
-    InnerError, InnerResult, Job, Ran, Refusal, SEARCH_TOOL, ToolSpec,
+    InnerError, InnerResult, Job, Ran, Refusal, SEARCH_TOOL, StepSearch, ToolSpec,
 };
 use async_trait::async_trait;
 use mcp_protocol::stateless::InputRequest;
@@ -21,7 +21,7 @@ use mcp_protocol::{
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
-use tool_pool::{Exposure, ExposureState, Naming, Origin, PoolEntry};
+use tool_pool::{Exposure, ExposureState, Naming, Origin, PoolEntry, SearchResults};
 
 use crate::approval::{
     ApprovalMemory, CallContext, ClientApprover, GatewayApprover, INPUT_KEY, MemoryApprovals, Outcome, Way,
@@ -446,6 +446,13 @@ impl Gateway {
         Some(exposing.exposure(binding.pool(), selection))
     }
 
+    /// The search a script of `run_code` makes for a client shown `exposure` of `binding`'s
+    /// pool: `None` when nothing waits behind search (every tool in reach is then in the
+    /// script's `tools`).
+    fn script_search(&self, binding: &Binding, exposure: Option<&Arc<Exposure>>) -> Option<StepSearch> {
+        self.inner.exposing.as_ref()?.step_search(binding.pool(), exposure?)
+    }
+
     async fn list_tools(&self, scope: &Scope, params: &PaginatedRequestParams) -> Reply {
         let binding = match self.binding(&scope.caller).await {
             Ok(binding) => binding,
@@ -479,10 +486,14 @@ impl Gateway {
             Err(e) => return Reply::Error(e),
         };
         let transparent = self.inner.options.transparent;
+        let script_search = self.script_search(&binding, exposure.as_ref());
         let described = |entry: &PoolEntry<'_>| match entry.origin() {
-            Origin::Builtin(spec) => {
-                self.inner.builtins.iter().find(|b| b.spec().name == spec.name).and_then(|b| b.describe(&binding, None))
-            }
+            Origin::Builtin(spec) => self
+                .inner
+                .builtins
+                .iter()
+                .find(|b| b.spec().name == spec.name)
+                .and_then(|b| b.describe(&binding, script_search.as_ref())),
             Origin::Mcp { .. } => None,
         };
         let mut tools: Vec<ToolOut<'_>> = entries
@@ -674,6 +685,7 @@ impl Gateway {
                     asker: Arc::clone(&asker),
                     gateway: self,
                     caller: &scope.caller,
+                    search: self.script_search(&binding, exposure.as_ref()),
                     binding: &binding,
                     parent: call_id.clone(),
                     ctx: Arc::new(CallContext {
@@ -1082,6 +1094,8 @@ struct ScriptCalls<'a> {
     gateway: &'a Gateway,
     caller: &'a Caller,
     binding: &'a Arc<Binding>,
+    /// The script's `tools.search`, when some tools wait behind search for this client.
+    search: Option<StepSearch>,
     parent: String,
     /// How the client is asked about a script's `confirm` calls.
     ctx: Arc<CallContext>,
@@ -1097,6 +1111,29 @@ impl InnerCalls for ScriptCalls<'_> {
 
     fn parent(&self) -> &str {
         &self.parent
+    }
+
+    fn search(&self) -> Option<&StepSearch> {
+        self.search.as_ref()
+    }
+
+    /// As a call of the client's `search_tools`: the hooks hear it (and may block it); what is
+    /// found is callable in the script alone, nothing is selected for the client.
+    async fn find(&self, id: &str, query: &str, limit: Option<usize>) -> Result<SearchResults, InnerError> {
+        let Some(search) = &self.search else {
+            let why = "no tool waits behind search for this client".to_owned();
+            return Err(InnerError::Refused(Refusal::NotExposed { name: SEARCH_TOOL.to_owned(), why }));
+        };
+        let mut arguments = json!({ "query": query });
+        if let Some(limit) = limit {
+            arguments["limit"] = limit.into();
+        }
+        let info = CallInfo { id: id.to_owned(), name: SEARCH_TOOL.to_owned(), server: None, arguments };
+        let decision = GateDecision::new(CallDecision::Allowed, SEARCH_REASON);
+        if let Err(why) = self.gateway.inner.gate.tell_hooks(&info, &decision) {
+            return Err(InnerError::Refused(Refusal::Blocked { name: SEARCH_TOOL.to_owned(), why }));
+        }
+        Ok(search.find(query, limit))
     }
 
     async fn call(&self, id: &str, name: &str, arguments: &Value) -> InnerResult {
