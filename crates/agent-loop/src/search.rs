@@ -166,7 +166,7 @@ impl SearchState {
             }
         };
         let results = findable(index.search(&input.query, input.limit), exposure);
-        let text = describe(&results, exposure);
+        let text = describe(&results, exposure, FOUND_FOR_MODEL);
         let found = results.hits.iter().filter(|h| exposure.state(&h.name) == Some(ExposureState::Deferred));
         self.load(found.map(|h| h.name.to_string()), max);
         (text, false)
@@ -213,9 +213,10 @@ impl StepSearch {
         findable(self.index.search(query, limit), &self.exposure)
     }
 
-    /// The text the model's search tool would answer with `results`, for a transcript.
+    /// The text the model's search tool would answer with `results`, for a transcript (its
+    /// first line saying the tools found are the script's: nothing is loaded for the model).
     pub fn describe(&self, results: &SearchResults) -> String {
-        describe(results, &self.exposure)
+        describe(results, &self.exposure, FOUND_FOR_SCRIPT)
     }
 }
 
@@ -227,15 +228,22 @@ fn findable(mut results: SearchResults, exposure: &Exposure) -> SearchResults {
     results
 }
 
-/// The search tool's answer: one line per tool, then names a `select:` did not find.
-fn describe(results: &SearchResults, exposure: &Exposure) -> String {
+/// The first line of the model's search tool's answer when it found tools.
+const FOUND_FOR_MODEL: &str = "Tools found (callable from your next step on):";
+/// The first line of a script's search's answer (code mode's `tools.search`).
+const FOUND_FOR_SCRIPT: &str = "Tools found (callable in this script; not loaded for the model):";
+
+/// The search tool's answer: `found` (when some tool was), one line per tool, then names a
+/// `select:` did not find.
+fn describe(results: &SearchResults, exposure: &Exposure, found: &str) -> String {
     let mut text = String::new();
     if results.hits.is_empty() && results.unknown.is_empty() {
         text.push_str("No tools match. Try other words, or fewer.");
         return text;
     }
     if !results.hits.is_empty() {
-        text.push_str("Tools found (callable from your next step on):\n");
+        text.push_str(found);
+        text.push('\n');
     }
     for hit in &results.hits {
         let server = hit.server.as_deref().unwrap_or("built-in");

@@ -1117,7 +1117,7 @@ impl InnerCalls for ScriptCalls<'_> {
         self.search.as_ref()
     }
 
-    /// As a call of the client's `search_tools`: the hooks hear it (and may block it); what is
+    /// As a call of the client's `search_tools`: the hooks are told (a failing one refuses it); what is
     /// found is callable in the script alone, nothing is selected for the client.
     async fn find(&self, id: &str, query: &str, limit: Option<usize>) -> Result<SearchResults, InnerError> {
         let Some(search) = &self.search else {

@@ -435,6 +435,7 @@ async fn a_tool_list_change_mid_script_refuses_the_next_call_as_stale() {
 #[derive(Default)]
 struct Watching {
     before: Mutex<Vec<(String, String)>>,
+    decided: Mutex<Vec<(String, String)>>,
     after: Mutex<Vec<(String, bool)>>,
 }
 
@@ -447,6 +448,10 @@ impl agent_loop::Hooks for Watching {
         } else {
             agent_loop::HookVerdict::Continue
         }
+    }
+
+    fn decided(&self, call: &agent_loop::CallInfo, _decision: &agent_loop::GateDecision<'_>) {
+        self.decided.lock().unwrap().push((call.id.clone(), call.name.clone()));
     }
 
     async fn after_tool(&self, call: &agent_loop::CallInfo, _result: &str, is_error: bool) {
@@ -562,6 +567,10 @@ async fn a_scripts_search_and_the_call_it_enables_are_in_the_transcript_under_th
     // The search is reported with the answer the model's search tool would give.
     let searched = reported(&turn.events, agent_loop::SEARCH_TOOL);
     assert_eq!(searched.len(), 1, "{searched:?}");
+    assert!(
+        searched[0].1.starts_with("Tools found (callable in this script; not loaded for the model):\n"),
+        "{searched:?}"
+    );
     assert!(searched[0].1.contains("- mcp__fx__add (server fx): Add two numbers."), "{searched:?}");
     let recorded = std::fs::read_to_string(&transcript).unwrap();
     let recorded: Vec<Value> = recorded.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -647,4 +656,41 @@ async fn a_scripts_searches_count_toward_its_call_limit() {
     assert!(*is_error && text.contains("more than 3 tool calls and was stopped"), "{text}");
     assert!(turn.description.contains("Limits: 3 tool calls (searches included)"), "{}", turn.description);
     assert_eq!(received(dir.path(), "fx"), [("echo".to_owned(), json!({"text": "one"}))]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_hidden_by_a_budget_not_by_policy_is_still_callable_from_a_script() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"return await tools.fx.echo({ text: "over budget" });"#;
+    let mut setup = Setup::new(dir.path(), &[script]);
+    // Every fx tool is over its server's tool budget: the model is not sent any of them.
+    let tiny = tool_pool::ServerExposure { tool_budget: Some(10), ..Default::default() };
+    setup.exposure.servers.insert("fx".to_owned(), tiny);
+    let turn = setup.run().await;
+    assert!(turn.tools.iter().all(|step| !step.iter().any(|t| t.starts_with("mcp__fx__"))), "{:?}", turn.tools);
+    assert_eq!(turn.results[0], (r#""over budget""#.to_owned(), false));
+    assert!(turn.description.contains("function echo("), "{}", turn.description);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_hear_a_scripts_search_like_its_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let hooks = Arc::new(Watching::default());
+    let mut setup = Setup::new(dir.path(), &[SEARCH_THEN_CALL]).searching();
+    setup.hooks = Some(hooks.clone());
+    let turn = setup.run().await;
+    // The hook blocks `add`: the script found it, and its call was stopped at the gate.
+    let (text, is_error) = &turn.results[0];
+    assert!(*is_error && text.contains("the call to mcp__fx__add was blocked: no sums today"), "{text}");
+    // The search is told to the hooks as the gate's decisions are (as the model's search is).
+    let decided = hooks.decided.lock().unwrap().clone();
+    let decided: Vec<(&str, &str)> = decided.iter().map(|(id, name)| (id.as_str(), name.as_str())).collect();
+    assert_eq!(
+        decided,
+        [("call_1_1", "run_code"), ("call_1_1.1", agent_loop::SEARCH_TOOL), ("call_1_1.2", "mcp__fx__add")]
+    );
+    let before = hooks.before.lock().unwrap().clone();
+    let names: Vec<(&str, &str)> = before.iter().map(|(id, name)| (id.as_str(), name.as_str())).collect();
+    assert_eq!(names, [("call_1_1", "run_code"), ("call_1_1.2", "mcp__fx__add")]);
+    assert!(received(dir.path(), "fx").is_empty());
 }
