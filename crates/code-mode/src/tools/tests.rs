@@ -66,3 +66,16 @@ fn a_suffix_never_takes_a_name_that_exists() {
     let unique: std::collections::BTreeSet<&String> = paths.iter().collect();
     assert_eq!(unique.len(), 3, "{paths:?}");
 }
+
+#[test]
+fn a_server_named_search_yields_tools_search_and_deferred_tools_start_outside_the_manifest() {
+    let tools =
+        ScriptTools::new([tool("search", "query"), tool("web", "fetch").with_deferred(true), tool("web", "get")])
+            .with_search(true);
+    // `tools.search` is the search function: the server takes the next free name.
+    assert_eq!(tools.path(0).as_deref(), Some("tools.search_2.query"));
+    // A deferred tool is named like the others but is not in `tools` until a search finds it.
+    assert_eq!(tools.path(1).as_deref(), Some("tools.web.fetch"));
+    assert_eq!(&**tools.manifest(), r#"[["search_2",[["query",0]]],["web",[["get",2]]]]"#);
+    assert_eq!((tools.deferred(), tools.searchable(), tools.by_name("mcp__web__fetch")), (1, true, Some(1)));
+}
