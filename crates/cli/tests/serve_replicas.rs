@@ -144,6 +144,7 @@ impl Cluster {
             std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
         }
         let redis = setup.store.then(RedisServer::start);
+        let dir_path = dir.path().to_owned();
         let ports = [free_port(), free_port(), free_port()];
         let front_port = free_port();
         let mut cluster = Self {
@@ -152,7 +153,7 @@ impl Cluster {
             setup,
             redis,
             replicas: Vec::new(),
-            _haproxy: start_haproxy(haproxy, front_port, ports),
+            _haproxy: start_haproxy(haproxy, &dir_path, front_port, ports),
             view: Arc::new(View {
                 http: reqwest::Client::new(),
                 front: format!("http://127.0.0.1:{front_port}/mcp"),
@@ -367,7 +368,7 @@ fn header(response: &reqwest::Response, name: &str) -> String {
 
 /// haproxy as `deploy/haproxy.cfg` has it, on loopback ports, with faster checks, naming the
 /// replica that answered in `X-Replica`.
-fn start_haproxy(haproxy: &Path, front: u16, ports: [u16; 3]) -> Child {
+fn start_haproxy(haproxy: &Path, dir: &Path, front: u16, ports: [u16; 3]) -> Child {
     let shipped = include_str!("../../../deploy/haproxy.cfg");
     let mut cfg = String::new();
     for line in shipped.lines() {
@@ -392,7 +393,7 @@ fn start_haproxy(haproxy: &Path, front: u16, ports: [u16; 3]) -> Child {
         }
     }
     assert!(cfg.contains(&format!("127.0.0.1:{}", ports[2])), "deploy/haproxy.cfg changed shape:\n{cfg}");
-    let path = std::env::temp_dir().join(format!("replicas-haproxy-{front}.cfg"));
+    let path = dir.join("haproxy.cfg");
     std::fs::write(&path, cfg).unwrap();
     Command::new(haproxy)
         .arg("-db")
@@ -408,7 +409,14 @@ fn start_haproxy(haproxy: &Path, front: u16, ports: [u16; 3]) -> Child {
 
 /// One JSON-RPC request: in `session`, or stateless (the 2026-07-28 envelope and headers,
 /// able to answer forms); the answer (one JSON-RPC message, from JSON or SSE).
-async fn send(http: &reqwest::Client, url: &str, session: Option<&str>, method: &str, params: Value, id: u64) -> Answer {
+async fn send(
+    http: &reqwest::Client,
+    url: &str,
+    session: Option<&str>,
+    method: &str,
+    params: Value,
+    id: u64,
+) -> Answer {
     let mut params = params;
     let mut request = http
         .post(url)
@@ -514,7 +522,7 @@ async fn stateless_clients_round_robin_with_approval_rounds_answered_on_other_re
             let mut crossed = 0;
             for i in 0..N as u64 {
                 let id = c * 10_000 + i;
-                if i % 10 == 0 {
+                if i.is_multiple_of(10) {
                     let asked = cluster.stateless("tools/call", add(id), id).await;
                     assert_eq!(asked.body["result"]["resultType"], "input_required", "{asked:?}");
                     let mut retry = add(id);
@@ -554,7 +562,12 @@ async fn stateless_clients_round_robin_with_approval_rounds_answered_on_other_re
     // Every call reached an upstream exactly once (the asking halves of approval rounds never do).
     let upstream = cluster.upstream_calls();
     for (arguments, _) in &answered {
-        assert_eq!(upstream.get(&logged(arguments)), Some(&1), "{arguments}: {:?}", upstream.keys().take(5).collect::<Vec<_>>());
+        assert_eq!(
+            upstream.get(&logged(arguments)),
+            Some(&1),
+            "{arguments}: {:?}",
+            upstream.keys().take(5).collect::<Vec<_>>()
+        );
     }
     assert_eq!(upstream.get(&logged(&add(1_000_000)["arguments"])), Some(&1), "the replayed state ran once");
     assert_eq!(upstream.values().sum::<usize>(), 3 * N + 1, "nothing else ran");
@@ -579,7 +592,7 @@ async fn session_load(
     let mut i = 0u64;
     while !stop.load(std::sync::atomic::Ordering::SeqCst) {
         let id = c * 10_000 + i;
-        let params = if i % 2 == 0 {
+        let params = if i.is_multiple_of(2) {
             json!({"name": "fx__sleep", "arguments": {"ms": 200, "tag": id}})
         } else {
             json!({"name": "fx__add", "arguments": {"a": id, "b": 1}})
@@ -602,7 +615,8 @@ async fn approved_session(cluster: &Cluster) -> (String, String) {
     let mut pending = String::new();
     let asked = next_message(&mut response, &mut pending).await;
     assert_eq!(asked["method"], "elicitation/create", "{asked}");
-    let reply = json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"decision": "always"}}});
+    let reply =
+        json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"decision": "always"}}});
     assert_eq!(session_post(&cluster.http, &cluster.front, &session, &reply).await.status(), 202);
     let done = next_message(&mut response, &mut pending).await;
     assert_eq!(done["result"]["content"][0]["text"], "0.75", "{done}");
