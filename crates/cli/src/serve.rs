@@ -135,6 +135,8 @@ pub(crate) async fn serve_command(config: Config, at: &ConfigPath, args: &ServeA
                 allowed_origins: settings.allowed_origins.clone(),
                 auth,
                 metrics: mcp_host::telemetry::metrics_source(),
+                // With a shared store, sessions live there: any replica continues them.
+                session_store: shared.store.is_some().then(|| Arc::clone(&shared.sessions)),
                 ..HttpOptions::default()
             };
             serve_over_http(gateway, http, settings.inbound.drain.options()).await

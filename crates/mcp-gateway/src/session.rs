@@ -158,6 +158,11 @@ impl Session {
         lock(&self.protocol).client().can_sample()
     }
 
+    /// The client as it declared itself, with its log level (what a session store keeps).
+    pub(crate) fn client_context(&self) -> mcp_protocol::ClientContext {
+        lock(&self.protocol).client().clone()
+    }
+
     pub(crate) fn log_level(&self) -> Option<LoggingLevel> {
         lock(&self.protocol).client().log_level
     }

@@ -45,6 +45,7 @@ use crate::gateway::{Era, Gateway, ListenFilter, Reply, Scope, response_line};
 use crate::observe::ServeWatch;
 use crate::seal::random_hex;
 use crate::session::{Outbound, Session, lock};
+use crate::store::{SessionChange, SessionRecord, SessionStore, StoreError};
 use crate::subscriptions::session_event_line;
 
 const SESSION_ID: &str = "mcp-session-id";
@@ -83,6 +84,11 @@ pub struct HttpOptions {
     pub session_idle: Duration,
     /// What `GET /metrics` answers with; `None`: 404.
     pub metrics: Option<Arc<dyn crate::observe::MetricsSource>>,
+    /// Where sessions are kept beyond this replica (a store shared with the other replicas);
+    /// `None`: in this process only. With one, a session opened on another replica, or before
+    /// a restart, goes on here, and one that cannot be read or renewed is refused with 503
+    /// (never served from what this replica alone remembers).
+    pub session_store: Option<Arc<dyn SessionStore>>,
 }
 
 impl Default for HttpOptions {
@@ -99,6 +105,7 @@ impl Default for HttpOptions {
             max_sessions: 10_000,
             session_idle: Duration::from_secs(3600),
             metrics: None,
+            session_store: None,
         }
     }
 }
@@ -162,6 +169,15 @@ impl Sessions {
 
     fn remove(&self, id: &str) -> Option<Arc<Session>> {
         lock(&self.map).remove(id)
+    }
+
+    /// Adds a session restored from the store, or the one a concurrent request added first.
+    fn adopt(&self, session: Arc<Session>, max: usize, idle_ms: u64, now_ms: u64) -> Option<Arc<Session>> {
+        let id = session.id.clone()?;
+        if let Some(existing) = lock(&self.map).get(&id).cloned() {
+            return Some(existing);
+        }
+        self.insert(Arc::clone(&session), max, idle_ms, now_ms).then_some(session)
     }
 }
 
@@ -326,7 +342,7 @@ async fn route(state: &State, request: Request<Incoming>) -> Response<Body> {
     };
     match *request.method() {
         Method::POST => post(state, caller, request, in_flight).await,
-        Method::GET => get(state, &caller, request.headers()),
+        Method::GET => get(state, &caller, request.headers()).await,
         Method::DELETE => delete(state, &caller, request.headers()).await,
         _ => {
             let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "the MCP endpoint takes POST, GET and DELETE");
@@ -469,22 +485,76 @@ fn metadata(state: &State, rest: &str, method: &Method) -> Response<Body> {
     response
 }
 
-/// The session a request names, if it is this caller's (else the 404 to answer with).
-fn session_of(
+/// The session a request names, if it is this caller's (else the 404 to answer with). With a
+/// session store, a session this replica does not hold is restored from it, and one it holds is
+/// renewed there (a session ended on another replica ends here too).
+async fn session_of(
     state: &State,
     caller: &Caller,
     headers: &HeaderMap,
 ) -> Result<Option<Arc<Session>>, Box<Response<Body>>> {
     let Some(id) = headers.get(SESSION_ID) else { return Ok(None) };
-    let found = id.to_str().ok().and_then(|id| state.sessions.get(id, state.gateway.now_ms()));
-    match found {
-        // Another caller's session is as unknown as a made-up one.
-        Some(session) if session.caller == *caller => Ok(Some(session)),
-        _ => Err(Box::new(refusal(
+    let not_found = || {
+        Box::new(refusal(
             StatusCode::NOT_FOUND,
             error_codes::INVALID_REQUEST,
             "Session not found: it ended or never existed; initialize a new one",
-        ))),
+        ))
+    };
+    let Ok(id) = id.to_str() else { return Err(not_found()) };
+    let now_ms = state.gateway.now_ms();
+    let local = state.sessions.get(id, now_ms);
+    let Some(store) = &state.options.session_store else {
+        // Another caller's session is as unknown as a made-up one.
+        return match local {
+            Some(session) if session.caller == *caller => Ok(Some(session)),
+            _ => Err(not_found()),
+        };
+    };
+    if let Some(session) = local {
+        if session.caller != *caller {
+            return Err(not_found());
+        }
+        return match store.touch(id).await {
+            Ok(true) => Ok(Some(session)),
+            Ok(false) => {
+                state.sessions.remove(id);
+                session.close();
+                Err(not_found())
+            }
+            Err(e) => Err(Box::new(store_unavailable(&e))),
+        };
+    }
+    let record = match store.load(id).await {
+        Ok(Some(record)) if record.caller == caller.key() => record,
+        Ok(_) => return Err(not_found()),
+        Err(e) => return Err(Box::new(store_unavailable(&e))),
+    };
+    // A revision this build does not know is a session it cannot continue.
+    let Some(client) = record.client_context() else { return Err(not_found()) };
+    let protocol = mcp_protocol::ServerSession::restore(client, record.ready);
+    let session = Arc::new(Session::new(Some(Arc::from(id)), caller.clone(), protocol, now_ms));
+    let idle_ms = u64::try_from(state.options.session_idle.as_millis()).unwrap_or(u64::MAX);
+    match state.sessions.adopt(session, state.options.max_sessions, idle_ms, now_ms) {
+        Some(session) => Ok(Some(session)),
+        None => Err(Box::new(plain(StatusCode::SERVICE_UNAVAILABLE, "too many sessions; try again later"))),
+    }
+}
+
+/// The answer to a request that needs the session store when it failed: 503, saying so.
+fn store_unavailable(error: &StoreError) -> Response<Body> {
+    let mut response = refusal(StatusCode::SERVICE_UNAVAILABLE, error_codes::INTERNAL_ERROR, &error.to_string());
+    response.headers_mut().insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
+/// Records `change` of session `id` in the store, if there is one. A change that cannot be
+/// recorded is logged: the session goes on here, and another replica sees it as it was.
+async fn record_change(state: &State, id: Option<&str>, change: SessionChange) {
+    if let (Some(store), Some(id)) = (&state.options.session_store, id)
+        && let Err(e) = store.update(id, &change).await
+    {
+        tracing::warn!(error = %e, "a change to a session could not be recorded in the session store");
     }
 }
 
@@ -527,7 +597,7 @@ async fn post(state: &State, caller: Caller, request: Request<Incoming>, in_flig
             return json(StatusCode::BAD_REQUEST, Message::Error(error).encode());
         }
     };
-    let session = match session_of(state, &caller, &headers) {
+    let session = match session_of(state, &caller, &headers).await {
         Ok(session) => session,
         Err(response) => return *response,
     };
@@ -549,7 +619,10 @@ async fn post(state: &State, caller: Caller, request: Request<Incoming>, in_flig
         ClientMessage::Notification(notification) => {
             if let Some(session) = session {
                 match notification {
-                    ClientNotification::Initialized => session.initialized(),
+                    ClientNotification::Initialized => {
+                        session.initialized();
+                        record_change(state, session.id.as_deref(), SessionChange::Ready).await;
+                    }
                     ClientNotification::Cancelled(cancelled) => {
                         if let Some(id) = cancelled.request_id {
                             session.cancel(&id);
@@ -677,7 +750,14 @@ async fn post_request(
         // Only a call sends messages before its answer.
         ClientRequest::CallTool(_) => call(state, scope, id, request, meta, in_flight, watch).await,
         request => {
+            let level = match (&request, &scope.era) {
+                (ClientRequest::SetLevel(level), Era::Session(session)) => Some((*level, Arc::clone(session))),
+                _ => None,
+            };
             let reply = gateway.handle_watched(watch, &scope, &id, request, &meta, &Outbound::none()).await;
+            if let (Some((level, session)), Reply::Result(_)) = (level, &reply) {
+                record_change(state, session.id.as_deref(), SessionChange::LogLevel(level)).await;
+            }
             let status = match (&reply, stateless) {
                 (Reply::Error(error), true) => stateless_status(error),
                 _ => StatusCode::OK,
@@ -718,10 +798,20 @@ async fn initialize(
         Err(_) => return plain(StatusCode::SERVICE_UNAVAILABLE, "no randomness for a session id"),
     };
     let gateway = &state.gateway;
-    let (session, result) = match gateway.open_session(caller, Some(Arc::clone(&session_id)), params).await {
+    let (session, result) = match gateway.open_session(caller.clone(), Some(Arc::clone(&session_id)), params).await {
         Ok(opened) => opened,
         Err(error) => return json(StatusCode::OK, response_line(id, Reply::Error(error), false)),
     };
+    // With a store, the session exists once it is kept there: any replica may get its next
+    // request.
+    if let Some(store) = &state.options.session_store {
+        let record = SessionRecord::new(&caller, &session.client_context());
+        match store.create(&session_id, &record).await {
+            Ok(true) => {}
+            Ok(false) => return plain(StatusCode::SERVICE_UNAVAILABLE, "session id taken; initialize again"),
+            Err(e) => return store_unavailable(&e),
+        }
+    }
     let idle_ms = u64::try_from(state.options.session_idle.as_millis()).unwrap_or(u64::MAX);
     if !state.sessions.insert(session, state.options.max_sessions, idle_ms, gateway.now_ms()) {
         return plain(StatusCode::SERVICE_UNAVAILABLE, "too many sessions; try again later");
@@ -900,8 +990,8 @@ async fn forward(
 }
 
 /// GET: the session's stream of notifications (session revisions only).
-fn get(state: &State, caller: &Caller, headers: &HeaderMap) -> Response<Body> {
-    let session = match session_of(state, caller, headers) {
+async fn get(state: &State, caller: &Caller, headers: &HeaderMap) -> Response<Body> {
+    let session = match session_of(state, caller, headers).await {
         Ok(Some(session)) => session,
         Ok(None) => {
             let mut response = plain(
@@ -930,10 +1020,15 @@ fn get(state: &State, caller: &Caller, headers: &HeaderMap) -> Response<Body> {
 
 /// DELETE: ends the session.
 async fn delete(state: &State, caller: &Caller, headers: &HeaderMap) -> Response<Body> {
-    match session_of(state, caller, headers) {
+    match session_of(state, caller, headers).await {
         Ok(Some(session)) => {
             if let Some(id) = &session.id {
                 state.sessions.remove(id);
+                if let Some(store) = &state.options.session_store
+                    && let Err(e) = store.remove(id).await
+                {
+                    return store_unavailable(&e);
+                }
             }
             session.close();
             state.gateway.options().approvals.forget(&session.scope()).await;

@@ -565,3 +565,62 @@ async fn built_in_tools_of_the_pool_run_through_the_gate() {
             .await;
     assert_eq!(bad.json()["result"]["isError"], true, "arguments are checked against the schema");
 }
+
+/// A session store that cannot be reached.
+#[derive(Debug)]
+struct Down;
+
+#[async_trait::async_trait]
+impl mcp_gateway::SessionStore for Down {
+    async fn create(&self, _: &str, _: &mcp_gateway::SessionRecord) -> Result<bool, mcp_gateway::StoreError> {
+        Err(mcp_gateway::StoreError::Unavailable("connection refused".into()))
+    }
+    async fn load(&self, _: &str) -> Result<Option<mcp_gateway::SessionRecord>, mcp_gateway::StoreError> {
+        Err(mcp_gateway::StoreError::Unavailable("connection refused".into()))
+    }
+    async fn touch(&self, _: &str) -> Result<bool, mcp_gateway::StoreError> {
+        Err(mcp_gateway::StoreError::Unavailable("connection refused".into()))
+    }
+    async fn update(&self, _: &str, _: &mcp_gateway::SessionChange) -> Result<bool, mcp_gateway::StoreError> {
+        Err(mcp_gateway::StoreError::Unavailable("connection refused".into()))
+    }
+    async fn remove(&self, _: &str) -> Result<(), mcp_gateway::StoreError> {
+        Err(mcp_gateway::StoreError::Unavailable("connection refused".into()))
+    }
+}
+
+#[tokio::test]
+async fn with_a_session_store_a_session_goes_on_at_another_front_and_ends_everywhere() {
+    let clock: Arc<dyn mcp_gateway::Clock> = Arc::new(TestClock::default());
+    let store: Arc<dyn mcp_gateway::SessionStore> =
+        Arc::new(mcp_gateway::MemorySessions::new(16, Duration::from_secs(60), clock));
+    let shared = || HttpOptions { session_store: Some(Arc::clone(&store)), ..HttpOptions::default() };
+    let (one, two) = (start_with(shared()).await, start_with(shared()).await);
+    let session = initialize(one.addr, "2025-06-18", json!({})).await;
+    // The other front never saw it: it continues it from the store, with its revision.
+    let level = json!({"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel", "params": {"level": "error"}});
+    assert_eq!(post_session(two.addr, &session, "2025-06-18", &level).await.json()["result"], json!({}));
+    let record = store.load(&session).await.unwrap().expect("kept");
+    assert_eq!((record.protocol_version.as_str(), record.ready), ("2025-06-18", true));
+    assert_eq!(record.log_level, Some(mcp_protocol::LoggingLevel::Error), "the change on `two` is kept");
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "echo__echo", "arguments": {"at": "two"}}});
+    assert!(text_of(&post_session(two.addr, &session, "2025-06-18", &call).await.json()["result"]).contains("two"));
+    // Ended at `two`: `one`, which holds it too, answers 404 from then on.
+    let deleted = exchange(two.addr, "DELETE", &[("mcp-session-id", session.as_str())], "").await;
+    assert_eq!(deleted.status, 200);
+    let ping = json!({"jsonrpc": "2.0", "id": 3, "method": "ping"});
+    assert_eq!(post_session(one.addr, &session, "2025-06-18", &ping).await.status, 404);
+    // A made-up id is nobody's, at either front.
+    assert_eq!(post_session(two.addr, "0123456789abcdef0123456789abcdef", "2025-06-18", &ping).await.status, 404);
+
+    // A store that does not answer: 503 saying so, never a session kept only here.
+    let down = start_with(HttpOptions { session_store: Some(Arc::new(Down)), ..HttpOptions::default() }).await;
+    let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}});
+    let answer = exchange(down.addr, "POST", &[("content-type", "application/json")], &body.to_string()).await;
+    assert_eq!(answer.status, 503, "{answer:?}");
+    assert!(answer.session().is_none());
+    assert!(answer.json()["error"]["message"].as_str().unwrap().contains("shared state store is unavailable"));
+    assert_eq!(post_session(down.addr, &session, "2025-06-18", &ping).await.status, 503);
+}
