@@ -240,15 +240,23 @@ async fn one_trace_from_run_through_serve_to_the_upstream_over_otlp_grpc() {
 }
 
 /// `serve --http`'s `/metrics`: `mcp_server_operation_duration` counts the calls it served.
+/// And its SERVER spans name the client's address and port and the session's revision.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_the_calls_serve_answered() {
+    let receiver = Receiver::start().await.unwrap();
     let env = env();
     let config = env.write(
         "serve.toml",
-        &format!("[servers.fx]\ncommand = \"{}\"\nargs = [\"echo\"]\n\n[policy]\ndefault = \"allow\"\n", fixture()),
+        &format!(
+            "[servers.fx]\ncommand = \"{}\"\nargs = [\"echo\"]\n\n[policy]\ndefault = \"allow\"\n\n\
+             [telemetry]\nendpoint = \"{}\"\nservice_name = \"serve\"\n",
+            fixture(),
+            receiver.http_endpoint()
+        ),
     );
     let mut child = env
         .cmd(&config)
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
         .args(["serve", "--http", "127.0.0.1:0"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -313,5 +321,29 @@ async fn metrics_count_the_calls_serve_answered() {
     assert_eq!(count("mcp_server_operation_duration_seconds", "tools/call"), calls, "{text}");
     // serve's own calls of the upstream are counted on the client side.
     assert_eq!(count("mcp_client_operation_duration_seconds", "tools/call"), calls, "{text}");
+
+    // The SERVER spans: the client's address and port (this test's connections) and the
+    // revision (the initialize's from its answer, the calls' from their session).
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let served = |spans: &[ReceivedSpan]| -> Vec<ReceivedSpan> {
+        spans.iter().filter(|s| s.kind == "server" && s.service_name == "serve").cloned().collect()
+    };
+    let spans = loop {
+        let spans = served(&receiver.spans());
+        if spans.iter().filter(|s| s.name == "tools/call fx__echo").count() == calls as usize
+            && spans.iter().any(|s| s.name == "initialize")
+        {
+            break spans;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "server spans did not arrive: {:#?}", names(&spans));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    for span in spans.iter().filter(|s| s.name == "tools/call fx__echo" || s.name == "initialize") {
+        assert_eq!(span.attr(attr::CLIENT_ADDRESS), Some("127.0.0.1"), "{span:#?}");
+        let port: u16 = span.attr(attr::CLIENT_PORT).and_then(|p| p.parse().ok()).unwrap_or(0);
+        assert_ne!(port, 0, "{span:#?}");
+        assert_eq!(span.attr(attr::MCP_PROTOCOL_VERSION), Some("2025-06-18"), "{span:#?}");
+        assert_eq!(span.attr(attr::NETWORK_TRANSPORT), Some("tcp"), "{span:#?}");
+    }
     let _ = child.start_kill();
 }

@@ -350,9 +350,12 @@ impl Gateway {
     }
 
     /// The watch of a request just received, when an observer is set
-    /// ([`GatewayOptions::observer`]).
-    pub(crate) fn watch(&self, received: &crate::observe::Received<'_>) -> Option<Box<dyn ServeWatch>> {
-        self.inner.options.observer.as_ref().map(|o| o.received(received))
+    /// ([`GatewayOptions::observer`]); `received` is made only then (it may lock the session).
+    pub(crate) fn watch<'a>(
+        &self,
+        received: impl FnOnce() -> crate::observe::Received<'a>,
+    ) -> Option<Box<dyn ServeWatch>> {
+        self.inner.options.observer.as_ref().map(|o| o.received(&received()))
     }
 
     /// [`Gateway::handle`] inside `watch` (its context current while it runs, so what the

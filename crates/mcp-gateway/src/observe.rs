@@ -9,6 +9,7 @@
 
 use std::any::Any;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -27,6 +28,12 @@ pub struct Received<'a> {
     pub headers: Option<&'a http::HeaderMap>,
     /// The session's id, when the request belongs to one.
     pub session: Option<&'a str>,
+    /// The revision the request is spoken in, where it is known when it arrives: its session's
+    /// (negotiated), else the `MCP-Protocol-Version` header (HTTP). `None` for an `initialize`
+    /// (its answer says) and a stateless request over stdio (its `_meta` envelope says).
+    pub protocol_version: Option<&'a str>,
+    /// The client's address and port: the TCP peer of the HTTP front; `None` over stdio.
+    pub peer: Option<SocketAddr>,
 }
 
 /// How a received request was answered.
@@ -46,7 +53,8 @@ pub trait ServeObserver: std::fmt::Debug + Send + Sync + 'static {
 }
 
 /// One received request's watch. Dropped without [`ServeWatch::end`]: the request was answered
-/// by the front itself (`initialize`, a refusal before the backend had a say) or cancelled.
+/// by the front itself (a refusal before the backend had a say) or cancelled. An `initialize`
+/// is told its answer (the negotiated revision is in it).
 pub trait ServeWatch: Send + Sync {
     /// Makes the request's context current on this thread until the returned guard drops
     /// (held for one poll of its handling, never across an await).

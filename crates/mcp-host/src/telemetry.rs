@@ -131,14 +131,41 @@ impl ServeObserver for Served {
         if let Some(session) = request.session {
             req = req.session(session);
         }
+        // A stateless request names its revision in its `_meta` envelope.
+        let version = request.protocol_version.or_else(|| {
+            params.as_ref()?.get("_meta")?.get(mcp_protocol::stateless::META_PROTOCOL_VERSION)?.as_str()
+        });
+        if let Some(version) = version {
+            req = req.protocol_version(version);
+        }
+        let address = request.peer.map(|p| p.ip().to_string());
+        if let (Some(address), Some(peer)) = (&address, request.peer) {
+            req = req.peer(address, Some(peer.port()));
+        }
         let op = self.telemetry.received(&req, request.headers);
-        Box::new(ServedWatch { op, is_call: request.method == "tools/call" })
+        let answer = match request.method {
+            "tools/call" => Reads::Call,
+            // The negotiated revision is known from the answer.
+            "initialize" => Reads::Initialize,
+            _ => Reads::Nothing,
+        };
+        Box::new(ServedWatch { op, answer })
     }
+}
+
+/// What a received request's answer is read for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reads {
+    /// A call's `isError` (and result, with capture on).
+    Call,
+    /// The negotiated `protocolVersion`.
+    Initialize,
+    Nothing,
 }
 
 struct ServedWatch {
     op: Operation,
-    is_call: bool,
+    answer: Reads,
 }
 
 impl ServeWatch for ServedWatch {
@@ -148,7 +175,14 @@ impl ServeWatch for ServedWatch {
 
     fn end(mut self: Box<Self>, answer: Answered<'_>) {
         match answer {
-            Answered::Result(text) if self.is_call => {
+            Answered::Result(text) if self.answer == Reads::Initialize => {
+                if let Ok(v) = serde_json::from_str::<Value>(text)
+                    && let Some(version) = v.get("protocolVersion").and_then(Value::as_str)
+                {
+                    self.op.set_protocol_version(version);
+                }
+            }
+            Answered::Result(text) if self.answer == Reads::Call => {
                 // Only the call's `isError` (and, with capture on, the result) is read.
                 match serde_json::from_str::<Value>(text) {
                     Ok(v) => {

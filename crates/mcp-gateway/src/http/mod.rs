@@ -42,7 +42,7 @@ pub use self::life::{DrainOptions, DrainReport, Lifecycle};
 use crate::auth::{AuthRequest, Authenticator, METADATA_PATH, ProtectedResource, Unauthorized};
 use crate::backend::{BackendEvent, Caller};
 use crate::gateway::{Era, Gateway, ListenFilter, Reply, Scope, response_line};
-use crate::observe::ServeWatch;
+use crate::observe::{Answered, ServeWatch};
 use crate::seal::random_hex;
 use crate::session::{Outbound, Session, lock};
 use crate::subscriptions::session_event_line;
@@ -220,7 +220,7 @@ impl HttpServer {
             tokio::select! {
                 _ = &mut shutdown => break,
                 accepted = self.listener.accept() => {
-                    let Ok((stream, _peer)) = accepted else {
+                    let Ok((stream, peer)) = accepted else {
                         // Out of descriptors, say: wait a moment rather than spin.
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
@@ -231,7 +231,7 @@ impl HttpServer {
                     tokio::spawn(async move {
                         let service = hyper::service::service_fn(move |request| {
                             let state = Arc::clone(&state);
-                            async move { Ok::<_, Infallible>(route(&state, request).await) }
+                            async move { Ok::<_, Infallible>(route(&state, request, peer).await) }
                         });
                         let _ = hyper::server::conn::http1::Builder::new()
                             .timer(TokioTimer::new())
@@ -278,7 +278,7 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-async fn route(state: &State, request: Request<Incoming>) -> Response<Body> {
+async fn route(state: &State, request: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
     // Probes come from load balancers and orchestrators, under whatever Host they use; they
     // say nothing a rebinding page could use, so they come before the Host check.
     match request.uri().path() {
@@ -325,7 +325,7 @@ async fn route(state: &State, request: Request<Incoming>) -> Response<Body> {
         Err(response) => return *response,
     };
     match *request.method() {
-        Method::POST => post(state, caller, request, in_flight).await,
+        Method::POST => post(state, caller, request, in_flight, peer).await,
         Method::GET => get(state, &caller, request.headers()),
         Method::DELETE => delete(state, &caller, request.headers()).await,
         _ => {
@@ -498,7 +498,13 @@ fn accepts(headers: &HeaderMap, kind: &str) -> bool {
     }
 }
 
-async fn post(state: &State, caller: Caller, request: Request<Incoming>, in_flight: InFlight) -> Response<Body> {
+async fn post(
+    state: &State,
+    caller: Caller,
+    request: Request<Incoming>,
+    in_flight: InFlight,
+    peer: SocketAddr,
+) -> Response<Body> {
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
     let json_body = header(&headers, CONTENT_TYPE.as_str())
@@ -534,11 +540,16 @@ async fn post(state: &State, caller: Caller, request: Request<Incoming>, in_flig
     // Watched from the message as it arrived (its params' `_meta` carries the caller's trace,
     // the headers may carry the transport's).
     let watch = match &message {
-        Message::Request(request) => state.gateway.watch(&crate::observe::Received {
+        Message::Request(request) => state.gateway.watch(|| crate::observe::Received {
             method: &request.method,
             params: request.params.as_deref(),
             headers: Some(&headers),
             session: session.as_ref().and_then(|s| s.id.as_deref()),
+            protocol_version: match &session {
+                Some(session) => Some(session.protocol_version().as_str()),
+                None => header(&headers, mcp_protocol::HEADER_PROTOCOL_VERSION),
+            },
+            peer: Some(peer),
         }),
         _ => None,
     };
@@ -633,7 +644,7 @@ async fn post_request(
             if let Err(e) = mcp_protocol::check_headers(&mirrored(headers), &facts) {
                 return mismatch(&id, e.to_error_object());
             }
-            return initialize(state, caller, &id, params).await;
+            return initialize(state, caller, &id, params, watch).await;
         }
         (None, _) => {
             let Some(envelope) = &meta.envelope else {
@@ -712,6 +723,7 @@ async fn initialize(
     caller: Caller,
     id: &RequestId,
     params: &mcp_protocol::InitializeRequestParams,
+    watch: Option<Box<dyn ServeWatch>>,
 ) -> Response<Body> {
     let session_id: Arc<str> = match random_hex(16) {
         Ok(id) => Arc::from(id),
@@ -720,11 +732,20 @@ async fn initialize(
     let gateway = &state.gateway;
     let (session, result) = match gateway.open_session(caller, Some(Arc::clone(&session_id)), params).await {
         Ok(opened) => opened,
-        Err(error) => return json(StatusCode::OK, response_line(id, Reply::Error(error), false)),
+        Err(error) => {
+            if let Some(watch) = watch {
+                watch.end(Answered::Error(&error));
+            }
+            return json(StatusCode::OK, response_line(id, Reply::Error(error), false));
+        }
     };
     let idle_ms = u64::try_from(state.options.session_idle.as_millis()).unwrap_or(u64::MAX);
     if !state.sessions.insert(session, state.options.max_sessions, idle_ms, gateway.now_ms()) {
         return plain(StatusCode::SERVICE_UNAVAILABLE, "too many sessions; try again later");
+    }
+    // Told the answer: its negotiated revision is known only from it.
+    if let Some(watch) = watch {
+        watch.end(Answered::Result(&result));
     }
     let mut response = json(StatusCode::OK, response_line(id, Reply::Result(result), false));
     if let Ok(value) = HeaderValue::from_str(&session_id) {

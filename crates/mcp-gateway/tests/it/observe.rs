@@ -1,0 +1,169 @@
+//! The `ServeObserver` port: what each front tells it of a request as it arrives (the peer's
+//! address, the revision, the session), and the answer it is told.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper_util::rt::TokioIo;
+use mcp_gateway::{Answered, Gateway, GatewayOptions, HttpOptions, HttpServer, Received, ServeObserver, ServeWatch};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+
+use crate::{STATELESS, backend, envelope};
+
+/// What the observer was told of one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Seen {
+    method: String,
+    version: Option<String>,
+    peer: Option<SocketAddr>,
+    session: Option<String>,
+    /// `Some(true)` for a result, `Some(false)` for an error, `None` when not told.
+    answered: Option<bool>,
+}
+
+#[derive(Debug, Default)]
+struct Recorder(Arc<Mutex<Vec<Seen>>>);
+
+struct Watch {
+    seen: Arc<Mutex<Vec<Seen>>>,
+    index: usize,
+}
+
+impl ServeObserver for Recorder {
+    fn received(&self, request: &Received<'_>) -> Box<dyn ServeWatch> {
+        let mut seen = self.0.lock().unwrap();
+        seen.push(Seen {
+            method: request.method.to_owned(),
+            version: request.protocol_version.map(str::to_owned),
+            peer: request.peer,
+            session: request.session.map(str::to_owned),
+            answered: None,
+        });
+        Box::new(Watch { seen: Arc::clone(&self.0), index: seen.len() - 1 })
+    }
+}
+
+impl ServeWatch for Watch {
+    fn enter(&self) -> Box<dyn std::any::Any> {
+        Box::new(())
+    }
+
+    fn end(self: Box<Self>, answer: Answered<'_>) {
+        self.seen.lock().unwrap()[self.index].answered = Some(matches!(answer, Answered::Result(_)));
+    }
+}
+
+fn observed() -> (Gateway, Arc<Mutex<Vec<Seen>>>) {
+    let recorder = Recorder::default();
+    let seen = Arc::clone(&recorder.0);
+    let options = GatewayOptions { observer: Some(Arc::new(recorder)), ..GatewayOptions::default() };
+    (Gateway::new(Arc::new(backend()), options).unwrap(), seen)
+}
+
+/// POSTs `body` on a connection of the test's own, whose local address it returns.
+async fn post_from(addr: SocketAddr, headers: &[(&str, &str)], body: &Value) -> (SocketAddr, http::HeaderMap, String) {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let local = stream.local_addr().unwrap();
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(connection);
+    let mut request = hyper::Request::builder()
+        .method("POST")
+        .uri("/mcp")
+        .header("host", addr.to_string())
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = sender.send_request(request.body(Full::new(Bytes::from(body.to_string()))).unwrap()).await.unwrap();
+    let headers = response.headers().clone();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (local, headers, String::from_utf8(bytes.to_vec()).unwrap())
+}
+
+#[tokio::test]
+async fn the_http_front_tells_the_client_address_and_the_revision() {
+    let (gateway, seen) = observed();
+    let server = HttpServer::bind(gateway, HttpOptions::default()).await.unwrap();
+    let addr = server.local_addr();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(server.run(async move {
+        let _ = stopped.await;
+    }));
+
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}});
+    let (init_from, headers, _) = post_from(addr, &[], &init).await;
+    let session = headers.get("mcp-session-id").unwrap().to_str().unwrap().to_owned();
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    // The header names a revision the session does not speak: the session's is told.
+    let (list_from, _, body) =
+        post_from(addr, &[("mcp-session-id", &session), ("mcp-protocol-version", "2025-06-18")], &list).await;
+    assert!(body.contains("tools"), "{body}");
+    let mut stateless = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});
+    stateless["params"]["_meta"] = envelope(json!({}));
+    let (stateless_from, _, _) =
+        post_from(addr, &[("mcp-protocol-version", STATELESS), ("mcp-method", "tools/list")], &stateless).await;
+    let _ = stop.send(());
+
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        vec![
+            // The initialize's revision is its answer's (it is told it), not known on arrival.
+            Seen {
+                method: "initialize".into(),
+                version: None,
+                peer: Some(init_from),
+                session: None,
+                answered: Some(true),
+            },
+            Seen {
+                method: "tools/list".into(),
+                version: Some("2025-06-18".into()),
+                peer: Some(list_from),
+                session: Some(session),
+                answered: Some(true),
+            },
+            Seen {
+                method: "tools/list".into(),
+                version: Some(STATELESS.into()),
+                peer: Some(stateless_from),
+                session: None,
+                answered: Some(true),
+            },
+        ]
+    );
+    // Three connections, three client ports: each request names its own.
+    assert!(init_from.ip().is_loopback() && init_from.port() != list_from.port());
+}
+
+#[tokio::test]
+async fn the_stdio_front_tells_the_session_revision_and_no_peer() {
+    let (gateway, seen) = observed();
+    let input = [
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "pipe", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+    ]
+    .iter()
+    .map(|m| format!("{m}\n"))
+    .collect::<String>();
+    let mut output = Vec::new();
+    mcp_gateway::serve_stdio(gateway, input.as_bytes(), &mut output, Default::default()).await.unwrap();
+    let output = String::from_utf8(output).unwrap();
+    assert!(output.contains("\"tools\""), "{output}");
+
+    let seen = seen.lock().unwrap().clone();
+    let init = seen.iter().find(|s| s.method == "initialize").unwrap_or_else(|| panic!("{seen:?}"));
+    assert_eq!(init.answered, Some(true), "an initialize is told its answer");
+    let list = seen.iter().find(|s| s.method == "tools/list").unwrap_or_else(|| panic!("{seen:?}"));
+    assert_eq!(list.version.as_deref(), Some("2025-03-26"));
+    assert_eq!(list.peer, None);
+    assert!(seen.iter().all(|s| s.peer.is_none()), "{seen:?}");
+}
