@@ -370,8 +370,8 @@ impl Gateway {
         out: &Outbound,
     ) -> Reply {
         let Some(watch) = watch else { return self.handle(scope, id, request, meta, out).await };
-        let reply =
-            crate::observe::Entered { watch: &*watch, fut: Box::pin(self.handle(scope, id, request, meta, out)) }.await;
+        let (reply, watch) = crate::observe::Entered::new(watch, self.handle(scope, id, request, meta, out)).await;
+        let Some(watch) = watch else { return reply };
         match &reply {
             Reply::Result(text) | Reply::Typed(text) => watch.end(Answered::Result(text)),
             Reply::Error(error) => watch.end(Answered::Error(error)),

@@ -44,6 +44,8 @@ pub enum Answered<'a> {
     Result(&'a str),
     /// An error.
     Error(&'a ErrorObject),
+    /// None: its handling was dropped first (the client cancelled it, or went away).
+    Cancelled,
 }
 
 /// Watches the requests of every front of one gateway ([`GatewayOptions::observer`](crate::GatewayOptions::observer)).
@@ -53,8 +55,9 @@ pub trait ServeObserver: std::fmt::Debug + Send + Sync + 'static {
 }
 
 /// One received request's watch. Dropped without [`ServeWatch::end`]: the request was answered
-/// by the front itself (a refusal before the backend had a say) or cancelled. An `initialize`
-/// is told its answer (the negotiated revision is in it).
+/// by the front itself (a refusal before the backend had a say). An `initialize` is told its
+/// answer (the negotiated revision is in it), a request cancelled while handled
+/// [`Answered::Cancelled`].
 pub trait ServeWatch: Send + Sync {
     /// Makes the request's context current on this thread until the returned guard drops
     /// (held for one poll of its handling, never across an await).
@@ -64,19 +67,38 @@ pub trait ServeWatch: Send + Sync {
     fn end(self: Box<Self>, answer: Answered<'_>);
 }
 
-/// `fut` polled inside `watch`'s context.
-pub(crate) struct Entered<'w, F> {
-    pub(crate) watch: &'w dyn ServeWatch,
-    pub(crate) fut: Pin<Box<F>>,
+/// `fut` polled inside `watch`'s context; done, it gives the watch back to be told the answer.
+/// Dropped first (the client cancelled the request, or went away), it tells the watch
+/// [`Answered::Cancelled`].
+pub(crate) struct Entered<F> {
+    watch: Option<Box<dyn ServeWatch>>,
+    fut: Pin<Box<F>>,
 }
 
-impl<F: Future> Future for Entered<'_, F> {
-    type Output = F::Output;
+impl<F> Entered<F> {
+    pub(crate) fn new(watch: Box<dyn ServeWatch>, fut: F) -> Self {
+        Self { watch: Some(watch), fut: Box::pin(fut) }
+    }
+}
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+impl<F: Future> Future for Entered<F> {
+    type Output = (F::Output, Option<Box<dyn ServeWatch>>);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let _entered = this.watch.enter();
-        this.fut.as_mut().poll(cx)
+        let polled = {
+            let _entered = this.watch.as_ref().map(|w| w.enter());
+            this.fut.as_mut().poll(cx)
+        };
+        polled.map(|out| (out, this.watch.take()))
+    }
+}
+
+impl<F> Drop for Entered<F> {
+    fn drop(&mut self) {
+        if let Some(watch) = self.watch.take() {
+            watch.end(Answered::Cancelled);
+        }
     }
 }
 

@@ -193,6 +193,7 @@ impl ServeWatch for ServedWatch {
                 }
             }
             Answered::Error(error) => self.op.fail(&ErrorType::JsonRpc(error.code), Some(&error.message)),
+            Answered::Cancelled => self.op.fail(&ErrorType::Cancelled, None),
             _ => {}
         }
     }
@@ -245,7 +246,12 @@ impl agent_loop::Watch for OpWatch {
     }
 
     fn failed(&mut self, kind: &'static str, message: Option<&str>) {
-        let error = if kind == "tool_error" { ErrorType::ToolError } else { ErrorType::Other };
+        let error = match kind {
+            "tool_error" => ErrorType::ToolError,
+            "refused" => ErrorType::Refused,
+            "timeout" => ErrorType::Timeout,
+            _ => ErrorType::Other,
+        };
         self.0.fail(&error, message);
     }
 }

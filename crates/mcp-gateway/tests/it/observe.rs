@@ -21,8 +21,8 @@ struct Seen {
     version: Option<String>,
     peer: Option<SocketAddr>,
     session: Option<String>,
-    /// `Some(true)` for a result, `Some(false)` for an error, `None` when not told.
-    answered: Option<bool>,
+    /// How it was answered (`result`, `error`, `cancelled`), `None` when not told.
+    answered: Option<&'static str>,
 }
 
 #[derive(Debug, Default)]
@@ -53,7 +53,13 @@ impl ServeWatch for Watch {
     }
 
     fn end(self: Box<Self>, answer: Answered<'_>) {
-        self.seen.lock().unwrap()[self.index].answered = Some(matches!(answer, Answered::Result(_)));
+        let answered = match answer {
+            Answered::Result(_) => "result",
+            Answered::Error(_) => "error",
+            Answered::Cancelled => "cancelled",
+            _ => "other",
+        };
+        self.seen.lock().unwrap()[self.index].answered = Some(answered);
     }
 }
 
@@ -120,21 +126,21 @@ async fn the_http_front_tells_the_client_address_and_the_revision() {
                 version: None,
                 peer: Some(init_from),
                 session: None,
-                answered: Some(true),
+                answered: Some("result"),
             },
             Seen {
                 method: "tools/list".into(),
                 version: Some("2025-06-18".into()),
                 peer: Some(list_from),
                 session: Some(session),
-                answered: Some(true),
+                answered: Some("result"),
             },
             Seen {
                 method: "tools/list".into(),
                 version: Some(STATELESS.into()),
                 peer: Some(stateless_from),
                 session: None,
-                answered: Some(true),
+                answered: Some("result"),
             },
         ]
     );
@@ -161,9 +167,47 @@ async fn the_stdio_front_tells_the_session_revision_and_no_peer() {
 
     let seen = seen.lock().unwrap().clone();
     let init = seen.iter().find(|s| s.method == "initialize").unwrap_or_else(|| panic!("{seen:?}"));
-    assert_eq!(init.answered, Some(true), "an initialize is told its answer");
+    assert_eq!(init.answered, Some("result"), "an initialize is told its answer");
     let list = seen.iter().find(|s| s.method == "tools/list").unwrap_or_else(|| panic!("{seen:?}"));
     assert_eq!(list.version.as_deref(), Some("2025-03-26"));
     assert_eq!(list.peer, None);
     assert!(seen.iter().all(|s| s.peer.is_none()), "{seen:?}");
+}
+
+#[tokio::test]
+async fn a_request_cancelled_while_handled_is_told_so() {
+    let (gateway, seen) = observed();
+    let (mut client, server) = tokio::io::duplex(64 * 1024);
+    let (read, write) = tokio::io::split(server);
+    let served = tokio::spawn(mcp_gateway::serve_stdio(gateway, read, write, Default::default()));
+    let send = |m: Value| format!("{m}\n");
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "pipe", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "echo__slow", "arguments": {"ms": 60_000}}}),
+    ];
+    for line in lines {
+        tokio::io::AsyncWriteExt::write_all(&mut client, send(line).as_bytes()).await.unwrap();
+    }
+    // Cancelled once it is being handled.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !seen.lock().unwrap().iter().any(|s| s.method == "tools/call") {
+        assert!(tokio::time::Instant::now() < deadline, "the call was never received");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}});
+    tokio::io::AsyncWriteExt::write_all(&mut client, send(cancel).as_bytes()).await.unwrap();
+    let told = loop {
+        let call = seen.lock().unwrap().iter().find(|s| s.method == "tools/call").cloned();
+        if let Some(answered) = call.and_then(|c| c.answered) {
+            break answered;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the cancelled call was never told");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    };
+    assert_eq!(told, "cancelled");
+    drop(client);
+    tokio::time::timeout(std::time::Duration::from_secs(10), served).await.unwrap().unwrap().unwrap();
 }
