@@ -375,6 +375,25 @@ async fn metrics_count_the_calls_serve_answered() {
     assert_eq!(count("mcp_server_operation_duration_seconds", "tools/call"), calls, "{text}");
     // serve's own calls of the upstream are counted on the client side.
     assert_eq!(count("mcp_client_operation_duration_seconds", "tools/call"), calls, "{text}");
+    // The session is still open: no duration yet; deleted, one.
+    let sessions = |text: &str| -> u64 {
+        text.lines()
+            .filter(|l| l.starts_with("mcp_server_session_duration_seconds_count{"))
+            .filter(|l| l.contains("mcp_protocol_version=\"2025-06-18\"") && l.contains("network_transport=\"tcp\""))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum()
+    };
+    assert_eq!(sessions(&text), 0, "{text}");
+    let deleted = http
+        .delete(&url)
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success(), "{deleted:?}");
+    let text = http.get(&metrics_url).send().await.unwrap().text().await.unwrap();
+    assert_eq!(sessions(&text), 1, "{text}");
 
     // The SERVER spans: the client's address and port (this test's connections) and the
     // revision (the initialize's from its answer, the calls' from their session).

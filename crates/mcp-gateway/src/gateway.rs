@@ -345,7 +345,12 @@ impl Gateway {
         let config = self.server_config(&caller).await;
         let (protocol, result) = ServerSession::initialize(&config, params)
             .map_err(|e| ErrorObject::new(error_codes::INTERNAL_ERROR, e.to_string()))?;
-        let session = Arc::new(Session::new(id, caller, protocol, self.now_ms()));
+        let guard = self.inner.options.observer.as_ref().and_then(|o| {
+            let opened =
+                crate::observe::Opened { protocol_version: protocol.protocol_version().as_str(), http: id.is_some() };
+            o.session(&opened)
+        });
+        let session = Arc::new(Session::new(id, caller, protocol, self.now_ms()).observed(guard));
         Ok((session, to_json(&result)))
     }
 

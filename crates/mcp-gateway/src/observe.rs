@@ -48,10 +48,31 @@ pub enum Answered<'a> {
     Cancelled,
 }
 
+/// A session an `initialize` opened.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct Opened<'a> {
+    /// The negotiated revision.
+    pub protocol_version: &'a str,
+    /// Over the Streamable HTTP front (else stdio).
+    pub http: bool,
+}
+
+/// What a [`ServeObserver`] keeps for one session, dropped when the session ends.
+pub type SessionGuard = Box<dyn Any + Send + Sync>;
+
 /// Watches the requests of every front of one gateway ([`GatewayOptions::observer`](crate::GatewayOptions::observer)).
 pub trait ServeObserver: std::fmt::Debug + Send + Sync + 'static {
     /// A request arrived: what will be told the rest of its handling.
     fn received(&self, request: &Received<'_>) -> Box<dyn ServeWatch>;
+
+    /// A session opened: what is returned is dropped when it ends (the stdio client's input
+    /// ends; an HTTP session is deleted, expires or is evicted, and its last request is
+    /// answered). `None`, the default: nothing is kept.
+    fn session(&self, opened: &Opened<'_>) -> Option<SessionGuard> {
+        let _ = opened;
+        None
+    }
 }
 
 /// One received request's watch. Dropped without [`ServeWatch::end`]: the request was answered

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use mcp_client::{RequestObserver, ServerState};
-use mcp_gateway::{Answered, MetricsSource, Received, ServeObserver, ServeWatch};
+use mcp_gateway::{Answered, MetricsSource, Opened, Received, ServeObserver, ServeWatch, SessionGuard};
 use mcp_telemetry::Telemetry;
 use mcp_telemetry::client::{ClientObserver, Peer};
 use mcp_telemetry::conventions::ErrorType;
@@ -150,6 +150,14 @@ impl ServeObserver for Served {
             _ => Reads::Nothing,
         };
         Box::new(ServedWatch { op, answer })
+    }
+
+    fn session(&self, opened: &Opened<'_>) -> Option<SessionGuard> {
+        // `mcp.server.session.duration`, recorded when the session ends.
+        let transport = if opened.http { Transport::Http(None) } else { Transport::Stdio };
+        let mut session = self.telemetry.session(true, transport);
+        session.set_protocol_version(opened.protocol_version);
+        session.is_recording().then(|| Box::new(session) as SessionGuard)
     }
 }
 

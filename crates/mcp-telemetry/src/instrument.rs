@@ -845,6 +845,12 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
+    /// Whether anything is recorded (a metrics provider is set).
+    #[inline]
+    pub fn is_recording(&self) -> bool {
+        self.active.is_some()
+    }
+
     /// The negotiated revision, once known.
     pub fn set_protocol_version(&mut self, version: &str) {
         if let Some(a) = &mut self.active {

@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::TokioIo;
-use mcp_gateway::{Answered, Gateway, GatewayOptions, HttpOptions, HttpServer, Received, ServeObserver, ServeWatch};
+use mcp_gateway::{
+    Answered, Gateway, GatewayOptions, HttpOptions, HttpServer, Opened, Received, ServeObserver, ServeWatch, SessionGuard,
+};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
@@ -26,7 +28,16 @@ struct Seen {
 }
 
 #[derive(Debug, Default)]
-struct Recorder(Arc<Mutex<Vec<Seen>>>);
+struct Recorder(Arc<Mutex<Vec<Seen>>>, Arc<Mutex<Vec<String>>>);
+
+/// Notes its session's end when dropped.
+struct SessionEnd(Arc<Mutex<Vec<String>>>, String);
+
+impl Drop for SessionEnd {
+    fn drop(&mut self) {
+        self.0.lock().unwrap().push(format!("ended {}", self.1));
+    }
+}
 
 struct Watch {
     seen: Arc<Mutex<Vec<Seen>>>,
@@ -44,6 +55,12 @@ impl ServeObserver for Recorder {
             answered: None,
         });
         Box::new(Watch { seen: Arc::clone(&self.0), index: seen.len() - 1 })
+    }
+
+    fn session(&self, opened: &Opened<'_>) -> Option<SessionGuard> {
+        let what = format!("{} {}", if opened.http { "http" } else { "stdio" }, opened.protocol_version);
+        self.1.lock().unwrap().push(format!("opened {what}"));
+        Some(Box::new(SessionEnd(Arc::clone(&self.1), what)))
     }
 }
 
@@ -64,10 +81,15 @@ impl ServeWatch for Watch {
 }
 
 fn observed() -> (Gateway, Arc<Mutex<Vec<Seen>>>) {
+    let (gateway, seen, _) = observed_sessions();
+    (gateway, seen)
+}
+
+fn observed_sessions() -> (Gateway, Arc<Mutex<Vec<Seen>>>, Arc<Mutex<Vec<String>>>) {
     let recorder = Recorder::default();
-    let seen = Arc::clone(&recorder.0);
+    let (seen, sessions) = (Arc::clone(&recorder.0), Arc::clone(&recorder.1));
     let options = GatewayOptions { observer: Some(Arc::new(recorder)), ..GatewayOptions::default() };
-    (Gateway::new(Arc::new(backend()), options).unwrap(), seen)
+    (Gateway::new(Arc::new(backend()), options).unwrap(), seen, sessions)
 }
 
 /// POSTs `body` on a connection of the test's own, whose local address it returns.
@@ -210,4 +232,38 @@ async fn a_request_cancelled_while_handled_is_told_so() {
     assert_eq!(told, "cancelled");
     drop(client);
     tokio::time::timeout(std::time::Duration::from_secs(10), served).await.unwrap().unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_session_is_watched_from_initialize_to_its_end() {
+    // HTTP: from the initialize to the DELETE.
+    let (gateway, _, sessions) = observed_sessions();
+    let server = HttpServer::bind(gateway, HttpOptions::default()).await.unwrap();
+    let addr = server.local_addr();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(server.run(async move {
+        let _ = stopped.await;
+    }));
+    let session = crate::initialize(addr, "2025-06-18", json!({})).await;
+    assert_eq!(*sessions.lock().unwrap(), vec!["opened http 2025-06-18"]);
+    let headers = [("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2025-06-18")];
+    let deleted = crate::exchange(addr, "DELETE", &headers, "").await;
+    assert!(deleted.status < 300, "{deleted:?}");
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while sessions.lock().unwrap().len() < 2 {
+        assert!(tokio::time::Instant::now() < deadline, "the session never ended: {:?}", sessions.lock().unwrap());
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(*sessions.lock().unwrap(), vec!["opened http 2025-06-18", "ended http 2025-06-18"]);
+    let _ = stop.send(());
+
+    // stdio: from the initialize to the end of the input.
+    let (gateway, _, sessions) = observed_sessions();
+    let input = format!(
+        "{}\n",
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "pipe", "version": "1"}}})
+    );
+    mcp_gateway::serve_stdio(gateway, input.as_bytes(), Vec::new(), Default::default()).await.unwrap();
+    assert_eq!(*sessions.lock().unwrap(), vec!["opened stdio 2025-03-26", "ended stdio 2025-03-26"]);
 }
