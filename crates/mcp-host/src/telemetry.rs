@@ -77,7 +77,11 @@ pub(crate) fn count_events(
                         ServerState::Failed { .. } => UpstreamEvent::StartFailure,
                         _ => continue,
                     };
+                    // Outside any span here: the events go on the agent tasks' spans in flight.
                     telemetry.upstream(kind, &event.server);
+                    if let Some(generation) = event.generation {
+                        telemetry.upstream(UpstreamEvent::Publication { generation }, &event.server);
+                    }
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
