@@ -519,13 +519,19 @@ impl Agent {
                             Ran::Mcp(Ok(result)) => (render(&result), result.is_error().then_some("tool_error")),
                             Ran::Builtin(Err(message)) => (error_text(&message), Some("tool_error")),
                             Ran::Mcp(Err(error)) => {
-                                let kind = if matches!(error, crate::SourceError::Timeout { .. }) { "timeout" } else { "tool_error" };
+                                let kind = if matches!(error, crate::SourceError::Timeout { .. }) {
+                                    "timeout"
+                                } else {
+                                    "tool_error"
+                                };
                                 (error_text(&error.to_string()), Some(kind))
                             }
                             Ran::Refused(refusal) => (error_text(&refusal.to_string()), Some("refused")),
                         }
                     }
-                    Checked::Gate(not_run) => (error_text(&not_run.not_run_text().unwrap_or_default()), Some("refused")),
+                    Checked::Gate(not_run) => {
+                        (error_text(&not_run.not_run_text().unwrap_or_default()), Some("refused"))
+                    }
                 }
             };
             let (text, failure) = within(watch.as_deref(), run).await;

@@ -135,6 +135,7 @@ pub(crate) async fn serve_command(config: Config, at: &ConfigPath, args: &ServeA
                 allowed_origins: settings.allowed_origins.clone(),
                 auth,
                 metrics: mcp_host::telemetry::metrics_source(),
+                metrics_addr: settings.metrics_addr,
                 ..HttpOptions::default()
             };
             serve_over_http(gateway, http, settings.inbound.drain.options()).await
@@ -191,6 +192,9 @@ async fn serve_over_http(
 ) -> anyhow::Result<()> {
     let server = HttpServer::bind(gateway, options).await?;
     output::stderr(&format!("listening on http://{}/mcp\n", server.local_addr()))?;
+    if let Some(addr) = server.metrics_addr() {
+        output::stderr(&format!("metrics on http://{addr}/metrics\n"))?;
+    }
     let life = server.lifecycle();
     // The drain bounds itself (its delay, its timeout, then the grace of the cut-off answers);
     // `main` waits that long for us after the signal, unless a second signal comes.

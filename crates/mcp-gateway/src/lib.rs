@@ -137,8 +137,7 @@ pub use auth::{
     METADATA_PATH, ProtectedResource, Unauthorized, UnauthorizedKind,
 };
 pub use backend::{
-    Backend, BackendError, BackendEvent, CallAsker, Caller, ContentListing, ExposureSettings, ServerContent,
-    Upstream,
+    Backend, BackendError, BackendEvent, CallAsker, Caller, ContentListing, ExposureSettings, ServerContent, Upstream,
 };
 pub use clock::{Clock, SystemClock};
 pub use content::{ContentView, GATEWAY_SCHEME, gateway_uri};

@@ -136,9 +136,9 @@ impl ServeObserver for Served {
             req = req.session(session);
         }
         // A stateless request names its revision in its `_meta` envelope.
-        let version = request.protocol_version.or_else(|| {
-            params.as_ref()?.get("_meta")?.get(mcp_protocol::stateless::META_PROTOCOL_VERSION)?.as_str()
-        });
+        let version = request
+            .protocol_version
+            .or_else(|| params.as_ref()?.get("_meta")?.get(mcp_protocol::stateless::META_PROTOCOL_VERSION)?.as_str());
         if let Some(version) = version {
             req = req.protocol_version(version);
         }

@@ -41,7 +41,9 @@ async fn a_restart_is_counted_and_told_to_the_task_in_flight() {
     let fixture = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}")).display().to_string();
     std::fs::write(
         &path,
-        format!("[policy]\ndefault = \"allow\"\n[servers.fx]\ncommand = {fixture:?}\nargs = [\"echo\"]\nsandbox = \"off\"\n"),
+        format!(
+            "[policy]\ndefault = \"allow\"\n[servers.fx]\ncommand = {fixture:?}\nargs = [\"echo\"]\nsandbox = \"off\"\n"
+        ),
     )
     .unwrap();
     let config = config::load_at(&ConfigPath::new(Some(path), Origin::Flag, true), None).unwrap();

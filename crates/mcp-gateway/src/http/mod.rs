@@ -83,6 +83,10 @@ pub struct HttpOptions {
     pub session_idle: Duration,
     /// What `GET /metrics` answers with; `None`: 404.
     pub metrics: Option<Arc<dyn crate::observe::MetricsSource>>,
+    /// Serve `GET /metrics` (and the probes) on this address of its own instead of the MCP
+    /// front's (a scrape kept off the public port): admitted as on the front (the same
+    /// authentication, `Host`/`Origin` lists and loopback rule). `None`: on the front.
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 impl Default for HttpOptions {
@@ -99,6 +103,7 @@ impl Default for HttpOptions {
             max_sessions: 10_000,
             session_idle: Duration::from_secs(3600),
             metrics: None,
+            metrics_addr: None,
         }
     }
 }
@@ -169,6 +174,8 @@ struct State {
     gateway: Gateway,
     options: HttpOptions,
     guard: HostGuard,
+    /// The admin listener's rules, when `/metrics` has an address of its own.
+    admin_guard: Option<HostGuard>,
     sessions: Sessions,
     life: Lifecycle,
 }
@@ -177,6 +184,8 @@ struct State {
 pub struct HttpServer {
     listener: TcpListener,
     local: SocketAddr,
+    /// The admin listener (`/metrics` on [`HttpOptions::metrics_addr`]) and its address.
+    admin: Option<(TcpListener, SocketAddr)>,
     state: Arc<State>,
 }
 
@@ -196,14 +205,33 @@ impl HttpServer {
         let listener = TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, source })?;
         let local = listener.local_addr().map_err(|source| ServeError::Bind { addr, source })?;
         let guard = HostGuard::new(&local, &options.allowed_hosts, &options.allowed_origins);
+        let admin = match options.metrics_addr {
+            Some(addr) => {
+                // Tool and server names are in the labels: the same rule as the front.
+                if !addr.ip().is_loopback() && options.auth.is_none() {
+                    return Err(ServeError::Unprotected { addr });
+                }
+                let listener = TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, source })?;
+                let local = listener.local_addr().map_err(|source| ServeError::Bind { addr, source })?;
+                Some((listener, local))
+            }
+            None => None,
+        };
+        let admin_guard =
+            admin.as_ref().map(|(_, local)| HostGuard::new(local, &options.allowed_hosts, &options.allowed_origins));
         let life = Lifecycle::new();
-        let state = Arc::new(State { gateway, options, guard, sessions: Sessions::default(), life });
-        Ok(Self { listener, local, state })
+        let state = Arc::new(State { gateway, options, guard, admin_guard, sessions: Sessions::default(), life });
+        Ok(Self { listener, local, admin, state })
     }
 
     /// The address it listens on (the port the system chose for port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// The address `/metrics` is served on when it has its own ([`HttpOptions::metrics_addr`]).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().map(|(_, addr)| *addr)
     }
 
     /// Its lifecycle: `/readyz`, and the drain the `serve` front starts on SIGTERM (the
@@ -216,9 +244,30 @@ impl HttpServer {
     /// requests.
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
+        let admin = self.admin.as_ref().map(|(listener, _)| listener);
         loop {
             tokio::select! {
                 _ = &mut shutdown => break,
+                // `accept` is cancel-safe: a fresh one each time round is fine.
+                accepted = accept_on(admin) => {
+                    let Ok((stream, _)) = accepted else {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    };
+                    let state = Arc::clone(&self.state);
+                    let header_timeout = state.options.header_timeout;
+                    tokio::spawn(async move {
+                        let service = hyper::service::service_fn(move |request| {
+                            let state = Arc::clone(&state);
+                            async move { Ok::<_, Infallible>(route_admin(&state, request).await) }
+                        });
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .timer(TokioTimer::new())
+                            .header_read_timeout(header_timeout)
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    });
+                }
                 accepted = self.listener.accept() => {
                     let Ok((stream, peer)) = accepted else {
                         // Out of descriptors, say: wait a moment rather than spin.
@@ -293,6 +342,7 @@ async fn route(state: &State, request: Request<Incoming>, peer: SocketAddr) -> R
     }
     let path = request.uri().path();
     if path == METRICS
+        && state.admin_guard.is_none()
         && let Some(source) = &state.options.metrics
     {
         // Tool and server names are in the labels: a scrape is admitted as a client would be.
@@ -361,6 +411,37 @@ fn probe(state: &State, method: &Method, alive: bool) -> Response<Body> {
 }
 
 /// `GET /metrics`: the source's text.
+/// The next connection on `listener`; never, without one.
+async fn accept_on(listener: Option<&TcpListener>) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
+    match listener {
+        Some(listener) => listener.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The admin listener ([`HttpOptions::metrics_addr`]): the probes and `/metrics`, admitted as on
+/// the front; nothing else.
+async fn route_admin(state: &State, request: Request<Incoming>) -> Response<Body> {
+    match request.uri().path() {
+        HEALTHZ => return probe(state, request.method(), true),
+        READYZ => return probe(state, request.method(), false),
+        METRICS => {}
+        _ => return plain(StatusCode::NOT_FOUND, "not found: this address serves /metrics"),
+    }
+    let headers = request.headers();
+    let host = header(headers, http::header::HOST.as_str()).or_else(|| request.uri().authority().map(|a| a.as_str()));
+    if let Some(guard) = &state.admin_guard
+        && let Err(why) = guard.check(host, header(headers, http::header::ORIGIN.as_str()))
+    {
+        return refusal(StatusCode::FORBIDDEN, error_codes::INVALID_REQUEST, &format!("Forbidden: {why}"));
+    }
+    let Some(source) = &state.options.metrics else { return plain(StatusCode::NOT_FOUND, "not found: no metrics") };
+    if let Err(response) = caller_of(state, headers, None).await {
+        return *response;
+    }
+    metrics(source.as_ref(), request.method())
+}
+
 fn metrics(source: &dyn crate::observe::MetricsSource, method: &Method) -> Response<Body> {
     if !matches!(*method, Method::GET | Method::HEAD) {
         let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "metrics are read with GET");

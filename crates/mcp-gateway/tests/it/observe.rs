@@ -8,7 +8,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::TokioIo;
 use mcp_gateway::{
-    Answered, Gateway, GatewayOptions, HttpOptions, HttpServer, Opened, Received, ServeObserver, ServeWatch, SessionGuard,
+    Answered, Gateway, GatewayOptions, HttpOptions, HttpServer, Opened, Received, ServeObserver, ServeWatch,
+    SessionGuard,
 };
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -266,4 +267,72 @@ async fn a_session_is_watched_from_initialize_to_its_end() {
     );
     mcp_gateway::serve_stdio(gateway, input.as_bytes(), Vec::new(), Default::default()).await.unwrap();
     assert_eq!(*sessions.lock().unwrap(), vec!["opened stdio 2025-03-26", "ended stdio 2025-03-26"]);
+}
+
+#[derive(Debug)]
+struct FixedMetrics;
+
+impl mcp_gateway::MetricsSource for FixedMetrics {
+    fn render(&self) -> Option<String> {
+        Some("scraped 1\n".to_owned())
+    }
+}
+
+/// GETs `path` on `addr`: the status and the body.
+async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(connection);
+    let request = hyper::Request::builder()
+        .method("GET")
+        .uri(path)
+        .header("host", addr.to_string())
+        .body(Full::new(Bytes::new()));
+    let response = sender.send_request(request.unwrap()).await.unwrap();
+    let status = response.status().as_u16();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8(bytes.to_vec()).unwrap())
+}
+
+async fn serve_metrics(metrics_addr: Option<SocketAddr>) -> (SocketAddr, Option<SocketAddr>, impl Drop) {
+    let options = HttpOptions { metrics: Some(Arc::new(FixedMetrics)), metrics_addr, ..HttpOptions::default() };
+    let server = HttpServer::bind(observed().0, options).await.unwrap();
+    let (front, admin) = (server.local_addr(), server.metrics_addr());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(server.run(async move {
+        let _ = stopped.await;
+    }));
+    struct Stop(Option<tokio::sync::oneshot::Sender<()>>);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            if let Some(stop) = self.0.take() {
+                let _ = stop.send(());
+            }
+        }
+    }
+    (front, admin, Stop(Some(stop)))
+}
+
+#[tokio::test]
+async fn metrics_are_served_on_the_front_or_on_an_address_of_their_own() {
+    let (front, admin, _stop) = serve_metrics(None).await;
+    assert_eq!(admin, None);
+    assert_eq!(get(front, "/metrics").await, (200, "scraped 1\n".to_owned()));
+
+    let (front, admin, _stop) = serve_metrics(Some(SocketAddr::from(([127, 0, 0, 1], 0)))).await;
+    let admin = admin.expect("an admin address");
+    assert_ne!(admin, front);
+    assert_eq!(get(admin, "/metrics").await, (200, "scraped 1\n".to_owned()));
+    assert_eq!(get(front, "/metrics").await.0, 404, "the front no longer answers /metrics");
+    assert_eq!(get(admin, "/mcp").await.0, 404, "the admin address serves no MCP");
+    assert_eq!(get(admin, "/healthz").await.0, 200);
+
+    // The front's rule: no non-loopback address without authentication.
+    let options = HttpOptions {
+        metrics: Some(Arc::new(FixedMetrics)),
+        metrics_addr: Some(SocketAddr::from(([0, 0, 0, 0], 0))),
+        ..HttpOptions::default()
+    };
+    let refused = HttpServer::bind(observed().0, options).await.unwrap_err();
+    assert!(matches!(refused, mcp_gateway::ServeError::Unprotected { .. }), "{refused}");
 }

@@ -135,7 +135,8 @@ async fn a_closed_connection_records_its_session_duration() {
         "session-test",
     )
     .unwrap();
-    let telemetry = mcp_telemetry::Telemetry::start(&config, &mcp_telemetry::Options::default().with_prometheus()).unwrap();
+    let telemetry =
+        mcp_telemetry::Telemetry::start(&config, &mcp_telemetry::Options::default().with_prometheus()).unwrap();
     let sessions = |telemetry: &mcp_telemetry::Telemetry| {
         let text = telemetry.render_prometheus().unwrap();
         text.lines()

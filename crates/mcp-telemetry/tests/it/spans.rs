@@ -249,7 +249,11 @@ fn upstream_events_outside_any_span_go_to_the_agent_tasks_in_flight() {
     assert!(events("invoke_agent ended").is_empty(), "a task that ended hears nothing");
     let publication = memory.named("invoke_agent running").events.iter().nth(1).cloned().unwrap();
     assert_eq!(
-        publication.attributes.iter().find(|kv| kv.key.as_str() == attr::MCP_HARNESS_GENERATION).map(|kv| kv.value.to_string()),
+        publication
+            .attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == attr::MCP_HARNESS_GENERATION)
+            .map(|kv| kv.value.to_string()),
         Some("2".to_owned())
     );
 }
