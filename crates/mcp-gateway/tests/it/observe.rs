@@ -28,8 +28,12 @@ struct Seen {
     answered: Option<&'static str>,
 }
 
+/// What the observer is told of requests, and of sessions.
+type Requests = Arc<Mutex<Vec<Seen>>>;
+type Sessions = Arc<Mutex<Vec<String>>>;
+
 #[derive(Debug, Default)]
-struct Recorder(Arc<Mutex<Vec<Seen>>>, Arc<Mutex<Vec<String>>>);
+struct Recorder(Requests, Sessions);
 
 /// Notes its session's end when dropped.
 struct SessionEnd(Arc<Mutex<Vec<String>>>, String);
@@ -81,12 +85,12 @@ impl ServeWatch for Watch {
     }
 }
 
-fn observed() -> (Gateway, Arc<Mutex<Vec<Seen>>>) {
+fn observed() -> (Gateway, Requests) {
     let (gateway, seen, _) = observed_sessions();
     (gateway, seen)
 }
 
-fn observed_sessions() -> (Gateway, Arc<Mutex<Vec<Seen>>>, Arc<Mutex<Vec<String>>>) {
+fn observed_sessions() -> (Gateway, Requests, Sessions) {
     let recorder = Recorder::default();
     let (seen, sessions) = (Arc::clone(&recorder.0), Arc::clone(&recorder.1));
     let options = GatewayOptions { observer: Some(Arc::new(recorder)), ..GatewayOptions::default() };

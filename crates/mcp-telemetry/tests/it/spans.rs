@@ -247,7 +247,7 @@ fn upstream_events_outside_any_span_go_to_the_agent_tasks_in_flight() {
     };
     assert_eq!(events("invoke_agent running"), ["mcp_harness.upstream.restart", "mcp_harness.upstream.publication"]);
     assert!(events("invoke_agent ended").is_empty(), "a task that ended hears nothing");
-    let publication = memory.named("invoke_agent running").events.iter().nth(1).cloned().unwrap();
+    let publication = memory.named("invoke_agent running").events.get(1).cloned().unwrap();
     assert_eq!(
         publication
             .attributes
