@@ -420,3 +420,48 @@ async fn metrics_count_the_calls_serve_answered() {
     }
     let _ = child.start_kill();
 }
+
+/// `[serve] metrics_addr`: `/metrics` on an address of its own, said at start; the MCP port no
+/// longer answers it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_may_have_an_address_of_their_own() {
+    let env = env();
+    let config = env.write(
+        "serve.toml",
+        &format!(
+            "[serve]\nmetrics_addr = \"127.0.0.1:0\"\n\n[servers.fx]\ncommand = \"{}\"\nargs = [\"echo\"]\n",
+            fixture()
+        ),
+    );
+    let mut child = env
+        .cmd(&config)
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stderr));
+    let (front, metrics) = tokio::time::timeout(WAIT, async {
+        let mut front = None;
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(url) = line.strip_prefix("listening on ") {
+                front = Some(url.to_owned());
+            } else if let Some(url) = line.strip_prefix("metrics on ") {
+                return (front.expect("the MCP port first"), url.to_owned());
+            }
+        }
+        panic!("serve --http ended without saying where its metrics are");
+    })
+    .await
+    .unwrap();
+    let http = reqwest::Client::new();
+    let scraped = http.get(&metrics).send().await.unwrap();
+    assert_eq!(scraped.status(), 200);
+    let kind = scraped.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned());
+    assert!(kind.as_deref().is_some_and(|k| k.starts_with("text/plain; version=0.0.4")), "{kind:?}");
+    let on_front = http.get(front.replace("/mcp", "/metrics")).send().await.unwrap();
+    assert_eq!(on_front.status(), 404);
+    let _ = child.start_kill();
+}
