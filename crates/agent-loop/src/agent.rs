@@ -507,9 +507,13 @@ impl Agent {
             admitted.push((info, checked, watch));
         }
         let runs = admitted.into_iter().map(|(info, checked, mut watch)| async move {
+            // The failure's kind, for the watch: not run at all, out of time, or failed.
             let run = async {
                 match checked {
-                    Checked::Search => self.search(view, &info.arguments),
+                    Checked::Search => {
+                        let (text, is_error) = self.search(view, &info.arguments);
+                        (text, is_error.then_some("tool_error"))
+                    }
                     Checked::Gate(Admission::Run { job, .. }) => {
                         let calls = StepCalls {
                             agent: self,
@@ -519,21 +523,30 @@ impl Agent {
                             events,
                         };
                         match self.run_job(job, &info, events, Some(&calls)).await {
-                            Ran::Builtin(Ok(text)) => (text, false),
-                            Ran::Mcp(Ok(result)) => (render(&result), result.is_error()),
-                            Ran::Builtin(Err(message)) => (error_text(&message), true),
-                            Ran::Mcp(Err(error)) => (error_text(&error.to_string()), true),
-                            Ran::Refused(refusal) => (error_text(&refusal.to_string()), true),
+                            Ran::Builtin(Ok(text)) => (text, None),
+                            Ran::Mcp(Ok(result)) => (render(&result), result.is_error().then_some("tool_error")),
+                            Ran::Builtin(Err(message)) => (error_text(&message), Some("tool_error")),
+                            Ran::Mcp(Err(error)) => {
+                                let kind = if matches!(error, crate::SourceError::Timeout { .. }) {
+                                    "timeout"
+                                } else {
+                                    "tool_error"
+                                };
+                                (error_text(&error.to_string()), Some(kind))
+                            }
+                            Ran::Refused(refusal) => (error_text(&refusal.to_string()), Some("refused")),
                         }
                     }
-                    Checked::Gate(not_run) => (error_text(&not_run.not_run_text().unwrap_or_default()), true),
+                    Checked::Gate(not_run) => {
+                        (error_text(&not_run.not_run_text().unwrap_or_default()), Some("refused"))
+                    }
                 }
             };
-            let (text, is_error) = within(watch.as_deref(), run).await;
-            if is_error && let Some(watch) = watch.as_mut() {
-                watch.failed("tool_error", None);
+            let (text, failure) = within(watch.as_deref(), run).await;
+            if let (Some(kind), Some(watch)) = (failure, watch.as_mut()) {
+                watch.failed(kind, None);
             }
-            (info, text, is_error)
+            (info, text, failure.is_some())
         });
         let finished = futures_util::future::join_all(runs).await;
         let mut blocks = Vec::with_capacity(finished.len());

@@ -38,7 +38,8 @@ pub trait Watch: Send + Sync {
     }
 
     /// The work failed (a model call's error, a tool call's error result): `kind` is short and
-    /// fixed (`model_error`, `tool_error`), `message` says more.
+    /// fixed (`model_error`, `tool_error`; a tool call not run `refused`, one out of time
+    /// `timeout`), `message` says more.
     fn failed(&mut self, kind: &'static str, message: Option<&str>) {
         let _ = (kind, message);
     }

@@ -137,6 +137,7 @@ pub(crate) async fn serve_command(config: Config, at: &ConfigPath, args: &ServeA
                 metrics: mcp_host::telemetry::metrics_source(),
                 // With a shared store, sessions live there: any replica continues them.
                 session_store: shared.store.is_some().then(|| Arc::clone(&shared.sessions)),
+                metrics_addr: settings.metrics_addr,
                 ..HttpOptions::default()
             };
             serve_over_http(gateway, http, settings.inbound.drain.options()).await
@@ -193,6 +194,9 @@ async fn serve_over_http(
 ) -> anyhow::Result<()> {
     let server = HttpServer::bind(gateway, options).await?;
     output::stderr(&format!("listening on http://{}/mcp\n", server.local_addr()))?;
+    if let Some(addr) = server.metrics_addr() {
+        output::stderr(&format!("metrics on http://{addr}/metrics\n"))?;
+    }
     let life = server.lifecycle();
     // The drain bounds itself (its delay, its timeout, then the grace of the cut-off answers);
     // `main` waits that long for us after the signal, unless a second signal comes.

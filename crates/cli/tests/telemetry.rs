@@ -33,6 +33,11 @@ fn env() -> Env {
 }
 
 impl Env {
+    /// Where the fixture upstream logs every line it receives.
+    fn upstream_log(&self) -> PathBuf {
+        self.dir.path().join("upstream.log")
+    }
+
     fn write(&self, name: &str, text: &str) -> PathBuf {
         let path = self.dir.path().join(name);
         std::fs::write(&path, text).unwrap();
@@ -65,7 +70,8 @@ fn fixture() -> String {
 }
 
 /// The configurations: run's (its one server is `serve` over stdio, unconfined so it may reach
-/// the collector), and serve's (the fixture upstream); both export to `endpoint`.
+/// the collector; `fx__add` denied; a call may take a second), and serve's (the fixture
+/// upstream, logging every line it receives to `upstream.log`); both export to `endpoint`.
 fn configs(env: &Env, endpoint: &str, protocol: &str) -> PathBuf {
     let serve = env.write(
         "serve.toml",
@@ -73,7 +79,9 @@ fn configs(env: &Env, endpoint: &str, protocol: &str) -> PathBuf {
             r#"
 [servers.fx]
 command = "{fx}"
-args = ["echo"]
+args = ["echo", "--log", "{log}"]
+# Unconfined, so it may write its log in the test's directory.
+sandbox = "off"
 
 [policy]
 default = "allow"
@@ -83,7 +91,8 @@ endpoint = "{endpoint}"
 protocol = "{protocol}"
 service_name = "serve"
 "#,
-            fx = fixture()
+            fx = fixture(),
+            log = env.upstream_log().display()
         ),
     );
     env.write(
@@ -96,9 +105,11 @@ args = ["--config", "{serve}", "serve"]
 sandbox = "off"
 # Spans are exported as they end rather than at the SDK's 5 s batches.
 env = {{ OTEL_BSP_SCHEDULE_DELAY = "100" }}
+tool_timeout_s = 1
 
 [policy]
 default = "allow"
+rules = [{{ server = "gw", tool = "fx__add", decision = "deny" }}]
 
 [telemetry]
 endpoint = "{endpoint}"
@@ -111,9 +122,12 @@ service_name = "run"
     )
 }
 
-/// Echo, then a call whose upstream dies (`crash`), then done.
+/// Echo, a call the policy denies (`add`), one that outlasts run's timeout (`sleep`), one whose
+/// upstream dies (`crash`), then done.
 const SCRIPT: &str = r#"{"turns": [
   {"text": "Echoing.", "tool_calls": [{"name": "mcp__gw__fx__echo", "input": {"text": "traced"}}]},
+  {"text": "Adding.", "tool_calls": [{"name": "mcp__gw__fx__add", "input": {"a": 1, "b": 2}}]},
+  {"text": "Sleeping.", "tool_calls": [{"name": "mcp__gw__fx__sleep", "input": {"ms": 20000}}]},
   {"text": "Crashing.", "tool_calls": [{"name": "mcp__gw__fx__crash", "input": {}}]},
   {"text": "Done."}
 ]}"#;
@@ -152,7 +166,7 @@ async fn one_trace_by(protocol: &str) {
     .unwrap();
     assert!(out.status.success(), "run failed: {}", String::from_utf8_lossy(&out.stderr));
 
-    // run: invoke_agent, three chat spans, two execute_tool and their two client calls (the
+    // run: invoke_agent, five chat spans, four execute_tool and three client calls (the
     // handshake and listing come before the task); serve: the server spans and its calls.
     let ready = |spans: &[ReceivedSpan]| {
         let serve_calls = spans
@@ -160,7 +174,7 @@ async fn one_trace_by(protocol: &str) {
             .filter(|s| s.service_name == "serve" && s.kind == "client" && s.name.starts_with("tools/call"))
             .count();
         let run_tasks = spans.iter().filter(|s| s.service_name == "run" && s.name == "invoke_agent").count();
-        serve_calls >= 2 && run_tasks == 1
+        serve_calls >= 3 && run_tasks == 1
     };
     let deadline = tokio::time::Instant::now() + WAIT;
     let spans = loop {
@@ -180,7 +194,7 @@ async fn one_trace_by(protocol: &str) {
     let serve = |s: &ReceivedSpan| s.service_name == "serve";
     let task = one(&spans, "run's task", |s| run(s) && s.name == "invoke_agent");
     let chats: Vec<&ReceivedSpan> = spans.iter().filter(|s| run(s) && s.name.starts_with("chat ")).collect();
-    assert_eq!(chats.len(), 3, "{:#?}", names(&spans));
+    assert_eq!(chats.len(), 5, "{:#?}", names(&spans));
     for chat in &chats {
         assert_eq!(chat.parent_span_id, task.span_id, "a model call is the task's child");
         assert_eq!(chat.attr(attr::GEN_AI_PROVIDER_NAME), Some("scripted"));
@@ -213,6 +227,46 @@ async fn one_trace_by(protocol: &str) {
     assert_eq!(upstream.attr(attr::NETWORK_TRANSPORT), Some("pipe"));
     assert_eq!(sent.attr(attr::MCP_HARNESS_SERVER), Some("gw"));
 
+    // The upstream got the trace too: the `traceparent` in the echo's `params._meta` names
+    // serve's CLIENT span, in the task's trace.
+    let log = std::fs::read_to_string(env.upstream_log()).unwrap();
+    let echo = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|m| m["method"] == "tools/call" && m["params"]["name"] == "echo")
+        .unwrap_or_else(|| panic!("the upstream got no echo: {log}"));
+    let traceparent = echo["params"]["_meta"]["traceparent"].as_str().unwrap_or_else(|| panic!("{echo}"));
+    assert_eq!(
+        traceparent,
+        format!("00-{}-{}-01", task.trace_id, upstream.span_id),
+        "the upstream's parent is serve's call of it, in run's trace"
+    );
+
+    // The denied call: refused in run (its span says so, with the decision), never sent.
+    let denied = one(&spans, "run's execute_tool add", |s| run(s) && s.name == "execute_tool mcp__gw__fx__add");
+    assert_eq!(denied.parent_span_id, task.span_id);
+    assert_eq!((denied.status, denied.attr(attr::ERROR_TYPE)), ("error", Some("refused")), "{denied:#?}");
+    assert!(denied.attr(attr::MCP_HARNESS_POLICY_DECISION).is_some(), "{denied:#?}");
+    assert!(!spans.iter().any(|s| s.name.starts_with("tools/call") && s.name.ends_with("add")), "{:#?}", names(&spans));
+
+    // The call that outlasts run's one second: a timeout on run's spans; serve's, in the same
+    // trace, were cancelled by run's `notifications/cancelled`.
+    let slow_tool = one(&spans, "run's execute_tool sleep", |s| run(s) && s.name == "execute_tool mcp__gw__fx__sleep");
+    let slow_sent = one(&spans, "run's call of sleep", |s| run(s) && s.name == "tools/call fx__sleep");
+    assert_eq!(slow_sent.parent_span_id, slow_tool.span_id);
+    for span in [slow_tool, slow_sent] {
+        assert_eq!((span.status, span.attr(attr::ERROR_TYPE)), ("error", Some("timeout")), "{span:#?}");
+    }
+    let slow_received =
+        one(&spans, "serve's sleep", |s| serve(s) && s.kind == "server" && s.name == "tools/call fx__sleep");
+    assert_eq!(slow_received.parent_span_id, slow_sent.span_id);
+    let slow_upstream = one(&spans, "serve's call of sleep", |s| serve(s) && s.name == "tools/call sleep");
+    assert_eq!(slow_upstream.parent_span_id, slow_received.span_id);
+    for span in [slow_received, slow_upstream] {
+        assert_eq!(span.trace_id, task.trace_id);
+        assert_eq!((span.status, span.attr(attr::ERROR_TYPE)), ("error", Some("cancelled")), "{span:#?}");
+    }
+
     // The crash: an error on every span of the call.
     let crash_tool = one(&spans, "run's execute_tool crash", |s| run(s) && s.name == "execute_tool mcp__gw__fx__crash");
     let crash_sent = one(&spans, "run's call of crash", |s| run(s) && s.name == "tools/call fx__crash");
@@ -240,15 +294,23 @@ async fn one_trace_from_run_through_serve_to_the_upstream_over_otlp_grpc() {
 }
 
 /// `serve --http`'s `/metrics`: `mcp_server_operation_duration` counts the calls it served.
+/// And its SERVER spans name the client's address and port and the session's revision.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_the_calls_serve_answered() {
+    let receiver = Receiver::start().await.unwrap();
     let env = env();
     let config = env.write(
         "serve.toml",
-        &format!("[servers.fx]\ncommand = \"{}\"\nargs = [\"echo\"]\n\n[policy]\ndefault = \"allow\"\n", fixture()),
+        &format!(
+            "[servers.fx]\ncommand = \"{}\"\nargs = [\"echo\"]\n\n[policy]\ndefault = \"allow\"\n\n\
+             [telemetry]\nendpoint = \"{}\"\nservice_name = \"serve\"\n",
+            fixture(),
+            receiver.http_endpoint()
+        ),
     );
     let mut child = env
         .cmd(&config)
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
         .args(["serve", "--http", "127.0.0.1:0"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -313,5 +375,93 @@ async fn metrics_count_the_calls_serve_answered() {
     assert_eq!(count("mcp_server_operation_duration_seconds", "tools/call"), calls, "{text}");
     // serve's own calls of the upstream are counted on the client side.
     assert_eq!(count("mcp_client_operation_duration_seconds", "tools/call"), calls, "{text}");
+    // The session is still open: no duration yet; deleted, one.
+    let sessions = |text: &str| -> u64 {
+        text.lines()
+            .filter(|l| l.starts_with("mcp_server_session_duration_seconds_count{"))
+            .filter(|l| l.contains("mcp_protocol_version=\"2025-06-18\"") && l.contains("network_transport=\"tcp\""))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum()
+    };
+    assert_eq!(sessions(&text), 0, "{text}");
+    let deleted = http
+        .delete(&url)
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success(), "{deleted:?}");
+    let text = http.get(&metrics_url).send().await.unwrap().text().await.unwrap();
+    assert_eq!(sessions(&text), 1, "{text}");
+
+    // The SERVER spans: the client's address and port (this test's connections) and the
+    // revision (the initialize's from its answer, the calls' from their session).
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let served = |spans: &[ReceivedSpan]| -> Vec<ReceivedSpan> {
+        spans.iter().filter(|s| s.kind == "server" && s.service_name == "serve").cloned().collect()
+    };
+    let spans = loop {
+        let spans = served(&receiver.spans());
+        if spans.iter().filter(|s| s.name == "tools/call fx__echo").count() == calls as usize
+            && spans.iter().any(|s| s.name == "initialize")
+        {
+            break spans;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "server spans did not arrive: {:#?}", names(&spans));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    for span in spans.iter().filter(|s| s.name == "tools/call fx__echo" || s.name == "initialize") {
+        assert_eq!(span.attr(attr::CLIENT_ADDRESS), Some("127.0.0.1"), "{span:#?}");
+        let port: u16 = span.attr(attr::CLIENT_PORT).and_then(|p| p.parse().ok()).unwrap_or(0);
+        assert_ne!(port, 0, "{span:#?}");
+        assert_eq!(span.attr(attr::MCP_PROTOCOL_VERSION), Some("2025-06-18"), "{span:#?}");
+        assert_eq!(span.attr(attr::NETWORK_TRANSPORT), Some("tcp"), "{span:#?}");
+    }
+    let _ = child.start_kill();
+}
+
+/// `[serve] metrics_addr`: `/metrics` on an address of its own, said at start; the MCP port no
+/// longer answers it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_may_have_an_address_of_their_own() {
+    let env = env();
+    let config = env.write(
+        "serve.toml",
+        &format!(
+            "[serve]\nmetrics_addr = \"127.0.0.1:0\"\n\n[servers.fx]\ncommand = \"{}\"\nargs = [\"echo\"]\n",
+            fixture()
+        ),
+    );
+    let mut child = env
+        .cmd(&config)
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stderr));
+    let (front, metrics) = tokio::time::timeout(WAIT, async {
+        let mut front = None;
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(url) = line.strip_prefix("listening on ") {
+                front = Some(url.to_owned());
+            } else if let Some(url) = line.strip_prefix("metrics on ") {
+                return (front.expect("the MCP port first"), url.to_owned());
+            }
+        }
+        panic!("serve --http ended without saying where its metrics are");
+    })
+    .await
+    .unwrap();
+    let http = reqwest::Client::new();
+    let scraped = http.get(&metrics).send().await.unwrap();
+    assert_eq!(scraped.status(), 200);
+    let kind = scraped.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned());
+    assert!(kind.as_deref().is_some_and(|k| k.starts_with("text/plain; version=0.0.4")), "{kind:?}");
+    let on_front = http.get(front.replace("/mcp", "/metrics")).send().await.unwrap();
+    assert_eq!(on_front.status(), 404);
     let _ = child.start_kill();
 }

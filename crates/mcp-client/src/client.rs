@@ -87,6 +87,7 @@ impl Client {
             asking: Mutex::new((0, None)),
             restoring: tokio::sync::Mutex::new(()),
             listening: AtomicBool::new(false),
+            session_guard: Mutex::new(None),
         });
         let writer = tokio::spawn(write_loop(Arc::clone(&inner), sink, outgoing_rx));
         let reader = tokio::spawn(read_loop(Arc::clone(&inner), stream));

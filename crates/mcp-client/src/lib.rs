@@ -63,7 +63,7 @@ pub use client::{
 pub use deadlines::TIMEOUT_GRANULARITY;
 pub use handler::{DecliningHandler, ServerRequestHandler, ServerRequests, USER_REJECTED, schema_defaults};
 pub use memory::{MemoryPeer, MemoryTransport, memory_pair};
-pub use observe::{RequestObserver, RequestStart, RequestWatch};
+pub use observe::{RequestObserver, RequestStart, RequestWatch, SessionGuard};
 pub use servers::{
     ConnectOptions, Connector, DEFAULT_MAX_TOOL_TIME, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, Opened,
     ServerConnection, ServerSpec, ServerState, StderrSource, close_all, close_all_while, connect, connect_all,

@@ -7,7 +7,8 @@
 //! sent (a lost session, an input-required round): its start, before anything is sent, with the
 //! params (which it may add trace context to, under `_meta`); each JSON-RPC id it went out
 //! with; and its end, with the result or the error. A watch dropped without its end is a
-//! request whose caller stopped waiting.
+//! request whose caller stopped waiting. And told each session the connection opens
+//! ([`RequestObserver::session`]), keeping what it returns until that session ends.
 
 use mcp_protocol::{ProtocolVersion, RequestId};
 use serde_json::Value;
@@ -34,7 +35,19 @@ pub struct RequestStart<'a> {
 pub trait RequestObserver: Send + Sync + 'static {
     /// A request starts: what will be told the rest of its life.
     fn start(&self, request: &RequestStart<'_>) -> Box<dyn RequestWatch>;
+
+    /// A session opened on the connection labelled `server` (its handshake succeeded) in
+    /// `protocol_version`: what is returned is dropped when the session ends (the connection
+    /// closes, the client is dropped, or the session is lost and opened again, a new one).
+    /// `None`, the default: nothing is kept.
+    fn session(&self, server: &str, protocol_version: Option<ProtocolVersion>) -> Option<SessionGuard> {
+        let _ = (server, protocol_version);
+        None
+    }
 }
+
+/// What a [`RequestObserver`] keeps for one session, dropped when it ends.
+pub type SessionGuard = Box<dyn std::any::Any + Send + Sync>;
 
 /// One request's watch.
 pub trait RequestWatch: Send + Sync {

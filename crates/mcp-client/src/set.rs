@@ -179,6 +179,8 @@ pub struct ServerEvent {
     pub server: String,
     /// Its new state.
     pub state: ServerState,
+    /// The generation of the listing published with it: a new connection's (`Connected`).
+    pub generation: Option<u64>,
 }
 
 /// Why a call through the set was not answered.
@@ -302,8 +304,13 @@ impl fmt::Debug for ServerSet {
 
 impl Slot {
     fn set_state(&self, shared: &Shared, state: ServerState) {
+        self.set_state_published(shared, state, None);
+    }
+
+    /// [`Slot::set_state`], telling the generation just published with it.
+    fn set_state_published(&self, shared: &Shared, state: ServerState, generation: Option<u64>) {
         self.state.send_replace(state.clone());
-        let _ = shared.events.send(ServerEvent { server: self.name.clone(), state });
+        let _ = shared.events.send(ServerEvent { server: self.name.clone(), state, generation });
     }
 
     fn live(&self) -> Option<Arc<Live>> {
@@ -855,7 +862,8 @@ async fn keep(slot: Arc<Slot>, shared: Arc<Shared>, mut requests: mpsc::Unbounde
                     let limits = shared.options.connect.list_limits;
                     tokio::spawn(async move { list_catalogs(&slot, &live, limits, spec.startup_timeout).await })
                 };
-                slot.set_state(&shared, live.connection.state().clone());
+                let generation = lock(&live.listing).1;
+                slot.set_state_published(&shared, live.connection.state().clone(), Some(generation));
                 let ended = match live.connection.client() {
                     Some(client) => {
                         tokio::select! {

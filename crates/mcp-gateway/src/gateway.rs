@@ -345,14 +345,22 @@ impl Gateway {
         let config = self.server_config(&caller).await;
         let (protocol, result) = ServerSession::initialize(&config, params)
             .map_err(|e| ErrorObject::new(error_codes::INTERNAL_ERROR, e.to_string()))?;
-        let session = Arc::new(Session::new(id, caller, protocol, self.now_ms()));
+        let guard = self.inner.options.observer.as_ref().and_then(|o| {
+            let opened =
+                crate::observe::Opened { protocol_version: protocol.protocol_version().as_str(), http: id.is_some() };
+            o.session(&opened)
+        });
+        let session = Arc::new(Session::new(id, caller, protocol, self.now_ms()).observed(guard));
         Ok((session, to_json(&result)))
     }
 
     /// The watch of a request just received, when an observer is set
-    /// ([`GatewayOptions::observer`]).
-    pub(crate) fn watch(&self, received: &crate::observe::Received<'_>) -> Option<Box<dyn ServeWatch>> {
-        self.inner.options.observer.as_ref().map(|o| o.received(received))
+    /// ([`GatewayOptions::observer`]); `received` is made only then (it may lock the session).
+    pub(crate) fn watch<'a>(
+        &self,
+        received: impl FnOnce() -> crate::observe::Received<'a>,
+    ) -> Option<Box<dyn ServeWatch>> {
+        self.inner.options.observer.as_ref().map(|o| o.received(&received()))
     }
 
     /// [`Gateway::handle`] inside `watch` (its context current while it runs, so what the
@@ -367,8 +375,8 @@ impl Gateway {
         out: &Outbound,
     ) -> Reply {
         let Some(watch) = watch else { return self.handle(scope, id, request, meta, out).await };
-        let reply =
-            crate::observe::Entered { watch: &*watch, fut: Box::pin(self.handle(scope, id, request, meta, out)) }.await;
+        let (reply, watch) = crate::observe::Entered::new(watch, self.handle(scope, id, request, meta, out)).await;
+        let Some(watch) = watch else { return reply };
         match &reply {
             Reply::Result(text) | Reply::Typed(text) => watch.end(Answered::Result(text)),
             Reply::Error(error) => watch.end(Answered::Error(error)),

@@ -147,7 +147,7 @@ pub use limit::{
     BucketUse, CallPermit, LimitConfigError, LimitError, LimitKind, LimitRule, Limits, MAX_LIMIT_COUNT,
     MAX_LIMIT_RULES, MemoryLimiter, Per, Plan, RateLimiter, Refusal, SLOT_RETRY, STORE_RETRY, SlotUse, TOKEN_EPSILON,
 };
-pub use observe::{Answered, MetricsSource, Received, ServeObserver, ServeWatch};
+pub use observe::{Answered, MetricsSource, Opened, Received, ServeObserver, ServeWatch, SessionGuard};
 pub use profile::{BadProfileName, Profile, Profiled};
 pub use seal::{
     ApprovalClaims, MAX_SEALING_KEYS, MemoryReplayCache, ReplayCache, ReplayError, SealError, StateSealer, digest_hex,

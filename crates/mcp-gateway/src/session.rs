@@ -110,6 +110,8 @@ pub(crate) struct Session {
     client_name: String,
     /// The tools it selected through `search_tools` (see `exposed`).
     selection: Arc<Selection>,
+    /// The observer's guard of it, dropped with it (its duration).
+    _observed: Option<crate::observe::SessionGuard>,
 }
 
 impl Session {
@@ -126,7 +128,14 @@ impl Session {
             subscriptions: Mutex::new(HashMap::new()),
             last_used_ms: AtomicU64::new(now_ms),
             selection: Arc::default(),
+            _observed: None,
         }
+    }
+
+    /// With the observer's guard, kept as long as the session.
+    pub(crate) fn observed(mut self, guard: Option<crate::observe::SessionGuard>) -> Self {
+        self._observed = guard;
+        self
     }
 
     /// The tools it selected through `search_tools`.

@@ -21,6 +21,7 @@ use tokio::task::{AbortHandle, JoinSet};
 
 use crate::backend::{BackendEvent, Caller};
 use crate::gateway::{Era, Gateway, Reply, Scope, list_changed_line, response_line};
+use crate::observe::Answered;
 use crate::session::{Outbound, Session};
 use crate::subscriptions::session_event_line;
 
@@ -211,11 +212,13 @@ async fn on_message(gateway: &Gateway, message: Message, out: &Outbound, state: 
     let Connection { session, listeners, tasks, running, immediate } = state;
     // Watched from the message as it arrived (its params' `_meta` carries the caller's trace).
     let watch = match &message {
-        Message::Request(request) => gateway.watch(&crate::observe::Received {
+        Message::Request(request) => gateway.watch(|| crate::observe::Received {
             method: &request.method,
             params: request.params.as_deref(),
             headers: None,
             session: None,
+            protocol_version: session.as_ref().map(|s| s.protocol_version().as_str()),
+            peer: None,
         }),
         _ => None,
     };
@@ -255,9 +258,15 @@ async fn on_message(gateway: &Gateway, message: Message, out: &Outbound, state: 
                     Ok((opened, result)) => {
                         opened.set_stream(out_sender(out));
                         **session = Some(opened);
+                        if let Some(watch) = watch {
+                            watch.end(Answered::Result(&result));
+                        }
                         immediate.push(response_line(&id, Reply::Result(result), false));
                     }
                     Err(error) => {
+                        if let Some(watch) = watch {
+                            watch.end(Answered::Error(&error));
+                        }
                         immediate.push(response_line(&id, Reply::Error(error), false));
                     }
                 }

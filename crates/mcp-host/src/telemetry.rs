@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use mcp_client::{RequestObserver, ServerState};
-use mcp_gateway::{Answered, MetricsSource, Received, ServeObserver, ServeWatch};
+use mcp_gateway::{Answered, MetricsSource, Opened, Received, ServeObserver, ServeWatch, SessionGuard};
 use mcp_telemetry::Telemetry;
 use mcp_telemetry::client::{ClientObserver, Peer};
 use mcp_telemetry::conventions::ErrorType;
@@ -77,7 +77,11 @@ pub(crate) fn count_events(
                         ServerState::Failed { .. } => UpstreamEvent::StartFailure,
                         _ => continue,
                     };
+                    // Outside any span here: the events go on the agent tasks' spans in flight.
                     telemetry.upstream(kind, &event.server);
+                    if let Some(generation) = event.generation {
+                        telemetry.upstream(UpstreamEvent::Publication { generation }, &event.server);
+                    }
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
@@ -131,14 +135,49 @@ impl ServeObserver for Served {
         if let Some(session) = request.session {
             req = req.session(session);
         }
+        // A stateless request names its revision in its `_meta` envelope.
+        let version = request
+            .protocol_version
+            .or_else(|| params.as_ref()?.get("_meta")?.get(mcp_protocol::stateless::META_PROTOCOL_VERSION)?.as_str());
+        if let Some(version) = version {
+            req = req.protocol_version(version);
+        }
+        let address = request.peer.map(|p| p.ip().to_string());
+        if let (Some(address), Some(peer)) = (&address, request.peer) {
+            req = req.peer(address, Some(peer.port()));
+        }
         let op = self.telemetry.received(&req, request.headers);
-        Box::new(ServedWatch { op, is_call: request.method == "tools/call" })
+        let answer = match request.method {
+            "tools/call" => Reads::Call,
+            // The negotiated revision is known from the answer.
+            "initialize" => Reads::Initialize,
+            _ => Reads::Nothing,
+        };
+        Box::new(ServedWatch { op, answer })
     }
+
+    fn session(&self, opened: &Opened<'_>) -> Option<SessionGuard> {
+        // `mcp.server.session.duration`, recorded when the session ends.
+        let transport = if opened.http { Transport::Http(None) } else { Transport::Stdio };
+        let mut session = self.telemetry.session(true, transport);
+        session.set_protocol_version(opened.protocol_version);
+        session.is_recording().then(|| Box::new(session) as SessionGuard)
+    }
+}
+
+/// What a received request's answer is read for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reads {
+    /// A call's `isError` (and result, with capture on).
+    Call,
+    /// The negotiated `protocolVersion`.
+    Initialize,
+    Nothing,
 }
 
 struct ServedWatch {
     op: Operation,
-    is_call: bool,
+    answer: Reads,
 }
 
 impl ServeWatch for ServedWatch {
@@ -148,7 +187,14 @@ impl ServeWatch for ServedWatch {
 
     fn end(mut self: Box<Self>, answer: Answered<'_>) {
         match answer {
-            Answered::Result(text) if self.is_call => {
+            Answered::Result(text) if self.answer == Reads::Initialize => {
+                if let Ok(v) = serde_json::from_str::<Value>(text)
+                    && let Some(version) = v.get("protocolVersion").and_then(Value::as_str)
+                {
+                    self.op.set_protocol_version(version);
+                }
+            }
+            Answered::Result(text) if self.answer == Reads::Call => {
                 // Only the call's `isError` (and, with capture on, the result) is read.
                 match serde_json::from_str::<Value>(text) {
                     Ok(v) => {
@@ -159,6 +205,7 @@ impl ServeWatch for ServedWatch {
                 }
             }
             Answered::Error(error) => self.op.fail(&ErrorType::JsonRpc(error.code), Some(&error.message)),
+            Answered::Cancelled => self.op.fail(&ErrorType::Cancelled, None),
             _ => {}
         }
     }
@@ -211,7 +258,12 @@ impl agent_loop::Watch for OpWatch {
     }
 
     fn failed(&mut self, kind: &'static str, message: Option<&str>) {
-        let error = if kind == "tool_error" { ErrorType::ToolError } else { ErrorType::Other };
+        let error = match kind {
+            "tool_error" => ErrorType::ToolError,
+            "refused" => ErrorType::Refused,
+            "timeout" => ErrorType::Timeout,
+            _ => ErrorType::Other,
+        };
         self.0.fail(&error, message);
     }
 }

@@ -16,8 +16,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use mcp_client::{ClientError, RequestObserver, RequestStart, RequestWatch, TransportError};
-use mcp_protocol::RequestId;
+use mcp_client::{ClientError, RequestObserver, RequestStart, RequestWatch, SessionGuard, TransportError};
+use mcp_protocol::{ProtocolVersion, RequestId};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
@@ -92,6 +92,16 @@ impl RequestObserver for ClientObserver {
             op.tool_arguments(arguments);
         }
         Box::new(ClientWatch { op, is_call, ended: false })
+    }
+
+    fn session(&self, server: &str, protocol_version: Option<ProtocolVersion>) -> Option<SessionGuard> {
+        // `mcp.client.session.duration`, recorded when the session ends.
+        let peer = self.servers.get(server).unwrap_or(&self.peer);
+        let mut session = self.telemetry.session(false, peer.transport);
+        if let Some(v) = protocol_version {
+            session.set_protocol_version(v.as_str());
+        }
+        session.is_recording().then(|| Box::new(session) as SessionGuard)
     }
 }
 

@@ -273,6 +273,8 @@ struct Active {
     error: bool,
     /// The token usage of a model call, recorded at drop beside the duration.
     tokens: Option<(u64, u64)>,
+    /// An agent task's id in [`Inner::tasks`], while it hears upstream events.
+    task: Option<u64>,
 }
 
 impl std::fmt::Debug for Operation {
@@ -472,6 +474,11 @@ impl Active {
     /// Records the histogram and ends the span.
     fn finish(self: Box<Self>) {
         let a = self;
+        if let Some(id) = a.task
+            && let Ok(mut tasks) = a.telemetry.tasks.lock()
+        {
+            tasks.retain(|(t, _)| *t != id);
+        }
         let seconds = a.start.elapsed().as_secs_f64();
         if let Some(ins) = &a.telemetry.instruments {
             match a.kind {
@@ -579,6 +586,7 @@ fn start(
             metric,
             error: false,
             tokens: None,
+            task: None,
         })),
     }
 }
@@ -744,7 +752,7 @@ impl Telemetry {
         if let Some(c) = conversation {
             span.push(KeyValue::new(attr::GEN_AI_CONVERSATION_ID, c.to_owned()));
         }
-        start(
+        let mut op = start(
             t,
             Kind::Agent,
             || conventions::invoke_agent_span_name(agent).into(),
@@ -752,11 +760,21 @@ impl Telemetry {
             Vec::new(),
             span,
             Vec::new(),
-        )
+        );
+        // While it runs, the task's span hears the upstream events that happen outside any span.
+        if let Some(a) = op.active.as_mut().filter(|a| a.span) {
+            let id = t.next_task.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if let Ok(mut tasks) = t.tasks.lock() {
+                tasks.push((id, a.cx.clone()));
+                a.task = Some(id);
+            }
+        }
+        op
     }
 
     /// Something happened to an upstream: its counter (per server), and an event on the
-    /// current span, if one records (a call or a step that waited for it).
+    /// current span, if one records (a call or a step that waited for it), else on every agent
+    /// task's span in flight (the supervisor tells of restarts on tasks of its own).
     pub fn upstream(&self, event: UpstreamEvent, server: &str) {
         let Some(t) = &self.inner else { return };
         let attrs = [KeyValue::new(attr::MCP_HARNESS_SERVER, server.to_owned())];
@@ -769,15 +787,22 @@ impl Telemetry {
                 UpstreamEvent::Publication { .. } => {}
             }
         }
-        let cx = Context::current();
-        let span = cx.span();
-        if span.is_recording() {
+        let attributes = || {
             let mut attributes = attrs.to_vec();
             attributes.push(KeyValue::new(attr::MCP_HARNESS_UPSTREAM_EVENT, event.name()));
             if let UpstreamEvent::Publication { generation } = event {
                 attributes.push(KeyValue::new(attr::MCP_HARNESS_GENERATION, generation as i64));
             }
-            span.add_event(event.event_name(), attributes);
+            attributes
+        };
+        let cx = Context::current();
+        let span = cx.span();
+        if span.is_recording() {
+            span.add_event(event.event_name(), attributes());
+        } else if let Ok(tasks) = t.tasks.lock() {
+            for (_, task) in tasks.iter() {
+                task.span().add_event(event.event_name(), attributes());
+            }
         }
     }
 
@@ -845,6 +870,12 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
+    /// Whether anything is recorded (a metrics provider is set).
+    #[inline]
+    pub fn is_recording(&self) -> bool {
+        self.active.is_some()
+    }
+
     /// The negotiated revision, once known.
     pub fn set_protocol_version(&mut self, version: &str) {
         if let Some(a) = &mut self.active {
@@ -877,7 +908,7 @@ impl Drop for Session {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum UpstreamEvent {
-    /// Started (its first start).
+    /// Connected: its first start, or once more after a restart or reconnect.
     Start,
     /// A stdio server restarted after it exited.
     Restart,

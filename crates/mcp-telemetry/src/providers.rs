@@ -143,6 +143,10 @@ pub(crate) struct Inner {
     runtime: Mutex<Option<tokio::runtime::Runtime>>,
     shut: AtomicBool,
     destinations: String,
+    /// The agent tasks' spans in flight, by id: where an upstream event heard outside any
+    /// span goes (the supervisor's restarts happen on its own tasks).
+    pub(crate) tasks: Mutex<Vec<(u64, opentelemetry::Context)>>,
+    pub(crate) next_task: AtomicU64,
 }
 
 /// How long dropping the last [`Telemetry`] without [`Telemetry::shutdown`] gives what is queued.
@@ -337,6 +341,8 @@ impl Telemetry {
                 runtime: Mutex::new(runtime),
                 shut: AtomicBool::new(false),
                 destinations: destinations.join(", "),
+                tasks: Mutex::new(Vec::new()),
+                next_task: AtomicU64::new(0),
             })),
         })
     }
@@ -368,6 +374,8 @@ impl Telemetry {
                 runtime: Mutex::new(None),
                 shut: AtomicBool::new(false),
                 destinations: "the caller's providers".to_owned(),
+                tasks: Mutex::new(Vec::new()),
+                next_task: AtomicU64::new(0),
             })),
         }
     }

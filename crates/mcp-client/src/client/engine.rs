@@ -169,6 +169,8 @@ pub(super) struct Inner {
     pub(super) restoring: tokio::sync::Mutex<()>,
     /// [`crate::Client::listen_for_changes`] was asked: a session opened again listens again.
     pub(super) listening: AtomicBool,
+    /// The observer's guard of the open session, dropped when it ends.
+    pub(super) session_guard: Mutex<Option<crate::observe::SessionGuard>>,
 }
 
 impl Inner {
@@ -197,6 +199,21 @@ impl Inner {
         }
     }
 
+    /// A session opened: the observer's guard of it is kept (one before it ends).
+    pub(super) fn session_opened(&self) {
+        let Some(observer) = &self.options.observer else { return };
+        let version = self.session().protocol_version();
+        let guard = observer.session(&self.options.label, version);
+        let old = self.session_guard.lock().ok().and_then(|mut g| std::mem::replace(&mut *g, guard));
+        drop(old);
+    }
+
+    /// The session ended: the observer's guard of it is dropped (outside the lock).
+    pub(super) fn session_ended(&self) {
+        let old = self.session_guard.lock().ok().and_then(|mut g| g.take());
+        drop(old);
+    }
+
     /// Records how the server's process ended (before [`shut_down`](Self::shut_down), so
     /// whoever wakes on the close reads it).
     pub(super) fn set_exit(&self, exit: Option<crate::ProcessExit>) {
@@ -213,6 +230,7 @@ impl Inner {
             *r = Some(reason.clone());
         }
         self.closed.send_replace(true);
+        self.session_ended();
         let pending = self.session().close();
         for (_, pending) in pending {
             let _ = pending.payload.reply.send(Err(ClientError::ConnectionClosed { reason: reason.clone() }));

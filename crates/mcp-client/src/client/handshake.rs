@@ -158,7 +158,9 @@ impl Inner {
 
     fn finish_discover(&self, raw: &RawValue) -> Result<InitializeResult, ClientError> {
         self.session().finish_discover(raw)?;
-        self.session().server().cloned().ok_or_else(|| self.closed_error())
+        let server = self.session().server().cloned().ok_or_else(|| self.closed_error())?;
+        self.session_opened();
+        Ok(server)
     }
 
     /// The `subscriptions/listen` stream of [`Client::listen_for_changes`].
@@ -212,7 +214,9 @@ impl Inner {
     async fn finish_initialize(self: &Arc<Self>, raw: &RawValue) -> Result<InitializeResult, ClientError> {
         let initialized = self.session().finish_initialize(raw)?;
         self.send(initialized).await?;
-        self.session().server().cloned().ok_or_else(|| self.closed_error())
+        let server = self.session().server().cloned().ok_or_else(|| self.closed_error())?;
+        self.session_opened();
+        Ok(server)
     }
 
     /// The transport lost the session: nothing but the handshake goes out until it is made
@@ -222,6 +226,7 @@ impl Inner {
         if !self.session().restart() {
             return; // not open, or already being restored
         }
+        self.session_ended();
         tracing::info!(server = %self.options.label, "{loss}; the session will be opened again");
         if loss == SessionLoss::Reconnected {
             let inner = Arc::clone(self);

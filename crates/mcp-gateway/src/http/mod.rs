@@ -42,7 +42,7 @@ pub use self::life::{DrainOptions, DrainReport, Lifecycle};
 use crate::auth::{AuthRequest, Authenticator, METADATA_PATH, ProtectedResource, Unauthorized};
 use crate::backend::{BackendEvent, Caller};
 use crate::gateway::{Era, Gateway, ListenFilter, Reply, Scope, response_line};
-use crate::observe::ServeWatch;
+use crate::observe::{Answered, ServeWatch};
 use crate::seal::random_hex;
 use crate::session::{Outbound, Session, lock};
 use crate::store::{SessionChange, SessionRecord, SessionStore, StoreError};
@@ -89,6 +89,10 @@ pub struct HttpOptions {
     /// a restart, goes on here, and one that cannot be read or renewed is refused with 503
     /// (never served from what this replica alone remembers).
     pub session_store: Option<Arc<dyn SessionStore>>,
+    /// Serve `GET /metrics` (and the probes) on this address of its own instead of the MCP
+    /// front's (a scrape kept off the public port): admitted as on the front (the same
+    /// authentication, `Host`/`Origin` lists and loopback rule). `None`: on the front.
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 impl Default for HttpOptions {
@@ -106,6 +110,7 @@ impl Default for HttpOptions {
             session_idle: Duration::from_secs(3600),
             metrics: None,
             session_store: None,
+            metrics_addr: None,
         }
     }
 }
@@ -185,6 +190,8 @@ struct State {
     gateway: Gateway,
     options: HttpOptions,
     guard: HostGuard,
+    /// The admin listener's rules, when `/metrics` has an address of its own.
+    admin_guard: Option<HostGuard>,
     sessions: Sessions,
     life: Lifecycle,
 }
@@ -193,6 +200,8 @@ struct State {
 pub struct HttpServer {
     listener: TcpListener,
     local: SocketAddr,
+    /// The admin listener (`/metrics` on [`HttpOptions::metrics_addr`]) and its address.
+    admin: Option<(TcpListener, SocketAddr)>,
     state: Arc<State>,
 }
 
@@ -212,14 +221,33 @@ impl HttpServer {
         let listener = TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, source })?;
         let local = listener.local_addr().map_err(|source| ServeError::Bind { addr, source })?;
         let guard = HostGuard::new(&local, &options.allowed_hosts, &options.allowed_origins);
+        let admin = match options.metrics_addr {
+            Some(addr) => {
+                // Tool and server names are in the labels: the same rule as the front.
+                if !addr.ip().is_loopback() && options.auth.is_none() {
+                    return Err(ServeError::Unprotected { addr });
+                }
+                let listener = TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, source })?;
+                let local = listener.local_addr().map_err(|source| ServeError::Bind { addr, source })?;
+                Some((listener, local))
+            }
+            None => None,
+        };
+        let admin_guard =
+            admin.as_ref().map(|(_, local)| HostGuard::new(local, &options.allowed_hosts, &options.allowed_origins));
         let life = Lifecycle::new();
-        let state = Arc::new(State { gateway, options, guard, sessions: Sessions::default(), life });
-        Ok(Self { listener, local, state })
+        let state = Arc::new(State { gateway, options, guard, admin_guard, sessions: Sessions::default(), life });
+        Ok(Self { listener, local, admin, state })
     }
 
     /// The address it listens on (the port the system chose for port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// The address `/metrics` is served on when it has its own ([`HttpOptions::metrics_addr`]).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().map(|(_, addr)| *addr)
     }
 
     /// Its lifecycle: `/readyz`, and the drain the `serve` front starts on SIGTERM (the
@@ -232,11 +260,32 @@ impl HttpServer {
     /// requests.
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
+        let admin = self.admin.as_ref().map(|(listener, _)| listener);
         loop {
             tokio::select! {
                 _ = &mut shutdown => break,
+                // `accept` is cancel-safe: a fresh one each time round is fine.
+                accepted = accept_on(admin) => {
+                    let Ok((stream, _)) = accepted else {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    };
+                    let state = Arc::clone(&self.state);
+                    let header_timeout = state.options.header_timeout;
+                    tokio::spawn(async move {
+                        let service = hyper::service::service_fn(move |request| {
+                            let state = Arc::clone(&state);
+                            async move { Ok::<_, Infallible>(route_admin(&state, request).await) }
+                        });
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .timer(TokioTimer::new())
+                            .header_read_timeout(header_timeout)
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    });
+                }
                 accepted = self.listener.accept() => {
-                    let Ok((stream, _peer)) = accepted else {
+                    let Ok((stream, peer)) = accepted else {
                         // Out of descriptors, say: wait a moment rather than spin.
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
@@ -247,7 +296,7 @@ impl HttpServer {
                     tokio::spawn(async move {
                         let service = hyper::service::service_fn(move |request| {
                             let state = Arc::clone(&state);
-                            async move { Ok::<_, Infallible>(route(&state, request).await) }
+                            async move { Ok::<_, Infallible>(route(&state, request, peer).await) }
                         });
                         let _ = hyper::server::conn::http1::Builder::new()
                             .timer(TokioTimer::new())
@@ -294,7 +343,7 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-async fn route(state: &State, request: Request<Incoming>) -> Response<Body> {
+async fn route(state: &State, request: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
     // Probes come from load balancers and orchestrators, under whatever Host they use; they
     // say nothing a rebinding page could use, so they come before the Host check.
     match request.uri().path() {
@@ -309,6 +358,7 @@ async fn route(state: &State, request: Request<Incoming>) -> Response<Body> {
     }
     let path = request.uri().path();
     if path == METRICS
+        && state.admin_guard.is_none()
         && let Some(source) = &state.options.metrics
     {
         // Tool and server names are in the labels: a scrape is admitted as a client would be.
@@ -341,7 +391,7 @@ async fn route(state: &State, request: Request<Incoming>) -> Response<Body> {
         Err(response) => return *response,
     };
     match *request.method() {
-        Method::POST => post(state, caller, request, in_flight).await,
+        Method::POST => post(state, caller, request, in_flight, peer).await,
         Method::GET => get(state, &caller, request.headers()).await,
         Method::DELETE => delete(state, &caller, request.headers()).await,
         _ => {
@@ -377,6 +427,37 @@ fn probe(state: &State, method: &Method, alive: bool) -> Response<Body> {
 }
 
 /// `GET /metrics`: the source's text.
+/// The next connection on `listener`; never, without one.
+async fn accept_on(listener: Option<&TcpListener>) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
+    match listener {
+        Some(listener) => listener.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The admin listener ([`HttpOptions::metrics_addr`]): the probes and `/metrics`, admitted as on
+/// the front; nothing else.
+async fn route_admin(state: &State, request: Request<Incoming>) -> Response<Body> {
+    match request.uri().path() {
+        HEALTHZ => return probe(state, request.method(), true),
+        READYZ => return probe(state, request.method(), false),
+        METRICS => {}
+        _ => return plain(StatusCode::NOT_FOUND, "not found: this address serves /metrics"),
+    }
+    let headers = request.headers();
+    let host = header(headers, http::header::HOST.as_str()).or_else(|| request.uri().authority().map(|a| a.as_str()));
+    if let Some(guard) = &state.admin_guard
+        && let Err(why) = guard.check(host, header(headers, http::header::ORIGIN.as_str()))
+    {
+        return refusal(StatusCode::FORBIDDEN, error_codes::INVALID_REQUEST, &format!("Forbidden: {why}"));
+    }
+    let Some(source) = &state.options.metrics else { return plain(StatusCode::NOT_FOUND, "not found: no metrics") };
+    if let Err(response) = caller_of(state, headers, None).await {
+        return *response;
+    }
+    metrics(source.as_ref(), request.method())
+}
+
 fn metrics(source: &dyn crate::observe::MetricsSource, method: &Method) -> Response<Body> {
     if !matches!(*method, Method::GET | Method::HEAD) {
         let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "metrics are read with GET");
@@ -568,7 +649,13 @@ fn accepts(headers: &HeaderMap, kind: &str) -> bool {
     }
 }
 
-async fn post(state: &State, caller: Caller, request: Request<Incoming>, in_flight: InFlight) -> Response<Body> {
+async fn post(
+    state: &State,
+    caller: Caller,
+    request: Request<Incoming>,
+    in_flight: InFlight,
+    peer: SocketAddr,
+) -> Response<Body> {
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
     let json_body = header(&headers, CONTENT_TYPE.as_str())
@@ -604,11 +691,16 @@ async fn post(state: &State, caller: Caller, request: Request<Incoming>, in_flig
     // Watched from the message as it arrived (its params' `_meta` carries the caller's trace,
     // the headers may carry the transport's).
     let watch = match &message {
-        Message::Request(request) => state.gateway.watch(&crate::observe::Received {
+        Message::Request(request) => state.gateway.watch(|| crate::observe::Received {
             method: &request.method,
             params: request.params.as_deref(),
             headers: Some(&headers),
             session: session.as_ref().and_then(|s| s.id.as_deref()),
+            protocol_version: match &session {
+                Some(session) => Some(session.protocol_version().as_str()),
+                None => header(&headers, mcp_protocol::HEADER_PROTOCOL_VERSION),
+            },
+            peer: Some(peer),
         }),
         _ => None,
     };
@@ -706,7 +798,7 @@ async fn post_request(
             if let Err(e) = mcp_protocol::check_headers(&mirrored(headers), &facts) {
                 return mismatch(&id, e.to_error_object());
             }
-            return initialize(state, caller, &id, params).await;
+            return initialize(state, caller, &id, params, watch).await;
         }
         (None, _) => {
             let Some(envelope) = &meta.envelope else {
@@ -792,6 +884,7 @@ async fn initialize(
     caller: Caller,
     id: &RequestId,
     params: &mcp_protocol::InitializeRequestParams,
+    watch: Option<Box<dyn ServeWatch>>,
 ) -> Response<Body> {
     let session_id: Arc<str> = match random_hex(16) {
         Ok(id) => Arc::from(id),
@@ -800,7 +893,12 @@ async fn initialize(
     let gateway = &state.gateway;
     let (session, result) = match gateway.open_session(caller.clone(), Some(Arc::clone(&session_id)), params).await {
         Ok(opened) => opened,
-        Err(error) => return json(StatusCode::OK, response_line(id, Reply::Error(error), false)),
+        Err(error) => {
+            if let Some(watch) = watch {
+                watch.end(Answered::Error(&error));
+            }
+            return json(StatusCode::OK, response_line(id, Reply::Error(error), false));
+        }
     };
     // With a store, the session exists once it is kept there: any replica may get its next
     // request.
@@ -815,6 +913,10 @@ async fn initialize(
     let idle_ms = u64::try_from(state.options.session_idle.as_millis()).unwrap_or(u64::MAX);
     if !state.sessions.insert(session, state.options.max_sessions, idle_ms, gateway.now_ms()) {
         return plain(StatusCode::SERVICE_UNAVAILABLE, "too many sessions; try again later");
+    }
+    // Told the answer: its negotiated revision is known only from it.
+    if let Some(watch) = watch {
+        watch.end(Answered::Result(&result));
     }
     let mut response = json(StatusCode::OK, response_line(id, Reply::Result(result), false));
     if let Ok(value) = HeaderValue::from_str(&session_id) {

@@ -7,6 +7,7 @@ mod clients;
 mod forward;
 mod http;
 mod limits;
+mod observe;
 mod search;
 mod stdio;
 mod subscriptions;

@@ -141,8 +141,8 @@ pub(crate) struct RawRuntime {
 #[serde(
     deny_unknown_fields,
     expecting = "a table with `name`, `version`, `instructions`, `allowed_hosts`, `allowed_origins`, \
-                 `startup_wait_s`, `approval_wait_s`, `approval_ttl_s`, `auth`, `profiles`, `audit`, `drain`, \
-                 `limits`, `replicas` and `code_mode`"
+                 `startup_wait_s`, `approval_wait_s`, `approval_ttl_s`, `metrics_addr`, `auth`, `profiles`, `audit`, \
+                 `drain`, `limits`, `replicas` and `code_mode`"
 )]
 pub(crate) struct RawServe {
     #[serde(default)]
@@ -161,6 +161,9 @@ pub(crate) struct RawServe {
     pub(crate) approval_wait_s: Option<Seconds>,
     #[serde(default)]
     pub(crate) approval_ttl_s: Option<Seconds>,
+    /// `GET /metrics` on an address of its own (`host:port`).
+    #[serde(default)]
+    pub(crate) metrics_addr: Option<String>,
     /// `[serve.auth]`: inbound authentication of `serve --http`.
     #[serde(default)]
     pub(crate) auth: mcp_gateway::settings::AuthSettings,

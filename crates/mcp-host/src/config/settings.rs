@@ -277,6 +277,9 @@ pub struct ServeSettings {
     pub approval_wait: Duration,
     /// How long an approval asked through `input_required` stays valid.
     pub approval_ttl: Duration,
+    /// `metrics_addr`: `serve --http` answers `GET /metrics` on this address instead of the
+    /// MCP front's (`None`: on the front).
+    pub metrics_addr: Option<std::net::SocketAddr>,
     /// `[serve.auth]`, `[serve.profiles.NAME]`, `[serve.audit]` and `[serve.drain]`, as the
     /// gateway reads them (relative paths made relative to the configuration file). Token
     /// files and variables are read when `serve` starts, not here.
@@ -301,6 +304,7 @@ impl Default for ServeSettings {
             startup_wait: Duration::from_secs(10),
             approval_wait: Duration::from_secs(600),
             approval_ttl: Duration::from_secs(300),
+            metrics_addr: None,
             inbound: mcp_gateway::settings::InboundSettings::default(),
             limits: Vec::new(),
             replicas: None,

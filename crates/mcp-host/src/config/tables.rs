@@ -55,6 +55,12 @@ impl RawServe {
                 format!("`allowed_origins` holds origins (`https://name` or `http://name:port`), not {bad:?}"),
             ));
         }
+        let metrics_addr = match self.metrics_addr.as_deref().map(str::trim) {
+            None => None,
+            Some(addr) => Some(addr.parse::<std::net::SocketAddr>().map_err(|_| {
+                ("metrics_addr", format!("`metrics_addr` is an address and port (`127.0.0.1:9464`), not {addr:?}"))
+            })?),
+        };
         let mut inbound = mcp_gateway::settings::InboundSettings::default();
         inbound.auth = self.auth;
         for token in &mut inbound.auth.tokens {
@@ -89,6 +95,7 @@ impl RawServe {
             startup_wait: self.startup_wait_s.map_or(defaults.startup_wait, |s| s.0),
             approval_wait: self.approval_wait_s.map_or(defaults.approval_wait, |s| s.0),
             approval_ttl: self.approval_ttl_s.map_or(defaults.approval_ttl, |s| s.0),
+            metrics_addr,
             inbound,
             limits: self.limits,
             replicas,

@@ -125,6 +125,42 @@ async fn a_caller_that_stops_waiting_leaves_a_cancelled_span() {
     client.close().await.unwrap();
 }
 
+/// `mcp.client.session.duration`: one session from the handshake to the close, by revision
+/// and transport; none before it ends.
+#[tokio::test]
+async fn a_closed_connection_records_its_session_duration() {
+    let config = mcp_telemetry::config::TelemetryConfig::resolve(
+        &Default::default(),
+        &std::collections::BTreeMap::new(),
+        "session-test",
+    )
+    .unwrap();
+    let telemetry =
+        mcp_telemetry::Telemetry::start(&config, &mcp_telemetry::Options::default().with_prometheus()).unwrap();
+    let sessions = |telemetry: &mcp_telemetry::Telemetry| {
+        let text = telemetry.render_prometheus().unwrap();
+        text.lines()
+            .filter(|l| l.starts_with("mcp_client_session_duration_seconds_count{"))
+            .map(|l| (l.split_once('{').unwrap().1.to_owned(), l.rsplit(' ').next().unwrap().parse::<u64>().unwrap()))
+            .collect::<Vec<_>>()
+    };
+    let (transport, peer) = memory_pair();
+    let _calls = serve(peer);
+    let options = ClientOptions {
+        observer: ClientObserver::for_connection(&telemetry, Peer::new(Transport::Stdio, None, None)),
+        ..ClientOptions::default()
+    };
+    let client = Client::connect(transport, options).await.unwrap();
+    assert_eq!(sessions(&telemetry), vec![], "open: not recorded yet");
+    client.close().await.unwrap();
+    let recorded = sessions(&telemetry);
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    let (labels, count) = &recorded[0];
+    assert_eq!(*count, 1);
+    assert!(labels.contains("mcp_protocol_version=\"2025-06-18\""), "{labels}");
+    assert!(labels.contains("network_transport=\"pipe\""), "{labels}");
+}
+
 #[test]
 fn without_telemetry_there_is_no_observer() {
     let off = mcp_telemetry::Telemetry::disabled();

@@ -228,6 +228,37 @@ fn upstream_events_become_span_events_of_the_current_operation() {
 }
 
 #[test]
+fn upstream_events_outside_any_span_go_to_the_agent_tasks_in_flight() {
+    let (telemetry, memory) = memory::telemetry(false);
+    let ended = telemetry.invoke_agent(Some("ended"), None);
+    drop(ended);
+    let running = telemetry.invoke_agent(Some("running"), None);
+    // Told on a thread with no current span, as the supervisor's task does.
+    let told = telemetry.clone();
+    std::thread::spawn(move || {
+        told.upstream(UpstreamEvent::Restart, "fs");
+        told.upstream(UpstreamEvent::Publication { generation: 2 }, "fs");
+    })
+    .join()
+    .unwrap();
+    drop(running);
+    let events = |name: &str| -> Vec<String> {
+        memory.named(name).events.iter().map(|e| e.name.to_string()).collect::<Vec<_>>()
+    };
+    assert_eq!(events("invoke_agent running"), ["mcp_harness.upstream.restart", "mcp_harness.upstream.publication"]);
+    assert!(events("invoke_agent ended").is_empty(), "a task that ended hears nothing");
+    let publication = memory.named("invoke_agent running").events.get(1).cloned().unwrap();
+    assert_eq!(
+        publication
+            .attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == attr::MCP_HARNESS_GENERATION)
+            .map(|kv| kv.value.to_string()),
+        Some("2".to_owned())
+    );
+}
+
+#[test]
 fn off_records_nothing_and_writes_nothing() {
     let telemetry = Telemetry::disabled();
     let mut params = json!({"name": "echo"});
