@@ -38,8 +38,8 @@ const WAIT: Duration = Duration::from_secs(20);
 const STATELESS: &str = "2026-07-28";
 /// A session revision.
 const SESSION: &str = "2025-11-25";
-/// Calls each stateless client makes in the round-robin scenario.
-const N: usize = 300;
+/// Calls each stateless client makes in the round-robin scenario (the 3 x 1,000).
+const N: usize = 1_000;
 
 /// The external programs, or `None` when `MCP_SKIP_REPLICAS=1` says to skip.
 fn programs() -> Option<PathBuf> {
