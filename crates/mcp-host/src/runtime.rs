@@ -395,6 +395,19 @@ impl Runtime {
     }
 }
 
+/// Whether an event on the configuration file may have changed what it holds. Reading it is
+/// not: inotify reports every open, read and close, the reload's own read included, and a
+/// runtime that took those for edits re-read its file forever (another process reading it, a
+/// second `serve` on the same file or `cat`, started the loop: one CPU busy, calls slowed 30x).
+fn changes_content(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode};
+    match kind {
+        notify::EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        notify::EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
 /// Watches the configuration's directory (a file renamed over the old one is a change too).
 fn watch(path: &Path, dirty: Arc<AtomicBool>, changed: Arc<tokio::sync::Notify>) -> Option<notify::RecommendedWatcher> {
     use notify::Watcher as _;
@@ -402,6 +415,7 @@ fn watch(path: &Path, dirty: Arc<AtomicBool>, changed: Arc<tokio::sync::Notify>)
     let name = path.file_name()?.to_owned();
     let handler = move |event: notify::Result<notify::Event>| {
         if let Ok(event) = event
+            && changes_content(&event.kind)
             && event.paths.iter().any(|p| p.file_name() == Some(name.as_os_str()))
         {
             dirty.store(true, Ordering::SeqCst);

@@ -134,6 +134,29 @@ async fn added_changed_removed_and_policy_are_published_at_once() {
 }
 
 #[tokio::test]
+async fn reading_the_file_is_no_edit_and_the_reload_does_not_trigger_itself() {
+    let setup = Setup::new();
+    setup.write(&[("a", "echo")], "allow");
+    let (runtime, events) = setup.start().await;
+    // Another process reading the file (a second `serve` on it, `cat`): opens, reads, closes.
+    for _ in 0..3 {
+        std::fs::read_to_string(&setup.path).unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(matches!(runtime.reload_if_changed().await, Reload::Clean), "a read is no change");
+    // An edit is one; the reload reads the file, and that read is no further change.
+    setup.write(&[("a", "echo"), ("b", "echo")], "allow");
+    assert_eq!(next_publication(&runtime).await.added, names(&["b"]));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for _ in 0..5 {
+        assert!(matches!(runtime.reload_if_changed().await, Reload::Clean), "the reload's own read is no change");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(events.lock().unwrap().len(), 1, "one publication: {:?}", events.lock().unwrap());
+    runtime.close().await;
+}
+
+#[tokio::test]
 async fn a_broken_file_keeps_the_running_configuration_and_is_reported_once() {
     let setup = Setup::new();
     setup.write(&[("a", "echo")], "allow");
