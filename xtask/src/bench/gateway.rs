@@ -8,6 +8,8 @@
 //! - stdio: `serve` over stdio against the fixture called directly, both by the stdio group's
 //!   raw pipe client (`raw_pipe_bench`), at 1 and 32 in flight.
 //! - Memory: `serve --http`'s resident set (VmHWM, VmRSS) with ten idle upstreams.
+//! - Replicas: calls through haproxy to 1, 2 and 3 replicas, with and without the shared
+//!   store, and the store's cost per call ([`replicas`]).
 //!
 //! Every server side (the floor server, `serve` and its upstream) runs on one CPU and the clients
 //! on the same or the other one ([`Placement`], both measured); the sink runs with the client.
@@ -19,6 +21,8 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod replicas;
 
 use super::{Placement, Server, field, load, median};
 use crate::{Result, cargo};
@@ -111,7 +115,7 @@ pub(crate) fn run(n: usize, rounds: usize) -> Result {
     let work = std::env::temp_dir().join(format!("mcp-harness-bench-gateway-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
-    let outcome = measure(&bins, &work, &placements, n, rounds);
+    let outcome = measure(&bins, &work, &placements, n, rounds).and_then(|()| replicas::run(&bins, &work, n, rounds));
     let _ = std::fs::remove_dir_all(&work);
     outcome
 }
@@ -379,6 +383,13 @@ fn figure(placement: &'static str, who: &'static str, concurrency: usize, line: 
 /// `/readyz` waits for all of them), and no drain delay (the bench stops what it started).
 /// One server is named `echo`, more are `e0`, `e1`, ...
 fn upstreams_config(dir: &Path, fixture: &Path, name: &str, count: usize) -> Result<PathBuf> {
+    let path = dir.join(name);
+    std::fs::write(&path, upstreams_text(fixture, count)).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// The text of [`upstreams_config`].
+fn upstreams_text(fixture: &Path, count: usize) -> String {
     let mut text = String::from("[serve.drain]\ndelay_s = 0\ntimeout_s = 5\n");
     for i in 0..count {
         let server = if count == 1 { "echo".to_owned() } else { format!("e{i}") };
@@ -388,9 +399,7 @@ fn upstreams_config(dir: &Path, fixture: &Path, name: &str, count: usize) -> Res
             fixture.display().to_string()
         ));
     }
-    let path = dir.join(name);
-    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(path)
+    text
 }
 
 /// mcp-harness's environment: a data directory of the bench's own, and telemetry exporting to
