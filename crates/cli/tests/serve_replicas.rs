@@ -34,6 +34,9 @@ use redis_server::RedisServer;
 
 /// How long a replica, haproxy or an answer may take.
 const WAIT: Duration = Duration::from_secs(20);
+/// How long a replica may take to be ready: its upstream started and Redis answering, on a
+/// machine that CI keeps busy with other tests (a restart once took over 20 s there).
+const READY_WAIT: Duration = Duration::from_secs(60);
 /// The stateless revision.
 const STATELESS: &str = "2026-07-28";
 /// A session revision.
@@ -245,17 +248,23 @@ timeout_s = 10
             }
         });
         let ready = format!("http://127.0.0.1:{}/readyz", self.ports[i]);
-        let deadline = Instant::now() + WAIT;
+        let deadline = Instant::now() + READY_WAIT;
+        let mut why = String::from("/readyz never answered");
         loop {
-            if let Ok(answer) = self.http.get(&ready).send().await
-                && answer.status() == 200
-            {
-                return Replica { child, said };
+            if let Ok(answer) = self.http.get(&ready).send().await {
+                if answer.status() == 200 {
+                    return Replica { child, said };
+                }
+                why = answer.text().await.unwrap_or_default();
             }
             if let Ok(Some(status)) = child.try_wait() {
                 panic!("replica {i} exited ({status}): {}", said.lock().unwrap());
             }
-            assert!(Instant::now() < deadline, "replica {i} not ready: {}", said.lock().unwrap());
+            assert!(
+                Instant::now() < deadline,
+                "replica {i} not ready within {READY_WAIT:?} ({why}): {}",
+                said.lock().unwrap()
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
