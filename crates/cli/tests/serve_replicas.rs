@@ -44,6 +44,10 @@ const SESSION: &str = "2025-11-25";
 /// Calls each stateless client makes in the round-robin scenario (the 3 x 1,000).
 const N: usize = 1_000;
 
+/// One cluster at a time: six of them (three replicas, haproxy and Redis each) at once on two
+/// busy cores made a restarted replica take over 20 s to be ready.
+static ONE_CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The external programs, or `None` when `MCP_SKIP_REPLICAS=1` says to skip.
 fn programs() -> Option<PathBuf> {
     if std::env::var_os("MCP_SKIP_REPLICAS").is_some_and(|v| v == "1") {
@@ -503,6 +507,7 @@ fn logged(arguments: &Value) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stateless_clients_round_robin_with_approval_rounds_answered_on_other_replicas() {
     let Some(haproxy) = programs() else { return };
+    let _one = ONE_CLUSTER.lock().await;
     let started = Instant::now();
     let cluster = Arc::new(Cluster::start(&haproxy, Setup { store: true, extra: "" }).await);
 
@@ -635,6 +640,7 @@ async fn approved_session(cluster: &Cluster) -> (String, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_store_sessions_go_on_across_replicas_and_a_killed_replicas_calls_fail_only_in_flight() {
     let Some(haproxy) = programs() else { return };
+    let _one = ONE_CLUSTER.lock().await;
     let started = Instant::now();
     let mut cluster = Cluster::start(&haproxy, Setup { store: true, extra: "" }).await;
     let mut sessions = Vec::new();
@@ -706,6 +712,7 @@ async fn with_the_store_sessions_go_on_across_replicas_and_a_killed_replicas_cal
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_restart_under_steady_load_fails_no_call() {
     let Some(haproxy) = programs() else { return };
+    let _one = ONE_CLUSTER.lock().await;
     let started = Instant::now();
     let mut cluster = Cluster::start(&haproxy, Setup { store: true, extra: "" }).await;
     let (session, _) = approved_session(&cluster).await;
@@ -769,6 +776,7 @@ async fn a_rolling_restart_under_steady_load_fails_no_call() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_store_sessions_stick_and_a_killed_replicas_clients_get_404_and_start_again() {
     let Some(haproxy) = programs() else { return };
+    let _one = ONE_CLUSTER.lock().await;
     let started = Instant::now();
     let mut cluster = Cluster::start(&haproxy, Setup { store: false, extra: "" }).await;
     let mut sessions = Vec::new();
@@ -810,6 +818,7 @@ async fn without_the_store_sessions_stick_and_a_killed_replicas_clients_get_404_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_limit_holds_across_the_three_replicas_and_says_when_to_retry() {
     let Some(haproxy) = programs() else { return };
+    let _one = ONE_CLUSTER.lock().await;
     let started = Instant::now();
     let limits = "[[serve.limits]]\ntool = \"fx__echo\"\ncalls_per_minute = 9\n";
     let cluster = Cluster::start(&haproxy, Setup { store: true, extra: limits }).await;
@@ -845,6 +854,7 @@ async fn a_rate_limit_holds_across_the_three_replicas_and_says_when_to_retry() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_stopped_gives_clear_errors_and_the_replicas_recover_when_it_returns() {
     let Some(haproxy) = programs() else { return };
+    let _one = ONE_CLUSTER.lock().await;
     let started = Instant::now();
     let limits = "[[serve.limits]]\ntool = \"fx__echo\"\ncalls_per_minute = 100000\n";
     let mut cluster = Cluster::start(&haproxy, Setup { store: true, extra: limits }).await;
