@@ -29,7 +29,7 @@ use mcp_protocol::{ElicitRequestParams, ProtocolVersion, RetryParts, methods};
 use serde_json::{Map, Value, json};
 
 use crate::clock::Clock;
-use crate::seal::{ApprovalClaims, ReplayCache, SealError, StateSealer, digest_arguments, random_hex};
+use crate::seal::{ApprovalClaims, ReplayCache, SealError, StateSealer, digest_json, random_hex};
 use crate::session::{Outbound, Session, lock};
 use crate::store::StoreError;
 
@@ -306,7 +306,7 @@ impl GatewayApprover {
         let claims = ApprovalClaims {
             caller: ctx.caller.clone(),
             tool: request.name.clone(),
-            arguments: digest_arguments(&request.arguments),
+            arguments: digest_json(&request.arguments),
             expires_ms: self.clock.unix_ms().saturating_add(ttl),
             id: random_hex(16)?,
         };

@@ -250,13 +250,13 @@ impl AuditSink for AuditLog {
 
 /// The SHA-256 of `arguments`' canonical JSON, hex (the digest approval states bind).
 pub(crate) fn arguments_digest(arguments: &Value) -> String {
-    crate::seal::digest_arguments(arguments)
+    crate::seal::digest_json(arguments)
 }
 
 /// A short digest of a session id (12 hex digits): lines of one session go together, and the
 /// id, which lets a caller reach the session, is not written.
 pub(crate) fn session_tag(id: &str) -> String {
-    let mut tag = crate::seal::digest_arguments(&Value::String(id.to_owned()));
+    let mut tag = crate::seal::digest_json(&Value::String(id.to_owned()));
     tag.truncate(12);
     tag
 }

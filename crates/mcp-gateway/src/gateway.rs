@@ -34,7 +34,7 @@ use crate::exposed::{Exposing, Selection};
 use crate::limit::RateLimiter;
 use crate::observe::{Answered, ServeWatch};
 use crate::seal::{MemoryReplayCache, ReplayCache, SealError, StateSealer};
-use crate::session::{Outbound, Session, lock};
+use crate::session::{Outbound, Session, lock, server_digest};
 use crate::subscriptions::Subscriptions;
 
 /// The reason reported for a call of `search_tools` (the audit log's rule).
@@ -623,17 +623,27 @@ impl Gateway {
         // is never sent on, even when the gate's own check (against the current pool) passes.
         // An upstream that came back with the very tool the session was shown (a restart
         // changes the generation, not the tool) is no older listing.
-        if let (Some(seen), Some(server)) = (&seen, entry.server())
-            && seen.generation(server) != binding.generation(server)
-            && !seen
-                .pool()
-                .get(name)
-                .is_some_and(|shown| shown.origin() == entry.origin() && shown.description() == entry.description())
-            && let Era::Session(session) = &scope.era
-        {
+        // A session continued from a shared store that has not listed here is held to what
+        // the other replica listed, by digest (its generations are that replica's own).
+        let stale = match (&scope.era, entry.server()) {
+            (Era::Session(session), Some(server)) => match &seen {
+                Some(seen) => (seen.generation(server) != binding.generation(server)
+                    && !seen.pool().get(name).is_some_and(|shown| {
+                        shown.origin() == entry.origin() && shown.description() == entry.description()
+                    }))
+                .then(|| (session, server, seen.pool().revision())),
+                None => session
+                    .listed_elsewhere()
+                    .filter(|digests| {
+                        digests.get(server).map(String::as_str) != Some(server_digest(&binding, server).as_str())
+                    })
+                    .map(|_| (session, server, binding.pool().revision())),
+            },
+            _ => None,
+        };
+        if let Some((session, server, revision)) = stale {
             session.notify(list_changed_line(methods::TOOLS_LIST_CHANGED));
-            let refusal =
-                Refusal::Stale { server: server.to_owned(), name: name.to_owned(), revision: seen.pool().revision() };
+            let refusal = Refusal::Stale { server: server.to_owned(), name: name.to_owned(), revision };
             return tool_error(&refusal.to_string());
         }
         let way = match &scope.era {
@@ -848,6 +858,23 @@ impl Gateway {
                 Reply::Result(to_json(&result))
             }
             Err(e) => Reply::Error(backend_error(&e)),
+        }
+    }
+
+    /// Subscribes `session`, continued from a shared store, to the URIs it had subscribed to
+    /// at another replica, so their updates reach it here. A URI this replica cannot route
+    /// (its upstream is not here, or no longer offers it) is logged and skipped, as a
+    /// subscription to it would be refused.
+    pub(crate) async fn resubscribe(&self, session: &Arc<Session>, uris: &std::collections::BTreeSet<String>) {
+        let scope = Scope { caller: session.caller.clone(), era: Era::Session(Arc::clone(session)) };
+        for uri in uris {
+            if let Reply::Error(error) = self.subscription(&scope, uri, true).await {
+                tracing::warn!(
+                    uri = %mcp_safety::text::one_line(uri, 200),
+                    error = %mcp_safety::text::one_line(&error.message, 200),
+                    "a subscription of a session continued from the session store could not be renewed here"
+                );
+            }
         }
     }
 

@@ -184,18 +184,18 @@ impl ApprovalClaims {
         if self.tool != tool {
             return Err(SealError::OtherTool(mcp_safety::text::one_line(&self.tool, 80)));
         }
-        if self.arguments != digest_arguments(arguments) {
+        if self.arguments != digest_json(arguments) {
             return Err(SealError::OtherArguments);
         }
         Ok(())
     }
 }
 
-/// SHA-256 of `arguments` in canonical form (object keys sorted at every level, no
-/// whitespace), hex: the same arguments sent again in another key order digest alike.
-pub(crate) fn digest_arguments(arguments: &Value) -> String {
+/// SHA-256 of `value` in canonical form (object keys sorted at every level, no whitespace),
+/// hex: the same arguments (or tools) sent again in another key order digest alike.
+pub(crate) fn digest_json(value: &Value) -> String {
     let mut canonical = String::new();
-    write_canonical(&mut canonical, arguments);
+    write_canonical(&mut canonical, value);
     digest_hex(canonical.as_bytes())
 }
 
@@ -332,7 +332,7 @@ mod tests {
         ApprovalClaims {
             caller: "local\nclient".into(),
             tool: "files__write_file".into(),
-            arguments: digest_arguments(&json!({"path": "a", "text": "b"})),
+            arguments: digest_json(&json!({"path": "a", "text": "b"})),
             expires_ms,
             id: "00ff".into(),
         }
@@ -385,10 +385,10 @@ mod tests {
     #[test]
     fn canonical_arguments() {
         assert_eq!(
-            digest_arguments(&json!({"b": [1, {"y": 2, "x": 1}], "a": "é"})),
-            digest_arguments(&json!({"a": "é", "b": [1, {"x": 1, "y": 2}]}))
+            digest_json(&json!({"b": [1, {"y": 2, "x": 1}], "a": "é"})),
+            digest_json(&json!({"a": "é", "b": [1, {"x": 1, "y": 2}]}))
         );
-        assert_ne!(digest_arguments(&json!({"a": 1})), digest_arguments(&json!({"a": "1"})));
+        assert_ne!(digest_json(&json!({"a": 1})), digest_json(&json!({"a": "1"})));
         assert_eq!(hex(&[0x00, 0xab]), "00ab");
     }
 }

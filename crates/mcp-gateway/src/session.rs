@@ -6,7 +6,7 @@
 //! Everything here is per client: request ids, the gateway's own requests to the client and
 //! their answers never cross sessions.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -101,6 +101,9 @@ pub(crate) struct Session {
     pub(crate) caller: Caller,
     protocol: Mutex<ServerSession<Waiter>>,
     listed: Mutex<Option<Arc<Binding>>>,
+    /// A session continued from a shared store that has not listed here yet: the digest of
+    /// each server's tools in the listing another replica served it ([`listing_digests`]).
+    listed_elsewhere: Mutex<Option<Arc<BTreeMap<String, String>>>>,
     stream: Mutex<Option<mpsc::Sender<String>>>,
     in_flight: Mutex<HashMap<RequestId, oneshot::Sender<()>>>,
     /// Its resource subscriptions: (server, upstream URI) -> the URI the client subscribed to.
@@ -123,6 +126,7 @@ impl Session {
             caller,
             protocol: Mutex::new(protocol),
             listed: Mutex::new(None),
+            listed_elsewhere: Mutex::new(None),
             stream: Mutex::new(None),
             in_flight: Mutex::new(HashMap::new()),
             subscriptions: Mutex::new(HashMap::new()),
@@ -192,9 +196,24 @@ impl Session {
         self.last_used_ms.load(Ordering::Relaxed)
     }
 
-    /// Records the binding a listing was served from.
+    /// Records the binding a listing was served from (what another replica served it is
+    /// forgotten: this listing is the newer).
     pub(crate) fn listed(&self, binding: &Arc<Binding>) {
         *lock(&self.listed) = Some(Arc::clone(binding));
+        *lock(&self.listed_elsewhere) = None;
+    }
+
+    /// Continues the listing another replica served (server to [`server_digest`]), until this
+    /// session lists here.
+    pub(crate) fn listed_elsewhere_as(&self, digests: BTreeMap<String, String>) {
+        if lock(&self.listed).is_none() {
+            *lock(&self.listed_elsewhere) = Some(Arc::new(digests));
+        }
+    }
+
+    /// What another replica listed for this session, while it has not listed here.
+    pub(crate) fn listed_elsewhere(&self) -> Option<Arc<BTreeMap<String, String>>> {
+        lock(&self.listed_elsewhere).clone()
     }
 
     /// The binding it last listed.
@@ -318,4 +337,27 @@ impl Session {
         }
         *lock(&self.stream) = None;
     }
+}
+
+/// The digest of `server`'s tools in `binding` (each as the server listed it, with the
+/// description clients are shown): what a shared store keeps of a listing. Generations are a
+/// replica's own counters; this is comparable across replicas, and across an upstream's
+/// restart that brought back the same tools.
+pub(crate) fn server_digest(binding: &Binding, server: &str) -> String {
+    let tools: Vec<serde_json::Value> = binding
+        .pool()
+        .iter()
+        .filter_map(|entry| match entry.origin() {
+            tool_pool::Origin::Mcp { server: s, tool } if s == server => {
+                Some(serde_json::json!([entry.name(), entry.description(), tool]))
+            }
+            _ => None,
+        })
+        .collect();
+    crate::seal::digest_json(&serde_json::Value::Array(tools))
+}
+
+/// [`server_digest`] of every server of `binding`.
+pub(crate) fn listing_digests(binding: &Binding) -> BTreeMap<String, String> {
+    binding.servers().map(|server| (server.to_owned(), server_digest(binding, server))).collect()
 }

@@ -44,7 +44,7 @@ use crate::backend::{BackendEvent, Caller};
 use crate::gateway::{Era, Gateway, ListenFilter, Reply, Scope, response_line};
 use crate::observe::{Answered, ServeWatch};
 use crate::seal::random_hex;
-use crate::session::{Outbound, Session, lock};
+use crate::session::{Outbound, Session, listing_digests, lock};
 use crate::store::{SessionChange, SessionRecord, SessionStore, StoreError};
 use crate::subscriptions::session_event_line;
 
@@ -614,10 +614,20 @@ async fn session_of(
     // A revision this build does not know is a session it cannot continue.
     let Some(client) = record.client_context() else { return Err(not_found()) };
     let protocol = mcp_protocol::ServerSession::restore(client, record.ready);
-    let session = Arc::new(Session::new(Some(Arc::from(id)), caller.clone(), protocol, now_ms));
+    let session = Session::new(Some(Arc::from(id)), caller.clone(), protocol, now_ms);
+    if !record.listed.is_empty() {
+        session.listed_elsewhere_as(record.listed);
+    }
+    let session = Arc::new(session);
     let idle_ms = u64::try_from(state.options.session_idle.as_millis()).unwrap_or(u64::MAX);
-    match state.sessions.adopt(session, state.options.max_sessions, idle_ms, now_ms) {
-        Some(session) => Ok(Some(session)),
+    match state.sessions.adopt(Arc::clone(&session), state.options.max_sessions, idle_ms, now_ms) {
+        Some(adopted) => {
+            // Renewed once, by the request that brought the session here.
+            if Arc::ptr_eq(&adopted, &session) && !record.subscriptions.is_empty() {
+                state.gateway.resubscribe(&adopted, &record.subscriptions).await;
+            }
+            Ok(Some(adopted))
+        }
         None => Err(Box::new(plain(StatusCode::SERVICE_UNAVAILABLE, "too many sessions; try again later"))),
     }
 }
@@ -763,8 +773,19 @@ fn mirrored(headers: &HeaderMap) -> MirroredHeaders<'_> {
     }
 }
 
-fn mismatch(id: &RequestId, error: ErrorObject) -> Response<Body> {
-    json(StatusCode::BAD_REQUEST, response_line(id, Reply::Error(error), false))
+/// The answer to a request refused before the gateway handled it (its headers, its envelope),
+/// told to its watch first: an error span with the code, not a span that says nothing.
+fn refused_early(
+    watch: Option<Box<dyn ServeWatch>>,
+    id: &RequestId,
+    status: StatusCode,
+    error: ErrorObject,
+    stateless: bool,
+) -> Response<Body> {
+    if let Some(watch) = watch {
+        watch.end(Answered::Error(&error));
+    }
+    json(status, response_line(id, Reply::Error(error), stateless))
 }
 
 async fn post_request(
@@ -780,7 +801,7 @@ async fn post_request(
     let gateway = &state.gateway;
     let request = match request {
         Ok(request) => request,
-        Err(error) => return json(StatusCode::OK, response_line(&id, Reply::Error(error), false)),
+        Err(error) => return refused_early(watch, &id, StatusCode::OK, error, false),
     };
     let name = request.routing_name();
     let scope = match (session, &request) {
@@ -789,25 +810,28 @@ async fn post_request(
             // conformance suite's raw requests do), but not one that is none.
             let facts = BodyFacts { method: &method, name, protocol_version: None, stateless: false };
             if let Err(e) = mcp_protocol::check_headers(&mirrored(headers), &facts) {
-                return mismatch(&id, e.to_error_object());
+                return refused_early(watch, &id, StatusCode::BAD_REQUEST, e.to_error_object(), false);
             }
             Scope { caller, era: Era::Session(session) }
         }
         (None, ClientRequest::Initialize(params)) => {
             let facts = BodyFacts { method: &method, name, protocol_version: None, stateless: false };
             if let Err(e) = mcp_protocol::check_headers(&mirrored(headers), &facts) {
-                return mismatch(&id, e.to_error_object());
+                return refused_early(watch, &id, StatusCode::BAD_REQUEST, e.to_error_object(), false);
             }
             return initialize(state, caller, &id, params, watch).await;
         }
         (None, _) => {
             let Some(envelope) = &meta.envelope else {
-                return refusal(
-                    StatusCode::BAD_REQUEST,
+                let error = ErrorObject::new(
                     error_codes::INVALID_REQUEST,
-                    "Bad Request: no Mcp-Session-Id and no 2026-07-28 _meta envelope; initialize first, or send \
-                     the envelope with every request",
+                    "Bad Request: no Mcp-Session-Id and no 2026-07-28 _meta envelope; initialize first, or send the \
+                     envelope with every request",
                 );
+                if let Some(watch) = watch {
+                    watch.end(Answered::Error(&error));
+                }
+                return json(StatusCode::BAD_REQUEST, Message::Error(ErrorResponse { id: None, error }).encode());
             };
             let facts = BodyFacts {
                 method: &method,
@@ -816,16 +840,16 @@ async fn post_request(
                 stateless: true,
             };
             if let Err(e) = mcp_protocol::check_headers(&mirrored(headers), &facts) {
-                return mismatch(&id, e.to_error_object());
+                return refused_early(watch, &id, StatusCode::BAD_REQUEST, e.to_error_object(), false);
             }
             let ctx = match envelope.check(gateway.config()) {
                 Ok(ctx) => ctx,
-                Err(error) => return json(stateless_status(&error), response_line(&id, Reply::Error(error), true)),
+                Err(error) => return refused_early(watch, &id, stateless_status(&error), error, true),
             };
             if let ClientRequest::CallTool(call) = &request
                 && let Err(e) = check_params(gateway, &caller, &call.name, call.arguments.as_ref(), headers).await
             {
-                return mismatch(&id, e.to_error_object());
+                return refused_early(watch, &id, StatusCode::BAD_REQUEST, e.to_error_object(), false);
             }
             Scope { caller, era: Era::Stateless(Arc::new(ctx)) }
         }
@@ -842,13 +866,21 @@ async fn post_request(
         // Only a call sends messages before its answer.
         ClientRequest::CallTool(_) => call(state, scope, id, request, meta, in_flight, watch).await,
         request => {
-            let level = match (&request, &scope.era) {
-                (ClientRequest::SetLevel(level), Era::Session(session)) => Some((*level, Arc::clone(session))),
+            let kept = match &scope.era {
+                Era::Session(session) if state.options.session_store.is_some() => {
+                    kept_change(&request).map(|change| (change, Arc::clone(session)))
+                }
                 _ => None,
             };
             let reply = gateway.handle_watched(watch, &scope, &id, request, &meta, &Outbound::none()).await;
-            if let (Some((level, session)), Reply::Result(_)) = (level, &reply) {
-                record_change(state, session.id.as_deref(), SessionChange::LogLevel(level)).await;
+            if let (Some((change, session)), Reply::Result(_)) = (kept, &reply) {
+                let change = match change {
+                    Kept::Change(change) => Some(change),
+                    Kept::Listing => session.last_listing().map(|b| SessionChange::Listed(listing_digests(&b))),
+                };
+                if let Some(change) = change {
+                    record_change(state, session.id.as_deref(), change).await;
+                }
             }
             let status = match (&reply, stateless) {
                 (Reply::Error(error), true) => stateless_status(error),
@@ -857,6 +889,23 @@ async fn post_request(
             json(status, response_line(&id, reply, stateless))
         }
     }
+}
+
+/// What a session store keeps of a request once it succeeded.
+enum Kept {
+    Change(SessionChange),
+    /// The generations of the listing just served (known once it is).
+    Listing,
+}
+
+fn kept_change(request: &ClientRequest) -> Option<Kept> {
+    Some(match request {
+        ClientRequest::SetLevel(level) => Kept::Change(SessionChange::LogLevel(*level)),
+        ClientRequest::ListTools(_) => Kept::Listing,
+        ClientRequest::Subscribe(params) => Kept::Change(SessionChange::Subscribe(params.uri.clone())),
+        ClientRequest::Unsubscribe(params) => Kept::Change(SessionChange::Unsubscribe(params.uri.clone())),
+        _ => return None,
+    })
 }
 
 /// The `Mcp-Param-*` headers of a stateless call, checked against its arguments when the

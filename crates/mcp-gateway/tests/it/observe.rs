@@ -175,6 +175,28 @@ async fn the_http_front_tells_the_client_address_and_the_revision() {
     assert!(init_from.ip().is_loopback() && init_from.port() != list_from.port());
 }
 
+/// Issue 35: a request refused before the gateway handles it (its headers contradict its body,
+/// its envelope is missing) is still told, as an error: its span carries the error status.
+#[tokio::test]
+async fn requests_refused_at_the_front_are_told_as_errors() {
+    let (gateway, seen) = observed();
+    let server = HttpServer::bind(gateway, HttpOptions::default()).await.unwrap();
+    let addr = server.local_addr();
+    tokio::spawn(server.run(std::future::pending()));
+    let mut call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "echo__echo", "arguments": {}}});
+    call["params"]["_meta"] = envelope(json!({}));
+    let mismatched = [("mcp-protocol-version", STATELESS), ("mcp-method", "tools/list"), ("mcp-name", "echo__echo")];
+    let (_, _, body) = post_from(addr, &mismatched, &call).await;
+    assert!(body.contains("error"), "{body}");
+    let bare = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let (_, _, body) = post_from(addr, &[], &bare).await;
+    assert!(body.contains("no Mcp-Session-Id"), "{body}");
+    let seen = seen.lock().unwrap().clone();
+    let told: Vec<_> = seen.iter().map(|s| (s.method.as_str(), s.answered)).collect();
+    assert_eq!(told, [("tools/call", Some("error")), ("tools/list", Some("error"))]);
+}
+
 #[tokio::test]
 async fn the_stdio_front_tells_the_session_revision_and_no_peer() {
     let (gateway, seen) = observed();

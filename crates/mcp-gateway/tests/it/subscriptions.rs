@@ -219,3 +219,57 @@ async fn a_stdio_session_subscribes_and_hears_of_updates() {
         json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "note://a"}})
     );
 }
+
+/// Issue 34: a session the load balancer sends to another replica (its own went away) goes on
+/// there with its resource subscriptions, and held to the tools it was shown, from the store.
+#[tokio::test]
+async fn a_session_continued_at_another_replica_keeps_its_subscriptions_and_its_listing() {
+    let clock: Arc<dyn mcp_gateway::Clock> = Arc::new(TestClock::default());
+    let store: Arc<dyn mcp_gateway::SessionStore> =
+        Arc::new(mcp_gateway::MemorySessions::new(16, Duration::from_secs(60), clock));
+    let options = || HttpOptions { session_store: Some(Arc::clone(&store)), ..HttpOptions::default() };
+    let content = ServerContent {
+        resources: vec![serde_json::from_value(json!({"uri": "note://a", "name": "a"})).unwrap()],
+        ..ServerContent::default()
+    };
+    let replica = |tools: &[&str]| {
+        tools.iter().fold(FakeBackend::builder(), |b, t| b.tool("a", t)).content("a", content.clone()).build()
+    };
+    let (one, two) = (start_over(replica(&["t"]), options()).await, start_over(replica(&["t"]), options()).await);
+    let session = initialize(one.addr, V, json!({})).await;
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let listed = post_session(one.addr, &session, V, &list).await.json();
+    assert_eq!(listed["result"]["tools"][0]["name"], "a__t", "{listed}");
+    assert_eq!(subscription(one.addr, &session, "resources/subscribe", "note://a").await["result"], json!({}));
+    let record = store.load(&session).await.unwrap().expect("kept");
+    assert_eq!(record.subscriptions.iter().collect::<Vec<_>>(), ["note://a"]);
+    assert_eq!(record.listed.keys().collect::<Vec<_>>(), ["a"], "the listing is kept by server");
+
+    // At `two`, which never saw it: the upstream subscription is renewed there, and updates
+    // reach the stream the client opens there.
+    let headers = [("accept", "text/event-stream"), ("mcp-session-id", session.as_str()), ("mcp-protocol-version", V)];
+    let stream = send(two.addr, "GET", &headers, "").await;
+    assert_eq!(stream.status(), 200);
+    let mut stream = stream.into_body();
+    assert_eq!(two.backend.subscription_changes(), [change("a", "note://a", true)]);
+    two.backend.emit(updated("a", "note://a"));
+    assert_eq!(next_event(&mut stream).await["params"], json!({"uri": "note://a"}));
+    // The same tools at `two`: a call prepared against `one`'s listing goes through.
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "a__t", "arguments": {}}});
+    let answer = post_session(two.addr, &session, V, &call).await.json();
+    assert_ne!(answer["result"]["isError"], true, "{answer}");
+    assert_eq!(two.backend.calls().len(), 1);
+
+    // At `three`, whose `a` lists other tools: the call is refused as prepared against an
+    // older listing, never sent; once listed there, it goes through.
+    let three = start_over(replica(&["t", "u"]), options()).await;
+    let refused = post_session(three.addr, &session, V, &call).await.json();
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert!(text_of(&refused["result"]).contains("changed after you were shown them"), "{refused}");
+    assert!(three.backend.calls().is_empty());
+    assert_eq!(post_session(three.addr, &session, V, &list).await.json()["result"]["tools"][1]["name"], "a__u");
+    let answer = post_session(three.addr, &session, V, &call).await.json();
+    assert_ne!(answer["result"]["isError"], true, "{answer}");
+    assert_eq!(three.backend.calls().len(), 1);
+}
