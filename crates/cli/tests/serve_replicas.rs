@@ -5,7 +5,10 @@
 //! Each scenario counts: every call answered once (the upstreams' own logs of what they
 //! received show nothing ran twice), failures only where the scenario expects them.
 //!
-//! Needs haproxy and redis-server (Debian's packages; `.ci/run` installs them). Missing either
+//! The last test checks `deploy/mcp-harness-serve@.service` the same way: verified by
+//! systemd-analyze, its command run as systemd would run it.
+//!
+//! Needs haproxy, redis-server and systemd-analyze (Debian's packages; `.ci/run` installs them). Missing one
 //! fails with one line saying what to install; `MCP_SKIP_REPLICAS=1` skips these tests instead.
 //! Needs `cargo build -p mcp-fixtures` first.
 
@@ -909,4 +912,93 @@ async fn redis_stopped_gives_clear_errors_and_the_replicas_recover_when_it_retur
         returned.elapsed().as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
+}
+
+/// `deploy/mcp-harness-serve@.service` as shipped: `systemd-analyze verify` finds nothing to
+/// say of it (with this build's binary and a configuration at the paths it names), and its
+/// `ExecStart=` line, run as systemd would run instance PORT, serves on that port; its
+/// `KillSignal=` drains it to exit 0 within its `TimeoutStopSec=`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_systemd_unit_verifies_and_its_command_serves_and_drains_on_its_stop_signal() {
+    if programs().is_none() {
+        return;
+    }
+    let unit = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/mcp-harness-serve@.service"))
+        .unwrap();
+    let (binary, config_path) = ("/usr/local/bin/mcp-harness", "/etc/mcp-harness/config.toml");
+    assert!(unit.contains(binary) && unit.contains(config_path), "the unit names other paths: update this test");
+    let dir = tempfile::tempdir().unwrap();
+    let fx = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}")).display().to_string();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.fx]\ncommand = \"{fx}\"\nargs = [\"echo\"]\nrequired = true\n\n[policy]\ndefault = \
+             \"allow\"\n\n[serve.drain]\ndelay_s = 0.5\ntimeout_s = 5\n"
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let ours =
+        unit.replace(binary, env!("CARGO_BIN_EXE_mcp-harness")).replace(config_path, &config.display().to_string());
+    let setting = |key: &str| {
+        ours.lines()
+            .find_map(|l| l.trim().strip_prefix(key)?.strip_prefix('='))
+            .unwrap_or_else(|| panic!("the unit sets no {key}"))
+            .trim()
+            .to_owned()
+    };
+    let unit_file = dir.path().join(format!("mcp-harness-serve@{port}.service"));
+    std::fs::write(&unit_file, &ours).unwrap();
+
+    let verify = std::process::Command::new("systemd-analyze").args(["verify", "--man=no"]).arg(&unit_file).output();
+    let verify = verify.unwrap_or_else(|e| {
+        panic!("systemd-analyze: {e}; install systemd (apt-get install -y systemd) or set MCP_SKIP_REPLICAS=1")
+    });
+    let said = String::from_utf8_lossy(&verify.stderr);
+    assert!(verify.status.success() && said.trim().is_empty(), "systemd-analyze verify: {said}");
+
+    // ExecStart= as systemd runs instance `port`: %i is the instance, words split on spaces.
+    let exec = setting("ExecStart").replace("%i", &port.to_string());
+    let words: Vec<&str> = exec.split_whitespace().collect();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let mut child = Command::new(words[0])
+        .args(&words[1..])
+        .current_dir(&work)
+        .env_remove("MCP_HARNESS_CONFIG")
+        .env("MCP_HARNESS_DATA_DIR", dir.path().join("data"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let said = Arc::new(Mutex::new(String::new()));
+    let keep = Arc::clone(&said);
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            keep.lock().unwrap().push_str(&format!("{line}\n"));
+        }
+    });
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + READY_WAIT;
+    while !http.get(format!("http://127.0.0.1:{port}/readyz")).send().await.is_ok_and(|answer| answer.status() == 200) {
+        assert!(child.try_wait().unwrap().is_none(), "exited: {}", said.lock().unwrap());
+        assert!(Instant::now() < deadline, "not ready in {READY_WAIT:?}: {}", said.lock().unwrap());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let answer = send(&http, &url, None, "tools/call", echo("unit"), 1).await;
+    assert!(answer.ok() && answer.text().contains("unit"), "{answer:?}");
+
+    assert_eq!(setting("KillSignal"), "SIGTERM", "the drain below is SIGTERM's");
+    let stop_within = Duration::from_secs(setting("TimeoutStopSec").parse().unwrap());
+    let pid = child.id().unwrap().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = tokio::time::timeout(stop_within, child.wait()).await.expect("stopped within TimeoutStopSec").unwrap();
+    let said = said.lock().unwrap().clone();
+    assert_eq!(status.code(), Some(0), "{said}");
+    assert!(said.contains("drained: "), "{said}");
 }
