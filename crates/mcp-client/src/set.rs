@@ -179,8 +179,12 @@ pub struct ServerEvent {
     pub server: String,
     /// Its new state.
     pub state: ServerState,
-    /// The generation of the listing published with it: a new connection's (`Connected`).
+    /// The generation of the listing published with it: a new connection's (`Connected`), or
+    /// a re-listing's.
     pub generation: Option<u64>,
+    /// A re-listing after the server announced a change published `generation`; its state did
+    /// not change (`state` is the one it is in).
+    pub relisted: bool,
 }
 
 /// Why a call through the set was not answered.
@@ -310,7 +314,7 @@ impl Slot {
     /// [`Slot::set_state`], telling the generation just published with it.
     fn set_state_published(&self, shared: &Shared, state: ServerState, generation: Option<u64>) {
         self.state.send_replace(state.clone());
-        let _ = shared.events.send(ServerEvent { server: self.name.clone(), state, generation });
+        let _ = shared.events.send(ServerEvent { server: self.name.clone(), state, generation, relisted: false });
     }
 
     fn live(&self) -> Option<Arc<Live>> {
@@ -521,10 +525,19 @@ impl ServerSet {
         match client.list_all_tools(self.limits).await {
             Ok(tools) => {
                 *lock(&slot.last_error) = None;
-                let mut current = lock(&live.listing);
-                if *current.0 != *tools {
-                    let generation = slot.generation.fetch_add(1, Ordering::SeqCst) + 1;
-                    *current = (Arc::from(tools), generation);
+                let published = {
+                    let mut current = lock(&live.listing);
+                    (*current.0 != *tools).then(|| {
+                        let generation = slot.generation.fetch_add(1, Ordering::SeqCst) + 1;
+                        *current = (Arc::from(tools), generation);
+                        generation
+                    })
+                };
+                if let Some(generation) = published {
+                    let state = slot.state.borrow().clone();
+                    let event =
+                        ServerEvent { server: slot.name.clone(), state, generation: Some(generation), relisted: true };
+                    let _ = self.shared.events.send(event);
                 }
             }
             Err(e) => {

@@ -174,6 +174,31 @@ async fn a_listing_that_fails_halfway_keeps_the_old_generation_and_says_why() {
     set.close().await;
 }
 
+/// A re-listing that publishes a new generation is an event of its own: watchers (telemetry's
+/// publication span events, the gateway's publisher) hear of it, and never as a new start.
+#[tokio::test]
+async fn a_relisting_that_changes_the_tools_is_told_as_a_relisting() {
+    let set = ServerSet::start(vec![fixture(&["echo"])], options(3));
+    wait_for(&set, "fx", CONNECTED).await;
+    let generation = set.refresh().await[0].generation;
+    let mut events = set.subscribe();
+    set.call("fx", "add_tool", args(json!({"name": "late"})), None, None).await.unwrap();
+    let announced = mcp_fixtures::wait_until(mcp_fixtures::EVENT_DEADLINE, || set.generation("fx") == Some(u64::MAX));
+    assert!(announced.await, "the announcement never arrived");
+    let relisted = set.refresh().await[0].generation;
+    assert_ne!(relisted, generation);
+    let event = tokio::time::timeout(mcp_fixtures::EVENT_DEADLINE, events.recv()).await.expect("told").unwrap();
+    assert_eq!((event.server.as_str(), event.generation, event.relisted), ("fx", Some(relisted), true));
+    assert!(connected(&event.state), "{:?}", event.state);
+    // An announcement that changes nothing is no publication.
+    set.call("fx", "add_tool", args(json!({"name": "late"})), None, None).await.unwrap();
+    let announced = mcp_fixtures::wait_until(mcp_fixtures::EVENT_DEADLINE, || set.generation("fx") == Some(u64::MAX));
+    assert!(announced.await, "the second announcement never arrived");
+    assert_eq!(set.refresh().await[0].generation, relisted);
+    assert!(events.try_recv().is_err(), "nothing published, nothing told");
+    set.close().await;
+}
+
 #[tokio::test]
 async fn a_change_announced_with_an_identical_listing_keeps_the_generation() {
     let set = ServerSet::start(vec![fixture(&["echo"])], options(3));

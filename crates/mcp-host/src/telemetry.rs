@@ -69,6 +69,12 @@ pub(crate) fn count_events(
     Some(async move {
         loop {
             match events.recv().await {
+                Ok(event) if event.relisted => {
+                    // The same connection, a new listing: a publication, not a start.
+                    if let Some(generation) = event.generation {
+                        telemetry.upstream(UpstreamEvent::Publication { generation }, &event.server);
+                    }
+                }
                 Ok(event) => {
                     let kind = match event.state {
                         ServerState::Connected { .. } => UpstreamEvent::Start,
