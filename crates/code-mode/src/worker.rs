@@ -479,14 +479,7 @@ fn host_call<'js>(
     index: u32,
     args: Option<rquickjs::Value<'js>>,
 ) -> rquickjs::Result<rquickjs::Value<'js>> {
-    if state.finished.get() {
-        return Err(Exception::throw_message(ctx, "tool calls cannot be made after the script has ended"));
-    }
-    let id = state.calls.get() + 1;
-    if id > limits.max_calls {
-        state.stop.set(Some(Stop::Calls));
-        return Err(Exception::throw_internal(ctx, "too many tool calls"));
-    }
+    let id = next_call(ctx, state, limits)?;
     let index = usize::try_from(index).unwrap_or(usize::MAX);
     // A tool behind search is callable only once a search of this script found it.
     if !state.reachable.borrow().get(index).copied().unwrap_or(false) {
@@ -521,13 +514,7 @@ fn host_call<'js>(
             }
         }
     };
-    if to_host.send(ToHost::Request(Request::Call { id, index, arguments })).is_err() {
-        state.stop.set(Some(Stop::Cancelled));
-        return Err(Exception::throw_internal(ctx, "the run was cancelled"));
-    }
-    state.calls.set(id);
-    state.in_flight.set(state.in_flight.get() + 1);
-    Ok(rquickjs::Value::new_int(ctx.clone(), i32::try_from(id).unwrap_or(i32::MAX)))
+    dispatch(ctx, state, to_host, Request::Call { id, index, arguments }, id)
 }
 
 /// The host function behind `tools.search(query, limit)`: counted as a call, its arguments
@@ -544,14 +531,7 @@ fn host_search<'js>(
     if !offered {
         return Ok(failure(ctx, CallErrorKind::Refused, NO_SEARCH)?.into_value());
     }
-    if state.finished.get() {
-        return Err(Exception::throw_message(ctx, "tool calls cannot be made after the script has ended"));
-    }
-    let id = state.calls.get() + 1;
-    if id > limits.max_calls {
-        state.stop.set(Some(Stop::Calls));
-        return Err(Exception::throw_internal(ctx, "too many tool calls"));
-    }
+    let id = next_call(ctx, state, limits)?;
     let Some(query) = query.and_then(|q| q.as_string().and_then(|q| q.to_string().ok())) else {
         let message = "the query must be a string, like tools.search(\"create a calendar event\")";
         return Ok(failure(ctx, CallErrorKind::BadArguments, message)?.into_value());
@@ -571,7 +551,33 @@ fn host_search<'js>(
             }
         },
     };
-    if to_host.send(ToHost::Request(Request::Search { id, query, limit })).is_err() {
+    dispatch(ctx, state, to_host, Request::Search { id, query, limit }, id)
+}
+
+/// The id the script's next call (or search) gets, unless the script has ended or used up
+/// its calls; both count against `max_calls` alike.
+fn next_call(ctx: &Ctx<'_>, state: &State, limits: &Limits) -> rquickjs::Result<u32> {
+    if state.finished.get() {
+        return Err(Exception::throw_message(ctx, "tool calls cannot be made after the script has ended"));
+    }
+    let id = state.calls.get() + 1;
+    if id > limits.max_calls {
+        state.stop.set(Some(Stop::Calls));
+        return Err(Exception::throw_internal(ctx, "too many tool calls"));
+    }
+    Ok(id)
+}
+
+/// Hands `request` (call `id`, from [`next_call`]) to the host and counts it in flight; gives
+/// the id the prelude waits on.
+fn dispatch<'js>(
+    ctx: &Ctx<'js>,
+    state: &State,
+    to_host: &UnboundedSender<ToHost>,
+    request: Request,
+    id: u32,
+) -> rquickjs::Result<rquickjs::Value<'js>> {
+    if to_host.send(ToHost::Request(request)).is_err() {
         state.stop.set(Some(Stop::Cancelled));
         return Err(Exception::throw_internal(ctx, "the run was cancelled"));
     }
