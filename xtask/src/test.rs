@@ -220,7 +220,7 @@ pub(crate) fn purity() -> Result<(), StepError> {
 
 /// Where `redis-server` is: `MCP_REDIS_SERVER`, else on `PATH` or in the usual places; else
 /// one line saying what to install.
-fn redis_server() -> Result<PathBuf, String> {
+pub(crate) fn redis_server() -> Result<PathBuf, String> {
     locate_redis_server(env::var_os("MCP_REDIS_SERVER"), &env::var_os("PATH").unwrap_or_default())
 }
 

@@ -179,23 +179,18 @@ fn clients(bench: &Path, url: &str, count: usize, n: usize, in_flight: usize) ->
     Ok(lines)
 }
 
-/// haproxy and redis-server, where the replicas test finds them (`MCP_HAPROXY`,
-/// `MCP_REDIS_SERVER`, `PATH`, `/usr/sbin`).
+/// haproxy and redis-server, where the replicas test finds them (`MCP_HAPROXY`, `PATH`,
+/// `/usr/sbin`; redis-server as `cargo xtask test` finds it).
 fn programs() -> Result<(PathBuf, PathBuf)> {
-    let find = |var: &str, name: &str| -> Option<PathBuf> {
-        if let Some(path) = std::env::var_os(var) {
-            return Some(PathBuf::from(path)).filter(|p| p.is_file());
-        }
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        std::env::split_paths(&path)
+    let haproxy = match std::env::var_os("MCP_HAPROXY") {
+        Some(path) => Some(PathBuf::from(path)).filter(|p| p.is_file()),
+        None => std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
             .chain(["/usr/sbin", "/usr/local/sbin"].map(PathBuf::from))
-            .map(|dir| dir.join(name))
-            .find(|p| p.is_file())
+            .map(|dir| dir.join("haproxy"))
+            .find(|p| p.is_file()),
     };
-    let haproxy =
-        find("MCP_HAPROXY", "haproxy").ok_or("haproxy not found (apt-get install -y haproxy, or set MCP_HAPROXY)")?;
-    let redis = find("MCP_REDIS_SERVER", "redis-server")
-        .ok_or("redis-server not found (apt-get install -y redis-server, or set MCP_REDIS_SERVER)")?;
+    let haproxy = haproxy.ok_or("haproxy not found (apt-get install -y haproxy, or set MCP_HAPROXY)")?;
+    let redis = crate::test::redis_server()?;
     Ok((haproxy, redis))
 }
 
