@@ -16,7 +16,6 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-use tempfile::TempDir;
 
 fn peers_dir() -> PathBuf {
     match std::env::var_os("MCP_PEERS_DIR") {
@@ -32,99 +31,21 @@ fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers").join(name)
 }
 
-/// Two fixture upstreams; `fx`'s `add` asks first, `two`'s `crash` is denied.
-struct Setup {
-    config: PathBuf,
-    work: TempDir,
-    data: TempDir,
-    _dir: TempDir,
-}
+#[allow(unreachable_pub)]
+mod serve_setup;
+use serve_setup::{Setup, setup};
 
-fn setup() -> Setup {
-    let fx = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}")).display().to_string();
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.toml");
-    let text = r#"
-[servers.fx]
-command = "$FX"
-args = ["echo"]
-
-[servers.two]
-command = "$FX"
-args = ["echo"]
-
-[policy]
-default = "allow"
-
-[[policy.rules]]
-server = "fx"
-tool = "add"
-decision = "confirm"
-
-[[policy.rules]]
-server = "two"
-tool = "crash"
-decision = "deny"
-"#;
-    std::fs::write(&config, text.replace("$FX", &fx)).unwrap();
-    Setup { config, work: tempfile::tempdir().unwrap(), data: tempfile::tempdir().unwrap(), _dir: dir }
-}
-
-impl Setup {
-    /// `mcp-harness --config FILE serve ARGS`, as a host's configuration starts it.
-    fn serve_args(&self, args: &[&str]) -> Vec<String> {
-        let mut all = vec![
-            env!("CARGO_BIN_EXE_mcp-harness").to_owned(),
-            "--config".to_owned(),
-            self.config.display().to_string(),
-            "serve".to_owned(),
-        ];
-        all.extend(args.iter().map(|a| (*a).to_owned()));
-        all
-    }
-
-    /// `serve --http 127.0.0.1:0`, running; its URL.
-    fn serve_http(&self) -> (KillOnDrop, String) {
-        let mut serve = Command::new(env!("CARGO_BIN_EXE_mcp-harness"));
-        let serve_args = self.serve_args(&["--http", "127.0.0.1:0"]);
-        serve
-            .args(&serve_args[1..])
-            .current_dir(self.work.path())
-            .env_remove("MCP_HARNESS_CONFIG")
-            .env("RUST_LOG", "error")
-            .env("MCP_HARNESS_DATA_DIR", self.data.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = KillOnDrop(serve.spawn().unwrap());
-        let stderr = child.0.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead as _;
-            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("listening on ") {
-                    let _ = tx.send(url.to_owned());
-                }
-            }
-        });
-        let url = rx.recv_timeout(Duration::from_secs(30)).expect("serve --http did not say where it listens");
-        (child, url)
-    }
+/// The peers' own commands run as a host would run them.
+trait PeerClient {
+    fn client(&self, program: &Path, args: &[String]) -> Command;
 
     /// Has the client change the configuration file while it is connected: it renames
-    /// `next.toml` (the same servers and `more`) over it, waits for `list_changed` and a new
-    /// listing, then renames `prev.toml` (the servers as they were) over it and waits again.
-    fn change_while_connected(&self, client: &mut Command) {
-        let next = self.config.with_file_name("next.toml");
-        let prev = self.config.with_file_name("prev.toml");
-        let fx = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}")).display().to_string();
-        let added = format!("\n[servers.more]\ncommand = \"{fx}\"\nargs = [\"echo\"]\n");
-        let text = std::fs::read_to_string(&self.config).unwrap();
-        std::fs::write(&next, text.clone() + &added).unwrap();
-        std::fs::write(&prev, text).unwrap();
-        client.env("SERVE_NEXT_CONFIG", &next).env("SERVE_PREV_CONFIG", &prev).env("SERVE_CONFIG", &self.config);
-    }
+    /// `next.toml` over it, waits for `list_changed` and a new listing, then renames
+    /// `prev.toml` over it and waits again.
+    fn change_while_connected(&self, client: &mut Command);
+}
 
+impl PeerClient for Setup {
     fn client(&self, program: &Path, args: &[String]) -> Command {
         let mut cmd = Command::new(program);
         cmd.args(args)
@@ -135,6 +56,11 @@ impl Setup {
             .env("MCP_HARNESS_DATA_DIR", self.data.path())
             .stdin(Stdio::null());
         cmd
+    }
+
+    fn change_while_connected(&self, client: &mut Command) {
+        let (next, prev) = self.changes();
+        client.env("SERVE_NEXT_CONFIG", &next).env("SERVE_PREV_CONFIG", &prev).env("SERVE_CONFIG", &self.config);
     }
 }
 
@@ -241,15 +167,6 @@ fn the_python_sdk_client_lists_calls_and_approves_over_stdio_and_hears_of_added_
     let report = report_of(client);
     assert_governed(&report, "Python");
     assert_heard_changes(&report, "Python");
-}
-
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[test]
