@@ -25,6 +25,12 @@ use tokio::process::{Child, Command};
 #[allow(dead_code, unreachable_pub)]
 mod redis_server;
 
+// The gateway's own test issuer (its keys, JWKS and tokens): one helper for both crates.
+#[path = "../../mcp-gateway/tests/it/issuer.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod issuer;
+use issuer::{ISSUER, Issuer};
+
 /// How long one answer may take (servers starting included).
 const ANSWER: Duration = Duration::from_secs(20);
 
@@ -283,73 +289,32 @@ async fn bearer_tokens_from_a_variable_or_a_file_guard_serve_http_and_are_never_
     assert!(!said.contains("s3cret"), "a token was shown: {said}");
 }
 
-/// An issuer of the test's own: a P-256 key, its JWKS served on loopback.
-struct Issuer {
-    pkcs8: Vec<u8>,
-    jwks_url: String,
-}
-
-const ISSUER: &str = "https://idp.example.com";
 const RESOURCE: &str = "https://gw.example.com/mcp";
-
-impl Issuer {
-    async fn start() -> Self {
-        use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair as _};
-        let pkcs8 =
-            EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &aws_lc_rs::rand::SystemRandom::new())
-                .unwrap();
-        let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref()).unwrap();
-        let point = key.public_key().as_ref().to_vec();
-        let b64 = |bytes: &[u8]| base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, bytes);
-        let jwks = json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1", "alg": "ES256", "use": "sig",
-            "x": b64(&point[1..33]), "y": b64(&point[33..65])}]})
-        .to_string();
-        // HTTP/1.1 by hand: one answer per connection, whatever was asked.
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let jwks_url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
-        tokio::spawn(async move {
-            while let Ok((mut stream, _)) = listener.accept().await {
-                let jwks = jwks.clone();
-                tokio::spawn(async move {
-                    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-                    let mut request = Vec::new();
-                    let mut buf = [0u8; 1024];
-                    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match stream.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => request.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    let answer = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{jwks}",
-                        jwks.len()
-                    );
-                    let _ = stream.write_all(answer.as_bytes()).await;
-                });
-            }
-        });
-        Self { pkcs8: pkcs8.as_ref().to_vec(), jwks_url }
-    }
-
-    /// A token for `aud` of subject `sub`, expiring `exp_in` seconds from now.
-    fn token(&self, sub: &str, aud: &str, exp_in: i64) -> String {
-        let now = i64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs())
-            .unwrap();
-        let claims = json!({"iss": ISSUER, "sub": sub, "aud": aud, "iat": now, "exp": now + exp_in});
-        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
-        header.kid = Some("k1".to_owned());
-        jsonwebtoken::encode(&header, &claims, &jsonwebtoken::EncodingKey::from_ec_der(&self.pkcs8)).unwrap()
-    }
-}
 
 #[tokio::test]
 async fn jwts_of_the_configured_issuer_are_checked_and_the_protected_resource_metadata_names_it() {
     let issuer = Issuer::start().await;
     let env = env();
+    // Both upstreams log every message they receive (unconfined, to write outside their
+    // sandbox): a refused request must reach neither.
+    let logs = [env.path("fx.log"), env.path("two.log")];
+    let upstreams = UPSTREAMS.replace(
+        "args = [\"echo\"]\n\n[servers.two]\ncommand = \"$FX\"\nargs = [\"echo\"]",
+        &format!(
+            "args = [\"echo\", \"--log\", {:?}]\nsandbox = \"off\"\n\n[servers.two]\ncommand = \"$FX\"\nargs = [\"echo\", \"--log\", {:?}]\nsandbox = \"off\"",
+            logs[0], logs[1]
+        ),
+    );
+    assert_ne!(upstreams, UPSTREAMS, "the upstreams' arguments were not found");
+    let upstream_calls = || {
+        logs.iter()
+            .map(|log| std::fs::read_to_string(log).unwrap_or_default().matches("tools/call").count())
+            .sum::<usize>()
+    };
     let config = env.write(
         "config.toml",
         &format!(
-            "{UPSTREAMS}
+            "{upstreams}
 [serve.auth.oauth]
 issuer = \"{ISSUER}\"
 jwks_url = \"{}\"
@@ -386,21 +351,45 @@ path = \"audit.jsonl\"
         challenge.contains("resource_metadata=\"https://gw.example.com/.well-known/oauth-protected-resource/mcp\""),
         "{challenge}"
     );
-    for refused in [issuer.token("carol", "https://other.example.com/mcp", 300), issuer.token("carol", RESOURCE, -600)]
-    {
-        assert_eq!(served.post("/mcp", &init, None, Some(&refused)).await.status(), 401);
+    // Signed by a key the issuer's JWKS does not hold, under the issuer's own `kid`.
+    let (_, stranger_key) = issuer::p256();
+    let forged = issuer::sign_for(&stranger_key, "k1", "carol", RESOURCE, 300);
+    let refused = [
+        ("wrong audience", issuer.token_for("carol", "https://other.example.com/mcp", 300)),
+        ("expired", issuer.token_for("carol", RESOURCE, -600)),
+        ("wrongly signed", forged.clone()),
+    ];
+    for (what, token) in &refused {
+        let answer = served.post("/mcp", &init, None, Some(token)).await;
+        assert_eq!(answer.status(), 401, "{what}");
+        let challenge = answer.headers().get("www-authenticate").map(|v| v.to_str().unwrap().to_owned());
+        let challenge = challenge.unwrap_or_else(|| panic!("{what}: no WWW-Authenticate"));
+        assert!(
+            challenge.contains("resource_metadata=\"https://gw.example.com/.well-known/oauth-protected-resource/mcp\""),
+            "{what}: {challenge}"
+        );
+        assert!(challenge.contains("invalid_token"), "{what}: {challenge}");
     }
 
-    let good = issuer.token("carol", RESOURCE, 300);
+    let good = issuer.token_for("carol", RESOURCE, 300);
     let session = served.session("/mcp", Some(&good)).await;
+    // A call in that session with a forged token: refused before anything reaches an upstream.
+    let call = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "two__echo", "arguments": {"text": "forged"}}});
+    let answer = served.post("/mcp", &call, Some(&session), Some(&forged)).await;
+    assert_eq!(answer.status(), 401);
+    let challenge = answer.headers().get("www-authenticate").unwrap().to_str().unwrap().to_owned();
+    assert!(challenge.contains("resource_metadata="), "{challenge}");
     let called = served
         .request("/mcp", &session, Some(&good), "tools/call", json!({"name": "two__echo", "arguments": {"text": "hi"}}))
         .await;
     assert_eq!(text_of(&called), "hi", "{called}");
+    // The good call reached `two` (so its log is being written); the forged one never did.
+    assert_eq!(upstream_calls(), 1, "{}", std::fs::read_to_string(&logs[1]).unwrap_or_default());
+    assert!(!std::fs::read_to_string(&logs[1]).unwrap().contains("forged"));
     // A profile's token names the profile's resource; its callers only.
-    let narrow_token = issuer.token("carol", &format!("{RESOURCE}/narrow"), 300);
+    let narrow_token = issuer.token_for("carol", &format!("{RESOURCE}/narrow"), 300);
     served.session("/mcp/narrow", Some(&narrow_token)).await;
-    let stranger = issuer.token("dave", &format!("{RESOURCE}/narrow"), 300);
+    let stranger = issuer.token_for("dave", &format!("{RESOURCE}/narrow"), 300);
     assert_eq!(served.post("/mcp/narrow", &init, None, Some(&stranger)).await.status(), 403);
 
     let log = std::fs::read_to_string(env.path("audit.jsonl")).unwrap();

@@ -1,8 +1,8 @@
 //! Real clients through `mcp-harness serve`: the official TypeScript SDK's client (over stdio
 //! and Streamable HTTP) and the Python SDK's (the same two) list the governed pool, call a tool,
-//! and answer a `confirm` tool's approval form through their elicitation handlers; the
-//! TypeScript one also receives `list_changed` when a server is added to the configuration
-//! file while it is connected.
+//! and answer a `confirm` tool's approval form through their elicitation handlers; each also
+//! receives `list_changed` (and lists the new pool) when a server is added to the
+//! configuration file while it is connected, and again when it is removed.
 //!
 //! Run by `cargo xtask test` (feature `interop`), which installs the pinned peers (the SDKs
 //! among them) and points `MCP_PEERS_DIR` at them. The clients are scripts of ours in
@@ -16,7 +16,6 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-use tempfile::TempDir;
 
 fn peers_dir() -> PathBuf {
     match std::env::var_os("MCP_PEERS_DIR") {
@@ -32,85 +31,21 @@ fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers").join(name)
 }
 
-/// Two fixture upstreams; `fx`'s `add` asks first, `two`'s `crash` is denied.
-struct Setup {
-    config: PathBuf,
-    work: TempDir,
-    data: TempDir,
-    _dir: TempDir,
+#[allow(unreachable_pub)]
+mod serve_setup;
+use serve_setup::{Setup, setup};
+
+/// The peers' own commands run as a host would run them.
+trait PeerClient {
+    fn client(&self, program: &Path, args: &[String]) -> Command;
+
+    /// Has the client change the configuration file while it is connected: it renames
+    /// `next.toml` over it, waits for `list_changed` and a new listing, then renames
+    /// `prev.toml` over it and waits again.
+    fn change_while_connected(&self, client: &mut Command);
 }
 
-fn setup() -> Setup {
-    let fx = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}")).display().to_string();
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.toml");
-    let text = r#"
-[servers.fx]
-command = "$FX"
-args = ["echo"]
-
-[servers.two]
-command = "$FX"
-args = ["echo"]
-
-[policy]
-default = "allow"
-
-[[policy.rules]]
-server = "fx"
-tool = "add"
-decision = "confirm"
-
-[[policy.rules]]
-server = "two"
-tool = "crash"
-decision = "deny"
-"#;
-    std::fs::write(&config, text.replace("$FX", &fx)).unwrap();
-    Setup { config, work: tempfile::tempdir().unwrap(), data: tempfile::tempdir().unwrap(), _dir: dir }
-}
-
-impl Setup {
-    /// `mcp-harness --config FILE serve ARGS`, as a host's configuration starts it.
-    fn serve_args(&self, args: &[&str]) -> Vec<String> {
-        let mut all = vec![
-            env!("CARGO_BIN_EXE_mcp-harness").to_owned(),
-            "--config".to_owned(),
-            self.config.display().to_string(),
-            "serve".to_owned(),
-        ];
-        all.extend(args.iter().map(|a| (*a).to_owned()));
-        all
-    }
-
-    /// `serve --http 127.0.0.1:0`, running; its URL.
-    fn serve_http(&self) -> (KillOnDrop, String) {
-        let mut serve = Command::new(env!("CARGO_BIN_EXE_mcp-harness"));
-        let serve_args = self.serve_args(&["--http", "127.0.0.1:0"]);
-        serve
-            .args(&serve_args[1..])
-            .current_dir(self.work.path())
-            .env_remove("MCP_HARNESS_CONFIG")
-            .env("RUST_LOG", "error")
-            .env("MCP_HARNESS_DATA_DIR", self.data.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = KillOnDrop(serve.spawn().unwrap());
-        let stderr = child.0.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead as _;
-            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("listening on ") {
-                    let _ = tx.send(url.to_owned());
-                }
-            }
-        });
-        let url = rx.recv_timeout(Duration::from_secs(30)).expect("serve --http did not say where it listens");
-        (child, url)
-    }
-
+impl PeerClient for Setup {
     fn client(&self, program: &Path, args: &[String]) -> Command {
         let mut cmd = Command::new(program);
         cmd.args(args)
@@ -121,6 +56,11 @@ impl Setup {
             .env("MCP_HARNESS_DATA_DIR", self.data.path())
             .stdin(Stdio::null());
         cmd
+    }
+
+    fn change_while_connected(&self, client: &mut Command) {
+        let (next, prev) = self.changes();
+        client.env("SERVE_NEXT_CONFIG", &next).env("SERVE_PREV_CONFIG", &prev).env("SERVE_CONFIG", &self.config);
     }
 }
 
@@ -158,32 +98,40 @@ fn assert_governed(report: &Value, sdk: &str) {
     assert!(forms[0].as_str().unwrap().starts_with("Allow fx__add with {\"a\":2,\"b\":40}?"), "{sdk}: {report}");
 }
 
+/// The client heard `list_changed` when `more` was added, and again when it was removed, and
+/// listed the pool as it then was each time.
+fn assert_heard_changes(report: &Value, sdk: &str) {
+    let names = |key: &str| -> Vec<String> {
+        report[key]
+            .as_array()
+            .unwrap_or_else(|| panic!("{sdk}: no list_changed and new listing for {key}: {report}"))
+            .iter()
+            .filter_map(|n| n.as_str().map(str::to_owned))
+            .collect()
+    };
+    let added = names("afterChange");
+    assert!(added.iter().any(|n| n == "more__echo") && added.iter().any(|n| n == "fx__echo"), "{sdk}: {added:?}");
+    let removed = names("afterRemoval");
+    assert!(!removed.iter().any(|n| n.starts_with("more__")), "{sdk}: {removed:?}");
+    assert!(removed.iter().any(|n| n == "fx__echo") && removed.iter().any(|n| n == "two__echo"), "{sdk}: {removed:?}");
+    assert!(report["listChanged"].as_u64().unwrap_or(0) >= 2, "{sdk}: {report}");
+}
+
 #[test]
-fn the_typescript_sdk_client_lists_calls_and_approves_over_stdio_and_hears_of_an_added_server() {
+fn the_typescript_sdk_client_lists_calls_and_approves_over_stdio_and_hears_of_added_and_removed_servers() {
     let setup = setup();
     let mut args = vec![script("ts_client.mjs").display().to_string(), "stdio".into(), "fx__echo".into()];
     args.extend(["fx__add".to_owned(), "--".to_owned()]);
     args.extend(setup.serve_args(&[]));
-    // The client renames this over the configuration once it has listed and called.
-    let next = setup.config.with_file_name("next.toml");
-    let fx = mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}")).display().to_string();
-    let added = format!("\n[servers.more]\ncommand = \"{fx}\"\nargs = [\"echo\"]\n");
-    std::fs::write(&next, std::fs::read_to_string(&setup.config).unwrap() + &added).unwrap();
     let mut client = setup.client(Path::new("node"), &args);
-    client.env("SERVE_NEXT_CONFIG", &next).env("SERVE_CONFIG", &setup.config);
+    setup.change_while_connected(&mut client);
     let report = report_of(client);
     assert_governed(&report, "TypeScript");
-    let after: Vec<&str> = report["afterChange"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no list_changed: {report}"))
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    assert!(after.contains(&"more__echo") && after.contains(&"fx__echo"), "{after:?}");
+    assert_heard_changes(&report, "TypeScript");
 }
 
 #[test]
-fn the_typescript_sdk_client_lists_calls_and_approves_over_http() {
+fn the_typescript_sdk_client_lists_calls_and_approves_over_http_and_hears_of_added_and_removed_servers() {
     let setup = setup();
     let (_serve, url) = setup.serve_http();
     let args = [
@@ -194,12 +142,15 @@ fn the_typescript_sdk_client_lists_calls_and_approves_over_http() {
         "--".into(),
         url,
     ];
-    let report = report_of(setup.client(Path::new("node"), &args));
+    let mut client = setup.client(Path::new("node"), &args);
+    setup.change_while_connected(&mut client);
+    let report = report_of(client);
     assert_governed(&report, "TypeScript");
+    assert_heard_changes(&report, "TypeScript");
 }
 
 #[test]
-fn the_python_sdk_client_lists_calls_and_approves_over_stdio() {
+fn the_python_sdk_client_lists_calls_and_approves_over_stdio_and_hears_of_added_and_removed_servers() {
     let setup = setup();
     let python = peers_dir().join("py/bin/python");
     assert!(python.is_file(), "{} is missing; run `cargo xtask peers`", python.display());
@@ -211,21 +162,15 @@ fn the_python_sdk_client_lists_calls_and_approves_over_stdio() {
         "--".into(),
     ];
     args.extend(setup.serve_args(&[]));
-    let report = report_of(setup.client(&python, &args));
+    let mut client = setup.client(&python, &args);
+    setup.change_while_connected(&mut client);
+    let report = report_of(client);
     assert_governed(&report, "Python");
-}
-
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    assert_heard_changes(&report, "Python");
 }
 
 #[test]
-fn the_python_sdk_client_lists_calls_and_approves_over_http() {
+fn the_python_sdk_client_lists_calls_and_approves_over_http_and_hears_of_added_and_removed_servers() {
     let setup = setup();
     let python = peers_dir().join("py/bin/python");
     assert!(python.is_file(), "{} is missing; run `cargo xtask peers`", python.display());
@@ -238,6 +183,9 @@ fn the_python_sdk_client_lists_calls_and_approves_over_http() {
         "--".into(),
         url,
     ];
-    let report = report_of(setup.client(&python, &args));
+    let mut client = setup.client(&python, &args);
+    setup.change_while_connected(&mut client);
+    let report = report_of(client);
     assert_governed(&report, "Python");
+    assert_heard_changes(&report, "Python");
 }

@@ -1,7 +1,8 @@
 // The official TypeScript SDK's client against `mcp-harness serve`: connects (stdio: spawns
 // the command after `--`; http: the URL after `--`), lists the tools, calls `ECHO_TOOL`, calls
-// `CONFIRM_TOOL` answering the approval form through its elicitation handler, and prints one
-// JSON line of what it saw. Used by crates/cli/tests/serve_peers.rs (MCP_PEERS_DIR: the
+// `CONFIRM_TOOL` answering the approval form through its elicitation handler, optionally
+// changes the configuration file under the gateway (SERVE_NEXT_CONFIG, SERVE_PREV_CONFIG) and
+// waits for `list_changed`, and prints one JSON line of what it saw. Used by crates/cli/tests/serve_peers.rs (MCP_PEERS_DIR: the
 // peers `cargo xtask test` installs, whose node_modules hold the SDK).
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -39,23 +40,33 @@ const text = (r) => r.content.filter((c) => c.type === "text").map((c) => c.text
 const echoed = await client.callTool({ name: echoTool, arguments: { text: "from the TypeScript SDK" } });
 const confirmed = await client.callTool({ name: confirmTool, arguments: { a: 2, b: 40 } });
 // With SERVE_NEXT_CONFIG, that file is renamed over SERVE_CONFIG (a server added while the
-// client is connected): the client waits for list_changed and lists again.
-let afterChange = null;
-if (process.env.SERVE_NEXT_CONFIG) {
-  const fs = await import("node:fs");
+// client is connected): the client waits for list_changed and lists again until the listing
+// differs. With SERVE_PREV_CONFIG too, that one is renamed over it next (the server removed).
+const fs = await import("node:fs");
+const afterRename = async (file, known) => {
   const before = listChanged;
-  fs.renameSync(process.env.SERVE_NEXT_CONFIG, process.env.SERVE_CONFIG);
+  fs.renameSync(file, process.env.SERVE_CONFIG);
   const deadline = Date.now() + 20000;
   while (Date.now() < deadline) {
     if (listChanged > before) {
       const names = (await client.listTools()).tools.map((t) => t.name);
-      if (names.length !== tools.length) { afterChange = names; break; }
+      if (names.length !== known.length) return names;
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return null;
+};
+let afterChange = null;
+let afterRemoval = null;
+if (process.env.SERVE_NEXT_CONFIG) {
+  afterChange = await afterRename(process.env.SERVE_NEXT_CONFIG, tools);
+  if (afterChange && process.env.SERVE_PREV_CONFIG) {
+    afterRemoval = await afterRename(process.env.SERVE_PREV_CONFIG, afterChange);
   }
 }
 console.log(JSON.stringify({
   afterChange,
+  afterRemoval,
   server: client.getServerVersion()?.name,
   protocol: transport.protocolVersion ?? null,
   tools,

@@ -2,14 +2,10 @@
 //! loopback: static tokens, JWTs checked against a JWKS served by the test, protected resource
 //! metadata, a profile whose overlay denies a tool, `/readyz` while draining.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use aws_lc_rs::rand::SystemRandom;
-use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair as _};
-use base64::Engine as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::TokioIo;
@@ -23,10 +19,10 @@ use policy::{Decision, PolicyConfig, RuleConfig};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::issuer::{ISSUER, Issuer, jwks_of, p256, serve_jwks, sign, sign_as};
 use crate::{Answer, envelope};
 
 const RESOURCE: &str = "https://gw.example.com/mcp";
-const ISSUER: &str = "https://idp.example.com";
 
 /// A gateway over `backend`, on loopback, with `auth` and an audit sink.
 struct Front {
@@ -138,85 +134,11 @@ async fn static_tokens_missing_wrong_and_good() {
     assert_eq!(metadata.status, 404);
 }
 
-/// An issuer: a P-256 key, its JWKS served on loopback, and tokens it signs.
-struct Issuer {
-    key: EcdsaKeyPair,
-    pkcs8: Vec<u8>,
-    jwks_url: String,
-}
-
-fn b64(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-}
-
-fn p256() -> (EcdsaKeyPair, Vec<u8>) {
-    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &SystemRandom::new()).unwrap();
-    let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref()).unwrap();
-    (key, pkcs8.as_ref().to_vec())
-}
-
 impl Issuer {
-    async fn start() -> Issuer {
-        let (key, pkcs8) = p256();
-        let jwks_url = serve_jwks(Arc::new(std::sync::Mutex::new(jwks_of(&key, "k1")))).await;
-        Issuer { key, pkcs8, jwks_url }
-    }
-
-    /// A token for `aud`, expiring `exp_in` seconds from now (negative: in the past).
-    fn token(&self, aud: &str, exp_in: i64) -> String {
-        sign(&self.pkcs8, aud, exp_in)
-    }
-
     fn authenticator(&self) -> JwtAuthenticator {
         let options = JwtOptions::new(ISSUER, self.jwks_url.parse().unwrap(), RESOURCE);
         JwtAuthenticator::new(options, Arc::new(SystemClock)).unwrap()
     }
-}
-
-/// Serves the JWKS document `jwks` holds (the test changes it to rotate keys) on loopback;
-/// its URL.
-async fn serve_jwks(jwks: Arc<std::sync::Mutex<String>>) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let jwks_url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else { return };
-            let jwks = Arc::clone(&jwks);
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |_request| {
-                    let document = jwks.lock().unwrap().clone();
-                    async move {
-                        let mut response = hyper::Response::new(Full::new(Bytes::from(document)));
-                        response.headers_mut().insert("content-type", "application/json".parse().unwrap());
-                        Ok::<_, Infallible>(response)
-                    }
-                });
-                let _ =
-                    hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
-            });
-        }
-    });
-    jwks_url
-}
-
-/// A JWKS document with one P-256 key, `kid`.
-fn jwks_of(key: &EcdsaKeyPair, kid: &str) -> String {
-    let point = key.public_key().as_ref().to_vec();
-    json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": kid, "alg": "ES256", "use": "sig",
-        "x": b64(&point[1..33]), "y": b64(&point[33..65])}]})
-    .to_string()
-}
-
-fn sign(pkcs8: &[u8], aud: &str, exp_in: i64) -> String {
-    sign_as(pkcs8, "k1", aud, exp_in)
-}
-
-fn sign_as(pkcs8: &[u8], kid: &str, aud: &str, exp_in: i64) -> String {
-    let now = i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()).unwrap();
-    let claims = json!({"iss": ISSUER, "sub": "carol", "aud": aud, "iat": now, "exp": now + exp_in});
-    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
-    header.kid = Some(kid.to_owned());
-    jsonwebtoken::encode(&header, &claims, &jsonwebtoken::EncodingKey::from_ec_der(pkcs8)).unwrap()
 }
 
 #[tokio::test]

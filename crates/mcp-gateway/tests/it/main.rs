@@ -6,6 +6,9 @@ mod auth;
 mod clients;
 mod forward;
 mod http;
+// Shared with crates/cli/tests/serve_gateway.rs, which uses parts this crate does not.
+#[allow(dead_code)]
+mod issuer;
 mod limits;
 mod observe;
 mod search;
