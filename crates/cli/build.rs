@@ -11,6 +11,8 @@
 //! may not know the option, so a configured linker or linker flags leave the layout as it is.
 //! Names the file no longer matches are skipped; `cargo xtask bench startup` says how many
 //! still match.
+//!
+//! With that linker it also packs the relative relocations (see `pack_relative_relocations`).
 
 use std::path::Path;
 
@@ -20,7 +22,11 @@ const NO_ORDER_ENV: &str = "MCP_HARNESS_NO_STARTUP_ORDER";
 fn main() {
     println!("cargo:rerun-if-changed=startup.order");
     println!("cargo:rerun-if-env-changed={NO_ORDER_ENV}");
-    if std::env::var_os(NO_ORDER_ENV).is_some() || !links_with_rust_lld() {
+    if !links_with_rust_lld() {
+        return;
+    }
+    pack_relative_relocations();
+    if std::env::var_os(NO_ORDER_ENV).is_some() {
         return;
     }
     let Some(dir) = std::env::var_os("CARGO_MANIFEST_DIR") else { return };
@@ -41,4 +47,27 @@ fn links_with_rust_lld() -> bool {
     target == "x86_64-unknown-linux-gnu"
         && std::env::var_os("RUSTC_LINKER").is_none()
         && !["linker", "fuse-ld", "link-self-contained"].iter().any(|flag| flags.contains(flag))
+}
+
+/// Packs the binary's relative relocations (DT_RELR) where the C library runs such binaries
+/// (glibc 2.36 and later: it defines `GLIBC_ABI_DT_RELR`, which the binary then requires).
+///
+/// A position-independent executable has one relocation per pointer in its data (33,000 here):
+/// 24 bytes each as RELA entries, read at every start, about 0.8 MB of the file; packed, 9 KB.
+/// Measured with `serve --http` and ten idle upstreams (dist build, after 200 calls): peak
+/// resident set 22.5 -> 20.0 MB. Position independence (ASLR) stays.
+fn pack_relative_relocations() {
+    const LIBCS: [&str; 4] = [
+        "/lib/x86_64-linux-gnu/libc.so.6",
+        "/usr/lib/x86_64-linux-gnu/libc.so.6",
+        "/lib64/libc.so.6",
+        "/usr/lib64/libc.so.6",
+    ];
+    let Some(libc) = LIBCS.iter().find(|path| Path::new(path).is_file()) else { return };
+    println!("cargo:rerun-if-changed={libc}");
+    let Ok(bytes) = std::fs::read(libc) else { return };
+    let needle = b"GLIBC_ABI_DT_RELR";
+    if bytes.windows(needle.len()).any(|window| window == needle) {
+        println!("cargo:rustc-link-arg-bin=mcp-harness=-Wl,-z,pack-relative-relocs");
+    }
 }
