@@ -1,6 +1,7 @@
 //! rmcp, the official Rust SDK, as a real client of `mcp-harness serve` over stdio and
-//! Streamable HTTP: it initializes, lists the governed pool, calls an allowed tool, is refused a
-//! denied one as an unknown tool, and hears `notifications/tools/list_changed` (and lists the
+//! Streamable HTTP: it initializes, lists the governed pool, calls an allowed tool, answers the
+//! approval form of a `confirm` tool through its elicitation handler, is refused a denied one as
+//! an unknown tool, and hears `notifications/tools/list_changed` (and lists the
 //! new pool) when a server is added to the configuration file while it is connected, and again
 //! when it is removed. rmcp is a dev-dependency of this crate only; the project implements MCP
 //! itself.
@@ -10,10 +11,14 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, ErrorCode};
-use rmcp::service::{NotificationContext, RunningService, ServiceError};
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationCapability, ErrorCode, FormElicitationCapability, Implementation,
+};
+use rmcp::service::{NotificationContext, RequestContext, RunningService, ServiceError};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
 use serde_json::json;
@@ -26,13 +31,40 @@ use serve_setup::{Setup, setup};
 /// How long a change of the configuration may take to reach the client.
 const CHANGE: Duration = Duration::from_secs(20);
 
-/// rmcp's client handler: counts the `tools/list_changed` notifications it hears.
+/// rmcp's client handler: counts the `tools/list_changed` notifications it hears, and answers
+/// every approval form "yes", keeping its message.
 #[derive(Clone)]
-struct Counting(watch::Sender<u32>);
+struct Counting(watch::Sender<u32>, Arc<Mutex<Vec<String>>>);
+
+impl Counting {
+    fn new(changes: watch::Sender<u32>) -> Self {
+        Self(changes, Arc::default())
+    }
+}
 
 impl ClientHandler for Counting {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.0.send_modify(|n| *n += 1);
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
+            self.1.lock().unwrap().push(message);
+        }
+        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"decision": "yes"})))
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        // rmcp's capability builders are behind its server features; the fields are public.
+        let mut elicitation = ElicitationCapability::default();
+        elicitation.form = Some(FormElicitationCapability::default());
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(elicitation);
+        ClientConfig::new(capabilities, Implementation::new("serve-rmcp-test", "1"))
     }
 }
 
@@ -62,6 +94,14 @@ async fn governed(setup: &Setup, client: Client, mut changed: watch::Receiver<u3
     assert_ne!(echoed.is_error, Some(true), "{how}: {echoed:?}");
     let text: String = echoed.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect();
     assert_eq!(text, "from rmcp", "{how}: {echoed:?}");
+
+    // `confirm`: the gateway asks through rmcp's elicitation handler, which says yes.
+    let arguments = json!({"a": 2, "b": 3}).as_object().cloned().unwrap();
+    let added = client.call_tool(CallToolRequestParams::new("fx__add").with_arguments(arguments)).await.unwrap();
+    assert_ne!(added.is_error, Some(true), "{how}: {added:?}");
+    let forms = client.service().1.lock().unwrap().clone();
+    assert_eq!(forms.len(), 1, "{how}: one approval form: {forms:?}");
+    assert!(forms[0].contains("fx__add"), "{how}: the form names the tool: {forms:?}");
 
     // Denied by the host's policy: answered exactly as a tool that does not exist.
     for name in ["two__crash", "two__no_such_tool"] {
@@ -125,7 +165,7 @@ async fn rmcp_over_stdio_lists_calls_is_refused_a_denied_tool_and_hears_of_added
         .env("MCP_HARNESS_DATA_DIR", setup.data.path());
     let transport = TokioChildProcess::new(serve).unwrap();
     let (tx, rx) = watch::channel(0);
-    let client = tokio::time::timeout(CHANGE, Counting(tx).serve(transport)).await.expect("initialize timed out");
+    let client = tokio::time::timeout(CHANGE, Counting::new(tx).serve(transport)).await.expect("initialize timed out");
     governed(&setup, client.unwrap(), rx, "stdio").await;
 }
 
@@ -135,6 +175,6 @@ async fn rmcp_over_streamable_http_lists_calls_is_refused_a_denied_tool_and_hear
     let (_serve, url) = setup.serve_http();
     let transport = StreamableHttpClientTransport::from_uri(url);
     let (tx, rx) = watch::channel(0);
-    let client = tokio::time::timeout(CHANGE, Counting(tx).serve(transport)).await.expect("initialize timed out");
+    let client = tokio::time::timeout(CHANGE, Counting::new(tx).serve(transport)).await.expect("initialize timed out");
     governed(&setup, client.unwrap(), rx, "HTTP").await;
 }
