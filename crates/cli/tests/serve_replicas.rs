@@ -232,28 +232,16 @@ timeout_s = 10
         let work = self.dir.path().join(format!("work-{i}"));
         std::fs::create_dir_all(&data).unwrap();
         std::fs::create_dir_all(&work).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-harness"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mcp-harness"));
+        command
             .current_dir(&work)
             .env_remove("MCP_HARNESS_CONFIG")
             .env("RUST_LOG", std::env::var("SERVE_TEST_LOG").unwrap_or_else(|_| "error".to_owned()))
             .env("MCP_HARNESS_DATA_DIR", &data)
             .arg("--config")
             .arg(self.config(i))
-            .args(["serve", "--http", &format!("127.0.0.1:{}", self.ports[i])])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-        let said = Arc::new(Mutex::new(String::new()));
-        let keep = Arc::clone(&said);
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                keep.lock().unwrap().push_str(&format!("{line}\n"));
-            }
-        });
+            .args(["serve", "--http", &format!("127.0.0.1:{}", self.ports[i])]);
+        let (mut child, said) = spawn_keeping_stderr(&mut command);
         let ready = format!("http://127.0.0.1:{}/readyz", self.ports[i]);
         let deadline = Instant::now() + READY_WAIT;
         let mut why = String::from("/readyz never answered");
@@ -376,6 +364,21 @@ impl Cluster {
         self.replicas[i] = Some(self.spawn(i).await);
         report.split(' ').next().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{report}"))
     }
+}
+
+/// Starts `command` (killed when dropped), keeping what it says on stderr.
+fn spawn_keeping_stderr(command: &mut Command) -> (Child, Arc<Mutex<String>>) {
+    let mut child =
+        command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).kill_on_drop(true).spawn().unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let said = Arc::new(Mutex::new(String::new()));
+    let keep = Arc::clone(&said);
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            keep.lock().unwrap().push_str(&format!("{line}\n"));
+        }
+    });
+    (child, said)
 }
 
 fn header(response: &reqwest::Response, name: &str) -> String {
@@ -963,25 +966,13 @@ async fn the_systemd_unit_verifies_and_its_command_serves_and_drains_on_its_stop
     let words: Vec<&str> = exec.split_whitespace().collect();
     let work = dir.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
-    let mut child = Command::new(words[0])
+    let mut command = Command::new(words[0]);
+    command
         .args(&words[1..])
         .current_dir(&work)
         .env_remove("MCP_HARNESS_CONFIG")
-        .env("MCP_HARNESS_DATA_DIR", dir.path().join("data"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let said = Arc::new(Mutex::new(String::new()));
-    let keep = Arc::clone(&said);
-    tokio::spawn(async move {
-        while let Ok(Some(line)) = lines.next_line().await {
-            keep.lock().unwrap().push_str(&format!("{line}\n"));
-        }
-    });
+        .env("MCP_HARNESS_DATA_DIR", dir.path().join("data"));
+    let (mut child, said) = spawn_keeping_stderr(&mut command);
     let http = reqwest::Client::new();
     let deadline = Instant::now() + READY_WAIT;
     while !http.get(format!("http://127.0.0.1:{port}/readyz")).send().await.is_ok_and(|answer| answer.status() == 200) {
