@@ -89,6 +89,16 @@ pub trait AuditSink: fmt::Debug + Send + Sync {
     fn arguments(&self) -> AuditArguments {
         AuditArguments::Digest
     }
+
+    /// Whether this sink only counts decisions (telemetry's counter): it is then told each
+    /// decision through [`AuditSink::count`], and no record is built (digests, times and
+    /// texts that only a log line needs).
+    fn counts_only(&self) -> bool {
+        false
+    }
+
+    /// One decided call's decision, for a sink that [`AuditSink::counts_only`].
+    fn count(&self, _decision: CallDecision) {}
 }
 
 /// Two sinks fed the same records: the audit log and, beside it, something that only counts
@@ -117,6 +127,15 @@ impl AuditSink for AuditTee {
 
     fn arguments(&self) -> AuditArguments {
         self.primary.arguments()
+    }
+
+    fn counts_only(&self) -> bool {
+        self.primary.counts_only() && self.also.counts_only()
+    }
+
+    fn count(&self, decision: CallDecision) {
+        self.primary.count(decision.clone());
+        self.also.count(decision);
     }
 }
 
@@ -335,6 +354,17 @@ impl Gateway {
             return self.call_tool(scope, id, call, meta, out).await;
         };
         let call_name = call.name.clone();
+        if sink.counts_only() {
+            let decided = Arc::new(Decided::default());
+            let reply = DECIDED.scope(Arc::clone(&decided), self.call_tool(scope, id, call, meta, out)).await;
+            let noted = lock(&decided.0).take();
+            let decision = match noted {
+                Some((decision, _)) => decision,
+                None => self.undecided(&scope.caller, &call_name, &reply).await.0,
+            };
+            sink.count(decision);
+            return reply;
+        }
         let started = self.now_ms();
         let tool = mcp_safety::text::one_line(&call.name, 200);
         let arguments = Value::Object(call.arguments.clone().unwrap_or_default());

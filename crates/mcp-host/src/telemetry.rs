@@ -323,6 +323,14 @@ struct PolicyAudit {
 
 impl mcp_gateway::AuditSink for PolicyAudit {
     fn record(&self, record: &mcp_gateway::AuditRecord) {
-        self.telemetry.policy_current(decision_name(&record.decision), None);
+        self.count(record.decision.clone());
+    }
+
+    fn counts_only(&self) -> bool {
+        true
+    }
+
+    fn count(&self, decision: agent_loop::CallDecision) {
+        self.telemetry.policy_current(decision_name(&decision), None);
     }
 }
