@@ -194,16 +194,8 @@ impl ServeWatch for ServedWatch {
                     self.op.set_protocol_version(version);
                 }
             }
-            Answered::Result(text) if self.answer == Reads::Call => {
-                // Only the call's `isError` (and, with capture on, the result) is read.
-                match serde_json::from_str::<Value>(text) {
-                    Ok(v) => {
-                        let is_error = v.get("isError").and_then(Value::as_bool).unwrap_or(false);
-                        self.op.tool_result(is_error, Some(&v));
-                    }
-                    Err(_) => self.op.fail(&ErrorType::Other, Some("the result is not JSON")),
-                }
-            }
+            // Only the call's `isError` (and, with capture on, the result) is read.
+            Answered::Result(text) if self.answer == Reads::Call => self.op.tool_result_text(text),
             Answered::Error(error) => self.op.fail(&ErrorType::JsonRpc(error.code), Some(&error.message)),
             Answered::Cancelled => self.op.fail(&ErrorType::Cancelled, None),
             _ => {}
