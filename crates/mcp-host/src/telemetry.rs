@@ -127,9 +127,10 @@ struct Served {
 
 impl ServeObserver for Served {
     fn received(&self, request: &Received<'_>) -> Box<dyn ServeWatch> {
-        // Read once, for the span's target name and the `_meta` trace context; a request whose
-        // params are not JSON is refused by the gateway anyway.
-        let params: Option<Value> = request.params.and_then(|p| serde_json::from_str(p.get()).ok());
+        // Read once, for the span's target name, a resource's URI and the `_meta` trace context
+        // (the arguments are skipped, not built); a request whose params are not JSON is
+        // refused by the gateway anyway.
+        let params: Option<Value> = request.params.and_then(|p| serde_json::from_str::<ReadParams>(p.get()).ok()).map(ReadParams::into_value);
         let transport = if request.headers.is_some() { Transport::Http(None) } else { Transport::Stdio };
         let mut req = McpRequest::new(request.method, params.as_ref()).transport(transport);
         if let Some(session) = request.session {
@@ -162,6 +163,28 @@ impl ServeObserver for Served {
         let mut session = self.telemetry.session(true, transport);
         session.set_protocol_version(opened.protocol_version);
         session.is_recording().then(|| Box::new(session) as SessionGuard)
+    }
+}
+
+/// What a received request's span and histogram read of its params.
+#[derive(serde::Deserialize)]
+struct ReadParams {
+    name: Option<Value>,
+    uri: Option<Value>,
+    #[serde(rename = "_meta")]
+    meta: Option<Value>,
+}
+
+impl ReadParams {
+    /// The params as the telemetry reads them: only these keys.
+    fn into_value(self) -> Value {
+        let mut map = serde_json::Map::new();
+        for (key, value) in [("name", self.name), ("uri", self.uri), ("_meta", self.meta)] {
+            if let Some(value) = value {
+                map.insert(key.to_owned(), value);
+            }
+        }
+        Value::Object(map)
     }
 }
 
