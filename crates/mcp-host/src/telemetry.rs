@@ -130,7 +130,8 @@ impl ServeObserver for Served {
         // Read once, for the span's target name, a resource's URI and the `_meta` trace context
         // (the arguments are skipped, not built); a request whose params are not JSON is
         // refused by the gateway anyway.
-        let params: Option<Value> = request.params.and_then(|p| serde_json::from_str::<ReadParams>(p.get()).ok()).map(ReadParams::into_value);
+        let params: Option<Value> =
+            request.params.and_then(|p| serde_json::from_str::<ReadParams>(p.get()).ok()).map(ReadParams::into_value);
         let transport = if request.headers.is_some() { Transport::Http(None) } else { Transport::Stdio };
         let mut req = McpRequest::new(request.method, params.as_ref()).transport(transport);
         if let Some(session) = request.session {
