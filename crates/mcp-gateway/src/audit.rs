@@ -428,6 +428,47 @@ mod tests {
 
     use super::*;
 
+    /// A sink that only counts (as telemetry's is), or one that keeps records.
+    #[derive(Debug, Default)]
+    struct Counter {
+        records: Mutex<Vec<CallDecision>>,
+        counted: Mutex<Vec<CallDecision>>,
+        only: bool,
+    }
+
+    impl AuditSink for Counter {
+        fn record(&self, record: &AuditRecord) {
+            lock(&self.records).push(record.decision.clone());
+        }
+
+        fn counts_only(&self) -> bool {
+            self.only
+        }
+
+        fn count(&self, decision: CallDecision) {
+            lock(&self.counted).push(decision);
+        }
+    }
+
+    #[test]
+    fn a_tee_counts_only_when_both_sides_do() {
+        let counting = || Arc::new(Counter { only: true, ..Counter::default() });
+        let (a, b) = (counting(), counting());
+        let tee = AuditTee::join(Some(a.clone()), Some(b.clone())).unwrap();
+        assert!(tee.counts_only());
+        tee.count(CallDecision::Allowed);
+        assert_eq!(*lock(&a.counted), [CallDecision::Allowed]);
+        assert_eq!(*lock(&b.counted), [CallDecision::Allowed]);
+
+        // With a log on one side, every record is built and both sides get it.
+        let log = Arc::new(Counter::default());
+        let tee = AuditTee::join(Some(log.clone()), Some(a.clone())).unwrap();
+        assert!(!tee.counts_only());
+        tee.record(&record("fs__read"));
+        assert_eq!(*lock(&log.records), [CallDecision::Allowed]);
+        assert_eq!(*lock(&a.records), [CallDecision::Allowed]);
+    }
+
     fn record(tool: &str) -> AuditRecord {
         AuditRecord {
             time: rfc3339(0),
