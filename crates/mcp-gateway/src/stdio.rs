@@ -389,7 +389,10 @@ async fn on_message(gateway: &Gateway, message: Message, out: &Outbound, state: 
                 return;
             }
             let handle = tasks.spawn(async move {
-                let reply = gateway.handle_watched(watch, &scope, &task_id, request, &meta, &task_out).await;
+                // Boxed: the request's future is large (a call's states nest deep), and a task
+                // holding it inline is copied whole into the task on spawn.
+                let handled = Box::pin(gateway.handle_watched(watch, &scope, &task_id, request, &meta, &task_out));
+                let reply = handled.await;
                 task_out.send(response_line(&task_id, reply, stateless)).await;
             });
             running.insert(id, handle);
