@@ -181,8 +181,18 @@ fn stop_watch(watch: Option<(Readiness, tokio::task::JoinHandle<()>)>) {
 /// Over stdio: served until the client closes its end, or a signal ends it (a request in
 /// flight is dropped; the caller closes the servers either way).
 async fn serve_over_stdio(gateway: Gateway) -> anyhow::Result<()> {
-    let served = serve_stdio(gateway, tokio::io::stdin(), tokio::io::stdout(), StdioOptions::default());
-    crate::signals::interruptible(served).await??;
+    let (input, output, _modes) = mcp_gateway::process_stdio();
+    // On a worker of its own: this command's future runs on the main thread, and the front
+    // polled there would hand every request to a worker and every answer back.
+    let served = tokio::spawn(serve_stdio(gateway, input, output, StdioOptions::default()));
+    let abort = served.abort_handle();
+    match crate::signals::interruptible(served).await {
+        Ok(ended) => ended.map_err(|e| anyhow::anyhow!("the stdio front stopped: {e}"))??,
+        Err(interrupted) => {
+            abort.abort();
+            return Err(interrupted.into());
+        }
+    }
     Ok(())
 }
 

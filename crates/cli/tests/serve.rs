@@ -233,6 +233,41 @@ fn serve_over_stdio_lists_calls_and_hides_denied_tools() {
     assert!(client.finish().success());
 }
 
+/// `serve` drives its stdin and stdout pipes non-blocking while it runs, and gives them back as
+/// it found them: whoever shares them afterwards (here the test, holding the same pipes) sees
+/// blocking descriptors again.
+#[test]
+fn serve_over_stdio_puts_its_pipes_flags_back_when_it_ends() {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    use std::os::fd::AsFd;
+    let nonblocking = |fd: std::os::fd::BorrowedFd<'_>| {
+        OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL).unwrap()).contains(OFlag::O_NONBLOCK)
+    };
+    let env = env();
+    let config = env.write("config.toml", TWO_UPSTREAMS);
+    let (input, mut to_serve) = std::io::pipe().unwrap();
+    let (mut from_serve, output) = std::io::pipe().unwrap();
+    let mut cmd = env.serve(&config, &[]);
+    cmd.stdin(input.try_clone().unwrap()).stdout(output.try_clone().unwrap()).stderr(Stdio::inherit());
+    let mut child = cmd.spawn().unwrap();
+    writeln!(
+        to_serve,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+    )
+    .unwrap();
+    let mut line = String::new();
+    BufReader::new(&mut from_serve).read_line(&mut line).unwrap();
+    assert!(line.contains("\"protocolVersion\""), "{line}");
+    // Answering, serve holds them non-blocking (the same open pipes as the test's ends).
+    assert!(nonblocking(input.as_fd()) && nonblocking(output.as_fd()));
+    drop(to_serve);
+    assert!(child.wait().unwrap().success());
+    assert!(!nonblocking(input.as_fd()), "stdin left non-blocking");
+    assert!(!nonblocking(output.as_fd()), "stdout left non-blocking");
+}
+
 #[test]
 fn serve_transparent_offers_the_one_servers_names_and_capabilities() {
     let env = env();

@@ -89,6 +89,16 @@ pub trait AuditSink: fmt::Debug + Send + Sync {
     fn arguments(&self) -> AuditArguments {
         AuditArguments::Digest
     }
+
+    /// Whether this sink only counts decisions (telemetry's counter): it is then told each
+    /// decision through [`AuditSink::count`], and no record is built (digests, times and
+    /// texts that only a log line needs).
+    fn counts_only(&self) -> bool {
+        false
+    }
+
+    /// One decided call's decision, for a sink that [`AuditSink::counts_only`].
+    fn count(&self, _decision: CallDecision) {}
 }
 
 /// Two sinks fed the same records: the audit log and, beside it, something that only counts
@@ -117,6 +127,15 @@ impl AuditSink for AuditTee {
 
     fn arguments(&self) -> AuditArguments {
         self.primary.arguments()
+    }
+
+    fn counts_only(&self) -> bool {
+        self.primary.counts_only() && self.also.counts_only()
+    }
+
+    fn count(&self, decision: CallDecision) {
+        self.primary.count(decision.clone());
+        self.also.count(decision);
     }
 }
 
@@ -335,6 +354,17 @@ impl Gateway {
             return self.call_tool(scope, id, call, meta, out).await;
         };
         let call_name = call.name.clone();
+        if sink.counts_only() {
+            let decided = Arc::new(Decided::default());
+            let reply = DECIDED.scope(Arc::clone(&decided), self.call_tool(scope, id, call, meta, out)).await;
+            let noted = lock(&decided.0).take();
+            let decision = match noted {
+                Some((decision, _)) => decision,
+                None => self.undecided(&scope.caller, &call_name, &reply).await.0,
+            };
+            sink.count(decision);
+            return reply;
+        }
         let started = self.now_ms();
         let tool = mcp_safety::text::one_line(&call.name, 200);
         let arguments = Value::Object(call.arguments.clone().unwrap_or_default());
@@ -397,6 +427,47 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// A sink that only counts (as telemetry's is), or one that keeps records.
+    #[derive(Debug, Default)]
+    struct Counter {
+        records: Mutex<Vec<CallDecision>>,
+        counted: Mutex<Vec<CallDecision>>,
+        only: bool,
+    }
+
+    impl AuditSink for Counter {
+        fn record(&self, record: &AuditRecord) {
+            lock(&self.records).push(record.decision.clone());
+        }
+
+        fn counts_only(&self) -> bool {
+            self.only
+        }
+
+        fn count(&self, decision: CallDecision) {
+            lock(&self.counted).push(decision);
+        }
+    }
+
+    #[test]
+    fn a_tee_counts_only_when_both_sides_do() {
+        let counting = || Arc::new(Counter { only: true, ..Counter::default() });
+        let (a, b) = (counting(), counting());
+        let tee = AuditTee::join(Some(a.clone()), Some(b.clone())).unwrap();
+        assert!(tee.counts_only());
+        tee.count(CallDecision::Allowed);
+        assert_eq!(*lock(&a.counted), [CallDecision::Allowed]);
+        assert_eq!(*lock(&b.counted), [CallDecision::Allowed]);
+
+        // With a log on one side, every record is built and both sides get it.
+        let log = Arc::new(Counter::default());
+        let tee = AuditTee::join(Some(log.clone()), Some(a.clone())).unwrap();
+        assert!(!tee.counts_only());
+        tee.record(&record("fs__read"));
+        assert_eq!(*lock(&log.records), [CallDecision::Allowed]);
+        assert_eq!(*lock(&a.records), [CallDecision::Allowed]);
+    }
 
     fn record(tool: &str) -> AuditRecord {
         AuditRecord {

@@ -152,7 +152,7 @@ pub use profile::{BadProfileName, Profile, Profiled};
 pub use seal::{
     ApprovalClaims, MAX_SEALING_KEYS, MemoryReplayCache, ReplayCache, ReplayError, SealError, StateSealer, digest_hex,
 };
-pub use stdio::{StdioError, StdioOptions, serve_stdio};
+pub use stdio::{ProcessStdin, ProcessStdout, StdioError, StdioModes, StdioOptions, process_stdio, serve_stdio};
 pub use store::{
     MAX_SESSION_ID_CHARS, MAX_SESSION_RECORD_BYTES, MAX_SUBSCRIPTIONS, MAX_URI_BYTES, MemorySessions, SessionChange,
     SessionRecord, SessionStore, StoreError,

@@ -9,12 +9,15 @@
 //! asked. End of input ends the front once every request in flight has been answered.
 
 use std::collections::HashMap;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::FileTypeExt;
 use std::sync::Arc;
 
 use mcp_protocol::{
     ClientMessage, ClientNotification, ClientRequest, DecodeErrorKind, ErrorObject, IncomingRequest, Message,
     RequestId, error_codes,
 };
+use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::{AbortHandle, JoinSet};
@@ -160,21 +163,103 @@ where
     writer.flush().await.map_err(StdioError::Write)
 }
 
-/// Writes `text` and whatever else is queued already, then flushes once.
+/// Writes `text` and whatever else is queued already, gathered into one buffer: one write
+/// (one system call on a pipe) for all of them, then one flush.
 async fn write_line<W: AsyncWrite + Unpin>(
     writer: &mut W,
     text: &str,
     rx: Option<&mut mpsc::Receiver<String>>,
 ) -> Result<(), StdioError> {
-    writer.write_all(text.as_bytes()).await.map_err(StdioError::Write)?;
-    writer.write_all(b"\n").await.map_err(StdioError::Write)?;
+    let mut buf = Vec::with_capacity(text.len() + 1);
+    buf.extend_from_slice(text.as_bytes());
+    buf.push(b'\n');
     if let Some(rx) = rx {
         while let Ok(more) = rx.try_recv() {
-            writer.write_all(more.as_bytes()).await.map_err(StdioError::Write)?;
-            writer.write_all(b"\n").await.map_err(StdioError::Write)?;
+            buf.extend_from_slice(more.as_bytes());
+            buf.push(b'\n');
         }
     }
+    writer.write_all(&buf).await.map_err(StdioError::Write)?;
     writer.flush().await.map_err(StdioError::Write)
+}
+
+/// The process's own stdin, as [`process_stdio`] gives it.
+pub type ProcessStdin = Box<dyn AsyncRead + Unpin + Send>;
+/// The process's own stdout, as [`process_stdio`] gives it.
+pub type ProcessStdout = Box<dyn AsyncWrite + Unpin + Send>;
+
+/// The process's own stdin and stdout for [`serve_stdio`] (call it inside the runtime). A pipe
+/// or a socket (what a host that spawns the gateway hands it) is read and written by the
+/// runtime's reactor, as the upstreams' pipes are; tokio's `stdin()`/`stdout()` would hand
+/// every read and every write to a blocking thread and wait for it (measured: most of the
+/// stdio front's time at 32 calls in flight). A terminal or a file falls back to those. The
+/// descriptors are made non-blocking meanwhile; [`StdioModes`] puts their flags back when it
+/// drops, so whoever shares them later finds them as they were.
+pub fn process_stdio() -> (ProcessStdin, ProcessStdout, StdioModes) {
+    let modes = StdioModes::save();
+    let input: ProcessStdin = match reactor_stream(std::io::stdin().as_fd()) {
+        Some(Reactor::Pipe(file)) => match tokio::net::unix::pipe::Receiver::from_file(file) {
+            Ok(pipe) => Box::new(pipe),
+            Err(_) => Box::new(tokio::io::stdin()),
+        },
+        Some(Reactor::Socket(socket)) => Box::new(socket),
+        None => Box::new(tokio::io::stdin()),
+    };
+    let output: ProcessStdout = match reactor_stream(std::io::stdout().as_fd()) {
+        Some(Reactor::Pipe(file)) => match tokio::net::unix::pipe::Sender::from_file(file) {
+            Ok(pipe) => Box::new(pipe),
+            Err(_) => Box::new(tokio::io::stdout()),
+        },
+        Some(Reactor::Socket(socket)) => Box::new(socket),
+        None => Box::new(tokio::io::stdout()),
+    };
+    (input, output, modes)
+}
+
+/// A standard descriptor the reactor can drive: a pipe (a copy of the descriptor, as a file),
+/// or a socket.
+enum Reactor {
+    Pipe(std::fs::File),
+    Socket(tokio::net::UnixStream),
+}
+
+fn reactor_stream(fd: BorrowedFd<'_>) -> Option<Reactor> {
+    let owned = fd.try_clone_to_owned().ok()?;
+    let file = std::fs::File::from(owned);
+    let kind = file.metadata().ok()?.file_type();
+    if kind.is_fifo() {
+        return Some(Reactor::Pipe(file));
+    }
+    if kind.is_socket() {
+        let socket = std::os::unix::net::UnixStream::from(std::os::fd::OwnedFd::from(file));
+        socket.set_nonblocking(true).ok()?;
+        return tokio::net::UnixStream::from_std(socket).ok().map(Reactor::Socket);
+    }
+    None
+}
+
+/// The file status flags stdin and stdout had before [`process_stdio`], put back on drop.
+#[derive(Debug)]
+pub struct StdioModes {
+    saved: [Option<OFlag>; 2],
+}
+
+impl StdioModes {
+    fn save() -> Self {
+        let flags = |fd: BorrowedFd<'_>| fcntl(fd, FcntlArg::F_GETFL).ok().map(OFlag::from_bits_truncate);
+        Self { saved: [flags(std::io::stdin().as_fd()), flags(std::io::stdout().as_fd())] }
+    }
+}
+
+impl Drop for StdioModes {
+    fn drop(&mut self) {
+        let [input, output] = self.saved;
+        for (fd, flags) in [(std::io::stdin().as_fd(), input), (std::io::stdout().as_fd(), output)] {
+            if let Some(flags) = flags {
+                let _ = fcntl(fd, FcntlArg::F_SETFL(flags));
+            }
+        }
+    }
 }
 
 fn notify(event: &BackendEvent, session: Option<&Session>, listeners: &[Listener], immediate: &mut Vec<String>) {
@@ -304,7 +389,10 @@ async fn on_message(gateway: &Gateway, message: Message, out: &Outbound, state: 
                 return;
             }
             let handle = tasks.spawn(async move {
-                let reply = gateway.handle_watched(watch, &scope, &task_id, request, &meta, &task_out).await;
+                // Boxed: the request's future is large (a call's states nest deep), and a task
+                // holding it inline is copied whole into the task on spawn.
+                let handled = Box::pin(gateway.handle_watched(watch, &scope, &task_id, request, &meta, &task_out));
+                let reply = handled.await;
                 task_out.send(response_line(&task_id, reply, stateless)).await;
             });
             running.insert(id, handle);

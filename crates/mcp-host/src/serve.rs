@@ -351,6 +351,11 @@ impl HostBackend {
     /// within the startup wait): a publisher that is late delays the listings of the first
     /// seconds, never every listing.
     async fn first_published(&self) {
+        // Every request asks; once published, no receiver and no timer (a timer wheel entry
+        // per call otherwise).
+        if *self.published.borrow() {
+            return;
+        }
         let mut published = self.published.subscribe();
         let _ = tokio::time::timeout_at(self.first_deadline, published.wait_for(|done| *done)).await;
     }

@@ -133,9 +133,11 @@ struct Served {
 
 impl ServeObserver for Served {
     fn received(&self, request: &Received<'_>) -> Box<dyn ServeWatch> {
-        // Read once, for the span's target name and the `_meta` trace context; a request whose
-        // params are not JSON is refused by the gateway anyway.
-        let params: Option<Value> = request.params.and_then(|p| serde_json::from_str(p.get()).ok());
+        // Read once, for the span's target name, a resource's URI and the `_meta` trace context
+        // (the arguments are skipped, not built); a request whose params are not JSON is
+        // refused by the gateway anyway.
+        let params: Option<Value> =
+            request.params.and_then(|p| serde_json::from_str::<ReadParams>(p.get()).ok()).map(ReadParams::into_value);
         let transport = if request.headers.is_some() { Transport::Http(None) } else { Transport::Stdio };
         let mut req = McpRequest::new(request.method, params.as_ref()).transport(transport);
         if let Some(session) = request.session {
@@ -171,6 +173,28 @@ impl ServeObserver for Served {
     }
 }
 
+/// What a received request's span and histogram read of its params.
+#[derive(serde::Deserialize)]
+struct ReadParams {
+    name: Option<Value>,
+    uri: Option<Value>,
+    #[serde(rename = "_meta")]
+    meta: Option<Value>,
+}
+
+impl ReadParams {
+    /// The params as the telemetry reads them: only these keys.
+    fn into_value(self) -> Value {
+        let mut map = serde_json::Map::new();
+        for (key, value) in [("name", self.name), ("uri", self.uri), ("_meta", self.meta)] {
+            if let Some(value) = value {
+                map.insert(key.to_owned(), value);
+            }
+        }
+        Value::Object(map)
+    }
+}
+
 /// What a received request's answer is read for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Reads {
@@ -200,16 +224,8 @@ impl ServeWatch for ServedWatch {
                     self.op.set_protocol_version(version);
                 }
             }
-            Answered::Result(text) if self.answer == Reads::Call => {
-                // Only the call's `isError` (and, with capture on, the result) is read.
-                match serde_json::from_str::<Value>(text) {
-                    Ok(v) => {
-                        let is_error = v.get("isError").and_then(Value::as_bool).unwrap_or(false);
-                        self.op.tool_result(is_error, Some(&v));
-                    }
-                    Err(_) => self.op.fail(&ErrorType::Other, Some("the result is not JSON")),
-                }
-            }
+            // Only the call's `isError` (and, with capture on, the result) is read.
+            Answered::Result(text) if self.answer == Reads::Call => self.op.tool_result_text(text),
             Answered::Error(error) => self.op.fail(&ErrorType::JsonRpc(error.code), Some(&error.message)),
             Answered::Cancelled => self.op.fail(&ErrorType::Cancelled, None),
             _ => {}
@@ -329,6 +345,14 @@ struct PolicyAudit {
 
 impl mcp_gateway::AuditSink for PolicyAudit {
     fn record(&self, record: &mcp_gateway::AuditRecord) {
-        self.telemetry.policy_current(decision_name(&record.decision), None);
+        self.count(record.decision.clone());
+    }
+
+    fn counts_only(&self) -> bool {
+        true
+    }
+
+    fn count(&self, decision: agent_loop::CallDecision) {
+        self.telemetry.policy_current(decision_name(&decision), None);
     }
 }

@@ -123,16 +123,7 @@ impl RequestWatch for ClientWatch {
     fn end(mut self: Box<Self>, result: Result<&RawValue, &ClientError>) {
         self.ended = true;
         match result {
-            Ok(raw) if self.is_call => {
-                // Only the call's `isError` and, with capture on, the result are read.
-                match serde_json::from_str::<Value>(raw.get()) {
-                    Ok(v) => {
-                        let is_error = v.get("isError").and_then(Value::as_bool).unwrap_or(false);
-                        self.op.tool_result(is_error, Some(&v));
-                    }
-                    Err(_) => self.op.fail(&ErrorType::Other, Some("the result is not JSON")),
-                }
-            }
+            Ok(raw) if self.is_call => self.op.tool_result_text(raw.get()),
             Ok(_) => {}
             Err(e) => {
                 let (kind, message) = error_type(e);

@@ -386,6 +386,27 @@ impl Operation {
         }
     }
 
+    /// [`Operation::tool_result`] of a result as JSON text: only its `isError` is read, and the
+    /// whole result only when content capture puts it on the span (a call's answer is
+    /// otherwise not parsed twice); text that is not JSON fails the operation.
+    pub fn tool_result_text(&mut self, result: &str) {
+        let Some(a) = &self.active else { return };
+        if a.span && a.telemetry.capture_tool_content {
+            match serde_json::from_str::<Value>(result) {
+                Ok(v) => {
+                    let is_error = v.get("isError").and_then(Value::as_bool).unwrap_or(false);
+                    self.tool_result(is_error, Some(&v));
+                }
+                Err(_) => self.fail(&ErrorType::Other, Some("the result is not JSON")),
+            }
+            return;
+        }
+        match result_is_error(result) {
+            Ok(is_error) => self.tool_result(is_error, None),
+            Err(_) => self.fail(&ErrorType::Other, Some("the result is not JSON")),
+        }
+    }
+
     /// A tool call's arguments, on the span as `gen_ai.tool.call.arguments` (redacted, capped)
     /// when content capture is on.
     #[inline]
@@ -532,6 +553,17 @@ impl<F: Future> Future for InScope<F> {
     }
 }
 
+/// The `isError` of a tool call's result (JSON text), read without building the result:
+/// `false` when absent.
+fn result_is_error(result: &str) -> Result<bool, serde_json::Error> {
+    #[derive(serde::Deserialize)]
+    struct Flag {
+        #[serde(rename = "isError", default)]
+        is_error: Option<bool>,
+    }
+    serde_json::from_str::<Flag>(result).map(|f| f.is_error.unwrap_or(false))
+}
+
 fn captured(v: &Value) -> String {
     let text = mcp_safety::redact::redact_json(v).to_string();
     if text.len() <= MAX_CAPTURED_LEN {
@@ -591,7 +623,9 @@ fn start(
     }
 }
 
-fn mcp_attrs(req: &McpRequest<'_>, server_side: bool) -> (Vec<KeyValue>, Vec<KeyValue>) {
+/// The span's attributes (only when `spans`: with spans off they would be built for nothing)
+/// and the histogram's.
+fn mcp_attrs(req: &McpRequest<'_>, server_side: bool, spans: bool) -> (Vec<KeyValue>, Vec<KeyValue>) {
     let mut metric = Vec::with_capacity(6);
     metric.push(KeyValue::new(attr::MCP_METHOD_NAME, conventions::method_name(req.method)));
     let target = req.target_name();
@@ -613,6 +647,9 @@ fn mcp_attrs(req: &McpRequest<'_>, server_side: bool) -> (Vec<KeyValue>, Vec<Key
     }
     if let Some(v) = req.transport.protocol_version() {
         metric.push(KeyValue::new(attr::NETWORK_PROTOCOL_VERSION, v));
+    }
+    if !spans {
+        return (Vec::new(), metric);
     }
     let mut span = metric.clone();
     if let Some(s) = req.session_id {
@@ -646,7 +683,7 @@ impl Telemetry {
     }
 
     fn client_span(t: &Arc<Inner>, req: &McpRequest<'_>) -> Operation {
-        let (span, metric) = mcp_attrs(req, false);
+        let (span, metric) = mcp_attrs(req, false, t.tracer.is_some());
         start(
             t,
             Kind::McpClient,
@@ -663,11 +700,10 @@ impl Telemetry {
     /// calls; [`Telemetry::server_request`] with the contexts read). Nothing is read when off.
     #[inline]
     pub fn received(&self, req: &McpRequest<'_>, headers: Option<&http::HeaderMap>) -> Operation {
-        if self.inner.is_none() {
-            return Operation::default();
-        }
+        let Some(t) = &self.inner else { return Operation::default() };
+        // The parent travels on even with spans off (to the upstreams); the link is a span's.
         let parent = crate::propagation::extract_meta(req.params);
-        let link = headers.map(crate::propagation::extract_headers);
+        let link = headers.filter(|_| t.tracer.is_some()).map(crate::propagation::extract_headers);
         self.server_request(req, &parent, link.as_ref())
     }
 
@@ -676,7 +712,7 @@ impl Telemetry {
     /// `link` the transport's (HTTP headers), recorded as a link when it is a valid one.
     pub fn server_request(&self, req: &McpRequest<'_>, parent: &Context, link: Option<&Context>) -> Operation {
         let Some(t) = &self.inner else { return Operation::default() };
-        let (span, metric) = mcp_attrs(req, true);
+        let (span, metric) = mcp_attrs(req, true, t.tracer.is_some());
         let links = link
             .map(|l| l.span().span_context().clone())
             .filter(|sc| sc.is_valid())

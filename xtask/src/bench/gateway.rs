@@ -6,7 +6,8 @@
 //!   and 32 calls in flight; beside them the same `serve --http` with telemetry exporting every
 //!   span to a local OTLP sink (`otlp_sink`, mcp-telemetry's test receiver counting spans).
 //! - stdio: `serve` over stdio against the fixture called directly, both by the stdio group's
-//!   raw pipe client (`raw_pipe_bench`), at 1 and 32 in flight.
+//!   raw pipe client (`raw_pipe_bench`), at 1 and 32 in flight; beside them the same `serve`
+//!   exporting every span to the sink.
 //! - Memory: `serve --http`'s resident set (VmHWM, VmRSS) with ten idle upstreams.
 //! - Replicas: calls through haproxy to 1, 2 and 3 replicas, with and without the shared
 //!   store, and the store's cost per call ([`replicas`]).
@@ -48,6 +49,7 @@ const TRACED: &str = "serve --http, every span exported";
 /// Who answers the stdio calls.
 const DIRECT: &str = "fixture directly";
 const SERVE_STDIO: &str = "serve (stdio)";
+const TRACED_STDIO: &str = "serve (stdio), every span exported";
 
 struct Figure {
     placement: &'static str,
@@ -163,7 +165,7 @@ fn measure(bins: &Bins, work: &Path, placements: &[Placement], n: usize, rounds:
     for placement in placements.iter().map(|p| p.label()) {
         for (i, concurrency) in IN_FLIGHT.into_iter().enumerate() {
             for (floor, rows) in
-                [(FLOOR, [FLOOR, SERVE, TRACED].as_slice()), (DIRECT, [DIRECT, SERVE_STDIO].as_slice())]
+                [(FLOOR, [FLOOR, SERVE, TRACED].as_slice()), (DIRECT, [DIRECT, SERVE_STDIO, TRACED_STDIO].as_slice())]
             {
                 let base = pick(placement, floor, concurrency, |f| f.calls_per_s);
                 for &who in rows {
@@ -196,15 +198,21 @@ fn measure(bins: &Bins, work: &Path, placements: &[Placement], n: usize, rounds:
                     STDIO_GOAL[i]
                 ),
             );
-            let traced = ratio(TRACED, SERVE);
-            let cost = (1.0 - traced) * 100.0;
-            let text = format!(
-                "{placement}, {concurrency} in flight: every span exported costs {cost:.1}% of serve --http's calls/s"
-            );
-            if concurrency == 32 {
-                verdict(Some(traced >= TELEMETRY_GOAL), format!("{text} (goal <= 10%)"));
-            } else {
-                verdict(None, format!("{text} (no goal at 1 in flight)"));
+            // Telemetry off (today's serve) beside every span exported, over both fronts.
+            for (front, traced, off) in
+                [("serve --http", TRACED, SERVE), ("serve over stdio", TRACED_STDIO, SERVE_STDIO)]
+            {
+                let traced = ratio(traced, off);
+                let cost = (1.0 - traced) * 100.0;
+                let text = format!(
+                    "{placement}, {concurrency} in flight: every span exported costs {cost:.1}% of {front}'s calls/s \
+                     with telemetry off"
+                );
+                if concurrency == 32 {
+                    verdict(Some(traced >= TELEMETRY_GOAL), format!("{text} (goal <= 10%)"));
+                } else {
+                    verdict(None, format!("{text} (no goal at 1 in flight)"));
+                }
             }
         }
     }
@@ -298,8 +306,9 @@ fn http_rounds(
     Ok((figures, (received, traced_calls)))
 }
 
-/// The stdio rounds of one placement: the fixture called directly, and through `serve`, by the
-/// raw pipe client, which spawns its server for each run.
+/// The stdio rounds of one placement: the fixture called directly, through `serve`, and
+/// through `serve` exporting every span to a sink, by the raw pipe client, which spawns its
+/// server for each run.
 fn stdio_rounds(
     bins: &Bins,
     config: &Path,
@@ -309,11 +318,14 @@ fn stdio_rounds(
     rounds: usize,
 ) -> Result<Vec<Figure>> {
     let placement = place.label();
+    let sink = Sink::start(place, &bins.sink)?;
     let mut figures = Vec::new();
+    let whos = [DIRECT, SERVE_STDIO, TRACED_STDIO];
     for round in 0..rounds {
         for concurrency in IN_FLIGHT {
-            let order = if round % 2 == 0 { [DIRECT, SERVE_STDIO] } else { [SERVE_STDIO, DIRECT] };
-            for who in order {
+            // Rotate who goes first, so warm caches or a busy neighbour favour none.
+            for k in 0..whos.len() {
+                let who = whos[(round + k) % whos.len()];
                 let mut command = place.command(&bins.raw_pipe, false);
                 command.args(["-n", &n.to_string(), "--concurrency", &concurrency.to_string()]);
                 if who == DIRECT {
@@ -321,7 +333,7 @@ fn stdio_rounds(
                 } else {
                     command.args(["--tool", "echo__echo", "--"]).args(place.server_argv(&bins.harness));
                     command.arg("--config").arg(config).arg("serve");
-                    harness_env(&mut command, data, None);
+                    harness_env(&mut command, data, (who == TRACED_STDIO).then_some(sink.endpoint.as_str()));
                 }
                 let out = command.output().map_err(|e| format!("raw_pipe_bench: {e}"))?;
                 let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();

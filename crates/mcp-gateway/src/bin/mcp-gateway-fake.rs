@@ -21,8 +21,8 @@ async fn main() {
     };
     match args.first().map(String::as_str) {
         Some("stdio") | None => {
-            if let Err(e) = serve_stdio(gateway, tokio::io::stdin(), tokio::io::stdout(), StdioOptions::default()).await
-            {
+            let (input, output, _modes) = mcp_gateway::process_stdio();
+            if let Err(e) = serve_stdio(gateway, input, output, StdioOptions::default()).await {
                 eprintln!("mcp-gateway-fake: {e}");
                 std::process::exit(1);
             }
