@@ -293,6 +293,22 @@ async fn one_trace_from_run_through_serve_to_the_upstream_over_otlp_grpc() {
     one_trace_by("grpc").await;
 }
 
+/// `command` running `serve --http` on a free loopback port, and the lines of its stderr (where
+/// it says its addresses).
+fn serve_http(
+    command: &mut tokio::process::Command,
+) -> (tokio::process::Child, tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>) {
+    let mut child = command
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    (child, tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stderr)))
+}
+
 /// `serve --http`'s `/metrics`: `mcp_server_operation_duration` counts the calls it served.
 /// And its SERVER spans name the client's address and port and the session's revision.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -308,17 +324,7 @@ async fn metrics_count_the_calls_serve_answered() {
             receiver.http_endpoint()
         ),
     );
-    let mut child = env
-        .cmd(&config)
-        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stderr));
+    let (mut child, mut lines) = serve_http(env.cmd(&config).env("OTEL_BSP_SCHEDULE_DELAY", "100"));
     let url = tokio::time::timeout(WAIT, async {
         while let Some(line) = lines.next_line().await.unwrap() {
             if let Some(url) = line.strip_prefix("listening on ") {
@@ -433,16 +439,7 @@ async fn metrics_may_have_an_address_of_their_own() {
             fixture()
         ),
     );
-    let mut child = env
-        .cmd(&config)
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stderr));
+    let (mut child, mut lines) = serve_http(&mut env.cmd(&config));
     let (front, metrics) = tokio::time::timeout(WAIT, async {
         let mut front = None;
         while let Some(line) = lines.next_line().await.unwrap() {
