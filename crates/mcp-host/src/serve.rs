@@ -204,14 +204,9 @@ impl HostBackend {
         }
         let specs: Vec<tool_pool::BuiltinTool> = builtins.iter().map(|b| b.spec()).collect();
         let catalog = Catalog::new(Arc::from(specs), policy, pool_options(only.is_some()));
-        let backend = Arc::new_cyclic(|me: &Weak<HostBackend>| {
-            let publisher = tokio::spawn(publish(
-                me.clone(),
-                Arc::clone(&runtime),
-                Arc::clone(&tap),
-                runtime.servers().subscribe(),
-                startup_wait,
-            ));
+        // Subscribed before the backend exists, so no state change is missed in between.
+        let states = runtime.servers().subscribe();
+        let backend = Arc::new({
             let only = only.map(|server| OnlyServer { runtime: Arc::clone(&runtime), server });
             let shared: Arc<dyn ToolSource> = match &only {
                 Some(only) => Arc::new(only.clone()),
@@ -229,13 +224,24 @@ impl HostBackend {
                 content: tokio::sync::Mutex::new(None),
                 published: watch::channel(false).0,
                 first_deadline: tokio::time::Instant::now() + startup_wait + Duration::from_secs(5),
-                publisher: Mutex::new(Some(publisher)),
+                publisher: Mutex::new(None),
                 closed: AtomicBool::new(false),
                 readiness: options.readiness,
                 builtins,
                 exposure,
             }
         });
+        // Spawned once the backend is whole: a publisher started inside `Arc::new_cyclic` could
+        // run on another worker before the backend exists, find it gone and never publish
+        // (the first listing then waited for its deadline and `/readyz` never said ready).
+        let publisher = tokio::spawn(publish(
+            Arc::downgrade(&backend),
+            Arc::clone(&backend.runtime),
+            Arc::clone(&backend.tap),
+            states,
+            startup_wait,
+        ));
+        *lock(&backend.publisher) = Some(publisher);
         Ok(backend)
     }
 
