@@ -2,7 +2,8 @@
 //! `mcp-harness` runs, which its build script has the linker lay out together.
 //!
 //! The commands a user starts most (`tools`, `tools --json`, `servers`, `call`, one fixture
-//! server, unconfined and confined) run under `perf` on the dist build:
+//! server, unconfined and confined) and `serve` (over stdio and HTTP, started and called: its
+//! resident set is mostly the code it touched) run under `perf` on the dist build:
 //! 1. linked without the order, sampled with call stacks (every function on a sampled stack)
 //!    and traced for page faults (the function that touched each page first);
 //! 2. linked with that order, traced for page faults again: a function that still faults
@@ -101,9 +102,64 @@ fn workload(binary: &Path, server: &Path, work: &Path) -> Result<String> {
         format!("call mcp__echo__echo --yes --args '{{\"text\":\"order\"}}' --config {}", quote(&unconfined)),
         format!("tools --json --config {}", quote(&confined)),
     ];
-    let body: Vec<String> =
+    let mut body: Vec<String> =
         runs.iter().map(|args| format!("MCP_HARNESS_DATA_DIR={data} {harness} {args} >/dev/null || exit 1")).collect();
+    body.extend(serve_runs(&harness, &data, &quote(&serve_config(work, server)?))?);
     Ok(format!("for i in $(seq {RUNS}); do {}; done", body.join("; ")))
+}
+
+/// Calls made to `serve` per run of the workload: enough to reach its steady state.
+const SERVE_CALLS: usize = 30;
+
+/// The configuration `serve` runs with in the workload: the fixture's `echo`, allowed.
+fn serve_config(work: &Path, server: &Path) -> Result<PathBuf> {
+    let path = work.join("serve.toml");
+    let text = format!(
+        "[serve.drain]\ndelay_s = 0\ntimeout_s = 5\n\n[servers.echo]\ncommand = {:?}\nargs = [\"echo\"]\n\
+         sandbox = \"off\"\nrequired = true\n\n[[policy.rules]]\nserver = \"echo\"\ntool = \"echo\"\n\
+         decision = \"allow\"\n",
+        server.display().to_string()
+    );
+    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// `serve` over stdio (a session of a 2025-06-18 client read from a here-document) and over
+/// HTTP (started, its calls made with curl, drained with SIGTERM): a gateway's memory is the
+/// code its start and its calls touch, so that code is laid out with the rest.
+fn serve_runs(harness: &str, data: &str, config: &str) -> Result<Vec<String>> {
+    if !Command::new("curl").arg("--version").output().is_ok_and(|out| out.status.success()) {
+        return Err("`curl` did not run: the workload calls `serve --http` with it".to_owned());
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("no free loopback port: {e}"))?
+        .port();
+    let mut session = String::from(
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"order","version":"1"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":1,"method":"tools/list"}
+"#,
+    );
+    for id in 2..SERVE_CALLS + 2 {
+        session.push_str(&format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"echo__echo\",\"arguments\":{{\"text\":\"order\"}}}}}}\n"
+        ));
+    }
+    let stdio = format!(
+        "printf '%s' '{session}' | MCP_HARNESS_DATA_DIR={data} {harness} --config {config} serve >/dev/null || exit 1"
+    );
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo__echo","arguments":{"text":"order"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    let url = format!("http://127.0.0.1:{port}");
+    let http = format!(
+        "MCP_HARNESS_DATA_DIR={data} {harness} --config {config} serve --http 127.0.0.1:{port} 2>/dev/null & p=$!; \
+         n=0; until curl -sf -o /dev/null {url}/readyz; do n=$((n+1)); [ $n -gt 500 ] && {{ kill $p; exit 1; }}; sleep 0.02; done; \
+         for c in $(seq {SERVE_CALLS}); do curl -sf -o /dev/null -X POST {url}/mcp -H 'content-type: application/json' \
+         -H 'accept: application/json, text/event-stream' -H 'mcp-protocol-version: 2026-07-28' \
+         -H 'mcp-method: tools/call' -H 'mcp-name: echo__echo' -d '{call}' || {{ kill $p; exit 1; }}; done; \
+         kill -TERM $p; wait $p || exit 1"
+    );
+    Ok(vec![stdio, http])
 }
 
 #[derive(Clone, Copy)]
