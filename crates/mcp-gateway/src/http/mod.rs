@@ -1137,7 +1137,7 @@ fn resumable_stream(
         session,
         log,
         grace: state.options.resume_grace,
-        in_flight: state.life.enter(),
+        hold: state.life.hold(),
     };
     tokio::spawn(resume::drive(drive, work, rx, first));
     Ok(sse(Body::Resumable(Box::new(reader))))

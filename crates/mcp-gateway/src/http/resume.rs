@@ -274,13 +274,13 @@ pub(crate) struct Drive {
     pub(crate) log: Arc<CallLog>,
     pub(crate) grace: Duration,
     /// Holds a drain until the answer is read (or the grace passed).
-    pub(crate) in_flight: InFlight,
+    pub(crate) hold: InFlight,
 }
 
 /// Runs a call whose answer is a resumable stream: its messages (`first`, then `messages`) and
 /// its answer go to the log. Dropped when nobody read it for the grace.
 pub(crate) async fn drive(drive: Drive, mut work: Work, mut messages: mpsc::Receiver<String>, first: Option<String>) {
-    let Drive { registry, session, log, grace, in_flight } = drive;
+    let Drive { registry, session, log, grace, hold } = drive;
     if let Some(first) = first {
         log.push(&first);
     }
@@ -322,7 +322,7 @@ pub(crate) async fn drive(drive: Drive, mut work: Work, mut messages: mpsc::Rece
     log.end(End::Finished(finished));
     let mut delivered = log.delivered.subscribe();
     let _ = tokio::time::timeout(grace, delivered.wait_for(|d| *d)).await;
-    drop(in_flight);
+    drop(hold);
     tokio::time::sleep_until(finished + grace).await;
     registry.remove(&session, &log.id);
 }
