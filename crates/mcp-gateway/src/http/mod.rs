@@ -6,7 +6,8 @@
 //!   comes first. A notification or a client's answer gets 202.
 //! - A session's call that takes longer than [`HttpOptions::resume_after`] (or sends a message
 //!   first), from a client that accepts SSE, is answered as a resumable stream (`resume`): a
-//!   priming event with an id, then id'd events; GET with `Last-Event-ID` resumes it.
+//!   priming event with an id (2025-11-25 sessions), then id'd events; GET with
+//!   `Last-Event-ID` resumes it.
 //! - `initialize` opens a session (an unguessable `Mcp-Session-Id`); later requests carry the
 //!   id (an unknown one gets 404, so the client initializes again); GET opens the session's
 //!   stream of notifications; DELETE ends it.
@@ -34,7 +35,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use mcp_protocol::{
     BodyFacts, ClientMessage, ClientNotification, ClientRequest, ErrorObject, ErrorResponse, IncomingRequest, Message,
-    MirroredHeaders, RequestId, error_codes, server_error_codes,
+    MirroredHeaders, ProtocolVersion, RequestId, error_codes, server_error_codes,
 };
 use tokio::net::TcpListener;
 use tokio::sync::{broadcast, mpsc};
@@ -1028,7 +1029,7 @@ async fn call(
         Era::Session(session) => Some(Arc::clone(session)),
         Era::Stateless(_) => None,
     };
-    let mut resumable = session.as_ref().and_then(|s| s.id.clone()).filter(|_| sse_ok);
+    let mut resumable = session.as_ref().filter(|s| sse_ok && s.id.is_some()).map(Arc::clone);
     let cancelled = match &session {
         Some(session) => match session.start(&id) {
             Some(cancelled) => Some(cancelled),
@@ -1105,7 +1106,7 @@ async fn call(
         };
         // Either way the machinery of a resumable stream is made only now, off the quick path.
         if let Some(session) = resumable.take() {
-            match resumable_stream(state, session, work, rx, first) {
+            match resumable_stream(state, &session, work, rx, first) {
                 Ok(response) => return response,
                 // No room for another resumable stream: answered as before.
                 Err(back) => (work, rx, first) = back,
@@ -1124,17 +1125,21 @@ type Unstarted = (Work, mpsc::Receiver<String>, Option<String>);
 /// call back when its session has no room for another.
 fn resumable_stream(
     state: &State,
-    session: Arc<str>,
+    session: &Session,
     work: Work,
     rx: mpsc::Receiver<String>,
     first: Option<String>,
 ) -> Result<Response<Body>, Unstarted> {
-    let Some(log) = state.resume.open(&session) else { return Err((work, rx, first)) };
+    let Some(id) = session.id.clone() else { return Err((work, rx, first)) };
+    // Priming events (empty data) are the 2025-11-25 revision's; its clients expect them, and
+    // older ones may take empty data for a broken message.
+    let priming = session.protocol_version() >= ProtocolVersion::V2025_11_25;
+    let Some(log) = state.resume.open(&id, priming) else { return Err((work, rx, first)) };
     // Attached before the work is handed on: the grace starts when this response's reader goes.
-    let reader = resume::Reader::new(Arc::clone(&log), 0);
+    let reader = resume::Reader::from_start(Arc::clone(&log));
     let drive = resume::Drive {
         registry: Arc::clone(&state.resume),
-        session,
+        session: id,
         log,
         grace: state.options.resume_grace,
         hold: state.life.hold(),

@@ -51,9 +51,10 @@ type Streams = HashMap<Arc<str>, Arc<CallLog>>;
 pub(crate) type Refused = (StatusCode, &'static str);
 
 impl Registry {
-    /// A new log for a call of `session`; `None` when the session has [`MAX_STREAMS`] logs
-    /// of running calls already (or there is no randomness for an id).
-    pub(crate) fn open(&self, session: &Arc<str>) -> Option<Arc<CallLog>> {
+    /// A new log for a call of `session`, opening with a priming event if `priming`; `None`
+    /// when the session has [`MAX_STREAMS`] logs of running calls already (or there is no
+    /// randomness for an id).
+    pub(crate) fn open(&self, session: &Arc<str>, priming: bool) -> Option<Arc<CallLog>> {
         // An unguessable id: a session restored elsewhere never resumes another call's stream.
         let id: Arc<str> = Arc::from(random_hex(8).ok()?);
         let mut sessions = lock(&self.sessions);
@@ -66,7 +67,7 @@ impl Registry {
                 .map(|(_, id)| id)?;
             streams.remove(&oldest);
         }
-        let log = CallLog::new(Arc::clone(&id));
+        let log = CallLog::new(Arc::clone(&id), priming);
         streams.insert(id, Arc::clone(&log));
         Some(log)
     }
@@ -146,10 +147,16 @@ enum Read {
 }
 
 impl CallLog {
-    fn new(id: Arc<str>) -> Arc<Self> {
-        let priming = Bytes::from(format!("id: {id}:0\nretry: {RETRY_MS}\ndata: \n\n"));
-        let state =
-            LogState { bytes: priming.len(), events: VecDeque::from([priming]), first: 0, next: 1, end: End::Open };
+    /// A log whose first event is the priming one (`{id}:0`) if `priming`; without, it starts
+    /// at event 1 all the same.
+    fn new(id: Arc<str>, priming: bool) -> Arc<Self> {
+        let mut state = LogState { bytes: 0, events: VecDeque::new(), first: 1, next: 1, end: End::Open };
+        if priming {
+            let event = Bytes::from(format!("id: {id}:0\nretry: {RETRY_MS}\ndata: \n\n"));
+            state.bytes = event.len();
+            state.events.push_back(event);
+            state.first = 0;
+        }
         Arc::new(Self {
             id,
             state: Mutex::new(state),
@@ -220,8 +227,14 @@ pub(crate) struct Reader {
 }
 
 impl Reader {
+    /// A reader of `log` from its first event on (the priming event, if it has one).
+    pub(crate) fn from_start(log: Arc<CallLog>) -> Self {
+        let from = log.span().0;
+        Self::new(log, from)
+    }
+
     /// A reader of `log` from event `from` on.
-    pub(crate) fn new(log: Arc<CallLog>, from: u64) -> Self {
+    fn new(log: Arc<CallLog>, from: u64) -> Self {
         log.readers.send_modify(|n| *n += 1);
         let changed = log.changed.subscribe();
         Self { log, next: from, changed, wait: None }
@@ -343,8 +356,8 @@ mod tests {
 
     #[test]
     fn a_log_primes_then_numbers_its_events_and_stays_bounded() {
-        let log = CallLog::new(Arc::from("s"));
-        let mut reader = Reader::new(Arc::clone(&log), 0);
+        let log = CallLog::new(Arc::from("s"), true);
+        let mut reader = Reader::from_start(Arc::clone(&log));
         log.push("{\"a\":1}");
         let events = drain(&mut reader);
         assert_eq!(events[0], Bytes::from("id: s:0\nretry: 1000\ndata: \n\n"));
@@ -365,10 +378,19 @@ mod tests {
     }
 
     #[test]
+    fn without_priming_a_log_starts_at_its_first_message() {
+        let log = CallLog::new(Arc::from("s"), false);
+        let mut reader = Reader::from_start(Arc::clone(&log));
+        log.push("{}");
+        log.end(End::Finished(Instant::now()));
+        assert_eq!(drain(&mut reader), [Bytes::from("id: s:1\nevent: message\ndata: {}\n\n")]);
+    }
+
+    #[test]
     fn resumption_checks_the_id_against_the_log() {
         let registry = Registry::default();
         let session: Arc<str> = Arc::from("sess");
-        let log = registry.open(&session).unwrap_or_else(|| unreachable!());
+        let log = registry.open(&session, true).unwrap_or_else(|| unreachable!());
         log.push("{}");
         let id = &log.id;
         for bad in ["nonsense", "x:y", &format!("{id}:-1"), &format!("{id}:18446744073709551615")] {
@@ -386,11 +408,11 @@ mod tests {
     fn a_session_has_a_bounded_number_of_streams() {
         let registry = Registry::default();
         let session: Arc<str> = Arc::from("sess");
-        let logs: Vec<_> = (0..MAX_STREAMS).filter_map(|_| registry.open(&session)).collect();
+        let logs: Vec<_> = (0..MAX_STREAMS).filter_map(|_| registry.open(&session, true)).collect();
         assert_eq!(logs.len(), MAX_STREAMS);
-        assert!(registry.open(&session).is_none(), "all running: no room");
+        assert!(registry.open(&session, true).is_none(), "all running: no room");
         logs[3].end(End::Finished(Instant::now()));
-        assert!(registry.open(&session).is_some(), "a finished one makes room");
+        assert!(registry.open(&session, true).is_some(), "a finished one makes room");
         assert_eq!(registry.resume(&session, &format!("{}:0", logs[3].id)).err().map(|e| e.0), Some(StatusCode::GONE));
     }
 }

@@ -110,6 +110,30 @@ async fn a_slow_call_becomes_a_stream_that_primes_then_answers() {
 }
 
 #[tokio::test]
+async fn older_revisions_get_ids_but_no_priming_event() {
+    let gw = start_with(quick_options()).await;
+    let session = initialize(gw.addr, "2025-06-18", json!({})).await;
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-session-id", session.as_str()),
+        ("mcp-protocol-version", "2025-06-18"),
+    ];
+    let answer = exchange(gw.addr, "POST", &headers, &slow_call(2, 200).to_string()).await;
+    assert_eq!(answer.headers["content-type"], "text/event-stream", "{answer:?}");
+    let events: Vec<&str> = answer.body.split_inclusive("\n\n").collect();
+    assert_eq!(events.len(), 1, "{answer:?}");
+    assert!(!answer.body.contains("retry:"), "{answer:?}");
+    let id = events[0].lines().find_map(|l| l.strip_prefix("id: ")).unwrap();
+    let (stream, n) = id.rsplit_once(':').unwrap();
+    assert_eq!(n, "1", "{answer:?}");
+    assert_eq!(answer.json()["id"], 2);
+    // Resumable all the same, from the id it saw.
+    let resumed = resume(gw.addr, &session, &format!("{stream}:0")).await;
+    assert_eq!(resumed.json()["id"], 2, "{resumed:?}");
+}
+
+#[tokio::test]
 async fn quick_answers_and_clients_that_read_no_sse_stay_json() {
     let gw = start().await;
     let session = initialize(gw.addr, VERSION, json!({})).await;
