@@ -110,6 +110,36 @@ async fn a_slow_call_becomes_a_stream_that_primes_then_answers() {
 }
 
 #[tokio::test]
+async fn a_call_that_asks_first_is_resumed_after_its_client_answered() {
+    let gw = start_with(quick_options()).await;
+    let session = initialize(gw.addr, VERSION, json!({"elicitation": {}})).await;
+    // `write_file` is confirmed: the approval form is the call's first message.
+    let call = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+        "params": {"name": "files__write_file", "arguments": {"path": "a.txt", "text": "hello"}}});
+    let (response, connection) = post_call(gw.addr, &session, &call).await;
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut body = response.into_body();
+    let mut pending = String::new();
+    let stream = priming_stream(&next_raw_event(&mut body, &mut pending).await);
+    let asked = next_raw_event(&mut body, &mut pending).await;
+    assert!(asked.starts_with(&format!("id: {stream}:1\n")), "{asked:?}");
+    let asked = sse_messages(&asked).pop().unwrap();
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    // The client goes away, answers the form, and resumes after the question.
+    drop(body);
+    connection.abort();
+    let answer =
+        json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"decision": "yes"}}});
+    assert_eq!(post_session(gw.addr, &session, VERSION, &answer).await.status, 202);
+    let resumed = resume(gw.addr, &session, &format!("{stream}:1")).await;
+    let messages = resumed.messages();
+    assert_eq!(messages.len(), 1, "{resumed:?}");
+    assert_eq!(messages[0]["id"], 8);
+    assert_eq!(messages[0]["result"].get("isError"), None, "{resumed:?}");
+    assert_eq!(gw.backend.calls().len(), 1);
+}
+
+#[tokio::test]
 async fn older_revisions_get_ids_but_no_priming_event() {
     let gw = start_with(quick_options()).await;
     let session = initialize(gw.addr, "2025-06-18", json!({})).await;
