@@ -186,7 +186,7 @@ async fn quick_answers_and_clients_that_read_no_sse_stay_json() {
 
 #[tokio::test]
 async fn a_client_that_goes_away_resumes_with_last_event_id() {
-    let gw = start_with(quick_options()).await;
+    let gw = start_with(HttpOptions { resume_grace: Duration::from_secs(1), ..HttpOptions::default() }).await;
     let session = initialize(gw.addr, VERSION, json!({})).await;
 
     // Resumed while the call runs: the answer comes live on the resumed stream.
@@ -218,7 +218,7 @@ async fn a_client_that_goes_away_resumes_with_last_event_id() {
     assert!(gw.backend.cancelled().is_empty(), "{:?}", gw.backend.cancelled());
 
     // Gone once the grace after its end has passed.
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(resume(gw.addr, &session, &format!("{stream}:0")).await.status, 410);
 }
 
