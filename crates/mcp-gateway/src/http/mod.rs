@@ -104,7 +104,8 @@ pub struct HttpOptions {
     /// authentication, `Host`/`Origin` lists and loopback rule). `None`: on the front.
     pub metrics_addr: Option<SocketAddr>,
     /// How long a session's call from a client that accepts SSE may take before its answer
-    /// becomes a resumable stream (a priming event first; resumed with `Last-Event-ID`).
+    /// becomes a resumable stream (id'd events, after a priming event in 2025-11-25 sessions;
+    /// resumed with `GET` and `Last-Event-ID`).
     /// Quicker answers are plain JSON.
     pub resume_after: Duration,
     /// How long a resumable call goes on with nobody reading its stream before it is dropped
