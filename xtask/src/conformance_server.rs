@@ -95,12 +95,8 @@ impl Column {
 /// Failures that are expected, with the reason: counted and printed as `XFAIL`, they do not fail
 /// the run; one that passes does (`XPASS`: remove it here). Only for what cannot be fixed on our
 /// side (the suite at fault) or, in the gateway column, a gap named in an open issue.
-const EXPECTED_FAILURES: &[(Column, &str, &str)] = &[(
-    Column::Gateway,
-    "server-sse-polling",
-    "issue 33: the gateway answers a call in one response; it does not yet close a call's stream \
-     and resume it by Last-Event-ID",
-)];
+/// Each entry: the column, the scenario, and why (an issue, or the suite's fault). None now.
+const EXPECTED_FAILURES: &[(Column, &str, &str)] = &[];
 
 /// How long one scenario may take (the harness has no time limit of its own; the fixture's
 /// questions to the client wait up to 60 s for an answer that never comes).

@@ -646,7 +646,8 @@ async fn next_message(response: &mut reqwest::Response, pending: &mut String) ->
         if let Some(end) = pending.find("\n\n") {
             let event: String = pending.drain(..end + 2).collect();
             let data: Vec<&str> = event.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim).collect();
-            if !data.is_empty() {
+            // A priming event (an id, empty data) carries no message.
+            if data.iter().any(|d| !d.is_empty()) {
                 return serde_json::from_str(&data.join("\n")).unwrap();
             }
             continue;

@@ -461,7 +461,12 @@ async fn send(
     };
     let status = response.status().as_u16();
     let replica = header(&response, "x-replica");
-    let text = response.text().await.unwrap_or_default();
+    // A body cut off (a replica killed while its answer streams, after the status was sent) is
+    // as much a transport failure as a refused connection.
+    let text = match response.text().await {
+        Ok(text) => text,
+        Err(e) => return Answer { status: 0, replica, body: json!({"transport": e.to_string()}) },
+    };
     let body = serde_json::from_str::<Value>(&text).unwrap_or_else(|_| {
         text.lines()
             .filter_map(|l| l.strip_prefix("data:"))
@@ -490,7 +495,8 @@ async fn next_message(response: &mut reqwest::Response, pending: &mut String) ->
         if let Some(end) = pending.find("\n\n") {
             let event: String = pending.drain(..end + 2).collect();
             let data: Vec<&str> = event.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim).collect();
-            if !data.is_empty() {
+            // A priming event (an id, empty data) carries no message.
+            if data.iter().any(|d| !d.is_empty()) {
                 return serde_json::from_str(&data.join("\n")).unwrap();
             }
             continue;

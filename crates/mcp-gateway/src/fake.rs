@@ -2,7 +2,8 @@
 //! tests and examples (the port's test double). Its tools answer with what they were called
 //! with; a few names behave specially:
 //!
-//! - `slow`: waits `arguments.ms` milliseconds first (a call in flight to cancel or race);
+//! - `slow`: waits `arguments.ms` milliseconds first (a call in flight to cancel or race; one
+//!   dropped before its answer is recorded as cancelled, [`FakeBackend::cancelled`]);
 //! - `progress`: reports progress twice before answering;
 //! - `fail`: fails as an upstream failure does (no result);
 //! - `ask`: asks the calling client (`elicitation/create`, a form with one string `name`, the
@@ -62,6 +63,8 @@ pub struct ReceivedSubscription {
 struct Upstreams {
     servers: BTreeMap<String, (Vec<Tool>, u64)>,
     calls: Vec<ReceivedCall>,
+    /// `slow` calls dropped before they answered (what an upstream sees as cancelled).
+    cancelled: Vec<ReceivedCall>,
     instructions: Vec<(String, String)>,
 }
 
@@ -114,7 +117,11 @@ impl FakeTools {
         match call.tool.as_str() {
             "slow" => {
                 let ms = arguments.get("ms").and_then(Value::as_u64).unwrap_or(1000);
+                let received =
+                    ReceivedCall { server: call.server.clone(), tool: call.tool.clone(), arguments: arguments.clone() };
+                let unfinished = Unfinished { upstreams: &self.upstreams, call: Some(received) };
                 tokio::time::sleep(Duration::from_millis(ms)).await;
+                unfinished.finished();
             }
             "progress" => {
                 if let Some(progress) = &call.progress {
@@ -142,6 +149,26 @@ impl FakeTools {
         }
         let said = json!({"server": call.server, "tool": call.tool, "arguments": arguments});
         Ok(CallToolResult { content: vec![ContentBlock::text(said.to_string())], ..Default::default() })
+    }
+}
+
+/// A `slow` call under way: dropped before [`Unfinished::finished`], it is recorded as cancelled.
+struct Unfinished<'a> {
+    upstreams: &'a Mutex<Upstreams>,
+    call: Option<ReceivedCall>,
+}
+
+impl Unfinished<'_> {
+    fn finished(mut self) {
+        self.call = None;
+    }
+}
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        if let Some(call) = self.call.take() {
+            lock(self.upstreams).cancelled.push(call);
+        }
     }
 }
 
@@ -392,6 +419,11 @@ impl FakeBackend {
     /// Every call the upstreams received, in order.
     pub fn calls(&self) -> Vec<ReceivedCall> {
         lock(&self.tools.upstreams).calls.clone()
+    }
+
+    /// The `slow` calls dropped before they answered (cancelled by the gateway), in order.
+    pub fn cancelled(&self) -> Vec<ReceivedCall> {
+        lock(&self.tools.upstreams).cancelled.clone()
     }
 
     /// Every subscription change the upstreams received, in order.

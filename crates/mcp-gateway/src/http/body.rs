@@ -1,5 +1,6 @@
 //! The HTTP front's one response body type: empty, a whole JSON answer, a request's SSE stream
-//! (messages, then the answer, driven by the body itself), or a long-lived SSE stream.
+//! (messages, then the answer, driven by the body itself), a resumable call's stream (read from
+//! its log), or a long-lived SSE stream.
 //!
 //! A request's SSE body polls the request's own future: when the client goes away, hyper drops
 //! the body and with it the request, whose upstream call is then cancelled.
@@ -13,17 +14,31 @@ use bytes::Bytes;
 use hyper::body::{Frame, SizeHint};
 use tokio::sync::mpsc;
 
+use super::resume::Reader;
+
 /// A request's work: its answer's line.
 pub(crate) type Work = Pin<Box<dyn Future<Output = String> + Send>>;
 
 /// One SSE `message` event carrying `line`.
 pub(crate) fn sse_event(line: &str) -> Bytes {
     let mut out = String::with_capacity(line.len() + 24);
+    push_event(&mut out, line);
+    Bytes::from(out)
+}
+
+/// One SSE `message` event carrying `line`, with the id `{stream}:{n}` (a resumable stream's).
+pub(crate) fn sse_event_with_id(stream: &str, n: u64, line: &str) -> Bytes {
+    let mut out = format!("id: {stream}:{n}\n");
+    out.reserve(line.len() + 24);
+    push_event(&mut out, line);
+    Bytes::from(out)
+}
+
+fn push_event(out: &mut String, line: &str) {
     out.push_str("event: message\ndata: ");
     // A JSON line has no raw line breaks; should one slip in, each line is its own data line.
     out.push_str(&line.replace('\n', "\ndata: "));
     out.push_str("\n\n");
-    Bytes::from(out)
 }
 
 /// A response body.
@@ -36,6 +51,8 @@ pub(crate) enum Body {
     Request(Box<RequestStream>),
     /// A long-lived stream of ready-made SSE frames (the GET stream, `subscriptions/listen`).
     Stream(mpsc::Receiver<Bytes>),
+    /// A resumable call's stream, read from its log.
+    Resumable(Box<Reader>),
 }
 
 /// A request answered as SSE.
@@ -67,6 +84,7 @@ impl hyper::body::Body for Body {
             Body::Empty => Poll::Ready(None),
             Body::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
             Body::Stream(rx) => rx.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b)))),
+            Body::Resumable(reader) => reader.poll_next(cx).map(|b| b.map(|b| Ok(Frame::data(b)))),
             Body::Request(stream) => {
                 if let Some(first) = stream.first.take() {
                     return Poll::Ready(Some(Ok(Frame::data(first))));

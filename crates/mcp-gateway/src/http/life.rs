@@ -59,6 +59,8 @@ pub struct DrainReport {
 struct Inner {
     phase: AtomicU8,
     in_flight: AtomicUsize,
+    /// What a drain waits for besides requests: resumable streams whose answer is not read yet.
+    held: AtomicUsize,
     idle: Notify,
     /// `true` once the calls still in flight must give up.
     abort: watch::Sender<bool>,
@@ -92,6 +94,7 @@ impl Default for Lifecycle {
             inner: Arc::new(Inner {
                 phase: AtomicU8::new(SERVING),
                 in_flight: AtomicUsize::new(0),
+                held: AtomicUsize::new(0),
                 idle: Notify::new(),
                 abort: watch::channel(false).0,
             }),
@@ -99,15 +102,17 @@ impl Default for Lifecycle {
     }
 }
 
-/// One request in flight; dropping it says it is done.
+/// One request in flight (or a hold, [`Lifecycle::hold`]); dropping it says it is done.
 #[derive(Debug)]
 pub(crate) struct InFlight {
     inner: Arc<Inner>,
+    held: bool,
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        if self.inner.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+        let counter = if self.held { &self.inner.held } else { &self.inner.in_flight };
+        if counter.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.inner.idle.notify_waiters();
         }
     }
@@ -137,7 +142,14 @@ impl Lifecycle {
     /// Counts a request in flight until the guard is dropped.
     pub(crate) fn enter(&self) -> InFlight {
         self.inner.in_flight.fetch_add(1, Ordering::SeqCst);
-        InFlight { inner: Arc::clone(&self.inner) }
+        InFlight { inner: Arc::clone(&self.inner), held: false }
+    }
+
+    /// Holds a drain (until the guard is dropped) without counting as a request: a resumable
+    /// call's stream, whose answer a client has yet to read.
+    pub(crate) fn hold(&self) -> InFlight {
+        self.inner.held.fetch_add(1, Ordering::SeqCst);
+        InFlight { inner: Arc::clone(&self.inner), held: true }
     }
 
     /// Resolves when the calls in flight must give up (the drain timeout passed).
@@ -178,7 +190,7 @@ impl Lifecycle {
                 let notified = self.inner.idle.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
-                if self.in_flight() == 0 {
+                if self.in_flight() == 0 && self.inner.held.load(Ordering::SeqCst) == 0 {
                     return;
                 }
                 notified.await;

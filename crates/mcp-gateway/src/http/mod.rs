@@ -4,6 +4,10 @@
 //! - POST: one JSON-RPC message. A request is answered with JSON, or with SSE when it sends
 //!   messages before its answer (progress, an approval form): the response starts as whichever
 //!   comes first. A notification or a client's answer gets 202.
+//! - A session's call that takes longer than [`HttpOptions::resume_after`] (or sends a message
+//!   first), from a client that accepts SSE, is answered as a resumable stream (`resume`): a
+//!   priming event with an id (2025-11-25 sessions), then id'd events; GET with
+//!   `Last-Event-ID` resumes it.
 //! - `initialize` opens a session (an unguessable `Mcp-Session-Id`); later requests carry the
 //!   id (an unknown one gets 404, so the client initializes again); GET opens the session's
 //!   stream of notifications; DELETE ends it.
@@ -15,6 +19,7 @@
 mod body;
 mod guard;
 mod life;
+mod resume;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -30,7 +35,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use mcp_protocol::{
     BodyFacts, ClientMessage, ClientNotification, ClientRequest, ErrorObject, ErrorResponse, IncomingRequest, Message,
-    MirroredHeaders, RequestId, error_codes, server_error_codes,
+    MirroredHeaders, ProtocolVersion, RequestId, error_codes, server_error_codes,
 };
 use tokio::net::TcpListener;
 use tokio::sync::{broadcast, mpsc};
@@ -57,6 +62,11 @@ pub const READYZ: &str = "/readyz";
 pub const METRICS: &str = "/metrics";
 /// How often a long-lived stream says it is alive (an SSE comment).
 const KEEP_ALIVE: Duration = Duration::from_secs(25);
+/// The default of [`HttpOptions::resume_after`].
+const RESUME_AFTER: Duration = Duration::from_millis(50);
+/// The default of [`HttpOptions::resume_grace`].
+const RESUME_GRACE: Duration = Duration::from_secs(5);
+const LAST_EVENT_ID: &str = "last-event-id";
 
 /// How the HTTP front listens and whom it admits.
 #[derive(Debug, Clone)]
@@ -93,6 +103,15 @@ pub struct HttpOptions {
     /// front's (a scrape kept off the public port): admitted as on the front (the same
     /// authentication, `Host`/`Origin` lists and loopback rule). `None`: on the front.
     pub metrics_addr: Option<SocketAddr>,
+    /// How long a session's call from a client that accepts SSE may take before its answer
+    /// becomes a resumable stream (id'd events, after a priming event in 2025-11-25 sessions;
+    /// resumed with `GET` and `Last-Event-ID`).
+    /// Quicker answers are plain JSON.
+    pub resume_after: Duration,
+    /// How long a resumable call goes on with nobody reading its stream before it is dropped
+    /// (its upstream call cancelled); also how long a finished call's stream is kept for a late
+    /// resumption.
+    pub resume_grace: Duration,
 }
 
 impl Default for HttpOptions {
@@ -111,6 +130,8 @@ impl Default for HttpOptions {
             metrics: None,
             session_store: None,
             metrics_addr: None,
+            resume_after: RESUME_AFTER,
+            resume_grace: RESUME_GRACE,
         }
     }
 }
@@ -194,6 +215,8 @@ struct State {
     admin_guard: Option<HostGuard>,
     sessions: Sessions,
     life: Lifecycle,
+    /// The sessions' resumable call streams.
+    resume: Arc<resume::Registry>,
 }
 
 /// A bound HTTP front; [`HttpServer::run`] serves it.
@@ -236,7 +259,15 @@ impl HttpServer {
         let admin_guard =
             admin.as_ref().map(|(_, local)| HostGuard::new(local, &options.allowed_hosts, &options.allowed_origins));
         let life = Lifecycle::new();
-        let state = Arc::new(State { gateway, options, guard, admin_guard, sessions: Sessions::default(), life });
+        let state = Arc::new(State {
+            gateway,
+            options,
+            guard,
+            admin_guard,
+            sessions: Sessions::default(),
+            life,
+            resume: Arc::default(),
+        });
         Ok(Self { listener, local, admin, state })
     }
 
@@ -373,7 +404,9 @@ async fn route(state: &State, request: Request<Incoming>, peer: SocketAddr) -> R
     let Some(profile) = endpoint(path, &state.options.path) else {
         return plain(StatusCode::NOT_FOUND, "not found: the MCP endpoint is elsewhere");
     };
-    if state.life.is_refusing() {
+    // A call in flight finishes during a drain, on the stream its client resumes too.
+    let resuming = request.method() == Method::GET && headers.contains_key(LAST_EVENT_ID);
+    if state.life.is_refusing() && !resuming {
         let mut response = plain(
             StatusCode::SERVICE_UNAVAILABLE,
             "this gateway is shutting down and takes no new requests; send it to another replica",
@@ -864,7 +897,11 @@ async fn post_request(
             }
         }
         // Only a call sends messages before its answer.
-        ClientRequest::CallTool(_) => call(state, scope, id, request, meta, in_flight, watch).await,
+        ClientRequest::CallTool(_) => {
+            // Explicitly: a client that names no media types may not read SSE it did not expect.
+            let sse_ok = headers.contains_key(ACCEPT) && accepts(headers, "text/event-stream");
+            call(state, scope, id, request, meta, in_flight, watch, sse_ok).await
+        }
         request => {
             let kept = match &scope.era {
                 Era::Session(session) if state.options.session_store.is_some() => {
@@ -974,7 +1011,10 @@ async fn initialize(
     response
 }
 
-/// A `tools/call`: answered with JSON, unless it sends messages first (then SSE).
+/// A `tools/call`: answered with JSON, unless it sends messages first (then SSE). A session's
+/// call from a client that reads SSE (`sse_ok`) becomes a resumable stream when it sends a
+/// message first or has not answered within [`HttpOptions::resume_after`].
+#[allow(clippy::too_many_arguments)]
 async fn call(
     state: &State,
     scope: Scope,
@@ -983,12 +1023,14 @@ async fn call(
     meta: mcp_protocol::RequestMeta,
     in_flight: InFlight,
     watch: Option<Box<dyn ServeWatch>>,
+    sse_ok: bool,
 ) -> Response<Body> {
     let stateless = scope.is_stateless();
     let session = match &scope.era {
         Era::Session(session) => Some(Arc::clone(session)),
         Era::Stateless(_) => None,
     };
+    let mut resumable = session.as_ref().filter(|s| sse_ok && s.id.is_some()).map(Arc::clone);
     let cancelled = match &session {
         Some(session) => match session.start(&id) {
             Some(cancelled) => Some(cancelled),
@@ -1038,16 +1080,73 @@ async fn call(
             None => String::new(),
         }
     });
-    tokio::select! {
-        biased;
-        line = &mut work => match rx.try_recv() {
-            // It sent messages before it finished (all in one poll): they still come first.
-            Ok(first) => sse(Body::Request(Box::new(RequestStream::new(first, rx, Box::pin(std::future::ready(line)))))),
-            Err(_) if line.is_empty() => accepted(),
-            Err(_) => json(StatusCode::OK, line),
-        },
-        Some(first) = rx.recv() => sse(Body::Request(Box::new(RequestStream::new(first, rx, work)))),
+    loop {
+        let resume_after = state.options.resume_after;
+        let late = async {
+            if resumable.is_some() {
+                tokio::time::sleep(resume_after).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
+        let mut first = tokio::select! {
+            biased;
+            line = &mut work => {
+                return match rx.try_recv() {
+                    // It sent messages before it finished (all in one poll): they still come first.
+                    Ok(first) => {
+                        let done: Work = Box::pin(std::future::ready(line));
+                        sse(Body::Request(Box::new(RequestStream::new(first, rx, done))))
+                    }
+                    Err(_) if line.is_empty() => accepted(),
+                    Err(_) => json(StatusCode::OK, line),
+                };
+            }
+            Some(first) = rx.recv() => Some(first),
+            () = late => None,
+        };
+        // Either way the machinery of a resumable stream is made only now, off the quick path.
+        if let Some(session) = resumable.take() {
+            match resumable_stream(state, &session, work, rx, first) {
+                Ok(response) => return response,
+                // No room for another resumable stream: answered as before.
+                Err(back) => (work, rx, first) = back,
+            }
+        }
+        if let Some(first) = first {
+            return sse(Body::Request(Box::new(RequestStream::new(first, rx, work))));
+        }
     }
+}
+
+/// A call not (yet) answered: its work, the messages it sends, and the first of them if read.
+type Unstarted = (Work, mpsc::Receiver<String>, Option<String>);
+
+/// Answers a call with a resumable stream whose work goes on in a task of its own; gives the
+/// call back when its session has no room for another.
+fn resumable_stream(
+    state: &State,
+    session: &Session,
+    work: Work,
+    rx: mpsc::Receiver<String>,
+    first: Option<String>,
+) -> Result<Response<Body>, Unstarted> {
+    let Some(id) = session.id.clone() else { return Err((work, rx, first)) };
+    // Priming events (empty data) are the 2025-11-25 revision's; its clients expect them, and
+    // older ones may take empty data for a broken message.
+    let priming = session.protocol_version() >= ProtocolVersion::V2025_11_25;
+    let Some(log) = state.resume.open(&id, priming) else { return Err((work, rx, first)) };
+    // Attached before the work is handed on: the grace starts when this response's reader goes.
+    let reader = resume::Reader::from_start(Arc::clone(&log));
+    let drive = resume::Drive {
+        registry: Arc::clone(&state.resume),
+        session: id,
+        log,
+        grace: state.options.resume_grace,
+        hold: state.life.hold(),
+    };
+    tokio::spawn(resume::drive(drive, work, rx, first));
+    Ok(sse(Body::Resumable(Box::new(reader))))
 }
 
 /// A session's request in flight: its id is freed when the call ends, answered or dropped.
@@ -1140,7 +1239,8 @@ async fn forward(
     }
 }
 
-/// GET: the session's stream of notifications (session revisions only).
+/// GET: the session's stream of notifications (session revisions only), or with
+/// `Last-Event-ID` a call's resumable stream resumed.
 async fn get(state: &State, caller: &Caller, headers: &HeaderMap) -> Response<Body> {
     let session = match session_of(state, caller, headers).await {
         Ok(Some(session)) => session,
@@ -1156,6 +1256,17 @@ async fn get(state: &State, caller: &Caller, headers: &HeaderMap) -> Response<Bo
     };
     if !accepts(headers, "text/event-stream") {
         return plain(StatusCode::NOT_ACCEPTABLE, "the stream is text/event-stream");
+    }
+    if let Some(last) = headers.get(LAST_EVENT_ID) {
+        // A call's stream resumed: the events after that one, then the rest live.
+        let resumed = match (last.to_str(), session.id.as_deref()) {
+            (Ok(last), Some(id)) => state.resume.resume(id, last),
+            _ => Err((StatusCode::BAD_REQUEST, "Last-Event-ID is not an event id of this gateway")),
+        };
+        return match resumed {
+            Ok(reader) => sse(Body::Resumable(Box::new(reader))),
+            Err((status, why)) => plain(status, why),
+        };
     }
     if session.has_stream() {
         return plain(StatusCode::CONFLICT, "this session's stream is open already");

@@ -11,6 +11,7 @@ mod http;
 mod issuer;
 mod limits;
 mod observe;
+mod resume;
 mod search;
 mod stdio;
 mod subscriptions;
@@ -126,11 +127,13 @@ impl Answer {
     }
 }
 
+/// The messages of an SSE body (a priming event, with empty data, carries none).
 pub fn sse_messages(body: &str) -> Vec<Value> {
     body.split("\n\n")
         .filter_map(|event| {
             let data: Vec<&str> = event.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
-            (!data.is_empty()).then(|| serde_json::from_str(&data.join("\n")).unwrap())
+            let data = data.join("\n");
+            (!data.trim().is_empty()).then(|| serde_json::from_str(&data).unwrap())
         })
         .collect()
 }
