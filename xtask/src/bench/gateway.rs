@@ -103,26 +103,13 @@ pub(crate) fn run(n: usize, rounds: usize) -> Result {
             "otlp_sink",
         ]),
     )?;
-    crate::run(
-        "build (dist)",
-        cargo().args([
-            "build",
-            "--profile",
-            "dist",
-            "-p",
-            "cli",
-            "--bin",
-            "mcp-harness",
-            "--bin",
-            "mcp-harness-sandbox",
-        ]),
-    )?;
+    let shipped = super::shipped_harness()?;
     let fixture = super::fixture_server()?;
     let release = super::release_dir();
     let examples = release.join("examples");
     let bins = Bins {
         harness: release.join("mcp-harness"),
-        shipped: super::target_dir().join("dist").join("mcp-harness"),
+        shipped,
         fixture,
         http_bench: examples.join("http_bench"),
         raw_pipe: examples.join("raw_pipe_bench"),

@@ -88,6 +88,28 @@ pub(crate) fn target_dir() -> std::path::PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| crate::root().join("target"), std::path::PathBuf::from)
 }
 
+/// Builds `mcp-harness` as shipped (the `dist` profile: whole-program optimization, and the
+/// layout of `startup.order`) and gives its path. On its own, as the README installs it: built
+/// together with an example, its dependencies get other features, so other symbol names, and
+/// `startup.order` would no longer match.
+pub(crate) fn shipped_harness() -> Result<std::path::PathBuf> {
+    crate::run(
+        "build (dist)",
+        crate::cargo().args([
+            "build",
+            "--profile",
+            "dist",
+            "-p",
+            "cli",
+            "--bin",
+            "mcp-harness",
+            "--bin",
+            "mcp-harness-sandbox",
+        ]),
+    )?;
+    Ok(target_dir().join("dist").join("mcp-harness"))
+}
+
 /// Where cargo puts release builds.
 pub(crate) fn release_dir() -> std::path::PathBuf {
     target_dir().join("release")

@@ -38,24 +38,9 @@ struct Kind {
 }
 
 pub(crate) fn run(_n: usize, rounds: usize) -> Result {
-    // The binaries timed are built as shipped (the `dist` profile: whole-program optimization),
-    // the floor too, so neither side gains from the build alone. mcp-harness on its own, as the
-    // README installs it: built together with an example, its dependencies get other features,
-    // so other symbol names, and `startup.order` would no longer match.
-    crate::run(
-        "build (dist)",
-        cargo().args([
-            "build",
-            "--profile",
-            "dist",
-            "-p",
-            "cli",
-            "--bin",
-            "mcp-harness",
-            "--bin",
-            "mcp-harness-sandbox",
-        ]),
-    )?;
+    // The binaries timed are built as shipped, the floor too, so neither side gains from the
+    // build alone.
+    super::shipped_harness()?;
     crate::run(
         "build (dist, floor)",
         cargo().args(["build", "--profile", "dist", "-p", "mcp-transport", "--example", "raw_startup"]),
