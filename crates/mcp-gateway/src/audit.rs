@@ -315,7 +315,8 @@ tokio::task_local! {
 
 /// Notes how the gate admitted the call being audited (nothing when none is).
 pub(crate) fn decided(admission: &Admission) {
-    noted(admission.decision(), admission.reason());
+    // The reason is text made for the audit line: not made when no call is audited.
+    let _ = DECIDED.try_with(|decided| *lock(&decided.0) = Some((admission.decision(), admission.reason())));
 }
 
 /// Notes how a call the gateway answers itself (`search_tools`) was decided.
