@@ -184,7 +184,10 @@ async fn serve_over_stdio(gateway: Gateway) -> anyhow::Result<()> {
     let (input, output, _modes) = mcp_gateway::process_stdio();
     // On a worker of its own: this command's future runs on the main thread, and the front
     // polled there would hand every request to a worker and every answer back.
-    let served = tokio::spawn(serve_stdio(gateway, input, output, StdioOptions::default()));
+    // The client is the process that started this one (or shares its placement).
+    let coalesce_answers = mcp_transport::shares_one_cpu_with(std::os::unix::process::parent_id());
+    let options = StdioOptions { coalesce_answers, ..StdioOptions::default() };
+    let served = tokio::spawn(serve_stdio(gateway, input, output, options));
     let abort = served.abort_handle();
     match crate::signals::interruptible(served).await {
         Ok(ended) => ended.map_err(|e| anyhow::anyhow!("the stdio front stopped: {e}"))??,

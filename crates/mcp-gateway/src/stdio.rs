@@ -37,11 +37,16 @@ pub struct StdioOptions {
     pub max_in_flight: usize,
     /// How many lines may wait for the writer.
     pub queue: usize,
+    /// The client shares this process's one CPU: an answer waits while other calls finishing
+    /// now queue theirs, and all of them go in one write (one wake-up of the client instead
+    /// of one per answer). With a CPU of its own the client is better off reading each answer
+    /// at once, in parallel with the calls still running; a lone call's answer always goes at once.
+    pub coalesce_answers: bool,
 }
 
 impl Default for StdioOptions {
     fn default() -> Self {
-        Self { max_line_bytes: 16 * 1024 * 1024, max_in_flight: 256, queue: 1024 }
+        Self { max_line_bytes: 16 * 1024 * 1024, max_in_flight: 256, queue: 1024, coalesce_answers: false }
     }
 }
 
@@ -99,7 +104,15 @@ where
         }
         tokio::select! {
             biased;
-            Some(text) = rx.recv() => write_line(&mut writer, &text, Some(&mut rx)).await?,
+            Some(text) = rx.recv() => {
+                // Other calls finishing now queue their answers too (their tasks are ready to
+                // run): on a CPU shared with the client, let them, then write every answer in
+                // one write.
+                if options.coalesce_answers && running.len() > 1 {
+                    tokio::task::yield_now().await;
+                }
+                write_line(&mut writer, &text, Some(&mut rx)).await?
+            }
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {
                 // A finished (or aborted) task: forget its handle.
                 running.retain(|_, handle| !handle.is_finished());

@@ -46,6 +46,9 @@ pub use http::{HttpConfig, HttpMode, HttpTransport, MIN_STREAM_RETRY, STREAM_REC
 #[cfg(all(feature = "http", feature = "ws"))]
 pub use remote::{RemoteOptions, RemoteServer};
 #[cfg(feature = "stdio")]
-pub use stdio::{DEFAULT_STDERR_BUFFER_BYTES, StderrTail, StdioConfig, StdioSandbox, StdioTransport, env_allowed};
+pub use stdio::{
+    DEFAULT_STDERR_BUFFER_BYTES, StderrTail, StdioConfig, StdioSandbox, StdioTransport, env_allowed,
+    shares_one_cpu_with,
+};
 #[cfg(feature = "ws")]
 pub use ws::{SUBPROTOCOL, WebSocketConfig, WebSocketTransport};

@@ -699,12 +699,15 @@ impl DirectWrite for StdinPipe {
     }
 
     fn shares_one_cpu(&self) -> bool {
-        *self.one_cpu.get_or_init(|| self.pid.is_some_and(only_this_cpu))
+        *self.one_cpu.get_or_init(|| self.pid.is_some_and(shares_one_cpu_with))
     }
 }
 
-/// Whether this thread and process `pid` may each run on one CPU only, the same one.
-fn only_this_cpu(pid: u32) -> bool {
+/// Whether this thread and process `pid` may each run on one CPU only, the same one: then a
+/// message written to `pid` at once only hands it the CPU and back, and messages written
+/// together cost one wake-up for all of them. `false` when either may run elsewhere or the
+/// affinities cannot be read.
+pub fn shares_one_cpu_with(pid: u32) -> bool {
     use nix::sched::{CpuSet, sched_getaffinity};
     use nix::unistd::Pid;
     let single = |set: &CpuSet| {

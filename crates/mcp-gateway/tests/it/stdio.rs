@@ -160,3 +160,79 @@ async fn a_line_split_around_a_notification_is_read_whole() {
     client_write.shutdown().await.unwrap();
     tokio::time::timeout(Duration::from_secs(10), front).await.unwrap().unwrap().unwrap();
 }
+
+/// An output that counts its writes and keeps what was written (shared: the front owns its
+/// writer, on a task of its own).
+#[derive(Default, Clone)]
+struct CountingWriter(std::sync::Arc<std::sync::Mutex<(usize, Vec<u8>)>>);
+
+impl tokio::io::AsyncWrite for CountingWriter {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let mut seen = self.0.lock().unwrap();
+        seen.0 += 1;
+        seen.1.extend_from_slice(buf);
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// `calls` stateless echo calls read at once, answered through a front with `options` on a
+/// task of its own (as `serve` runs it): how many writes the answers took, and each answer's id.
+async fn answer_writes(calls: u64, options: mcp_gateway::StdioOptions) -> (usize, Vec<u64>) {
+    use std::sync::Arc;
+
+    use mcp_gateway::{Gateway, GatewayOptions, serve_stdio};
+
+    let gateway = Gateway::new(Arc::new(crate::backend()), GatewayOptions::default()).unwrap();
+    let mut input = String::new();
+    for id in 1..=calls {
+        let params = json!({"name": "echo__echo", "arguments": {"text": "hi"}, "_meta": crate::envelope(json!({}))});
+        input.push_str(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string());
+        input.push('\n');
+    }
+    let out = CountingWriter::default();
+    let front = tokio::spawn(serve_stdio(gateway, std::io::Cursor::new(input.into_bytes()), out.clone(), options));
+    front.await.unwrap().unwrap();
+    let (writes, bytes) = std::mem::take(&mut *out.0.lock().unwrap());
+    let text = String::from_utf8(bytes).unwrap();
+    let mut ids: Vec<u64> = text
+        .lines()
+        .map(|line| {
+            let answer: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(answer["result"]["isError"], Value::Null, "{answer}");
+            answer["id"].as_u64().unwrap()
+        })
+        .collect();
+    ids.sort_unstable();
+    (writes, ids)
+}
+
+/// With the client on this process's one CPU, answers of calls that finish together go out in
+/// one write (one wake-up of the client), none lost or doubled; by default each may go alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn answers_finishing_together_share_a_write_when_the_client_shares_the_cpu() {
+    let calls = 32;
+    let coalesced = mcp_gateway::StdioOptions { coalesce_answers: true, ..Default::default() };
+    let (writes, ids) = answer_writes(calls, coalesced).await;
+    assert_eq!(ids, (1..=calls).collect::<Vec<_>>());
+    assert!(writes <= 8, "{writes} writes for {calls} answers");
+    let (_, ids) = answer_writes(calls, mcp_gateway::StdioOptions::default()).await;
+    assert_eq!(ids, (1..=calls).collect::<Vec<_>>());
+}
