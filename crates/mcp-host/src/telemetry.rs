@@ -8,6 +8,7 @@
 //! Everything reads the process's installed telemetry (`mcp_telemetry::instrument::current`):
 //! with none installed there is no observer, and the connections pay nothing.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -19,6 +20,7 @@ use mcp_telemetry::conventions::ErrorType;
 use mcp_telemetry::conventions::Transport;
 use mcp_telemetry::instrument::{ChatRequest, McpRequest, Operation, UpstreamEvent};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::config::{Config, Target};
 
@@ -133,20 +135,26 @@ struct Served {
 
 impl ServeObserver for Served {
     fn received(&self, request: &Received<'_>) -> Box<dyn ServeWatch> {
-        // Read once, for the span's target name, a resource's URI and the `_meta` trace context
-        // (the arguments are skipped, not built); a request whose params are not JSON is
-        // refused by the gateway anyway.
-        let params: Option<Value> =
-            request.params.and_then(|p| serde_json::from_str::<ReadParams>(p.get()).ok()).map(ReadParams::into_value);
+        // Read once, for the span's target name, a resource's URI and the `_meta` trace context;
+        // every other member (the arguments) is skipped unparsed, and only a `_meta` that is
+        // there is built (a request whose params are not JSON is refused by the gateway anyway).
+        let read = request.params.and_then(|p| serde_json::from_str::<ReadParams<'_>>(p.get()).ok());
+        let name = read.as_ref().and_then(ReadParams::name);
+        let uri = read.as_ref().and_then(ReadParams::uri);
+        let meta = read.as_ref().and_then(ReadParams::meta);
         let transport = if request.headers.is_some() { Transport::Http(None) } else { Transport::Stdio };
-        let mut req = McpRequest::new(request.method, params.as_ref()).transport(transport);
+        let mut req = McpRequest::new(request.method, meta.as_ref()).transport(transport);
+        req.target = name.as_deref().filter(|_| matches!(request.method, "tools/call" | "prompts/get"));
+        req.resource_uri = uri
+            .as_deref()
+            .filter(|_| matches!(request.method, "resources/read" | "resources/subscribe" | "resources/unsubscribe"));
         if let Some(session) = request.session {
             req = req.session(session);
         }
         // A stateless request names its revision in its `_meta` envelope.
         let version = request
             .protocol_version
-            .or_else(|| params.as_ref()?.get("_meta")?.get(mcp_protocol::stateless::META_PROTOCOL_VERSION)?.as_str());
+            .or_else(|| meta.as_ref()?.get("_meta")?.get(mcp_protocol::stateless::META_PROTOCOL_VERSION)?.as_str());
         if let Some(version) = version {
             req = req.protocol_version(version);
         }
@@ -173,25 +181,44 @@ impl ServeObserver for Served {
     }
 }
 
-/// What a received request's span and histogram read of its params.
+/// What a received request's span and histogram read of its params, borrowed from the
+/// request's text (every other member, the arguments among them, is skipped unparsed).
 #[derive(serde::Deserialize)]
-struct ReadParams {
-    name: Option<Value>,
-    uri: Option<Value>,
-    #[serde(rename = "_meta")]
-    meta: Option<Value>,
+struct ReadParams<'a> {
+    #[serde(borrow, default)]
+    name: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    uri: Option<&'a RawValue>,
+    #[serde(rename = "_meta", borrow, default)]
+    meta: Option<&'a RawValue>,
 }
 
-impl ReadParams {
-    /// The params as the telemetry reads them: only these keys.
-    fn into_value(self) -> Value {
-        let mut map = serde_json::Map::new();
-        for (key, value) in [("name", self.name), ("uri", self.uri), ("_meta", self.meta)] {
-            if let Some(value) = value {
-                map.insert(key.to_owned(), value);
-            }
-        }
-        Value::Object(map)
+impl<'a> ReadParams<'a> {
+    /// The tool's or prompt's name, when it is a string.
+    fn name(&self) -> Option<Cow<'a, str>> {
+        self.name.and_then(json_text)
+    }
+
+    /// The resource's URI, when it is a string.
+    fn uri(&self) -> Option<Cow<'a, str>> {
+        self.uri.and_then(json_text)
+    }
+
+    /// `{"_meta": ...}` when the request carries a `_meta` object: what the trace context and
+    /// a stateless request's revision are read from.
+    fn meta(&self) -> Option<Value> {
+        let meta: serde_json::Map<String, Value> = serde_json::from_str(self.meta?.get()).ok()?;
+        let mut params = serde_json::Map::new();
+        params.insert("_meta".to_owned(), Value::Object(meta));
+        Some(Value::Object(params))
+    }
+}
+
+/// A JSON string's text, borrowed unless it has escapes; `None` for any other value.
+fn json_text(raw: &RawValue) -> Option<Cow<'_, str>> {
+    match serde_json::from_str::<&str>(raw.get()) {
+        Ok(text) => Some(Cow::Borrowed(text)),
+        Err(_) => serde_json::from_str::<String>(raw.get()).ok().map(Cow::Owned),
     }
 }
 
@@ -212,6 +239,11 @@ struct ServedWatch {
 
 impl ServeWatch for ServedWatch {
     fn enter(&self) -> Box<dyn std::any::Any> {
+        // Entered at every poll of the request: with nothing to pass on (metrics only, no
+        // trace context received) nothing is made current, and the empty box allocates nothing.
+        if !self.op.carries_context() {
+            return Box::new(());
+        }
         Box::new(self.op.context().attach())
     }
 
@@ -354,5 +386,30 @@ impl mcp_gateway::AuditSink for PolicyAudit {
 
     fn count(&self, decision: agent_loop::CallDecision) {
         self.telemetry.policy_current(decision_name(&decision), None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(params: &str) -> (Option<String>, Option<String>, Option<Value>) {
+        let raw = RawValue::from_string(params.to_owned()).unwrap();
+        let read = serde_json::from_str::<ReadParams<'_>>(raw.get()).unwrap();
+        (read.name().map(Cow::into_owned), read.uri().map(Cow::into_owned), read.meta())
+    }
+
+    #[test]
+    fn received_params_are_read_for_their_name_uri_and_meta_alone() {
+        let (name, uri, meta) = read(r#"{"name":"echo","arguments":{"big":[1,2,3]}}"#);
+        assert_eq!((name.as_deref(), uri, meta), (Some("echo"), None, None));
+        // Escaped text is read whole; a member of another type is none, and costs the others nothing.
+        let (name, uri, _) = read(r#"{"name":"a\"b\u00e9","uri":7}"#);
+        assert_eq!((name.as_deref(), uri), (Some("a\"bé"), None));
+        let (_, uri, meta) = read(r#"{"uri":"file:///x","_meta":{"traceparent":"00-x","progressToken":1}}"#);
+        assert_eq!(uri.as_deref(), Some("file:///x"));
+        assert_eq!(meta, Some(serde_json::json!({"_meta": {"traceparent": "00-x", "progressToken": 1}})));
+        // A `_meta` that is not an object carries nothing.
+        assert_eq!(read(r#"{"_meta":[1]}"#).2, None);
     }
 }

@@ -299,6 +299,13 @@ impl Operation {
         self.active.as_ref().map_or_else(Context::new, |a| a.cx.clone())
     }
 
+    /// Whether this operation's context carries anything to pass on: a span (its own, or the
+    /// remote parent a request brought) or baggage. An operation that carries nothing (metrics
+    /// without spans, for a request that brought no trace context) need not be made current.
+    pub fn carries_context(&self) -> bool {
+        self.active.as_ref().is_some_and(|a| a.cx.has_active_span() || crate::propagation::has_baggage(&a.cx))
+    }
+
     /// Writes this span's trace context into `params._meta` (nothing when off).
     #[inline]
     pub fn inject(&self, params: &mut Value) {

@@ -75,7 +75,7 @@ pub fn inject_meta(cx: &Context, params: &mut Value) {
     }
 }
 
-fn has_baggage(cx: &Context) -> bool {
+pub(crate) fn has_baggage(cx: &Context) -> bool {
     use opentelemetry::baggage::BaggageExt;
     !cx.baggage().is_empty()
 }

@@ -119,3 +119,29 @@ fn prometheus_is_only_there_when_asked_for() {
     assert!(!telemetry.is_enabled());
     assert_eq!(telemetry.render_prometheus(), None);
 }
+
+/// With metrics alone, a request that brought no trace context carries none to make current (a
+/// server need not enter it at every poll); one that brought a parent carries it on, as does
+/// baggage.
+#[test]
+fn only_an_operation_with_a_parent_or_baggage_carries_a_context() {
+    use opentelemetry::KeyValue;
+    use opentelemetry::baggage::BaggageExt as _;
+    use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId};
+
+    let telemetry = prometheus();
+    let request = McpRequest::new("tools/call", None);
+    let empty = opentelemetry::Context::new();
+    assert!(!telemetry.server_request(&request, &empty, None).carries_context());
+    let parent = empty.with_remote_span_context(SpanContext::new(
+        TraceId::from_hex("0af7651916cd43dd8448eb211c80319c").unwrap(),
+        SpanId::from_hex("b7ad6b7169203331").unwrap(),
+        TraceFlags::SAMPLED,
+        true,
+        Default::default(),
+    ));
+    assert!(telemetry.server_request(&request, &parent, None).carries_context());
+    let baggage = opentelemetry::Context::new().with_baggage([KeyValue::new("tenant", "a")]);
+    assert!(telemetry.server_request(&request, &baggage, None).carries_context());
+    assert!(!Telemetry::disabled().server_request(&request, &parent, None).carries_context());
+}
