@@ -315,13 +315,18 @@ tokio::task_local! {
 
 /// Notes how the gate admitted the call being audited (nothing when none is).
 pub(crate) fn decided(admission: &Admission) {
-    // The reason is text made for the audit line: not made when no call is audited.
-    let _ = DECIDED.try_with(|decided| *lock(&decided.0) = Some((admission.decision(), admission.reason())));
+    note(|| (admission.decision(), admission.reason()));
 }
 
 /// Notes how a call the gateway answers itself (`search_tools`) was decided.
 pub(crate) fn noted(decision: CallDecision, reason: String) {
-    let _ = DECIDED.try_with(|decided| *lock(&decided.0) = Some((decision, reason)));
+    note(|| (decision, reason));
+}
+
+/// Keeps the decision of the call being audited; `decision` (text made for the audit line) is
+/// not made when no call is audited.
+fn note(decision: impl FnOnce() -> (CallDecision, String)) {
+    let _ = DECIDED.try_with(|decided| *lock(&decided.0) = Some(decision()));
 }
 
 /// What a call's answer says of how it ended.

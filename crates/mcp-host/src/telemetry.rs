@@ -16,8 +16,7 @@ use mcp_client::{RequestObserver, ServerState};
 use mcp_gateway::{Answered, MetricsSource, Opened, Received, ServeObserver, ServeWatch, SessionGuard};
 use mcp_telemetry::Telemetry;
 use mcp_telemetry::client::{ClientObserver, Peer};
-use mcp_telemetry::conventions::ErrorType;
-use mcp_telemetry::conventions::Transport;
+use mcp_telemetry::conventions::{self, ErrorType, Transport};
 use mcp_telemetry::instrument::{ChatRequest, McpRequest, Operation, UpstreamEvent};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -144,10 +143,8 @@ impl ServeObserver for Served {
         let meta = read.as_ref().and_then(ReadParams::meta);
         let transport = if request.headers.is_some() { Transport::Http(None) } else { Transport::Stdio };
         let mut req = McpRequest::new(request.method, meta.as_ref()).transport(transport);
-        req.target = name.as_deref().filter(|_| matches!(request.method, "tools/call" | "prompts/get"));
-        req.resource_uri = uri
-            .as_deref()
-            .filter(|_| matches!(request.method, "resources/read" | "resources/subscribe" | "resources/unsubscribe"));
+        req.target = name.as_deref().filter(|_| conventions::names_target(request.method));
+        req.resource_uri = uri.as_deref().filter(|_| conventions::names_resource(request.method));
         if let Some(session) = request.session {
             req = req.session(session);
         }

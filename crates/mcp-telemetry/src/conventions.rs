@@ -300,10 +300,22 @@ pub fn invoke_agent_span_name(agent: Option<&str>) -> String {
 /// `tools/call`, the prompt's on `prompts/get`; none otherwise (a resource URI is high
 /// cardinality).
 pub fn mcp_target<'a>(method: &str, params: Option<&'a serde_json::Value>) -> Option<&'a str> {
-    match method {
-        "tools/call" | "prompts/get" => params?.get("name")?.as_str(),
-        _ => None,
+    if !names_target(method) {
+        return None;
     }
+    params?.get("name")?.as_str()
+}
+
+/// Whether requests of `method` name a target (a tool or a prompt) in their params' `name`:
+/// `tools/call` and `prompts/get`.
+pub fn names_target(method: &str) -> bool {
+    matches!(method, "tools/call" | "prompts/get")
+}
+
+/// Whether requests of `method` name a resource (`mcp.resource.uri`) in their params' `uri`:
+/// `resources/read`, `resources/subscribe` and `resources/unsubscribe`.
+pub fn names_resource(method: &str) -> bool {
+    matches!(method, "resources/read" | "resources/subscribe" | "resources/unsubscribe")
 }
 
 #[cfg(test)]

@@ -160,10 +160,8 @@ impl<'a> McpRequest<'a> {
 
     /// The resource URI the request names.
     pub fn resource(&self) -> Option<&'a str> {
-        self.resource_uri.or_else(|| match self.method {
-            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => self.params?.get("uri")?.as_str(),
-            _ => None,
-        })
+        self.resource_uri
+            .or_else(|| conventions::names_resource(self.method).then(|| self.params?.get("uri")?.as_str()).flatten())
     }
 
     /// With the host's server name.
