@@ -381,9 +381,9 @@ async fn run(cli: Cli, at: ConfigPath) -> anyhow::Result<Outcome> {
         Command::Run { .. } | Command::Chat { .. } => {
             telemetry::start(&config, false).await?;
         }
-        // `/metrics` on the HTTP front: the metrics are kept for a scrape.
+        // `/metrics` of `serve --http`, when `[serve] metrics` asks for it: kept for a scrape.
         Command::Serve { args } => {
-            telemetry::start(&config, args.http.is_some()).await?;
+            telemetry::start(&config, args.http.is_some() && config.serve.metrics).await?;
         }
         _ => {}
     }

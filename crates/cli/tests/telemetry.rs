@@ -309,7 +309,8 @@ fn serve_http(
     (child, tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stderr)))
 }
 
-/// `serve --http`'s `/metrics`: `mcp_server_operation_duration` counts the calls it served.
+/// `serve --http`'s `/metrics` (`[serve] metrics`): `mcp_server_operation_duration` counts the
+/// calls it served.
 /// And its SERVER spans name the client's address and port and the session's revision.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_the_calls_serve_answered() {
@@ -318,8 +319,8 @@ async fn metrics_count_the_calls_serve_answered() {
     let config = env.write(
         "serve.toml",
         &format!(
-            "[servers.fx]\ncommand = \"{}\"\nargs = [\"echo\"]\n\n[policy]\ndefault = \"allow\"\n\n\
-             [telemetry]\nendpoint = \"{}\"\nservice_name = \"serve\"\n",
+            "[serve]\nmetrics = true\n\n[servers.fx]\ncommand = \"{}\"\nargs = [\"echo\"]\n\n\
+             [policy]\ndefault = \"allow\"\n\n[telemetry]\nendpoint = \"{}\"\nservice_name = \"serve\"\n",
             fixture(),
             receiver.http_endpoint()
         ),
@@ -460,5 +461,42 @@ async fn metrics_may_have_an_address_of_their_own() {
     assert!(kind.as_deref().is_some_and(|k| k.starts_with("text/plain; version=0.0.4")), "{kind:?}");
     let on_front = http.get(front.replace("/mcp", "/metrics")).send().await.unwrap();
     assert_eq!(on_front.status(), 404);
+    let _ = child.start_kill();
+}
+
+/// Without `[serve] metrics`, `serve --http` keeps none: `/metrics` is 404 and says why, and
+/// calls are served as ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_kept_only_when_asked_for() {
+    let env = env();
+    let config = env.write("serve.toml", &format!("[servers.fx]\ncommand = \"{}\"\nargs = [\"echo\"]\n", fixture()));
+    let (mut child, mut lines) = serve_http(&mut env.cmd(&config));
+    let url = tokio::time::timeout(WAIT, async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            assert!(!line.starts_with("metrics on "), "{line}");
+            if let Some(url) = line.strip_prefix("listening on ") {
+                return url.to_owned();
+            }
+        }
+        panic!("serve --http ended without listening");
+    })
+    .await
+    .unwrap();
+    let http = reqwest::Client::new();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}});
+    let answer = http
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(init.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert!(answer.status().is_success(), "{answer:?}");
+    let scraped = http.get(url.replace("/mcp", "/metrics")).send().await.unwrap();
+    assert_eq!(scraped.status(), 404);
+    let text = scraped.text().await.unwrap();
+    assert!(text.contains("no metrics") && text.contains("configured"), "{text}");
     let _ = child.start_kill();
 }

@@ -388,10 +388,10 @@ async fn route(state: &State, request: Request<Incoming>, peer: SocketAddr) -> R
         return refusal(StatusCode::FORBIDDEN, error_codes::INVALID_REQUEST, &format!("Forbidden: {why}"));
     }
     let path = request.uri().path();
-    if path == METRICS
-        && state.admin_guard.is_none()
-        && let Some(source) = &state.options.metrics
-    {
+    if path == METRICS && state.admin_guard.is_none() {
+        let Some(source) = &state.options.metrics else {
+            return plain(StatusCode::NOT_FOUND, NO_METRICS);
+        };
         // Tool and server names are in the labels: a scrape is admitted as a client would be.
         if let Err(response) = caller_of(state, headers, None).await {
             return *response;
@@ -459,6 +459,9 @@ fn probe(state: &State, method: &Method, alive: bool) -> Response<Body> {
     response
 }
 
+/// What `/metrics` answers when [`HttpOptions::metrics`] is `None`.
+const NO_METRICS: &str = "not found: this gateway keeps no metrics (they are off unless configured)";
+
 /// `GET /metrics`: the source's text.
 /// The next connection on `listener`; never, without one.
 async fn accept_on(listener: Option<&TcpListener>) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
@@ -484,7 +487,7 @@ async fn route_admin(state: &State, request: Request<Incoming>) -> Response<Body
     {
         return refusal(StatusCode::FORBIDDEN, error_codes::INVALID_REQUEST, &format!("Forbidden: {why}"));
     }
-    let Some(source) = &state.options.metrics else { return plain(StatusCode::NOT_FOUND, "not found: no metrics") };
+    let Some(source) = &state.options.metrics else { return plain(StatusCode::NOT_FOUND, NO_METRICS) };
     if let Err(response) = caller_of(state, headers, None).await {
         return *response;
     }

@@ -141,7 +141,7 @@ pub(crate) struct RawRuntime {
 #[serde(
     deny_unknown_fields,
     expecting = "a table with `name`, `version`, `instructions`, `allowed_hosts`, `allowed_origins`, \
-                 `startup_wait_s`, `approval_wait_s`, `approval_ttl_s`, `metrics_addr`, `auth`, `profiles`, `audit`, \
+                 `startup_wait_s`, `approval_wait_s`, `approval_ttl_s`, `metrics`, `metrics_addr`, `auth`, `profiles`, `audit`, \
                  `drain`, `limits`, `replicas` and `code_mode`"
 )]
 pub(crate) struct RawServe {
@@ -161,6 +161,9 @@ pub(crate) struct RawServe {
     pub(crate) approval_wait_s: Option<Seconds>,
     #[serde(default)]
     pub(crate) approval_ttl_s: Option<Seconds>,
+    /// Whether `serve --http` keeps metrics for `GET /metrics`.
+    #[serde(default)]
+    pub(crate) metrics: Option<bool>,
     /// `GET /metrics` on an address of its own (`host:port`).
     #[serde(default)]
     pub(crate) metrics_addr: Option<String>,

@@ -95,6 +95,8 @@ impl RawServe {
             startup_wait: self.startup_wait_s.map_or(defaults.startup_wait, |s| s.0),
             approval_wait: self.approval_wait_s.map_or(defaults.approval_wait, |s| s.0),
             approval_ttl: self.approval_ttl_s.map_or(defaults.approval_ttl, |s| s.0),
+            // An address of their own asks for them.
+            metrics: self.metrics.unwrap_or(false) || metrics_addr.is_some(),
             metrics_addr,
             inbound,
             limits: self.limits,

@@ -689,8 +689,13 @@ fn telemetry_is_read_strictly_and_resolved_with_the_environment() {
 fn serve_metrics_may_have_an_address_of_their_own() {
     let on_front = parse(Path::new("/x/c.toml"), "[servers.a]\ncommand = \"a\"\n").unwrap();
     assert_eq!(on_front.serve.metrics_addr, None);
+    assert!(!on_front.serve.metrics, "off unless asked for");
+    let asked = parse(Path::new("/x/c.toml"), "[serve]\nmetrics = true\n").unwrap();
+    assert!(asked.serve.metrics);
+    assert_eq!(asked.serve.metrics_addr, None);
     let own = parse(Path::new("/x/c.toml"), "[serve]\nmetrics_addr = \"127.0.0.1:9464\"\n").unwrap();
     assert_eq!(own.serve.metrics_addr, Some(std::net::SocketAddr::from(([127, 0, 0, 1], 9464))));
+    assert!(own.serve.metrics, "an address of their own asks for them");
     let bad = toml_err("[serve]\nmetrics_addr = \"localhost\"\n");
     assert!(bad.contains("metrics_addr") && bad.contains("address and port"), "{bad}");
 }
