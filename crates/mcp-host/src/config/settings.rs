@@ -278,7 +278,7 @@ pub struct ServeSettings {
     /// How long an approval asked through `input_required` stays valid.
     pub approval_ttl: Duration,
     /// `metrics` (or a `metrics_addr`): `serve --http` keeps metrics and answers `GET /metrics`
-    /// with them. Off by default: recording them costs every call (about 15% of the calls per
+    /// with them. Off by default: recording them costs every call (about 10% of the calls per
     /// second of a fast upstream), and nothing is kept that was not asked for.
     pub metrics: bool,
     /// `metrics_addr`: `serve --http` answers `GET /metrics` on this address instead of the
