@@ -1012,25 +1012,47 @@ pub(crate) fn list_changed_line(method: &str) -> String {
 /// The response line answering request `id` with `reply` (a stateless result says it is
 /// complete).
 pub(crate) fn response_line(id: &RequestId, reply: Reply, stateless: bool) -> String {
+    // A stateless (2026-07-28) result says it is complete: `{"resultType":"complete",...}`.
+    let (json, complete) = match reply {
+        Reply::Result(json) => (json, stateless),
+        Reply::Typed(json) => (json, false),
+        Reply::Error(error) => return mcp_protocol::encode_error(id.clone(), error),
+        Reply::Listen(_) => {
+            return mcp_protocol::encode_error(
+                id.clone(),
+                ErrorObject::new(error_codes::INTERNAL_ERROR, "subscriptions/listen is not available here"),
+            );
+        }
+    };
+    const HEAD: &str = r#"{"jsonrpc":"2.0","id":"#;
+    const RESULT: &str = r#","result":"#;
+    const COMPLETE: &str = r#"{"resultType":"complete""#;
     let id_json = serde_json::to_string(id).unwrap_or_else(|_| "null".to_owned());
-    match reply {
-        Reply::Result(json) if stateless => {
-            let json = match json.strip_prefix('{') {
-                Some("}") => r#"{"resultType":"complete"}"#.to_owned(),
-                Some(rest) => format!(r#"{{"resultType":"complete",{rest}"#),
-                None => json,
-            };
-            format!(r#"{{"jsonrpc":"2.0","id":{id_json},"result":{json}}}"#)
+    let marked = json.strip_prefix('{').filter(|_| complete);
+    let result_len = match marked {
+        Some("}") => COMPLETE.len() + 1,
+        Some(rest) => COMPLETE.len() + 1 + rest.len(),
+        None => json.len(),
+    };
+    // Built at its size: a result may be large, and growing into it copies it again each time.
+    let mut line = String::with_capacity(HEAD.len() + id_json.len() + RESULT.len() + result_len + 1);
+    line.push_str(HEAD);
+    line.push_str(&id_json);
+    line.push_str(RESULT);
+    match marked {
+        Some("}") => {
+            line.push_str(COMPLETE);
+            line.push('}');
         }
-        Reply::Result(json) | Reply::Typed(json) => {
-            format!(r#"{{"jsonrpc":"2.0","id":{id_json},"result":{json}}}"#)
+        Some(rest) => {
+            line.push_str(COMPLETE);
+            line.push(',');
+            line.push_str(rest);
         }
-        Reply::Error(error) => mcp_protocol::encode_error(id.clone(), error),
-        Reply::Listen(_) => mcp_protocol::encode_error(
-            id.clone(),
-            ErrorObject::new(error_codes::INTERNAL_ERROR, "subscriptions/listen is not available here"),
-        ),
+        None => line.push_str(&json),
     }
+    line.push('}');
+    line
 }
 
 /// What identifies a 2026-07-28 client across its requests: its caller (principal and
@@ -1304,6 +1326,15 @@ mod tests {
             response_line(&id, Reply::Result(r#"{"tools":[]}"#.into()), false),
             r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#
         );
+        // A typed result (an `input_required`) says what it is itself.
+        assert_eq!(
+            response_line(&id, Reply::Typed(r#"{"resultType":"input_required"}"#.into()), true),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required"}}"#
+        );
+        let named = RequestId::String("a\"b".into());
+        let line = response_line(&named, Reply::Result(r#"{"x":1}"#.into()), true);
+        assert_eq!(line, r#"{"jsonrpc":"2.0","id":"a\"b","result":{"resultType":"complete","x":1}}"#);
+        assert_eq!(line.len(), line.capacity(), "built at its size");
     }
 
     #[test]

@@ -95,9 +95,10 @@ where
     // Lines this loop answers itself, written before it waits again (never through the
     // bounded queue it alone drains).
     let mut immediate: Vec<String> = Vec::new();
+    let mut out_buf = Vec::new();
     loop {
         for text in immediate.drain(..) {
-            write_line(&mut writer, &text, None).await?;
+            write_line(&mut writer, &mut out_buf, &text, None).await?;
         }
         if !input_open && tasks.is_empty() && rx.is_empty() {
             break;
@@ -111,7 +112,7 @@ where
                 if options.coalesce_answers && running.len() > 1 {
                     tokio::task::yield_now().await;
                 }
-                write_line(&mut writer, &text, Some(&mut rx)).await?
+                write_line(&mut writer, &mut out_buf, &text, Some(&mut rx)).await?
             }
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {
                 // A finished (or aborted) task: forget its handle.
@@ -176,14 +177,20 @@ where
     writer.flush().await.map_err(StdioError::Write)
 }
 
-/// Writes `text` and whatever else is queued already, gathered into one buffer: one write
-/// (one system call on a pipe) for all of them, then one flush.
+/// The most of its capacity the write buffer keeps between writes: what a burst of answers
+/// needs usually, and no more memory than that held after one large answer.
+const KEPT_WRITE_CAPACITY: usize = 64 * 1024;
+
+/// Writes `text` and whatever else is queued already, gathered into `buf` (reused, so a write
+/// allocates nothing once it has grown): one write (one system call on a pipe) for all of
+/// them, then one flush.
 async fn write_line<W: AsyncWrite + Unpin>(
     writer: &mut W,
+    buf: &mut Vec<u8>,
     text: &str,
     rx: Option<&mut mpsc::Receiver<String>>,
 ) -> Result<(), StdioError> {
-    let mut buf = Vec::with_capacity(text.len() + 1);
+    buf.clear();
     buf.extend_from_slice(text.as_bytes());
     buf.push(b'\n');
     if let Some(rx) = rx {
@@ -192,7 +199,10 @@ async fn write_line<W: AsyncWrite + Unpin>(
             buf.push(b'\n');
         }
     }
-    writer.write_all(&buf).await.map_err(StdioError::Write)?;
+    let written = writer.write_all(buf).await.map_err(StdioError::Write);
+    buf.clear();
+    buf.shrink_to(KEPT_WRITE_CAPACITY);
+    written?;
     writer.flush().await.map_err(StdioError::Write)
 }
 
@@ -496,4 +506,26 @@ async fn read_line<R: AsyncRead + Unpin>(
 
 fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
     haystack.iter().position(|b| *b == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Queued answers go out with the first, each on its own line, and the buffer they were
+    /// gathered in keeps no more than [`KEPT_WRITE_CAPACITY`] after a large one.
+    #[tokio::test]
+    async fn a_write_gathers_the_queued_answers_and_keeps_a_bounded_buffer() {
+        let (tx, mut rx) = mpsc::channel::<String>(4);
+        let large = "x".repeat(4 * KEPT_WRITE_CAPACITY);
+        tx.try_send(large.clone()).unwrap_or_else(|_| unreachable!());
+        tx.try_send("third".to_owned()).unwrap_or_else(|_| unreachable!());
+        let mut written = Vec::new();
+        let mut buf = Vec::new();
+        let wrote = write_line(&mut written, &mut buf, "first", Some(&mut rx)).await;
+        assert!(wrote.is_ok(), "{wrote:?}");
+        assert_eq!(written, format!("first\n{large}\nthird\n").into_bytes());
+        assert!(buf.is_empty() && buf.capacity() <= KEPT_WRITE_CAPACITY, "{}", buf.capacity());
+        assert!(rx.try_recv().is_err(), "every queued answer was taken");
+    }
 }
