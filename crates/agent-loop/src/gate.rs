@@ -842,12 +842,18 @@ impl CallGate {
                     }
                     return Ran::Refused(refusal);
                 }
-                let who = format!("{name} (tool {tool:?} of server {server:?})");
                 let failed = (server.clone(), tool.clone());
                 let call = BoundCall { server, tool, arguments, generation, progress };
                 let ran = AssertUnwindSafe(source.call_bound(call)).catch_unwind().await;
                 Ran::Mcp(match ran {
-                    Ok(result) => result.map(|r| Box::new(check_structured(r, output_schema.as_deref(), &who))),
+                    Ok(result) => result.map(|r| {
+                        let Some(schema) = output_schema.as_deref() else { return Box::new(r) };
+                        let (server, tool) = &failed;
+                        let checked = self.check_structured(r, revision, &name, schema);
+                        Box::new(checked.unwrap_or_else(|problems| {
+                            discarded(&format!("{name} (tool {tool:?} of server {server:?})"), &problems)
+                        }))
+                    }),
                     Err(panic) => {
                         let (server, tool) = failed;
                         let detail = format!("the tool source failed ({})", panic_message(panic.as_ref()));
@@ -855,6 +861,41 @@ impl CallGate {
                     }
                 })
             }
+        }
+    }
+
+    /// `result` if its `structuredContent` matches `schema`, the output schema of tool `name`
+    /// in the pool of `revision` (compiled once per revision); an error result passes as it is.
+    /// `Err`: the problems, quoting the server's values on bounded lines.
+    fn check_structured(
+        &self,
+        result: CallToolResult,
+        revision: u64,
+        name: &str,
+        schema: &Value,
+    ) -> Result<CallToolResult, Vec<String>> {
+        if result.is_error() {
+            return Ok(result);
+        }
+        let Some(structured) = &result.structured_content else {
+            return Err(vec!["the result has no structuredContent".to_owned()]);
+        };
+        match self.checker.check_output(revision, name, schema, structured) {
+            Ok(()) => Ok(result),
+            Err(problems) => Err(problems
+                .iter()
+                .map(|p| {
+                    let at = if p.pointer.is_empty() { "(top level)" } else { &p.pointer };
+                    let text = match p.kind {
+                        tool_pool::ArgumentProblemKind::BadSchema => {
+                            format!("the tool's output schema is unusable at {at}: {}", p.message)
+                        }
+                        _ => format!("{at}: {}", p.message),
+                    };
+                    // Messages quote the server's values.
+                    mcp_safety::text::one_line(&text, 500)
+                })
+                .collect()),
         }
     }
 
@@ -882,31 +923,9 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 /// successful result must carry `structuredContent` matching the schema. A mismatch becomes an
 /// error result naming the tool (`who`) and each problem, so neither the model nor a person
 /// acts on data the tool promised to shape otherwise. Error results are not checked.
-fn check_structured(result: CallToolResult, schema: Option<&Value>, who: &str) -> CallToolResult {
-    let Some(schema) = schema else { return result };
-    if result.is_error() {
-        return result;
-    }
-    let problems: Vec<String> = match &result.structured_content {
-        None => vec!["the result has no structuredContent".to_owned()],
-        Some(structured) => match tool_pool::CompiledSchema::new(schema).check_value(structured) {
-            Ok(()) => return result,
-            Err(problems) => problems
-                .iter()
-                .map(|p| {
-                    let at = if p.pointer.is_empty() { "(top level)" } else { &p.pointer };
-                    let text = match p.kind {
-                        tool_pool::ArgumentProblemKind::BadSchema => {
-                            format!("the tool's output schema is unusable at {at}: {}", p.message)
-                        }
-                        _ => format!("{at}: {}", p.message),
-                    };
-                    // Messages quote the server's values.
-                    mcp_safety::text::one_line(&text, 500)
-                })
-                .collect(),
-        },
-    };
+/// The error result that replaces a result whose `structuredContent` does not match its
+/// tool's output schema: what was wrong, each problem on one bounded line.
+fn discarded(who: &str, problems: &[String]) -> CallToolResult {
     let text = format!(
         "the result of {who} does not match the tool's output schema, so it was discarded:\n- {}",
         problems.join("\n- ")

@@ -136,7 +136,8 @@ pub enum CheckError {
     Problems(Vec<ArgumentProblem>),
 }
 
-/// Compiled schemas of one pool's entries, compiled on first use.
+/// Compiled schemas of one pool's entries, compiled on first use: the input schemas calls are
+/// checked against, and the output schemas results are.
 ///
 /// Entries are keyed by model name and forgotten when a pool of another revision is checked,
 /// since a revision may change any tool's schema.
@@ -146,7 +147,12 @@ pub struct ArgumentChecker {
 }
 
 /// The pool revision the compiled schemas belong to, and the schemas by model name.
-type Cache = (u64, HashMap<Arc<str>, Arc<CompiledSchema>>);
+#[derive(Debug, Default)]
+struct Cache {
+    revision: u64,
+    inputs: HashMap<Arc<str>, Arc<CompiledSchema>>,
+    outputs: HashMap<Arc<str>, Arc<CompiledSchema>>,
+}
 
 impl ArgumentChecker {
     /// An empty checker.
@@ -157,19 +163,46 @@ impl ArgumentChecker {
     /// Checks `args` for the pool's tool `name`.
     pub fn check(&self, pool: &Pool, name: &str, args: &Value) -> Result<(), CheckError> {
         let entry = pool.get(name).ok_or(CheckError::UnknownTool)?;
-        let compiled = {
-            // A poisoned lock only means another check panicked; the cache is still consistent.
-            let mut guard = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-            let (revision, map) = &mut *guard;
-            if *revision != pool.revision() {
-                map.clear();
-                *revision = pool.revision();
-            }
-            Arc::clone(
-                map.entry(Arc::from(name)).or_insert_with(|| Arc::new(CompiledSchema::new(entry.input_schema()))),
-            )
-        };
+        let compiled = self.compiled(pool.revision(), name, false, || entry.input_schema());
         compiled.check(args).map_err(CheckError::Problems)
+    }
+
+    /// Checks `value` (a result's `structuredContent`) against `schema`, the output schema of
+    /// tool `name` in the pool of revision `revision`: compiled once per revision, as input
+    /// schemas are, rather than at every call.
+    pub fn check_output(
+        &self,
+        revision: u64,
+        name: &str,
+        schema: &Value,
+        value: &Value,
+    ) -> Result<(), Vec<ArgumentProblem>> {
+        self.compiled(revision, name, true, || schema).check_value(value)
+    }
+
+    /// The compiled input (or output) schema of `name` at `revision`, compiled from `schema`
+    /// when it is not cached.
+    fn compiled<'s>(
+        &self,
+        revision: u64,
+        name: &str,
+        output: bool,
+        schema: impl FnOnce() -> &'s Value,
+    ) -> Arc<CompiledSchema> {
+        // A poisoned lock only means another check panicked; the cache is still consistent.
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.revision != revision {
+            cache.inputs.clear();
+            cache.outputs.clear();
+            cache.revision = revision;
+        }
+        let map = if output { &mut cache.outputs } else { &mut cache.inputs };
+        if let Some(compiled) = map.get(name) {
+            return Arc::clone(compiled);
+        }
+        let compiled = Arc::new(CompiledSchema::new(schema()));
+        map.insert(Arc::from(name), Arc::clone(&compiled));
+        compiled
     }
 }
 
@@ -294,5 +327,24 @@ mod tests {
         assert_eq!(checker.check(&pool1, "nope", &json!({})), Err(CheckError::UnknownTool));
         let pool2 = assemble(&builtins(json!({"type": "object"})), &[], &policy, &Options::default(), 2).unwrap();
         assert_eq!(checker.check(&pool2, "t", &json!({})), Ok(()));
+    }
+
+    /// Output schemas are cached per revision beside the input schemas, under their own key:
+    /// a tool's input schema never stands in for its output schema, and a new revision's
+    /// output schema is compiled afresh.
+    #[test]
+    fn output_schemas_are_compiled_once_per_revision() {
+        let checker = ArgumentChecker::new();
+        let number = json!({"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"]});
+        assert_eq!(checker.check_output(1, "t", &number, &json!({"n": 1})), Ok(()));
+        assert!(checker.check_output(1, "t", &number, &json!({"n": "one"})).is_err());
+        // Within a revision a name's schema is the one compiled first.
+        assert!(checker.check_output(1, "t", &json!({}), &json!({"n": "one"})).is_err(), "cached");
+        // The input cache is apart: an input check of "t" at revision 1 finds no output schema.
+        let input = json!({"type": "object", "required": ["text"]});
+        assert!(checker.compiled(1, "t", false, || &input).check(&json!({"n": 1})).is_err());
+        assert_eq!(checker.check_output(1, "t", &number, &json!({"n": 2})), Ok(()));
+        // Another revision compiles its own.
+        assert_eq!(checker.check_output(2, "t", &json!({}), &json!({"n": "one"})), Ok(()));
     }
 }
