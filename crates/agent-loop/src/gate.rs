@@ -864,9 +864,11 @@ impl CallGate {
         }
     }
 
-    /// `result` if its `structuredContent` matches `schema`, the output schema of tool `name`
-    /// in the pool of `revision` (compiled once per revision); an error result passes as it is.
-    /// `Err`: the problems, quoting the server's values on bounded lines.
+    /// A result whose tool has an output schema, checked as the specification asks clients
+    /// to: a successful result must carry `structuredContent` matching `schema`, the output
+    /// schema of tool `name` in the pool of `revision` (compiled once per revision). Error
+    /// results are not checked. `Err`: the problems, quoting the server's values on bounded
+    /// lines.
     fn check_structured(
         &self,
         result: CallToolResult,
@@ -919,12 +921,9 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     format!("it panicked: {}", mcp_safety::text::one_line(said.unwrap_or("no message"), 300))
 }
 
-/// A result whose tool has an output schema, checked as the specification asks clients to: a
-/// successful result must carry `structuredContent` matching the schema. A mismatch becomes an
-/// error result naming the tool (`who`) and each problem, so neither the model nor a person
-/// acts on data the tool promised to shape otherwise. Error results are not checked.
 /// The error result that replaces a result whose `structuredContent` does not match its
-/// tool's output schema: what was wrong, each problem on one bounded line.
+/// tool's output schema ([`CallGate::check_structured`]): the tool (`who`) and each problem,
+/// so neither the model nor a person acts on data the tool promised to shape otherwise.
 fn discarded(who: &str, problems: &[String]) -> CallToolResult {
     let text = format!(
         "the result of {who} does not match the tool's output schema, so it was discarded:\n- {}",
