@@ -101,8 +101,9 @@ pub struct CallContext {
     /// for this session" are kept per caller, and the approver is told
     /// ([`ApprovalRequest::caller`]). `None`: the gate's default caller.
     pub caller: Option<Arc<str>>,
-    /// The script whose inner call this is (code mode): the id of the script's own call. Hooks
-    /// ([`CallInfo::parent`]), events and the transcript record it, and the approver is told
+    /// The script whose inner call this is (code mode): the id of the script's own call. The
+    /// inner call's id starts with it ([`InnerCalls::parent`](crate::InnerCalls::parent)), so
+    /// hooks, events and the transcript name it; the approver is told
     /// ([`ApprovalRequest::script`]).
     pub parent: Option<Arc<str>>,
     /// Who approves this call's `confirm` decision, in place of the gate's approver (a
