@@ -33,7 +33,7 @@
 //! The building blocks:
 //!
 //! - [`www_authenticate`]: parse a `WWW-Authenticate` header value (RFC 9110 challenges) into a
-//!   [`BearerChallenge`] (`resource_metadata`, `scope`, `error`, `error_description`).
+//!   [`BearerChallenge`](www_authenticate::BearerChallenge) (`resource_metadata`, `scope`, `error`, `error_description`).
 //! - [`discovery`]: the order of URLs to try for protected resource metadata (RFC 9728) and
 //!   authorization server metadata (RFC 8414 / OpenID Connect Discovery), and the 2025-03-26
 //!   default endpoints.
@@ -50,10 +50,10 @@
 //!   client credentials with them, and cross-app access (token exchange for an ID-JAG at the
 //!   identity provider, then the JWT bearer grant).
 //!
-//! - [`authorizer`]: [`OAuthAuthorizer`]; [`user_agent`]: the browser port and its adapters;
-//!   [`clock`]: the time port ([`SystemClock`] by default; tests move their own forward).
+//! - `authorizer`: [`OAuthAuthorizer`]; `user_agent`: the browser port and its adapters;
+//!   `clock`: the time port ([`SystemClock`] by default; tests move their own forward).
 //!
-//! Apart from [`flow`], [`grants`], [`authorizer`] and [`user_agent`], nothing here performs
+//! Apart from [`flow`], [`grants`], `authorizer` and `user_agent`, nothing here performs
 //! HTTP requests; the other modules return what to ask for, in which order, and check what came
 //! back.
 //!

@@ -8,7 +8,7 @@
 //!
 //! **Invariant:** a stdio server whose sandbox cannot be applied never starts unconfined
 //! silently: with `sandbox_required` it does not start, else the host says so once
-//! ([`HostEvent::Unconfined`](crate::HostEvent::Unconfined)).
+//! ([`HostEvent::Unconfined`]).
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};

@@ -11,7 +11,7 @@
 //! - **Changes.** A publisher task rebinds whenever something may have changed: a server's
 //!   state (connected, failed, disabled, restarted, reconnected), the configuration file (read
 //!   and published by the runtime's one publisher, as for `chat`), an upstream's own
-//!   `list_changed` (heard by the [`tap`]). A binding with a new pool becomes
+//!   `list_changed` (heard by the `tap`). A binding with a new pool becomes
 //!   [`BackendEvent::ToolsChanged`]; the resources and prompts every server lists become a
 //!   [`ContentListing`], and a change of them `ResourcesChanged` / `PromptsChanged`; upstream
 //!   log messages become [`BackendEvent::Log`].
@@ -33,7 +33,7 @@
 //!
 //! - **Upstreams' own requests.** Every upstream is told the gateway can elicit (forms) and
 //!   sample; its `elicitation/create` and `sampling/createMessage` go to the client of the call
-//!   in flight on it ([`Backend::tools_for`], [`asks`]), which asks its client when that client
+//!   in flight on it ([`Backend::tools_for`], `asks`), which asks its client when that client
 //!   declared the capability and declines otherwise. `roots/list` is answered with no roots.
 
 mod asks;

@@ -163,7 +163,7 @@ pub fn find_program(command: &str, path: Option<&OsStr>, cwd: &Path) -> std::io:
 
 /// The entries of `dir` for [`crate::expand`] and [`crate::Sandbox::check`]: directories,
 /// files, devices and symbolic links (sockets and the like are left out); empty when it cannot
-/// be read; at most [`MAX_ENTRIES`].
+/// be read; at most 10,000 (`MAX_ENTRIES`).
 pub fn list_dir(dir: &Path) -> Vec<Entry> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
     entries

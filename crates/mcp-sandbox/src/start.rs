@@ -191,7 +191,7 @@ pub(crate) fn too_wide(dir: &Path, home: Option<&Path>, shared_temp: Option<&Pat
 }
 
 /// The root of the project `file` belongs to: the nearest folder above it that holds one of
-/// [`PROJECT_MARKERS`], never HOME, `/` or anything [`too_wide`]. `exists` says whether a path
+/// [`PROJECT_MARKERS`], never HOME, `/` or anything too wide (`too_wide`). `exists` says whether a path
 /// exists (the caller's I/O).
 pub fn package_root(
     file: &Path,

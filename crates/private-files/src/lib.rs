@@ -7,7 +7,7 @@
 //!   (`MCP_HARNESS_DATA_DIR`, `~/.config`), and the files in it are private anyway. A store
 //!   that owns its directory and keeps secrets in it (the OAuth token store) tightens it with
 //!   [`tighten_dir`], a decision made by that caller, not by every write.
-//! - Files are written whole ([`write`]): a temporary file 0600 beside the target, synced, then
+//! - Files are written whole ([`write()`]): a temporary file 0600 beside the target, synced, then
 //!   renamed over it, so a reader never sees half a file and the result is 0600 even when the
 //!   file existed with a wider mode. A symlink at `path` is replaced, not followed: a caller that
 //!   means the link's target resolves it first.
