@@ -45,6 +45,7 @@ pub(crate) mod limit {
 
     pub(crate) const FMT: Duration = minutes(5);
     pub(crate) const CLIPPY: Duration = minutes(40);
+    pub(crate) const DOCS: Duration = minutes(20);
     /// Builds tidy's tests, then runs the purity tests.
     pub(crate) const PURITY: Duration = minutes(20);
     pub(crate) const BUILD_FIXTURES: Duration = minutes(20);
@@ -83,6 +84,15 @@ pub(crate) fn test(hermetic: bool) -> crate::Result {
                 "-D",
                 "warnings",
             ]),
+        ),
+    );
+    // Every intra-doc link resolves and no public doc points at a private item.
+    report.step(
+        "docs",
+        step::run(
+            "docs",
+            limit::DOCS,
+            cargo().args(["doc", "--workspace", "--no-deps", "--quiet"]).env("RUSTDOCFLAGS", "-D warnings"),
         ),
     );
     report.step("purity", purity());
