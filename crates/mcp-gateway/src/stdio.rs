@@ -191,10 +191,14 @@ async fn write_line<W: AsyncWrite + Unpin>(
     rx: Option<&mut mpsc::Receiver<String>>,
 ) -> Result<(), StdioError> {
     buf.clear();
+    // The line and its newline at once: a large answer is copied in once, not again to grow
+    // by one byte.
+    buf.reserve(text.len() + 1);
     buf.extend_from_slice(text.as_bytes());
     buf.push(b'\n');
     if let Some(rx) = rx {
         while let Ok(more) = rx.try_recv() {
+            buf.reserve(more.len() + 1);
             buf.extend_from_slice(more.as_bytes());
             buf.push(b'\n');
         }
