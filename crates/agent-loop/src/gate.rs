@@ -849,7 +849,7 @@ impl CallGate {
                     Ok(result) => result.map(|r| {
                         let Some(schema) = output_schema.as_deref() else { return Box::new(r) };
                         let (server, tool) = &failed;
-                        let checked = self.check_structured(r, revision, &name, schema);
+                        let checked = self.check_structured(r, &name, schema);
                         Box::new(checked.unwrap_or_else(|problems| {
                             discarded(&format!("{name} (tool {tool:?} of server {server:?})"), &problems)
                         }))
@@ -866,13 +866,12 @@ impl CallGate {
 
     /// A result whose tool has an output schema, checked as the specification asks clients
     /// to: a successful result must carry `structuredContent` matching `schema`, the output
-    /// schema of tool `name` in the pool of `revision` (compiled once per revision). Error
+    /// schema of tool `name` (compiled once, while it stays the same). Error
     /// results are not checked. `Err`: the problems, quoting the server's values on bounded
     /// lines.
     fn check_structured(
         &self,
         result: CallToolResult,
-        revision: u64,
         name: &str,
         schema: &Value,
     ) -> Result<CallToolResult, Vec<String>> {
@@ -882,7 +881,7 @@ impl CallGate {
         let Some(structured) = &result.structured_content else {
             return Err(vec!["the result has no structuredContent".to_owned()]);
         };
-        match self.checker.check_output(revision, name, schema, structured) {
+        match self.checker.check_output(name, schema, structured) {
             Ok(()) => Ok(result),
             Err(problems) => Err(problems
                 .iter()

@@ -136,22 +136,27 @@ pub enum CheckError {
     Problems(Vec<ArgumentProblem>),
 }
 
-/// Compiled schemas of one pool's entries, compiled on first use: the input schemas calls are
-/// checked against, and the output schemas results are.
+/// Compiled schemas of the tools calls go to, compiled on first use: the input schemas calls
+/// are checked against, and the output schemas results are.
 ///
-/// Entries are keyed by model name and forgotten when a pool of another revision is checked,
-/// since a revision may change any tool's schema.
+/// Entries are keyed by model name and used only for the very schema they were compiled from
+/// (compared at each use): pools of different catalogs (a gateway's profiles) may give one name
+/// and one revision number to different tools, and a tool may change its schema. At most
+/// [`MAX_CACHED`] schemas of each kind are kept.
 #[derive(Debug, Default)]
 pub struct ArgumentChecker {
     cache: Mutex<Cache>,
 }
 
-/// The pool revision the compiled schemas belong to, and the schemas by model name.
+/// How many compiled schemas of each kind (input, output) an [`ArgumentChecker`] keeps; past
+/// that it starts again (a long session's tools come and go).
+pub const MAX_CACHED: usize = 4096;
+
+/// The compiled schemas by model name, each beside the schema it was compiled from.
 #[derive(Debug, Default)]
 struct Cache {
-    revision: u64,
-    inputs: HashMap<Arc<str>, Arc<CompiledSchema>>,
-    outputs: HashMap<Arc<str>, Arc<CompiledSchema>>,
+    inputs: HashMap<Arc<str>, (Value, Arc<CompiledSchema>)>,
+    outputs: HashMap<Arc<str>, (Value, Arc<CompiledSchema>)>,
 }
 
 impl ArgumentChecker {
@@ -163,45 +168,37 @@ impl ArgumentChecker {
     /// Checks `args` for the pool's tool `name`.
     pub fn check(&self, pool: &Pool, name: &str, args: &Value) -> Result<(), CheckError> {
         let entry = pool.get(name).ok_or(CheckError::UnknownTool)?;
-        let compiled = self.compiled(pool.revision(), name, false, || entry.input_schema());
-        compiled.check(args).map_err(CheckError::Problems)
+        self.compiled(name, false, entry.input_schema()).check(args).map_err(CheckError::Problems)
     }
 
     /// Checks `value` (a result's `structuredContent`) against `schema`, the output schema of
-    /// tool `name` in the pool of revision `revision`: compiled once per revision, as input
-    /// schemas are, rather than at every call.
-    pub fn check_output(
-        &self,
-        revision: u64,
-        name: &str,
-        schema: &Value,
-        value: &Value,
-    ) -> Result<(), Vec<ArgumentProblem>> {
-        self.compiled(revision, name, true, || schema).check_value(value)
+    /// tool `name`: compiled once, as input schemas are, rather than at every call.
+    pub fn check_output(&self, name: &str, schema: &Value, value: &Value) -> Result<(), Vec<ArgumentProblem>> {
+        self.compiled(name, true, schema).check_value(value)
     }
 
-    /// The compiled input (or output) schema of `name` at `revision`, compiled from `schema`
-    /// when it is not cached.
-    fn compiled<'s>(
-        &self,
-        revision: u64,
-        name: &str,
-        output: bool,
-        schema: impl FnOnce() -> &'s Value,
-    ) -> Arc<CompiledSchema> {
-        // A poisoned lock only means another check panicked; the cache is still consistent.
-        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        if cache.revision != revision {
-            cache.inputs.clear();
-            cache.outputs.clear();
-            cache.revision = revision;
+    /// The compiled input (or output) schema of `name`, compiled from `schema` unless the
+    /// cached one was compiled from an equal schema.
+    fn compiled(&self, name: &str, output: bool, schema: &Value) -> Arc<CompiledSchema> {
+        let lock = || self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        {
+            // A poisoned lock only means another check panicked; the cache is still consistent.
+            let cache = lock();
+            let map = if output { &cache.outputs } else { &cache.inputs };
+            if let Some((compiled_from, compiled)) = map.get(name)
+                && compiled_from == schema
+            {
+                return Arc::clone(compiled);
+            }
         }
+        // Compiled without the lock: a large schema does not hold up every other check.
+        let compiled = Arc::new(CompiledSchema::new(schema));
+        let mut cache = lock();
         let map = if output { &mut cache.outputs } else { &mut cache.inputs };
-        if let Some(compiled) = map.get(name) {
-            return Arc::clone(compiled);
+        if map.len() >= MAX_CACHED {
+            map.clear();
         }
-        let compiled = Arc::new(CompiledSchema::new(schema()));
-        map.insert(Arc::from(name), Arc::clone(&compiled));
+        map.insert(Arc::from(name), (schema.clone(), Arc::clone(&compiled)));
         compiled
     }
 }
@@ -329,22 +326,52 @@ mod tests {
         assert_eq!(checker.check(&pool2, "t", &json!({})), Ok(()));
     }
 
-    /// Output schemas are cached per revision beside the input schemas, under their own key:
-    /// a tool's input schema never stands in for its output schema, and a new revision's
-    /// output schema is compiled afresh.
+    /// Output schemas are cached beside the input schemas, under their own key, and a cached
+    /// schema serves only the schema it was compiled from: two pools (a gateway's profiles) may
+    /// give one name to different tools, and a tool may change its schema.
     #[test]
-    fn output_schemas_are_compiled_once_per_revision() {
+    fn a_compiled_schema_serves_only_the_schema_it_was_compiled_from() {
         let checker = ArgumentChecker::new();
         let number = json!({"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"]});
-        assert_eq!(checker.check_output(1, "t", &number, &json!({"n": 1})), Ok(()));
-        assert!(checker.check_output(1, "t", &number, &json!({"n": "one"})).is_err());
-        // Within a revision a name's schema is the one compiled first.
-        assert!(checker.check_output(1, "t", &json!({}), &json!({"n": "one"})).is_err(), "cached");
-        // The input cache is apart: an input check of "t" at revision 1 finds no output schema.
+        assert_eq!(checker.check_output("t", &number, &json!({"n": 1})), Ok(()));
+        assert!(checker.check_output("t", &number, &json!({"n": "one"})).is_err());
+        // Another tool under the same name (another pool's), or a changed schema: its own.
+        assert_eq!(checker.check_output("t", &json!({}), &json!({"n": "one"})), Ok(()));
+        assert!(checker.check_output("t", &number, &json!({"n": "one"})).is_err());
+        // The input cache is apart: an input schema of "t" does not stand in for its output's.
         let input = json!({"type": "object", "required": ["text"]});
-        assert!(checker.compiled(1, "t", false, || &input).check(&json!({"n": 1})).is_err());
-        assert_eq!(checker.check_output(1, "t", &number, &json!({"n": 2})), Ok(()));
-        // Another revision compiles its own.
-        assert_eq!(checker.check_output(2, "t", &json!({}), &json!({"n": "one"})), Ok(()));
+        assert!(checker.compiled("t", false, &input).check(&json!({"n": 1})).is_err());
+        assert_eq!(checker.check_output("t", &number, &json!({"n": 2})), Ok(()));
+    }
+
+    /// The same name in two pools of the same revision (a gateway's host pool and a profile's)
+    /// may be two different tools: each call is checked against its own pool's schema.
+    #[test]
+    fn pools_sharing_a_revision_number_keep_their_own_schemas() {
+        use crate::{BuiltinTool, Options, assemble};
+        use policy::{Decision, Policy};
+        let builtins = |schema: Value| -> Arc<[BuiltinTool]> {
+            Arc::new([BuiltinTool { name: "t".into(), description: String::new(), input_schema: schema }])
+        };
+        let policy = Policy::uniform(Decision::Allow);
+        let checker = ArgumentChecker::new();
+        let strict = assemble(&builtins(echo_schema()), &[], &policy, &Options::default(), 1).unwrap();
+        let loose = assemble(&builtins(json!({"type": "object"})), &[], &policy, &Options::default(), 1).unwrap();
+        for _ in 0..2 {
+            assert!(matches!(checker.check(&strict, "t", &json!({})), Err(CheckError::Problems(_))));
+            assert_eq!(checker.check(&loose, "t", &json!({})), Ok(()));
+        }
+    }
+
+    /// The cache is bounded: past [`MAX_CACHED`] names it starts again, and checks go on.
+    #[test]
+    fn the_cache_keeps_at_most_max_cached_schemas() {
+        let checker = ArgumentChecker::new();
+        let schema = json!({"type": "object"});
+        for i in 0..=MAX_CACHED {
+            assert_eq!(checker.check_output(&format!("t{i}"), &schema, &json!({})), Ok(()));
+        }
+        let cache = checker.cache.lock().unwrap_or_else(|p| p.into_inner());
+        assert!(cache.outputs.len() <= MAX_CACHED, "{}", cache.outputs.len());
     }
 }

@@ -85,7 +85,8 @@ mod search;
 mod text;
 
 pub use arguments::{
-    ArgumentChecker, ArgumentProblem, ArgumentProblemKind, CheckError, CompiledSchema, MAX_PROBLEMS, check_arguments,
+    ArgumentChecker, ArgumentProblem, ArgumentProblemKind, CheckError, CompiledSchema, MAX_CACHED, MAX_PROBLEMS,
+    check_arguments,
 };
 pub use assemble::{BuiltinTool, Options, ServerTools, StrictError, assemble};
 pub use description::{DEFAULT_DESCRIPTION_CAP, mark};
