@@ -388,10 +388,10 @@ async fn route(state: &State, request: Request<Incoming>, peer: SocketAddr) -> R
         return refusal(StatusCode::FORBIDDEN, error_codes::INVALID_REQUEST, &format!("Forbidden: {why}"));
     }
     let path = request.uri().path();
-    if path == METRICS && state.admin_guard.is_none() {
-        let Some(source) = &state.options.metrics else {
-            return plain(StatusCode::NOT_FOUND, NO_METRICS);
-        };
+    if path == METRICS
+        && state.admin_guard.is_none()
+        && let Some(source) = &state.options.metrics
+    {
         // Tool and server names are in the labels: a scrape is admitted as a client would be.
         if let Err(response) = caller_of(state, headers, None).await {
             return *response;
@@ -402,6 +402,9 @@ async fn route(state: &State, request: Request<Incoming>, peer: SocketAddr) -> R
         return metadata(state, rest, request.method());
     }
     let Some(profile) = endpoint(path, &state.options.path) else {
+        if path == METRICS && state.options.metrics.is_none() {
+            return plain(StatusCode::NOT_FOUND, NO_METRICS);
+        }
         return plain(StatusCode::NOT_FOUND, "not found: the MCP endpoint is elsewhere");
     };
     // A call in flight finishes during a drain, on the stream its client resumes too.

@@ -61,6 +61,13 @@ impl RawServe {
                 ("metrics_addr", format!("`metrics_addr` is an address and port (`127.0.0.1:9464`), not {addr:?}"))
             })?),
         };
+        if self.metrics == Some(false) && metrics_addr.is_some() {
+            return Err((
+                "metrics",
+                "`metrics = false` and a `metrics_addr` contradict each other: remove `metrics_addr`, or `metrics = false`"
+                    .to_owned(),
+            ));
+        }
         let mut inbound = mcp_gateway::settings::InboundSettings::default();
         inbound.auth = self.auth;
         for token in &mut inbound.auth.tokens {
@@ -96,7 +103,7 @@ impl RawServe {
             approval_wait: self.approval_wait_s.map_or(defaults.approval_wait, |s| s.0),
             approval_ttl: self.approval_ttl_s.map_or(defaults.approval_ttl, |s| s.0),
             // An address of their own asks for them.
-            metrics: self.metrics.unwrap_or(false) || metrics_addr.is_some(),
+            metrics: self.metrics.unwrap_or(metrics_addr.is_some()),
             metrics_addr,
             inbound,
             limits: self.limits,

@@ -696,6 +696,8 @@ fn serve_metrics_may_have_an_address_of_their_own() {
     let own = parse(Path::new("/x/c.toml"), "[serve]\nmetrics_addr = \"127.0.0.1:9464\"\n").unwrap();
     assert_eq!(own.serve.metrics_addr, Some(std::net::SocketAddr::from(([127, 0, 0, 1], 9464))));
     assert!(own.serve.metrics, "an address of their own asks for them");
+    let both = toml_err("[serve]\nmetrics = false\nmetrics_addr = \"127.0.0.1:9464\"\n");
+    assert!(both.contains("metrics") && both.contains("contradict"), "{both}");
     let bad = toml_err("[serve]\nmetrics_addr = \"localhost\"\n");
     assert!(bad.contains("metrics_addr") && bad.contains("address and port"), "{bad}");
 }
