@@ -295,9 +295,7 @@ async fn one_trace_from_run_through_serve_to_the_upstream_over_otlp_grpc() {
 
 /// `command` running `serve --http` on a free loopback port, and the lines of its stderr (where
 /// it says its addresses).
-fn serve_http(
-    command: &mut tokio::process::Command,
-) -> (tokio::process::Child, tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>) {
+fn serve_http(command: &mut tokio::process::Command) -> (tokio::process::Child, StderrLines) {
     let mut child = command
         .args(["serve", "--http", "127.0.0.1:0"])
         .stdin(Stdio::null())
@@ -307,6 +305,25 @@ fn serve_http(
         .unwrap();
     let stderr = child.stderr.take().unwrap();
     (child, tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stderr)))
+}
+
+/// The lines of `serve --http`'s stderr.
+type StderrLines = tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>;
+
+/// The MCP URL `serve --http` says it listens on.
+async fn listening(lines: &mut StderrLines) -> String {
+    tokio::time::timeout(WAIT, async {
+        let mut before = Vec::new();
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(url) = line.strip_prefix("listening on ") {
+                return url.to_owned();
+            }
+            before.push(line);
+        }
+        panic!("serve --http ended without listening: {before:?}");
+    })
+    .await
+    .unwrap()
 }
 
 /// `serve --http`'s `/metrics` (`[serve] metrics`): `mcp_server_operation_duration` counts the
@@ -326,16 +343,7 @@ async fn metrics_count_the_calls_serve_answered() {
         ),
     );
     let (mut child, mut lines) = serve_http(env.cmd(&config).env("OTEL_BSP_SCHEDULE_DELAY", "100"));
-    let url = tokio::time::timeout(WAIT, async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if let Some(url) = line.strip_prefix("listening on ") {
-                return url.to_owned();
-            }
-        }
-        panic!("serve --http ended without listening");
-    })
-    .await
-    .unwrap();
+    let url = listening(&mut lines).await;
     let http = reqwest::Client::new();
     let post = |body: Value, session: Option<&str>| {
         let mut request = http
@@ -471,17 +479,7 @@ async fn metrics_are_kept_only_when_asked_for() {
     let env = env();
     let config = env.write("serve.toml", &format!("[servers.fx]\ncommand = \"{}\"\nargs = [\"echo\"]\n", fixture()));
     let (mut child, mut lines) = serve_http(&mut env.cmd(&config));
-    let url = tokio::time::timeout(WAIT, async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            assert!(!line.starts_with("metrics on "), "{line}");
-            if let Some(url) = line.strip_prefix("listening on ") {
-                return url.to_owned();
-            }
-        }
-        panic!("serve --http ended without listening");
-    })
-    .await
-    .unwrap();
+    let url = listening(&mut lines).await;
     let http = reqwest::Client::new();
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}});
