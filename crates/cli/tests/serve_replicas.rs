@@ -836,29 +836,31 @@ async fn a_rate_limit_holds_across_the_three_replicas_and_says_when_to_retry() {
     let cluster = Cluster::start(&haproxy, Setup { store: true, extra: limits }).await;
     let mut allowed = BTreeMap::new();
     let mut refused = Vec::new();
-    let mut order = Vec::new();
+    // Each replica in turn, directly: which replica haproxy picks depends on its health
+    // checks, which a loaded machine can fail for a moment (one replica then sat out all 30
+    // calls in a CI run), and the limit is the replicas' to hold, not haproxy's.
     for i in 0..30 {
-        let done = cluster.stateless("tools/call", echo(&format!("limited-{i}")), i).await;
+        let replica = i % 3;
+        let done = cluster.stateless_at(&cluster.direct(replica), echo(&format!("limited-{i}"))).await;
         assert_eq!(done.status, 200, "{done:?}");
-        order.push(format!("{}:{}", done.replica, done.ok()));
         if done.ok() {
-            *allowed.entry(done.replica.clone()).or_insert(0) += 1;
+            *allowed.entry(replica).or_insert(0) += 1;
         } else {
-            refused.push(done);
+            refused.push((replica, done));
         }
     }
     assert_eq!(allowed.values().sum::<usize>(), 9, "9 a minute across the replicas: {allowed:?}");
-    assert_eq!(allowed.len(), 3, "the allowed calls were spread over the replicas: {allowed:?} {order:?}");
-    let replicas: BTreeSet<_> = refused.iter().map(|r| r.replica.clone()).collect();
+    assert_eq!(allowed, BTreeMap::from([(0, 3), (1, 3), (2, 3)]), "the first 9 calls, 3 on each replica");
+    let replicas: BTreeSet<_> = refused.iter().map(|(replica, _)| *replica).collect();
     assert_eq!(replicas.len(), 3, "every replica refused some");
-    for refusal in &refused {
+    for (_, refusal) in &refused {
         let text = refusal.text();
         assert!(text.contains("rate limit reached") && text.contains("retry after"), "{text}");
     }
     assert_eq!(cluster.upstream_calls().len(), 9, "only the allowed calls reached an upstream");
     eprintln!(
         "rate limit: 30 calls, 9 allowed {allowed:?}, 21 refused (\"{}\"), {:.1} s",
-        refused[0].text(),
+        refused[0].1.text(),
         started.elapsed().as_secs_f64()
     );
 }

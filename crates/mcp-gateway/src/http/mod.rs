@@ -465,7 +465,6 @@ fn probe(state: &State, method: &Method, alive: bool) -> Response<Body> {
 /// What `/metrics` answers when [`HttpOptions::metrics`] is `None`.
 const NO_METRICS: &str = "not found: this gateway keeps no metrics (they are off unless configured)";
 
-/// `GET /metrics`: the source's text.
 /// The next connection on `listener`; never, without one.
 async fn accept_on(listener: Option<&TcpListener>) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
     match listener {
@@ -497,6 +496,7 @@ async fn route_admin(state: &State, request: Request<Incoming>) -> Response<Body
     metrics(source.as_ref(), request.method())
 }
 
+/// `GET /metrics`: the source's text.
 fn metrics(source: &dyn crate::observe::MetricsSource, method: &Method) -> Response<Body> {
     if !matches!(*method, Method::GET | Method::HEAD) {
         let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "metrics are read with GET");
