@@ -1054,3 +1054,60 @@ fn a_remembered_era_skips_the_discover_probe_until_the_entry_changes() {
     connected(&edited);
     assert!(std::fs::read_to_string(&eras).unwrap().contains("2025-11-25"), "the answer replaces what was remembered");
 }
+
+/// A confined server's private temporary directory outlives a host that is killed (nothing in
+/// it can run); the next host to start a confined server removes it. A live host's stays.
+#[test]
+fn a_killed_hosts_temporary_directories_are_removed_by_the_next_host() {
+    let env = env();
+    let tmp = tempfile::tempdir().unwrap();
+    let config = env.write("config.toml", "[servers.fx]\ncommand = \"$FX\"\nargs = [\"echo\"]\n");
+    let ours = || -> Vec<PathBuf> {
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("mcp-sandbox-"))
+            .collect();
+        dirs.sort();
+        dirs
+    };
+    let start_serve = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_mcp-harness"))
+            .current_dir(env.work.path())
+            .env_remove("MCP_HARNESS_CONFIG")
+            .env("RUST_LOG", "error")
+            .env("MCP_HARNESS_DATA_DIR", env.data.path())
+            .env("TMPDIR", tmp.path())
+            .arg("--config")
+            .arg(&config)
+            .arg("serve")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let wait_until = |what: &str, done: &dyn Fn(&[PathBuf]) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done(&ours()) {
+            assert!(Instant::now() < deadline, "{what}: {:?}", ours());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let mut killed = start_serve();
+    wait_until("the first host's directory", &|dirs| dirs.len() == 1);
+    let left = ours();
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    assert_eq!(ours(), left, "a killed host cannot remove its server's directory");
+
+    // The next host removes it when it makes its own.
+    let mut live = start_serve();
+    wait_until("the next host's directory, and not the killed one's", &|dirs| dirs.len() == 1 && dirs != left);
+    let live_dir = ours();
+    env.run(&config).env("TMPDIR", tmp.path()).arg("servers").assert().success();
+    assert_eq!(ours(), live_dir, "a live host's is kept; `servers` removed its own");
+    drop(live.stdin.take());
+    live.wait().unwrap();
+    assert_eq!(ours(), Vec::<PathBuf>::new(), "a host that ends removes its own");
+}

@@ -3,7 +3,7 @@
 //! declare it.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,14 +19,14 @@ fn fixture() -> String {
     mcp_fixtures::server_binary().unwrap_or_else(|e| panic!("{e}")).display().to_string()
 }
 
-/// A log file for the fixture's `--log` (every line it received), fresh for this test.
-fn log_file(test: &str) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("mcp-client-content-{}-{test}.log", std::process::id()));
-    let _ = std::fs::remove_file(&path);
-    path
+/// A log file for the fixture's `--log` (every line it received), fresh for this test and
+/// removed after it.
+fn log_file(test: &str) -> tempfile::TempPath {
+    let file = tempfile::Builder::new().prefix(&format!("mcp-client-content-{test}-")).suffix(".log").tempfile();
+    file.unwrap().into_temp_path()
 }
 
-fn received(log: &PathBuf) -> String {
+fn received(log: &Path) -> String {
     std::fs::read_to_string(log).unwrap_or_default()
 }
 

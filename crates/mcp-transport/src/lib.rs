@@ -28,6 +28,8 @@
 
 #[cfg(feature = "http")]
 mod http;
+#[cfg(feature = "stdio")]
+mod private_temp;
 #[cfg(all(feature = "http", feature = "ws"))]
 mod remote;
 #[cfg(feature = "http")]

@@ -14,7 +14,8 @@
 //! itself and then runs the server; the launcher's report of a failure before that is the
 //! transport's first line, read here as a start failure. The facts the policy needs are
 //! gathered here ([`mcp_sandbox::probe`]); a working directory the sandbox cannot grant (the
-//! host was started in HOME) gives way to a private one ([`StdioTransport::working_dir`]). When a
+//! host was started in HOME) gives way to a private one ([`StdioTransport::working_dir`]) inside
+//! the server's private temporary directory (`private_temp`: its `TMPDIR`). When a
 //! confined server fails, the reason says that it ran confined and what would let it run
 //! ([`mcp_sandbox::diagnose`] reads its stderr).
 
@@ -38,6 +39,7 @@ use tokio::net::unix::pipe;
 use tokio::process::{Child, ChildStdout, Command};
 
 use crate::DEFAULT_MAX_MESSAGE_BYTES;
+use crate::private_temp::TempDir;
 
 /// Default size of the kept stderr tail.
 pub const DEFAULT_STDERR_BUFFER_BYTES: usize = 64 * 1024;
@@ -177,32 +179,6 @@ struct Diagnosis {
     home: Option<PathBuf>,
 }
 
-/// The server's private temporary directory, removed with the transport.
-#[derive(Debug)]
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn create() -> std::io::Result<Self> {
-        use std::os::unix::fs::DirBuilderExt as _;
-        let base = std::env::temp_dir();
-        let mut last = None;
-        for _ in 0..8 {
-            let dir = base.join(format!("mcp-sandbox-{}-{:016x}", std::process::id(), rand::random::<u64>()));
-            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-                Ok(()) => return Ok(Self(dir)),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| std::io::Error::other("no temporary directory name was free")))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// The value the child sees for `name` (the last one set wins, as with `Command::envs`).
 fn env_var(env: &[(OsString, OsString)], name: &str) -> Option<OsString> {
     env.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.clone())
@@ -239,7 +215,7 @@ impl StdioConfig {
             spawn_error(std::io::Error::new(e.kind(), format!("cannot make its temporary directory: {e}")))
         })?;
         let args: Vec<OsString> = self.args.iter().map(OsString::from).collect();
-        let context = mcp_sandbox::probe::context(&found, &args, &cwd, self.cwd.is_some(), &temp.0, env);
+        let context = mcp_sandbox::probe::context(&found, &args, &cwd, self.cwd.is_some(), temp.path(), env);
         let resolved = sandbox.sandbox.resolve(&context).map_err(refused)?;
         if let WorkingDir::Private { .. } = &resolved.working_dir {
             use std::os::unix::fs::DirBuilderExt as _;
@@ -250,7 +226,7 @@ impl StdioConfig {
         }
         for name in ["TMPDIR", "TMP", "TEMP"] {
             if !self.env.contains_key(name) {
-                env.push((name.into(), temp.0.clone().into_os_string()));
+                env.push((name.into(), temp.path().as_os_str().to_owned()));
             }
         }
         let diagnosis = Arc::new(Diagnosis { policy: resolved.policy.clone(), home });
