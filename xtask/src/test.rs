@@ -33,6 +33,10 @@ use crate::{cargo, install_peers};
 const ADAPTER_EXAMPLES: &[(&str, &str)] =
     &[("mcp-client", "tcp_transport"), ("agent-loop", "custom_model"), ("mcp-host", "embed")];
 
+/// Features a user picks one at a time (`default-features = false`): each must build alone.
+const FEATURE_SETS: &[(&str, &str)] =
+    &[("mcp-transport", ""), ("mcp-transport", "stdio"), ("mcp-transport", "http"), ("mcp-transport", "ws")];
+
 const fn minutes(n: u64) -> Duration {
     Duration::from_secs(n * 60)
 }
@@ -46,6 +50,8 @@ pub(crate) mod limit {
     pub(crate) const FMT: Duration = minutes(5);
     pub(crate) const CLIPPY: Duration = minutes(40);
     pub(crate) const DOCS: Duration = minutes(20);
+    /// One `cargo check` of a crate with one feature.
+    pub(crate) const FEATURES: Duration = minutes(10);
     /// Builds tidy's tests, then runs the purity tests.
     pub(crate) const PURITY: Duration = minutes(20);
     pub(crate) const BUILD_FIXTURES: Duration = minutes(20);
@@ -95,6 +101,14 @@ pub(crate) fn test(hermetic: bool) -> crate::Result {
             cargo().args(["doc", "--workspace", "--no-deps", "--quiet"]).env("RUSTDOCFLAGS", "-D warnings"),
         ),
     );
+    for (package, features) in FEATURE_SETS {
+        let name = format!("features {package}/{}", if features.is_empty() { "none" } else { features });
+        let mut check = cargo_args(&["check", "--quiet", "-p", package, "--no-default-features"]);
+        if !features.is_empty() {
+            check.args(["--features", features]);
+        }
+        report.step(&name, step::run(&name, limit::FEATURES, &mut check));
+    }
     report.step("purity", purity());
     // The transport tests spawn the fixture server binaries and the sandbox launcher, which no
     // test target depends on; build them first (the tests would build them too, one test
