@@ -706,3 +706,28 @@ async fn an_upstreams_elicitation_reaches_the_client_whose_call_caused_it_and_on
     assert!(text_of(&refused).contains("did not declare sampling"), "{refused}");
     assert!(!served.said().contains("panicked"), "{}", served.said());
 }
+
+/// `/readyz` answers anyone (before the Host check, without a token): it names a required
+/// server that is not connected and its state, never the failure's text (a command line,
+/// its arguments, a path).
+#[tokio::test]
+async fn readyz_names_a_required_server_that_is_down_and_says_nothing_of_its_command() {
+    let env = env();
+    let config = env.write(
+        "config.toml",
+        &format!(
+            "{UPSTREAMS}\n[servers.db]\ncommand = \"/opt/internal/db-bridge\"\nargs = [\"--password-file\", \"/etc/creds\"]\nrequired = true\n"
+        ),
+    );
+    let served = Served::start(env.command(&config, &["--http", "127.0.0.1:0"])).await;
+    let deadline = Instant::now() + ANSWER;
+    let said = loop {
+        let (status, text) = served.get("/readyz").await;
+        if status == 503 && text.contains("db (failed)") {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "/readyz said {status}: {text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(said, "not ready: required servers not connected: db (failed)");
+}

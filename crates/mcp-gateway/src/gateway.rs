@@ -41,6 +41,8 @@ use crate::subscriptions::Subscriptions;
 const SEARCH_REASON: &str = "the gateway's tool search";
 /// Most characters of an error result's text.
 const ERROR_TEXT_CHARS: usize = 8_000;
+/// How long a call's end waits for the progress it reported before to be offered to its client.
+const PROGRESS_RELAY_END: Duration = Duration::from_secs(1);
 /// `resources/read` code for an unknown resource (the specification's own).
 const RESOURCE_NOT_FOUND: i64 = -32002;
 
@@ -132,7 +134,7 @@ impl Scope {
     pub(crate) fn client_name(&self) -> &str {
         match &self.era {
             Era::Session(s) => s.client_name(),
-            Era::Stateless(ctx) => ctx.client_info.as_ref().map_or("", |i| i.name.as_str()),
+            Era::Stateless(ctx) => ctx.client_info.as_ref().map_or("", |i| crate::session::client_name(&i.name)),
         }
     }
 }
@@ -343,7 +345,7 @@ impl Gateway {
         params: &InitializeRequestParams,
     ) -> Result<(Arc<Session>, String), ErrorObject> {
         let config = self.server_config(&caller).await;
-        let (protocol, result) = ServerSession::initialize(&config, params)
+        let (protocol, result) = ServerSession::initialize(&config, &crate::session::kept_initialize(params))
             .map_err(|e| ErrorObject::new(error_codes::INTERNAL_ERROR, e.to_string()))?;
         let guard = self.inner.options.observer.as_ref().and_then(|o| {
             let opened =
@@ -764,22 +766,24 @@ impl Gateway {
         let ran = match token {
             Some(token) if out.is_open() => {
                 let (tx, mut rx) = mpsc::unbounded_channel::<ProgressNotificationParams>();
-                let forward = |mut p: ProgressNotificationParams| {
-                    p.progress_token = token.clone();
-                    if let Ok(line) = mcp_protocol::encode_notification(methods::PROGRESS, Some(&p)) {
-                        out.offer(line);
+                // Relayed by a task of its own, not by this future: a client that stops reading
+                // stops this future being polled, while the upstream may go on reporting. The
+                // relay offers each report to the client's bounded stream (dropped when it is
+                // full), so what piles up is bounded by that stream, not by the upstream.
+                let (token, out_relay) = (token.clone(), out.clone());
+                let mut relay = tokio::spawn(async move {
+                    while let Some(mut p) = rx.recv().await {
+                        p.progress_token = token.clone();
+                        if let Ok(line) = mcp_protocol::encode_notification(methods::PROGRESS, Some(&p)) {
+                            out_relay.offer(line);
+                        }
                     }
-                };
-                let run = self.inner.gate.run_nested(tools, job, Some(tx), Some(script));
-                tokio::pin!(run);
-                let ran = loop {
-                    tokio::select! {
-                        ran = &mut run => break ran,
-                        Some(p) = rx.recv() => forward(p),
-                    }
-                };
-                while let Ok(p) = rx.try_recv() {
-                    forward(p);
+                });
+                let ran = self.inner.gate.run_nested(tools, job, Some(tx), Some(script)).await;
+                // The reports sent before the result go first: the call's end dropped the
+                // sender, so the relay ends once it has offered them (bounded, to be safe).
+                if tokio::time::timeout(PROGRESS_RELAY_END, &mut relay).await.is_err() {
+                    relay.abort();
                 }
                 ran
             }

@@ -12,9 +12,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_loop::Binding;
-use mcp_protocol::{ErrorObject, LoggingLevel, ProtocolVersion, RequestId, ServerSession};
+use mcp_protocol::{
+    ClientCapabilities, ErrorObject, Implementation, InitializeRequestParams, LoggingLevel, ProtocolVersion, RequestId,
+    RootsCapability, ServerSession,
+};
 use serde::Serialize;
 use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::Caller;
@@ -119,7 +123,8 @@ pub(crate) struct Session {
 
 impl Session {
     pub(crate) fn new(id: Option<Arc<str>>, caller: Caller, protocol: ServerSession<Waiter>, now_ms: u64) -> Self {
-        let client_name = protocol.client().client_info.as_ref().map(|i| i.name.clone()).unwrap_or_default();
+        let client_name =
+            protocol.client().client_info.as_ref().map(|i| client_name(&i.name).to_owned()).unwrap_or_default();
         Self {
             client_name,
             id,
@@ -253,18 +258,17 @@ impl Session {
         let (id, line) = lock(&self.protocol)
             .start_request(method, Some(params), tx)
             .map_err(|e| AskError::Protocol(e.to_string()))?;
+        // However this ends (answered, timed out, or the call dropped because its client went
+        // away), the question is no longer pending: nothing of it stays in the session.
+        let _pending = Pending { session: self, id };
         if !out.send(line).await {
-            lock(&self.protocol).complete(&id);
             return Err(AskError::NoChannel);
         }
         match tokio::time::timeout(wait, rx).await {
             Ok(Ok(Ok(result))) => Ok(result),
             Ok(Ok(Err(error))) => Err(AskError::Refused(mcp_safety::text::one_line(&error.message, 200))),
             Ok(Err(_)) => Err(AskError::Closed),
-            Err(_) => {
-                lock(&self.protocol).complete(&id);
-                Err(AskError::Timeout(wait))
-            }
+            Err(_) => Err(AskError::Timeout(wait)),
         }
     }
 
@@ -339,6 +343,76 @@ impl Session {
     }
 }
 
+/// A question to the client that is pending in a session until this is dropped.
+struct Pending<'a> {
+    session: &'a Session,
+    id: RequestId,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        // An answered one is gone already: this then finds nothing.
+        lock(&self.session.protocol).complete(&self.id);
+    }
+}
+
+/// The most of a client's self-reported strings (`clientInfo`'s name, version and title) kept:
+/// the name keys approval scopes and audit lines; a real one is a few dozen bytes.
+pub(crate) const MAX_CLIENT_INFO_BYTES: usize = 256;
+/// A declared sub-capability (`sampling`, `elicitation`, `roots`) is kept as sent up to this
+/// size; a larger one keeps only its members' names (the modes it declares), at most
+/// [`MAX_CAPABILITY_MEMBERS`] of them.
+const MAX_CAPABILITY_BYTES: usize = 1024;
+const MAX_CAPABILITY_MEMBERS: usize = 16;
+
+/// `name` cut to at most [`MAX_CLIENT_INFO_BYTES`] (at a character boundary).
+pub(crate) fn client_name(name: &str) -> &str {
+    let mut end = name.len().min(MAX_CLIENT_INFO_BYTES);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    &name[..end]
+}
+
+/// What a session keeps of `initialize`'s parameters: `clientInfo`'s strings capped, the
+/// capabilities the gateway acts on (large ones reduced to the modes they name), and nothing a
+/// client adds beside them (`experimental`, unknown members). A session lives for an hour
+/// idle; what a client sends is up to the body limit, so without this a few hundred sessions
+/// could hold gigabytes.
+pub(crate) fn kept_initialize(params: &InitializeRequestParams) -> InitializeRequestParams {
+    let text = |s: &str| client_name(s).to_owned();
+    let info = &params.client_info;
+    let mut client_info = Implementation::new(text(&info.name), text(&info.version));
+    client_info.title = info.title.as_deref().map(text);
+    let declared = &params.capabilities;
+    let roots = declared.roots.as_ref().map(|r| RootsCapability { list_changed: r.list_changed, ..Default::default() });
+    let capabilities = ClientCapabilities {
+        roots,
+        sampling: declared.sampling.as_ref().map(small_capability),
+        elicitation: declared.elicitation.as_ref().map(small_capability),
+        ..Default::default()
+    };
+    InitializeRequestParams {
+        protocol_version: text(&params.protocol_version),
+        capabilities,
+        client_info,
+        extra: Default::default(),
+    }
+}
+
+/// A declared capability as sent when it is small, else an object of its members' names.
+fn small_capability(value: &Value) -> Value {
+    if serde_json::to_vec(value).is_ok_and(|bytes| bytes.len() <= MAX_CAPABILITY_BYTES) {
+        return value.clone();
+    }
+    let members = value.as_object().into_iter().flatten();
+    let names = members
+        .filter(|(name, _)| name.len() <= 64)
+        .take(MAX_CAPABILITY_MEMBERS)
+        .map(|(name, _)| (name.clone(), Value::Object(Map::new())));
+    Value::Object(names.collect())
+}
+
 /// The digest of `server`'s tools in `binding` (each as the server listed it, with the
 /// description clients are shown): what a shared store keeps of a listing. Generations are a
 /// replica's own counters; this is comparable across replicas, and across an upstream's
@@ -360,4 +434,77 @@ pub(crate) fn server_digest(binding: &Binding, server: &str) -> String {
 /// [`server_digest`] of every server of `binding`.
 pub(crate) fn listing_digests(binding: &Binding) -> BTreeMap<String, String> {
     binding.servers().map(|server| (server.to_owned(), server_digest(binding, server))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcp_protocol::{ClientContext, ProtocolVersion};
+    use serde_json::json;
+
+    fn session() -> Session {
+        let client = ClientContext { protocol_version: Some(ProtocolVersion::V2025_06_18), ..Default::default() };
+        Session::new(None, Caller::local(), ServerSession::restore(client, true), 0)
+    }
+
+    #[tokio::test]
+    async fn a_question_whose_call_went_away_is_no_longer_pending() {
+        let session = session();
+        let (tx, mut rx) = mpsc::channel(4);
+        let out = Outbound::new(tx);
+        let form = json!({});
+        {
+            let ask = session.ask(&out, "elicitation/create", &form, Duration::from_secs(600));
+            tokio::pin!(ask);
+            tokio::select! {
+                _ = &mut ask => panic!("nobody answered"),
+                line = rx.recv() => assert!(line.unwrap_or_default().contains("elicitation/create")),
+            }
+            assert_eq!(lock(&session.protocol).pending_count(), 1, "asked and waiting");
+        }
+        assert_eq!(lock(&session.protocol).pending_count(), 0, "the call (and its question) went away");
+
+        // Answered or timed out: nothing left either.
+        let asked = session.ask(&out, "elicitation/create", &json!({}), Duration::from_millis(10)).await;
+        assert!(matches!(asked, Err(AskError::Timeout(_))), "{asked:?}");
+        assert_eq!(lock(&session.protocol).pending_count(), 0);
+    }
+
+    #[test]
+    fn a_session_keeps_a_bounded_part_of_what_initialize_sent() {
+        let huge = "é".repeat(3 << 20);
+        let params: InitializeRequestParams = serde_json::from_value(json!({
+            "protocolVersion": "2025-06-18",
+            "clientInfo": {"name": huge, "version": "1.0", "title": "T", "icons": [{"src": huge}]},
+            "capabilities": {
+                "experimental": {"blob": huge},
+                "elicitation": {"form": {}, "url": {"padding": huge}},
+                "sampling": {},
+                "roots": {"listChanged": true, "padding": huge},
+                "unknown": huge,
+            },
+            "padding": huge,
+        }))
+        .unwrap();
+        let kept = kept_initialize(&params);
+        let size = serde_json::to_vec(&kept).unwrap().len();
+        assert!(size < 2 * 1024, "{size} bytes kept");
+        assert_eq!(kept.client_info.name.len(), MAX_CLIENT_INFO_BYTES, "cut at a character boundary");
+        assert!(kept.client_info.name.chars().all(|c| c == 'é'));
+        assert_eq!((kept.client_info.version.as_str(), kept.client_info.title.as_deref()), ("1.0", Some("T")));
+        assert_eq!(kept.capabilities.elicitation, Some(json!({"form": {}, "url": {}})), "the modes it named");
+        assert_eq!(kept.capabilities.sampling, Some(json!({})));
+        assert_eq!(kept.capabilities.roots.as_ref().and_then(|r| r.list_changed), Some(true));
+        assert!(kept.capabilities.experimental.is_none() && kept.capabilities.extra.is_empty());
+
+        // What the gateway reads of them is unchanged.
+        let context = |p: &InitializeRequestParams| {
+            let config = mcp_protocol::ServerConfig::new(Implementation::new("gw", "1"), Default::default());
+            let (session, _) = ServerSession::<()>::initialize(&config, p).unwrap();
+            (session.client().can_elicit_form(), session.client().can_sample(), session.protocol_version())
+        };
+        assert_eq!(context(&kept), context(&params));
+        assert_eq!(client_name(&huge).len(), MAX_CLIENT_INFO_BYTES);
+        assert_eq!(client_name("claude-code"), "claude-code");
+    }
 }

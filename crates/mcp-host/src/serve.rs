@@ -579,7 +579,17 @@ impl Backend for HostBackend {
         if !*self.published.borrow() {
             return Err("the servers' first listing is not published yet".to_owned());
         }
-        self.runtime.check_required().map_err(|e| e.to_string())?;
+        // Names and states only: the probe answers before the Host check and without
+        // authentication, and a failure's text can carry a command line or a path (it is in
+        // the log and in `mcp-harness servers`).
+        self.runtime.check_required().map_err(|e| {
+            let failed: Vec<String> = e
+                .failed
+                .iter()
+                .map(|(name, state)| format!("{} ({})", mcp_safety::text::one_line(name, 80), state.label()))
+                .collect();
+            format!("required servers not connected: {}", failed.join(", "))
+        })?;
         match &self.readiness {
             Some(check) => check(),
             None => Ok(()),
