@@ -43,6 +43,8 @@ const SEARCH_REASON: &str = "the gateway's tool search";
 const ERROR_TEXT_CHARS: usize = 8_000;
 /// How long a call's end waits for the progress it reported before to be offered to its client.
 const PROGRESS_RELAY_END: Duration = Duration::from_secs(1);
+/// Progress reports waiting to be relayed beyond this many are skipped, oldest first.
+const PROGRESS_BACKLOG: usize = 16;
 /// `resources/read` code for an unknown resource (the specification's own).
 const RESOURCE_NOT_FOUND: i64 = -32002;
 
@@ -768,11 +770,22 @@ impl Gateway {
                 let (tx, mut rx) = mpsc::unbounded_channel::<ProgressNotificationParams>();
                 // Relayed by a task of its own, not by this future: a client that stops reading
                 // stops this future being polled, while the upstream may go on reporting. The
-                // relay offers each report to the client's bounded stream (dropped when it is
-                // full), so what piles up is bounded by that stream, not by the upstream.
+                // relay keeps up with any upstream (it skips to the newest report) and offers
+                // to the client's bounded stream, so nothing piles up.
                 let (token, out_relay) = (token.clone(), out.clone());
                 let mut relay = tokio::spawn(async move {
                     while let Some(mut p) = rx.recv().await {
+                        // Behind (an upstream reporting faster than this encodes): the oldest
+                        // reports are skipped, and none is sent while the client's stream has no
+                        // room (it is not reading).
+                        while rx.len() >= PROGRESS_BACKLOG
+                            && let Ok(newer) = rx.try_recv()
+                        {
+                            p = newer;
+                        }
+                        if !out_relay.has_room() {
+                            continue;
+                        }
                         p.progress_token = token.clone();
                         if let Ok(line) = mcp_protocol::encode_notification(methods::PROGRESS, Some(&p)) {
                             out_relay.offer(line);

@@ -65,6 +65,11 @@ impl Outbound {
         }
     }
 
+    /// Whether a message offered now would be taken.
+    pub(crate) fn has_room(&self) -> bool {
+        self.0.as_ref().is_some_and(|tx| tx.capacity() > 0)
+    }
+
     /// The channel behind it, if any.
     pub(crate) fn sender(&self) -> Option<mpsc::Sender<String>> {
         self.0.clone()
