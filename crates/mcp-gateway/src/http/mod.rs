@@ -90,6 +90,10 @@ pub struct HttpOptions {
     pub body_timeout: Duration,
     /// Most sessions at once (503 beyond, after idle ones are let go).
     pub max_sessions: usize,
+    /// Most connections at once, on the front and the admin address together; lowered at bind
+    /// to leave [`RESERVED_DESCRIPTORS`] of the process's descriptor limit for upstreams,
+    /// files and the store. A connection beyond it is answered 503 and closed at once.
+    pub max_connections: usize,
     /// A session unused this long is let go.
     pub session_idle: Duration,
     /// What `GET /metrics` answers with; `None`: 404.
@@ -126,6 +130,7 @@ impl Default for HttpOptions {
             header_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(30),
             max_sessions: 10_000,
+            max_connections: 4096,
             session_idle: Duration::from_secs(3600),
             metrics: None,
             session_store: None,
@@ -217,6 +222,8 @@ struct State {
     life: Lifecycle,
     /// The sessions' resumable call streams.
     resume: Arc<resume::Registry>,
+    /// One permit per open connection ([`HttpOptions::max_connections`], as bound).
+    connections: Arc<tokio::sync::Semaphore>,
 }
 
 /// A bound HTTP front; [`HttpServer::run`] serves it.
@@ -259,6 +266,7 @@ impl HttpServer {
         let admin_guard =
             admin.as_ref().map(|(_, local)| HostGuard::new(local, &options.allowed_hosts, &options.allowed_origins));
         let life = Lifecycle::new();
+        let connections = Arc::new(tokio::sync::Semaphore::new(connection_limit(options.max_connections)));
         let state = Arc::new(State {
             gateway,
             options,
@@ -267,6 +275,7 @@ impl HttpServer {
             sessions: Sessions::default(),
             life,
             resume: Arc::default(),
+            connections,
         });
         Ok(Self { listener, local, admin, state })
     }
@@ -301,9 +310,11 @@ impl HttpServer {
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     };
+                    let Some(permit) = admit(&self.state, &stream) else { continue };
                     let state = Arc::clone(&self.state);
                     let header_timeout = state.options.header_timeout;
                     tokio::spawn(async move {
+                        let _permit = permit;
                         let service = hyper::service::service_fn(move |request| {
                             let state = Arc::clone(&state);
                             async move { Ok::<_, Infallible>(route_admin(&state, request).await) }
@@ -321,10 +332,12 @@ impl HttpServer {
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     };
+                    let Some(permit) = admit(&self.state, &stream) else { continue };
                     let _ = stream.set_nodelay(true);
                     let state = Arc::clone(&self.state);
                     let header_timeout = state.options.header_timeout;
                     tokio::spawn(async move {
+                        let _permit = permit;
                         let service = hyper::service::service_fn(move |request| {
                             let state = Arc::clone(&state);
                             async move { Ok::<_, Infallible>(route(&state, request, peer).await) }
@@ -337,6 +350,38 @@ impl HttpServer {
                     });
                 }
             }
+        }
+    }
+}
+
+/// Descriptors of the process's limit kept for what is not a connection: upstreams' pipes and
+/// sockets, the audit log, the store, the configuration being reloaded.
+pub const RESERVED_DESCRIPTORS: u64 = 256;
+/// The fewest connections the front takes, whatever the descriptor limit says.
+const MIN_CONNECTIONS: usize = 16;
+/// What a connection beyond the limit reads before it is closed.
+const TOO_MANY_CONNECTIONS: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n\
+    content-length: 61\r\nretry-after: 1\r\nconnection: close\r\n\r\n\
+    too many connections to this gateway at once; try again later";
+
+/// `configured`, lowered to leave [`RESERVED_DESCRIPTORS`] of the descriptor limit free: a
+/// gateway out of descriptors can neither answer nor restart an upstream.
+fn connection_limit(configured: usize) -> usize {
+    let soft = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).map(|(soft, _)| soft);
+    let room = soft.map_or(u64::MAX, |soft| soft.saturating_sub(RESERVED_DESCRIPTORS));
+    let room = usize::try_from(room).unwrap_or(usize::MAX);
+    configured.min(room).clamp(MIN_CONNECTIONS, tokio::sync::Semaphore::MAX_PERMITS)
+}
+
+/// A permit for a connection just accepted, or `None` when the front is full: then the
+/// connection is told so (as far as its socket takes it at once) and closed.
+fn admit(state: &State, stream: &tokio::net::TcpStream) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    match Arc::clone(&state.connections).try_acquire_owned() {
+        Ok(permit) => Some(permit),
+        Err(_) => {
+            let _ = stream.try_write(TOO_MANY_CONNECTIONS);
+            tracing::debug!("a connection was refused: the gateway has as many open as it takes");
+            None
         }
     }
 }
@@ -1306,5 +1351,19 @@ async fn delete(state: &State, caller: &Caller, headers: &HeaderMap) -> Response
         }
         Ok(None) => plain(StatusCode::BAD_REQUEST, "DELETE ends a session: send its Mcp-Session-Id"),
         Err(response) => *response,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_connection_limit_leaves_descriptors_for_the_rest() {
+        let (soft, _) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
+        let room = usize::try_from(soft.saturating_sub(RESERVED_DESCRIPTORS)).unwrap_or(usize::MAX);
+        assert_eq!(connection_limit(usize::MAX), room.clamp(MIN_CONNECTIONS, tokio::sync::Semaphore::MAX_PERMITS));
+        assert_eq!(connection_limit(0), MIN_CONNECTIONS);
+        assert_eq!(connection_limit(MIN_CONNECTIONS + 1), (MIN_CONNECTIONS + 1).min(room.max(MIN_CONNECTIONS)));
     }
 }

@@ -624,3 +624,42 @@ async fn with_a_session_store_a_session_goes_on_at_another_front_and_ends_everyw
     assert!(answer.json()["error"]["message"].as_str().unwrap().contains("shared state store is unavailable"));
     assert_eq!(post_session(down.addr, &session, "2025-06-18", &ping).await.status, 503);
 }
+
+/// Connections beyond the limit are told 503 and closed at once; one that closes makes room.
+/// (The limit never goes below 16, whatever is configured.)
+#[tokio::test]
+async fn connections_beyond_the_limit_are_refused_at_once() {
+    use tokio::io::AsyncReadExt as _;
+    let gw = start_with(HttpOptions { max_connections: 16, ..HttpOptions::default() }).await;
+    let mut held = Vec::new();
+    for _ in 0..16 {
+        held.push(tokio::net::TcpStream::connect(gw.addr).await.unwrap());
+    }
+    let read_all = |mut stream: tokio::net::TcpStream| async move {
+        let mut said = String::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), stream.read_to_string(&mut said)).await;
+        assert!(read.is_ok(), "closed at once");
+        said
+    };
+    let said = read_all(tokio::net::TcpStream::connect(gw.addr).await.unwrap()).await;
+    assert!(
+        said.starts_with("HTTP/1.1 503 ")
+            && said.ends_with("too many connections to this gateway at once; try again later"),
+        "{said:?}"
+    );
+    drop(held.pop());
+    // The permit is back once the server has seen the close.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut stream = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+        let request = format!("GET /mcp HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n\r\n", gw.addr);
+        let _ = tokio::io::AsyncWriteExt::write_all(&mut stream, request.as_bytes()).await;
+        let mut said = String::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_string(&mut said)).await;
+        if said.starts_with("HTTP/1.1 405 ") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no room came back: {said:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
