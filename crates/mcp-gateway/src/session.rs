@@ -338,7 +338,12 @@ impl Session {
     /// Ends the session: the gateway's questions to it fail, its requests in flight stop, its
     /// stream closes, its subscriptions end.
     pub(crate) fn close(&self) {
-        lock(&self.subscriptions).clear();
+        let mut subscriptions = lock(&self.subscriptions);
+        if !subscriptions.is_empty() {
+            subscriptions.clear();
+            crate::subscriptions::holder_ended();
+        }
+        drop(subscriptions);
         let waiters = lock(&self.protocol).close();
         drop(waiters);
         for (_, tx) in lock(&self.in_flight).drain() {
