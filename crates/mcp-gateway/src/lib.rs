@@ -142,7 +142,10 @@ pub use backend::{
 pub use clock::{Clock, SystemClock};
 pub use content::{ContentView, GATEWAY_SCHEME, gateway_uri};
 pub use gateway::{Gateway, GatewayOptions};
-pub use http::{DrainOptions, DrainReport, HEALTHZ, HttpOptions, HttpServer, Lifecycle, METRICS, READYZ, ServeError};
+pub use http::{
+    DrainOptions, DrainReport, HEALTHZ, HttpOptions, HttpServer, Lifecycle, MAX_SESSIONS, MAX_SESSIONS_PER_CALLER,
+    METRICS, READYZ, SESSION_IDLE, ServeError,
+};
 pub use limit::{
     BucketUse, CallPermit, LimitConfigError, LimitError, LimitKind, LimitRule, Limits, MAX_LIMIT_COUNT,
     MAX_LIMIT_RULES, MemoryLimiter, Per, Plan, RateLimiter, Refusal, SLOT_RETRY, STORE_RETRY, SlotUse, TOKEN_EPSILON,
