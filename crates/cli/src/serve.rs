@@ -138,6 +138,9 @@ pub(crate) async fn serve_command(config: Config, at: &ConfigPath, args: &ServeA
                 // With a shared store, sessions live there: any replica continues them.
                 session_store: shared.store.is_some().then(|| Arc::clone(&shared.sessions)),
                 metrics_addr: settings.metrics_addr,
+                max_sessions: settings.max_sessions,
+                max_sessions_per_caller: settings.max_sessions_per_caller,
+                session_idle: settings.session_idle,
                 ..HttpOptions::default()
             };
             serve_over_http(gateway, http, settings.inbound.drain.options()).await

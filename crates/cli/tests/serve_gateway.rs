@@ -289,6 +289,39 @@ async fn bearer_tokens_from_a_variable_or_a_file_guard_serve_http_and_are_never_
     assert!(!said.contains("s3cret"), "a token was shown: {said}");
 }
 
+/// The status of a ping in `session` as the holder of `token`.
+async fn ping_status(served: &Served, session: &str, token: &str) -> u16 {
+    let ping = json!({"jsonrpc": "2.0", "id": 3, "method": "ping"});
+    served.post("/mcp", &ping, Some(session), Some(token)).await.status().as_u16()
+}
+
+#[tokio::test]
+async fn the_session_limits_of_serve_evict_a_callers_own_least_recently_used_session() {
+    let env = env();
+    let config = env.write(
+        "config.toml",
+        &format!(
+            "{UPSTREAMS}\n[serve]\nmax_sessions = 3\nmax_sessions_per_caller = 1\n\n[serve.auth]\ntokens = [{{ name = \
+             \"alice\", token_env = \"GATEWAY_TEST_ALICE\" }}, {{ name = \"bob\", token_env = \"GATEWAY_TEST_BOB\" }}]\n"
+        ),
+    );
+    let mut cmd = env.command(&config, &["--http", "127.0.0.1:0"]);
+    cmd.env("GATEWAY_TEST_ALICE", "alice-s3cret").env("GATEWAY_TEST_BOB", "bob-s3cret");
+    let served = Served::start(cmd).await;
+    let bob = served.session("/mcp", Some("bob-s3cret")).await;
+    let first = served.session("/mcp", Some("alice-s3cret")).await;
+    // Alice is at her share of one: her second session evicts her first, not Bob's older one.
+    let second = served.session("/mcp", Some("alice-s3cret")).await;
+    assert_eq!(ping_status(&served, &first, "alice-s3cret").await, 404);
+    assert_eq!(ping_status(&served, &second, "alice-s3cret").await, 200);
+    assert_eq!(ping_status(&served, &bob, "bob-s3cret").await, 200);
+
+    let zero = env.write("zero.toml", &format!("{UPSTREAMS}\n[serve]\nmax_sessions = 0\n"));
+    let (code, said) = env.refused(&zero, &["--http", "127.0.0.1:0"]);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("max_sessions") && said.contains("at least 1"), "{said}");
+}
+
 const RESOURCE: &str = "https://gw.example.com/mcp";
 
 #[tokio::test]

@@ -143,8 +143,8 @@ pub use clock::{Clock, SystemClock};
 pub use content::{ContentView, GATEWAY_SCHEME, gateway_uri};
 pub use gateway::{Gateway, GatewayOptions};
 pub use http::{
-    DrainOptions, DrainReport, HEALTHZ, HttpOptions, HttpServer, Lifecycle, METRICS, READYZ, RESERVED_DESCRIPTORS,
-    ServeError,
+    DrainOptions, DrainReport, HEALTHZ, HttpOptions, HttpServer, Lifecycle, MAX_SESSIONS, MAX_SESSIONS_PER_CALLER,
+    METRICS, READYZ, RESERVED_DESCRIPTORS, SESSION_IDLE, ServeError,
 };
 pub use limit::{
     BucketUse, CallPermit, LimitConfigError, LimitError, LimitKind, LimitRule, Limits, MAX_LIMIT_COUNT,

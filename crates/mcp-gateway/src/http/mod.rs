@@ -10,7 +10,8 @@
 //!   `Last-Event-ID` resumes it.
 //! - `initialize` opens a session (an unguessable `Mcp-Session-Id`); later requests carry the
 //!   id (an unknown one gets 404, so the client initializes again); GET opens the session's
-//!   stream of notifications; DELETE ends it.
+//!   stream of notifications; DELETE ends it. Sessions are bounded in all and per caller: a new
+//!   one beyond evicts the least recently used (`sessions`); an idle one expires.
 //! - A request with the 2026-07-28 `_meta` envelope is served on its own, its mirrored headers
 //!   checked against its body (400 with `-32020` when they disagree).
 //! - `Host` and `Origin` are checked first (403), then inbound authentication (401).
@@ -20,11 +21,11 @@ mod body;
 mod guard;
 mod life;
 mod resume;
+mod sessions;
 
-use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -44,12 +45,13 @@ use self::body::{Body, RequestStream, Work, sse_event};
 use self::guard::HostGuard;
 use self::life::InFlight;
 pub use self::life::{DrainOptions, DrainReport, Lifecycle};
+use self::sessions::{LetGo, Limits, Owner, Sessions};
 use crate::auth::{AuthRequest, Authenticator, METADATA_PATH, ProtectedResource, Unauthorized};
 use crate::backend::{BackendEvent, Caller};
 use crate::gateway::{Era, Gateway, ListenFilter, Reply, Scope, response_line};
 use crate::observe::{Answered, ServeWatch};
 use crate::seal::random_hex;
-use crate::session::{Outbound, Session, listing_digests, lock};
+use crate::session::{Outbound, Session, listing_digests};
 use crate::store::{SessionChange, SessionRecord, SessionStore, StoreError};
 use crate::subscriptions::session_event_line;
 
@@ -67,6 +69,20 @@ const RESUME_AFTER: Duration = Duration::from_millis(50);
 /// The default of [`HttpOptions::resume_grace`].
 const RESUME_GRACE: Duration = Duration::from_secs(5);
 const LAST_EVENT_ID: &str = "last-event-id";
+/// The default of [`HttpOptions::max_sessions`]: sessions are small (a few kilobytes each when
+/// idle), so ten thousand is a modest amount of memory and more clients than one gateway
+/// usually serves.
+pub const MAX_SESSIONS: usize = 10_000;
+/// The default of [`HttpOptions::max_sessions_per_caller`]: a tenth of [`MAX_SESSIONS`], so the
+/// table fills only when ten callers hold their whole share (one token holder opening sessions
+/// in a loop pushes out its own), and still far more than one client application opens.
+pub const MAX_SESSIONS_PER_CALLER: usize = 1_000;
+/// The default of [`HttpOptions::session_idle`].
+pub const SESSION_IDLE: Duration = Duration::from_secs(3600);
+/// How often idle sessions are looked for, besides when requests come.
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
+/// Idle sessions let go under one hold of the table's lock by the periodic sweep.
+const SWEEP_BATCH: usize = 256;
 
 /// How the HTTP front listens and whom it admits.
 #[derive(Debug, Clone)]
@@ -88,13 +104,18 @@ pub struct HttpOptions {
     pub header_timeout: Duration,
     /// How long a client may take to send a request's body.
     pub body_timeout: Duration,
-    /// Most sessions at once (503 beyond, after idle ones are let go).
+    /// Most sessions at once: a new one beyond evicts the least recently used (whose next
+    /// request gets 404, so its client initializes again). At least 1.
     pub max_sessions: usize,
     /// Most connections at once, on the front and the admin address together; lowered at bind
     /// to leave [`RESERVED_DESCRIPTORS`] of the process's descriptor limit for upstreams,
     /// files and the store. A connection beyond it is answered 503 and closed at once.
     pub max_connections: usize,
-    /// A session unused this long is let go.
+    /// Most sessions of one caller at once (its principal, whatever the profile; without
+    /// authentication its peer address): a new one beyond evicts that caller's least recently
+    /// used, never another caller's. At least 1.
+    pub max_sessions_per_caller: usize,
+    /// A session unused this long is let go (looked for as requests come and every 30 s).
     pub session_idle: Duration,
     /// What `GET /metrics` answers with; `None`: 404.
     pub metrics: Option<Arc<dyn crate::observe::MetricsSource>>,
@@ -129,9 +150,10 @@ impl Default for HttpOptions {
             max_body_bytes: 4 * 1024 * 1024,
             header_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(30),
-            max_sessions: 10_000,
+            max_sessions: MAX_SESSIONS,
+            max_sessions_per_caller: MAX_SESSIONS_PER_CALLER,
             max_connections: 4096,
-            session_idle: Duration::from_secs(3600),
+            session_idle: SESSION_IDLE,
             metrics: None,
             session_store: None,
             metrics_addr: None,
@@ -165,53 +187,6 @@ pub enum ServeError {
     },
 }
 
-/// The sessions of one front.
-#[derive(Debug, Default)]
-struct Sessions {
-    map: Mutex<HashMap<Arc<str>, Arc<Session>>>,
-}
-
-impl Sessions {
-    fn get(&self, id: &str, now_ms: u64) -> Option<Arc<Session>> {
-        let session = lock(&self.map).get(id).cloned()?;
-        session.touch(now_ms);
-        Some(session)
-    }
-
-    /// Adds `session`; `false` when full even after letting idle sessions go.
-    fn insert(&self, session: Arc<Session>, max: usize, idle_ms: u64, now_ms: u64) -> bool {
-        let Some(id) = session.id.clone() else { return false };
-        let mut map = lock(&self.map);
-        if map.len() >= max {
-            map.retain(|_, s| {
-                let keep = now_ms.saturating_sub(s.last_used_ms()) < idle_ms;
-                if !keep {
-                    s.close();
-                }
-                keep
-            });
-            if map.len() >= max {
-                return false;
-            }
-        }
-        map.insert(id, session);
-        true
-    }
-
-    fn remove(&self, id: &str) -> Option<Arc<Session>> {
-        lock(&self.map).remove(id)
-    }
-
-    /// Adds a session restored from the store, or the one a concurrent request added first.
-    fn adopt(&self, session: Arc<Session>, max: usize, idle_ms: u64, now_ms: u64) -> Option<Arc<Session>> {
-        let id = session.id.clone()?;
-        if let Some(existing) = lock(&self.map).get(&id).cloned() {
-            return Some(existing);
-        }
-        self.insert(Arc::clone(&session), max, idle_ms, now_ms).then_some(session)
-    }
-}
-
 struct State {
     gateway: Gateway,
     options: HttpOptions,
@@ -224,6 +199,52 @@ struct State {
     resume: Arc<resume::Registry>,
     /// One permit per open connection ([`HttpOptions::max_connections`], as bound).
     connections: Arc<tokio::sync::Semaphore>,
+}
+
+impl State {
+    fn limits(&self) -> Limits {
+        Limits {
+            max: self.options.max_sessions,
+            per_caller: self.options.max_sessions_per_caller,
+            idle_ms: u64::try_from(self.options.session_idle.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// Ends what making room let go: expired sessions here only (a store keeps its own
+    /// lifetime, renewed by other replicas' use); evicted ones everywhere, their store
+    /// records and approvals with them (an evicted session is over, as after DELETE, and its
+    /// record would otherwise outlive the cap for the store's idle lifetime).
+    async fn let_go(&self, gone: LetGo) {
+        for session in &gone.expired {
+            session.close();
+        }
+        if !gone.evicted.is_empty() {
+            tracing::debug!(evicted = gone.evicted.len(), "sessions evicted to make room for new ones");
+        }
+        for session in gone.evicted {
+            session.close();
+            if let (Some(store), Some(id)) = (&self.options.session_store, &session.id)
+                && let Err(e) = store.remove(id).await
+            {
+                tracing::warn!(error = %e, "an evicted session could not be removed from the session store");
+            }
+            self.gateway.options().approvals.forget(&session.scope()).await;
+        }
+    }
+
+    /// Lets go of every idle session, a batch per hold of the table's lock.
+    async fn sweep(&self) {
+        let idle_ms = self.limits().idle_ms;
+        loop {
+            let mut expired = Vec::new();
+            let swept = self.sessions.sweep(self.gateway.now_ms(), idle_ms, SWEEP_BATCH, &mut expired);
+            self.let_go(LetGo { expired, evicted: Vec::new() }).await;
+            if swept < SWEEP_BATCH {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    }
 }
 
 /// A bound HTTP front; [`HttpServer::run`] serves it.
@@ -300,6 +321,20 @@ impl HttpServer {
     /// requests.
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
+        // Idle sessions go without waiting for requests to come (their subscriptions and
+        // streams with them).
+        let sweeper = {
+            let state = Arc::clone(&self.state);
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(SWEEP_EVERY);
+                every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    every.tick().await;
+                    state.sweep().await;
+                }
+            })
+        };
+        let _sweeper = AbortOnDrop(sweeper);
         let admin = self.admin.as_ref().map(|(listener, _)| listener);
         loop {
             tokio::select! {
@@ -383,6 +418,15 @@ fn admit(state: &State, stream: &tokio::net::TcpStream) -> Option<tokio::sync::O
             tracing::debug!("a connection was refused: the gateway has as many open as it takes");
             None
         }
+    }
+}
+
+/// Stops a task when dropped (when `run` returns, or its future is dropped).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -473,8 +517,8 @@ async fn route(state: &State, request: Request<Incoming>, peer: SocketAddr) -> R
     };
     match *request.method() {
         Method::POST => post(state, caller, request, in_flight, peer).await,
-        Method::GET => get(state, &caller, request.headers()).await,
-        Method::DELETE => delete(state, &caller, request.headers()).await,
+        Method::GET => get(state, &caller, request.headers(), peer.ip()).await,
+        Method::DELETE => delete(state, &caller, request.headers(), peer.ip()).await,
         _ => {
             let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "the MCP endpoint takes POST, GET and DELETE");
             response.headers_mut().insert(ALLOW, HeaderValue::from_static("POST, GET, DELETE"));
@@ -652,11 +696,13 @@ fn metadata(state: &State, rest: &str, method: &Method) -> Response<Body> {
 
 /// The session a request names, if it is this caller's (else the 404 to answer with). With a
 /// session store, a session this replica does not hold is restored from it, and one it holds is
-/// renewed there (a session ended on another replica ends here too).
+/// renewed there (a session ended on another replica ends here too). A session idle too long
+/// is let go and answered as unknown.
 async fn session_of(
     state: &State,
     caller: &Caller,
     headers: &HeaderMap,
+    peer: IpAddr,
 ) -> Result<Option<Arc<Session>>, Box<Response<Body>>> {
     let Some(id) = headers.get(SESSION_ID) else { return Ok(None) };
     let not_found = || {
@@ -668,7 +714,9 @@ async fn session_of(
     };
     let Ok(id) = id.to_str() else { return Err(not_found()) };
     let now_ms = state.gateway.now_ms();
-    let local = state.sessions.get(id, now_ms);
+    let mut expired = Vec::new();
+    let local = state.sessions.get(id, now_ms, state.limits().idle_ms, &mut expired);
+    state.let_go(LetGo { expired, evicted: Vec::new() }).await;
     let Some(store) = &state.options.session_store else {
         // Another caller's session is as unknown as a made-up one.
         return match local {
@@ -703,17 +751,17 @@ async fn session_of(
         session.listed_elsewhere_as(record.listed);
     }
     let session = Arc::new(session);
-    let idle_ms = u64::try_from(state.options.session_idle.as_millis()).unwrap_or(u64::MAX);
-    match state.sessions.adopt(Arc::clone(&session), state.options.max_sessions, idle_ms, now_ms) {
-        Some(adopted) => {
-            // Renewed once, by the request that brought the session here.
-            if Arc::ptr_eq(&adopted, &session) && !record.subscriptions.is_empty() {
-                state.gateway.resubscribe(&adopted, &record.subscriptions).await;
-            }
-            Ok(Some(adopted))
-        }
-        None => Err(Box::new(plain(StatusCode::SERVICE_UNAVAILABLE, "too many sessions; try again later"))),
+    let Some((adopted, gone)) =
+        state.sessions.adopt(Arc::clone(&session), Owner::of(caller, peer), state.limits(), now_ms)
+    else {
+        return Err(not_found());
+    };
+    state.let_go(gone).await;
+    // Renewed once, by the request that brought the session here.
+    if Arc::ptr_eq(&adopted, &session) && !record.subscriptions.is_empty() {
+        state.gateway.resubscribe(&adopted, &record.subscriptions).await;
     }
+    Ok(Some(adopted))
 }
 
 /// The answer to a request that needs the session store when it failed: 503, saying so.
@@ -778,7 +826,7 @@ async fn post(
             return json(StatusCode::BAD_REQUEST, Message::Error(error).encode());
         }
     };
-    let session = match session_of(state, &caller, &headers).await {
+    let session = match session_of(state, &caller, &headers, peer.ip()).await {
         Ok(session) => session,
         Err(response) => return *response,
     };
@@ -800,7 +848,7 @@ async fn post(
     };
     match mcp_protocol::classify(message) {
         ClientMessage::Request(incoming) => {
-            post_request(state, caller, session, &headers, *incoming, in_flight, watch).await
+            post_request(state, caller, session, &headers, *incoming, in_flight, watch, peer.ip()).await
         }
         ClientMessage::Notification(notification) => {
             if let Some(session) = session {
@@ -872,6 +920,7 @@ fn refused_early(
     json(status, response_line(id, Reply::Error(error), stateless))
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn post_request(
     state: &State,
     caller: Caller,
@@ -880,6 +929,7 @@ async fn post_request(
     incoming: IncomingRequest,
     in_flight: InFlight,
     watch: Option<Box<dyn ServeWatch>>,
+    peer: IpAddr,
 ) -> Response<Body> {
     let IncomingRequest { id, method, request, meta } = incoming;
     let gateway = &state.gateway;
@@ -903,7 +953,7 @@ async fn post_request(
             if let Err(e) = mcp_protocol::check_headers(&mirrored(headers), &facts) {
                 return refused_early(watch, &id, StatusCode::BAD_REQUEST, e.to_error_object(), false);
             }
-            return initialize(state, caller, &id, params, watch).await;
+            return initialize(state, caller, peer, &id, params, watch).await;
         }
         (None, _) => {
             let Some(envelope) = &meta.envelope else {
@@ -1019,6 +1069,7 @@ async fn check_params(
 async fn initialize(
     state: &State,
     caller: Caller,
+    peer: IpAddr,
     id: &RequestId,
     params: &mcp_protocol::InitializeRequestParams,
     watch: Option<Box<dyn ServeWatch>>,
@@ -1037,19 +1088,37 @@ async fn initialize(
             return json(StatusCode::OK, response_line(id, Reply::Error(error), false));
         }
     };
+    // Room is made first (a full table evicts, never refuses), so nothing after the store's
+    // record can fail and leave it behind.
+    let client = session.client_context();
+    let owner = Owner::of(&caller, peer);
+    let Some(gone) = state.sessions.insert(session, owner, state.limits(), gateway.now_ms()) else {
+        return plain(StatusCode::SERVICE_UNAVAILABLE, "session id taken; initialize again");
+    };
+    state.let_go(gone).await;
     // With a store, the session exists once it is kept there: any replica may get its next
     // request.
     if let Some(store) = &state.options.session_store {
-        let record = SessionRecord::new(&caller, &session.client_context());
-        match store.create(&session_id, &record).await {
-            Ok(true) => {}
-            Ok(false) => return plain(StatusCode::SERVICE_UNAVAILABLE, "session id taken; initialize again"),
-            Err(e) => return store_unavailable(&e),
+        let record = SessionRecord::new(&caller, &client);
+        let refused = match store.create(&session_id, &record).await {
+            Ok(true) => None,
+            Ok(false) => Some(plain(StatusCode::SERVICE_UNAVAILABLE, "session id taken; initialize again")),
+            Err(e) => Some(store_unavailable(&e)),
+        };
+        if let Some(refused) = refused {
+            if let Some(session) = state.sessions.remove(&session_id) {
+                session.close();
+            }
+            return refused;
         }
-    }
-    let idle_ms = u64::try_from(state.options.session_idle.as_millis()).unwrap_or(u64::MAX);
-    if !state.sessions.insert(session, state.options.max_sessions, idle_ms, gateway.now_ms()) {
-        return plain(StatusCode::SERVICE_UNAVAILABLE, "too many sessions; try again later");
+        // Evicted by a crowd of new sessions while its record was written (their eviction
+        // removed a record not yet there): this one is over too.
+        if !state.sessions.contains(&session_id) {
+            if let Err(e) = store.remove(&session_id).await {
+                tracing::warn!(error = %e, "an evicted session could not be removed from the session store");
+            }
+            return plain(StatusCode::SERVICE_UNAVAILABLE, "the session was evicted as it opened; initialize again");
+        }
     }
     // Told the answer: its negotiated revision is known only from it.
     if let Some(watch) = watch {
@@ -1292,8 +1361,8 @@ async fn forward(
 
 /// GET: the session's stream of notifications (session revisions only), or with
 /// `Last-Event-ID` a call's resumable stream resumed.
-async fn get(state: &State, caller: &Caller, headers: &HeaderMap) -> Response<Body> {
-    let session = match session_of(state, caller, headers).await {
+async fn get(state: &State, caller: &Caller, headers: &HeaderMap, peer: IpAddr) -> Response<Body> {
+    let session = match session_of(state, caller, headers, peer).await {
         Ok(Some(session)) => session,
         Ok(None) => {
             let mut response = plain(
@@ -1332,8 +1401,8 @@ async fn get(state: &State, caller: &Caller, headers: &HeaderMap) -> Response<Bo
 }
 
 /// DELETE: ends the session.
-async fn delete(state: &State, caller: &Caller, headers: &HeaderMap) -> Response<Body> {
-    match session_of(state, caller, headers).await {
+async fn delete(state: &State, caller: &Caller, headers: &HeaderMap, peer: IpAddr) -> Response<Body> {
+    match session_of(state, caller, headers, peer).await {
         Ok(Some(session)) => {
             if let Some(id) = &session.id {
                 state.sessions.remove(id);

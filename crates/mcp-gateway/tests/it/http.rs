@@ -663,3 +663,154 @@ async fn connections_beyond_the_limit_are_refused_at_once() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Opens a session of 2025-06-18 as the holder of `token` (none: unauthenticated); its id.
+async fn open_as(addr: std::net::SocketAddr, token: Option<&str>) -> String {
+    let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}});
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![("content-type", "application/json"), ("accept", "application/json, text/event-stream")];
+    if let Some(bearer) = &bearer {
+        headers.push(("authorization", bearer.as_str()));
+    }
+    let answer = exchange(addr, "POST", &headers, &body.to_string()).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    answer.session().expect("a session id")
+}
+
+/// The status of a ping in session `session` as the holder of `token`.
+async fn ping_as(addr: std::net::SocketAddr, token: Option<&str>, session: &str) -> u16 {
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-session-id", session),
+        ("mcp-protocol-version", "2025-06-18"),
+    ];
+    if let Some(bearer) = &bearer {
+        headers.push(("authorization", bearer.as_str()));
+    }
+    let answer = exchange(addr, "POST", &headers, &ping.to_string()).await;
+    if answer.status == 200 {
+        assert_eq!(answer.json()["result"], json!({}), "{answer:?}");
+    }
+    answer.status
+}
+
+#[tokio::test]
+async fn a_full_table_evicts_the_least_recently_used_session_instead_of_refusing() {
+    let gw = start_with(HttpOptions { max_sessions: 3, ..HttpOptions::default() }).await;
+    let [a, b, c] = [open_as(gw.addr, None).await, open_as(gw.addr, None).await, open_as(gw.addr, None).await];
+    // `a` is used again: `b` is the one idle longest when `d` comes.
+    assert_eq!(ping_as(gw.addr, None, &a).await, 200);
+    let d = open_as(gw.addr, None).await;
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    let evicted = post_session(gw.addr, &b, "2025-06-18", &ping).await;
+    assert_eq!(evicted.status, 404, "an evicted session is unknown, so its client initializes again");
+    assert!(evicted.json()["error"]["message"].as_str().unwrap().contains("initialize a new one"), "{evicted:?}");
+    for kept in [&a, &c, &d] {
+        assert_eq!(ping_as(gw.addr, None, kept).await, 200, "{kept}");
+    }
+}
+
+#[tokio::test]
+async fn a_caller_at_its_share_evicts_its_own_sessions_never_another_callers() {
+    let tokens = BearerTokens::new().token("alice-token", "alice").token("mallory-token", "mallory");
+    let options = HttpOptions {
+        auth: Some(Arc::new(tokens)),
+        max_sessions: 3,
+        max_sessions_per_caller: 2,
+        ..HttpOptions::default()
+    };
+    let gw = start_with(options).await;
+    let alice = open_as(gw.addr, Some("alice-token")).await;
+    let mut mallory = Vec::new();
+    for _ in 0..5 {
+        mallory.push(open_as(gw.addr, Some("mallory-token")).await);
+    }
+    // Alice's session is the least recently used of all, yet only Mallory's own went.
+    assert_eq!(ping_as(gw.addr, Some("alice-token"), &alice).await, 200);
+    let mut statuses = Vec::new();
+    for session in &mallory {
+        statuses.push(ping_as(gw.addr, Some("mallory-token"), session).await);
+    }
+    assert_eq!(statuses, [404, 404, 404, 200, 200]);
+}
+
+#[tokio::test]
+async fn an_idle_session_expires_by_time_with_room_to_spare() {
+    let gw = start_with(HttpOptions { session_idle: Duration::from_secs(60), ..HttpOptions::default() }).await;
+    let used = open_as(gw.addr, None).await;
+    let left = open_as(gw.addr, None).await;
+    gw.clock.advance(59_000);
+    assert_eq!(ping_as(gw.addr, None, &used).await, 200, "used within the limit: renewed");
+    gw.clock.advance(2_000);
+    assert_eq!(ping_as(gw.addr, None, &left).await, 404, "unused for 61 s of 60");
+    assert_eq!(ping_as(gw.addr, None, &used).await, 200);
+    gw.clock.advance(60_000);
+    assert_eq!(ping_as(gw.addr, None, &used).await, 404);
+}
+
+/// A [`mcp_gateway::MemorySessions`] whose `create` fails while `fail` is set.
+#[derive(Debug)]
+struct Flaky {
+    inner: mcp_gateway::MemorySessions,
+    fail: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl mcp_gateway::SessionStore for Flaky {
+    async fn create(&self, id: &str, record: &mcp_gateway::SessionRecord) -> Result<bool, mcp_gateway::StoreError> {
+        if self.fail.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(mcp_gateway::StoreError::Unavailable("connection refused".into()));
+        }
+        self.inner.create(id, record).await
+    }
+    async fn load(&self, id: &str) -> Result<Option<mcp_gateway::SessionRecord>, mcp_gateway::StoreError> {
+        self.inner.load(id).await
+    }
+    async fn touch(&self, id: &str) -> Result<bool, mcp_gateway::StoreError> {
+        self.inner.touch(id).await
+    }
+    async fn update(&self, id: &str, change: &mcp_gateway::SessionChange) -> Result<bool, mcp_gateway::StoreError> {
+        self.inner.update(id, change).await
+    }
+    async fn remove(&self, id: &str) -> Result<(), mcp_gateway::StoreError> {
+        self.inner.remove(id).await
+    }
+}
+
+#[tokio::test]
+async fn with_a_session_store_evicted_and_refused_sessions_leave_no_record() {
+    let clock: Arc<dyn mcp_gateway::Clock> = Arc::new(TestClock::default());
+    let flaky = Arc::new(Flaky {
+        inner: mcp_gateway::MemorySessions::new(16, Duration::from_secs(60), clock),
+        fail: std::sync::atomic::AtomicBool::new(false),
+    });
+    let store: Arc<dyn mcp_gateway::SessionStore> = Arc::clone(&flaky) as _;
+    let gw =
+        start_with(HttpOptions { session_store: Some(Arc::clone(&store)), max_sessions: 2, ..HttpOptions::default() })
+            .await;
+    let first = open_as(gw.addr, None).await;
+    // The store refuses one: 503, and neither a record nor a session here is left of it (one
+    // left here would take the room `second` needs and evict `first`).
+    flaky.fail.store(true, std::sync::atomic::Ordering::SeqCst);
+    let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}});
+    let refused = exchange(gw.addr, "POST", &[("content-type", "application/json")], &body.to_string()).await;
+    assert_eq!(refused.status, 503, "{refused:?}");
+    flaky.fail.store(false, std::sync::atomic::Ordering::SeqCst);
+    let second = open_as(gw.addr, None).await;
+    assert_eq!(ping_as(gw.addr, None, &second).await, 200);
+    assert_eq!(ping_as(gw.addr, None, &first).await, 200);
+    // A third evicts `second` (`first` was just used) here and in the store: it is not
+    // restored from there, at this front or any other.
+    let third = open_as(gw.addr, None).await;
+    assert!(store.load(&second).await.unwrap().is_none(), "the evicted session's record is removed");
+    assert_eq!(ping_as(gw.addr, None, &second).await, 404);
+    for kept in [&first, &third] {
+        assert!(store.load(kept).await.unwrap().is_some(), "{kept}");
+        assert_eq!(ping_as(gw.addr, None, kept).await, 200);
+    }
+}

@@ -141,8 +141,9 @@ pub(crate) struct RawRuntime {
 #[serde(
     deny_unknown_fields,
     expecting = "a table with `name`, `version`, `instructions`, `allowed_hosts`, `allowed_origins`, \
-                 `startup_wait_s`, `approval_wait_s`, `approval_ttl_s`, `metrics`, `metrics_addr`, `auth`, `profiles`, `audit`, \
-                 `drain`, `limits`, `replicas` and `code_mode`"
+                 `startup_wait_s`, `approval_wait_s`, `approval_ttl_s`, `metrics`, `metrics_addr`, `max_sessions`, \
+                 `max_sessions_per_caller`, `session_idle_s`, `auth`, `profiles`, `audit`, `drain`, `limits`, `replicas` \
+                 and `code_mode`"
 )]
 pub(crate) struct RawServe {
     #[serde(default)]
@@ -167,6 +168,15 @@ pub(crate) struct RawServe {
     /// `GET /metrics` on an address of its own (`host:port`).
     #[serde(default)]
     pub(crate) metrics_addr: Option<String>,
+    /// Most sessions `serve --http` holds at once.
+    #[serde(default)]
+    pub(crate) max_sessions: Option<usize>,
+    /// Most sessions of one caller at once.
+    #[serde(default)]
+    pub(crate) max_sessions_per_caller: Option<usize>,
+    /// How long an unused session is kept.
+    #[serde(default)]
+    pub(crate) session_idle_s: Option<Seconds>,
     /// `[serve.auth]`: inbound authentication of `serve --http`.
     #[serde(default)]
     pub(crate) auth: mcp_gateway::settings::AuthSettings,

@@ -284,6 +284,14 @@ pub struct ServeSettings {
     /// `metrics_addr`: `serve --http` answers `GET /metrics` on this address instead of the
     /// MCP front's (`None`: on the front).
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// `max_sessions`: most sessions `serve --http` holds at once (a new one beyond evicts the
+    /// least recently used).
+    pub max_sessions: usize,
+    /// `max_sessions_per_caller`: most sessions of one caller (a new one beyond evicts that
+    /// caller's least recently used).
+    pub max_sessions_per_caller: usize,
+    /// `session_idle_s`: how long an unused session is kept.
+    pub session_idle: Duration,
     /// `[serve.auth]`, `[serve.profiles.NAME]`, `[serve.audit]` and `[serve.drain]`, as the
     /// gateway reads them (relative paths made relative to the configuration file). Token
     /// files and variables are read when `serve` starts, not here.
@@ -310,6 +318,9 @@ impl Default for ServeSettings {
             approval_ttl: Duration::from_secs(300),
             metrics: false,
             metrics_addr: None,
+            max_sessions: mcp_gateway::MAX_SESSIONS,
+            max_sessions_per_caller: mcp_gateway::MAX_SESSIONS_PER_CALLER,
+            session_idle: mcp_gateway::SESSION_IDLE,
             inbound: mcp_gateway::settings::InboundSettings::default(),
             limits: Vec::new(),
             replicas: None,

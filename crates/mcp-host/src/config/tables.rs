@@ -68,6 +68,28 @@ impl RawServe {
                     .to_owned(),
             ));
         }
+        let max_sessions = match self.max_sessions {
+            Some(0) => return Err(("max_sessions", "`max_sessions` must be at least 1".to_owned())),
+            Some(n) => n,
+            None => defaults.max_sessions,
+        };
+        let max_sessions_per_caller = match self.max_sessions_per_caller {
+            Some(0) => {
+                return Err(("max_sessions_per_caller", "`max_sessions_per_caller` must be at least 1".to_owned()));
+            }
+            Some(n) if n > max_sessions => {
+                return Err((
+                    "max_sessions_per_caller",
+                    format!(
+                        "`max_sessions_per_caller` ({n}) must not be more than `max_sessions` ({max_sessions}): one \
+                         caller could then fill the table"
+                    ),
+                ));
+            }
+            Some(n) => n,
+            // A lower `max_sessions` lowers the share with it.
+            None => defaults.max_sessions_per_caller.min(max_sessions),
+        };
         let mut inbound = mcp_gateway::settings::InboundSettings::default();
         inbound.auth = self.auth;
         for token in &mut inbound.auth.tokens {
@@ -105,6 +127,9 @@ impl RawServe {
             // An address of their own asks for them.
             metrics: self.metrics.unwrap_or(metrics_addr.is_some()),
             metrics_addr,
+            max_sessions,
+            max_sessions_per_caller,
+            session_idle: self.session_idle_s.map_or(defaults.session_idle, |s| s.0),
             inbound,
             limits: self.limits,
             replicas,

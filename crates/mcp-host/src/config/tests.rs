@@ -701,3 +701,33 @@ fn serve_metrics_may_have_an_address_of_their_own() {
     let bad = toml_err("[serve]\nmetrics_addr = \"localhost\"\n");
     assert!(bad.contains("metrics_addr") && bad.contains("address and port"), "{bad}");
 }
+
+#[test]
+fn serve_session_limits_are_read_and_checked() {
+    let defaults = parse(Path::new("/x/c.toml"), "[servers.a]\ncommand = \"a\"\n").unwrap();
+    assert_eq!(defaults.serve.max_sessions, mcp_gateway::MAX_SESSIONS);
+    assert_eq!(defaults.serve.max_sessions_per_caller, mcp_gateway::MAX_SESSIONS_PER_CALLER);
+    assert_eq!(defaults.serve.session_idle, mcp_gateway::SESSION_IDLE);
+    let set = parse(
+        Path::new("/x/c.toml"),
+        "[serve]\nmax_sessions = 500\nmax_sessions_per_caller = 20\nsession_idle_s = 600\n",
+    )
+    .unwrap();
+    assert_eq!(
+        (set.serve.max_sessions, set.serve.max_sessions_per_caller, set.serve.session_idle),
+        (500, 20, Duration::from_secs(600))
+    );
+    let lower = parse(Path::new("/x/c.toml"), "[serve]\nmax_sessions = 50\n").unwrap();
+    assert_eq!(lower.serve.max_sessions_per_caller, 50, "the share is never more than the table");
+    for (text, key) in [
+        ("[serve]\nmax_sessions = 0\n", "max_sessions"),
+        ("[serve]\nmax_sessions_per_caller = 0\n", "max_sessions_per_caller"),
+    ] {
+        let zero = toml_err(text);
+        assert!(zero.contains(key) && zero.contains("at least 1"), "{zero}");
+    }
+    let over = toml_err("[serve]\nmax_sessions = 10\nmax_sessions_per_caller = 11\n");
+    assert!(over.contains("max_sessions_per_caller") && over.contains("not be more than"), "{over}");
+    let idle = toml_err("[serve]\nsession_idle_s = 0\n");
+    assert!(idle.contains("session_idle_s") && idle.contains("positive"), "{idle}");
+}
