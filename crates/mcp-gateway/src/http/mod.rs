@@ -999,9 +999,12 @@ async fn post_request(
         }
         // Only a call sends messages before its answer.
         ClientRequest::CallTool(_) => {
-            // Explicitly: a client that names no media types may not read SSE it did not expect.
-            let sse_ok = headers.contains_key(ACCEPT) && accepts(headers, "text/event-stream");
-            call(state, scope, id, request, meta, in_flight, watch, sse_ok).await
+            // A client that names no media types takes any (messages before the answer make it
+            // SSE), but only one that names SSE gets a resumable stream it may not expect; one
+            // that names only JSON gets JSON.
+            let named = headers.contains_key(ACCEPT);
+            let accepted = Sse { ok: named && accepts(headers, "text/event-stream"), any: !named };
+            call(state, scope, id, request, meta, in_flight, watch, accepted).await
         }
         request => {
             let kept = match &scope.era {
@@ -1131,8 +1134,15 @@ async fn initialize(
     response
 }
 
+/// What a call's client said of SSE: it named it (`ok`), or named no media type at all (`any`).
+#[derive(Debug, Clone, Copy)]
+struct Sse {
+    ok: bool,
+    any: bool,
+}
+
 /// A `tools/call`: answered with JSON, unless it sends messages first (then SSE). A session's
-/// call from a client that reads SSE (`sse_ok`) becomes a resumable stream when it sends a
+/// call from a client that reads SSE (`takes.ok`) becomes a resumable stream when it sends a
 /// message first or has not answered within [`HttpOptions::resume_after`].
 #[allow(clippy::too_many_arguments)]
 async fn call(
@@ -1143,8 +1153,9 @@ async fn call(
     meta: mcp_protocol::RequestMeta,
     in_flight: InFlight,
     watch: Option<Box<dyn ServeWatch>>,
-    sse_ok: bool,
+    takes: Sse,
 ) -> Response<Body> {
+    let sse_ok = takes.ok;
     let stateless = scope.is_stateless();
     let session = match &scope.era {
         Era::Session(session) => Some(Arc::clone(session)),
@@ -1175,7 +1186,10 @@ async fn call(
         // started (as SSE): a drain waits for it.
         let _in_flight = in_flight;
         let _running = running;
-        let out = Outbound::new(tx);
+        // A client that accepts only JSON is sent nothing before its answer, which is then
+        // plain JSON: no progress, and it cannot be asked (a call needing confirmation is
+        // refused, naming the rule).
+        let out = if takes.ok || takes.any { Outbound::new(tx) } else { Outbound::none() };
         let handled = gateway.handle_watched(watch, &scope, &id, request, &meta, &out);
         let cancelled = async move {
             match cancelled {

@@ -214,3 +214,31 @@ async fn denied_tools_are_neither_listed_nor_callable() {
     );
     assert!(gw.backend.calls().is_empty());
 }
+
+/// A client that accepts only JSON gets only JSON: no progress before the answer, and it is
+/// not asked (the call needing confirmation is refused, naming the rule), though it declared
+/// elicitation.
+#[tokio::test]
+async fn a_client_that_accepts_only_json_is_sent_no_stream() {
+    let gw = start().await;
+    let session = initialize(gw.addr, "2025-06-18", json!({"elicitation": {}})).await;
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept", "application/json"),
+        ("mcp-session-id", session.as_str()),
+        ("mcp-protocol-version", "2025-06-18"),
+    ];
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": write_call("a.txt")});
+    let answer = exchange(gw.addr, "POST", &headers, &call.to_string()).await;
+    assert_eq!(answer.headers["content-type"], "application/json", "{answer:?}");
+    let result = &answer.json()["result"];
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(result.to_string().contains("needs confirmation"), "{result}");
+    assert!(gw.backend.calls().is_empty());
+
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "echo__progress", "arguments": {}, "_meta": {"progressToken": "mine"}}});
+    let answer = exchange(gw.addr, "POST", &headers, &call.to_string()).await;
+    assert_eq!(answer.headers["content-type"], "application/json", "{answer:?}");
+    assert_eq!(answer.json()["id"], 2);
+}
