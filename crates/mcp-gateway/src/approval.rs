@@ -147,13 +147,14 @@ pub trait ApprovalMemory: fmt::Debug + Send + Sync {
 #[derive(Debug)]
 pub struct MemoryApprovals {
     capacity: usize,
-    scopes: Mutex<HashMap<String, HashSet<String>>>,
+    /// The scopes, and how many approvals they hold in all (kept, not summed per approval).
+    scopes: Mutex<(HashMap<String, HashSet<String>>, usize)>,
 }
 
 impl MemoryApprovals {
     /// At most `capacity` remembered approvals in all.
     pub fn new(capacity: usize) -> Self {
-        Self { capacity, scopes: Mutex::new(HashMap::new()) }
+        Self { capacity, scopes: Mutex::new((HashMap::new(), 0)) }
     }
 }
 
@@ -166,20 +167,24 @@ impl Default for MemoryApprovals {
 #[async_trait]
 impl ApprovalMemory for MemoryApprovals {
     async fn approved(&self, scope: &str, key: &str) -> Result<bool, StoreError> {
-        Ok(lock(&self.scopes).get(scope).is_some_and(|keys| keys.contains(key)))
+        Ok(lock(&self.scopes).0.get(scope).is_some_and(|keys| keys.contains(key)))
     }
 
     async fn remember(&self, scope: &str, key: &str) -> Result<(), StoreError> {
-        let mut scopes = lock(&self.scopes);
-        let total: usize = scopes.values().map(HashSet::len).sum();
-        if total < self.capacity {
-            scopes.entry(scope.to_owned()).or_default().insert(key.to_owned());
+        let mut guard = lock(&self.scopes);
+        let (scopes, total) = &mut *guard;
+        if *total < self.capacity && scopes.entry(scope.to_owned()).or_default().insert(key.to_owned()) {
+            *total += 1;
         }
         Ok(())
     }
 
     async fn forget(&self, scope: &str) {
-        lock(&self.scopes).remove(scope);
+        let mut guard = lock(&self.scopes);
+        let (scopes, total) = &mut *guard;
+        if let Some(keys) = scopes.remove(scope) {
+            *total -= keys.len();
+        }
     }
 }
 
@@ -412,7 +417,12 @@ mod tests {
         assert_eq!(memory.approved("s2", "k").await, Ok(false));
         memory.remember("s2", "k").await.unwrap();
         assert_eq!(memory.approved("s2", "k").await, Ok(false), "full: not remembered");
+        memory.remember("s1", "k").await.unwrap();
+        assert_eq!(lock(&memory.scopes).1, 1, "the same approval again is counted once");
         memory.forget("s1").await;
         assert_eq!(memory.approved("s1", "k").await, Ok(false));
+        // Forgetting makes room again.
+        memory.remember("s2", "k").await.unwrap();
+        assert_eq!(memory.approved("s2", "k").await, Ok(true));
     }
 }
