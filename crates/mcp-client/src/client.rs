@@ -16,7 +16,7 @@ mod input;
 mod methods;
 mod options;
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 
 use mcp_protocol::{
@@ -88,6 +88,8 @@ impl Client {
             restoring: tokio::sync::Mutex::new(()),
             listening: AtomicBool::new(false),
             session_guard: Mutex::new(None),
+            serving: Arc::default(),
+            skipped: AtomicU64::new(0),
         });
         let writer = tokio::spawn(write_loop(Arc::clone(&inner), sink, outgoing_rx));
         let reader = tokio::spawn(read_loop(Arc::clone(&inner), stream));

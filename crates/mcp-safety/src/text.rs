@@ -123,6 +123,22 @@ pub fn is_plain_ascii(bytes: &[u8]) -> bool {
     chunks.remainder().iter().all(|&b| plain_byte(b))
 }
 
+/// `value` when its text (a string's own, else its JSON) is at most `max` bytes; else that
+/// text [`cut`] to `max` characters, as a string. For what a peer sends that a host keeps or
+/// passes on (a server's log `data`), which may be megabytes.
+pub fn cap_json(value: &mut serde_json::Value, max: usize) {
+    let cut = match &*value {
+        serde_json::Value::String(text) => (text.len() > max).then(|| cut(text, max)),
+        other => {
+            let text = other.to_string();
+            (text.len() > max).then(|| cut(&text, max))
+        }
+    };
+    if let Some(cut) = cut {
+        *value = serde_json::Value::String(cut);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -174,5 +190,18 @@ mod tests {
             prop_assert!(line.chars().count() <= cap);
             prop_assert_eq!(is_plain_ascii(text.as_bytes()), text.bytes().all(|b| (0x20..0x7f).contains(&b) || b == b'\n' || b == b'\t'));
         }
+    }
+
+    #[test]
+    fn long_json_is_cut_to_text() {
+        let mut short = serde_json::json!({"a": 1});
+        cap_json(&mut short, 100);
+        assert_eq!(short, serde_json::json!({"a": 1}));
+        let mut long = serde_json::json!({"a": "x".repeat(50)});
+        cap_json(&mut long, 10);
+        assert_eq!(long, serde_json::Value::String("{\"a\":\"xxx…".to_owned()));
+        let mut text = serde_json::Value::String("é".repeat(20));
+        cap_json(&mut text, 10);
+        assert_eq!(text.as_str().map(|t| t.chars().count()), Some(10));
     }
 }

@@ -2,7 +2,7 @@
 //! waiters kept in the session's table of pending requests, and what every incoming message
 //! does.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -171,7 +171,18 @@ pub(super) struct Inner {
     pub(super) listening: AtomicBool,
     /// The observer's guard of the open session, dropped when it ends.
     pub(super) session_guard: Mutex<Option<crate::observe::SessionGuard>>,
+    /// The server's requests being answered now (roots, sampling, elicitation), at most
+    /// [`MAX_SERVER_REQUESTS`].
+    pub(super) serving: Arc<AtomicUsize>,
+    /// Lines of the server's that were not JSON-RPC, skipped so far.
+    pub(super) skipped: AtomicU64,
 }
+
+/// The most requests of one server answered at once: each may wait minutes for a person, and a
+/// server may send them without end. One beyond is refused at once.
+pub(super) const MAX_SERVER_REQUESTS: usize = 16;
+/// The skipped non-JSON-RPC lines each said in the log; after them, every power of two.
+const SKIPPED_LINES_SAID: u64 = 10;
 
 impl Inner {
     pub(super) fn session(&self) -> MutexGuard<'_, ClientSession<Waiter>> {
@@ -518,8 +529,11 @@ pub(super) fn handle_incoming(inner: &Arc<Inner>, text: &str) {
     let message = match Message::decode_str(text) {
         Ok(m) => m,
         Err(e) => {
-            let shown: String = text.chars().take(200).collect();
-            tracing::warn!(server = %label, "skipped a line that is not JSON-RPC ({e}): {shown}");
+            let skipped = inner.skipped.fetch_add(1, Ordering::Relaxed) + 1;
+            if skipped <= SKIPPED_LINES_SAID || skipped.is_power_of_two() {
+                let shown: String = text.chars().take(200).collect();
+                tracing::warn!(server = %label, skipped, "skipped a line that is not JSON-RPC ({e}): {shown}");
+            }
             if let Some(id) = e.id.clone() {
                 inner.send_line(Outgoing::response(encode_error(id.clone(), e.to_error_object()), id));
             }
@@ -545,7 +559,12 @@ pub(super) fn handle_message(inner: &Arc<Inner>, message: Message) {
         }
         Incoming::InvalidRequest { reply } => inner.send_line(reply),
         Incoming::Request { id, request } => answer_server_request(inner, id, request),
-        Incoming::Notification(notification) => {
+        Incoming::Notification(mut notification) => {
+            // Kept in the notification ring for whoever listens: a log message's data is cut
+            // first (a server's may be megabytes, and the ring holds dozens).
+            if let ServerNotification::Log(log) = &mut notification {
+                mcp_safety::text::cap_json(&mut log.data, MAX_LOG_DATA_CHARS);
+            }
             match &notification {
                 ServerNotification::Progress(progress) => {
                     let mut session = inner.session();
@@ -578,9 +597,19 @@ pub(super) fn answer_server_request(inner: &Arc<Inner>, id: RequestId, request: 
             Err(ErrorObject::new(error_codes::METHOD_NOT_FOUND, format!("Method not found: {method}"))),
         )),
         request @ (ServerRequest::ListRoots | ServerRequest::CreateMessage(_) | ServerRequest::Elicit(_)) => {
-            // Handlers may ask a person; never block the reader on them.
+            // Handlers may ask a person; never block the reader on them. A server that asks
+            // more at once is refused, so what it sends cannot pile up here.
+            let Some(serving) = ServingGuard::start(&inner.serving) else {
+                let error = ErrorObject::new(
+                    error_codes::INTERNAL_ERROR,
+                    format!("the host answers at most {MAX_SERVER_REQUESTS} requests of a server at once"),
+                );
+                inner.send_line(reply_line::<Value>(id, Err(error)));
+                return;
+            };
             let inner = Arc::clone(inner);
             tokio::spawn(async move {
+                let _serving = serving;
                 let handler = Arc::clone(&inner.options.handler);
                 let line = match request {
                     ServerRequest::ListRoots => reply_line(id, handler.list_roots().await),
@@ -601,6 +630,27 @@ pub(super) fn answer_server_request(inner: &Arc<Inner>, id: RequestId, request: 
             id,
             Err(ErrorObject::new(error_codes::METHOD_NOT_FOUND, "Method not found")),
         )),
+    }
+}
+
+/// The most of a server log message's data kept (as text, cut, when longer as JSON).
+pub(crate) const MAX_LOG_DATA_CHARS: usize = 8 * 1024;
+
+/// One of the server's requests being answered: counted in [`Inner::serving`] until dropped.
+struct ServingGuard(Arc<AtomicUsize>);
+
+impl ServingGuard {
+    fn start(serving: &Arc<AtomicUsize>) -> Option<Self> {
+        serving
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < MAX_SERVER_REQUESTS).then_some(n + 1))
+            .ok()
+            .map(|_| Self(Arc::clone(serving)))
+    }
+}
+
+impl Drop for ServingGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -50,7 +50,7 @@ pub enum ClientError {
     Session(#[from] SessionError),
     /// Pagination went past the page limit.
     #[error(
-        "{method} returned more than {limit} pages; stopped (raise ListLimits::max_pages if this server is legitimate)"
+        "{method} returned more than {limit} pages; stopped (the host takes at most that many; a program embedding mcp-client sets ListLimits::max_pages)"
     )]
     TooManyPages {
         /// The list method (`tools/list`, `resources/list`, ...).
@@ -60,7 +60,7 @@ pub enum ClientError {
     },
     /// Pagination went past the item limit.
     #[error(
-        "{method} returned more than {limit} items; stopped (raise ListLimits::max_items if this server is legitimate)"
+        "{method} returned more than {limit} items; stopped (the host takes at most that many; a program embedding mcp-client sets ListLimits::max_items)"
     )]
     TooManyItems {
         /// The list method.

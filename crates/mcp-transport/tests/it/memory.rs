@@ -281,3 +281,38 @@ async fn malformed_results_are_named() {
     let err = call.await.unwrap().unwrap_err();
     assert!(matches!(err, ClientError::BadResult { ref method, .. } if method == "tools/list"), "{err:?}");
 }
+
+/// Never answers an elicitation: a person who walked away.
+struct Away;
+
+#[async_trait::async_trait]
+impl mcp_client::ServerRequestHandler for Away {
+    async fn elicit(
+        &self,
+        _params: mcp_protocol::ElicitRequestParams,
+    ) -> Result<mcp_protocol::ElicitResult, mcp_protocol::ErrorObject> {
+        std::future::pending().await
+    }
+}
+
+/// A server's requests wait for a person, so those beyond the first sixteen at once are
+/// refused on the spot: a server that sends them without end holds sixteen, not millions.
+#[tokio::test]
+async fn a_server_asking_more_than_sixteen_things_at_once_is_refused_the_rest() {
+    let options = ClientOptions { handler: std::sync::Arc::new(Away), ..ClientOptions::default() };
+    let (_client, mut peer) = handshake_with(options, "2025-06-18").await;
+    for i in 0..20 {
+        let ask = json!({"jsonrpc": "2.0", "id": i, "method": "elicitation/create",
+            "params": {"message": "Who?", "requestedSchema": {"type": "object", "properties": {}}}});
+        peer.outgoing.send(ask.to_string()).unwrap();
+    }
+    let mut refused = Vec::new();
+    for _ in 0..4 {
+        let reply = next(&mut peer).await;
+        assert!(reply["error"]["message"].as_str().unwrap().contains("at most 16 requests"), "{reply}");
+        refused.push(reply["id"].as_i64().unwrap());
+    }
+    assert_eq!(refused, [16, 17, 18, 19]);
+    let more = tokio::time::timeout(Duration::from_millis(300), peer.incoming.recv()).await;
+    assert!(more.is_err(), "the first sixteen are still being asked: {more:?}");
+}
