@@ -9,6 +9,9 @@ use std::time::Duration;
 use mcp_client::{ClientError, ServerState, SetCallError, TransportError};
 use serde_json::Value;
 
+/// The most of a server's error message, and of its `data`, an error's text carries.
+const MAX_SERVER_TEXT_CHARS: usize = 2_000;
+
 /// What a failed request was for: the start of its message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -252,7 +255,13 @@ impl fmt::Display for SourceError {
                 format!("{method} got no answer within {after:?}; the request was cancelled")
             }
             Self::ServerError { method, code, message, data, .. } => {
-                let data = data.as_ref().map(|d| format!(": {d}")).unwrap_or_default();
+                // A server's text is capped here, where every reader (a person, the model, a
+                // log) gets it: an error message may be megabytes long.
+                let data = data
+                    .as_ref()
+                    .map(|d| format!(": {}", mcp_safety::text::cut(&d.to_string(), MAX_SERVER_TEXT_CHARS)))
+                    .unwrap_or_default();
+                let message = mcp_safety::text::cut(message, MAX_SERVER_TEXT_CHARS);
                 format!("the server answered {method} with an error: {message} (code {code}){data}")
             }
             Self::Transport { detail, .. } | Self::Failed { detail, .. } => detail.clone(),
@@ -344,5 +353,20 @@ mod tests {
         assert_eq!(error.to_string(), r#"listing the resources: server "fx": log in"#);
         assert!(matches!(error, SourceError::Transport { http_status: Some(401), needs_auth: true, .. }));
         assert_eq!(error.server(), "fx");
+    }
+
+    /// A server's message and data are capped in the text, whoever reads it; the facts keep
+    /// them whole.
+    #[test]
+    fn a_servers_long_error_is_cut_in_the_text() {
+        let long = "é".repeat(100_000);
+        let mut object = ErrorObject::new(-32000, long.clone());
+        object.data = Some(serde_json::Value::String(long.clone()));
+        let answer = ClientError::Server { method: "tools/call".into(), error: Box::new(object) };
+        let error = SourceError::from_set(call("t"), SetCallError::Call { server: "fx".into(), error: answer });
+        let text = error.to_string();
+        assert!(text.chars().count() < 2 * MAX_SERVER_TEXT_CHARS + 200, "{} characters", text.chars().count());
+        assert!(text.contains("…"), "says it was cut");
+        assert!(matches!(&error, SourceError::ServerError { message, .. } if *message == long));
     }
 }

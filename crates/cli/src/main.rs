@@ -340,8 +340,12 @@ fn unreachable_demo() -> anyhow::Result<Outcome> {
     Err(anyhow::anyhow!("internal error: a command that reads no configuration reached the configured commands"))
 }
 
+/// The most of an error's text printed: it may carry a server's message, megabytes long.
+const MAX_ERROR_CHARS: usize = 8_000;
+
 fn fail(error: &anyhow::Error) -> u8 {
-    let _ = output::stderr(&format!("error: {error:#}\n"));
+    let text = mcp_safety::text::cut(&format!("{error:#}"), MAX_ERROR_CHARS);
+    let _ = output::stderr(&format!("error: {text}\n"));
     2
 }
 
