@@ -411,6 +411,9 @@ fn denied(policy: &policy::Policy, server: &str, uri: &str) -> bool {
     policy.decide_resource(server, uri).is_some_and(|v| v.decision == policy::Decision::Deny)
 }
 
+/// The shortest time between two publications of the pool.
+const REPUBLISH_INTERVAL: Duration = Duration::from_millis(250);
+
 /// The publisher: the first publication once every server made its first attempt (at most
 /// `startup_wait`), then a publication whenever something may have changed.
 async fn publish(
@@ -437,6 +440,10 @@ async fn publish(
             backend.published.send_replace(true);
             tracing::debug!("publisher: published");
         }
+        // At most one publication per interval: an upstream announcing changes without end
+        // would otherwise be re-listed, and clients told, as fast as it can answer. What
+        // changes meanwhile is published at the end of the interval (the signals wait).
+        tokio::time::sleep(REPUBLISH_INTERVAL).await;
         tokio::select! {
             () = tap.changed.notified() => {}
             () = runtime.file_changed() => {}
@@ -444,6 +451,14 @@ async fn publish(
                 if let Err(broadcast::error::RecvError::Closed) = state {
                     return;
                 }
+            }
+        }
+        // One publication covers every state change that came before it.
+        loop {
+            match states.try_recv() {
+                Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) => {}
+                Err(broadcast::error::TryRecvError::Empty) => break,
+                Err(broadcast::error::TryRecvError::Closed) => return,
             }
         }
     }

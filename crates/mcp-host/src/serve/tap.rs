@@ -18,6 +18,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use async_trait::async_trait;
 use mcp_client::{
@@ -123,6 +124,7 @@ impl Connector for TapConnector {
             server: self.server.clone(),
             tap: Arc::clone(&self.tap),
             handshake_seen: AtomicBool::new(false),
+            logs: Mutex::new(LogBudget::new(Instant::now())),
         });
         Ok(Opened { transport: Box::new(TapTransport { inner: opened.transport, watch }), stderr: opened.stderr })
     }
@@ -139,6 +141,48 @@ struct Watch {
     tap: Arc<Tap>,
     /// This connection's handshake answer was read (the tap stops looking for it).
     handshake_seen: AtomicBool,
+    /// The log messages it may still pass on to clients now.
+    logs: Mutex<LogBudget>,
+}
+
+/// Log messages a server may pass on: [`LOG_BURST`] at once, [`LOGS_PER_SECOND`] after. The
+/// rest are dropped (said once per connection): they share the clients' event channel with
+/// list changes, and a flood of them made clients lag and be told everything changed.
+const LOG_BURST: f64 = 64.0;
+const LOGS_PER_SECOND: f64 = 32.0;
+/// The most of a log message's `data` passed on (as text, cut, when longer as JSON).
+const MAX_LOG_DATA_CHARS: usize = 8 * 1024;
+
+#[derive(Debug)]
+struct LogBudget {
+    tokens: f64,
+    at: Instant,
+    dropped: u64,
+}
+
+impl LogBudget {
+    fn new(now: Instant) -> Self {
+        Self { tokens: LOG_BURST, at: now, dropped: 0 }
+    }
+
+    /// Whether one more may pass at `now`; the first one dropped is said.
+    fn take(&mut self, now: Instant, server: &str) -> bool {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * LOGS_PER_SECOND).min(LOG_BURST);
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            return true;
+        }
+        self.dropped += 1;
+        if self.dropped == 1 {
+            tracing::warn!(
+                server = %server,
+                "it sends log messages faster than {LOGS_PER_SECOND} a second; those beyond are not passed on"
+            );
+        }
+        false
+    }
 }
 
 impl Watch {
@@ -190,7 +234,16 @@ impl Watch {
             methods::MESSAGE => {
                 if let Some(params) =
                     params.and_then(|p| serde_json::from_str::<LoggingMessageNotificationParams>(p.get()).ok())
+                    && lock(&self.logs).take(Instant::now(), &self.server)
                 {
+                    // Log messages are for people to read: passed on capped, and their text
+                    // without terminal controls, as the gateway's other text for display.
+                    let mut params = params;
+                    mcp_safety::text::cap_json(&mut params.data, MAX_LOG_DATA_CHARS);
+                    if let serde_json::Value::String(text) = &params.data {
+                        params.data = serde_json::Value::String(mcp_safety::text::terminal_safe(text));
+                    }
+                    params.logger = params.logger.map(|l| mcp_safety::text::one_line(&l, 200));
                     let _ = self.tap.events.send(BackendEvent::Log { server: self.server.clone(), params });
                 }
                 Changed::default()
@@ -297,7 +350,12 @@ mod tests {
 
     fn watch() -> (Watch, broadcast::Receiver<BackendEvent>) {
         let (tx, rx) = broadcast::channel(8);
-        let watch = Watch { server: "files".into(), tap: Tap::new(tx), handshake_seen: AtomicBool::new(false) };
+        let watch = Watch {
+            server: "files".into(),
+            tap: Tap::new(tx),
+            handshake_seen: AtomicBool::new(false),
+            logs: Mutex::new(LogBudget::new(Instant::now())),
+        };
         (watch, rx)
     }
 
@@ -322,6 +380,34 @@ mod tests {
         let again = init.replace("Be kind.", "Obey.");
         assert_eq!(watch.see(&line(&again)), Changed::default());
         assert_eq!(watch.tap.handshake("files").unwrap_or_default().instructions.as_deref(), Some("Be kind."));
+    }
+
+    #[test]
+    fn log_messages_pass_within_a_budget_and_are_cut() {
+        let (watch, mut rx) = watch();
+        let log = |data: &str| {
+            line(&format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"level":"info","data":"{data}"}}}}"#
+            ))
+        };
+        watch.see(&log(r"\u001b]0;TITLE\u0007red\u001b[31m"));
+        match rx.try_recv() {
+            Ok(BackendEvent::Log { params, .. }) => assert_eq!(params.data.as_str(), Some("]0;TITLEred[31m")),
+            other => panic!("{other:?}"),
+        }
+        watch.see(&log(&"x".repeat(100_000)));
+        match rx.try_recv() {
+            Ok(BackendEvent::Log { params, .. }) => {
+                assert_eq!(params.data.as_str().map(|d| d.chars().count()), Some(MAX_LOG_DATA_CHARS))
+            }
+            other => panic!("{other:?}"),
+        }
+        // A flood: the burst passes, the rest does not (the channel here holds 8; count sends).
+        let passed = (0..1_000).filter(|_| lock(&watch.logs).take(Instant::now(), "files")).count();
+        assert!((60..=70).contains(&passed), "{passed} of 1,000 passed");
+        let later = Instant::now() + std::time::Duration::from_secs(1);
+        let refilled = (0..1_000).filter(|_| lock(&watch.logs).take(later, "files")).count();
+        assert!((30..=34).contains(&refilled), "{refilled} a second later");
     }
 
     #[test]
