@@ -18,6 +18,9 @@ use crate::http::{
     malformed, parse_json, snippet,
 };
 
+/// The highest tool call `index` an answer may use (a model's indexes count its calls from 0).
+const MAX_CALL_INDEX: u64 = 4096;
+
 /// The environment variable holding the API key.
 pub(crate) const API_KEY_VARIABLE: &str = "OPENAI_API_KEY";
 /// The environment variable holding the base URL (ending in `/v1`, as the official SDKs read it).
@@ -483,15 +486,17 @@ impl OpenAiDecoder {
             self.text.push_str(&text);
         }
         if let Some(refusal) = delta.get("refusal").and_then(Value::as_str) {
+            // Shown as it comes, as text is: the refusal is what the person reads of the turn.
+            sink.text_delta(refusal);
             self.refusal.push_str(refusal);
         }
         let Some(calls) = delta.get("tool_calls").filter(|c| !c.is_null()) else { return Ok(()) };
         let calls = calls.as_array().ok_or_else(|| malformed(format!("tool_calls is not an array: {calls}")))?;
         for (position, call) in calls.iter().enumerate() {
             let index = match call.get("index") {
-                Some(i) => {
-                    Some(i.as_u64().ok_or_else(|| malformed(format!("a tool call index is not a number: {i}")))?)
-                }
+                Some(i) => Some(i.as_u64().filter(|&i| i <= MAX_CALL_INDEX).ok_or_else(|| {
+                    malformed(format!("a tool call index is not a number up to {MAX_CALL_INDEX}: {i}"))
+                })?),
                 None => None,
             };
             let function = call.get("function");
@@ -528,7 +533,11 @@ impl OpenAiDecoder {
         let index = match index {
             Some(i) => i,
             None if id.is_some() || self.last_index.is_none() => {
-                self.calls.keys().next_back().map_or(position as u64, |last| last + 1)
+                // `index` is the model's: the next one after u64::MAX is none.
+                match self.calls.keys().next_back() {
+                    None => position as u64,
+                    Some(&last) => last.saturating_add(1),
+                }
             }
             None => self.last_index.unwrap_or(0),
         };
@@ -563,12 +572,17 @@ impl OpenAiDecoder {
                 decoder.usage.output_tokens = n;
             }
         }
+        if let Some(index) = message.tool_calls.iter().flatten().filter_map(|c| c.0.index).find(|&i| i > MAX_CALL_INDEX)
+        {
+            return Some(Err(malformed(format!("a tool call index is not a number up to {MAX_CALL_INDEX}: {index}"))));
+        }
         if let Some(content) = message.content {
             let text = content.as_deref().unwrap_or("");
             sink.text_delta(text);
             decoder.text.push_str(text);
         }
         if let Some(refusal) = message.refusal {
+            sink.text_delta(&refusal);
             decoder.refusal.push_str(&refusal);
         }
         for (position, call) in message.tool_calls.into_iter().flatten().enumerate() {
@@ -825,6 +839,14 @@ mod tests {
             (vec![r#"{"choices": 3}"#], "not an array"),
             (vec![r#"{"choices":[{"index":0,"delta":{"tool_calls":{"a":1}}}]}"#], "tool_calls is not an array"),
             (vec![r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":"x"}]}}]}"#], "index"),
+            // An index past any real answer's (it panicked on the call after it).
+            (
+                vec![
+                    r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":18446744073709551615,"id":"a","function":{"name":"f"}}]}}]}"#,
+                    r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"b","function":{"name":"g"}}]}}]}"#,
+                ],
+                "index is not a number up to 4096",
+            ),
             (
                 vec![r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0}]},"finish_reason":"tool_calls"}]}"#],
                 "no function name",
