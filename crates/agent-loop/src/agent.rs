@@ -25,6 +25,11 @@ use crate::transcript::Transcript;
 
 /// The reason reported for a call of the loop's search tool.
 const SEARCH_REASON: &str = "the loop's tool search";
+/// The most tool calls of one model answer that are run: an answer may ask for thousands
+/// (each one decided, run and answered), and the calls beyond are answered as not run.
+pub(crate) const MAX_CALLS_PER_STEP: usize = 128;
+/// The most of one answer's calls running at once (their results keep the calls' order).
+pub(crate) const MAX_CONCURRENT_CALLS: usize = 16;
 
 /// Settings of the loop.
 #[derive(Debug, Clone)]
@@ -395,8 +400,9 @@ impl Agent {
             messages = request.messages;
             self.keep_tools(view.key, request.tools);
             let response = response?;
-            usage.input_tokens += response.usage.input_tokens;
-            usage.output_tokens += response.usage.output_tokens;
+            // A model's counts are outside input: summed without overflowing.
+            usage.input_tokens = usage.input_tokens.saturating_add(response.usage.input_tokens);
+            usage.output_tokens = usage.output_tokens.saturating_add(response.usage.output_tokens);
             let assistant = Arc::new(Message { role: Role::Assistant, content: response.content });
             self.record_message(&assistant);
             let final_text = assistant.text();
@@ -475,10 +481,12 @@ impl Agent {
     }
 
     /// Decide every call in order (asking the approver one at a time), then run the allowed
-    /// ones concurrently; results keep the calls' order.
+    /// ones concurrently (at most [`MAX_CONCURRENT_CALLS`] at once); results keep the calls'
+    /// order. Calls beyond [`MAX_CALLS_PER_STEP`] are answered as not run.
     async fn run_calls(&self, view: &View, calls: &[(&str, &str, &Value)], events: &dyn EventSink) -> Vec<Block> {
         let snapshot = view.binding.as_ref();
         let client_search = self.config.tool_search == ToolSearch::Client;
+        let (calls, beyond) = calls.split_at(calls.len().min(MAX_CALLS_PER_STEP));
         let mut admitted = Vec::with_capacity(calls.len());
         for &(id, name, input) in calls {
             let info = CallInfo {
@@ -548,14 +556,29 @@ impl Agent {
             }
             (info, text, failure.is_some())
         });
-        let finished = futures_util::future::join_all(runs).await;
-        let mut blocks = Vec::with_capacity(finished.len());
+        let finished: Vec<_> = futures_util::StreamExt::collect(futures_util::StreamExt::buffered(
+            futures_util::stream::iter(runs),
+            MAX_CONCURRENT_CALLS,
+        ))
+        .await;
+        let mut blocks = Vec::with_capacity(finished.len() + beyond.len());
         for (info, text, is_error) in finished {
             let (text, is_error) = match self.report_result(&info, text, is_error, events).await {
                 Ok(text) => (text, is_error),
                 Err(why) => (error_text(&why), true),
             };
             blocks.push(Block::ToolResult { tool_use_id: info.id, content: text, is_error });
+        }
+        if !beyond.is_empty() {
+            let total = calls.len() + beyond.len();
+            let text = error_text(&format!(
+                "not run: the answer asked for {total} tool calls; at most {MAX_CALLS_PER_STEP} are run in one step. \
+                 Ask for the rest in the next step."
+            ));
+            tracing::warn!("a model answer asked for {total} tool calls; {} were not run", beyond.len());
+            for &(id, _, _) in beyond {
+                blocks.push(Block::ToolResult { tool_use_id: id.to_owned(), content: text.clone(), is_error: true });
+            }
         }
         blocks
     }

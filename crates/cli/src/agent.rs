@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use agent_loop::{
-    Agent, AgentConfig, AgentEvent, CallDecision, EventSink, LanguageModel, Message, ScriptedModel, ToolSearch,
-    Transcript, TranscriptError, load_messages,
+    Agent, AgentConfig, AgentEvent, CallDecision, EventSink, LanguageModel, Message, ScriptedModel, StopReason,
+    ToolSearch, Transcript, TranscriptError, load_messages,
 };
 use anyhow::{Context as _, bail};
 
@@ -199,7 +199,21 @@ impl EventSink for Human {
             AgentEvent::StepLimit { steps } => {
                 self.line("33", &format!("stopped: the step limit ({steps}) was reached"));
             }
-            AgentEvent::Finished { .. } => self.line("0", ""),
+            AgentEvent::Finished { stop_reason, .. } => {
+                // A turn that ended for another reason than finishing says so (a refusal's
+                // text may be empty).
+                let why = match stop_reason {
+                    StopReason::EndTurn | StopReason::ToolUse | StopReason::StopSequence => None,
+                    StopReason::MaxTokens => Some("the model ran out of output tokens".to_owned()),
+                    StopReason::Refusal => Some("the model refused".to_owned()),
+                    StopReason::Other(other) => Some(format!("the model stopped ({})", output::first_line(other, 80))),
+                    _ => Some("the model stopped".to_owned()),
+                };
+                if let Some(why) = why {
+                    self.line("33", &format!("stopped: {why}"));
+                }
+                self.line("0", "");
+            }
             _ => {}
         }
     }

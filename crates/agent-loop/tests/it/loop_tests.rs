@@ -528,3 +528,23 @@ async fn the_model_reads_a_saved_result_back_in_slices_and_nothing_outside_the_s
     agent.run_turn(&mut Vec::new(), "go", &Events::default()).await.unwrap();
     assert!(!model.tool_names(0).contains(&"read_saved_result".to_owned()));
 }
+
+/// An answer asking for more calls than one step runs: the first 128 run, every other one is
+/// answered as not run (each call gets its result), and the loop goes on.
+#[tokio::test]
+async fn calls_beyond_the_step_limit_are_answered_as_not_run() {
+    let source = FakeSource::with(&[("s", vec![tool("a", json!({"type": "object"}))])]);
+    let calls: Vec<Value> = (0..200).map(|i| json!({"name": "mcp__s__a", "input": {"i": i}})).collect();
+    let model = Recording::new(turns(json!([{"tool_calls": calls}, {"text": "done"}])));
+    let agent = make_agent(model, source.clone(), policy(&[("s", "*", Decision::Allow)]));
+    let mut conversation = Vec::new();
+    let outcome = agent.run_turn(&mut conversation, "go", &Events::default()).await.unwrap();
+    assert_eq!(outcome.final_text, "done");
+    assert_eq!(source.calls.lock().unwrap().len(), 128);
+    let results = results(&conversation);
+    assert_eq!(results.len(), 200, "every call has its result");
+    assert!(results[..128].iter().all(|(_, is_error)| !is_error));
+    for (text, is_error) in &results[128..] {
+        assert!(*is_error && text.contains("asked for 200 tool calls; at most 128 are run"), "{text}");
+    }
+}
