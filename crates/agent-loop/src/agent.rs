@@ -576,7 +576,24 @@ impl Agent {
                  Ask for the rest in the next step."
             ));
             tracing::warn!("a model answer asked for {total} tool calls; {} were not run", beyond.len());
-            for &(id, _, _) in beyond {
+            // Each is told as the calls that ran are (events, transcript), as rejected.
+            for &(id, name, input) in beyond {
+                let reason = format!("not run: at most {MAX_CALLS_PER_STEP} calls of one answer run");
+                let call = AgentEvent::ToolCall {
+                    id: id.to_owned(),
+                    name: name.to_owned(),
+                    arguments: input.clone(),
+                    decision: CallDecision::Rejected,
+                    reason,
+                };
+                self.emit(events, call);
+                let result = AgentEvent::ToolResult {
+                    id: id.to_owned(),
+                    name: name.to_owned(),
+                    is_error: true,
+                    content: text.clone(),
+                };
+                self.emit(events, result);
                 blocks.push(Block::ToolResult { tool_use_id: id.to_owned(), content: text.clone(), is_error: true });
             }
         }

@@ -655,6 +655,11 @@ impl Gateway {
                 Way::Elicit { session: Arc::clone(session), out: out.clone() }
             }
             Era::Stateless(ctx) if ctx.can_elicit_form() => Way::Retry { parts: RetryParts::from_extra(&call.extra) },
+            Era::Session(session) if session.can_elicit_form() => Way::Nobody(
+                "this client cannot be asked for approval here (its request accepts only JSON, not the \
+                 text/event-stream a question needs)"
+                    .to_owned(),
+            ),
             _ if scope.version() < ProtocolVersion::V2025_06_18 => Way::Nobody(format!(
                 "this client cannot be asked for approval (it speaks protocol version {}, which has no elicitation)",
                 scope.version()

@@ -202,6 +202,13 @@ impl Session {
         self.last_used_ms.store(now_ms, Ordering::Relaxed);
     }
 
+    /// Whether it is in use now: a request of it running (a call may take longer than the
+    /// idle limit) or its notification stream open. A busy session is neither expired nor
+    /// evicted: ending it would cut its client off mid-call.
+    pub(crate) fn busy(&self) -> bool {
+        !lock(&self.in_flight).is_empty() || self.has_stream()
+    }
+
     pub(crate) fn last_used_ms(&self) -> u64 {
         self.last_used_ms.load(Ordering::Relaxed)
     }

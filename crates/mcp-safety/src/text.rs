@@ -123,15 +123,16 @@ pub fn is_plain_ascii(bytes: &[u8]) -> bool {
     chunks.remainder().iter().all(|&b| plain_byte(b))
 }
 
-/// `value` when its text (a string's own, else its JSON) is at most `max` bytes; else that
-/// text [`cut`] to `max` characters, as a string. For what a peer sends that a host keeps or
-/// passes on (a server's log `data`), which may be megabytes.
+/// `value` when its text (a string's own, else its JSON) is at most `max` characters; else
+/// that text [`cut`] to `max` characters, as a string. For what a peer sends that a host keeps
+/// or passes on (a server's log `data`), which may be megabytes.
 pub fn cap_json(value: &mut serde_json::Value, max: usize) {
+    let longer = |text: &str| text.len() > max && text.chars().nth(max).is_some();
     let cut = match &*value {
-        serde_json::Value::String(text) => (text.len() > max).then(|| cut(text, max)),
+        serde_json::Value::String(text) => longer(text).then(|| cut(text, max)),
         other => {
             let text = other.to_string();
-            (text.len() > max).then(|| cut(&text, max))
+            longer(&text).then(|| cut(&text, max))
         }
     };
     if let Some(cut) = cut {

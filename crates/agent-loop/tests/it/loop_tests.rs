@@ -538,9 +538,13 @@ async fn calls_beyond_the_step_limit_are_answered_as_not_run() {
     let model = Recording::new(turns(json!([{"tool_calls": calls}, {"text": "done"}])));
     let agent = make_agent(model, source.clone(), policy(&[("s", "*", Decision::Allow)]));
     let mut conversation = Vec::new();
-    let outcome = agent.run_turn(&mut conversation, "go", &Events::default()).await.unwrap();
+    let events = Events::default();
+    let outcome = agent.run_turn(&mut conversation, "go", &events).await.unwrap();
     assert_eq!(outcome.final_text, "done");
     assert_eq!(source.calls.lock().unwrap().len(), 128);
+    let (called, answered) = (events.of("tool_call"), events.of("tool_result"));
+    assert_eq!((called.len(), answered.len()), (200, 200), "every call is told");
+    assert_eq!(called[199]["decision"], "rejected");
     let results = results(&conversation);
     assert_eq!(results.len(), 200, "every call has its result");
     assert!(results[..128].iter().all(|(_, is_error)| !is_error));

@@ -217,6 +217,10 @@ impl State {
     async fn let_go(&self, gone: LetGo) {
         for session in &gone.expired {
             session.close();
+            // Without a store it is over for good, and so are its "yes for this client"s.
+            if self.options.session_store.is_none() {
+                self.gateway.options().approvals.forget(&session.scope()).await;
+            }
         }
         if !gone.evicted.is_empty() {
             tracing::debug!(evicted = gone.evicted.len(), "sessions evicted to make room for new ones");
@@ -232,10 +236,11 @@ impl State {
         }
     }
 
-    /// Lets go of every idle session, a batch per hold of the table's lock.
+    /// Lets go of every idle session, a batch per hold of the table's lock; busy sessions it
+    /// passes over go to the back, so it looks at about the whole table once at most.
     async fn sweep(&self) {
         let idle_ms = self.limits().idle_ms;
-        loop {
+        for _ in 0..=self.options.max_sessions / SWEEP_BATCH {
             let mut expired = Vec::new();
             let swept = self.sessions.sweep(self.gateway.now_ms(), idle_ms, SWEEP_BATCH, &mut expired);
             self.let_go(LetGo { expired, evicted: Vec::new() }).await;

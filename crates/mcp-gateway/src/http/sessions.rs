@@ -17,6 +17,9 @@ use crate::session::{Session, lock};
 /// Expired sessions let go by one request's sweep at most: a request never pays for the
 /// whole table (the periodic sweep, [`Sessions::sweep`] in batches, catches up).
 const SWEEP_ON_ACCESS: usize = 8;
+/// The least recently used sessions one eviction looks at for one that is not busy (those it
+/// passes over move to the other end, so the next looks at others).
+const EVICTION_LOOKS: usize = 64;
 
 /// Whom a session counts against for [`Limits::per_caller`]: the authenticated principal
 /// (whichever profile it uses), or without authentication the peer's address.
@@ -103,13 +106,20 @@ impl Table {
     }
 
     /// Lets go of up to `most` of the least recently used sessions that are idle at `now_ms`.
-    /// The order is by last use, so the first one still fresh ends the sweep.
+    /// The order is by last use, so the first one still fresh ends the sweep; a busy one
+    /// ([`Session::busy`]) counts as used now.
     fn sweep(&mut self, now_ms: u64, idle_ms: u64, most: usize, out: &mut Vec<Arc<Session>>) -> usize {
         let mut swept = 0;
         while swept < most {
             let Some(id) = self.order.first_key_value().map(|(_, id)| Arc::clone(id)) else { break };
-            let fresh = self.map.get(&id).is_some_and(|e| !idle(&e.session, now_ms, idle_ms));
-            if fresh {
+            let Some(session) = self.map.get(&id).map(|e| Arc::clone(&e.session)) else { break };
+            if session.busy() {
+                session.touch(now_ms);
+                self.used(&id);
+                swept += 1;
+                continue;
+            }
+            if !idle(&session, now_ms, idle_ms) {
                 break;
             }
             if let Some(session) = self.remove(&id) {
@@ -120,20 +130,43 @@ impl Table {
         swept
     }
 
+    /// Evicts the least recently used session that is not busy among `candidates` (ids, least
+    /// recently used first); a busy one is moved to the most recently used end. `false` when
+    /// every one of them is busy.
+    fn evict_one(&mut self, candidates: Vec<Arc<str>>, gone: &mut LetGo) -> bool {
+        for id in candidates {
+            let Some(session) = self.map.get(&id).map(|e| Arc::clone(&e.session)) else { continue };
+            if session.busy() {
+                self.used(&id);
+                continue;
+            }
+            if let Some(evicted) = self.remove(&id) {
+                gone.evicted.push(evicted);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Adds a session, making room as `limits` say. Busy sessions are never evicted: when all
+    /// that could be are busy, the table holds one more than its limit (each busy session
+    /// holds a connection, and connections are bounded).
     fn insert(&mut self, id: Arc<str>, session: Arc<Session>, owner: Owner, limits: Limits, gone: &mut LetGo) {
         let per_caller = limits.per_caller.max(1);
         while self.owners.get(&owner).is_some_and(|own| own.len() >= per_caller) {
-            let oldest = self.owners.get(&owner).and_then(|own| own.first_key_value()).map(|(_, id)| Arc::clone(id));
-            match oldest.and_then(|id| self.remove(&id)) {
-                Some(evicted) => gone.evicted.push(evicted),
-                None => break,
+            let candidates: Vec<Arc<str>> = self
+                .owners
+                .get(&owner)
+                .map(|own| own.values().take(EVICTION_LOOKS).cloned().collect())
+                .unwrap_or_default();
+            if !self.evict_one(candidates, gone) {
+                break;
             }
         }
         while self.map.len() >= limits.max.max(1) {
-            let oldest = self.order.first_key_value().map(|(_, id)| Arc::clone(id));
-            match oldest.and_then(|id| self.remove(&id)) {
-                Some(evicted) => gone.evicted.push(evicted),
-                None => break,
+            let candidates: Vec<Arc<str>> = self.order.values().take(EVICTION_LOOKS).cloned().collect();
+            if !self.evict_one(candidates, gone) {
+                break;
             }
         }
         let tick = self.tick();
@@ -172,7 +205,7 @@ impl Sessions {
         let mut table = lock(&self.table);
         table.sweep(now_ms, idle_ms, SWEEP_ON_ACCESS, expired);
         let (key, session) = table.map.get_key_value(id).map(|(k, e)| (Arc::clone(k), Arc::clone(&e.session)))?;
-        if idle(&session, now_ms, idle_ms) {
+        if idle(&session, now_ms, idle_ms) && !session.busy() {
             table.remove(&key);
             expired.push(session);
             return None;
@@ -222,7 +255,7 @@ impl Sessions {
     }
 
     /// Lets go of up to `most` idle sessions (least recently used first) into `expired`;
-    /// how many.
+    /// how many it let go or found busy.
     pub(super) fn sweep(&self, now_ms: u64, idle_ms: u64, most: usize, expired: &mut Vec<Arc<Session>>) -> usize {
         lock(&self.table).sweep(now_ms, idle_ms, most, expired)
     }
@@ -273,6 +306,30 @@ mod tests {
         for id in ["a", "c", "d"] {
             assert!(sessions.get(id, 12, LIMITS.idle_ms, &mut Vec::new()).is_some(), "{id}");
         }
+        assert_eq!(sessions.len(), 3);
+    }
+
+    #[test]
+    fn a_busy_session_is_neither_expired_nor_evicted() {
+        let sessions = Sessions::default();
+        let busy = session("busy", "alice", 0);
+        let _call = busy.start(&mcp_protocol::RequestId::Number(1)).unwrap();
+        sessions.insert(Arc::clone(&busy), owner("alice"), LIMITS, 0).unwrap();
+        sessions.insert(session("idle", "alice", 1), owner("alice"), LIMITS, 1).unwrap();
+        // At its share, Alice's new session pushes out her idle one, not the busy (older) one.
+        let gone = sessions.insert(session("new", "alice", 2), owner("alice"), LIMITS, 2).unwrap();
+        assert_eq!(ids(&gone.evicted), ["idle"]);
+        // Long past the idle limit, a sweep and a request leave the busy one alone.
+        let mut expired = Vec::new();
+        sessions.sweep(10_000, LIMITS.idle_ms, 10, &mut expired);
+        assert_eq!(ids(&expired), ["new"]);
+        assert!(sessions.get("busy", 20_000, LIMITS.idle_ms, &mut Vec::new()).is_some());
+        // Every session of the caller busy: one more is let in beyond the share.
+        let other = session("second", "alice", 20_001);
+        let _other_call = other.start(&mcp_protocol::RequestId::Number(1)).unwrap();
+        sessions.insert(other, owner("alice"), LIMITS, 20_001).unwrap();
+        let gone = sessions.insert(session("third", "alice", 20_002), owner("alice"), LIMITS, 20_002).unwrap();
+        assert!(gone.evicted.is_empty(), "{:?}", ids(&gone.evicted));
         assert_eq!(sessions.len(), 3);
     }
 

@@ -234,6 +234,7 @@ async fn a_client_that_accepts_only_json_is_sent_no_stream() {
     let result = &answer.json()["result"];
     assert_eq!(result["isError"], true, "{result}");
     assert!(result.to_string().contains("needs confirmation"), "{result}");
+    assert!(result.to_string().contains("accepts only JSON"), "{result}");
     assert!(gw.backend.calls().is_empty());
 
     let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
