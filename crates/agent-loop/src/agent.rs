@@ -30,6 +30,8 @@ const SEARCH_REASON: &str = "the loop's tool search";
 pub(crate) const MAX_CALLS_PER_STEP: usize = 128;
 /// The most of one answer's calls running at once (their results keep the calls' order).
 pub(crate) const MAX_CONCURRENT_CALLS: usize = 16;
+/// The most of a model call's failure an event carries.
+const MODEL_ERROR_CHARS: usize = 2_000;
 
 /// Settings of the loop.
 #[derive(Debug, Clone)]
@@ -399,7 +401,16 @@ impl Agent {
             drop(watch);
             messages = request.messages;
             self.keep_tools(view.key, request.tools);
-            let response = response?;
+            let response = match response {
+                Ok(response) => response,
+                Err(error) => {
+                    // Told (and so kept in the transcript) before the turn ends with it: the
+                    // text streamed before the failure was shown, and the record says why it stopped.
+                    let text = mcp_safety::text::cut(&error.to_string(), MODEL_ERROR_CHARS);
+                    self.emit(events, AgentEvent::ModelError { step, error: text });
+                    return Err(error.into());
+                }
+            };
             // A model's counts are outside input: summed without overflowing.
             usage.input_tokens = usage.input_tokens.saturating_add(response.usage.input_tokens);
             usage.output_tokens = usage.output_tokens.saturating_add(response.usage.output_tokens);

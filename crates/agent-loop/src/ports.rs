@@ -386,6 +386,13 @@ pub enum AgentEvent {
         /// The limit.
         steps: usize,
     },
+    /// The model call of a step failed (after its retries); the turn ends with this error.
+    ModelError {
+        /// The step.
+        step: usize,
+        /// What went wrong (capped).
+        error: String,
+    },
 }
 
 /// Receives [`AgentEvent`]s.

@@ -90,7 +90,17 @@ impl Drop for TempDir {
 /// sweep in another PID namespace may have removed it between its making and the lock).
 fn lock(dir: &Path) -> std::io::Result<File> {
     let file = File::open(dir)?;
-    file.lock()?;
+    match file.lock() {
+        Ok(()) => {}
+        // A filesystem without locks: the directory goes unlocked (the PID in its name still
+        // keeps a sweep in this PID namespace from taking it), rather than no server starting.
+        Err(e)
+            if matches!(e.kind(), std::io::ErrorKind::Unsupported) || e.raw_os_error() == Some(nix::libc::ENOLCK) =>
+        {
+            tracing::debug!("the temporary directory cannot be locked here ({e}); it goes unlocked");
+        }
+        Err(e) => return Err(e),
+    }
     let (held, named) = (file.metadata()?, std::fs::symlink_metadata(dir)?);
     if (held.dev(), held.ino()) != (named.dev(), named.ino()) {
         return Err(std::io::Error::other("the temporary directory was replaced while it was being locked"));

@@ -552,3 +552,19 @@ async fn calls_beyond_the_step_limit_are_answered_as_not_run() {
         assert!(*is_error && text.contains("asked for 200 tool calls; at most 128 are run"), "{text}");
     }
 }
+
+/// A model call that fails ends the turn with its error, told first as an event (so the
+/// transcript says why the turn stopped).
+#[tokio::test]
+async fn a_failed_model_call_is_told_before_the_turn_ends() {
+    let source = FakeSource::with(&[("s", vec![tool("a", json!({"type": "object"}))])]);
+    let model = Recording::new(turns(json!([{"text": "Calling.", "tool_calls": [{"name": "mcp__s__a"}]}])));
+    let agent = make_agent(model, source, policy(&[("s", "*", Decision::Allow)]));
+    let events = Events::default();
+    let failed = agent.run_turn(&mut Vec::new(), "go", &events).await;
+    assert!(failed.is_err());
+    let told = events.of("model_error");
+    assert_eq!(told.len(), 1, "{:?}", events.kinds());
+    assert_eq!(told[0]["step"], 2);
+    assert!(told[0]["error"].as_str().unwrap().contains("the script has 1 turns"), "{}", told[0]);
+}
