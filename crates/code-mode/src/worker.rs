@@ -129,16 +129,13 @@ impl Logs {
             self.lines.push(entry);
             return;
         }
-        let mut keep = room.saturating_sub(text::ELLIPSIS.len_utf8());
-        while !entry.is_char_boundary(keep) {
-            keep -= 1;
-        }
+        let kept = text::prefix(&entry, room.saturating_sub(text::ELLIPSIS.len_utf8()));
         self.bytes = max;
-        if keep == 0 {
+        if kept.is_empty() {
             self.dropped = Some((1, entry.len()));
         } else {
-            self.lines.push(format!("{}{}", &entry[..keep], text::ELLIPSIS));
-            self.dropped = Some((0, entry.len() - keep));
+            self.lines.push(format!("{kept}{}", text::ELLIPSIS));
+            self.dropped = Some((0, entry.len() - kept.len()));
         }
     }
 }

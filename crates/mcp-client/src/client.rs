@@ -34,6 +34,7 @@ use crate::observe::RequestWatch;
 use crate::transport::{Transport, TransportError, TransportSink, TransportStream};
 use engine::{DirectPath, DirectState, Inner, Waiter, flush_loop, read_loop, write_loop};
 
+pub use engine::MAX_LOG_DATA_CHARS;
 pub use error::ClientError;
 pub use input::{MAX_INPUT_ROUNDS, MAX_URL_ELICITATIONS};
 pub use options::{

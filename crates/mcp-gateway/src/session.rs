@@ -384,11 +384,7 @@ const MAX_CAPABILITY_MEMBERS: usize = 16;
 
 /// `name` cut to at most [`MAX_CLIENT_INFO_BYTES`] (at a character boundary).
 pub(crate) fn client_name(name: &str) -> &str {
-    let mut end = name.len().min(MAX_CLIENT_INFO_BYTES);
-    while !name.is_char_boundary(end) {
-        end -= 1;
-    }
-    &name[..end]
+    mcp_safety::text::prefix(name, MAX_CLIENT_INFO_BYTES)
 }
 
 /// What a session keeps of `initialize`'s parameters: `clientInfo`'s strings capped, the

@@ -123,6 +123,16 @@ pub fn is_plain_ascii(bytes: &[u8]) -> bool {
     chunks.remainder().iter().all(|&b| plain_byte(b))
 }
 
+/// The longest start of `text` of at most `max` bytes that does not split a character: a
+/// byte budget (a key, a buffer) where [`cut`] counts characters and marks the cut.
+pub fn prefix(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// `value` when its text (a string's own, else its JSON) is at most `max` characters; else
 /// that text [`cut`] to `max` characters, as a string. For what a peer sends that a host keeps
 /// or passes on (a server's log `data`), which may be megabytes.
@@ -204,5 +214,13 @@ mod tests {
         let mut text = serde_json::Value::String("é".repeat(20));
         cap_json(&mut text, 10);
         assert_eq!(text.as_str().map(|t| t.chars().count()), Some(10));
+    }
+
+    #[test]
+    fn a_prefix_never_splits_a_character() {
+        assert_eq!(prefix("héllo", 2), "h");
+        assert_eq!(prefix("héllo", 3), "hé");
+        assert_eq!(prefix("abc", 10), "abc");
+        assert_eq!(prefix("é", 0), "");
     }
 }

@@ -574,11 +574,7 @@ fn captured(v: &Value) -> String {
     if text.len() <= MAX_CAPTURED_LEN {
         return text;
     }
-    let mut end = MAX_CAPTURED_LEN;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
+    format!("{}…", mcp_safety::text::prefix(&text, MAX_CAPTURED_LEN))
 }
 
 fn count_policy(t: &Inner, decision: &str, rule: Option<&str>) {

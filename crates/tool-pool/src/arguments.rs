@@ -309,20 +309,23 @@ mod tests {
         assert_eq!(CompiledSchema::new(&json!({"type": "array"})).check_value(&json!([1])), Ok(()));
     }
 
-    #[test]
-    fn checker_reuses_and_refreshes_by_revision() {
+    /// A pool of revision `revision` holding one built-in tool, `t`, of input schema `schema`.
+    fn one_tool_pool(schema: Value, revision: u64) -> crate::Pool {
         use crate::{BuiltinTool, Options, assemble};
         use policy::{Decision, Policy};
-        let builtins = |schema: Value| -> Arc<[BuiltinTool]> {
-            Arc::new([BuiltinTool { name: "t".into(), description: String::new(), input_schema: schema }])
-        };
-        let policy = Policy::uniform(Decision::Allow);
+        let builtins: Arc<[BuiltinTool]> =
+            Arc::new([BuiltinTool { name: "t".into(), description: String::new(), input_schema: schema }]);
+        assemble(&builtins, &[], &Policy::uniform(Decision::Allow), &Options::default(), revision).unwrap()
+    }
+
+    #[test]
+    fn checker_reuses_and_refreshes_by_revision() {
         let checker = ArgumentChecker::new();
-        let pool1 = assemble(&builtins(echo_schema()), &[], &policy, &Options::default(), 1).unwrap();
+        let pool1 = one_tool_pool(echo_schema(), 1);
         assert!(matches!(checker.check(&pool1, "t", &json!({})), Err(CheckError::Problems(_))));
         assert_eq!(checker.check(&pool1, "t", &json!({"text": "x"})), Ok(()));
         assert_eq!(checker.check(&pool1, "nope", &json!({})), Err(CheckError::UnknownTool));
-        let pool2 = assemble(&builtins(json!({"type": "object"})), &[], &policy, &Options::default(), 2).unwrap();
+        let pool2 = one_tool_pool(json!({"type": "object"}), 2);
         assert_eq!(checker.check(&pool2, "t", &json!({})), Ok(()));
     }
 
@@ -348,15 +351,9 @@ mod tests {
     /// may be two different tools: each call is checked against its own pool's schema.
     #[test]
     fn pools_sharing_a_revision_number_keep_their_own_schemas() {
-        use crate::{BuiltinTool, Options, assemble};
-        use policy::{Decision, Policy};
-        let builtins = |schema: Value| -> Arc<[BuiltinTool]> {
-            Arc::new([BuiltinTool { name: "t".into(), description: String::new(), input_schema: schema }])
-        };
-        let policy = Policy::uniform(Decision::Allow);
         let checker = ArgumentChecker::new();
-        let strict = assemble(&builtins(echo_schema()), &[], &policy, &Options::default(), 1).unwrap();
-        let loose = assemble(&builtins(json!({"type": "object"})), &[], &policy, &Options::default(), 1).unwrap();
+        let strict = one_tool_pool(echo_schema(), 1);
+        let loose = one_tool_pool(json!({"type": "object"}), 1);
         for _ in 0..2 {
             assert!(matches!(checker.check(&strict, "t", &json!({})), Err(CheckError::Problems(_))));
             assert_eq!(checker.check(&loose, "t", &json!({})), Ok(()));

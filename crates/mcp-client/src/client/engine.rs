@@ -633,8 +633,9 @@ pub(super) fn answer_server_request(inner: &Arc<Inner>, id: RequestId, request: 
     }
 }
 
-/// The most of a server log message's data kept (as text, cut, when longer as JSON).
-pub(crate) const MAX_LOG_DATA_CHARS: usize = 8 * 1024;
+/// The most of a server log message's data kept or passed on, in characters (as text, cut,
+/// when longer as JSON).
+pub const MAX_LOG_DATA_CHARS: usize = 8 * 1024;
 
 /// One of the server's requests being answered: counted in [`Inner::serving`] until dropped.
 struct ServingGuard(Arc<AtomicUsize>);

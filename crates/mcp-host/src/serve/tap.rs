@@ -150,8 +150,6 @@ struct Watch {
 /// list changes, and a flood of them made clients lag and be told everything changed.
 const LOG_BURST: f64 = 64.0;
 const LOGS_PER_SECOND: f64 = 32.0;
-/// The most of a log message's `data` passed on (as text, cut, when longer as JSON).
-const MAX_LOG_DATA_CHARS: usize = 8 * 1024;
 
 #[derive(Debug)]
 struct LogBudget {
@@ -239,7 +237,7 @@ impl Watch {
                     // Log messages are for people to read: passed on capped, and their text
                     // without terminal controls, as the gateway's other text for display.
                     let mut params = params;
-                    mcp_safety::text::cap_json(&mut params.data, MAX_LOG_DATA_CHARS);
+                    mcp_safety::text::cap_json(&mut params.data, mcp_client::MAX_LOG_DATA_CHARS);
                     if let serde_json::Value::String(text) = &params.data {
                         params.data = serde_json::Value::String(mcp_safety::text::terminal_safe(text));
                     }
@@ -398,7 +396,7 @@ mod tests {
         watch.see(&log(&"x".repeat(100_000)));
         match rx.try_recv() {
             Ok(BackendEvent::Log { params, .. }) => {
-                assert_eq!(params.data.as_str().map(|d| d.chars().count()), Some(MAX_LOG_DATA_CHARS))
+                assert_eq!(params.data.as_str().map(|d| d.chars().count()), Some(mcp_client::MAX_LOG_DATA_CHARS))
             }
             other => panic!("{other:?}"),
         }
