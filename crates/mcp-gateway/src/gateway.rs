@@ -775,8 +775,8 @@ impl Gateway {
                 let (tx, mut rx) = mpsc::unbounded_channel::<ProgressNotificationParams>();
                 // Relayed by a task of its own, not by this future: a client that stops reading
                 // stops this future being polled, while the upstream may go on reporting. The
-                // relay keeps up with any upstream (it skips to the newest report) and offers
-                // to the client's bounded stream, so nothing piles up.
+                // relay keeps up with any upstream (it skips the oldest reports when behind) and
+                // offers to the client's bounded stream, so nothing piles up.
                 let (token, out_relay) = (token.clone(), out.clone());
                 let mut relay = tokio::spawn(async move {
                     while let Some(mut p) = rx.recv().await {
