@@ -15,7 +15,8 @@
 //! Without a client to ask ([`Backend::tools_for`] not used), `ask` is declined and `sample`
 //! refused, as the host's default handler does.
 //!
-//! A resource whose URI ends with `#no-subscribe` refuses `resources/subscribe`.
+//! A resource whose URI ends with `#no-subscribe` refuses `resources/subscribe`; one ending with
+//! `#hang` never answers it.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -515,6 +516,10 @@ impl Backend for FakeBackend {
 
     async fn subscribe(&self, _caller: &Caller, server: &str, uri: &str) -> Result<(), BackendError> {
         self.offers(server, uri)?;
+        if uri.ends_with("#hang") {
+            // An upstream that never answers.
+            std::future::pending::<()>().await;
+        }
         if uri.ends_with("#no-subscribe") {
             return Err(BackendError::Upstream(format!("server {server:?} refused to subscribe to {uri:?}")));
         }

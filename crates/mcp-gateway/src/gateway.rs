@@ -906,7 +906,7 @@ impl Gateway {
     async fn subscription(&self, scope: &Scope, uri: &str, on: bool) -> Reply {
         let method = if on { mcp_protocol::RESOURCES_SUBSCRIBE } else { mcp_protocol::RESOURCES_UNSUBSCRIBE };
         let Era::Session(session) = &scope.era else { return Reply::Error(mcp_protocol::method_not_found(method)) };
-        let backend = self.inner.backend.as_ref();
+        let backend = &self.inner.backend;
         let subscriptions = &self.inner.subscriptions;
         // What the session subscribed to stays unsubscribable after the resource left the
         // listing.

@@ -6,17 +6,17 @@
 //! A session keeps its own subscriptions ([`Session::subscribe`]); the registry here keeps who
 //! holds each upstream one. An upstream subscription is ended when its last holder
 //! unsubscribes; one whose holders' sessions ended is ended by a sweep of the whole registry,
-//! made at the next subscription change after a session that held some ended, and once every
-//! [`SWEEP_EVERY`] changes (a sweep on every change made each one cost as much as every
+//! started at the next subscription change after a session that held some ended, and once
+//! every [`SWEEP_EVERY`] changes (a sweep on every change made each one cost as much as every
 //! subscription held: 46 ms with 30,000). Until then it costs an upstream subscription whose
-//! updates reach nobody.
+//! updates reach nobody. Upstreams are asked in their server's turn, never under the lock of
+//! the whole registry: a hung upstream holds up subscriptions to itself only.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use mcp_protocol::{ErrorObject, error_codes, methods};
-use tokio::sync::Mutex;
 
 use crate::backend::{Backend, BackendEvent, Caller};
 use crate::gateway::{backend_error, event_line};
@@ -28,15 +28,32 @@ struct Held {
     sessions: Vec<Weak<Session>>,
 }
 
+impl Held {
+    /// Forgets the sessions that ended or let go of `uri` of `server`; whether any is left.
+    fn still_held(&mut self, server: &str, uri: &str) -> bool {
+        self.sessions.retain(|weak| weak.upgrade().is_some_and(|s| s.subscription(server, uri).is_some()));
+        !self.sessions.is_empty()
+    }
+}
+
 /// How many subscription changes go by between two sweeps of the whole registry.
 const SWEEP_EVERY: usize = 64;
 
-/// The upstream subscriptions the gateway holds, by (server, upstream URI).
-#[derive(Default)]
+/// The upstream subscriptions the gateway holds, by (server, upstream URI). Cloning shares them.
+#[derive(Default, Clone)]
 pub(crate) struct Subscriptions {
-    /// Async: a change waits for the upstream's answer, and changes are made one at a time so
-    /// an upstream is never subscribed twice nor left subscribed by a race.
-    held: Mutex<Registry>,
+    shared: Arc<Shared>,
+}
+
+#[derive(Default)]
+struct Shared {
+    /// Who holds what: a plain lock, never held while an upstream is asked.
+    registry: std::sync::Mutex<Registry>,
+    /// One turn per server, held while its upstream is asked: one server's changes are made
+    /// one at a time (an upstream is never subscribed twice, nor left subscribed by a
+    /// subscribe and an unsubscribe that crossed), and an upstream that does not answer holds
+    /// up only changes to its own subscriptions.
+    turns: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// How many sessions that held subscriptions have ended, in this process: a registry sweeps
@@ -58,14 +75,34 @@ struct Registry {
 }
 
 impl Registry {
-    /// Counts a change, and sweeps when a holder ended or [`SWEEP_EVERY`] changes went by.
-    async fn changed(&mut self, backend: &dyn Backend) {
+    /// Counts a change; whether it is time to sweep (a holder ended, or [`SWEEP_EVERY`]
+    /// changes went by).
+    fn changed(&mut self) -> bool {
         self.changes += 1;
         let ended = ENDED_HOLDERS.load(Ordering::Relaxed);
-        if self.changes >= SWEEP_EVERY || ended != self.ended {
+        let due = self.changes >= SWEEP_EVERY || ended != self.ended;
+        if due {
             (self.changes, self.ended) = (0, ended);
-            release_unheld(&mut self.held, backend).await;
         }
+        due
+    }
+
+    /// Takes out the upstream subscription `key` names when no live session holds it.
+    fn release_if_unheld(&mut self, key: &(String, String)) -> Option<Held> {
+        let holders = self.held.get_mut(key)?;
+        if holders.still_held(&key.0, &key.1) { None } else { self.held.remove(key) }
+    }
+}
+
+impl Shared {
+    fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The turn of `server`'s subscription changes.
+    fn turn(&self, server: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut turns = self.turns.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(turns.entry(server.to_owned()).or_default())
     }
 }
 
@@ -74,15 +111,15 @@ impl Subscriptions {
     /// `outward`; the upstream is asked only when no session held it yet.
     pub(crate) async fn subscribe(
         &self,
-        backend: &dyn Backend,
+        backend: &Arc<dyn Backend>,
         session: &Arc<Session>,
         server: &str,
         uri: &str,
         outward: &str,
     ) -> Result<(), ErrorObject> {
-        let mut registry = self.held.lock().await;
-        registry.changed(backend).await;
-        let held = &mut registry.held;
+        self.count_change(backend);
+        let turn = self.shared.turn(server);
+        let _turn = turn.lock().await;
         if session.subscription(server, uri).is_some() {
             return Ok(());
         }
@@ -95,14 +132,14 @@ impl Subscriptions {
             ));
         }
         let key = (server.to_owned(), uri.to_owned());
-        if let Some(holders) = held.get_mut(&key) {
+        if let Some(holders) = self.shared.registry().held.get_mut(&key) {
             holders.sessions.push(Arc::downgrade(session));
             return Ok(());
         }
         match backend.subscribe(&session.caller, server, uri).await {
             Ok(()) => {
                 let holders = Held { caller: session.caller.clone(), sessions: vec![Arc::downgrade(session)] };
-                held.insert(key, holders);
+                self.shared.registry().held.insert(key, holders);
                 Ok(())
             }
             Err(e) => {
@@ -114,36 +151,48 @@ impl Subscriptions {
 
     /// Ends `session`'s subscription to `uri` of `server`, and the upstream's when it was the
     /// last holder. Unsubscribing what was not subscribed is not an error.
-    pub(crate) async fn unsubscribe(&self, backend: &dyn Backend, session: &Session, server: &str, uri: &str) {
-        let mut registry = self.held.lock().await;
-        session.unsubscribe(server, uri);
-        let key = (server.to_owned(), uri.to_owned());
-        if let Some(holders) = registry.held.get_mut(&key) {
-            holders.sessions.retain(|weak| weak.upgrade().is_some_and(|s| s.subscription(server, uri).is_some()));
-            if holders.sessions.is_empty()
-                && let Some(holders) = registry.held.remove(&key)
-            {
+    pub(crate) async fn unsubscribe(&self, backend: &Arc<dyn Backend>, session: &Session, server: &str, uri: &str) {
+        {
+            let turn = self.shared.turn(server);
+            let _turn = turn.lock().await;
+            session.unsubscribe(server, uri);
+            let key = (server.to_owned(), uri.to_owned());
+            let released = self.shared.registry().release_if_unheld(&key);
+            if let Some(holders) = released {
                 let _ = backend.unsubscribe(&holders.caller, server, uri).await;
             }
         }
-        registry.changed(backend).await;
+        self.count_change(backend);
+    }
+
+    /// Counts a change, and when a sweep is due starts one in the background (it asks
+    /// upstreams, which the request that made the change should not wait for).
+    fn count_change(&self, backend: &Arc<dyn Backend>) {
+        if self.shared.registry().changed() {
+            tokio::spawn(release_unheld(Arc::clone(&self.shared), Arc::clone(backend)));
+        }
     }
 }
 
-/// Ends every upstream subscription no live session holds any more. The upstream's refusal to
-/// unsubscribe changes nothing here: its updates would reach no session anyway.
-async fn release_unheld(held: &mut HashMap<(String, String), Held>, backend: &dyn Backend) {
-    let mut released = Vec::new();
-    held.retain(|(server, uri), holders| {
-        holders.sessions.retain(|weak| weak.upgrade().is_some_and(|s| s.subscription(server, uri).is_some()));
-        let keep = !holders.sessions.is_empty();
-        if !keep {
-            released.push((holders.caller.clone(), server.clone(), uri.clone()));
+/// Ends every upstream subscription no live session holds any more, each in its server's
+/// turn (and checked again there: a session may have taken it up meanwhile). The upstream's
+/// refusal to unsubscribe changes nothing here: its updates would reach no session anyway.
+async fn release_unheld(shared: Arc<Shared>, backend: Arc<dyn Backend>) {
+    let unheld: Vec<(String, String)> = shared
+        .registry()
+        .held
+        .iter_mut()
+        .filter_map(|((server, uri), holders)| {
+            (!holders.still_held(server, uri)).then(|| (server.clone(), uri.clone()))
+        })
+        .collect();
+    for key in unheld {
+        let turn = shared.turn(&key.0);
+        let _turn = turn.lock().await;
+        let released = shared.registry().release_if_unheld(&key);
+        if let Some(holders) = released {
+            let _ = backend.unsubscribe(&holders.caller, &key.0, &key.1).await;
         }
-        keep
-    });
-    for (caller, server, uri) in released {
-        let _ = backend.unsubscribe(&caller, &server, &uri).await;
     }
 }
 

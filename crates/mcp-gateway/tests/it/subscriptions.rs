@@ -132,16 +132,67 @@ async fn an_ended_session_releases_its_upstream_subscriptions() {
     let end = tokio::time::timeout(Duration::from_secs(10), one_stream.frame()).await.expect("the stream ends");
     assert!(end.is_none(), "{end:?}");
 
-    // The next subscription change, of any session, ends the one nobody holds.
+    // The next subscription change, of any session, ends the one nobody holds (in the
+    // background: the request that made the change does not wait for it).
     let two = initialize(addr, V, json!({})).await;
     assert_eq!(
         subscription(addr, &two, "resources/subscribe", "mcp-gateway://a/file:///shared").await["result"],
         json!({})
     );
-    assert_eq!(
-        backend.subscription_changes(),
-        [change("a", "note://a", true), change("a", "note://a", false), change("a", "file:///shared", true)]
+    let changes = settled_changes(&backend, 3).await;
+    assert_eq!(changes[0], change("a", "note://a", true));
+    assert!(changes[1..].contains(&change("a", "note://a", false)), "{changes:?}");
+    assert!(changes[1..].contains(&change("a", "file:///shared", true)), "{changes:?}");
+}
+
+/// The subscription changes the upstreams received, once there are `count` (or after 10 s).
+async fn settled_changes(backend: &FakeBackend, count: usize) -> Vec<ReceivedSubscription> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let changes = backend.subscription_changes();
+        if changes.len() >= count || tokio::time::Instant::now() > deadline {
+            return changes;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_upstream_that_does_not_answer_holds_up_only_subscriptions_to_itself() {
+    let content = |uris: &[&str]| ServerContent {
+        resources: uris.iter().map(|u| serde_json::from_value(json!({"uri": u, "name": u})).unwrap()).collect(),
+        ..ServerContent::default()
+    };
+    let backend = Arc::new(
+        FakeBackend::builder()
+            .tool("a", "t")
+            .content("a", content(&["note://a#hang", "note://a"]))
+            .content("b", content(&["note://b"]))
+            .build(),
     );
+    let gateway =
+        Gateway::new(Arc::clone(&backend) as Arc<dyn mcp_gateway::Backend>, GatewayOptions::default()).unwrap();
+    let server = HttpServer::bind(gateway, HttpOptions::default()).await.unwrap();
+    let addr = server.local_addr();
+    tokio::spawn(server.run(std::future::pending()));
+
+    let one = initialize(addr, V, json!({})).await;
+    let two = initialize(addr, V, json!({})).await;
+    let hung = tokio::spawn(async move { subscription(addr, &one, "resources/subscribe", "note://a#hang").await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let other =
+        tokio::time::timeout(Duration::from_secs(5), subscription(addr, &two, "resources/subscribe", "note://b"))
+            .await
+            .expect("a subscription to another server is not held up by the hung one");
+    assert_eq!(other["result"], json!({}));
+    let undo =
+        tokio::time::timeout(Duration::from_secs(5), subscription(addr, &two, "resources/unsubscribe", "note://b"))
+            .await
+            .expect("nor is an unsubscription");
+    assert_eq!(undo["result"], json!({}));
+    assert_eq!(backend.subscription_changes(), [change("b", "note://b", true), change("b", "note://b", false)]);
+    assert!(!hung.is_finished(), "the hung upstream's subscription is still waiting");
+    hung.abort();
 }
 
 #[tokio::test]
