@@ -163,11 +163,33 @@ impl std::fmt::Debug for Agent {
 }
 
 /// Forwards streamed text as events.
-struct TextEvents<'a>(&'a dyn EventSink);
+/// Streams a model call's text as events, and keeps (up to [`STREAMED_KEPT_BYTES`]) what it
+/// streamed: the transcript keeps messages, not deltas, so when the call fails the text already
+/// shown is kept with the failure instead of lost.
+struct TextEvents<'a> {
+    sink: &'a dyn EventSink,
+    streamed: Mutex<String>,
+}
+
+/// The most of a failed model call's streamed text kept with its failure, in bytes.
+const STREAMED_KEPT_BYTES: usize = 256 * 1024;
+
+impl<'a> TextEvents<'a> {
+    fn new(sink: &'a dyn EventSink) -> Self {
+        Self { sink, streamed: Mutex::new(String::new()) }
+    }
+
+    fn into_streamed(self) -> String {
+        self.streamed.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
 
 impl TextStream for TextEvents<'_> {
     fn text_delta(&self, text: &str) {
-        self.0.event(&AgentEvent::Text { text: text.to_owned() });
+        self.sink.event(&AgentEvent::Text { text: text.to_owned() });
+        let mut streamed = lock(&self.streamed);
+        let room = STREAMED_KEPT_BYTES.saturating_sub(streamed.len());
+        streamed.push_str(mcp_safety::text::prefix(text, room));
     }
 }
 
@@ -391,7 +413,8 @@ impl Agent {
                 max_tokens: self.config.max_tokens,
             };
             let mut watch = self.observer.as_ref().map(|o| o.model_call(self.model.name(), &self.config.model));
-            let response = within(watch.as_deref(), self.model.complete(&request, &TextEvents(events))).await;
+            let text_events = TextEvents::new(events);
+            let response = within(watch.as_deref(), self.model.complete(&request, &text_events)).await;
             if let Some(watch) = watch.as_mut() {
                 match &response {
                     Ok(r) => watch.answered(&r.stop_reason, &r.usage),
@@ -407,7 +430,8 @@ impl Agent {
                     // Told (and so kept in the transcript) before the turn ends with it: the
                     // text streamed before the failure was shown, and the record says why it stopped.
                     let text = mcp_safety::text::cut(&error.to_string(), MODEL_ERROR_CHARS);
-                    self.emit(events, AgentEvent::ModelError { step, error: text });
+                    let streamed = text_events.into_streamed();
+                    self.emit(events, AgentEvent::ModelError { step, error: text, streamed });
                     return Err(error.into());
                 }
             };

@@ -392,6 +392,8 @@ pub enum AgentEvent {
         step: usize,
         /// What went wrong (capped).
         error: String,
+        /// The text the call streamed before it failed (shown already; the first 256 KiB).
+        streamed: String,
     },
 }
 

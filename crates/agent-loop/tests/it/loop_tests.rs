@@ -568,3 +568,48 @@ async fn a_failed_model_call_is_told_before_the_turn_ends() {
     assert_eq!(told[0]["step"], 2);
     assert!(told[0]["error"].as_str().unwrap().contains("the script has 1 turns"), "{}", told[0]);
 }
+
+/// A model that streams some text, then fails (a connection dropped mid-answer).
+struct FailsMidAnswer;
+
+#[async_trait::async_trait]
+impl agent_loop::LanguageModel for FailsMidAnswer {
+    fn name(&self) -> &str {
+        "fails-mid-answer"
+    }
+
+    async fn complete(
+        &self,
+        _request: &agent_loop::ModelRequest,
+        stream: &dyn agent_loop::TextStream,
+    ) -> Result<agent_loop::ModelResponse, agent_loop::ModelError> {
+        stream.text_delta("The first half ");
+        stream.text_delta("of an answer");
+        Err(agent_loop::ModelError::Network("the connection was reset".into()))
+    }
+}
+
+/// The text a failed model call streamed (shown to the person already) is kept with its
+/// failure, in the event and so in the transcript, which keeps messages, not deltas.
+#[tokio::test]
+async fn the_text_a_failed_model_call_streamed_is_kept_in_the_transcript() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl");
+    let source = FakeSource::with(&[("s", vec![tool("a", json!({"type": "object"}))])]);
+    let agent = Agent::new(Arc::new(FailsMidAnswer), source, policy(&[]), AgentConfig::default())
+        .with_transcript(agent_loop::Transcript::open(&path).unwrap());
+    let events = Events::default();
+    assert!(agent.run_turn(&mut Vec::new(), "go", &events).await.is_err());
+    let told = events.of("model_error");
+    assert_eq!(told.len(), 1, "{:?}", events.kinds());
+    assert_eq!(told[0]["streamed"], "The first half of an answer");
+    drop(agent);
+    let transcript = std::fs::read_to_string(&path).unwrap();
+    let kept = transcript
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|l| l["event"]["event"] == "model_error");
+    let kept = kept.unwrap_or_else(|| panic!("no model_error line in {transcript}"));
+    assert_eq!(kept["event"]["streamed"], "The first half of an answer", "{kept}");
+    assert!(kept["event"]["error"].as_str().unwrap().contains("the connection was reset"), "{kept}");
+}
