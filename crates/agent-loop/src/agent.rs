@@ -611,15 +611,24 @@ impl Agent {
                  Ask for the rest in the next step."
             ));
             tracing::warn!("a model answer asked for {total} tool calls; {} were not run", beyond.len());
-            // Each is told as the calls that ran are (events, transcript), as rejected.
+            // Each is told as the calls that ran are (hooks, events, transcript), as rejected.
+            let reason = format!("not run: at most {MAX_CALLS_PER_STEP} calls of one answer run");
             for &(id, name, input) in beyond {
-                let reason = format!("not run: at most {MAX_CALLS_PER_STEP} calls of one answer run");
+                let info = CallInfo {
+                    id: id.to_owned(),
+                    name: name.to_owned(),
+                    server: snapshot.pool().get(name).and_then(|e| e.server().map(str::to_owned)),
+                    arguments: input.clone(),
+                };
+                if let Err(why) = self.gate.tell_hooks(&info, &GateDecision::new(CallDecision::Rejected, &reason)) {
+                    tracing::warn!("{why}");
+                }
                 let call = AgentEvent::ToolCall {
                     id: id.to_owned(),
                     name: name.to_owned(),
                     arguments: input.clone(),
                     decision: CallDecision::Rejected,
-                    reason,
+                    reason: reason.clone(),
                 };
                 self.emit(events, call);
                 let result = AgentEvent::ToolResult {

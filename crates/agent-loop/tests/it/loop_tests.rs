@@ -529,6 +529,16 @@ async fn the_model_reads_a_saved_result_back_in_slices_and_nothing_outside_the_s
     assert!(!model.tool_names(0).contains(&"read_saved_result".to_owned()));
 }
 
+/// The decisions the hooks hear, in order.
+#[derive(Default)]
+struct HeardDecisions(std::sync::Mutex<Vec<Value>>);
+
+impl agent_loop::Hooks for HeardDecisions {
+    fn decided(&self, _call: &agent_loop::CallInfo, decision: &agent_loop::GateDecision<'_>) {
+        self.0.lock().unwrap().push(serde_json::to_value(&decision.decision).unwrap());
+    }
+}
+
 /// An answer asking for more calls than one step runs: the first 128 run, every other one is
 /// answered as not run (each call gets its result), and the loop goes on.
 #[tokio::test]
@@ -536,12 +546,16 @@ async fn calls_beyond_the_step_limit_are_answered_as_not_run() {
     let source = FakeSource::with(&[("s", vec![tool("a", json!({"type": "object"}))])]);
     let calls: Vec<Value> = (0..200).map(|i| json!({"name": "mcp__s__a", "input": {"i": i}})).collect();
     let model = Recording::new(turns(json!([{"tool_calls": calls}, {"text": "done"}])));
-    let agent = make_agent(model, source.clone(), policy(&[("s", "*", Decision::Allow)]));
+    let heard = Arc::new(HeardDecisions::default());
+    let agent = make_agent(model, source.clone(), policy(&[("s", "*", Decision::Allow)])).with_hooks(heard.clone());
     let mut conversation = Vec::new();
     let events = Events::default();
     let outcome = agent.run_turn(&mut conversation, "go", &events).await.unwrap();
     assert_eq!(outcome.final_text, "done");
     assert_eq!(source.calls.lock().unwrap().len(), 128);
+    let heard = heard.0.lock().unwrap().clone();
+    assert_eq!(heard.len(), 200, "the hooks hear every call's decision");
+    assert_eq!(heard[199], json!("rejected"));
     let (called, answered) = (events.of("tool_call"), events.of("tool_result"));
     assert_eq!((called.len(), answered.len()), (200, 200), "every call is told");
     assert_eq!(called[199]["decision"], "rejected");
