@@ -163,6 +163,38 @@ impl std::fmt::Debug for Agent {
 }
 
 /// Forwards streamed text as events.
+/// Gives each tool call of one answer its own id: a model that repeats one (some
+/// OpenAI-compatible servers do) would get two results under it, which providers refuse in the
+/// next request, ending the turn. A repeat becomes `{id}_2` (`_3`, ...: the first free one); the
+/// message kept and sent back carries the new ids, so each result still matches its call.
+fn unique_call_ids(content: &mut [Block]) {
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+    // The next suffix to try for each repeated id: renaming n repeats of one id looks at each
+    // candidate once, not n times.
+    let mut next: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut renamed = 0usize;
+    for block in content.iter_mut() {
+        let Block::ToolUse { id, .. } = block else { continue };
+        if seen.insert(id.clone()) {
+            continue;
+        }
+        let suffix = next.entry(id.clone()).or_insert(2);
+        let fresh = loop {
+            let candidate = format!("{id}_{suffix}");
+            *suffix += 1;
+            if !seen.contains(&candidate) {
+                break candidate;
+            }
+        };
+        seen.insert(fresh.clone());
+        *id = fresh;
+        renamed += 1;
+    }
+    if renamed > 0 {
+        tracing::warn!("the model gave {renamed} tool calls an id an earlier call of the same answer had; renamed");
+    }
+}
+
 /// Streams a model call's text as events, and keeps (up to [`STREAMED_KEPT_BYTES`]) what it
 /// streamed: the transcript keeps messages, not deltas, so when the call fails the text already
 /// shown is kept with the failure instead of lost.
@@ -438,7 +470,9 @@ impl Agent {
             // A model's counts are outside input: summed without overflowing.
             usage.input_tokens = usage.input_tokens.saturating_add(response.usage.input_tokens);
             usage.output_tokens = usage.output_tokens.saturating_add(response.usage.output_tokens);
-            let assistant = Arc::new(Message { role: Role::Assistant, content: response.content });
+            let mut content = response.content;
+            unique_call_ids(&mut content);
+            let assistant = Arc::new(Message { role: Role::Assistant, content });
             self.record_message(&assistant);
             let final_text = assistant.text();
             conversation.push(Message::clone(&assistant));

@@ -627,3 +627,57 @@ async fn the_text_a_failed_model_call_streamed_is_kept_in_the_transcript() {
     assert_eq!(kept["event"]["streamed"], "The first half of an answer", "{kept}");
     assert!(kept["event"]["error"].as_str().unwrap().contains("the connection was reset"), "{kept}");
 }
+
+/// A model that gives its two calls one id, then answers.
+struct RepeatsAnId(std::sync::atomic::AtomicUsize);
+
+#[async_trait::async_trait]
+impl agent_loop::LanguageModel for RepeatsAnId {
+    fn name(&self) -> &str {
+        "repeats-an-id"
+    }
+
+    async fn complete(
+        &self,
+        _request: &agent_loop::ModelRequest,
+        _stream: &dyn agent_loop::TextStream,
+    ) -> Result<agent_loop::ModelResponse, agent_loop::ModelError> {
+        let call = |i: u64| Block::ToolUse { id: "same".into(), name: "mcp__s__a".into(), input: json!({"i": i}) };
+        let content = match self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+            0 => vec![
+                call(1),
+                call(2),
+                Block::ToolUse { id: "same_2".into(), name: "mcp__s__a".into(), input: json!({"i": 3}) },
+            ],
+            _ => vec![Block::Text { text: "done".into() }],
+        };
+        let stop_reason = if content.len() > 1 { StopReason::ToolUse } else { StopReason::EndTurn };
+        Ok(agent_loop::ModelResponse { content, stop_reason, usage: agent_loop::Usage::default() })
+    }
+}
+
+/// Calls of one answer that share an id are given their own (a provider refuses two results
+/// under one id), in the message kept, so each result matches its call.
+#[tokio::test]
+async fn calls_of_one_answer_that_share_an_id_each_get_their_own() {
+    let source = FakeSource::with(&[("s", vec![tool("a", json!({"type": "object"}))])]);
+    let model = Arc::new(RepeatsAnId(std::sync::atomic::AtomicUsize::new(0)));
+    let agent = Agent::new(model, source.clone(), policy(&[("s", "*", Decision::Allow)]), AgentConfig::default());
+    let mut conversation = Vec::new();
+    let outcome = agent.run_turn(&mut conversation, "go", &Events::default()).await.unwrap();
+    assert_eq!(outcome.final_text, "done");
+    assert_eq!(source.calls.lock().unwrap().len(), 3, "every call ran");
+    let ids = |want_use: bool| -> Vec<String> {
+        conversation
+            .iter()
+            .flat_map(|m| m.content.iter())
+            .filter_map(|b| match b {
+                Block::ToolUse { id, .. } if want_use => Some(id.clone()),
+                Block::ToolResult { tool_use_id, .. } if !want_use => Some(tool_use_id.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(ids(true), ["same", "same_2", "same_2_2"]);
+    assert_eq!(ids(false), ids(true), "each result answers its own call");
+}
