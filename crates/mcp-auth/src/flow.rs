@@ -476,9 +476,14 @@ async fn legacy(client: &reqwest::Client, server_url: &Url, resource: String) ->
     if let Some((as_url, mut asm)) =
         first_document::<AuthorizationServerMetadata>(client, std::slice::from_ref(&meta_url)).await?
     {
-        if asm.issuer.is_empty() {
-            asm.issuer = server_url.origin().ascii_serialization();
+        // The issuer is the origin the document came from, whatever the document says: the
+        // server wrote it, and a configured issuer pin compared with a name the server chose
+        // would pin nothing (the client's secret would go to any token endpoint it names).
+        let origin = server_url.origin().ascii_serialization();
+        if trim_slash(&asm.issuer) != origin {
+            tracing::debug!(claimed = %mcp_safety::text::one_line(&asm.issuer, 200), %origin, "legacy authorization server metadata names another issuer; its origin is the issuer");
         }
+        asm.issuer = origin;
         return from_as_metadata(resource, None, &as_url, asm);
     }
     let d = DefaultEndpoints::for_server(server_url)?;

@@ -170,6 +170,17 @@ async fn discovery_legacy_metadata_fallback() {
     assert_eq!(d.resource, s.url("/v1/mcp").as_str());
 }
 
+/// Legacy metadata (fetched from the server's own origin) cannot name another issuer: the
+/// server wrote it, and an issuer pin compared with that name would let the server send the
+/// client's credentials to any token endpoint.
+#[tokio::test]
+async fn discovery_legacy_metadata_cannot_claim_another_issuer() {
+    let s = Server::start().await;
+    s.json("/.well-known/oauth-authorization-server", 200, &s.as_metadata("https://auth.example.com"));
+    let d = flow::discover(&client(), &s.url("/v1/mcp"), None).await.unwrap();
+    assert_eq!(d.issuer, s.base, "the issuer is the origin the metadata came from");
+}
+
 #[tokio::test]
 async fn discovery_default_endpoints_when_nothing_found() {
     let s = Server::start().await;
