@@ -4,7 +4,9 @@
 //!
 //! Faults: `refuse_subprotocol` (the handshake succeeds without choosing `mcp`),
 //! `close_after` (the server closes after that many client messages, on every connection),
-//! `huge` (a text frame of that many bytes before each answer). With `name_connections` the
+//! `huge` (a text frame of that many bytes before each answer), `ping_flood` (after
+//! `notifications/initialized` the server reads nothing more and sends that many pings;
+//! [`RunningWsServer::flooded`] says when they are sent). With `name_connections` the
 //! initialize result's `instructions` name the connection (`connection-0`, ...), and
 //! [`RunningWsServer::methods`] lists what clients sent, so tests see which connection a client
 //! knows and how often it made its handshake.
@@ -29,6 +31,8 @@ pub struct WsOptions {
     pub huge: Option<usize>,
     /// The initialize result's `instructions` name the connection (`connection-0`, ...).
     pub name_connections: bool,
+    /// After `notifications/initialized`, read nothing and send this many pings (125 bytes each).
+    pub ping_flood: Option<usize>,
 }
 
 /// A running server; it stops when dropped.
@@ -38,6 +42,7 @@ pub struct RunningWsServer {
     pub addr: SocketAddr,
     protocols: Arc<Mutex<Vec<Option<String>>>>,
     methods: Arc<Mutex<Vec<String>>>,
+    flooded: Arc<std::sync::atomic::AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -63,6 +68,11 @@ impl RunningWsServer {
     pub fn methods(&self) -> Vec<String> {
         self.methods.lock().map(|m| m.clone()).unwrap_or_default()
     }
+
+    /// Whether a `ping_flood` was sent whole (the client's socket took it).
+    pub fn flooded(&self) -> bool {
+        self.flooded.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 /// Starts the server on 127.0.0.1 with a free port.
@@ -73,12 +83,15 @@ pub async fn start_ws(options: WsOptions) -> std::io::Result<RunningWsServer> {
     let methods = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&protocols);
     let sent = Arc::clone(&methods);
+    let flooded = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ended = Arc::clone(&flooded);
     let task = tokio::spawn(async move {
         let mut connections = 0;
         while let Ok((stream, _)) = listener.accept().await {
             let options = options.clone();
             let seen = Arc::clone(&seen);
             let sent = Arc::clone(&sent);
+            let ended = Arc::clone(&ended);
             let connection = connections;
             connections += 1;
             tokio::spawn(async move {
@@ -119,6 +132,20 @@ pub async fn start_ws(options: WsOptions) -> std::io::Result<RunningWsServer> {
                     if body.get("method").and_then(Value::as_str) == Some("notifications/initialized") {
                         let note = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
                         let _ = ws.send(Message::text(note.to_string())).await;
+                        if let Some(count) = options.ping_flood {
+                            // Each ping asks for a pong the client cannot send: nothing reads.
+                            let payload = bytes::Bytes::from(vec![b'p'; 125]);
+                            for _ in 0..count {
+                                if ws.feed(Message::Ping(payload.clone())).await.is_err() {
+                                    return;
+                                }
+                            }
+                            if ws.flush().await.is_ok() {
+                                ended.store(true, std::sync::atomic::Ordering::SeqCst);
+                            }
+                            // Held open, unread, until the server stops.
+                            std::future::pending::<()>().await;
+                        }
                     }
                     if let Some(mut answer) = crate::http::answer(&body, "2025-11-25") {
                         if options.name_connections && body.get("method").and_then(Value::as_str) == Some("initialize")
@@ -136,5 +163,5 @@ pub async fn start_ws(options: WsOptions) -> std::io::Result<RunningWsServer> {
             });
         }
     });
-    Ok(RunningWsServer { addr, protocols, methods, task })
+    Ok(RunningWsServer { addr, protocols, methods, flooded, task })
 }

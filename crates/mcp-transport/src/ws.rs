@@ -99,6 +99,9 @@ fn is_unreachable(e: &WsError) -> bool {
     matches!(e, WsError::Io(_))
 }
 
+/// tungstenite's write buffer before it writes to the socket (its default).
+const WRITE_BUFFER_BYTES: usize = 128 * 1024;
+
 impl WebSocketTransport {
     /// Connects (with retries for an unreachable server) and checks the subprotocol.
     pub async fn connect(config: WebSocketConfig) -> Result<WebSocketTransport, TransportError> {
@@ -123,7 +126,11 @@ impl WebSocketTransport {
         }
         let limits = WsLimits::default()
             .max_message_size(Some(config.max_message_bytes))
-            .max_frame_size(Some(config.max_message_bytes));
+            .max_frame_size(Some(config.max_message_bytes))
+            // Unbounded by default: a server that sends pings and reads nothing would have
+            // their pongs pile up without end. Room for our largest message twice over, then
+            // the socket fails (and is opened again where reconnects are on).
+            .max_write_buffer_size(WRITE_BUFFER_BYTES.saturating_add(config.max_message_bytes.saturating_mul(2)));
         let dialer = Dialer { request, limits, config };
         let socket = dialer.dial().await?;
         Ok(WebSocketTransport { socket, dialer })
