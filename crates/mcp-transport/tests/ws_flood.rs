@@ -1,6 +1,7 @@
 //! A WebSocket server that sends pings and reads nothing: the pongs the client cannot send
 //! wait in a bounded buffer (without a bound they piled up: 200 MB in 30 s here). A test
 //! binary of its own, because it measures this process's resident set.
+#![allow(missing_docs, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
