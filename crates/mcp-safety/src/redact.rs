@@ -101,6 +101,41 @@ fn redact_at(value: &Value, depth: usize) -> Value {
     }
 }
 
+/// `url` as messages and logs show it: its user info and query, where credentials ride
+/// (`https://user:pass@host/`, `?api_key=...`), hidden, and its fragment left out. The
+/// configuration's own URL may hold a secret (`${VAR}` expansion invites it); errors that name
+/// the server reach the terminal, the model and the transcript.
+pub fn url(url: &str) -> String {
+    let url = url.split('#').next().unwrap_or_default();
+    let (base, query) = match url.split_once('?') {
+        Some((base, _)) => (base, true),
+        None => (url, false),
+    };
+    let mut shown = String::with_capacity(base.len() + HIDDEN.len() * 2 + 2);
+    match base.split_once("://") {
+        Some((scheme, rest)) => {
+            let end = rest.find('/').unwrap_or(rest.len());
+            let (authority, path) = rest.split_at(end);
+            shown.push_str(scheme);
+            shown.push_str("://");
+            if let Some((_, host)) = authority.rsplit_once('@') {
+                shown.push_str(HIDDEN);
+                shown.push('@');
+                shown.push_str(host);
+            } else {
+                shown.push_str(authority);
+            }
+            shown.push_str(path);
+        }
+        None => shown.push_str(base),
+    }
+    if query {
+        shown.push('?');
+        shown.push_str(HIDDEN);
+    }
+    shown
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,5 +196,19 @@ mod tests {
         }
         let r = redact_json(&v);
         assert!(!r.to_string().contains("deep"));
+    }
+
+    #[test]
+    fn a_url_is_shown_without_its_user_info_and_query() {
+        assert_eq!(url("https://api.example.com/mcp"), "https://api.example.com/mcp");
+        assert_eq!(url("https://api.example.com/mcp?api_key=s3cret&x=1"), "https://api.example.com/mcp?<hidden>");
+        assert_eq!(
+            url("https://me:s3cret@api.example.com:8443/v1/mcp"),
+            "https://<hidden>@api.example.com:8443/v1/mcp"
+        );
+        assert_eq!(url("wss://tok@h/ws?t=s3cret#frag"), "wss://<hidden>@h/ws?<hidden>");
+        assert_eq!(url("http://h/a@b"), "http://h/a@b", "an @ in the path is no user info");
+        assert_eq!(url("not a url?s3cret"), "not a url?<hidden>");
+        assert_eq!(url(""), "");
     }
 }

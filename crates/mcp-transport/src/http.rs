@@ -107,7 +107,7 @@ impl std::fmt::Debug for HttpConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Header values are often credentials: print names only.
         f.debug_struct("HttpConfig")
-            .field("url", &self.url)
+            .field("url", &mcp_safety::redact::url(&self.url))
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .field("bearer_token_env", &self.bearer_token_env)
             .field("mode", &self.mode)
@@ -168,6 +168,8 @@ pub(super) struct Shared {
     /// call cost beyond the raw client).
     pub(super) plain: Option<PlainClient>,
     pub(super) url: Url,
+    /// `url` as messages show it (its credentials hidden: [`mcp_safety::redact::url`]).
+    pub(super) shown: String,
     /// `url` as hyper takes it, parsed once (for `plain`).
     pub(super) uri: Option<http::Uri>,
     pub(super) headers: HeaderMap,
@@ -225,7 +227,7 @@ pub struct HttpTransport {
 
 impl std::fmt::Debug for HttpTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpTransport").field("url", &self.shared.url.as_str()).finish_non_exhaustive()
+        f.debug_struct("HttpTransport").field("url", &self.shared.shown).finish_non_exhaustive()
     }
 }
 
@@ -234,9 +236,10 @@ impl HttpTransport {
     /// and builds the HTTP client.
     pub fn new(config: HttpConfig) -> Result<HttpTransport, TransportError> {
         let bad = |m: String| TransportError::Config(m);
-        let url = Url::parse(&config.url).map_err(|e| bad(format!("invalid url {:?}: {e}", config.url)))?;
+        let shown = || mcp_safety::redact::url(&config.url);
+        let url = Url::parse(&config.url).map_err(|e| bad(format!("invalid url {:?}: {e}", shown())))?;
         if !matches!(url.scheme(), "http" | "https") {
-            return Err(bad(format!("{url}: only http:// and https:// URLs are served over HTTP")));
+            return Err(bad(format!("{}: only http:// and https:// URLs are served over HTTP", shown())));
         }
         let mut headers = HeaderMap::new();
         for (name, value) in &config.headers {
@@ -263,6 +266,7 @@ impl HttpTransport {
             http,
             plain,
             uri: url.as_str().parse().ok(),
+            shown: mcp_safety::redact::url(url.as_str()),
             url,
             headers,
             label: config.label,
@@ -420,6 +424,6 @@ impl TransportStream for HttpStream {
             .lock()
             .ok()
             .and_then(|r| r.clone())
-            .unwrap_or_else(|| format!("the connection to {} was closed", self.shared.url))
+            .unwrap_or_else(|| format!("the connection to {} was closed", self.shared.shown))
     }
 }

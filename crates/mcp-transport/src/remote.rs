@@ -57,7 +57,7 @@ impl fmt::Debug for RemoteServer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Header values are often tokens: never print them.
         f.debug_struct("RemoteServer")
-            .field("url", &self.url)
+            .field("url", &mcp_safety::redact::url(&self.url))
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .field("options", &self.options)
             .field("authorizer", &self.authorizer.is_some())

@@ -55,7 +55,7 @@ pub struct WebSocketConfig {
 impl std::fmt::Debug for WebSocketConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WebSocketConfig")
-            .field("url", &self.url)
+            .field("url", &mcp_safety::redact::url(&self.url))
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .field("bearer_token_env", &self.bearer_token_env)
             .finish_non_exhaustive()
@@ -91,7 +91,7 @@ impl Connector for WebSocketConfig {
 
 impl std::fmt::Debug for WebSocketTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WebSocketTransport").field("url", &self.dialer.config.url).finish_non_exhaustive()
+        f.debug_struct("WebSocketTransport").field("url", &self.dialer.shown).finish_non_exhaustive()
     }
 }
 
@@ -106,8 +106,9 @@ impl WebSocketTransport {
     /// Connects (with retries for an unreachable server) and checks the subprotocol.
     pub async fn connect(config: WebSocketConfig) -> Result<WebSocketTransport, TransportError> {
         let bad = TransportError::Config;
+        let shown = mcp_safety::redact::url(&config.url);
         let mut request =
-            config.url.as_str().into_client_request().map_err(|e| bad(format!("invalid url {:?}: {e}", config.url)))?;
+            config.url.as_str().into_client_request().map_err(|e| bad(format!("invalid url {shown:?}: {e}")))?;
         let headers = request.headers_mut();
         headers.insert(SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static(SUBPROTOCOL));
         for (name, value) in &config.headers {
@@ -131,7 +132,7 @@ impl WebSocketTransport {
             // their pongs pile up without end. Room for our largest message twice over, then
             // the socket fails (and is opened again where reconnects are on).
             .max_write_buffer_size(WRITE_BUFFER_BYTES.saturating_add(config.max_message_bytes.saturating_mul(2)));
-        let dialer = Dialer { request, limits, config };
+        let dialer = Dialer { request, limits, config, shown };
         let socket = dialer.dial().await?;
         Ok(WebSocketTransport { socket, dialer })
     }
@@ -142,6 +143,8 @@ struct Dialer {
     request: http::Request<()>,
     limits: WsLimits,
     config: WebSocketConfig,
+    /// The URL as messages show it (its credentials hidden: [`mcp_safety::redact::url`]).
+    shown: String,
 }
 
 impl Dialer {
@@ -162,13 +165,13 @@ impl Dialer {
                     failed += 1;
                 }
                 Ok(Err(e)) => {
-                    let context = format!("could not connect to {} (after {} attempts)", config.url, failed + 1);
+                    let context = format!("could not connect to {} (after {} attempts)", self.shown, failed + 1);
                     return Err(TransportError::Closed(format!("{context}: {e}")));
                 }
                 Err(_) => {
                     return Err(TransportError::Closed(format!(
                         "connecting to {} took longer than {:?}",
-                        config.url, config.connect_timeout
+                        self.shown, config.connect_timeout
                     )));
                 }
             }
@@ -177,7 +180,7 @@ impl Dialer {
         if chosen != Some(SUBPROTOCOL) {
             return Err(TransportError::Closed(format!(
                 "{} did not accept the WebSocket subprotocol {SUBPROTOCOL:?} (it chose {chosen:?}); is it an MCP server?",
-                config.url
+                self.shown
             )));
         }
         Ok(socket)
@@ -204,7 +207,7 @@ impl Transport for WebSocketTransport {
     fn split(self: Box<Self>) -> (Box<dyn TransportSink>, Box<dyn TransportStream>) {
         let (commands, command_rx) = mpsc::channel(64);
         let (events_tx, events) = mpsc::channel(1024);
-        let url = self.dialer.config.url.clone();
+        let url = self.dialer.shown.clone();
         let supervisor = Supervisor {
             dialer: self.dialer,
             events: events_tx,
@@ -287,7 +290,7 @@ impl Supervisor {
     async fn close(&mut self, socket: &mut Socket) {
         // A server that does not answer the close handshake must not hold us up.
         let _ = tokio::time::timeout(Duration::from_secs(2), socket.close(None)).await;
-        let reason = format!("the WebSocket to {} was closed by the client", self.dialer.config.url);
+        let reason = format!("the WebSocket to {} was closed by the client", self.dialer.shown);
         let _ = self.events.send(Event::End(reason)).await;
     }
 
@@ -300,7 +303,7 @@ impl Supervisor {
                     let error = TransportError::SessionLost(format!(
                         "{} not sent: the WebSocket to {} was opened again and the session is not open yet",
                         message.method().unwrap_or("the request"),
-                        self.dialer.config.url
+                        self.dialer.shown
                     ));
                     let _ = self.events.send(Event::Failed(id.clone(), error)).await;
                 }
@@ -344,7 +347,7 @@ impl Supervisor {
                     self.dialer.config.max_message_bytes
                 ));
             }
-            Some(Err(e)) => return Some(format!("the WebSocket to {} failed: {e}", self.dialer.config.url)),
+            Some(Err(e)) => return Some(format!("the WebSocket to {} failed: {e}", self.dialer.shown)),
         };
         if let (Some(id), None) = peek(&text) {
             self.in_flight.remove(&id);
@@ -371,7 +374,7 @@ impl Supervisor {
         if self.dialer.config.reconnect.max_attempts == 0 || !session {
             return Err(why.to_owned());
         }
-        tracing::info!(url = %self.dialer.config.url, "{why}; reconnecting");
+        tracing::info!(url = %self.dialer.shown, "{why}; reconnecting");
         tokio::time::sleep(self.dialer.config.reconnect.delay(0, rand::random())).await;
         let socket = self.dialer.dial().await.map_err(|e| format!("{why}; reconnecting failed: {e}"))?;
         self.gate.close();

@@ -140,7 +140,7 @@ impl Answer {
                     Err(e) => return Some(Err(error_chain(&e))),
                 }
             },
-            Answer::Reqwest(resp) => resp.chunk().await.map_err(|e| error_chain(&e)).transpose(),
+            Answer::Reqwest(resp) => resp.chunk().await.map_err(|e| error_chain(&e.without_url())).transpose(),
         }
     }
 
@@ -213,11 +213,12 @@ impl Shared {
     /// proxy), else over reqwest.
     pub(super) async fn send(&self, request: reqwest::RequestBuilder) -> Result<Answer, SendError> {
         let unsendable = |text: String| SendError { connect: false, text };
-        let mut request = request.build().map_err(|e| unsendable(error_chain(&e)))?;
+        let mut request = request.build().map_err(|e| unsendable(error_chain(&e.without_url())))?;
         let Some(plain) = &self.plain else {
             return match self.http.execute(request).await {
                 Ok(resp) => Ok(Answer::Reqwest(resp)),
-                Err(e) => Err(SendError { connect: e.is_connect(), text: error_chain(&e) }),
+                // reqwest's errors name the URL, which may hold a credential.
+                Err(e) => Err(SendError { connect: e.is_connect(), text: error_chain(&e.without_url()) }),
             };
         };
         // Made here rather than by reqwest's conversion, which parses the URL again each time.
@@ -249,7 +250,7 @@ impl Shared {
                 }
                 Err(e) => {
                     let attempts = if e.connect { format!(" (after {} attempts)", failed + 1) } else { String::new() };
-                    return Err(format!("could not reach {}{attempts}: {e}", self.url));
+                    return Err(format!("could not reach {}{attempts}: {e}", self.shown));
                 }
             }
         }

@@ -43,7 +43,7 @@ impl Shared {
                     let challenge = challenge_of(&resp, authz.as_ref());
                     auth.challenged(&challenge)
                         .await
-                        .map_err(|e| format!("GET {} answered HTTP {status}: {e}", self.url))?;
+                        .map_err(|e| format!("GET {} answered HTTP {status}: {e}", self.shown))?;
                 }
                 _ => break resp,
             }
@@ -51,7 +51,7 @@ impl Shared {
         if !resp.status().is_success() || !is_event_stream(&resp) {
             return Err(format!(
                 "GET {} answered HTTP {} ({:?})",
-                self.url,
+                self.shown,
                 resp.status(),
                 content_type(resp.headers().get(CONTENT_TYPE))
             ));
@@ -74,7 +74,11 @@ impl Shared {
                                 if u.origin() == me.url.origin() {
                                     Ok(u)
                                 } else {
-                                    Err(format!("the endpoint {u} is on another origin than {}", me.url))
+                                    Err(format!(
+                                        "the endpoint {} is on another origin than {}",
+                                        mcp_safety::redact::url(u.as_str()),
+                                        me.shown
+                                    ))
                                 }
                             });
                             if let Some(tx) = endpoint_tx.take() {

@@ -348,7 +348,7 @@ impl Shared {
                     let error = TransportError::SessionLost(format!(
                         "{} {}: not sent: the server ended the session and a new one is not open yet",
                         message.method().unwrap_or("message"),
-                        self.url
+                        self.shown
                     ));
                     self.route(Inbound::Failed { id: id.clone(), error }, to).await;
                 }
@@ -423,7 +423,7 @@ impl Shared {
             Err(Failure::Unreachable(reason)) => self.fatal(reason).await,
             Err(failure) => {
                 let described =
-                    format!("{} {}: {}", message.method().unwrap_or("message"), self.url, failure.describe());
+                    format!("{} {}: {}", message.method().unwrap_or("message"), self.shown, failure.describe());
                 match message.id().filter(|_| message.is_request()) {
                     Some(id) => {
                         let error = failure.into_error(described);

@@ -160,7 +160,8 @@ impl Shared {
                     failed += 1;
                     quiet += 1;
                     if !self.backoff.allows(failed) {
-                        self.fatal(format!("the server at {} is unreachable ({failed} attempts): {e}", self.url)).await;
+                        self.fatal(format!("the server at {} is unreachable ({failed} attempts): {e}", self.shown))
+                            .await;
                         return;
                     }
                 }

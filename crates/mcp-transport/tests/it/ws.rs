@@ -159,3 +159,25 @@ async fn servers_connect_ws_urls_and_give_up_on_unreachable_ones() {
     assert_eq!(c.state().label(), "failed");
     assert!(c.state().to_string().contains("after 2 attempts"), "{}", c.state());
 }
+
+/// A URL's user info and query (where credentials ride, often from `${VAR}`) never reach a
+/// message, which the terminal, the model and the transcript may all see.
+#[tokio::test]
+async fn messages_name_a_server_without_the_credentials_in_its_url() {
+    let quick =
+        Backoff { initial_delay: Duration::from_millis(10), max_delay: Duration::from_millis(20), max_attempts: 1 };
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    for url in [
+        format!("ws://me:pw-s3cret@127.0.0.1:{port}/ws?token=s3cret"),
+        format!("http://me:pw-s3cret@127.0.0.1:{port}/mcp?api_key=s3cret"),
+    ] {
+        let mut server = mcp_transport::RemoteServer::new(url.clone());
+        server.reconnect = quick;
+        let c = connect(ServerSpec::new("remote", std::sync::Arc::new(server)), &ConnectOptions::default()).await;
+        let state = c.state().to_string();
+        assert_eq!(c.state().label(), "failed", "{state}");
+        assert!(!state.contains("s3cret"), "{state}");
+        assert!(state.contains(&format!("<hidden>@127.0.0.1:{port}/")) && state.contains("?<hidden>"), "{state}");
+        c.close().await;
+    }
+}
