@@ -6,7 +6,7 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -275,6 +275,41 @@ fn edits_are_never_written_into_the_workspace_nor_into_json() {
         .code(2)
         .stderr(predicate::str::contains("never rewrites"));
     assert_eq!(std::fs::read_to_string(&json).unwrap(), r#"{"mcpServers": {}}"#);
+}
+
+/// A configuration that is a pipe, a device or a directory (`ln -s /dev/null config.toml` turns
+/// one off) is refused at once: never read (a pipe would hold the command, deaf to Ctrl-C,
+/// until something wrote to it) and never replaced by an edit (which renamed a file over
+/// `/dev/null`). A pipe stands in for the device here.
+#[test]
+fn a_pipe_device_or_directory_is_neither_read_nor_replaced() {
+    let env = env();
+    let fifo = env.path("fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let link = env.path("config.toml");
+    std::os::unix::fs::symlink(&fifo, &link).unwrap();
+    for args in [&["mcp", "add", "x", "--", "cmd"][..], &["mcp", "list"], &["tools"]] {
+        let started = std::time::Instant::now();
+        env.cmd().args(args).assert().code(2).stderr(predicate::str::contains("not a regular file"));
+        assert!(started.elapsed() < Duration::from_secs(10), "{args:?} waited on the pipe");
+    }
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo(), "the pipe is still a pipe");
+    let dir = env.path("dir.toml");
+    std::fs::create_dir(&dir).unwrap();
+    env.bare()
+        .arg("--config")
+        .arg(&dir)
+        .args(["mcp", "add", "x", "--", "cmd"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("it is a directory; a configuration is a file"));
+    env.bare()
+        .arg("--config")
+        .arg(&dir)
+        .arg("servers")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("it is a directory").and(predicate::str::contains("Is a directory").not()));
 }
 
 #[test]

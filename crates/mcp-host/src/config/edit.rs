@@ -48,11 +48,8 @@ impl Editor {
 
     /// Opens our TOML configuration at `path` (an empty one when the file does not exist yet).
     pub fn open(path: &Path) -> Result<Self, EditError> {
-        let before = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(source) => return Err(EditError::Read { path: path.to_path_buf(), source }),
-        };
+        // Bounded, and never a device or a pipe (whose place a save would take).
+        let before = super::location::read_text_if_any(path)?.unwrap_or_default();
         let host = foreign::read(path, &before, foreign::ReadContext::default()).map(|raw| raw.host);
         match host {
             Ok(Host::Ours) | Err(_) => {}
@@ -186,6 +183,7 @@ impl Editor {
         if text == self.before && self.path.exists() {
             return Ok(false);
         }
+        super::location::check_regular(&self.path)?;
         private_files::write(&self.path, text.as_bytes())
             .map_err(|source| EditError::Write { path: self.path.clone(), source })?;
         Ok(true)

@@ -19,12 +19,13 @@ pub enum ConfigError {
         origin: Origin,
     },
     /// The file exists but cannot be read.
-    #[error("config error in {}: cannot read it: {source}", path.display())]
+    #[error("config error in {}: cannot read it: {reason}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
-        /// The system's reason.
-        source: std::io::Error,
+        /// The system's reason (part of the message, not a source: a chain printed whole would
+        /// say it twice).
+        reason: std::io::Error,
     },
     /// The content is wrong.
     #[error("config error in {}: {}", path.display(), Problem { key: key.as_deref(), message, position: *position })]

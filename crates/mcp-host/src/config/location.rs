@@ -113,6 +113,7 @@ impl ConfigPath {
             });
         }
         let target = follow_links(&path)?;
+        check_regular(&target)?;
         if !self.allow_workspace {
             let cwd = std::env::current_dir().map_err(ConfigError::NoCurrentDir)?;
             check_target(&path, &cwd)?;
@@ -147,7 +148,7 @@ pub fn default_path() -> Result<PathBuf, ConfigError> {
 pub fn check_outside_workspace(path: &Path, workspace: &Path, origin: Origin) -> Result<PathBuf, ConfigError> {
     let not_readable = |source: std::io::Error| match source.kind() {
         std::io::ErrorKind::NotFound => ConfigError::NotFound { path: path.to_path_buf(), origin },
-        _ => ConfigError::Read { path: path.to_path_buf(), source },
+        _ => ConfigError::Read { path: path.to_path_buf(), reason: source },
     };
     let resolved = path.canonicalize().map_err(not_readable)?;
     let workspace = workspace.canonicalize().map_err(ConfigError::NoCurrentDir)?;
@@ -240,13 +241,42 @@ fn follow_links(path: &Path) -> Result<PathBuf, EditError> {
     Err(EditError::Links { path: path.to_path_buf() })
 }
 
+/// Refuses a path that exists and is not a regular file once its links are followed: a
+/// directory, a device (`/dev/null`, linked to turn a configuration off), a pipe or a socket.
+/// Reading a pipe would wait for a writer with no signal heard, and an edit would put a file
+/// in place of the device.
+pub(crate) fn check_regular(path: &Path) -> Result<(), ConfigError> {
+    match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => {
+            let kind = if meta.is_dir() { "a directory" } else { "not a regular file (a device, pipe or socket)" };
+            Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                key: None,
+                message: format!("it is {kind}; a configuration is a file"),
+                position: None,
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The text of the file at `path`, bounded; `None` when there is none.
+pub(crate) fn read_text_if_any(path: &Path) -> Result<Option<String>, ConfigError> {
+    match read_text(path, Origin::Flag) {
+        Ok(text) => Ok(Some(text)),
+        Err(ConfigError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// The text of the file at `path`, bounded.
 pub(crate) fn read_text(path: &Path, origin: Origin) -> Result<String, ConfigError> {
     use std::io::Read as _;
     let failed = |source: std::io::Error| match source.kind() {
         std::io::ErrorKind::NotFound => ConfigError::NotFound { path: path.to_path_buf(), origin },
-        _ => ConfigError::Read { path: path.to_path_buf(), source },
+        _ => ConfigError::Read { path: path.to_path_buf(), reason: source },
     };
+    check_regular(path)?;
     let mut text = String::new();
     std::fs::File::open(path).map_err(failed)?.take(MAX_FILE_BYTES + 1).read_to_string(&mut text).map_err(failed)?;
     if text.len() as u64 > MAX_FILE_BYTES {
