@@ -277,6 +277,58 @@ fn edits_are_never_written_into_the_workspace_nor_into_json() {
     assert_eq!(std::fs::read_to_string(&json).unwrap(), r#"{"mcpServers": {}}"#);
 }
 
+/// A file with CRLF line endings and a byte order mark keeps both, and a file shared with
+/// another account (0640) keeps its mode: "byte for byte" holds for them too.
+#[test]
+fn edits_keep_line_endings_byte_order_mark_and_mode() {
+    let env = env();
+    let crlf = format!("\u{feff}{}", COMMENTED.replace('\n', "\r\n"));
+    let config = env.write("config.toml", &crlf);
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o640)).unwrap();
+    env.mcp(&["disable", "git"]).success();
+    let expected = crlf.replace("enabled = true   # flip me", "enabled = false   # flip me");
+    assert_eq!(env.config(), expected);
+    assert_eq!(std::fs::metadata(&config).unwrap().permissions().mode() & 0o777, 0o640);
+    env.mcp(&["enable", "git"]).success();
+    assert_eq!(env.config(), crlf);
+    // A new file is private.
+    env.bare()
+        .arg("--config")
+        .arg(env.path("new/config.toml"))
+        .args(["mcp", "add", "x", "--", "cmd"])
+        .assert()
+        .success();
+    assert_eq!(std::fs::metadata(env.path("new/config.toml")).unwrap().permissions().mode() & 0o777, 0o600);
+}
+
+/// Edits made at the same moment are made one after the other: none is lost (each read the
+/// file, then renamed its own version over it, and only the last survived).
+#[test]
+fn edits_made_at_once_all_land() {
+    let env = env();
+    env.write("config.toml", COMMENTED);
+    let children: Vec<_> = (0..10)
+        .map(|i| {
+            let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin!("mcp-harness"));
+            cmd.current_dir(env.work.path())
+                .env("HOME", env.home.path())
+                .env("XDG_CONFIG_HOME", env.home.path().join(".config"))
+                .arg("--config")
+                .arg(env.path("config.toml"))
+                .args(["mcp", "add", &format!("s{i}"), "--", "echo", &i.to_string()])
+                .stdout(std::process::Stdio::null());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    for mut child in children {
+        assert!(child.wait().unwrap().success());
+    }
+    let names = names(&env.list_json());
+    for i in 0..10 {
+        assert!(names.contains(&format!("s{i}")), "s{i} was lost: {names:?}");
+    }
+}
+
 /// A configuration that is a pipe, a device or a directory (`ln -s /dev/null config.toml` turns
 /// one off) is refused at once: never read (a pipe would hold the command, deaf to Ctrl-C,
 /// until something wrote to it) and never replaced by an edit (which renamed a file over

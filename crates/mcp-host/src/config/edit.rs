@@ -1,10 +1,12 @@
 //! Edits of our own TOML configuration (`mcp add`, `remove`, `enable`, `disable`, `import`),
 //! format-preserving: only the edited server's table changes, and comments, order and
-//! formatting elsewhere stay byte for byte (`toml_edit`). The file is written atomically and
-//! privately (`private_files::write`: 0600, since a configuration holds headers and environment
-//! values) and never inside the workspace, the same rule as for reading it
-//! ([`ConfigPath::edit_target`](super::ConfigPath::edit_target)). Other hosts' files, and our
-//! JSON, are never rewritten.
+//! formatting elsewhere stay byte for byte (`toml_edit`; CRLF line endings and a byte order
+//! mark are kept too). The file is written atomically (`private_files::write`), created 0600
+//! since a configuration holds headers and environment values (an existing file keeps its
+//! mode), never inside the workspace, the same rule as for reading it
+//! ([`ConfigPath::edit_target`](super::ConfigPath::edit_target)). Edits are made one at a time:
+//! an editor holds a lock on the file's directory from reading to writing, so two `mcp add`s
+//! at once both land. Other hosts' files, and our JSON, are never rewritten.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,6 +28,45 @@ pub struct Editor {
     before: String,
     /// The file was a valid configuration before the edit: the edit must keep it one.
     valid_before: bool,
+    /// How the file ends its lines and begins, kept by the edit.
+    layout: Layout,
+    /// The file's mode before the edit (none when it did not exist).
+    mode: Option<u32>,
+    /// The lock on the file's directory (`flock`), held until the editor is dropped.
+    _lock: std::fs::File,
+}
+
+/// How a file ends its lines and whether it begins with a byte order mark: `toml_edit` writes
+/// neither back.
+#[derive(Debug, Clone, Copy, Default)]
+struct Layout {
+    crlf: bool,
+    bom: bool,
+}
+
+impl Layout {
+    fn of(text: &str) -> Self {
+        let crlf = text.find('\n').is_some_and(|at| text[..at].ends_with('\r'));
+        Self { crlf, bom: text.starts_with('\u{feff}') }
+    }
+
+    fn apply(self, text: String) -> String {
+        let mut text = if self.crlf { text.replace("\r\n", "\n").replace('\n', "\r\n") } else { text };
+        if self.bom && !text.starts_with('\u{feff}') {
+            text.insert(0, '\u{feff}');
+        }
+        text
+    }
+}
+
+/// Locks `path`'s directory (created 0700 if missing) for one edit at a time.
+fn lock_directory(path: &Path) -> Result<std::fs::File, EditError> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let failed = |source| EditError::Write { path: path.to_path_buf(), source };
+    private_files::create_dir(dir).map_err(failed)?;
+    let handle = std::fs::File::open(dir).map_err(failed)?;
+    handle.lock().map_err(failed)?;
+    Ok(handle)
 }
 
 /// What the file already has under a name, beside a server to be put there.
@@ -48,8 +89,11 @@ impl Editor {
 
     /// Opens our TOML configuration at `path` (an empty one when the file does not exist yet).
     pub fn open(path: &Path) -> Result<Self, EditError> {
+        super::location::check_regular(path)?;
+        let lock = lock_directory(path)?;
         // Bounded, and never a device or a pipe (whose place a save would take).
         let before = super::location::read_text_if_any(path)?.unwrap_or_default();
+        let mode = std::fs::metadata(path).ok().map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()));
         let host = foreign::read(path, &before, foreign::ReadContext::default()).map(|raw| raw.host);
         match host {
             Ok(Host::Ours) | Err(_) => {}
@@ -69,7 +113,8 @@ impl Editor {
         let doc: DocumentMut =
             before.parse().map_err(|source| EditError::NotToml { path: path.to_path_buf(), source })?;
         let valid_before = parse_with(path, &before, &Context::check_only()).is_ok();
-        Ok(Self { path: path.to_path_buf(), doc, before, valid_before })
+        let layout = Layout::of(&before);
+        Ok(Self { path: path.to_path_buf(), doc, before, valid_before, layout, mode, _lock: lock })
     }
 
     /// The file edited.
@@ -168,7 +213,7 @@ impl Editor {
     /// The new text, checked: it must still be a configuration (if it was one) and must not
     /// hold a server that fails its checks.
     pub fn text(&self) -> Result<String, EditError> {
-        let text = self.doc.to_string();
+        let text = self.layout.apply(self.doc.to_string());
         if self.valid_before
             && let Err(e) = parse_with(&self.path, &text, &Context::check_only())
         {
@@ -184,8 +229,14 @@ impl Editor {
             return Ok(false);
         }
         super::location::check_regular(&self.path)?;
-        private_files::write(&self.path, text.as_bytes())
-            .map_err(|source| EditError::Write { path: self.path.clone(), source })?;
+        let failed = |source| EditError::Write { path: self.path.clone(), source };
+        private_files::write(&self.path, text.as_bytes()).map_err(failed)?;
+        // Written 0600; a file that had another mode (a configuration shared with a service's
+        // account) keeps it.
+        if let Some(mode) = self.mode.map(|m| m & 0o7777).filter(|m| *m != 0o600) {
+            let permissions = std::os::unix::fs::PermissionsExt::from_mode(mode);
+            std::fs::set_permissions(&self.path, permissions).map_err(failed)?;
+        }
         Ok(true)
     }
 }
