@@ -4,7 +4,7 @@
 //! operations, which return data for the front end to show.
 //!
 //! A change to the file (editors often rename a new file over the old one: that is a change
-//! too) marks the runtime dirty. Before the next listing one publisher (never two at once) reads
+//! too; a file written in place is changed once its writer closes it) marks the runtime dirty. Before the next listing one publisher (never two at once) reads
 //! the file again: servers whose settings are unchanged (equal fingerprints) keep their
 //! connections, changed ones are reconnected with the new settings, removed ones are closed, new
 //! ones connect, and a changed policy applies to the next pool, all in one publication; the
@@ -399,14 +399,26 @@ impl Runtime {
 /// not: inotify reports every open, read and close, the reload's own read included, and a
 /// runtime that took those for edits re-read its file forever (another process reading it, a
 /// second `serve` on the same file or `cat`, started the loop: one CPU busy, calls slowed 30x).
+///
+/// Nor is a write still under way, where the watcher says when a writer closed the file
+/// (inotify, on Linux): a file truncated and written in parts (`open('w')` then writes) read
+/// between two parts parsed as a smaller configuration (a `[policy]` table not yet written: a
+/// denied tool listed and callable, every server of a file read empty closed and restarted). The
+/// writer's close, a rename over the file and its removal are changes.
 fn changes_content(kind: &notify::EventKind) -> bool {
-    use notify::event::{AccessKind, AccessMode};
+    use notify::event::{AccessKind, AccessMode, ModifyKind};
     match kind {
         notify::EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
         notify::EventKind::Access(_) => false,
+        notify::EventKind::Modify(ModifyKind::Data(_) | ModifyKind::Any) | notify::EventKind::Create(_) => {
+            !WATCHER_TELLS_CLOSE
+        }
         _ => true,
     }
 }
+
+/// Whether the platform's watcher reports a writer closing the file (inotify does).
+const WATCHER_TELLS_CLOSE: bool = cfg!(target_os = "linux");
 
 /// Watches the configuration's directory (a file renamed over the old one is a change too).
 fn watch(path: &Path, dirty: Arc<AtomicBool>, changed: Arc<tokio::sync::Notify>) -> Option<notify::RecommendedWatcher> {

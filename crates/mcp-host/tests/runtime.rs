@@ -156,6 +156,33 @@ async fn reading_the_file_is_no_edit_and_the_reload_does_not_trigger_itself() {
     runtime.close().await;
 }
 
+/// A file written in place, in parts (truncated, then written, then closed), is read once its
+/// writer closed it, never between the parts: half a file may parse as a smaller configuration
+/// (here, one without the `[policy]` table that denies a tool).
+#[tokio::test]
+async fn a_file_written_in_place_is_read_once_its_writer_closed_it() {
+    use std::io::Write as _;
+    let setup = Setup::new();
+    let servers = format!("[servers.a]\ncommand = {:?}\nargs = [\"echo\"]\nsandbox = \"off\"\n", setup.fixture);
+    let whole = format!("{servers}[policy]\ndefault = \"deny\"\n");
+    setup.write_text(&whole);
+    let (runtime, events) = setup.start().await;
+    let mut file = std::fs::OpenOptions::new().write(true).truncate(true).open(&setup.path).unwrap();
+    file.write_all(servers.as_bytes()).unwrap();
+    file.flush().unwrap();
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(matches!(runtime.reload_if_changed().await, Reload::Clean), "read while being written");
+    }
+    file.write_all(b"[policy]\ndefault = \"allow\"\n").unwrap();
+    drop(file);
+    let published = next_publication(&runtime).await;
+    assert!(published.policy_changed, "{published:?}");
+    assert!(published.added.is_empty() && published.removed.is_empty(), "{published:?}");
+    assert_eq!(events.lock().unwrap().len(), 1, "one publication: {:?}", events.lock().unwrap());
+    runtime.close().await;
+}
+
 #[tokio::test]
 async fn a_broken_file_keeps_the_running_configuration_and_is_reported_once() {
     let setup = Setup::new();
