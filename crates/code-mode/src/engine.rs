@@ -29,10 +29,18 @@ use crate::worker::{self, Job, Request, Settled, ToHost};
 const STACK_HEADROOM: usize = 2 << 20;
 
 /// Runs scripts under [`Limits`].
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Engine {
     limits: Limits,
     threads: Arc<AtomicUsize>,
+    /// Turns to run ([`Limits::max_running`]), shared by the clones.
+    running: Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Self::new(Limits::default())
+    }
 }
 
 /// A call on its way, giving back its id, how it ended and the tools it made callable (a
@@ -60,7 +68,8 @@ fn found(tools: &ScriptTools, names: &[String]) -> (Value, Vec<usize>) {
 impl Engine {
     /// An engine whose scripts run under `limits`.
     pub fn new(limits: Limits) -> Self {
-        Self { limits, threads: Arc::new(AtomicUsize::new(0)) }
+        let running = Arc::new(tokio::sync::Semaphore::new(limits.max_running.max(1)));
+        Self { limits, threads: Arc::new(AtomicUsize::new(0)), running }
     }
 
     /// The limits.
@@ -78,6 +87,7 @@ impl Engine {
     /// reachable as `tools.<server>.<tool>`, each call made through `caller` with the
     /// context of `script_id`.
     ///
+    /// Waits its turn when [`Limits::max_running`] scripts of this engine run already.
     /// Never blocks the calling thread: the engine runs on a thread of its own. Dropping the
     /// future stops the script (at its next instruction) and drops its calls in flight.
     /// Calls the script started and did not await are dropped when it returns.
@@ -89,6 +99,11 @@ impl Engine {
                 limit: limits.max_script_bytes,
             });
         }
+        // Its turn among the engine's runs: held until the run ends (dropping the run while it
+        // waits gives the turn up).
+        let Ok(_turn) = self.running.acquire().await else {
+            return ScriptRun::failed(ScriptError::Engine("the engine was shut down".to_owned()));
+        };
         let started_at_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_millis() as f64);
         let job = Job {
             script: script.to_owned(),

@@ -35,6 +35,9 @@ pub struct Limits {
     /// Captured `console` output, in bytes. Lines past it are dropped and counted
     /// ([`ScriptRun::logs_dropped`](crate::ScriptRun::logs_dropped)); the run goes on.
     pub max_log_bytes: usize,
+    /// Scripts of one engine (and its clones) running at once, each with a thread and a heap
+    /// of its own; a further run waits its turn. A gateway serves many clients from one engine.
+    pub max_running: usize,
 }
 
 impl Default for Limits {
@@ -49,6 +52,7 @@ impl Default for Limits {
             max_argument_bytes: 1 << 20,
             max_result_bytes: 1 << 20,
             max_log_bytes: 64 << 10,
+            max_running: 4,
         }
     }
 }

@@ -6,8 +6,9 @@
 // module loader to begin with, and the host functions check everything they are given); it
 // takes away what turns text into code and what could block or time, and builds `tools` and
 // `console`.
-(function (hostCall, hostSearch, searchOffered, hostLog, manifest, startedAt, logLimit) {
+(function (hostCall, hostSearch, searchOffered, hostLog, manifest, startedAt, bounds) {
   'use strict';
+  const { logLimit, maxArrayLength } = bounds;
   const G = globalThis;
   const { defineProperty, freeze, create, getPrototypeOf } = Object;
   const PromiseCtor = Promise;
@@ -35,6 +36,38 @@
   // Atomics.wait blocks the thread without using CPU time; shared memory has no use here.
   delete G.Atomics;
   delete G.SharedArrayBuffer;
+
+  // The engine stops a script between instructions; some of its array builtins (sort,
+  // reverse, copyWithin, shift, forEach over holes, ...) loop over `length` in native code
+  // without ever stopping, and `length` costs nothing to set (`a.length = 2 ** 32 - 1`: a sort
+  // ran for minutes, deaf to the CPU limit and to cancellation). Every array method refuses
+  // a length no array of the script's heap can really hold: denser than that is over the
+  // memory limit anyway.
+  const MAX_LENGTH = maxArrayLength;
+  const RangeErrorCtor = RangeError;
+  const apply = Reflect.apply;
+  const arrayProto = Array.prototype;
+  for (const name of Object.getOwnPropertyNames(arrayProto)) {
+    const described = Object.getOwnPropertyDescriptor(arrayProto, name);
+    const original = described.value;
+    if (typeof original !== 'function' || name === 'constructor') {
+      continue;
+    }
+    const guarded = {
+      [name](...args) {
+        if (this !== null && this !== undefined) {
+          const length = Number(this.length);
+          if (length > MAX_LENGTH) {
+            throw new RangeErrorCtor(
+              'Array.prototype.' + name + ' on a length of ' + length + ': at most ' + MAX_LENGTH + ' in code mode',
+            );
+          }
+        }
+        return apply(original, this, args);
+      },
+    }[name];
+    defineProperty(arrayProto, name, { ...described, value: guarded });
+  }
 
   // The clock stands still at the script's start: dates can be made and read, time cannot
   // be measured (no busy-wait timers, no timing of tool calls).

@@ -321,7 +321,13 @@ impl Driver<'_> {
         })?;
         let manifest = ctx.json_parse(&*self.job.manifest)?;
         let log_limit = u32::try_from(self.job.limits.max_log_bytes.saturating_add(1)).unwrap_or(u32::MAX);
-        prelude.call((host_call, host_search, self.job.search, host_log, manifest, self.job.started_at_ms, log_limit))
+        // A dense array's element takes 16 bytes of the heap: a longer `length` describes no
+        // array the script can hold (and at most 2^24, a native loop of a few seconds).
+        let max_array_length = u32::try_from((self.job.limits.memory_bytes / 16).min(1 << 24)).unwrap_or(1 << 24);
+        let bounds = Object::new(ctx.clone())?;
+        bounds.set("logLimit", log_limit)?;
+        bounds.set("maxArrayLength", max_array_length)?;
+        prelude.call((host_call, host_search, self.job.search, host_log, manifest, self.job.started_at_ms, bounds))
     }
 
     /// Hands the host's answer to call `id` to the script.

@@ -100,7 +100,7 @@ pub(crate) struct RawTools {
 #[derive(Deserialize, Default, Debug)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a table with `memory_mib`, `cpu_time_s`, `max_calls`, `concurrency`, `max_result_kib` and `max_log_kib`"
+    expecting = "a table with `memory_mib`, `cpu_time_s`, `max_calls`, `concurrency`, `max_result_kib`, `max_log_kib` and `max_running`"
 )]
 pub(crate) struct RawCodeLimits {
     #[serde(default)]
@@ -115,6 +115,8 @@ pub(crate) struct RawCodeLimits {
     pub(crate) max_result_kib: Option<usize>,
     #[serde(default)]
     pub(crate) max_log_kib: Option<usize>,
+    #[serde(default)]
+    pub(crate) max_running: Option<usize>,
 }
 
 /// `[runtime]`.

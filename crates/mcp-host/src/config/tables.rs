@@ -297,7 +297,8 @@ fn on_off(value: &str) -> Result<bool, String> {
 impl RawCodeLimits {
     /// The limits of one script: the engine's defaults where a key is not given.
     fn into_limits(self) -> Result<code_mode::Limits, String> {
-        let RawCodeLimits { memory_mib, cpu_time_s, max_calls, concurrency, max_result_kib, max_log_kib } = self;
+        let RawCodeLimits { memory_mib, cpu_time_s, max_calls, concurrency, max_result_kib, max_log_kib, max_running } =
+            self;
         let mut limits = code_mode::Limits::default();
         let positive = |key: &str, n: usize, max: usize| -> Result<usize, String> {
             if n == 0 || n > max { Err(format!("`{key}` must be from 1 to {max}, not {n}")) } else { Ok(n) }
@@ -320,6 +321,9 @@ impl RawCodeLimits {
         }
         if let Some(kib) = max_log_kib {
             limits.max_log_bytes = positive("max_log_kib", kib, 64 << 10)? << 10;
+        }
+        if let Some(n) = max_running {
+            limits.max_running = positive("max_running", n, 256)?;
         }
         Ok(limits)
     }

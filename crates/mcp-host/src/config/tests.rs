@@ -614,6 +614,7 @@ fn code_mode_is_off_by_default_and_set_globally_and_per_server() {
         concurrency = 2
         max_result_kib = 8
         max_log_kib = 1
+        max_running = 3
         [servers.a]
         command = "a"
         [servers.b]
@@ -628,7 +629,7 @@ fn code_mode_is_off_by_default_and_set_globally_and_per_server() {
         (limits.memory_bytes, limits.cpu_time, limits.max_calls, limits.concurrency),
         (16 << 20, std::time::Duration::from_millis(500), 7, 2)
     );
-    assert_eq!((limits.max_result_bytes, limits.max_log_bytes), (8 << 10, 1 << 10));
+    assert_eq!((limits.max_result_bytes, limits.max_log_bytes, limits.max_running), (8 << 10, 1 << 10, 3));
 
     let one = parse(
         Path::new("/x/c.toml"),
