@@ -746,3 +746,58 @@ fn serve_with_code_mode_and_tool_search_lets_a_script_search_and_call_what_it_fo
     assert_eq!(client.tool_names(), ["run_code", "search_tools"]);
     assert!(client.finish().success());
 }
+
+/// Each call a script makes has its audit line (allowed, refused, rejected), naming the
+/// client's `run_code` call as its parent, beside that call's own line.
+#[test]
+fn a_scripts_calls_each_have_their_audit_line() {
+    let env = env();
+    let config = env.write("config.toml", &format!("{CODE_MODE}\n[serve.audit]\npath = \"audit.jsonl\"\n"));
+    let mut client = StdioClient::start(env.serve(&config, &[]));
+    let init = client.request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "test", "version": "1"}}),
+    );
+    assert!(init["result"]["serverInfo"].is_object(), "{init}");
+    client.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let script = r#"
+        const echoed = await tools.fx.echo({ text: "hi" });
+        let refused, bad;
+        try { await tools.fx.add({ a: 1, b: 1 }); } catch (e) { refused = e.kind; }
+        try { await tools.two.add({ a: "two" }); } catch (e) { bad = e.kind; }
+        return [echoed, refused, bad];
+    "#;
+    let mut asked = Vec::new();
+    let ran = client.request_deciding(
+        "tools/call",
+        json!({"name": "run_code", "arguments": {"code": script}}),
+        "no",
+        &mut asked,
+    );
+    assert_eq!(text_of(&ran), r#"["hi","not_approved","bad_arguments"]"#, "{ran}");
+    let call_id = ran["id"].to_string();
+    assert!(client.finish().success());
+
+    let text = std::fs::read_to_string(env.config_dir.path().join("audit.jsonl")).unwrap();
+    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let seen: Vec<(String, String, String, String)> = lines
+        .iter()
+        .map(|l| {
+            let field = |k: &str| l[k].as_str().unwrap_or_default().to_owned();
+            (field("tool"), field("decision"), field("outcome"), field("parent"))
+        })
+        .collect();
+    let of_script =
+        |tool: &str, decision: &str| (tool.to_owned(), decision.to_owned(), "tool_error".to_owned(), call_id.clone());
+    assert_eq!(
+        seen,
+        [
+            ("fx__echo".to_owned(), "allowed".to_owned(), "ok".to_owned(), call_id.clone()),
+            of_script("fx__add", "refused"),
+            of_script("two__add", "rejected"),
+            ("run_code".to_owned(), "allowed".to_owned(), "ok".to_owned(), String::new()),
+        ],
+        "{text}"
+    );
+}

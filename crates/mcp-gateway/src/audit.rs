@@ -1,4 +1,5 @@
-//! The audit log: one JSON line for every `tools/call` the gateway decides: when, who (the
+//! The audit log: one JSON line for every `tools/call` the gateway decides, and for every call
+//! a client's script makes (code mode; `parent` names the client's call): when, who (the
 //! caller's principal and profile, the session, the client), which tool, the decision and the
 //! rule that made it, how long it took, how it ended, and a digest of its arguments (their
 //! values only when configured).
@@ -78,6 +79,10 @@ pub struct AuditRecord {
     /// The arguments, when the log is configured to keep them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Value>,
+    /// For a call a script made (code mode's `run_code`), the id of the client's call that
+    /// ran the script.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 /// Where audit lines go.
@@ -398,6 +403,7 @@ impl Gateway {
             outcome: outcome(&reply),
             arguments_sha256: arguments_digest(&arguments),
             arguments: (sink.arguments() == AuditArguments::Values).then_some(arguments),
+            parent: None,
         };
         sink.record(&record);
         reply
@@ -489,6 +495,7 @@ mod tests {
             outcome: AuditOutcome::Ok,
             arguments_sha256: arguments_digest(&json!({})),
             arguments: None,
+            parent: None,
         }
     }
 

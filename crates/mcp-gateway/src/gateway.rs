@@ -712,6 +712,11 @@ impl Gateway {
                     asker: Arc::clone(&asker),
                     gateway: self,
                     caller: &scope.caller,
+                    session: match &scope.era {
+                        Era::Session(session) => session.id.as_deref().map(crate::audit::session_tag),
+                        Era::Stateless(_) => None,
+                    },
+                    client: mcp_safety::text::one_line(scope.client_name(), 200),
                     search: self.script_search(&binding, exposure.as_ref()),
                     binding: &binding,
                     parent: call_id.clone(),
@@ -1167,11 +1172,14 @@ struct ListOut<'a> {
 /// The calls a built-in tool (code mode's `run_code`) makes for one client's call: each passes
 /// the rate limits and the gate as the client's own `tools/call` would (policy, a `confirm`
 /// asked of the same client, the arguments against the schema, the generation at the last
-/// moment), under the binding the built-in was admitted with. The audit log has the one line
-/// of the client's call.
+/// moment), under the binding the built-in was admitted with. Each has its audit line, naming
+/// the client's call as its `parent`, beside the line of the client's call.
 struct ScriptCalls<'a> {
     gateway: &'a Gateway,
     caller: &'a Caller,
+    /// The client's session (its audit tag) and name, for the audit lines.
+    session: Option<String>,
+    client: String,
     binding: &'a Arc<Binding>,
     /// The script's `tools.search`, when some tools wait behind search for this client.
     search: Option<StepSearch>,
@@ -1216,17 +1224,59 @@ impl InnerCalls for ScriptCalls<'_> {
     }
 
     async fn call(&self, id: &str, name: &str, arguments: &Value) -> InnerResult {
+        let Some(sink) = self.gateway.inner.options.audit.clone() else {
+            return self.decide_and_run(id, name, arguments).await.0;
+        };
+        let started = self.gateway.now_ms();
+        let (result, decision, rule) = self.decide_and_run(id, name, arguments).await;
+        if sink.counts_only() {
+            sink.count(decision);
+            return result;
+        }
+        let outcome = match &result {
+            Ok(result) if !result.is_error() => crate::audit::AuditOutcome::Ok,
+            _ => crate::audit::AuditOutcome::ToolError,
+        };
+        let record = crate::audit::AuditRecord {
+            time: crate::audit::rfc3339(started),
+            caller: self.caller.principal.as_deref().map(str::to_owned),
+            profile: self.caller.profile.as_deref().map(str::to_owned),
+            session: self.session.clone(),
+            client: self.client.clone(),
+            tool: mcp_safety::text::one_line(name, 200),
+            decision,
+            rule: mcp_safety::text::one_line(&rule, 1000),
+            duration_ms: self.gateway.now_ms().saturating_sub(started),
+            outcome,
+            arguments_sha256: crate::audit::arguments_digest(arguments),
+            arguments: (sink.arguments() == crate::audit::AuditArguments::Values).then(|| arguments.clone()),
+            parent: Some(self.parent.clone()),
+        };
+        sink.record(&record);
+        result
+    }
+}
+
+impl ScriptCalls<'_> {
+    /// One call of the script through the limits and the gate, and how it was decided (for
+    /// its audit line).
+    async fn decide_and_run(&self, id: &str, name: &str, arguments: &Value) -> (InnerResult, CallDecision, String) {
         let inner = &self.gateway.inner;
         if self.binding.pool().get(name).is_some_and(|entry| entry.server().is_none()) {
             // A built-in (the calling one included) is never reached from inside one.
             let why = "built-in tools cannot be called from a script".to_owned();
-            return Err(InnerError::Refused(Refusal::NotExposed { name: name.to_owned(), why }));
+            let refusal = Refusal::NotExposed { name: name.to_owned(), why };
+            let (decision, rule) = (refusal.decision(), refusal.reason());
+            return (Err(InnerError::Refused(refusal)), decision, rule);
         }
         // Held until the call ends, as for the client's own calls.
         let _permit = match &inner.options.limiter {
             Some(limiter) => match limiter.admit(self.caller, name).await {
                 Ok(permit) => Some(permit),
-                Err(refused) => return Err(InnerError::Limited(refused.to_string())),
+                Err(refused) => {
+                    let why = refused.to_string();
+                    return (Err(InnerError::Limited(why.clone())), CallDecision::Rejected, why);
+                }
             },
             None => None,
         };
@@ -1238,17 +1288,24 @@ impl InnerCalls for ScriptCalls<'_> {
         let asking = inner.backend.tools_for(Arc::clone(&self.asker));
         let tools = asking.as_deref().unwrap_or_else(|| inner.backend.tools());
         let request = CallRequest { id, name, arguments };
-        match inner.gate.admit_with(self.binding, tools, request, &context).await {
+        let admission = inner.gate.admit_with(self.binding, tools, request, &context).await;
+        let (mut decision, mut rule) = (admission.decision(), admission.reason());
+        let result = match admission {
             Admission::Run { job, .. } => match inner.gate.run(tools, job, None).await {
                 Ran::Mcp(Ok(result)) => Ok(result),
                 Ran::Mcp(Err(error)) => Err(InnerError::Source(error)),
-                Ran::Refused(refusal) => Err(InnerError::Refused(refusal)),
+                Ran::Refused(refusal) => {
+                    // Refused at the last moment (its server changed): that is the decision.
+                    (decision, rule) = (refusal.decision(), refusal.reason());
+                    Err(InnerError::Refused(refusal))
+                }
                 _ => Err(InnerError::Refused(Refusal::NoHandler { name: name.to_owned() })),
             },
             Admission::Refused(refusal) => Err(InnerError::Refused(refusal)),
             Admission::Deferred { name, reason } => Err(InnerError::Deferred { name, reason }),
             _ => Err(InnerError::Refused(Refusal::NoHandler { name: name.to_owned() })),
-        }
+        };
+        (result, decision, rule)
     }
 }
 
