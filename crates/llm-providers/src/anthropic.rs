@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use crate::Options;
 use crate::body::{MessageCache, ToolsCache, check_model};
 use crate::http::{
-    ApiKey, Decoder, Endpoint, ReadError, Step, Wire, default_client, join_base, json_error_message, lookup_nonempty,
-    malformed, parse_json, snippet,
+    ApiKey, Decoder, Endpoint, MAX_ANSWER_PARTS, ReadError, Step, Wire, default_client, join_base, json_error_message,
+    lookup_nonempty, malformed, parse_json, snippet,
 };
 
 /// The adapter's name, in [`Block::Provider`] blocks it keeps.
@@ -228,7 +228,12 @@ fn wire_messages(message: &agent_loop::Message, out: &mut Vec<u8>) -> Result<(),
         .filter_map(|block| match block {
             Block::Text { text } if text.is_empty() => None,
             Block::Text { text } => Some(WireBlock::Typed(TypedBlock::Text { text })),
-            Block::ToolUse { id, name, input } => Some(WireBlock::Typed(TypedBlock::ToolUse { id, name, input })),
+            Block::ToolUse { id, name, input } => {
+                // The API takes an object only: input that was not one (text the model wrote
+                // that was not JSON, refused by the loop's check) goes back as an empty one.
+                let input = if input.is_object() { input } else { &EMPTY_INPUT };
+                Some(WireBlock::Typed(TypedBlock::ToolUse { id, name, input }))
+            }
             Block::ToolResult { tool_use_id, content, is_error } => {
                 Some(WireBlock::Typed(TypedBlock::ToolResult { tool_use_id, content, is_error: *is_error }))
             }
@@ -254,6 +259,9 @@ enum WireBlock<'a> {
     Typed(TypedBlock<'a>),
     Provider(&'a Value),
 }
+
+/// A tool call's input as sent back when the model's was not an object.
+static EMPTY_INPUT: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| json!({}));
 
 /// The port's blocks, `type` first.
 #[derive(Serialize)]
@@ -320,6 +328,9 @@ impl Wire for AnthropicWire {
             .get("content")
             .and_then(Value::as_array)
             .ok_or_else(|| malformed(format!("the JSON answer has no content array: {}", snippet(text, 200))))?;
+        if content.len() as u64 > MAX_ANSWER_PARTS {
+            return Err(malformed(format!("an answer of more than {MAX_ANSWER_PARTS} content blocks")));
+        }
         let mut blocks = Vec::new();
         for block in content {
             match block.get("type").and_then(Value::as_str) {
@@ -456,6 +467,9 @@ impl Decoder for AnthropicDecoder {
             }
             "content_block_start" => {
                 let i = index(&value, kind)?;
+                if i >= MAX_ANSWER_PARTS {
+                    return Err(malformed(format!("an answer of more than {MAX_ANSWER_PARTS} content blocks")));
+                }
                 let block =
                     value.get("content_block").ok_or_else(|| malformed("content_block_start without a block"))?;
                 let slot = match block.get("type").and_then(Value::as_str) {
@@ -540,10 +554,16 @@ impl Decoder for AnthropicDecoder {
                 Slot::Text(text) if text.is_empty() => {}
                 Slot::Text(text) => content.push(Block::Text { text }),
                 Slot::Tool { id, name, json } => {
+                    // Input that is not JSON (cut short at max_tokens, or simply wrong) is
+                    // passed on as a string holding the model's text, as the OpenAI adapter
+                    // does: the loop's schema check tells the model, and the turn goes on.
                     let input = if json.trim().is_empty() {
                         json!({})
                     } else {
-                        parse_json(&json, &format!("the input of tool call {i} ({name}) is not valid JSON"))?
+                        serde_json::from_str(&json).unwrap_or_else(|e| {
+                            tracing::warn!(call = i, "the input of a tool call is not valid JSON: {e}");
+                            Value::String(json)
+                        })
                     };
                     content.push(Block::ToolUse { id, name, input });
                 }
@@ -598,6 +618,7 @@ mod tests {
                 Block::Text { text } if text.is_empty() => None,
                 Block::Text { text } => Some(json!({"type": "text", "text": text})),
                 Block::ToolUse { id, name, input } => {
+                    let input = if input.is_object() { input.clone() } else { json!({}) };
                     Some(json!({"type": "tool_use", "id": id, "name": name, "input": input}))
                 }
                 Block::ToolResult { tool_use_id, content, is_error } => Some(
@@ -665,19 +686,36 @@ mod tests {
         assert!(m.contains("another type"), "{m}");
         let m = malformed_message(decode(&[
             START,
-            r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"n","input":{}}}"#,
-            r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\":"}}"#,
-            r#"{"type":"content_block_stop","index":0}"#,
-            r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":1}}"#,
-            r#"{"type":"message_stop"}"#,
+            r#"{"type":"content_block_start","index":4096,"content_block":{"type":"text","text":""}}"#,
         ]));
-        assert!(m.contains("not valid JSON") && m.contains("(n)"), "{m}");
+        assert!(m.contains("more than 4096 content blocks"), "{m}");
         let m = malformed_message(decode(&[START, r#"{"type":"message_stop"}"#]));
         assert!(m.contains("stop_reason"), "{m}");
         let m = malformed_message(decode(&[START, "{not json"]));
         assert!(m.contains("not valid JSON"), "{m}");
         let m = malformed_message(decode(&[START, r#"{"type":"content_block_start","index":"zero"}"#]));
         assert!(m.contains("index"), "{m}");
+    }
+
+    /// A tool call whose input is not JSON (cut short at `max_tokens`) does not fail the answer:
+    /// the input is the model's text as a string, which the loop's schema check refuses (the
+    /// model is told, the turn goes on), and it goes back to the API as an empty object.
+    #[test]
+    fn a_tool_input_that_is_not_json_is_passed_on_as_text() {
+        let r = decode(&[
+            START,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"n","input":{}}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\":"}}"#,
+            r#"{"type":"content_block_stop","index":0}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":1}}"#,
+            r#"{"type":"message_stop"}"#,
+        ])
+        .unwrap();
+        assert_eq!(r.content, vec![Block::ToolUse { id: "t".into(), name: "n".into(), input: json!("{\"a\":") }]);
+        let mut out = Vec::new();
+        wire_messages(&agent_loop::Message { role: Role::Assistant, content: r.content }, &mut out).unwrap();
+        let sent: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(sent["content"][0]["input"], json!({}));
     }
 
     /// With the API's tool search, its call and result come back in the answer and must go

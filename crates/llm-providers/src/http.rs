@@ -37,14 +37,22 @@ impl ApiKey {
     }
 }
 
+/// The most tool calls (OpenAI's call `index`) or content blocks (Anthropic's block `index`)
+/// one answer may hold. The loop runs 128 calls of an answer; past that, what a model lists is
+/// only memory, terminal lines and transcript (100,000 calls: 800 MB in six steps).
+pub(crate) const MAX_ANSWER_PARTS: u64 = 4096;
+
 /// `base` (trailing slashes removed) followed by `suffix`, checked to be an http(s) URL.
 pub(crate) fn join_base(base: &str, suffix: &str, variable: &str) -> Result<Url, ModelError> {
     let trimmed = base.trim().trim_end_matches('/');
-    let invalid =
-        |e: &dyn std::fmt::Display| ModelError::Configuration(format!("{variable}: {base:?} is not a valid URL ({e})"));
+    // Shown without its user info or query, where a credential may ride.
+    let shown = mcp_safety::redact::url(base);
+    let invalid = |e: &dyn std::fmt::Display| {
+        ModelError::Configuration(format!("{variable}: {shown:?} is not a valid URL ({e})"))
+    };
     let parsed = Url::parse(trimmed).map_err(|e| invalid(&e))?;
     if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none_or(str::is_empty) {
-        return Err(ModelError::Configuration(format!("{variable}: {base:?} is not an http(s) URL")));
+        return Err(ModelError::Configuration(format!("{variable}: {shown:?} is not an http(s) URL")));
     }
     if parsed.query().is_some() || parsed.fragment().is_some() {
         return Err(invalid(&"a base URL has no query or fragment"));
@@ -231,7 +239,7 @@ impl Endpoint {
             response.headers().get(reqwest::header::LOCATION).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let message = match timeout_at(deadline, read_error_message(response, self.options.max_error_body_bytes)).await
         {
-            Ok(Some(message)) => message,
+            Ok(Some(message)) => self.hide_credentials(message),
             _ => status.canonical_reason().unwrap_or("no message").to_owned(),
         };
         // As the official SDKs: 408, 409, 429 and 5xx are transient, and the server may decide
@@ -252,6 +260,23 @@ impl Endpoint {
         } else {
             Err(AttemptError::Fatal(ModelError::Rejected { status: status.as_u16(), message }))
         }
+    }
+
+    /// `message` with the credentials this endpoint sends hidden: some servers (proxies,
+    /// compatible gateways) quote the key they refused, and the message reaches the terminal,
+    /// the transcript and the logs.
+    fn hide_credentials(&self, mut message: String) -> String {
+        for value in self.headers.values().filter(|v| v.is_sensitive()) {
+            let Ok(value) = value.to_str() else { continue };
+            let bare = value.split_once(' ').map_or(value, |(_, key)| key).trim();
+            for secret in [value, bare] {
+                // A short value is no key, and hiding it would garble the message.
+                if secret.len() >= 8 && message.contains(secret) {
+                    message = message.replace(secret, mcp_safety::redact::HIDDEN);
+                }
+            }
+        }
+        message
     }
 
     async fn read_success<W: Wire>(

@@ -19,7 +19,7 @@ use crate::http::{
 };
 
 /// The highest tool call `index` an answer may use (a model's indexes count its calls from 0).
-const MAX_CALL_INDEX: u64 = 4096;
+const MAX_CALL_INDEX: u64 = crate::http::MAX_ANSWER_PARTS;
 
 /// The environment variable holding the API key.
 pub(crate) const API_KEY_VARIABLE: &str = "OPENAI_API_KEY";

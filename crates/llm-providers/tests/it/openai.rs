@@ -209,6 +209,18 @@ async fn client_errors_are_rejected_with_the_providers_message() {
     }
 }
 
+/// A server that quotes the key it refused (some proxies and compatible gateways do) does not
+/// get it into the message, which the terminal, the transcript and the logs show.
+#[tokio::test]
+async fn the_key_a_server_quotes_back_is_hidden() {
+    let body = format!(r#"{{"error":{{"message":"Incorrect API key provided: Bearer {KEY}, and {KEY} again"}}}}"#);
+    let server = FakeServer::start(vec![Reply::json(401, &body)]).await;
+    let err = model(&server).complete(&simple("Hi"), &NoStream).await.unwrap_err();
+    let text = err.to_string();
+    assert!(!text.contains(KEY), "{text}");
+    assert!(text.contains("Incorrect API key provided: <hidden>, and <hidden> again"), "{text}");
+}
+
 #[tokio::test]
 async fn malformed_and_truncated_streams() {
     let bad_json = TEXT.replace(r#"{"content":"!"}"#, r#"{"content":"!"#);
