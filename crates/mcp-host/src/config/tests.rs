@@ -274,7 +274,7 @@ fn json_error_messages() {
 /// one with ESC, in both formats.
 #[test]
 fn server_names_that_could_drive_or_fool_a_terminal_are_refused() {
-    for name in ["git\u{1b}[2J", "git\u{202e}txt", "gi\u{200b}t", "git\u{2066}", "git\u{9b}"] {
+    for name in ["git\u{1b}[2J", "git\u{202e}txt", "gi\u{200b}t", "git\u{2066}", "git\u{9b}", "n\nx", "n\tx"] {
         let escaped = serde_json::to_string(name).unwrap();
         let json = json_err(&format!(r#"{{"mcpServers": {{{escaped}: {{"command": "git"}}}}}}"#));
         let toml = toml_err(&format!("[servers.{escaped}]\ncommand = \"git\"\n"));
@@ -283,6 +283,18 @@ fn server_names_that_could_drive_or_fool_a_terminal_are_refused() {
         }
     }
     assert!(parse(Path::new("/x/claude.json"), r#"{"mcpServers": {"gît-é": {"command": "git"}}}"#).is_ok());
+}
+
+/// An `env` name with `=` would set another variable (`PATH=/tmp/evil:/usr/bin` as a name
+/// set PATH); an empty one or one with control characters is no name either.
+#[test]
+fn env_names_that_are_no_variables_names_are_refused() {
+    for name in ["PATH=/tmp/evil:/usr/bin", "", "K\u{1b}", "K\u{0}"] {
+        let escaped = serde_json::to_string(name).unwrap();
+        let message = toml_err(&format!("[servers.s]\ncommand = \"s\"\nenv = {{ {escaped} = \"x\" }}\n"));
+        assert!(message.contains("which is no variable's name"), "{message}");
+    }
+    assert!(parse(Path::new("/x/c.toml"), "[servers.s]\ncommand = \"s\"\nenv = { my_var_2 = \"x\" }\n").is_ok());
 }
 
 #[test]

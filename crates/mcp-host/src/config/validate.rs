@@ -184,15 +184,21 @@ pub(crate) fn policy_fingerprint(written: &str, servers: &[ServerSettings]) -> S
     format!("{written}|{filters:?}|{:?}|{:?}", off(|s| s.instructions), off(|s| s.elicitation))
 }
 
+/// Whether `name` can name an environment variable: not empty, and no `=` (`PATH=/x` as a name
+/// sets `PATH`), NUL, control or invisible characters.
+fn is_env_name(name: &str) -> bool {
+    !name.is_empty() && !name.chars().any(|c| c == '=' || c.is_control() || mcp_safety::text::is_stripped(c))
+}
+
 impl RawServer {
     /// The server's settings from its entry: target, enabled, timeouts (the sandbox, policy
     /// hooks, exposure and fingerprint are the caller's to fill in).
     fn into_settings(self, name: &str, base: &Path) -> Result<ServerSettings, String> {
         // Names are printed and named in tool names: nothing that drives a terminal or reads
         // differently from what it says (ESC, bidirectional overrides, zero-width characters).
-        if name.is_empty() || name.chars().any(mcp_safety::text::is_stripped) {
-            return Err("a server name must be non-empty and free of control characters, bidirectional \
-                 overrides and invisible characters"
+        if name.is_empty() || name.chars().any(|c| c.is_control() || mcp_safety::text::is_stripped(c)) {
+            return Err("a server name must be non-empty and free of control characters (line breaks and tabs \
+                 too), bidirectional overrides and invisible characters"
                 .to_owned());
         }
         let only_for = |present: bool, key: &str, kind: &str| {
@@ -222,6 +228,13 @@ impl RawServer {
                 only_for(self.oauth.is_some(), "oauth", "remote (url)")?;
                 let mut config = StdioConfig::new(command, self.args.unwrap_or_default());
                 config.env = self.env.unwrap_or_default();
+                if let Some(bad) = config.env.keys().find(|k| !is_env_name(k)) {
+                    return Err(format!(
+                        "`env` has the name {:?}, which is no variable's name: a name is not empty and has no \
+                         `=` (which would set another variable), NUL or control characters",
+                        mcp_safety::text::one_line(bad, 100)
+                    ));
+                }
                 // Relative to the file, not to wherever the program happens to be started.
                 config.cwd = self.cwd.map(|cwd| base.join(cwd));
                 config.label = name.to_owned();
