@@ -75,6 +75,31 @@ pub(crate) fn can_ask() -> bool {
     std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
 }
 
+/// The terminal's settings when the program started (stdin's, when it is one): a question cut
+/// short by a signal leaves it raw (no echo, no line editing) with the cursor hidden, and the
+/// exit puts both back ([`restore_terminal`]).
+static STARTED_WITH: std::sync::Mutex<Option<nix::sys::termios::Termios>> = std::sync::Mutex::new(None);
+
+/// Remembers the terminal's settings (see [`STARTED_WITH`]); nothing when stdin is none.
+pub(crate) fn remember_terminal() {
+    if std::io::stdin().is_terminal()
+        && let Ok(settings) = nix::sys::termios::tcgetattr(std::io::stdin())
+    {
+        *mcp_safety::lock(&STARTED_WITH) = Some(settings);
+    }
+}
+
+/// Puts the terminal back as it was at the start, cursor shown: for an exit that may have cut
+/// a question short (a signal).
+pub(crate) fn restore_terminal() {
+    if let Some(settings) = mcp_safety::lock(&STARTED_WITH).as_ref() {
+        let _ = nix::sys::termios::tcsetattr(std::io::stdin(), nix::sys::termios::SetArg::TCSANOW, settings);
+    }
+    if std::io::stderr().is_terminal() {
+        let _ = dialoguer::console::Term::stderr().show_cursor();
+    }
+}
+
 /// Held by whoever asks on the terminal: calls running together ask one after another.
 static TERMINAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -101,7 +126,11 @@ pub(crate) async fn on_terminal<T: Send + 'static>(
         if CHAT_READING.load(Ordering::SeqCst) {
             return Err(CHAT_IS_READING);
         }
-        Ok(crate::progress::hidden_while(|| ask(&dialoguer::console::Term::stderr())))
+        let term = dialoguer::console::Term::stderr();
+        let answer = crate::progress::hidden_while(|| ask(&term));
+        // A question ended by Ctrl-C (a key in raw mode, no signal) leaves the cursor hidden.
+        let _ = term.show_cursor();
+        Ok(answer)
     })
     .await
     .unwrap_or(Err(NO_TERMINAL))

@@ -259,6 +259,7 @@ fn main() -> ExitCode {
         return ExitCode::from(status(result));
     }
     init_logging();
+    approve::remember_terminal();
     let mut builder = if cli.command.is_one_shot() {
         // Connect, ask, print, close: one thread drives it all. A multi-threaded runtime would
         // start a worker per core first and hand every answer from one thread to another.
@@ -298,6 +299,8 @@ fn main() -> ExitCode {
     // The last spans (the task's, the calls') end with the command: exported now, bounded.
     telemetry::shutdown();
     if let Some(signal) = signals::received() {
+        // A question the signal cut short left the terminal raw, its cursor hidden.
+        approve::restore_terminal();
         if signals::drained() && result.is_ok() {
             // Asked to stop and stopped as asked: in-flight calls were answered, servers closed.
             let _ = output::stderr(&format!("{} received: drained and stopped\n", signal.name()));

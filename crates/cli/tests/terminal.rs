@@ -495,3 +495,33 @@ fn a_scripts_confirm_call_is_asked_on_the_terminal_naming_the_script() {
     assert!(stdout.contains("← \"not_approved\""), "{stdout}");
     assert!(stdout.contains("Done."), "{stdout}");
 }
+
+/// A signal that comes while a question is on the terminal (raw mode, cursor hidden) ends the
+/// process with the terminal put back: echo and line editing on, the cursor shown.
+#[test]
+fn a_signal_during_a_question_leaves_the_terminal_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    let text = format!(
+        "[servers.fx]\ncommand = \"{}\"\nargs = [\"echo\"]\nsandbox = \"off\"\n\
+         [[policy.rules]]\nserver = \"fx\"\ntool = \"add\"\ndecision = \"confirm\"\n",
+        fixture()
+    );
+    std::fs::write(&config, text).unwrap();
+    let t = Terminal::run(&config, work.path(), &["call", "mcp__fx__add", "--args", r#"{"a": 1, "b": 2}"#]);
+    t.wait_for("Run mcp__fx__add");
+    // The question has the terminal raw now.
+    std::thread::sleep(Duration::from_millis(300));
+    let master = t.keyboard.try_clone().unwrap();
+    let raw = nix::sys::termios::tcgetattr(&master).unwrap();
+    assert!(!raw.local_flags.contains(nix::sys::termios::LocalFlags::ECHO), "the question did not take the terminal");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(t.child.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    let (status, _stdout, seen) = t.finish();
+    assert_eq!(status.code(), Some(143), "{seen:?}");
+    let after = nix::sys::termios::tcgetattr(&master).unwrap();
+    use nix::sys::termios::LocalFlags;
+    assert!(after.local_flags.contains(LocalFlags::ECHO | LocalFlags::ICANON), "left raw: {:?}", after.local_flags);
+    let hidden = seen.rfind("\u{1b}[?25l").unwrap_or_else(|| panic!("the question hid no cursor: {seen:?}"));
+    assert!(seen[hidden..].contains("\u{1b}[?25h"), "the cursor stays hidden: {seen:?}");
+}
