@@ -13,7 +13,8 @@
 //! GET with `Last-Event-ID`), `no_get` (GET gets 405), `get_ends` (the GET stream ends after
 //! its priming event: the client must reconnect), `token` (a bearer token is required:
 //! 401 otherwise), `stateless` (no session ids), `wrong_id` (JSON answers to `tools/call`
-//! carry another id), `huge_event` (an oversize SSE event before the answer), `no_retry`
+//! carry another id), `huge_event` (an oversize SSE event before the answer), `batch` (JSON
+//! answers to `tools/call` batched after that many notifications), `no_retry`
 //! (priming events carry no `retry:`), `html` (`tools/call` is answered 200 with an HTML page,
 //! hostile text in it), `hostile_error` (`tools/call` is answered 500 with hostile text). A
 //! call of the unlisted tool `hang` never gets an answer, and [`RunningServer::go_away`] cuts
@@ -73,6 +74,8 @@ pub struct HttpOptions {
     pub wrong_id: bool,
     /// SSE answers to `tools/call` start with a log notification of about this many bytes.
     pub huge_event: Option<usize>,
+    /// JSON answers to `tools/call` are a batch: this many log notifications, then the answer.
+    pub batch: Option<usize>,
     /// An OAuth authorization server on the same origin; `/mcp` then needs its access tokens
     /// (instead of `token`).
     pub oauth: Option<OAuthOptions>,
@@ -554,7 +557,17 @@ fn post(inner: &Arc<Inner>, headers: &HeaderMap, body: Option<Value>, seen: &See
         answer["id"] = json!(987_654);
     }
     let mut response = if o.json {
-        let mut r = Response::new(Body::from(answer.to_string()));
+        let body = match o.batch.filter(|_| seen.method.as_deref() == Some("tools/call")) {
+            Some(n) => {
+                let log = json!({"jsonrpc": "2.0", "method": "notifications/message",
+                    "params": {"level": "debug", "data": "batched"}});
+                let mut items = vec![log; n];
+                items.push(answer);
+                Value::Array(items).to_string()
+            }
+            None => answer.to_string(),
+        };
+        let mut r = Response::new(Body::from(body));
         r.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
         r
     } else {

@@ -191,7 +191,7 @@ impl Shared {
         self.route(Inbound::Decoded(message), c.to).await;
     }
 
-    /// A JSON body: one message or a batch.
+    /// A JSON body: one message or a batch (of at most [`MAX_BATCH`]).
     pub(super) async fn accept_json(&self, body: &[u8], c: &mut Collector<'_>) -> Result<(), String> {
         let text = std::str::from_utf8(body).map_err(|_| "the server's JSON answer is not UTF-8".to_owned())?;
         let trimmed = text.trim();
@@ -199,7 +199,7 @@ impl Shared {
             return Ok(());
         }
         if trimmed.starts_with('[') {
-            let batch: Vec<Box<RawValue>> =
+            let Batch(batch) =
                 serde_json::from_str(trimmed).map_err(|e| format!("the server's JSON answer is malformed: {e}"))?;
             for item in batch {
                 self.accept(item.get().to_owned(), c).await;
@@ -451,5 +451,37 @@ impl Shared {
             tracing::info!(server = %self.label, "the server ended the session");
             self.route(Inbound::SessionLost(SessionLoss::Expired), to).await;
         }
+    }
+}
+
+/// The most messages one JSON answer may batch. The byte limit alone let a 16 MiB answer of
+/// 8 million tiny items cost 450 MB and 15 s of CPU.
+const MAX_BATCH: usize = 1024;
+
+/// A batch of at most [`MAX_BATCH`] messages, each kept as its text.
+struct Batch(Vec<Box<RawValue>>);
+
+impl<'de> serde::Deserialize<'de> for Batch {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Items;
+        impl<'de> serde::de::Visitor<'de> for Items {
+            type Value = Batch;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "a batch of at most {MAX_BATCH} messages")
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Batch, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = seq.next_element::<Box<RawValue>>()? {
+                    if items.len() == MAX_BATCH {
+                        return Err(serde::de::Error::custom(format!("more than {MAX_BATCH} messages in one batch")));
+                    }
+                    items.push(item);
+                }
+                Ok(Batch(items))
+            }
+        }
+        deserializer.deserialize_seq(Items)
     }
 }

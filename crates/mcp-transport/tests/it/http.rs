@@ -366,6 +366,22 @@ async fn a_json_answer_that_does_not_answer_the_request_fails_it_at_once() {
     client.close().await.unwrap();
 }
 
+/// A JSON answer may be a batch, of at most 1,024 messages: more fails the request (8 million
+/// tiny items within the byte limit cost 450 MB), not the connection.
+#[tokio::test]
+async fn a_batch_answer_holds_at_most_1024_messages() {
+    let s = server(HttpOptions { json: true, batch: Some(10), ..HttpOptions::default() }).await;
+    let client = connect_to(s.url()).await;
+    assert_eq!(echo(&client, "x").await.unwrap(), "x", "a batch that ends with the answer");
+    client.close().await.unwrap();
+    let s = server(HttpOptions { json: true, batch: Some(2000), ..HttpOptions::default() }).await;
+    let client = connect_to(s.url()).await;
+    let err = echo(&client, "x").await.unwrap_err();
+    assert!(err.to_string().contains("more than 1024 messages in one batch"), "{err}");
+    client.ping().await.unwrap();
+    client.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn an_sse_event_over_the_limit_fails_the_request_not_the_connection() {
     let s = server(HttpOptions { huge_event: Some(64 * 1024), ..HttpOptions::default() }).await;
