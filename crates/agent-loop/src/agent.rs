@@ -845,6 +845,8 @@ impl InnerCalls for StepCalls<'_> {
                 reason: admission.reason(),
             },
         );
+        // A script that returns without awaiting this call drops it: its record still ends.
+        let mut unanswered = Unanswered { agent, events: self.events, info: Some(&info) };
         let outcome: InnerResult = match admission {
             Admission::Run { job, .. } => match agent.run_job(job, &info, self.events, None).await {
                 Ran::Mcp(Ok(result)) => Ok(result),
@@ -855,6 +857,7 @@ impl InnerCalls for StepCalls<'_> {
             Admission::Refused(refusal) => Err(InnerError::Refused(refusal)),
             Admission::Deferred { name, reason } => Err(InnerError::Deferred { name, reason }),
         };
+        unanswered.info = None;
         let (text, is_error) = match &outcome {
             Ok(result) => (render(result), result.is_error()),
             Err(error) => (error_text(&error.to_string()), true),
@@ -862,6 +865,29 @@ impl InnerCalls for StepCalls<'_> {
         match agent.report_result(&info, text, is_error, self.events).await {
             Ok(_) => outcome,
             Err(why) => Err(InnerError::Withheld(why)),
+        }
+    }
+}
+
+/// A script's call dropped before it answered (the script returned without awaiting it, or was
+/// stopped): told as a result like any other, so the transcript does not hold a call that was
+/// allowed, sent, and never ended.
+struct Unanswered<'a> {
+    agent: &'a Agent,
+    events: &'a dyn EventSink,
+    /// The call, until it answered.
+    info: Option<&'a CallInfo>,
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if let Some(info) = self.info.take() {
+            let content =
+                error_text("the script ended before this call answered; it was cancelled, and may or may not have run");
+            self.agent.emit(
+                self.events,
+                AgentEvent::ToolResult { id: info.id.clone(), name: info.name.clone(), is_error: true, content },
+            );
         }
     }
 }

@@ -694,3 +694,29 @@ async fn hooks_hear_a_scripts_search_like_its_calls() {
     assert_eq!(names, [("call_1_1", "run_code"), ("call_1_1.2", "mcp__fx__add")]);
     assert!(received(dir.path(), "fx").is_empty());
 }
+
+/// A call the script started and did not await is cancelled when the script returns: it is
+/// told as a result that says so (the transcript had a call allowed and sent that never ended).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_the_script_did_not_await_ends_in_the_transcript_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let transcript = dir.path().join("t.jsonl");
+    let script = r#"tools.fx.sleep({ ms: 5000 }); return 1;"#;
+    let mut setup = Setup::new(dir.path(), &[script]);
+    setup.transcript = Some(&transcript);
+    let turn = setup.run().await;
+    assert!(turn.results[0].0.starts_with('1'), "{:?}", turn.results);
+    let called: Vec<Value> =
+        turn.events.of("tool_call").into_iter().filter(|e| e["name"] == "mcp__fx__sleep").collect();
+    assert_eq!(called.len(), 1, "{called:?}");
+    let ended: Vec<Value> = turn.events.of("tool_result").into_iter().filter(|e| e["id"] == called[0]["id"]).collect();
+    assert_eq!(ended.len(), 1, "the call has one result");
+    assert_eq!(ended[0]["is_error"], true);
+    assert!(
+        ended[0]["content"].as_str().unwrap().contains("the script ended before this call answered"),
+        "{}",
+        ended[0]
+    );
+    let recorded = std::fs::read_to_string(&transcript).unwrap();
+    assert!(recorded.contains("the script ended before this call answered"), "{recorded}");
+}
