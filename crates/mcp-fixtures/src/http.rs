@@ -10,7 +10,8 @@
 //! `name_sessions` the initialize result's `instructions` name the session it opened, so a test
 //! sees which one a client knows), `drop_answer`
 //! (the answer stream of `tools/call` ends after its priming event; the answer is replayed to a
-//! GET with `Last-Event-ID`), `no_get` (GET gets 405), `get_ends` (the GET stream ends after
+//! GET with `Last-Event-ID`), `no_get` (GET gets 405), `reset_get` (GET connections
+//! dropped), `get_ends` (the GET stream ends after
 //! its priming event: the client must reconnect), `token` (a bearer token is required:
 //! 401 otherwise), `stateless` (no session ids), `wrong_id` (JSON answers to `tools/call`
 //! carry another id), `huge_event` (an oversize SSE event before the answer), `batch` (JSON
@@ -63,6 +64,9 @@ pub struct HttpOptions {
     pub hostile_error: bool,
     /// GET is refused with 405.
     pub no_get: bool,
+    /// GET connections are dropped before any answer (the handler panics: the connection is
+    /// closed), as a proxy that cuts long GETs may do; POSTs work.
+    pub reset_get: bool,
     /// The GET stream ends after its priming event (with an id and `retry:`) and whatever was
     /// queued, so the client has to reconnect with `Last-Event-ID`.
     pub get_ends: bool,
@@ -376,6 +380,11 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
         status: 0,
         at: std::time::Instant::now(),
     };
+    if inner.options.reset_get && parts.method == Method::GET {
+        lock(&inner.seen).push(seen);
+        // No way to answer with a reset: the connection task ends, and the connection with it.
+        std::panic::resume_unwind(Box::new("reset_get: the GET's connection is dropped"));
+    }
     let response = route(&inner, &parts.method, parts.uri.query(), &headers, parsed, &seen);
     seen.status = response.status().as_u16();
     lock(&inner.seen).push(seen);

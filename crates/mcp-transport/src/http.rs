@@ -180,6 +180,9 @@ pub(super) struct Shared {
     pub(super) state: Mutex<State>,
     /// Closed from a session's expiry to the client's new handshake.
     pub(super) gate: RestoreGate,
+    /// POSTs the server answered (any 2xx) so far: the GET stream failing while they are
+    /// answered is no sign that the server went away.
+    pub(super) posts_answered: std::sync::atomic::AtomicU64,
     pub(super) events: mpsc::Sender<Event>,
     pub(super) fatal_reason: Mutex<Option<String>>,
     pub(super) auth: Option<Arc<dyn Authorizer>>,
@@ -275,6 +278,7 @@ impl HttpTransport {
             mode: config.mode,
             state: Mutex::new(State::default()),
             gate: RestoreGate::default(),
+            posts_answered: std::sync::atomic::AtomicU64::new(0),
             events: tx,
             fatal_reason: Mutex::new(None),
             auth: config.auth,

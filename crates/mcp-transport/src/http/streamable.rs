@@ -240,6 +240,7 @@ impl Shared {
         if !status.is_success() {
             return Err(Failure::Status { status, body: error_body(resp).await });
         }
+        self.posts_answered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if message.method() == Some("initialize")
             && let Some(session) = resp.headers().get(SESSION_ID).filter(|v| v.to_str().is_ok())
         {

@@ -120,6 +120,8 @@ impl Shared {
         // brought no message (a new event id alone is no progress).
         let mut failed = 0;
         let mut quiet = 0;
+        // POSTs answered when the GETs began failing in a row.
+        let mut answered_before = 0;
         loop {
             let authz = self.authorization().await;
             let sent = self.send(self.get(cursor.last_event_id.as_deref(), authz.as_ref())).await;
@@ -157,11 +159,22 @@ impl Shared {
                     return;
                 }
                 Err(e) => {
+                    let answered = self.posts_answered.load(std::sync::atomic::Ordering::Relaxed);
+                    if failed == 0 {
+                        answered_before = answered;
+                    }
                     failed += 1;
                     quiet += 1;
                     if !self.backoff.allows(failed) {
-                        self.fatal(format!("the server at {} is unreachable ({failed} attempts): {e}", self.shown))
-                            .await;
+                        // POSTs answered meanwhile: the server is there, only this optional
+                        // stream fails (a proxy that cuts long GETs). Calls go on without it.
+                        if answered > answered_before {
+                            tracing::warn!(server = %self.label, "the GET stream failed {failed} times while calls were answered; stopped listening: {e}");
+                        } else {
+                            let reason =
+                                format!("the server at {} is unreachable ({failed} attempts): {e}", self.shown);
+                            self.fatal(reason).await;
+                        }
                         return;
                     }
                 }

@@ -519,3 +519,22 @@ async fn the_authorizer_header_replaces_a_configured_one_and_debug_hides_it() {
     // The DELETE that ends the session carries the token too.
     assert!(seen.iter().any(|r| r.http_method == "DELETE" && r.status / 100 == 2), "{seen:?}");
 }
+
+/// The optional GET stream failing again and again while calls are answered (a proxy that cuts
+/// long GETs) stops the listening, not the session: calls go on.
+#[tokio::test]
+async fn a_get_stream_that_keeps_failing_while_calls_work_is_given_up_not_the_session() {
+    let s = server(HttpOptions { reset_get: true, ..HttpOptions::default() }).await;
+    let client = connect_to(s.url()).await;
+    let gets = || s.seen().iter().filter(|r| r.http_method == "GET").count();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    // Calls answered while the GETs fail, until the stream has been given up (3 attempts).
+    while gets() < 3 {
+        assert!(std::time::Instant::now() < deadline, "the GET was tried {} times", gets());
+        assert_eq!(echo(&client, "x").await.unwrap(), "x");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(echo(&client, "still here").await.unwrap(), "still here", "the session outlived its GET stream");
+    client.close().await.unwrap();
+}
