@@ -139,6 +139,14 @@ pub enum FlowError {
         /// The `token_type` received.
         token_type: String,
     },
+    /// The access token cannot be sent: empty, or with characters an HTTP header cannot hold.
+    #[error(
+        "the token endpoint {url} issued an access token that cannot be sent in an HTTP header (empty, or with control characters)"
+    )]
+    UnusableToken {
+        /// The token endpoint.
+        url: String,
+    },
     /// The client's token endpoint authentication method is not supported here.
     #[error("unsupported token endpoint auth method {method:?}")]
     UnsupportedAuthMethod {
@@ -667,13 +675,17 @@ struct RawTokenResponse {
     scope: Option<String>,
 }
 
+/// The token's lifetime in seconds; none for a lifetime of 0 (a token dead on arrival is a
+/// server's mistake: taken at its word, each new token was thrown away before it was sent,
+/// and the person logged in again and again).
 pub(crate) fn expires_in(v: Option<NumOrString>) -> Option<u64> {
-    match v? {
+    let seconds = match v? {
         NumOrString::Num(n) => {
             n.as_u64().or_else(|| n.as_f64().filter(|f| *f >= 0.0 && f.is_finite()).map(|f| f as u64))
         }
         NumOrString::Str(s) => s.trim().parse().ok(),
-    }
+    };
+    seconds.filter(|s| *s > 0)
 }
 
 /// POSTs a form to a token endpoint, with HTTP Basic client authentication (`basic`: client id
@@ -744,6 +756,14 @@ pub(crate) async fn token_request(
     let token_type = raw.token_type.unwrap_or_default();
     if !token_type.eq_ignore_ascii_case("bearer") {
         return Err(FlowError::NotBearer { token_type });
+    }
+    // Refused here, not kept: a stored token that no request can carry turned every later
+    // command into a failure instead of a request to log in again.
+    let sendable = !raw.access_token.trim().is_empty()
+        && raw.access_token.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
+        && raw.access_token.trim() == raw.access_token;
+    if !sendable {
+        return Err(FlowError::UnusableToken { url: endpoint.to_string() });
     }
     Ok(TokenResponse {
         access_token: Secret::new(raw.access_token),
@@ -821,6 +841,8 @@ mod tests {
         assert_eq!(parse_expires(r#"{"access_token":"a","expires_in":"120"}"#), Some(120));
         assert_eq!(parse_expires(r#"{"access_token":"a","expires_in":59.9}"#), Some(59));
         assert_eq!(parse_expires(r#"{"access_token":"a","expires_in":-5}"#), None);
+        assert_eq!(parse_expires(r#"{"access_token":"a","expires_in":0}"#), None, "dead on arrival: no lifetime");
+        assert_eq!(parse_expires(r#"{"access_token":"a","expires_in":0.5}"#), None);
         assert_eq!(parse_expires(r#"{"access_token":"a","expires_in":"soon"}"#), None);
         assert_eq!(parse_expires(r#"{"access_token":"a"}"#), None);
     }

@@ -414,6 +414,19 @@ async fn auth_method_errors() {
     assert!(matches!(err, FlowError::UnsupportedAuthMethod { .. }), "{err:?}");
 }
 
+/// An access token no header can carry is refused when issued, not stored (every later
+/// command then failed instead of asking for a new login).
+#[tokio::test]
+async fn an_access_token_no_header_can_carry_is_refused() {
+    let s = Server::start().await;
+    let d = s.discovered().await;
+    for token in ["bad\u{1}token", "", "line\nbreak", " padded "] {
+        s.json("/token", 200, &json!({"access_token": token, "token_type": "Bearer"}));
+        let err = flow::refresh(&client(), &d, &public_client(), "rt", &d.resource).await.unwrap_err();
+        assert!(matches!(err, FlowError::UnusableToken { .. }), "{token:?}: {err:?}");
+    }
+}
+
 #[tokio::test]
 async fn refresh_sends_refresh_token_and_resource() {
     let s = Server::start().await;
