@@ -26,13 +26,16 @@ pub(crate) enum SseError {
     Body(String),
 }
 
-/// Counts bytes since the last blank line and fails past the limit.
+/// Counts bytes since the last blank line and fails past the limit. Lines end as SSE says:
+/// CR LF, LF or CR.
 struct Bounded<S> {
     inner: S,
     limit: usize,
     since_boundary: usize,
-    /// The previous byte was a line feed (a carriage return before a line feed is ignored).
+    /// The previous byte ended a line.
     after_newline: bool,
+    /// The previous byte was a carriage return (a line feed right after it ends no new line).
+    after_cr: bool,
     failed: bool,
 }
 
@@ -47,18 +50,22 @@ enum BoundedError {
 impl<S> Bounded<S> {
     fn count(&mut self, chunk: &[u8]) -> bool {
         for &b in chunk {
-            match b {
-                b'\n' if self.after_newline => {
-                    self.since_boundary = 0;
-                    self.after_newline = false;
-                    continue;
-                }
-                b'\n' => self.after_newline = true,
-                // "\r\n" line endings: the carriage return neither ends nor breaks a blank line.
-                // (A stream using bare "\r" endings never resets the count, so it is held to
-                // the limit over its whole length: strict, never unbounded.)
-                b'\r' => {}
-                _ => self.after_newline = false,
+            let ends_line = match b {
+                b'\r' => true,
+                // The second half of CR LF: the line ended at the CR.
+                b'\n' => !std::mem::take(&mut self.after_cr),
+                _ => false,
+            };
+            self.after_cr = b == b'\r';
+            if ends_line && self.after_newline {
+                // A blank line: the event is complete.
+                self.since_boundary = 0;
+                continue;
+            }
+            if ends_line {
+                self.after_newline = true;
+            } else if b != b'\n' {
+                self.after_newline = false;
             }
             self.since_boundary += 1;
             if self.since_boundary > self.limit {
@@ -112,7 +119,8 @@ impl EventStream {
         S: Stream<Item = Result<Bytes, E>> + Send + Unpin + 'static,
         E: std::fmt::Display + 'static,
     {
-        let bounded = Bounded { inner: bytes, limit, since_boundary: 0, after_newline: false, failed: false };
+        let bounded =
+            Bounded { inner: bytes, limit, since_boundary: 0, after_newline: false, after_cr: false, failed: false };
         Self { inner: Box::pin(SseStream::from_bytes_stream(bounded)), limit }
     }
 
@@ -159,5 +167,19 @@ mod tests {
             stream_of(vec!["data: small\n\n", "data: ", "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", "xx\n\n"], 32);
         assert_eq!(s.next().await.unwrap().unwrap().data.as_deref(), Some("small"));
         assert!(matches!(s.next().await, Some(Err(SseError::TooLarge { limit: 32 }))));
+    }
+
+    /// Lines may end with CR alone: each event of such a stream is held to the limit, not
+    /// the whole stream (which failed after the limit's worth of small events).
+    #[tokio::test]
+    async fn events_with_any_line_ending_are_each_held_to_the_limit() {
+        let cr: &'static str = "data: twenty bytes..\r\r";
+        let mixed: &'static str = "data: twenty bytes..\r\n\r\ndata: twenty bytes..\n\r";
+        let chunks: Vec<&'static str> = std::iter::repeat_n(cr, 10).chain([mixed]).collect();
+        let mut s = stream_of(chunks, 32);
+        for n in 0..12 {
+            let event = s.next().await.unwrap_or_else(|| panic!("event {n} missing"));
+            assert_eq!(event.unwrap().data.as_deref(), Some("twenty bytes.."), "event {n}");
+        }
     }
 }
