@@ -80,10 +80,11 @@ fn is_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// `VAR` or `VAR:-default`, as (name, default).
+/// `VAR` or `VAR:-default`, as (name, default). A default holds no reference: `${A:-${B}}`
+/// is not nested here (it read as `${A:-${B}` and a stray `}`), so it is refused.
 fn shell_ref(body: &str) -> Option<(&str, Option<&str>)> {
     match body.split_once(":-") {
-        Some((name, default)) if is_name(name) => Some((name, Some(default))),
+        Some((name, default)) if is_name(name) && !default.contains("${") => Some((name, Some(default))),
         None if is_name(body) => Some((body, None)),
         _ => None,
     }
@@ -263,6 +264,9 @@ mod tests {
         assert!(err.contains("`MISSING` is not set") && err.contains("${MISSING:-default}"), "{err}");
         assert!(ours("${not a name}").unwrap_err().contains("$${"));
         assert!(ours("${env:TOKEN}").is_err(), "editor forms are not ours");
+        // Nested references are not ours either (they left a stray brace).
+        assert!(ours("${MISSING:-${TOKEN}}").unwrap_err().contains("is not a variable"));
+        assert!(ours("${TOKEN:-${MISSING}}").is_err());
     }
 
     #[test]
