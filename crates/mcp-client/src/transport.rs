@@ -50,7 +50,7 @@ pub enum TransportError {
         limit: usize,
     },
     /// An incoming line was not UTF-8; it was discarded (not fatal).
-    #[error("a line that is not UTF-8 was discarded")]
+    #[error("the server sent a line that is not UTF-8; it was discarded")]
     NotUtf8,
     /// Reading or writing failed.
     #[error("{context}: {source}")]

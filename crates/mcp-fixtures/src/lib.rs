@@ -42,7 +42,8 @@
 //! notification `1/2 asking` first) and `ask_url {url?}` (a URL-mode
 //! elicitation); both wait 120 s for the answer and return it as text. `--stateless` also
 //! answers `server/discover` (2026-07-28), and then `ask_form` and `ask_url` ask through an
-//! `input_required` result and return the `inputResponses` of the retry.
+//! `input_required` result and return the `inputResponses` of the retry. `--not-utf8` answers
+//! every `tools/call` with a line that is not UTF-8.
 //! `--extra-tools N` adds the tools `extra_0` .. `extra_{N-1}`, each of about `--tool-bytes B`
 //! bytes of JSON when that is given (the catalog benchmark's 5,000 tools).
 //!

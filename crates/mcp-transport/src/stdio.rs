@@ -846,7 +846,11 @@ impl TransportStream for StdioStream {
                     // Copy out at the exact size and keep the grown buffer for the next line.
                     return match std::str::from_utf8(&self.line) {
                         Ok(text) => Ok(Some(Inbound::Message(text.to_owned()))),
-                        Err(_) => Err(TransportError::NotUtf8),
+                        // An answer that is not UTF-8 fails its request now, not at its timeout.
+                        Err(_) => match not_utf8_answer_id(&self.line) {
+                            Some(id) => Ok(Some(Inbound::Failed { id, error: TransportError::NotUtf8 })),
+                            None => Err(TransportError::NotUtf8),
+                        },
                     };
                 }
                 Ok(None) => return Ok(None),
@@ -985,4 +989,16 @@ fn signal_group(pid: Option<u32>, signal: Signal) {
     }
     #[cfg(not(unix))]
     let _ = (pid, signal);
+}
+
+/// The id of the response `line` (not UTF-8) is, when it is one: read with the invalid bytes
+/// replaced, a response has an `id`, a `result` or an `error`, and no `method`.
+fn not_utf8_answer_id(line: &[u8]) -> Option<mcp_protocol::RequestId> {
+    let text = String::from_utf8_lossy(line);
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let object = value.as_object()?;
+    if object.contains_key("method") || !(object.contains_key("result") || object.contains_key("error")) {
+        return None;
+    }
+    serde_json::from_value(object.get("id")?.clone()).ok()
 }

@@ -82,6 +82,8 @@ struct Options {
     /// Also speaks 2026-07-28: answers `server/discover`, and `ask_form` / `ask_url` ask through
     /// an `input_required` result instead of a request (`--stateless`).
     stateless: bool,
+    /// Answers every `tools/call` with a line that is not UTF-8 (a Latin-1 `é`) (`--not-utf8`).
+    not_utf8: bool,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -126,6 +128,7 @@ fn parse_args() -> Result<Options, String> {
         instructions: None,
         elicit: false,
         stateless: false,
+        not_utf8: false,
     };
     while let Some(flag) = args.next() {
         let mut num = |name: &str| -> Result<u64, String> {
@@ -150,6 +153,7 @@ fn parse_args() -> Result<Options, String> {
             "--mutable" => o.mutable = true,
             "--elicit" => o.elicit = true,
             "--stateless" => o.stateless = true,
+            "--not-utf8" => o.not_utf8 = true,
             "--instructions" => o.instructions = Some(args.next().ok_or("--instructions needs a text")?),
             "--startup-ms" => o.startup_ms = num("--startup-ms")?,
             "--log" => o.log = Some(args.next().ok_or("--log needs a file")?),
@@ -1193,6 +1197,13 @@ fn handle(server: &Arc<Server>, msg: Value, flush: bool) {
             server.respond_error(&id, -32601, "Method not found");
         }
         (Some("tools/list"), Some(id)) => server.list_tools(&id, &params),
+        (Some("tools/call"), Some(id)) if server.opts.not_utf8 => {
+            if let Ok(mut w) = server.out.lock() {
+                let _ = write!(w, r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":"caf"#);
+                let _ = w.write_all(b"\xe9\"}]}}\n");
+                let _ = w.flush();
+            }
+        }
         (Some("tools/call"), Some(id)) => server.call_tool(id, params),
         (Some(method @ ("resources/list" | "resources/templates/list" | "prompts/list")), Some(id))
             if server.opts.mode == Mode::Content =>

@@ -219,6 +219,20 @@ async fn garbage_and_oversize_lines_are_skipped() {
     client.close().await.unwrap();
 }
 
+/// An answer that is not UTF-8 fails its call at once, saying so (it was dropped, and the call
+/// waited out its whole timeout); the connection goes on.
+#[tokio::test]
+async fn an_answer_that_is_not_utf8_fails_its_call_at_once() {
+    let client = connect_with(fixture("echo", &["--not-utf8"]), ClientOptions::default()).await;
+    let options = RequestOptions { timeout: Some(std::time::Duration::from_secs(30)), ..RequestOptions::default() };
+    let started = std::time::Instant::now();
+    let err = client.call_tool("echo", args(json!({"text": "x"})), options).await.unwrap_err();
+    assert!(err.to_string().contains("not UTF-8"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "it waited {:?}", started.elapsed());
+    client.ping().await.unwrap();
+    client.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn the_child_gets_only_allowlisted_and_configured_environment() {
     // Cargo sets CARGO_PKG_NAME for every test process: a host variable outside the allowlist.
