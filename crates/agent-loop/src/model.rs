@@ -208,8 +208,9 @@ pub enum ModelError {
     /// The answer could not be read.
     #[error("the model provider's answer is malformed: {0}")]
     Malformed(String),
-    /// The network failed.
-    #[error("could not reach the model provider: {0}")]
+    /// The network failed: the provider could not be reached, or its answer broke off or
+    /// stalled past the time limit.
+    #[error("the connection to the model provider failed: {0}")]
     Network(String),
     /// A scripted model ran out of turns or its script is wrong.
     #[error("{0}")]
