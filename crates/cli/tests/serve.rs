@@ -131,9 +131,15 @@ impl StdioClient {
     }
 
     fn initialize(&mut self) -> Value {
+        self.initialize_with(json!({}))
+    }
+
+    /// The handshake, declaring `capabilities`.
+    fn initialize_with(&mut self, capabilities: Value) -> Value {
         let answer = self.request(
             "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}),
+            json!({"protocolVersion": "2025-06-18", "capabilities": capabilities,
+                "clientInfo": {"name": "test", "version": "1"}}),
         );
         self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         answer
@@ -608,13 +614,8 @@ fn serve_with_code_mode_offers_run_code_whose_scripts_call_through_the_gate() {
     let env = env();
     let config = env.write("config.toml", CODE_MODE);
     let mut client = StdioClient::start(env.serve(&config, &[]));
-    let init = client.request(
-        "initialize",
-        json!({"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
-            "clientInfo": {"name": "test", "version": "1"}}),
-    );
+    let init = client.initialize_with(json!({"elicitation": {}}));
     assert!(init["result"]["serverInfo"].is_object(), "{init}");
-    client.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
 
     // `run_code` is listed with the declarations of the tools a script reaches.
     let listed = client.request("tools/list", json!({}));
@@ -754,13 +755,8 @@ fn a_scripts_calls_each_have_their_audit_line() {
     let env = env();
     let config = env.write("config.toml", &format!("{CODE_MODE}\n[serve.audit]\npath = \"audit.jsonl\"\n"));
     let mut client = StdioClient::start(env.serve(&config, &[]));
-    let init = client.request(
-        "initialize",
-        json!({"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
-            "clientInfo": {"name": "test", "version": "1"}}),
-    );
+    let init = client.initialize_with(json!({"elicitation": {}}));
     assert!(init["result"]["serverInfo"].is_object(), "{init}");
-    client.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     let script = r#"
         const echoed = await tools.fx.echo({ text: "hi" });
         let refused, bad;

@@ -20,17 +20,17 @@ const V: &str = "2025-11-25";
 /// `a` offers `file:///shared` and `note://a`, `b` offers `file:///shared` too (so the gateway
 /// offers the shared one under a gateway-made URI for each).
 async fn start_content() -> (SocketAddr, Arc<FakeBackend>) {
-    let content = |uris: &[&str]| ServerContent {
-        resources: uris.iter().map(|u| serde_json::from_value(json!({"uri": u, "name": u})).unwrap()).collect(),
-        ..ServerContent::default()
-    };
-    let backend = Arc::new(
-        FakeBackend::builder()
-            .tool("a", "t")
-            .content("a", content(&["file:///shared", "note://a", "note://a#no-subscribe"]))
-            .content("b", content(&["file:///shared"]))
-            .build(),
-    );
+    start_offering(&[("a", &["file:///shared", "note://a", "note://a#no-subscribe"]), ("b", &["file:///shared"])]).await
+}
+
+/// A gateway whose upstreams offer these resources (each server, its URIs); `a` has a tool.
+async fn start_offering(servers: &[(&str, &[&str])]) -> (SocketAddr, Arc<FakeBackend>) {
+    let mut builder = FakeBackend::builder().tool("a", "t");
+    for (server, uris) in servers {
+        let resources = uris.iter().map(|u| serde_json::from_value(json!({"uri": u, "name": u})).unwrap()).collect();
+        builder = builder.content(*server, ServerContent { resources, ..ServerContent::default() });
+    }
+    let backend = Arc::new(builder.build());
     let gateway =
         Gateway::new(Arc::clone(&backend) as Arc<dyn mcp_gateway::Backend>, GatewayOptions::default()).unwrap();
     let server = HttpServer::bind(gateway, HttpOptions::default()).await.unwrap();
@@ -159,23 +159,7 @@ async fn settled_changes(backend: &FakeBackend, count: usize) -> Vec<ReceivedSub
 
 #[tokio::test]
 async fn an_upstream_that_does_not_answer_holds_up_only_subscriptions_to_itself() {
-    let content = |uris: &[&str]| ServerContent {
-        resources: uris.iter().map(|u| serde_json::from_value(json!({"uri": u, "name": u})).unwrap()).collect(),
-        ..ServerContent::default()
-    };
-    let backend = Arc::new(
-        FakeBackend::builder()
-            .tool("a", "t")
-            .content("a", content(&["note://a#hang", "note://a"]))
-            .content("b", content(&["note://b"]))
-            .build(),
-    );
-    let gateway =
-        Gateway::new(Arc::clone(&backend) as Arc<dyn mcp_gateway::Backend>, GatewayOptions::default()).unwrap();
-    let server = HttpServer::bind(gateway, HttpOptions::default()).await.unwrap();
-    let addr = server.local_addr();
-    tokio::spawn(server.run(std::future::pending()));
-
+    let (addr, backend) = start_offering(&[("a", &["note://a#hang", "note://a"]), ("b", &["note://b"])]).await;
     let one = initialize(addr, V, json!({})).await;
     let two = initialize(addr, V, json!({})).await;
     let hung = tokio::spawn(async move { subscription(addr, &one, "resources/subscribe", "note://a#hang").await });
