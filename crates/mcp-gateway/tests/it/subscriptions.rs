@@ -28,7 +28,7 @@ async fn start_offering(servers: &[(&str, &[&str])]) -> (SocketAddr, Arc<FakeBac
     let mut builder = FakeBackend::builder().tool("a", "t");
     for (server, uris) in servers {
         let resources = uris.iter().map(|u| serde_json::from_value(json!({"uri": u, "name": u})).unwrap()).collect();
-        builder = builder.content(*server, ServerContent { resources, ..ServerContent::default() });
+        builder = builder.content(server, ServerContent { resources, ..ServerContent::default() });
     }
     let backend = Arc::new(builder.build());
     let gateway =
