@@ -143,54 +143,70 @@ impl PendingRedirect for LoopbackPending {
 }
 
 /// Serves connections until one is a GET of `/callback` carrying a code or an error and our
-/// `state`; anything else (another local program, a stale tab) gets an error page.
+/// `state`; anything else (another local program, a stale tab) gets an error page. Each
+/// connection is served on its own (at most [`MAX_CALLBACK_CONNECTIONS`] at once): one that
+/// stalls does not hold up the browser's.
 async fn accept_callback(listener: &TcpListener, state: &str) -> Redirected {
+    let state: Arc<str> = Arc::from(state);
+    let mut serving = tokio::task::JoinSet::new();
     loop {
-        let Ok((mut stream, _)) = listener.accept().await else {
-            // Out of file descriptors and the like: do not spin.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 2048];
-        // A stalled browser connection must not block the next one forever.
-        let read = tokio::time::timeout(Duration::from_secs(10), async {
-            while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < MAX_CALLBACK_REQUEST {
-                match stream.read(&mut chunk).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) if serving.len() < MAX_CALLBACK_CONNECTIONS => {
+                    serving.spawn(serve_callback(stream, Arc::clone(&state)));
+                }
+                // Too many at once: this one is closed unanswered.
+                Ok(_) => {}
+                // Out of file descriptors and the like: do not spin.
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            },
+            Some(served) = serving.join_next(), if !serving.is_empty() => {
+                if let Ok(Some(redirected)) = served {
+                    return redirected;
                 }
             }
-        })
-        .await;
-        if read.is_err() {
-            continue;
-        }
-        let text = String::from_utf8_lossy(&buf);
-        let target = text.lines().next().and_then(|l| l.strip_prefix("GET ")).and_then(|l| l.split(' ').next());
-        let redirected = target
-            .and_then(|t| Url::parse(&format!("http://127.0.0.1{t}")).ok())
-            .filter(|u| u.path() == "/callback")
-            .map(|u| Redirected::from_url(&u))
-            .filter(|r| r.code.is_some() || r.error.is_some())
-            .filter(|r| r.state.as_deref() == Some(state));
-        let (status, body) = match &redirected {
-            Some(r) if r.error.is_none() => {
-                ("200 OK", "Logged in. You can close this tab and return to the terminal.\n")
-            }
-            Some(_) => ("200 OK", "The authorization was refused. You can close this tab.\n"),
-            None => ("400 Bad Request", "Not the authorization callback this login waits for.\n"),
-        };
-        let response = format!(
-            "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        let _ = stream.write_all(response.as_bytes()).await;
-        let _ = stream.shutdown().await;
-        if let Some(r) = redirected {
-            return r;
         }
     }
+}
+
+/// Connections to the callback listener served at once.
+const MAX_CALLBACK_CONNECTIONS: usize = 16;
+
+/// One connection to the callback listener: its redirect when it is the one awaited.
+async fn serve_callback(mut stream: tokio::net::TcpStream, state: Arc<str>) -> Option<Redirected> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 2048];
+    // A stalled connection ends after a while.
+    let read = tokio::time::timeout(Duration::from_secs(10), async {
+        while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < MAX_CALLBACK_REQUEST {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    })
+    .await;
+    read.ok()?;
+    let text = String::from_utf8_lossy(&buf);
+    let target = text.lines().next().and_then(|l| l.strip_prefix("GET ")).and_then(|l| l.split(' ').next());
+    let redirected = target
+        .and_then(|t| Url::parse(&format!("http://127.0.0.1{t}")).ok())
+        .filter(|u| u.path() == "/callback")
+        .map(|u| Redirected::from_url(&u))
+        .filter(|r| r.code.is_some() || r.error.is_some())
+        .filter(|r| r.state.as_deref() == Some(&*state));
+    let (status, body) = match &redirected {
+        Some(r) if r.error.is_none() => ("200 OK", "Logged in. You can close this tab and return to the terminal.\n"),
+        Some(_) => ("200 OK", "The authorization was refused. You can close this tab.\n"),
+        None => ("400 Bad Request", "Not the authorization callback this login waits for.\n"),
+    };
+    let response = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
+    redirected
 }
 
 /// Opens `url` in the system browser (`xdg-open`, `open` on macOS); whether the opener started.

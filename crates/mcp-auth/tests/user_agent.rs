@@ -71,3 +71,24 @@ async fn garbage_on_the_listener_does_not_end_the_wait() {
     assert_eq!(resp.status().as_u16(), 200);
     assert_eq!(waiting.await.unwrap().unwrap().code.as_ref().map(mcp_safety::Secret::expose), Some("ok"));
 }
+
+/// A connection that stalls (another local program) does not hold up the browser's: each is
+/// served on its own (the real callback waited 10 s behind each stalled one).
+#[tokio::test]
+async fn a_stalled_connection_does_not_hold_up_the_callback() {
+    let pending = browser(Arc::default(), Duration::from_secs(30)).prepare().await.unwrap();
+    let redirect = Url::parse(pending.redirect_uri()).unwrap();
+    let addr = format!("127.0.0.1:{}", redirect.port().unwrap());
+    let waiting =
+        tokio::spawn(async move { pending.complete(&Url::parse("https://as.example/a").unwrap(), "s").await });
+    let mut stalled = Vec::new();
+    for _ in 0..3 {
+        stalled.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    let started = std::time::Instant::now();
+    let resp = reqwest::get(format!("{redirect}?code=ok&state=s")).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    assert_eq!(waiting.await.unwrap().unwrap().code.as_ref().map(mcp_safety::Secret::expose), Some("ok"));
+    assert!(started.elapsed() < Duration::from_secs(5), "held up for {:?}", started.elapsed());
+    drop(stalled);
+}
