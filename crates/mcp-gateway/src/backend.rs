@@ -77,6 +77,23 @@ pub enum BackendError {
     Upstream(String),
 }
 
+/// Whether the resource rule `verdict` (if any) lets clients read or subscribe to `uri` of
+/// `server`: a denied resource does not exist for them, one that needs confirmation is refused
+/// (the gateway asks about tool calls only). The one rule for the host's policy and a
+/// profile's overlay.
+pub fn resource_allowed(server: &str, uri: &str, verdict: Option<&policy::Verdict>) -> Result<(), BackendError> {
+    match verdict {
+        Some(verdict) if verdict.decision == policy::Decision::Deny => {
+            Err(BackendError::NotOffered(format!("server {server:?} has no resource {uri:?}")))
+        }
+        Some(verdict) if verdict.decision == policy::Decision::Confirm => Err(BackendError::Forbidden(format!(
+            "reading {uri:?} of server {server:?} needs confirmation ({verdict}), which the gateway does not \
+             ask for resources; allow it in the configuration's [policy] resources to offer it"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// What the host reports as it changes.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -284,6 +301,19 @@ pub trait Backend: Send + Sync + 'static {
     /// and routes each update to the clients that did. By default nothing can be subscribed.
     async fn subscribe(&self, _caller: &Caller, server: &str, _uri: &str) -> Result<(), BackendError> {
         Err(BackendError::NotOffered(format!("server {server:?} offers no resource subscriptions here")))
+    }
+
+    /// Whether `caller` may subscribe to `uri` of `server`: what [`Backend::subscribe`] checks
+    /// before it asks the upstream, asked alone when another client holds that upstream
+    /// subscription already (the caller must be let in on its own right). By default, yes.
+    async fn may_subscribe(&self, _caller: &Caller, _server: &str, _uri: &str) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    /// Whether `caller` is offered `server` at all (its profile's servers): an upstream's log
+    /// messages and resource updates reach only the clients it is offered to. By default, yes.
+    fn offers(&self, _caller: &Caller, _server: &str) -> bool {
+        true
     }
 
     /// Ends the subscription [`Backend::subscribe`] made, when its last client let go

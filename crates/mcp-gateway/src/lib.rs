@@ -138,6 +138,7 @@ pub use auth::{
 };
 pub use backend::{
     Backend, BackendError, BackendEvent, CallAsker, Caller, ContentListing, ExposureSettings, ServerContent, Upstream,
+    resource_allowed,
 };
 pub use clock::{Clock, SystemClock};
 pub use content::{ContentView, GATEWAY_SCHEME, gateway_uri};

@@ -249,14 +249,14 @@ impl<B: Backend + ?Sized> Profiled<B> {
 
     /// Refuses `uri` of `server` when `caller`'s profile does not offer the server or its
     /// overlay denies the resource (answered as a resource that is not there, as a denied tool
-    /// is answered as an unknown one).
+    /// is answered as an unknown one) or puts it at `confirm` (refused, as the host's own
+    /// `confirm` is: the gateway asks about tool calls only).
     async fn offered_resource(&self, caller: &Caller, server: &str, uri: &str) -> Result<(), BackendError> {
         self.offered(caller, server)?;
         if let Some(served) = self.served(caller)?
             && let Some((_, policy)) = self.resource_policy(served, caller).await?
-            && policy.decide_resource(server, uri).is_some_and(|v| v.decision == Decision::Deny)
         {
-            return Err(BackendError::NotOffered(format!("server {server:?} has no resource {uri:?} here")));
+            crate::backend::resource_allowed(server, uri, policy.decide_resource(server, uri).as_ref())?;
         }
         Ok(())
     }
@@ -379,6 +379,15 @@ impl<B: Backend + ?Sized> Backend for Profiled<B> {
     async fn subscribe(&self, caller: &Caller, server: &str, uri: &str) -> Result<(), BackendError> {
         self.offered_resource(caller, server, uri).await?;
         self.inner.subscribe(&Self::unprofiled(caller), server, uri).await
+    }
+
+    async fn may_subscribe(&self, caller: &Caller, server: &str, uri: &str) -> Result<(), BackendError> {
+        self.offered_resource(caller, server, uri).await?;
+        self.inner.may_subscribe(&Self::unprofiled(caller), server, uri).await
+    }
+
+    fn offers(&self, caller: &Caller, server: &str) -> bool {
+        self.offered(caller, server).is_ok() && self.inner.offers(&Self::unprofiled(caller), server)
     }
 
     async fn unsubscribe(&self, caller: &Caller, server: &str, uri: &str) -> Result<(), BackendError> {

@@ -119,11 +119,11 @@ where
                 running.retain(|_, handle| !handle.is_finished());
             }
             event = events.recv() => match event {
-                Ok(event) => notify(&event, session.as_deref(), &listeners, &mut immediate),
+                Ok(event) => notify(&event, gateway.backend().as_ref(), session.as_deref(), &listeners, &mut immediate),
                 Err(broadcast::error::RecvError::Lagged(_)) => {
                     // Events were lost: say everything may have changed.
                     for event in [BackendEvent::ToolsChanged, BackendEvent::ResourcesChanged, BackendEvent::PromptsChanged] {
-                        notify(&event, session.as_deref(), &listeners, &mut immediate);
+                        notify(&event, gateway.backend().as_ref(), session.as_deref(), &listeners, &mut immediate);
                     }
                 }
                 Err(broadcast::error::RecvError::Closed) => events = broadcast::channel(1).1,
@@ -289,9 +289,15 @@ impl Drop for StdioModes {
     }
 }
 
-fn notify(event: &BackendEvent, session: Option<&Session>, listeners: &[Listener], immediate: &mut Vec<String>) {
+fn notify(
+    event: &BackendEvent,
+    backend: &dyn crate::backend::Backend,
+    session: Option<&Session>,
+    listeners: &[Listener],
+    immediate: &mut Vec<String>,
+) {
     if let Some(session) = session
-        && let Some(line) = session_event_line(event, session)
+        && let Some(line) = session_event_line(event, session, backend)
     {
         immediate.push(line);
     }

@@ -132,9 +132,17 @@ impl Subscriptions {
             ));
         }
         let key = (server.to_owned(), uri.to_owned());
-        if let Some(holders) = self.shared.registry().held.get_mut(&key) {
-            holders.sessions.push(Arc::downgrade(session));
-            return Ok(());
+        if self.shared.registry().held.contains_key(&key) {
+            // Held for another session: this one is let in on its own right (its profile, the
+            // policy now), as the upstream's subscribe would have checked.
+            if let Err(e) = backend.may_subscribe(&session.caller, server, uri).await {
+                session.unsubscribe(server, uri);
+                return Err(backend_error(&e));
+            }
+            if let Some(holders) = self.shared.registry().held.get_mut(&key) {
+                holders.sessions.push(Arc::downgrade(session));
+                return Ok(());
+            }
         }
         match backend.subscribe(&session.caller, server, uri).await {
             Ok(()) => {
@@ -197,8 +205,15 @@ async fn release_unheld(shared: Arc<Shared>, backend: Arc<dyn Backend>) {
 }
 
 /// The line a backend event becomes for `session`: its resource updates (only those it
-/// subscribed to, under its own URI), and what [`event_line`] makes of the rest.
-pub(crate) fn session_event_line(event: &BackendEvent, session: &Session) -> Option<String> {
+/// subscribed to, under its own URI), and what [`event_line`] makes of the rest. An upstream's
+/// log messages and updates reach only a session it is offered to (its profile's servers:
+/// they may quote another caller's call).
+pub(crate) fn session_event_line(event: &BackendEvent, session: &Session, backend: &dyn Backend) -> Option<String> {
+    if let BackendEvent::Log { server, .. } | BackendEvent::ResourceUpdated { server, .. } = event
+        && !backend.offers(&session.caller, server)
+    {
+        return None;
+    }
     match event {
         BackendEvent::ResourceUpdated { server, uri } => {
             let outward = session.subscription(server, uri)?;

@@ -371,16 +371,7 @@ impl HostBackend {
     /// tool calls only).
     fn check_resource(&self, server: &str, uri: &str) -> Result<(), BackendError> {
         let (_, policy) = self.runtime.policy();
-        match policy.decide_resource(server, uri) {
-            Some(verdict) if verdict.decision == policy::Decision::Deny => {
-                Err(BackendError::NotOffered(format!("server {server:?} has no resource {uri:?}")))
-            }
-            Some(verdict) if verdict.decision == policy::Decision::Confirm => Err(BackendError::Forbidden(format!(
-                "reading {uri:?} of server {server:?} needs confirmation ({verdict}), which the gateway does not \
-                 ask for resources; allow it in the configuration's [policy] resources to offer it"
-            ))),
-            _ => Ok(()),
-        }
+        mcp_gateway::resource_allowed(server, uri, policy.decide_resource(server, uri).as_ref())
     }
 
     /// Whether `server` is one this backend offers (the one, when transparent).
@@ -547,6 +538,15 @@ impl Backend for HostBackend {
             .await
             .map_err(backend_error)?;
         Ok(())
+    }
+
+    async fn may_subscribe(&self, _caller: &Caller, server: &str, uri: &str) -> Result<(), BackendError> {
+        self.check_server(server)?;
+        self.check_resource(server, uri)
+    }
+
+    fn offers(&self, _caller: &Caller, server: &str) -> bool {
+        self.check_server(server).is_ok()
     }
 
     async fn unsubscribe(&self, _caller: &Caller, server: &str, uri: &str) -> Result<(), BackendError> {

@@ -1415,7 +1415,8 @@ async fn get(state: &State, caller: &Caller, headers: &HeaderMap, peer: IpAddr) 
     session.set_stream(lines_tx);
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     let events = state.gateway.backend().events();
-    tokio::spawn(forward(events, Some(lines_rx), tx, move |event| session_event_line(event, &session)));
+    let backend = Arc::clone(state.gateway.backend());
+    tokio::spawn(forward(events, Some(lines_rx), tx, move |event| session_event_line(event, &session, &*backend)));
     sse(Body::Stream(rx))
 }
 

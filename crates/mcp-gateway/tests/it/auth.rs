@@ -11,9 +11,9 @@ use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::TokioIo;
 use mcp_gateway::fake::FakeBackend;
 use mcp_gateway::{
-    AuditArguments, AuditLog, AuditOptions, Authenticator, Backend, BearerTokens, Caller, DrainOptions, Gateway,
-    GatewayOptions, HttpOptions, HttpServer, Inbound, JwtAuthenticator, JwtOptions, Lifecycle, Profile, Profiled,
-    ServerContent, SystemClock,
+    AuditArguments, AuditLog, AuditOptions, Authenticator, Backend, BackendEvent, BearerTokens, Caller, DrainOptions,
+    Gateway, GatewayOptions, HttpOptions, HttpServer, Inbound, JwtAuthenticator, JwtOptions, Lifecycle, Profile,
+    Profiled, ServerContent, SystemClock,
 };
 use policy::{Decision, PolicyConfig, RuleConfig};
 use serde_json::{Value, json};
@@ -419,4 +419,80 @@ async fn a_profile_subscribes_only_to_what_it_offers_and_always_lets_go() {
     let changes: Vec<_> = backend.subscription_changes().into_iter().map(|c| (c.uri, c.subscribed)).collect();
     assert_eq!(changes, [("file:///public/a".to_owned(), true), ("file:///public/a".to_owned(), false)]);
     assert!(profiled.mirrored(&caller).is_none(), "the fake mirrors nothing");
+}
+
+/// An upstream's log messages (which may quote another caller's call) reach only the sessions
+/// whose profile offers that upstream (every session had them); a profile's overlay `confirm`
+/// on a resource is refused like the host's own (it was read at once); a subscription another
+/// client holds lets a session in only on its own right.
+#[tokio::test]
+async fn a_profile_hears_only_its_servers_and_its_overlay_holds_for_resources() {
+    let content = |uris: &[&str]| ServerContent {
+        resources: uris.iter().map(|uri| serde_json::from_value(json!({"uri": uri, "name": uri})).unwrap()).collect(),
+        ..ServerContent::default()
+    };
+    let backend = Arc::new(
+        FakeBackend::builder()
+            .tool("docs", "search")
+            .tool("other", "secret")
+            .content("docs", content(&["file:///public/a", "file:///ask/b", "file:///secret/key"]))
+            .build(),
+    );
+    let overlay = PolicyConfig {
+        default: Decision::Allow,
+        resources: vec![
+            policy::ResourceRuleConfig::new("*", "file:///ask/*", Decision::Confirm),
+            policy::ResourceRuleConfig::new("*", "file:///secret/*", Decision::Deny),
+        ],
+        ..PolicyConfig::default()
+    };
+    let docs = Profile::new("docs").unwrap().servers(["docs"]).overlay(policy::Policy::new(overlay).unwrap());
+    let options = tool_pool::Options { naming: tool_pool::Naming::Gateway, ..tool_pool::Options::default() };
+    let profiled = Arc::new(Profiled::new(Arc::clone(&backend), [docs], options));
+    let reader = Caller { principal: Some("reader".into()), profile: Some("docs".into()) };
+    assert!(profiled.offers(&reader, "docs") && !profiled.offers(&reader, "other"));
+    assert!(profiled.offers(&Caller::principal("admin"), "other"), "a caller of no profile is offered all");
+    let asked = profiled.read_resource(&reader, "docs", "file:///ask/b", 1 << 20).await.unwrap_err();
+    assert!(asked.to_string().contains("needs confirmation"), "{asked}");
+    assert!(profiled.may_subscribe(&reader, "docs", "file:///ask/b").await.is_err());
+    assert!(profiled.may_subscribe(&reader, "docs", "file:///secret/key").await.is_err());
+    profiled.may_subscribe(&reader, "docs", "file:///public/a").await.unwrap();
+
+    let tokens = BearerTokens::new().token("docs-token", "reader").in_profile("docs");
+    let front = front(profiled, Some(Arc::new(Inbound::new(Some(tokens), None))), None).await;
+    let v = "2025-11-25";
+    let auth = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("authorization", "Bearer docs-token"),
+        ("mcp-protocol-version", v),
+    ];
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": v, "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}});
+    let opened = request(front.addr, "POST", "/mcp", &auth, &init.to_string()).await;
+    let session = opened.session().unwrap_or_else(|| panic!("{opened:?}"));
+    let with_session = [&auth[..], &[("mcp-session-id", session.as_str())]].concat();
+    for body in [
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel", "params": {"level": "debug"}}),
+    ] {
+        let answer = request(front.addr, "POST", "/mcp", &with_session, &body.to_string()).await;
+        assert!(answer.status < 300, "{answer:?}");
+    }
+    let stream_headers = [
+        ("accept", "text/event-stream"),
+        ("authorization", "Bearer docs-token"),
+        ("mcp-session-id", session.as_str()),
+        ("mcp-protocol-version", v),
+    ];
+    let mut stream = crate::send(front.addr, "GET", &stream_headers, "").await.into_body();
+    let log = |server: &str, data: &str| BackendEvent::Log {
+        server: server.to_owned(),
+        params: serde_json::from_value(json!({"level": "error", "logger": server, "data": data})).unwrap(),
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    backend.emit(log("other", "alice queried customer 4711"));
+    backend.emit(log("docs", "docs is fine"));
+    let heard = crate::http::next_event(&mut stream).await;
+    assert_eq!(heard["params"]["data"], "docs is fine", "{heard}");
 }
