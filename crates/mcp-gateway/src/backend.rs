@@ -41,17 +41,25 @@ impl Caller {
     }
 
     /// A stable text naming the caller, for sealed states and approval memory
-    /// (`local`, `p:NAME`, with `@PROFILE` when there is one).
+    /// (`local`, `p:NAME`, with `@PROFILE` when there is one). Unambiguous: a principal's own
+    /// `@` and `\` are escaped, so principal `bob@narrow` is never principal `bob` in profile
+    /// `narrow`.
     pub fn key(&self) -> String {
-        let mut key = match &self.principal {
-            Some(p) => format!("p:{p}"),
-            None => "local".to_owned(),
-        };
+        let mut key = self.principal_key();
         if let Some(profile) = &self.profile {
             key.push('@');
             key.push_str(profile);
         }
         key
+    }
+
+    /// [`Caller::key`] without the profile: whom a per-caller limit counts, whatever the
+    /// profile it calls through.
+    pub fn principal_key(&self) -> String {
+        match &self.principal {
+            Some(p) => format!("p:{}", p.replace('\\', "\\\\").replace('@', "\\@")),
+            None => "local".to_owned(),
+        }
     }
 }
 

@@ -269,10 +269,12 @@ impl Limits {
             if !(c.principal.matches(principal) && c.profile.matches(profile) && c.tool.matches(tool)) {
                 continue;
             }
+            // A caller is counted as one whatever the profile it calls through (each profile
+            // had a count of its own: N profiles, N times the quota).
             let scope = match c.rule.per {
-                Per::Caller => caller.key(),
+                Per::Caller => caller.principal_key(),
                 Per::Tool => tool.to_owned(),
-                Per::CallerTool => format!("{}\n{tool}", caller.key()),
+                Per::CallerTool => format!("{}\n{tool}", caller.principal_key()),
                 Per::All => String::new(),
             };
             let rule = i + 1;
@@ -664,6 +666,25 @@ mod tests {
         clock.set(1000);
         let _ = limiter.admit(&alice, "x").await.unwrap();
         assert!(limiter.admit(&alice, "x").await.is_err());
+    }
+
+    /// A caller's count is one whatever the profile it calls through, and a principal named
+    /// like another's key with its profile (`bob@narrow`) is someone else.
+    #[tokio::test]
+    async fn a_caller_counts_once_across_profiles_and_names_never_collide() {
+        let (limiter, _clock) =
+            limiter(&[LimitRule { calls_per_minute: Some(60), burst: Some(2), ..LimitRule::default() }], 10);
+        let in_profile = |principal: &str, profile: Option<&str>| Caller {
+            principal: Some(principal.into()),
+            profile: profile.map(Into::into),
+        };
+        let _ = limiter.admit(&in_profile("alice", None), "t").await.unwrap();
+        let _ = limiter.admit(&in_profile("alice", Some("narrow")), "t").await.unwrap();
+        assert!(limiter.admit(&in_profile("alice", Some("wide")), "t").await.is_err(), "a third profile, same count");
+        let _ = limiter.admit(&in_profile("bob@narrow", None), "t").await.unwrap();
+        let _ = limiter.admit(&in_profile("bob@narrow", None), "t").await.unwrap();
+        let _ = limiter.admit(&in_profile("bob", Some("narrow")), "t").await.unwrap();
+        assert_ne!(in_profile("bob@narrow", None).key(), in_profile("bob", Some("narrow")).key());
     }
 
     #[tokio::test]
