@@ -701,13 +701,14 @@ async fn hooks_hear_a_scripts_search_like_its_calls() {
 async fn a_call_the_script_did_not_await_ends_in_the_transcript_too() {
     let dir = tempfile::tempdir().unwrap();
     let transcript = dir.path().join("t.jsonl");
-    let script = r#"tools.fx.sleep({ ms: 5000 }); return 1;"#;
+    // The short sleep lets the long call pass the gate first (a call dropped before the gate was
+    // never told, and needs no result).
+    let script = r#"tools.fx.sleep({ ms: 5000 }); await tools.fx.sleep({ ms: 300 }); return 1;"#;
     let mut setup = Setup::new(dir.path(), &[script]);
     setup.transcript = Some(&transcript);
     let turn = setup.run().await;
     assert!(turn.results[0].0.starts_with('1'), "{:?}", turn.results);
-    let called: Vec<Value> =
-        turn.events.of("tool_call").into_iter().filter(|e| e["name"] == "mcp__fx__sleep").collect();
+    let called: Vec<Value> = turn.events.of("tool_call").into_iter().filter(|e| e["arguments"]["ms"] == 5000).collect();
     assert_eq!(called.len(), 1, "{called:?}");
     let ended: Vec<Value> = turn.events.of("tool_result").into_iter().filter(|e| e["id"] == called[0]["id"]).collect();
     assert_eq!(ended.len(), 1, "the call has one result");
