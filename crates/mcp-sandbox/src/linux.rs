@@ -153,6 +153,9 @@ pub(crate) fn apply_landlock(policy: &Policy, namespaces: Namespaces) -> Result<
             Err(_) if grant.presence != Presence::Required => continue,
             Err(e) => return Err(setup(format!("sandbox path {}: {e}", grant.path.display()))),
         };
+        if crate::policy::redirected_onto_protected(&grant.path, &path, &protected) {
+            continue;
+        }
         let access = if grant.write { AccessFs::from_all(ABI_USED) } else { AccessFs::from_read(ABI_USED) };
         for path in expand(&path, &protected, &mut list_dir) {
             let Some(rule) = rule(&path, access) else { continue };

@@ -756,6 +756,24 @@ pub struct Entry {
     pub symlink: bool,
 }
 
+/// Whether a grant written as `written`, which resolves to `resolved` once its links are
+/// followed, was led by a link onto protected ground: into a protected path it was not written
+/// inside, or onto a folder holding one (the home, say) when it was written over none. Grants
+/// come from places a server may write (a file on its command line, `node_modules`, `uv
+/// --directory`, its working folder), so a server could plant such a link for its next start;
+/// the applier leaves those grants out. `protected` holds each protected path as written and
+/// resolved.
+pub(crate) fn redirected_onto_protected(written: &Path, resolved: &Path, protected: &[PathBuf]) -> bool {
+    if written == resolved {
+        return false;
+    }
+    let written_inside = protected.iter().any(|p| written.starts_with(p));
+    let written_over = protected.iter().any(|p| p.starts_with(written));
+    let into = !written_inside && protected.iter().any(|p| resolved.starts_with(p));
+    let over = !written_over && protected.iter().any(|p| p.starts_with(resolved));
+    into || over
+}
+
 /// The paths that give `grant` minus the protected paths strictly inside it: `grant` itself when
 /// none is, else its entries (recursively along the way to each protected path), leaving out
 /// the protected ones and symbolic links. `list` lists a directory (empty when unreadable).

@@ -105,8 +105,16 @@ fn push_new(list: &mut Vec<PathBuf>, path: PathBuf) {
 
 /// The first line of `file` when it starts with `#!`.
 fn read_shebang(file: &Path) -> Option<Vec<u8>> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    // A regular file only, opened without blocking: a pipe put in a program's place (by a
+    // server that can write there) would hold the start, deaf to signals, until a writer came.
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return None;
+    }
+    let opened = std::fs::OpenOptions::new().read(true).custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits()).open(file);
+    let opened = opened.ok().filter(|f| f.metadata().is_ok_and(|m| m.is_file()))?;
     let mut head = Vec::with_capacity(SHEBANG_BYTES);
-    std::fs::File::open(file).ok()?.take(SHEBANG_BYTES as u64).read_to_end(&mut head).ok()?;
+    opened.take(SHEBANG_BYTES as u64).read_to_end(&mut head).ok()?;
     let line = head.strip_prefix(b"#!")?;
     let end = line.iter().position(|&b| b == b'\n').unwrap_or(line.len());
     Some(line[..end].to_vec())
@@ -227,6 +235,26 @@ mod tests {
 
         let ctx = context(&tool, &[], &root, false, &temp, &env);
         assert!(ctx.program.iter().any(|p| p.ends_with("sh")), "{:?}", ctx.program);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// A pipe in a program's place is not opened (that would wait for a writer, forever).
+    #[test]
+    fn a_pipe_where_a_program_was_is_passed_over_without_waiting() {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let root = std::env::temp_dir().join(format!("mcp-sandbox-probe-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let fifo = root.join("server");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let probed = fifo.clone();
+        std::thread::spawn(move || tx.send(read_shebang(&probed)));
+        let read = rx.recv_timeout(std::time::Duration::from_secs(5));
+        // Unblock a stuck reader before asserting, so a failure does not hang the test binary.
+        let nonblocking = nix::fcntl::OFlag::O_NONBLOCK.bits();
+        let _ = std::fs::OpenOptions::new().write(true).custom_flags(nonblocking).open(&fifo);
+        assert_eq!(read, Ok(None), "the probe waited on a pipe");
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

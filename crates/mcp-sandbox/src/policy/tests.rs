@@ -369,3 +369,27 @@ fn uv_with_a_directory_and_a_homebrew_program_work_without_entries() {
     let policy = Sandbox::standard().policy(&c).unwrap();
     assert!(policy.allows(Path::new("/home/linuxbrew/.linuxbrew/opt/icu4c/lib/libicu.so"), false));
 }
+
+/// A grant a link leads into a protected path, or over one (the home), is left out; one
+/// written inside a protected path (listed by the user), and links elsewhere, stand.
+#[test]
+fn a_grant_led_by_a_link_onto_protected_ground_is_left_out() {
+    let protected = [
+        PathBuf::from("/home/u/.ssh"),
+        PathBuf::from("/home/u/dotfiles/ssh"),
+        PathBuf::from("/home/u/.local/share/mcp-harness"),
+    ];
+    let led =
+        |written: &str, resolved: &str| redirected_onto_protected(Path::new(written), Path::new(resolved), &protected);
+    // Planted by a server in its own folders.
+    assert!(led("/home/u/proj/data.json", "/home/u/.ssh/id_rsa"));
+    assert!(led("/home/u/proj/sub", "/home/u/.ssh"));
+    assert!(led("/home/u/proj/sub", "/home/u"), "the home holds protected paths");
+    assert!(led("/home/u/proj/node_modules", "/home/u/.local/share/mcp-harness"));
+    // Not led anywhere, or led somewhere harmless.
+    assert!(!led("/home/u/proj", "/home/u/proj"));
+    assert!(!led("/lib/x", "/usr/lib/x"));
+    assert!(!led("/home/u/proj/node_modules", "/home/u/.local/share/pnpm/store"));
+    // The user listed a path inside a protected one, whose folder is itself a link.
+    assert!(!led("/home/u/.ssh/config", "/home/u/dotfiles/ssh/config"));
+}

@@ -139,6 +139,22 @@ async fn standard_keeps_keys_tokens_and_the_hosts_configuration_from_the_server(
     client.close().await.unwrap();
 }
 
+/// A grant whose path a server could have turned into a link (its working folder here; a
+/// file on its command line, `node_modules`) is not led by the link onto protected ground: a
+/// working folder linked to HOME gave the server HOME, secrets aside (~/.bashrc writable).
+#[tokio::test]
+async fn a_link_where_a_grant_comes_from_does_not_lead_it_onto_protected_ground() {
+    let place = Place::new();
+    let linked = place.work.join("linked");
+    std::os::unix::fs::symlink(&place.home, &linked).unwrap();
+    let mut config = place.config(Sandbox::standard());
+    config.cwd = Some(linked);
+    let client = start(config).await;
+    assert_denied(read(&client, &place.home.join("notes.txt")).await, "HOME, through a linked working folder");
+    assert_denied(read(&client, &place.home.join(".ssh/id_ed25519")).await, "~/.ssh, through a linked working folder");
+    client.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_wider_read_grant_still_leaves_the_secrets_out_unless_they_are_listed() {
     let place = Place::new();
