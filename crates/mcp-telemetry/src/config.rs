@@ -189,7 +189,7 @@ pub enum Sampler {
 }
 
 /// Where one signal goes.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 #[non_exhaustive]
 pub struct OtlpTarget {
     /// The full URL the exporter sends to (for `http/protobuf`, with `/v1/traces` or
@@ -419,6 +419,24 @@ fn target(
     Ok(Some(OtlpTarget { endpoint, protocol, headers: deduped, timeout }))
 }
 
+impl OtlpTarget {
+    /// The endpoint as messages show it: user info and query (where credentials ride) hidden.
+    pub fn shown_endpoint(&self) -> String {
+        mcp_safety::redact::url(&self.endpoint)
+    }
+}
+
+impl std::fmt::Debug for OtlpTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OtlpTarget")
+            .field("endpoint", &self.shown_endpoint())
+            .field("protocol", &self.protocol)
+            .field("headers", &self.headers)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
 fn valid_header_name(name: &str) -> bool {
     !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
@@ -434,16 +452,18 @@ fn protocol(name: &str, value: &str) -> Result<Protocol, ConfigError> {
 
 fn endpoint_url(name: &str, base: &str, own: bool, protocol: Protocol, path: &str) -> Result<String, ConfigError> {
     let expected = "an http:// or https:// URL such as http://127.0.0.1:4318";
-    let url = url::Url::parse(base).map_err(|_| ConfigError::invalid(name, base, expected))?;
+    // Messages show the URL without its user info and query, where a collector's credentials ride.
+    let shown = mcp_safety::redact::url(base);
+    let url = url::Url::parse(base).map_err(|_| ConfigError::invalid(name, &shown, expected))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err(ConfigError::invalid(name, base, expected));
+        return Err(ConfigError::invalid(name, &shown, expected));
     }
     if protocol == Protocol::Grpc && url.scheme() == "https" {
         // tonic is built without TLS (build time, and one TLS stack in the tree: rustls through
         // reqwest); an https collector is reached with http/protobuf.
         return Err(ConfigError::invalid(
             name,
-            base,
+            &shown,
             "an http:// URL for grpc (this build has no TLS for gRPC: use http/protobuf for an https collector)",
         ));
     }

@@ -106,6 +106,10 @@ pub(crate) struct Stats {
 impl Stats {
     fn failed(&self, what: &str, endpoint: &str, error: &dyn std::fmt::Display) {
         if !self.warned.swap(true, Ordering::Relaxed) {
+            // The exporter's error may name the URL whole; it is shown with its credentials hidden.
+            let shown = mcp_safety::redact::url(endpoint);
+            let error = error.to_string().replace(endpoint, &shown);
+            let endpoint = shown;
             tracing::warn!(
                 target: "mcp_telemetry",
                 "telemetry: {what} could not be exported to {endpoint} ({error}); while it stays unreachable, \
@@ -267,7 +271,7 @@ impl Telemetry {
 
         let (tracer, tracer_provider) = match (&config.traces, &runtime) {
             (Some(target), Some(rt)) => {
-                destinations.push(format!("traces: {} ({})", target.endpoint, target.protocol.as_str()));
+                destinations.push(format!("traces: {} ({})", target.shown_endpoint(), target.protocol.as_str()));
                 let exporter = span_exporter(target, rt)?;
                 let exporter = OnRuntime {
                     inner: exporter,
@@ -296,7 +300,7 @@ impl Telemetry {
         let mut meter_builder = SdkMeterProvider::builder().with_resource(resource);
         let mut has_reader = false;
         if let (Some(target), Some(rt)) = (&config.metrics, &runtime) {
-            destinations.push(format!("metrics: {} ({})", target.endpoint, target.protocol.as_str()));
+            destinations.push(format!("metrics: {} ({})", target.shown_endpoint(), target.protocol.as_str()));
             let exporter = metric_exporter(target, rt)?;
             let exporter = OnRuntime {
                 inner: exporter,
@@ -468,7 +472,8 @@ fn sdk_sampler(s: Sampler) -> opentelemetry_sdk::trace::Sampler {
 }
 
 fn exporter_error(signal: &'static str, target: &OtlpTarget, e: impl std::fmt::Display) -> TelemetryError {
-    TelemetryError::Exporter { signal, endpoint: target.endpoint.clone(), reason: e.to_string() }
+    let reason = e.to_string().replace(&target.endpoint, &target.shown_endpoint());
+    TelemetryError::Exporter { signal, endpoint: target.shown_endpoint(), reason }
 }
 
 fn http_headers(target: &OtlpTarget) -> std::collections::HashMap<String, String> {
@@ -562,7 +567,7 @@ struct OnRuntime<E> {
 
 impl<E> std::fmt::Debug for OnRuntime<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OnRuntime").field("endpoint", &self.endpoint).finish()
+        f.debug_struct("OnRuntime").field("endpoint", &mcp_safety::redact::url(&self.endpoint)).finish()
     }
 }
 

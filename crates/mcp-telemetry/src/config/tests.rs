@@ -219,6 +219,23 @@ fn header_values_never_reach_an_error() {
     assert!(!err.to_string().contains("s3cret"), "{err}");
 }
 
+/// Credentials in a collector's URL (user info, query) reach neither an error nor a debug print.
+#[test]
+fn credentials_in_an_endpoint_are_hidden_where_it_is_shown() {
+    let err = resolve(&TelemetrySettings::default(), &[(OTEL_EXPORTER_OTLP_ENDPOINT, "ftp://u:s3cret@h/?key=k3y")])
+        .unwrap_err()
+        .to_string();
+    assert!(!err.contains("s3cret") && !err.contains("k3y") && err.contains("ftp://"), "{err}");
+    let config =
+        resolve(&TelemetrySettings::default(), &[(OTEL_EXPORTER_OTLP_ENDPOINT, "http://u:s3cret@h:1/?key=k3y")])
+            .unwrap();
+    let target = config.traces.unwrap();
+    assert!(target.endpoint.contains("s3cret"), "the exporter still gets the URL whole");
+    for shown in [format!("{target:?}"), target.shown_endpoint()] {
+        assert!(!shown.contains("s3cret") && !shown.contains("k3y") && shown.contains("h:1"), "{shown}");
+    }
+}
+
 #[test]
 fn unknown_table_keys_and_wrong_types_are_refused_by_name() {
     #[derive(Debug, Deserialize)]
