@@ -61,7 +61,8 @@ pub struct JwtOptions {
     pub profile_claim: Option<String>,
     /// Clock skew tolerated on `exp` and `nbf`.
     pub leeway: Duration,
-    /// How long a fetched key set is used before it is fetched again.
+    /// How long a fetched key set is used before it is fetched again (requests go on with it
+    /// while the new one is fetched).
     pub jwks_max_age: Duration,
     /// The least time between two fetches (a token naming an unknown key fetches again only
     /// this long after the last fetch).
@@ -182,6 +183,8 @@ struct Jwks {
     cached: Mutex<Cached>,
     /// Held while fetching: concurrent requests for a fetch wait for the one under way.
     fetching: tokio::sync::Mutex<()>,
+    /// Set while a refresh of a set that is old (not missing) runs behind the requests.
+    refreshing_behind: std::sync::atomic::AtomicBool,
 }
 
 /// What a key lookup found.
@@ -302,7 +305,7 @@ pub struct JwtAuthenticator {
     algorithms: Vec<Algorithm>,
     resource: ProtectedResource,
     clock: Arc<dyn Clock>,
-    jwks: Jwks,
+    jwks: Arc<Jwks>,
 }
 
 impl fmt::Debug for JwtAuthenticator {
@@ -368,8 +371,9 @@ impl JwtAuthenticator {
             min_interval_ms: ms(options.jwks_min_interval),
             cached: Mutex::new(Cached::default()),
             fetching: tokio::sync::Mutex::new(()),
+            refreshing_behind: std::sync::atomic::AtomicBool::new(false),
         };
-        Ok(Self { options, algorithms, resource, clock, jwks })
+        Ok(Self { options, algorithms, resource, clock, jwks: Arc::new(jwks) })
     }
 
     /// The protected resource (for its metadata and challenges).
@@ -387,8 +391,17 @@ impl JwtAuthenticator {
         let now = self.clock.unix_ms();
         let (keys, fetched) = self.jwks.snapshot();
         let tried = lock(&self.jwks.cached).tried_ms;
-        let stale = fetched.is_none_or(|at| now.saturating_sub(at) >= self.jwks.max_age_ms);
-        let keys = if stale && self.jwks.refresh(now, tried).await { self.jwks.snapshot().0 } else { keys };
+        let keys = match fetched {
+            // Never fetched (or never successfully): there is nothing to check with but a fetch.
+            None if self.jwks.refresh(now, tried).await => self.jwks.snapshot().0,
+            // Old: requests go on with the set in hand while it is fetched again behind them, so
+            // a slow issuer delays no one (it used to hold every request for its fetch timeout).
+            Some(at) if now.saturating_sub(at) >= self.jwks.max_age_ms => {
+                self.refresh_behind(now, tried);
+                keys
+            }
+            _ => keys,
+        };
         let why = match Jwks::lookup(&keys, kid, alg) {
             Lookup::Found(key) => return Ok(key),
             Lookup::Unfit(why) => return Err(invalid(why)),
@@ -404,6 +417,21 @@ impl JwtAuthenticator {
             }
         }
         Err(self.no_key(why, &keys))
+    }
+
+    /// Fetches the set again on a task of its own, one at a time (when there is a runtime to
+    /// run it on; without one the next request with an unknown key fetches).
+    fn refresh_behind(&self, now: u64, tried: Option<u64>) {
+        use std::sync::atomic::Ordering;
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        if self.jwks.refreshing_behind.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let jwks = Arc::clone(&self.jwks);
+        runtime.spawn(async move {
+            jwks.refresh(now, tried).await;
+            jwks.refreshing_behind.store(false, Ordering::Release);
+        });
     }
 
     /// The refusal when no key fits: 503 when there are no keys at all because fetching failed.

@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -19,7 +20,7 @@ use policy::{Decision, PolicyConfig, RuleConfig};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::issuer::{ISSUER, Issuer, jwks_of, p256, serve_jwks, sign, sign_as};
+use crate::issuer::{ISSUER, Issuer, Stall, jwks_of, p256, serve_jwks, serve_jwks_stalling, sign, sign_as};
 use crate::{Answer, envelope};
 
 const RESOURCE: &str = "https://gw.example.com/mcp";
@@ -216,6 +217,49 @@ async fn rotated_keys_are_fetched_again_at_most_once_per_interval() {
     let answer = list(down.addr, "/mcp", Some(&sign_as(&new_pkcs8, "new", RESOURCE, 300))).await;
     assert_eq!(answer.status, 503, "{answer:?}");
     assert!(answer.body.contains("could not be fetched"), "{answer:?}");
+}
+
+/// An old key set is fetched again behind the requests: a slow issuer delays none of them, and
+/// the set it then sends is used.
+#[tokio::test]
+async fn an_old_key_set_is_fetched_again_without_holding_requests() {
+    let (old, old_pkcs8) = p256();
+    let (new, new_pkcs8) = p256();
+    let document = Arc::new(std::sync::Mutex::new(jwks_of(&old, "old")));
+    let stall = Arc::new(Stall::default());
+    let jwks_url = serve_jwks_stalling(Arc::clone(&document), Arc::clone(&stall)).await;
+    let mut options = JwtOptions::new(ISSUER, jwks_url.parse().unwrap(), RESOURCE);
+    options.jwks_max_age = Duration::from_millis(200);
+    options.jwks_min_interval = Duration::from_millis(100);
+    options.fetch_timeout = Duration::from_secs(60);
+    let jwt = Arc::new(JwtAuthenticator::new(options, Arc::new(SystemClock)).unwrap());
+    let front = front(Arc::new(FakeBackend::standard()), Some(Arc::clone(&jwt) as Arc<dyn Authenticator>), None).await;
+    let old_token = sign_as(&old_pkcs8, "old", RESOURCE, 300);
+    assert_eq!(list(front.addr, "/mcp", Some(&old_token)).await.status, 200);
+    assert_eq!(jwt.jwks_fetches(), 1);
+
+    // The set grows old and the issuer slows down (its next answer waits for the test).
+    stall.stall.store(true, Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for _ in 0..5 {
+        let answer = tokio::time::timeout(Duration::from_secs(10), list(front.addr, "/mcp", Some(&old_token))).await;
+        assert_eq!(answer.expect("a request waited for the issuer").status, 200);
+    }
+    assert_eq!(jwt.jwks_fetches(), 2, "one fetch behind the requests, however many came");
+
+    // The issuer answers, with a rotated set: it is in use without a fetch of its own.
+    *document.lock().unwrap() = jwks_of(&new, "new");
+    stall.stall.store(false, Ordering::Relaxed);
+    for _ in 0..500 {
+        if stall.answered.load(Ordering::Relaxed) == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let new_token = sign_as(&new_pkcs8, "new", RESOURCE, 300);
+    assert_eq!(list(front.addr, "/mcp", Some(&new_token)).await.status, 200, "the set fetched behind is used");
+    assert_eq!(jwt.jwks_fetches(), 2);
 }
 
 async fn front_with(jwt: JwtAuthenticator) -> Front {

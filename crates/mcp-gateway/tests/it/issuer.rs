@@ -5,6 +5,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use aws_lc_rs::rand::SystemRandom;
@@ -59,16 +60,33 @@ pub fn p256() -> (EcdsaKeyPair, Vec<u8>) {
 /// Serves the JWKS document `jwks` holds (the test changes it to rotate keys) on loopback;
 /// its URL.
 pub async fn serve_jwks(jwks: Arc<std::sync::Mutex<String>>) -> String {
+    serve_jwks_stalling(jwks, Arc::default()).await
+}
+
+/// An issuer's switch: while `stall` is set its answers wait; `answered` counts them.
+#[derive(Default)]
+pub struct Stall {
+    pub stall: AtomicBool,
+    pub answered: std::sync::atomic::AtomicUsize,
+}
+
+/// [`serve_jwks`], holding each answer while `stall` says so (an issuer that has become slow).
+pub async fn serve_jwks_stalling(jwks: Arc<std::sync::Mutex<String>>, stall: Arc<Stall>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let jwks_url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
     tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else { return };
-            let jwks = Arc::clone(&jwks);
+            let (jwks, stall) = (Arc::clone(&jwks), Arc::clone(&stall));
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |_request| {
-                    let document = jwks.lock().unwrap().clone();
+                    let (jwks, stall) = (Arc::clone(&jwks), Arc::clone(&stall));
                     async move {
+                        while stall.stall.load(Ordering::Relaxed) {
+                            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                        }
+                        let document = jwks.lock().unwrap().clone();
+                        stall.answered.fetch_add(1, Ordering::Relaxed);
                         let mut response = hyper::Response::new(Full::new(Bytes::from(document)));
                         response.headers_mut().insert("content-type", "application/json".parse().unwrap());
                         Ok::<_, Infallible>(response)
