@@ -486,8 +486,7 @@ async fn route(state: &State, request: Request<Incoming>, peer: SocketAddr) -> R
         && state.admin_guard.is_none()
         && let Some(source) = &state.options.metrics
     {
-        // Tool and server names are in the labels: a scrape is admitted as a client would be.
-        if let Err(response) = caller_of(state, headers, None).await {
+        if let Err(response) = scraper_of(state, headers).await {
             return *response;
         }
         return metrics(source.as_ref(), request.method());
@@ -584,10 +583,29 @@ async fn route_admin(state: &State, request: Request<Incoming>) -> Response<Body
         return refusal(StatusCode::FORBIDDEN, error_codes::INVALID_REQUEST, &format!("Forbidden: {why}"));
     }
     let Some(source) = &state.options.metrics else { return plain(StatusCode::NOT_FOUND, NO_METRICS) };
-    if let Err(response) = caller_of(state, headers, None).await {
+    if let Err(response) = scraper_of(state, headers).await {
         return *response;
     }
     metrics(source.as_ref(), request.method())
+}
+
+/// Admits a scrape of `/metrics`. Every server's and tool's name is in its labels, so it is
+/// admitted as a client of the whole gateway would be, and a caller tied to a profile (who may
+/// see only that profile's names) is refused.
+async fn scraper_of(state: &State, headers: &HeaderMap) -> Result<Caller, Box<Response<Body>>> {
+    let caller = caller_of(state, headers, None).await?;
+    if let Some(tied) = caller.profile.as_deref() {
+        let shown = mcp_safety::text::one_line(tied, 64);
+        return Err(Box::new(refusal(
+            StatusCode::FORBIDDEN,
+            error_codes::INVALID_REQUEST,
+            &format!(
+                "Forbidden: the metrics name every server and tool, and this caller is tied to profile {shown:?}; \
+                 scrape with a credential that is not tied to a profile"
+            ),
+        )));
+    }
+    Ok(caller)
 }
 
 /// `GET /metrics`: the source's text.

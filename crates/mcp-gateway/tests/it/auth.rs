@@ -262,6 +262,40 @@ async fn an_old_key_set_is_fetched_again_without_holding_requests() {
     assert_eq!(jwt.jwks_fetches(), 2);
 }
 
+/// `/metrics` names every server and tool: a token tied to a profile cannot read it, one that
+/// is not can (on the front and on an address of its own).
+#[tokio::test]
+async fn metrics_are_not_read_with_a_token_tied_to_a_profile() {
+    for metrics_addr in [None, Some(SocketAddr::from(([127, 0, 0, 1], 0)))] {
+        let tokens = BearerTokens::new().token("ops-token", "ops").token("docs-token", "reader").in_profile("docs");
+        let docs = Profile::new("docs").unwrap().servers(["echo"]);
+        let options = tool_pool::Options { naming: tool_pool::Naming::Gateway, ..tool_pool::Options::default() };
+        let backend = Profiled::new(Arc::new(FakeBackend::standard()), [docs], options);
+        let gateway = Gateway::new(Arc::new(backend), GatewayOptions::default()).unwrap();
+        let options = HttpOptions {
+            auth: Some(Arc::new(Inbound::new(Some(tokens), None))),
+            metrics: Some(Arc::new(crate::observe::FixedMetrics)),
+            metrics_addr,
+            ..HttpOptions::default()
+        };
+        let server = HttpServer::bind(gateway, options).await.unwrap();
+        let addr = server.metrics_addr().unwrap_or(server.local_addr());
+        let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(server.run(async move {
+            let _ = stopped.await;
+        }));
+        let scrape = |token: &'static str| async move {
+            request(addr, "GET", "/metrics", &[("authorization", &format!("Bearer {token}"))], "").await
+        };
+        let ops = scrape("ops-token").await;
+        assert_eq!(ops.status, 200, "{ops:?}");
+        let reader = scrape("docs-token").await;
+        assert_eq!(reader.status, 403, "{reader:?}");
+        assert!(reader.json()["error"]["message"].as_str().unwrap().contains("tied to profile \"docs\""), "{reader:?}");
+        assert_eq!(request(addr, "GET", "/metrics", &[], "").await.status, 401);
+    }
+}
+
 async fn front_with(jwt: JwtAuthenticator) -> Front {
     front(Arc::new(FakeBackend::standard()), Some(Arc::new(jwt)), None).await
 }

@@ -296,7 +296,7 @@ async fn a_session_is_watched_from_initialize_to_its_end() {
 }
 
 #[derive(Debug)]
-struct FixedMetrics;
+pub(crate) struct FixedMetrics;
 
 impl mcp_gateway::MetricsSource for FixedMetrics {
     fn render(&self) -> Option<String> {
