@@ -240,6 +240,8 @@ fn is_tool_error(answer: &Value) -> bool {
 async fn bearer_tokens_from_a_variable_or_a_file_guard_serve_http_and_are_never_shown() {
     let env = env();
     std::fs::write(env.path("ops.token"), "file-s3cret-token\n").unwrap();
+    // A token file must be private (one others may read is refused).
+    std::fs::set_permissions(env.path("ops.token"), std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let config = env.write(
         "config.toml",
         &format!(

@@ -214,11 +214,28 @@ impl TokenSettings {
     }
 }
 
-/// Reads a token file, bounded (a path naming a large file by mistake is not read whole).
+/// Reads a token file, bounded (a path naming a large file by mistake is not read whole). A
+/// file other users may read is refused, as the sealing key file is: the token is the secret
+/// itself. So is anything but a regular file (a pipe would hold the start).
 fn read_token_file(path: &std::path::Path) -> std::io::Result<String> {
     use std::io::Read as _;
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let file = std::fs::File::open(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = file.metadata()?.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(std::io::Error::other(format!(
+                "other users may read or write it (mode {mode:03o}); make it private: chmod 600 {}",
+                path.display()
+            )));
+        }
+    }
     let mut text = String::new();
-    std::fs::File::open(path)?.take(MAX_TOKEN_FILE_BYTES + 1).read_to_string(&mut text)?;
+    file.take(MAX_TOKEN_FILE_BYTES + 1).read_to_string(&mut text)?;
     if text.len() as u64 > MAX_TOKEN_FILE_BYTES {
         return Err(std::io::Error::other(format!("larger than {MAX_TOKEN_FILE_BYTES} bytes")));
     }
@@ -538,7 +555,20 @@ mod tests {
         let settings =
             read(&format!("[auth]\ntokens = [{{ name = \"bot\", token_file = {:?} }}]", file.display().to_string()))
                 .unwrap_or_default();
+        // Readable by others: refused, saying how to fix it.
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap_or_default();
+            let said = settings.auth.bearer_tokens().map(|_| ()).unwrap_err().to_string();
+            assert!(said.contains("mode 644") && said.contains("chmod 600") && !said.contains("s3cret"), "{said}");
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap_or_default();
+        }
         assert!(settings.auth.bearer_tokens().map(|t| t.is_some_and(|t| !t.is_empty())).unwrap_or(false));
+        let not_a_file =
+            read(&format!("[auth]\ntokens = [{{ name = \"bot\", token_file = {:?} }}]", dir.display().to_string()))
+                .unwrap_or_default();
+        let said = not_a_file.auth.bearer_tokens().map(|_| ()).unwrap_err().to_string();
+        assert!(said.contains("not a regular file"), "{said}");
 
         let missing =
             read("[auth]\ntokens = [{ name = \"bot\", token_file = \"/nonexistent/bot.token\" }]").unwrap_or_default();
