@@ -607,14 +607,14 @@ impl Sandbox {
             }
         }
         for program in &ctx.program {
-            if let Some(dir) = installation(program, home.as_deref()) {
+            if let Some(dir) = installation(program, home.as_deref(), shared_temp.as_deref()) {
                 add(dir, false, Presence::IfExists);
             }
         }
         // The tools on the server's PATH (a server runs `git`, `uv` finds `python3` there).
         if let Some(path) = ctx.var("PATH") {
             for dir in std::env::split_paths(path).filter(|d| d.is_absolute()) {
-                if let Some(dir) = installation(&dir.join("_"), home.as_deref()) {
+                if let Some(dir) = installation(&dir.join("_"), home.as_deref(), shared_temp.as_deref()) {
                     add(dir, false, Presence::IfExists);
                 }
             }
@@ -719,12 +719,13 @@ fn cwd_problem(
 /// The installation a program belongs to: `/x/y` for `/x/y/bin/prog` (or `/x/y/shims/prog`,
 /// pyenv's and asdf's shims), else the program's directory; only the `bin` folder when `/x/y`
 /// is a folder of HOME's own shared with much else (`~/.local`, `~/.cargo`, `~/go`); never
-/// HOME, `/` or anything holding HOME.
-fn installation(program: &Path, home: Option<&Path>) -> Option<PathBuf> {
+/// HOME, `/`, the shared temporary folder or anything holding one (a program in `/tmp` brings
+/// itself only, not every other user's files there).
+fn installation(program: &Path, home: Option<&Path>, shared_temp: Option<&Path>) -> Option<PathBuf> {
     let program = normalize(program);
     let dir = program.parent()?;
     let is_bin = dir.file_name().is_some_and(|n| n == "bin" || n == "shims");
-    let too_wide = |p: &Path| p.parent().is_none() || home.is_some_and(|h| h.starts_with(p));
+    let too_wide = |p: &Path| start::too_wide(p, home, shared_temp);
     let shared = |p: &Path| home.is_some_and(|h| p.parent() == Some(h));
     let prefix = dir.parent().filter(|p| is_bin && !too_wide(p) && !shared(p));
     prefix.or(Some(dir).filter(|d| !too_wide(d))).map(Path::to_path_buf).or(Some(program))
