@@ -685,3 +685,68 @@ path = \"audit.jsonl\"
     let denied = &lines[6];
     assert!(denied["rule"].as_str().unwrap().contains("denied by policy rule 1"), "{denied}");
 }
+
+/// The processes whose command line names `marker` (zombies have none, so they do not count).
+fn processes_naming(marker: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline")).is_ok_and(|line| String::from_utf8_lossy(&line).contains(marker))
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// A `serve` killed with SIGKILL takes its confined upstreams with it, even one busy in a long
+/// call that it would finish after the end of its stdin (it lived on for the call's 10 minutes).
+#[tokio::test]
+async fn a_killed_serve_leaves_no_confined_upstream_behind() {
+    let env = env();
+    // The log goes to the working directory, which a confined server may write; its name
+    // marks this test's processes.
+    let name = format!("busy-{}.log", env.work.path().file_name().unwrap().to_string_lossy());
+    let config = env.write(
+        "config.toml",
+        &format!(
+            "[servers.busy]\ncommand = \"$FX\"\nargs = [\"echo\", \"--linger\", \"--log\", \"{name}\"]\n\n\
+             [policy]\ndefault = \"allow\"\n"
+        ),
+    );
+    let mut served = Served::start(env.command(&config, &[])).await;
+    served.offering("/mcp", None, &["busy__sleep"]).await;
+    // The call goes out on a connection of its own, kept open: its answer never comes.
+    let session = served.session("/mcp", None, json!({})).await;
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "busy__sleep", "arguments": {"ms": 600_000}}})
+    .to_string();
+    let mut stream = tokio::net::TcpStream::connect(served.addr()).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\naccept: application/json, \
+         text/event-stream\r\nmcp-session-id: {session}\r\nmcp-protocol-version: 2025-11-25\r\ncontent-length: {}\r\n\r\n",
+        served.addr(),
+        body.len()
+    );
+    stream.write_all(format!("{head}{body}").as_bytes()).await.unwrap();
+    let log = env.work.path().join(&name);
+    let deadline = Instant::now() + ANSWER;
+    while !logged(&log).iter().any(|l| l["method"] == "tools/call") {
+        assert!(Instant::now() < deadline, "the call never reached the upstream");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let marker = name;
+    assert!(!processes_naming(&marker).is_empty(), "the upstream runs");
+
+    signal(&served._child.id().unwrap().to_string(), "-KILL");
+    let _ = served._child.wait().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = processes_naming(&marker);
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "processes {left:?} outlived the killed serve");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -80,7 +80,7 @@ use crate::linux::{EXEC_FAILED, Failure, Namespaces, setup};
 
 #[cfg(target_os = "linux")]
 fn stage(prefix: &[OsString], args: &[OsString], launch: &Launch, init: Option<&str>) -> Result<i32, Failure> {
-    use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+    use std::os::unix::process::CommandExt as _;
     use std::process::Command;
 
     use crate::linux;
@@ -135,12 +135,47 @@ fn stage(prefix: &[OsString], args: &[OsString], launch: &Launch, init: Option<&
         let _ = set.thread_block();
         // From here on, the second stage reports what goes wrong (on the pipes we let go).
         linux::release_stdio();
-        let status = second.wait().map_err(|e| setup(format!("waiting for the sandbox's second stage: {e}")))?;
-        return Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)));
+        return wait_watching_host(&mut second);
     }
     linux::apply_limits(&policy.limits, namespaces)?;
     linux::apply_landlock(policy, namespaces)?;
     Err(not_run(Command::new(&launch.program).args(&launch.args).exec()))
+}
+
+/// Waits for the second stage (the sandbox's init) and returns its status as an exit code,
+/// ending it (and with it every process in the namespace) when the host that started us is
+/// gone: a server busy in a call, or one that ignores the end of its stdin, would otherwise
+/// outlive a host killed with SIGKILL. The host's death is seen, once a second, as our parent
+/// changing (we are re-parented). Not a parent-death signal: that fires when the parent
+/// *thread* ends, and hosts spawn from runtime threads that come and go; and not a thread of
+/// ours: none can be made once we have entered a PID namespace for our children.
+#[cfg(target_os = "linux")]
+fn wait_watching_host(second: &mut std::process::Child) -> Result<i32, Failure> {
+    use std::os::unix::process::ExitStatusExt as _;
+
+    use nix::sys::signal::{SigSet, Signal};
+    let host = nix::unistd::getppid();
+    let waited = |e: std::io::Error| setup(format!("waiting for the sandbox's second stage: {e}"));
+    let code = |status: std::process::ExitStatus| status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+    let mut wake = SigSet::empty();
+    wake.add(Signal::SIGCHLD);
+    wake.add(Signal::SIGALRM);
+    if wake.thread_block().is_err() {
+        return second.wait().map(code).map_err(waited);
+    }
+    loop {
+        // Checked before each wait: a SIGCHLD that came before the block was discarded.
+        if let Some(status) = second.try_wait().map_err(waited)? {
+            return Ok(code(status));
+        }
+        if nix::unistd::getppid() != host {
+            let _ = second.kill();
+        }
+        nix::unistd::alarm::set(1);
+        if wake.wait().is_err() {
+            return second.wait().map(code).map_err(waited);
+        }
+    }
 }
 
 /// As a PID namespace's init: reaps every process that ends in it, and returns the server's

@@ -1129,7 +1129,9 @@ fn main() {
         let _ = w.flush();
     }
     if server.opts.linger {
-        eprintln!("stdin closed; finishing the calls in flight first");
+        // Not eprintln!: with the host gone, stderr is a broken pipe, and a server that lingers
+        // is one that outlives that too.
+        let _ = writeln!(std::io::stderr(), "stdin closed; finishing the calls in flight first");
         server.wait_for_calls();
     }
 }
