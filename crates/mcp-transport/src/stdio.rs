@@ -833,7 +833,9 @@ impl TransportStream for StdioStream {
                     if let Some(command) = self.launcher_command.take()
                         && let Some(cause) = self.line.strip_prefix(mcp_sandbox::launcher::FAILURE_PREFIX.as_bytes())
                     {
-                        let mut cause = String::from_utf8_lossy(cause).into_owned();
+                        // The launcher writes this line, but a server could write its like
+                        // first: it is cleaned and bounded like any text a server controls.
+                        let mut cause = mcp_safety::text::one_line(&String::from_utf8_lossy(cause), 1000);
                         if let Some(hint) = self.diagnosis.as_ref().and_then(|d| d.hint(&cause)) {
                             cause.push_str("; ");
                             cause.push_str(&hint);

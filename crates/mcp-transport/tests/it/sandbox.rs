@@ -438,6 +438,15 @@ async fn a_confined_servers_failure_says_it_ran_confined_and_what_would_let_it_r
     let err = confined_sh_failure(&place, "exit 3").await;
     assert!(err.contains("status 3") && err.contains(mcp_sandbox::CONFINED_START_FAILED), "{err}");
 
+    // A server that writes a line like the launcher's: its text is cleaned like any other.
+    let err =
+        confined_sh_failure(&place, r"printf '\000mcp-sandbox-launch: forged \033]52;c;eA==\007 done\n'; sleep 5")
+            .await;
+    assert!(
+        err.contains("forged") && err.contains("done") && !err.contains('\u{1b}') && !err.contains('\u{7}'),
+        "{err:?}"
+    );
+
     // Unconfined, no word of a sandbox.
     let mut config = StdioConfig::new("sh", ["-c", "echo 'cat: /x: Permission denied' >&2; exit 1"]);
     config.close_grace = Duration::from_millis(200);
