@@ -105,6 +105,7 @@ fn stage(prefix: &[OsString], args: &[OsString], launch: &Launch, init: Option<&
         }
         linux::apply_limits(&policy.limits, namespaces)?;
         linux::apply_landlock(policy, namespaces)?;
+        linux::apply_seccomp()?;
         let server = Command::new(&launch.program).args(&launch.args).spawn().map_err(not_run)?;
         linux::release_stdio();
         return Ok(reap_until(server.id()));
@@ -139,6 +140,7 @@ fn stage(prefix: &[OsString], args: &[OsString], launch: &Launch, init: Option<&
     }
     linux::apply_limits(&policy.limits, namespaces)?;
     linux::apply_landlock(policy, namespaces)?;
+    linux::apply_seccomp()?;
     Err(not_run(Command::new(&launch.program).args(&launch.args).exec()))
 }
 

@@ -126,6 +126,76 @@ pub(crate) fn apply_limits(limits: &Limits, namespaces: Namespaces) -> Result<()
     Ok(())
 }
 
+/// A seccomp filter, applied to this process (and so to what it runs), refusing with EPERM what
+/// would leave a privilege behind for others: a file mode with the setuid or setgid bit
+/// (`chmod`, `open` with `O_CREAT`, `mknod`) and extended attributes (which carry file
+/// capabilities; their names cannot be read by a filter). For root, whose user namespace maps
+/// its root to the real one, such a file in a folder others reach would be a way to root for
+/// them; for others it is harmless and just as unneeded. `openat2`, whose mode a filter cannot
+/// read, is refused with ENOSYS: callers fall back to `openat`. Needs no-new-privileges (set
+/// with the Landlock ruleset).
+pub(crate) fn apply_seccomp() -> Result<(), Failure> {
+    use std::collections::BTreeMap;
+
+    use nix::libc;
+    use seccompiler::{
+        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule, TargetArch,
+    };
+    let failed = |e: &dyn std::fmt::Display| setup(format!("cannot build the sandbox's system call filter: {e}"));
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| failed(&e))?;
+    let has = |index: u8, bits: u64| {
+        SeccompCondition::new(index, SeccompCmpArgLen::Dword, SeccompCmpOp::MaskedEq(bits), bits)
+            .map_err(|e| failed(&e))
+    };
+    let privileged = [u64::from(libc::S_ISUID), u64::from(libc::S_ISGID)];
+    // A rule per privileged bit: the mode argument at `index` has it.
+    let mode_at = |index: u8| -> Result<Vec<SeccompRule>, Failure> {
+        privileged.iter().map(|&bit| SeccompRule::new(vec![has(index, bit)?]).map_err(|e| failed(&e))).collect()
+    };
+    // For the opens, only when they create (otherwise the mode argument is not read).
+    let creating_at = |flags: u8, mode: u8| -> Result<Vec<SeccompRule>, Failure> {
+        let creating = [libc::O_CREAT, libc::O_TMPFILE].map(|f| u64::try_from(f).unwrap_or(0));
+        let mut rules = Vec::new();
+        for create in creating {
+            for bit in privileged {
+                rules.push(SeccompRule::new(vec![has(flags, create)?, has(mode, bit)?]).map_err(|e| failed(&e))?);
+            }
+        }
+        Ok(rules)
+    };
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    rules.insert(libc::SYS_fchmod, mode_at(1)?);
+    rules.insert(libc::SYS_fchmodat, mode_at(2)?);
+    rules.insert(libc::SYS_openat, creating_at(2, 3)?);
+    rules.insert(libc::SYS_mknodat, mode_at(2)?);
+    #[cfg(target_arch = "x86_64")]
+    {
+        rules.insert(libc::SYS_chmod, mode_at(1)?);
+        rules.insert(libc::SYS_open, creating_at(1, 2)?);
+        rules.insert(libc::SYS_creat, mode_at(1)?);
+        rules.insert(libc::SYS_mknod, mode_at(1)?);
+    }
+    // fchmodat2 (Linux 6.6): its number is the same on every architecture.
+    rules.insert(452, mode_at(2)?);
+    for xattr in [libc::SYS_setxattr, libc::SYS_lsetxattr, libc::SYS_fsetxattr] {
+        rules.insert(xattr, Vec::new());
+    }
+    let eperm = u32::try_from(libc::EPERM).unwrap_or(1);
+    let filter =
+        SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(eperm), arch).map_err(|e| failed(&e))?;
+    let mut openat2 = BTreeMap::new();
+    openat2.insert(libc::SYS_openat2, Vec::new());
+    let enosys = u32::try_from(libc::ENOSYS).unwrap_or(38);
+    let no_openat2 = SeccompFilter::new(openat2, SeccompAction::Allow, SeccompAction::Errno(enosys), arch)
+        .map_err(|e| failed(&e))?;
+    for filter in [filter, no_openat2] {
+        let program: seccompiler::BpfProgram = filter.try_into().map_err(|e| failed(&e))?;
+        seccompiler::apply_filter(&program)
+            .map_err(|e| setup(format!("cannot apply the sandbox's system call filter: {e}")))?;
+    }
+    Ok(())
+}
+
 /// The Landlock ruleset, applied to this process (and so to what it runs).
 pub(crate) fn apply_landlock(policy: &Policy, namespaces: Namespaces) -> Result<(), Failure> {
     let landlock = |e: landlock::RulesetError| setup(format!("Landlock: {e}"));

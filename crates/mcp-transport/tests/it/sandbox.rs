@@ -416,6 +416,26 @@ async fn confined_sh_failure(place: &Place, script: &str) -> String {
     }
 }
 
+/// A confined server cannot leave a setuid or setgid file, or a file capability, behind (as
+/// root, its root is the real one: such a file in a folder others reach would be theirs to use).
+#[tokio::test]
+async fn a_confined_server_makes_no_setuid_or_setgid_file() {
+    let place = Place::new();
+    let script = r#"
+        touch plain && chmod 755 plain && echo "chmod plain: ok" >&2
+        chmod 4755 plain 2>/dev/null && echo "chmod u+s: done" >&2
+        chmod 2755 plain 2>/dev/null && echo "chmod g+s: done" >&2
+        python3 -c 'import os; os.close(os.open("made", os.O_CREAT | os.O_WRONLY, 0o4755))' 2>/dev/null \
+            && echo "created: $(stat -c %a made)" >&2
+        python3 -c 'import os; os.setxattr("plain", "user.x", b"1")' 2>/dev/null && echo "xattr: done" >&2
+        echo "mode $(stat -c %a plain)" >&2; exit 1"#;
+    let err = confined_sh_failure(&place, script).await;
+    assert!(err.contains("chmod plain: ok") && err.contains("mode 755"), "{err}");
+    for refused in ["chmod u+s: done", "chmod g+s: done", "created: 4", "xattr: done"] {
+        assert!(!err.contains(refused), "{refused}: {err}");
+    }
+}
+
 #[tokio::test]
 async fn a_confined_servers_failure_says_it_ran_confined_and_what_would_let_it_run() {
     let place = Place::new();
