@@ -96,6 +96,8 @@ fn stage(prefix: &[OsString], args: &[OsString], launch: &Launch, init: Option<&
             user: obtained.split(',').any(|n| n == "user"),
             net: obtained.split(',').any(|n| n == "net"),
             pid: true,
+            // Only root's servers get a PID namespace.
+            root: true,
         };
         // Our parent is the first stage; if it dies, so do we, and with us the namespace.
         nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
@@ -105,7 +107,7 @@ fn stage(prefix: &[OsString], args: &[OsString], launch: &Launch, init: Option<&
         }
         linux::apply_limits(&policy.limits, namespaces)?;
         linux::apply_landlock(policy, namespaces)?;
-        linux::apply_seccomp()?;
+        linux::apply_seccomp(namespaces)?;
         let server = Command::new(&launch.program).args(&launch.args).spawn().map_err(not_run)?;
         linux::release_stdio();
         return Ok(reap_until(server.id()));
@@ -140,7 +142,7 @@ fn stage(prefix: &[OsString], args: &[OsString], launch: &Launch, init: Option<&
     }
     linux::apply_limits(&policy.limits, namespaces)?;
     linux::apply_landlock(policy, namespaces)?;
-    linux::apply_seccomp()?;
+    linux::apply_seccomp(namespaces)?;
     Err(not_run(Command::new(&launch.program).args(&launch.args).exec()))
 }
 

@@ -58,6 +58,8 @@ pub(crate) struct Namespaces {
     pub(crate) net: bool,
     /// A PID namespace whose `pid_max` bounds the processes (root is exempt from `RLIMIT_NPROC`).
     pub(crate) pid: bool,
+    /// The host runs as root (so does the server: its user namespace maps root to root).
+    pub(crate) root: bool,
 }
 
 /// First stage, in the host's namespaces: no-new-privileges and the namespaces.
@@ -76,7 +78,7 @@ pub(crate) fn enter_namespaces(policy: &Policy) -> Result<Namespaces, Failure> {
         write_proc("/proc/self/setgroups", "deny")?;
         write_proc("/proc/self/uid_map", &format!("{uid} {uid} 1"))?;
         write_proc("/proc/self/gid_map", &format!("{gid} {gid} 1"))?;
-        return Ok(Namespaces { user: true, net: want_net, pid: want_pid });
+        return Ok(Namespaces { user: true, net: want_net, pid: want_pid, root });
     }
     // No user namespaces here (disabled, or restricted by a security module). Root can still
     // have the others; anyone else falls back to Landlock alone.
@@ -86,7 +88,7 @@ pub(crate) fn enter_namespaces(policy: &Policy) -> Result<Namespaces, Failure> {
     if !rest.is_empty() {
         nix::sched::unshare(rest).map_err(|e| setup(format!("cannot create the server's namespaces: {e}")))?;
     }
-    Ok(Namespaces { user: false, net: want_net && root, pid: want_pid })
+    Ok(Namespaces { user: false, net: want_net && root, pid: want_pid, root })
 }
 
 fn write_proc(path: &str, text: &str) -> Result<(), Failure> {
@@ -126,21 +128,30 @@ pub(crate) fn apply_limits(limits: &Limits, namespaces: Namespaces) -> Result<()
     Ok(())
 }
 
-/// A seccomp filter, applied to this process (and so to what it runs), refusing with EPERM what
-/// would leave a privilege behind for others: a file mode with the setuid or setgid bit
-/// (`chmod`, `open` with `O_CREAT`, `mknod`) and extended attributes (which carry file
-/// capabilities; their names cannot be read by a filter). For root, whose user namespace maps
-/// its root to the real one, such a file in a folder others reach would be a way to root for
-/// them; for others it is harmless and just as unneeded. `openat2`, whose mode a filter cannot
-/// read, is refused with ENOSYS: callers fall back to `openat`. Needs no-new-privileges (set
-/// with the Landlock ruleset).
-pub(crate) fn apply_seccomp() -> Result<(), Failure> {
+/// For root, a seccomp filter applied to this process (and so to what it runs) against what
+/// would leave a privilege behind for other users: root's user namespace maps its root to the
+/// real one, so a setuid or setgid file, or a file capability, made where others reach would
+/// be theirs to use. Others' servers get no filter: such a file of theirs gives nothing.
+///
+/// - a mode with the setuid or setgid bit (`chmod` and its kin, opens that create, `mknod`):
+///   EPERM (a setgid directory too: the filter cannot tell one from a file);
+/// - extended attributes, which carry file capabilities and whose names a filter cannot read:
+///   EOPNOTSUPP, which tools take as "none here" (`cp -p` sets modes without ACLs then);
+/// - `openat2`, whose mode a filter cannot read, and io_uring, whose operations it never sees:
+///   ENOSYS, and callers fall back to the plain calls (libuv does for io_uring).
+///
+/// On x86-64 each is also refused under its x32 number. Needs no-new-privileges (set when
+/// the namespaces were entered).
+pub(crate) fn apply_seccomp(namespaces: Namespaces) -> Result<(), Failure> {
     use std::collections::BTreeMap;
 
     use nix::libc;
     use seccompiler::{
         SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule, TargetArch,
     };
+    if !namespaces.root {
+        return Ok(());
+    }
     let failed = |e: &dyn std::fmt::Display| setup(format!("cannot build the sandbox's system call filter: {e}"));
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| failed(&e))?;
     let has = |index: u8, bits: u64| {
@@ -163,32 +174,39 @@ pub(crate) fn apply_seccomp() -> Result<(), Failure> {
         }
         Ok(rules)
     };
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    rules.insert(libc::SYS_fchmod, mode_at(1)?);
-    rules.insert(libc::SYS_fchmodat, mode_at(2)?);
-    rules.insert(libc::SYS_openat, creating_at(2, 3)?);
-    rules.insert(libc::SYS_mknodat, mode_at(2)?);
+    let mut modes: Vec<(i64, Vec<SeccompRule>)> = vec![
+        (libc::SYS_fchmod, mode_at(1)?),
+        (libc::SYS_fchmodat, mode_at(2)?),
+        // fchmodat2 (Linux 6.6): the same number on every architecture.
+        (452, mode_at(2)?),
+        (libc::SYS_openat, creating_at(2, 3)?),
+        (libc::SYS_mknodat, mode_at(2)?),
+    ];
     #[cfg(target_arch = "x86_64")]
-    {
-        rules.insert(libc::SYS_chmod, mode_at(1)?);
-        rules.insert(libc::SYS_open, creating_at(1, 2)?);
-        rules.insert(libc::SYS_creat, mode_at(1)?);
-        rules.insert(libc::SYS_mknod, mode_at(1)?);
-    }
-    // fchmodat2 (Linux 6.6): its number is the same on every architecture.
-    rules.insert(452, mode_at(2)?);
-    for xattr in [libc::SYS_setxattr, libc::SYS_lsetxattr, libc::SYS_fsetxattr] {
-        rules.insert(xattr, Vec::new());
-    }
-    let eperm = u32::try_from(libc::EPERM).unwrap_or(1);
-    let filter =
-        SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(eperm), arch).map_err(|e| failed(&e))?;
-    let mut openat2 = BTreeMap::new();
-    openat2.insert(libc::SYS_openat2, Vec::new());
-    let enosys = u32::try_from(libc::ENOSYS).unwrap_or(38);
-    let no_openat2 = SeccompFilter::new(openat2, SeccompAction::Allow, SeccompAction::Errno(enosys), arch)
-        .map_err(|e| failed(&e))?;
-    for filter in [filter, no_openat2] {
+    modes.extend([
+        (libc::SYS_chmod, mode_at(1)?),
+        (libc::SYS_open, creating_at(1, 2)?),
+        (libc::SYS_creat, mode_at(1)?),
+        (libc::SYS_mknod, mode_at(1)?),
+    ]);
+    // setxattrat (Linux 6.13): the same number on every architecture.
+    let xattrs = [libc::SYS_setxattr, libc::SYS_lsetxattr, libc::SYS_fsetxattr, 463];
+    let unseen = [libc::SYS_openat2, libc::SYS_io_uring_setup, libc::SYS_io_uring_enter, libc::SYS_io_uring_register];
+    let errno = |e: i32| SeccompAction::Errno(u32::try_from(e).unwrap_or(1));
+    let filters = [
+        (modes, errno(libc::EPERM)),
+        (xattrs.map(|n| (n, Vec::new())).into(), errno(libc::EOPNOTSUPP)),
+        (unseen.map(|n| (n, Vec::new())).into(), errno(libc::ENOSYS)),
+    ];
+    for (rules, action) in filters {
+        let mut by_number: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+        for (number, rules) in rules {
+            // x32 programs call the same system calls under these numbers.
+            #[cfg(target_arch = "x86_64")]
+            by_number.insert(number | 0x4000_0000, rules.clone());
+            by_number.insert(number, rules);
+        }
+        let filter = SeccompFilter::new(by_number, SeccompAction::Allow, action, arch).map_err(|e| failed(&e))?;
         let program: seccompiler::BpfProgram = filter.try_into().map_err(|e| failed(&e))?;
         seccompiler::apply_filter(&program)
             .map_err(|e| setup(format!("cannot apply the sandbox's system call filter: {e}")))?;
