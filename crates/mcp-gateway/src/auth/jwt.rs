@@ -61,8 +61,9 @@ pub struct JwtOptions {
     pub profile_claim: Option<String>,
     /// Clock skew tolerated on `exp` and `nbf`.
     pub leeway: Duration,
-    /// How long a fetched key set is used before it is fetched again (requests go on with it
-    /// while the new one is fetched).
+    /// How long a fetched key set is used before it is fetched again (for as long as one fetch
+    /// may take after that, requests go on with it while the new one is fetched; later ones
+    /// wait for it).
     pub jwks_max_age: Duration,
     /// The least time between two fetches (a token naming an unknown key fetches again only
     /// this long after the last fetch).
@@ -180,6 +181,7 @@ struct Jwks {
     http: reqwest::Client,
     max_age_ms: u64,
     min_interval_ms: u64,
+    fetch_timeout_ms: u64,
     cached: Mutex<Cached>,
     /// Held while fetching: concurrent requests for a fetch wait for the one under way.
     fetching: tokio::sync::Mutex<()>,
@@ -369,6 +371,7 @@ impl JwtAuthenticator {
             http,
             max_age_ms: ms(options.jwks_max_age),
             min_interval_ms: ms(options.jwks_min_interval),
+            fetch_timeout_ms: ms(options.fetch_timeout),
             cached: Mutex::new(Cached::default()),
             fetching: tokio::sync::Mutex::new(()),
             refreshing_behind: std::sync::atomic::AtomicBool::new(false),
@@ -391,15 +394,18 @@ impl JwtAuthenticator {
         let now = self.clock.unix_ms();
         let (keys, fetched) = self.jwks.snapshot();
         let tried = lock(&self.jwks.cached).tried_ms;
-        let keys = match fetched {
-            // Never fetched (or never successfully): there is nothing to check with but a fetch.
-            None if self.jwks.refresh(now, tried).await => self.jwks.snapshot().0,
-            // Old: requests go on with the set in hand while it is fetched again behind them, so
-            // a slow issuer delays no one (it used to hold every request for its fetch timeout).
-            Some(at) if now.saturating_sub(at) >= self.jwks.max_age_ms => {
+        let age = fetched.map(|at| now.saturating_sub(at));
+        let keys = match age {
+            Some(age) if age < self.jwks.max_age_ms => keys,
+            // Just old: requests go on with the set in hand while it is fetched again behind
+            // them, so a slow issuer delays no one, for as long as one fetch may take.
+            Some(age) if age < self.jwks.max_age_ms.saturating_add(self.jwks.fetch_timeout_ms) => {
                 self.refresh_behind(now, tried);
                 keys
             }
+            // Never fetched, or older than that (an idle gateway's, or one a failed fetch left):
+            // a key the issuer revoked meanwhile must not pass, so this request waits for the set.
+            _ if self.jwks.refresh(now, tried).await => self.jwks.snapshot().0,
             _ => keys,
         };
         let why = match Jwks::lookup(&keys, kid, alg) {

@@ -296,6 +296,29 @@ async fn metrics_are_not_read_with_a_token_tied_to_a_profile() {
     }
 }
 
+/// A key set older than its age and one fetch's time is not used without fetching: a key the
+/// issuer revoked while the gateway sat idle is refused at once.
+#[tokio::test]
+async fn a_key_revoked_while_the_gateway_sat_idle_is_refused() {
+    let (old, old_pkcs8) = p256();
+    let (new, _) = p256();
+    let document = Arc::new(std::sync::Mutex::new(jwks_of(&old, "old")));
+    let jwks_url = serve_jwks(Arc::clone(&document)).await;
+    let mut options = JwtOptions::new(ISSUER, jwks_url.parse().unwrap(), RESOURCE);
+    options.jwks_max_age = Duration::from_millis(200);
+    options.jwks_min_interval = Duration::from_millis(100);
+    options.fetch_timeout = Duration::from_millis(300);
+    let jwt = Arc::new(JwtAuthenticator::new(options, Arc::new(SystemClock)).unwrap());
+    let front = front(Arc::new(FakeBackend::standard()), Some(Arc::clone(&jwt) as Arc<dyn Authenticator>), None).await;
+    let old_token = sign_as(&old_pkcs8, "old", RESOURCE, 300);
+    assert_eq!(list(front.addr, "/mcp", Some(&old_token)).await.status, 200);
+    *document.lock().unwrap() = jwks_of(&new, "new");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let answer = list(front.addr, "/mcp", Some(&old_token)).await;
+    assert_eq!(answer.status, 401, "{answer:?}");
+    assert_eq!(jwt.jwks_fetches(), 2);
+}
+
 async fn front_with(jwt: JwtAuthenticator) -> Front {
     front(Arc::new(FakeBackend::standard()), Some(Arc::new(jwt)), None).await
 }
