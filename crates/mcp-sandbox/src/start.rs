@@ -182,12 +182,17 @@ pub(crate) fn is_script(file: &Path) -> bool {
     file.extension().and_then(OsStr::to_str).is_some_and(|e| SCRIPT_EXTENSIONS.contains(&e))
 }
 
+/// Folders every user writes into, whatever `TMPDIR` says.
+const SHARED_FOLDERS: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];
+
 /// Whether `dir` is too wide to grant as a project: the root, HOME or a folder that holds it,
-/// the shared temporary directory (other programs' files) or one that holds it.
+/// a shared temporary directory (the host's, `/tmp`, `/var/tmp`, `/dev/shm`: other users'
+/// files) or one that holds it.
 pub(crate) fn too_wide(dir: &Path, home: Option<&Path>, shared_temp: Option<&Path>) -> bool {
     dir.parent().is_none()
         || home.is_some_and(|h| h.starts_with(dir))
         || shared_temp.is_some_and(|t| t.starts_with(dir))
+        || SHARED_FOLDERS.iter().any(|shared| Path::new(shared).starts_with(dir))
 }
 
 /// The root of the project `file` belongs to: the nearest folder above it that holds one of

@@ -400,10 +400,10 @@ fn a_grant_led_by_a_link_onto_protected_ground_is_left_out() {
 fn a_program_in_the_shared_temp_folder_does_not_open_it() {
     let mut c = ctx("/home/u", "/home/u/project");
     c.program = vec![PathBuf::from("/tmp/server"), PathBuf::from("/tmp/venv/bin/python")];
-    c.env.push((OsString::from("PATH"), OsString::from("/tmp:/usr/bin")));
+    c.env.push((OsString::from("PATH"), OsString::from("/tmp:/var/tmp:/dev/shm:/usr/bin")));
     let policy = Sandbox::standard().policy(&c).unwrap();
     let g = granted(&policy);
-    assert!(!g.iter().any(|(p, _)| p == "/tmp"), "{g:?}");
+    assert!(!g.iter().any(|(p, _)| p == "/tmp" || p == "/var/tmp" || p == "/dev/shm"), "{g:?}");
     assert!(g.contains(&("/tmp/server".to_owned(), false)), "{g:?}");
     assert!(g.contains(&("/tmp/venv".to_owned(), false)), "{g:?}");
     assert!(!policy.allows(Path::new("/tmp/other-users-file"), false));
