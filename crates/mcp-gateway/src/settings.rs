@@ -219,14 +219,24 @@ impl TokenSettings {
 /// itself. So is anything but a regular file (a pipe would hold the start).
 fn read_token_file(path: &std::path::Path) -> std::io::Result<String> {
     use std::io::Read as _;
+    let not_a_file = || std::io::Error::other("not a regular file");
     if !std::fs::metadata(path)?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
+        return Err(not_a_file());
     }
-    let file = std::fs::File::open(path)?;
+    let mut open = std::fs::OpenOptions::new();
+    open.read(true);
+    // Without waiting for a writer, should a pipe have taken the file's place since.
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut open, nix::fcntl::OFlag::O_NONBLOCK.bits());
+    let file = open.open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(not_a_file());
+    }
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt as _;
-        let mode = file.metadata()?.permissions().mode() & 0o777;
+        let mode = meta.permissions().mode() & 0o777;
         if mode & 0o077 != 0 {
             return Err(std::io::Error::other(format!(
                 "other users may read or write it (mode {mode:03o}); make it private: chmod 600 {}",

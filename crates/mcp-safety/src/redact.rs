@@ -112,23 +112,25 @@ pub fn url(url: &str) -> String {
         None => (url, false),
     };
     let mut shown = String::with_capacity(base.len() + HIDDEN.len() * 2 + 2);
-    match base.split_once("://") {
+    // Without a scheme (`user:pass@host:4318`, written by mistake) the authority comes first.
+    let rest = match base.split_once("://") {
         Some((scheme, rest)) => {
-            let end = rest.find('/').unwrap_or(rest.len());
-            let (authority, path) = rest.split_at(end);
             shown.push_str(scheme);
             shown.push_str("://");
-            if let Some((_, host)) = authority.rsplit_once('@') {
-                shown.push_str(HIDDEN);
-                shown.push('@');
-                shown.push_str(host);
-            } else {
-                shown.push_str(authority);
-            }
-            shown.push_str(path);
+            rest
         }
-        None => shown.push_str(base),
+        None => base,
+    };
+    let end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    if let Some((_, host)) = authority.rsplit_once('@') {
+        shown.push_str(HIDDEN);
+        shown.push('@');
+        shown.push_str(host);
+    } else {
+        shown.push_str(authority);
     }
+    shown.push_str(path);
     if query {
         shown.push('?');
         shown.push_str(HIDDEN);
@@ -210,5 +212,6 @@ mod tests {
         assert_eq!(url("http://h/a@b"), "http://h/a@b", "an @ in the path is no user info");
         assert_eq!(url("not a url?s3cret"), "not a url?<hidden>");
         assert_eq!(url(""), "");
+        assert_eq!(url("me:s3cret@h:4318/v1"), "<hidden>@h:4318/v1", "no scheme: user info still hidden");
     }
 }
