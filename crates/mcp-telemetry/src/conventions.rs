@@ -261,11 +261,29 @@ const METHODS: [&str; 22] = [
     "notifications/roots/list_changed",
 ];
 
-/// `method` as a `'static` string when it is one of MCP's, else owned.
+/// Longest name (a method, a tool, a prompt) kept on a span or a histogram as it came: a
+/// client or server chooses them, and a histogram keeps each set of attributes it saw.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// What stands for a name longer than [`MAX_NAME_LEN`] (the conventions' word for "another").
+pub const OTHER: &str = "_OTHER";
+
+/// `name` when it is at most [`MAX_NAME_LEN`] bytes (every name a pool offers is), else
+/// [`OTHER`].
+pub fn bounded_name(name: &str) -> std::borrow::Cow<'static, str> {
+    if name.len() <= MAX_NAME_LEN {
+        std::borrow::Cow::Owned(name.to_owned())
+    } else {
+        std::borrow::Cow::Borrowed(OTHER)
+    }
+}
+
+/// `method` as a `'static` string when it is one of MCP's, else owned (or [`OTHER`] when
+/// longer than [`MAX_NAME_LEN`]).
 pub fn method_name(method: &str) -> std::borrow::Cow<'static, str> {
     match METHODS.iter().find(|m| **m == method) {
         Some(m) => std::borrow::Cow::Borrowed(m),
-        None => std::borrow::Cow::Owned(method.to_owned()),
+        None => bounded_name(method),
     }
 }
 
@@ -273,7 +291,7 @@ pub fn method_name(method: &str) -> std::borrow::Cow<'static, str> {
 /// there is no low-cardinality target (a resource URI is never one).
 pub fn mcp_span_name(method: &str, target: Option<&str>) -> std::borrow::Cow<'static, str> {
     match target {
-        Some(t) if !t.is_empty() => format!("{method} {t}").into(),
+        Some(t) if !t.is_empty() => format!("{} {}", method_name(method), bounded_name(t)).into(),
         _ => method_name(method),
     }
 }

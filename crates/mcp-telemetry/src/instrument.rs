@@ -354,7 +354,8 @@ impl Operation {
 
     /// The operation failed: `error.type` (span and histogram), `rpc.response.status_code` for
     /// a JSON-RPC error, and an error status whose description is `message` (the JSON-RPC
-    /// error's message; cut to 256 characters). The first failure set is kept.
+    /// error's message; cut to 256 characters; for a tool call or a prompt, which take
+    /// arguments, only when content capture is on). The first failure set is kept.
     pub fn fail(&mut self, error: &ErrorType, message: Option<&str>) {
         let Some(a) = &mut self.active else { return };
         if a.error {
@@ -369,7 +370,16 @@ impl Operation {
             if let Some(code) = &code {
                 span.set_attribute(code.clone());
             }
-            let description = message.map(|m| mcp_safety::text::one_line(m, 256)).unwrap_or_default();
+            // A failed call's message is a server's text, which often quotes the arguments: it
+            // goes out only where they may (content capture on), like them.
+            let quotes_arguments = a.metric.iter().any(|kv| {
+                kv.key.as_str() == attr::MCP_METHOD_NAME
+                    && matches!(kv.value.as_str().as_ref(), "tools/call" | "prompts/get")
+            });
+            let description = message
+                .filter(|_| a.telemetry.capture_tool_content || !quotes_arguments)
+                .map(|m| mcp_safety::text::one_line(m, 256))
+                .unwrap_or_default();
             span.set_status(Status::error(description));
         }
         a.metric.push(kind);
@@ -632,7 +642,7 @@ fn mcp_attrs(req: &McpRequest<'_>, server_side: bool, spans: bool) -> (Vec<KeyVa
     let target = req.target_name();
     if let Some(t) = target {
         let key = if req.method == "prompts/get" { attr::GEN_AI_PROMPT_NAME } else { attr::GEN_AI_TOOL_NAME };
-        metric.push(KeyValue::new(key, t.to_owned()));
+        metric.push(KeyValue::new(key, conventions::bounded_name(t)));
     }
     if req.method == "tools/call" {
         metric.push(KeyValue::new(attr::GEN_AI_OPERATION_NAME, value::EXECUTE_TOOL));

@@ -491,8 +491,14 @@ fn grpc_metadata(target: &OtlpTarget) -> Result<tonic::metadata::MetadataMap, St
     Ok(map)
 }
 
-/// The common settings of an OTLP/HTTP exporter of either signal.
+/// The common settings of an OTLP/HTTP exporter of either signal. Its client follows no
+/// redirect: the headers (API keys) would go along to wherever a collector pointed.
 fn http<B: WithExportConfig + WithHttpConfig>(builder: B, target: &OtlpTarget) -> B {
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).timeout(target.timeout);
+    let builder = match client.build() {
+        Ok(client) => builder.with_http_client(client),
+        Err(_) => builder,
+    };
     builder
         .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
         .with_endpoint(&target.endpoint)

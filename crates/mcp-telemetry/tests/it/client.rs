@@ -101,7 +101,8 @@ async fn every_request_a_client_sends_is_a_client_span_whose_context_the_server_
         assert_eq!(attr(&span, attr::ERROR_TYPE).as_deref(), Some(error_type), "{name}");
         assert!(matches!(span.status, Status::Error { .. }), "{name}");
     }
-    assert_eq!(memory.named("tools/call nope").status, Status::error("Unknown tool"));
+    // Capture is off: a failed call's message (which may quote its arguments) stays home.
+    assert_eq!(memory.named("tools/call nope").status, Status::error(""));
     client.close().await.unwrap();
 }
 
