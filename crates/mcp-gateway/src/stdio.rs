@@ -33,7 +33,9 @@ use crate::subscriptions::session_event_line;
 pub struct StdioOptions {
     /// Longest line read, in bytes (longer ones are refused and skipped).
     pub max_line_bytes: usize,
-    /// Most requests running at once; reading waits while this many are.
+    /// Most requests running at once; a request beyond them is refused at once (reading goes
+    /// on: the client's answers to the gateway's questions and its cancellations come on the
+    /// same stream, and must not wait behind the calls they unblock).
     pub max_in_flight: usize,
     /// How many lines may wait for the writer.
     pub queue: usize,
@@ -128,7 +130,7 @@ where
                 }
                 Err(broadcast::error::RecvError::Closed) => events = broadcast::channel(1).1,
             },
-            read = read_line(&mut reader, &mut line, &mut too_long, options.max_line_bytes), if input_open && running.len() < options.max_in_flight => {
+            read = read_line(&mut reader, &mut line, &mut too_long, options.max_line_bytes), if input_open => {
                 let read = read.map_err(StdioError::Read)?;
                 // A whole line (or the end) was read: the next read starts a new one.
                 too_long = false;
@@ -144,6 +146,7 @@ where
                     Read::Line => {
                         let text = trim_line(&line);
                         let decoded = (!text.is_empty()).then(|| Message::decode(text));
+                        let response = matches!(decoded, Some(Err(_))) && looks_like_response(text);
                         line.clear();
                         let Some(decoded) = decoded else { continue };
                         match decoded {
@@ -154,11 +157,14 @@ where
                                     tasks: &mut tasks,
                                     running: &mut running,
                                     immediate: &mut immediate,
+                                    max_in_flight: options.max_in_flight,
                                 };
                                 on_message(&gateway, message, &out, &mut state).await;
                             }
-                            // Answer what can be answered; a bad response from the client is dropped.
-                            Err(e) if e.kind == DecodeErrorKind::Parse || e.id.is_some() => {
+                            // Answered, with a null id when none could be read (a batch, a
+                            // string); a bad *response* from the client is dropped (answering
+                            // it could start a loop of errors).
+                            Err(e) if e.kind == DecodeErrorKind::Parse || e.id.is_some() || !response => {
                                 let reply = mcp_protocol::ErrorResponse { id: e.id.clone(), error: e.to_error_object() };
                                 immediate.push(Message::Error(reply).encode());
                             }
@@ -313,6 +319,16 @@ struct Connection<'a> {
     tasks: &'a mut JoinSet<()>,
     running: &'a mut HashMap<RequestId, AbortHandle>,
     immediate: &'a mut Vec<String>,
+    max_in_flight: usize,
+}
+
+/// Most `subscriptions/listen` streams one connection holds.
+const MAX_LISTENERS: usize = 64;
+
+/// Whether `text` is a JSON object with a `result` or an `error` member (a response).
+fn looks_like_response(text: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(text)
+        .is_ok_and(|object| object.contains_key("result") || object.contains_key("error"))
 }
 
 /// A list-changed notification on a `subscriptions/listen` stream: it names the subscription.
@@ -327,7 +343,7 @@ fn subscription_line(event: &BackendEvent, id: &RequestId) -> String {
 }
 
 async fn on_message(gateway: &Gateway, message: Message, out: &Outbound, state: &mut Connection<'_>) {
-    let Connection { session, listeners, tasks, running, immediate } = state;
+    let Connection { session, listeners, tasks, running, immediate, max_in_flight } = state;
     // Watched from the message as it arrived (its params' `_meta` carries the caller's trace).
     let watch = match &message {
         Message::Request(request) => gateway.watch(|| crate::observe::Received {
@@ -350,10 +366,27 @@ async fn on_message(gateway: &Gateway, message: Message, out: &Outbound, state: 
                     return;
                 }
             };
-            if running.contains_key(&id) {
+            if running.contains_key(&id) || listeners.iter().any(|l| l.id == id) {
                 let error = ErrorObject::new(
                     error_codes::INVALID_REQUEST,
                     format!("Invalid Request: request id {id} is in use by a request still running"),
+                );
+                immediate.push(response_line(&id, Reply::Error(error), false));
+                return;
+            }
+            let listen = matches!(request, ClientRequest::Listen(_));
+            let busy = if listen { listeners.len() >= MAX_LISTENERS } else { running.len() >= *max_in_flight };
+            if busy && !matches!(request, ClientRequest::Ping) {
+                let (what, most) = if listen {
+                    ("subscriptions/listen streams", MAX_LISTENERS)
+                } else {
+                    ("requests in flight", *max_in_flight)
+                };
+                let error = ErrorObject::new(
+                    error_codes::INVALID_REQUEST,
+                    format!(
+                        "Invalid Request: this connection has {most} {what} already, the most it takes; wait for answers (or end some) before sending more"
+                    ),
                 );
                 immediate.push(response_line(&id, Reply::Error(error), false));
                 return;

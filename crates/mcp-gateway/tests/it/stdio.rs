@@ -236,3 +236,57 @@ async fn answers_finishing_together_share_a_write_when_the_client_shares_the_cpu
     let (_, ids) = answer_writes(calls, mcp_gateway::StdioOptions::default()).await;
     assert_eq!(ids, (1..=calls).collect::<Vec<_>>());
 }
+
+/// `lines` through the stdio front (in process) with `options`; its answers by id.
+async fn answers_to(lines: &[Value], options: mcp_gateway::StdioOptions) -> Vec<Value> {
+    use std::sync::Arc;
+
+    use mcp_gateway::{Gateway, GatewayOptions, serve_stdio};
+
+    let gateway = Gateway::new(Arc::new(crate::backend()), GatewayOptions::default()).unwrap();
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let out = CountingWriter::default();
+    let front = tokio::spawn(serve_stdio(gateway, std::io::Cursor::new(input.into_bytes()), out.clone(), options));
+    front.await.unwrap().unwrap();
+    let (_, bytes) = std::mem::take(&mut *out.0.lock().unwrap());
+    String::from_utf8(bytes).unwrap().lines().map(|line| serde_json::from_str(line).unwrap()).collect()
+}
+
+/// Past the most requests in flight, a request is refused at once, and reading goes on (the
+/// client's answers and cancellations must not wait behind the calls they unblock).
+#[tokio::test]
+async fn a_request_past_the_most_in_flight_is_refused_and_reading_goes_on() {
+    let envelope = crate::envelope(json!({}));
+    let slow = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "echo__slow", "arguments": {"ms": 300}, "_meta": envelope}})
+    };
+    let ping = json!({"jsonrpc": "2.0", "id": 9, "method": "ping", "params": {"_meta": envelope}});
+    let options = mcp_gateway::StdioOptions { max_in_flight: 2, ..Default::default() };
+    let answers = answers_to(&[slow(1), slow(2), slow(3), ping], options).await;
+    let of = |id: u64| answers.iter().find(|a| a["id"] == id).cloned().unwrap_or_else(|| panic!("{answers:?}"));
+    let refused = of(3);
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("2 requests in flight"), "{refused}");
+    assert!(of(1)["result"].is_object() && of(2)["result"].is_object(), "{answers:?}");
+    // The ping came after the refused call and was answered before the slow calls ended.
+    let position = |id: u64| answers.iter().position(|a| a["id"] == id).unwrap();
+    assert!(position(9) < position(1), "{answers:?}");
+}
+
+/// A batch, or JSON that is no message, is answered with an error of null id (as JSON-RPC
+/// says); a bad response from the client is not answered.
+#[tokio::test]
+async fn a_batch_or_a_stray_value_gets_an_error_with_a_null_id() {
+    let mut peer = Peer::spawn();
+    peer.send(&initialize("2025-11-25", json!({}))).await;
+    peer.next().await;
+    for line in [r#"[{"jsonrpc":"2.0","id":3,"method":"ping"}]"#, r#""just a string""#, "[]", r#"{"a":1}"#] {
+        peer.send_raw(line).await;
+        let answer = peer.next().await;
+        assert_eq!((answer["id"].clone(), answer["error"]["code"].clone()), (Value::Null, json!(-32600)), "{line}");
+    }
+    peer.send_raw(r#"{"jsonrpc":"2.0","result":{},"id":{"no":"such"}}"#).await;
+    peer.send(&json!({"jsonrpc": "2.0", "id": 5, "method": "ping"})).await;
+    assert_eq!(peer.next().await["id"], 5, "the bad response was not answered");
+}
