@@ -61,6 +61,13 @@ pub const OTEL_TRACES_SAMPLER_ARG: &str = "OTEL_TRACES_SAMPLER_ARG";
 /// `OTEL_METRIC_EXPORT_INTERVAL`: milliseconds between metric exports.
 pub const OTEL_METRIC_EXPORT_INTERVAL: &str = "OTEL_METRIC_EXPORT_INTERVAL";
 
+/// `OTEL_BSP_MAX_QUEUE_SIZE`: spans waiting for export, at most (read by the SDK; checked here).
+pub const OTEL_BSP_MAX_QUEUE_SIZE: &str = "OTEL_BSP_MAX_QUEUE_SIZE";
+/// `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`: spans in one export, at most (read by the SDK; checked here).
+pub const OTEL_BSP_MAX_EXPORT_BATCH_SIZE: &str = "OTEL_BSP_MAX_EXPORT_BATCH_SIZE";
+/// The largest span queue or batch allowed.
+const MAX_SPAN_QUEUE: u64 = 65_536;
+
 /// Default time one export may take, retries included (the specification's 10 s).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default interval between metric exports (the specification's 60 s).
@@ -258,6 +265,15 @@ impl TelemetryConfig {
         };
         let resource = resource(table, &env, default_service_name)?;
         let sampler = sampler(table, &env)?;
+        // The SDK reads these itself, and makes a queue of that size at once (a typo of a few
+        // zeros aborted the process): only sizes it can use are let through.
+        for name in [OTEL_BSP_MAX_QUEUE_SIZE, OTEL_BSP_MAX_EXPORT_BATCH_SIZE] {
+            if let Some(v) = env.get(name)
+                && !v.trim().parse::<u64>().is_ok_and(|n| n <= MAX_SPAN_QUEUE)
+            {
+                return Err(ConfigError::invalid(name, v, "a number of spans up to 65536"));
+            }
+        }
         let metric_interval = match env.get(OTEL_METRIC_EXPORT_INTERVAL) {
             Some(v) => millis(OTEL_METRIC_EXPORT_INTERVAL, v)?,
             None => table.metric_export_interval_ms.map_or(DEFAULT_METRIC_INTERVAL, Duration::from_millis),

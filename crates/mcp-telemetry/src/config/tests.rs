@@ -201,6 +201,8 @@ fn bad_values_are_errors_that_name_the_variable_and_say_what_is_accepted() {
         (&[(OTEL_RESOURCE_ATTRIBUTES, "novalue")], OTEL_RESOURCE_ATTRIBUTES, "key=value"),
         (&[(OTEL_RESOURCE_ATTRIBUTES, "k=%FF")], OTEL_RESOURCE_ATTRIBUTES, "UTF-8"),
         (&[(OTEL_METRIC_EXPORT_INTERVAL, "0")], OTEL_METRIC_EXPORT_INTERVAL, "above 0"),
+        (&[(OTEL_BSP_MAX_QUEUE_SIZE, "100000000000")], OTEL_BSP_MAX_QUEUE_SIZE, "up to 65536"),
+        (&[(OTEL_BSP_MAX_EXPORT_BATCH_SIZE, "many")], OTEL_BSP_MAX_EXPORT_BATCH_SIZE, "up to 65536"),
     ];
     for (pairs, name, expected) in cases {
         let err = resolve(&TelemetrySettings::default(), pairs).unwrap_err();
