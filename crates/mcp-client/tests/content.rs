@@ -99,11 +99,16 @@ async fn resources_and_templates_are_listed_across_pages_within_limits() {
     assert_eq!(templates.len(), 1);
     assert_eq!(templates[0].uri_template, "fixture://notes/{name}");
     // Capped like tools, and the error names the method.
-    let err = c.list_all_resources(ListLimits { max_pages: 2, max_items: 100 }).await.unwrap_err();
+    let err =
+        c.list_all_resources(ListLimits { max_pages: 2, max_items: 100, ..ListLimits::default() }).await.unwrap_err();
     assert!(matches!(err, ClientError::TooManyPages { method: "resources/list", limit: 2 }), "{err:?}");
     assert!(err.to_string().starts_with("resources/list returned more than 2 pages"), "{err}");
-    let err = c.list_all_resources(ListLimits { max_pages: 100, max_items: 3 }).await.unwrap_err();
+    let err =
+        c.list_all_resources(ListLimits { max_pages: 100, max_items: 3, ..ListLimits::default() }).await.unwrap_err();
     assert!(matches!(err, ClientError::TooManyItems { method: "resources/list", limit: 3 }), "{err:?}");
+    // And in bytes across the pages (what the values of a listing hold is several times that).
+    let err = c.list_all_resources(ListLimits { max_bytes: 300, ..ListLimits::default() }).await.unwrap_err();
+    assert!(matches!(err, ClientError::ListTooLarge { method: "resources/list", limit: 300 }), "{err:?}");
     c.close().await.unwrap();
 }
 

@@ -137,7 +137,10 @@ async fn everything_resources_templates_prompts_and_completion() {
     assert!(uris.contains(&doc), "{uris:?}");
     // The cap applies to a real server's list too (it has more than one resource).
     assert!(resources.len() > 1, "{uris:?}");
-    let err = client.list_all_resources(ListLimits { max_pages: 100, max_items: 1 }).await.unwrap_err();
+    let err = client
+        .list_all_resources(ListLimits { max_pages: 100, max_items: 1, ..ListLimits::default() })
+        .await
+        .unwrap_err();
     assert!(matches!(err, ClientError::TooManyItems { method: "resources/list", limit: 1 }), "{err:?}");
     let templates = client.list_all_resource_templates(ListLimits::default()).await.unwrap();
     let patterns: Vec<&str> = templates.iter().map(|t| t.uri_template.as_str()).collect();

@@ -68,6 +68,16 @@ pub enum ClientError {
         /// The limit.
         limit: usize,
     },
+    /// A paginated list's answers came to more bytes than [`ListLimits::max_bytes`](crate::ListLimits::max_bytes).
+    #[error(
+        "{method} answered with more than {limit} bytes in all; stopped (the host keeps at most that much of a listing; a program embedding mcp-client sets ListLimits::max_bytes)"
+    )]
+    ListTooLarge {
+        /// The list method.
+        method: &'static str,
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// An input-required result (2026-07-28) could not be answered.
     #[error("{method} asked for input that could not be given: {reason}")]
     InputRequired {

@@ -86,8 +86,18 @@ impl Client {
         let mut items = Vec::new();
         let mut seen = std::collections::HashSet::new();
         let mut cursor = None;
+        let mut bytes = 0usize;
         for _ in 0..limits.max_pages {
-            let (page, next) = split(self.page(method, cursor.take()).await?);
+            let params = PaginatedRequestParams { cursor: cursor.take(), extra: Map::new() };
+            let raw = self.request_raw(method, Some(&params), RequestOptions::default()).await?;
+            bytes = bytes.saturating_add(raw.get().len());
+            if bytes > limits.max_bytes {
+                return Err(ClientError::ListTooLarge { method, limit: limits.max_bytes });
+            }
+            let page: R = serde_json::from_str(raw.get())
+                .map_err(|source| ClientError::BadResult { method: method.to_owned(), source })?;
+            drop(raw);
+            let (page, next) = split(page);
             if items.len() + page.len() > limits.max_items {
                 return Err(ClientError::TooManyItems { method, limit: limits.max_items });
             }

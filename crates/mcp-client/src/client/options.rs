@@ -134,11 +134,15 @@ pub struct ListLimits {
     pub max_pages: usize,
     /// At most this many items in all.
     pub max_items: usize,
+    /// At most this many bytes of answers in all (each page's JSON as it came). What a page
+    /// holds is kept as values several times its size in memory: a listing may not amount to
+    /// more than two of the largest messages a transport takes.
+    pub max_bytes: usize,
 }
 
 impl Default for ListLimits {
     fn default() -> Self {
-        Self { max_pages: 100, max_items: 10_000 }
+        Self { max_pages: 100, max_items: 10_000, max_bytes: 32 << 20 }
     }
 }
 

@@ -153,9 +153,13 @@ async fn pagination_follows_cursors_within_limits() {
     let client = connect("paginate", &["--page-size", "3", "--extra-tools", "20"]).await;
     let tools = client.list_all_tools(ListLimits::default()).await.unwrap();
     assert_eq!(tools.len(), 30);
-    let err = client.list_all_tools(ListLimits { max_pages: 5, max_items: 10_000 }).await.unwrap_err();
+    let err = client
+        .list_all_tools(ListLimits { max_pages: 5, max_items: 10_000, ..ListLimits::default() })
+        .await
+        .unwrap_err();
     assert!(matches!(err, ClientError::TooManyPages { limit: 5, .. }), "{err:?}");
-    let err = client.list_all_tools(ListLimits { max_pages: 100, max_items: 10 }).await.unwrap_err();
+    let err =
+        client.list_all_tools(ListLimits { max_pages: 100, max_items: 10, ..ListLimits::default() }).await.unwrap_err();
     assert!(matches!(err, ClientError::TooManyItems { limit: 10, .. }), "{err:?}");
     client.close().await.unwrap();
 
