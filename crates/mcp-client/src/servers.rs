@@ -384,8 +384,11 @@ fn describe_startup_error(error: &ClientError) -> String {
             format!("{e}; the server wants credentials (headers or a bearer token)")
         }
         ClientError::Transport(e) => e.to_string(),
+        // initialize waits up to the startup timeout; the listings after it, as any request,
+        // up to the request timeout (`tool_timeout_s`).
         ClientError::Timeout { method, after } => {
-            format!("timed out after {} waiting for the answer to {method} (startup timeout)", seconds(*after))
+            let which = if method == mcp_protocol::methods::INITIALIZE { "startup timeout" } else { "tool_timeout_s" };
+            format!("timed out after {} waiting for the answer to {method} ({which})", seconds(*after))
         }
         other => other.to_string(),
     }
@@ -547,4 +550,18 @@ pub async fn close_all_while<T>(connections: Vec<ServerConnection>, work: impl F
     let result = work();
     while set.join_next().await.is_some() {}
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A start that timed out names the limit that fired: the startup timeout for initialize,
+    /// the request timeout for the listings after it.
+    #[test]
+    fn a_start_timeout_names_the_limit_that_fired() {
+        let timeout = |method: &str| ClientError::Timeout { method: method.to_owned(), after: Duration::from_secs(3) };
+        assert!(describe_startup_error(&timeout("initialize")).ends_with("(startup timeout)"));
+        assert!(describe_startup_error(&timeout("tools/list")).ends_with("(tool_timeout_s)"));
+    }
 }
