@@ -273,8 +273,8 @@ impl fmt::Display for SourceError {
             (Operation::CallTool { tool }, None) => match self {
                 Self::Timeout { after, .. } => write!(
                     f,
-                    "calling tool {tool:?} of server {server:?}: got no answer within {after:?} (the server's tool \
-                     timeout); the call was cancelled"
+                    "calling tool {tool:?} of server {server:?}: got no answer within {after:?} (its tool_timeout_s \
+                     without progress, or its max_tool_time_s in all); the call was cancelled"
                 ),
                 _ => write!(f, "calling tool {tool:?} of server {server:?}: {}", detail()),
             },
@@ -330,7 +330,7 @@ mod tests {
             SetCallError::Call { server: fx(), error: ClientError::Timeout { method: "tools/call".into(), after } };
         assert_eq!(
             SourceError::from_set(call("t"), timeout).to_string(),
-            r#"calling tool "t" of server "fx": got no answer within 2s (the server's tool timeout); the call was cancelled"#
+            r#"calling tool "t" of server "fx": got no answer within 2s (its tool_timeout_s without progress, or its max_tool_time_s in all); the call was cancelled"#
         );
 
         let answer = ClientError::Server {
