@@ -1001,6 +1001,11 @@ fn departed_server(binding: &Binding, source: &dyn ToolSource, name: &str) -> Op
 /// Up to [`SUGGESTIONS`] pool names near `name`: the raw tool name given alone, a substring,
 /// or a small edit distance.
 fn close_matches(pool: &Pool, name: &str) -> Vec<String> {
+    // Pool names are at most 64 bytes: one far longer is near none of them, and comparing it
+    // with each would cost its length times theirs (a client's megabyte name, per call).
+    if name.len() > 4 * tool_pool::MAX_NAME_LEN {
+        return Vec::new();
+    }
     let wanted = name.to_lowercase();
     let mut scored: Vec<(usize, &str)> = pool
         .iter()
