@@ -75,10 +75,12 @@ pub const DEFAULT_METRIC_INTERVAL: Duration = Duration::from_secs(60);
 /// Longest a value of `OTEL_RESOURCE_ATTRIBUTES` or a header list may be (bounded input).
 const MAX_LIST_LEN: usize = 16 * 1024;
 
-/// The variables [`otel_env`] takes from the process: every `OTEL_*` one.
+/// The variables [`otel_env`] takes from the process: every `OTEL_*` one. A value that is not
+/// UTF-8 is taken with its bad bytes replaced, so it is refused as the value it is (naming the
+/// variable), not ignored (`OTEL_SDK_DISABLED` with a stray byte left export on).
 pub fn otel_env() -> BTreeMap<String, String> {
     std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
         .filter(|(k, _)| k.starts_with("OTEL_"))
         .collect()
 }
@@ -418,6 +420,15 @@ fn target(
         let k = k.to_ascii_lowercase();
         if !valid_header_name(&k) {
             return Err(ConfigError::invalid("telemetry.headers", &k, "a header name (letters, digits, `-`, `_`)"));
+        }
+        // A value an HTTP header cannot carry (a line break, a control character) would be
+        // dropped by the exporter without a word: refused here, naming the header, not its value.
+        if !v.expose().bytes().all(|b| b == b'\t' || (0x20..0x7f).contains(&b)) {
+            return Err(ConfigError::invalid(
+                "telemetry.headers",
+                &k,
+                "a header whose value is printable ASCII (no line breaks or control characters)",
+            ));
         }
         deduped.retain(|(old, _)| *old != k);
         deduped.push((k, v));

@@ -219,6 +219,17 @@ fn header_values_never_reach_an_error() {
     )
     .unwrap_err();
     assert!(!err.to_string().contains("s3cret"), "{err}");
+    // A value no header can carry is refused (the exporter dropped it silently), not shown.
+    let err = resolve(
+        &TelemetrySettings::default(),
+        &[
+            (OTEL_EXPORTER_OTLP_ENDPOINT, "http://h:1"),
+            (OTEL_EXPORTER_OTLP_HEADERS, "authorization=s3cret%0d%0aX-Inj:%201"),
+        ],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("authorization") && err.contains("printable ASCII") && !err.contains("s3cret"), "{err}");
 }
 
 /// Credentials in a collector's URL (user info, query) reach neither an error nor a debug print.
