@@ -76,13 +76,8 @@ pub fn load_sealer(path: &Path) -> Result<StateSealer, KeyFileError> {
     let read = |error| KeyFileError::Read { path: path.to_owned(), error };
     let file = std::fs::File::open(path).map_err(read)?;
     let meta = file.metadata().map_err(read)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        let mode = meta.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
-            return Err(KeyFileError::Exposed { path: path.to_owned(), mode });
-        }
+    if let Some(mode) = private_files::exposed_mode(&meta) {
+        return Err(KeyFileError::Exposed { path: path.to_owned(), mode });
     }
     if meta.len() > MAX_KEY_FILE_BYTES {
         return Err(KeyFileError::TooMany { path: path.to_owned() });

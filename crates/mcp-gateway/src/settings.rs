@@ -233,16 +233,11 @@ fn read_token_file(path: &std::path::Path) -> std::io::Result<String> {
     if !meta.is_file() {
         return Err(not_a_file());
     }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        let mode = meta.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
-            return Err(std::io::Error::other(format!(
-                "other users may read or write it (mode {mode:03o}); make it private: chmod 600 {}",
-                path.display()
-            )));
-        }
+    if let Some(mode) = private_files::exposed_mode(&meta) {
+        return Err(std::io::Error::other(format!(
+            "other users may read or write it (mode {mode:03o}); make it private: chmod 600 {}",
+            path.display()
+        )));
     }
     let mut text = String::new();
     file.take(MAX_TOKEN_FILE_BYTES + 1).read_to_string(&mut text)?;

@@ -52,6 +52,23 @@ pub fn tighten_dir(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// The mode of a file others may read or write (`Some(0o644)`, say), or `None` when it is its
+/// owner's alone (and always on systems without Unix modes): for a secret the user provides
+/// (a key, a token), which is refused when exposed, as ssh refuses a private key.
+pub fn exposed_mode(meta: &fs::Metadata) -> Option<u32> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = meta.permissions().mode() & 0o777;
+        (mode & 0o077 != 0).then_some(mode)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        None
+    }
+}
+
 /// Replaces `path` with `bytes` atomically: a temporary file (0600) in the same directory,
 /// written and synced, then renamed over `path`. Missing directories are created 0700. On
 /// failure the temporary file is removed and `path` is as it was.
@@ -113,6 +130,20 @@ mod tests {
     fn mode(path: &Path) -> u32 {
         use std::os::unix::fs::PermissionsExt as _;
         fs::symlink_metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    /// A file is exposed when its group or others have any permission.
+    #[cfg(unix)]
+    #[test]
+    fn exposed_modes_are_those_others_have_any_part_in() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret");
+        write(&path, b"x").unwrap();
+        for (mode, exposed) in [(0o600, None), (0o400, None), (0o640, Some(0o640)), (0o444, Some(0o444))] {
+            fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+            assert_eq!(exposed_mode(&fs::metadata(&path).unwrap()), exposed, "{mode:o}");
+        }
     }
 
     #[cfg(unix)]

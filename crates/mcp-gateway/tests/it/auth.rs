@@ -219,6 +219,18 @@ async fn rotated_keys_are_fetched_again_at_most_once_per_interval() {
     assert!(answer.body.contains("could not be fetched"), "{answer:?}");
 }
 
+/// A front whose key set from `jwks_url` is old after 200 ms (fetched again at most every
+/// 100 ms, each fetch within `fetch_timeout`).
+async fn ageing_keys_front(jwks_url: &str, fetch_timeout: Duration) -> (Arc<JwtAuthenticator>, Front) {
+    let mut options = JwtOptions::new(ISSUER, jwks_url.parse().unwrap(), RESOURCE);
+    options.jwks_max_age = Duration::from_millis(200);
+    options.jwks_min_interval = Duration::from_millis(100);
+    options.fetch_timeout = fetch_timeout;
+    let jwt = Arc::new(JwtAuthenticator::new(options, Arc::new(SystemClock)).unwrap());
+    let front = front(Arc::new(FakeBackend::standard()), Some(Arc::clone(&jwt) as Arc<dyn Authenticator>), None).await;
+    (jwt, front)
+}
+
 /// An old key set is fetched again behind the requests: a slow issuer delays none of them, and
 /// the set it then sends is used.
 #[tokio::test]
@@ -228,12 +240,7 @@ async fn an_old_key_set_is_fetched_again_without_holding_requests() {
     let document = Arc::new(std::sync::Mutex::new(jwks_of(&old, "old")));
     let stall = Arc::new(Stall::default());
     let jwks_url = serve_jwks_stalling(Arc::clone(&document), Arc::clone(&stall)).await;
-    let mut options = JwtOptions::new(ISSUER, jwks_url.parse().unwrap(), RESOURCE);
-    options.jwks_max_age = Duration::from_millis(200);
-    options.jwks_min_interval = Duration::from_millis(100);
-    options.fetch_timeout = Duration::from_secs(60);
-    let jwt = Arc::new(JwtAuthenticator::new(options, Arc::new(SystemClock)).unwrap());
-    let front = front(Arc::new(FakeBackend::standard()), Some(Arc::clone(&jwt) as Arc<dyn Authenticator>), None).await;
+    let (jwt, front) = ageing_keys_front(&jwks_url, Duration::from_secs(60)).await;
     let old_token = sign_as(&old_pkcs8, "old", RESOURCE, 300);
     assert_eq!(list(front.addr, "/mcp", Some(&old_token)).await.status, 200);
     assert_eq!(jwt.jwks_fetches(), 1);
@@ -304,12 +311,7 @@ async fn a_key_revoked_while_the_gateway_sat_idle_is_refused() {
     let (new, _) = p256();
     let document = Arc::new(std::sync::Mutex::new(jwks_of(&old, "old")));
     let jwks_url = serve_jwks(Arc::clone(&document)).await;
-    let mut options = JwtOptions::new(ISSUER, jwks_url.parse().unwrap(), RESOURCE);
-    options.jwks_max_age = Duration::from_millis(200);
-    options.jwks_min_interval = Duration::from_millis(100);
-    options.fetch_timeout = Duration::from_millis(300);
-    let jwt = Arc::new(JwtAuthenticator::new(options, Arc::new(SystemClock)).unwrap());
-    let front = front(Arc::new(FakeBackend::standard()), Some(Arc::clone(&jwt) as Arc<dyn Authenticator>), None).await;
+    let (jwt, front) = ageing_keys_front(&jwks_url, Duration::from_millis(300)).await;
     let old_token = sign_as(&old_pkcs8, "old", RESOURCE, 300);
     assert_eq!(list(front.addr, "/mcp", Some(&old_token)).await.status, 200);
     *document.lock().unwrap() = jwks_of(&new, "new");
