@@ -74,7 +74,7 @@ pub enum KeyFileError {
 /// that other users can read is refused.
 pub fn load_sealer(path: &Path) -> Result<StateSealer, KeyFileError> {
     let read = |error| KeyFileError::Read { path: path.to_owned(), error };
-    let file = std::fs::File::open(path).map_err(read)?;
+    let file = private_files::open_regular(path).map_err(read)?;
     let meta = file.metadata().map_err(read)?;
     if let Some(mode) = private_files::exposed_mode(&meta) {
         return Err(KeyFileError::Exposed { path: path.to_owned(), mode });

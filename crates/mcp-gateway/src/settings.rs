@@ -219,20 +219,8 @@ impl TokenSettings {
 /// itself. So is anything but a regular file (a pipe would hold the start).
 fn read_token_file(path: &std::path::Path) -> std::io::Result<String> {
     use std::io::Read as _;
-    let not_a_file = || std::io::Error::other("not a regular file");
-    if !std::fs::metadata(path)?.is_file() {
-        return Err(not_a_file());
-    }
-    let mut open = std::fs::OpenOptions::new();
-    open.read(true);
-    // Without waiting for a writer, should a pipe have taken the file's place since.
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut open, nix::fcntl::OFlag::O_NONBLOCK.bits());
-    let file = open.open(path)?;
+    let file = private_files::open_regular(path)?;
     let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(not_a_file());
-    }
     if let Some(mode) = private_files::exposed_mode(&meta) {
         return Err(std::io::Error::other(format!(
             "other users may read or write it (mode {mode:03o}); make it private: chmod 600 {}",

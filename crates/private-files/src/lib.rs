@@ -52,6 +52,25 @@ pub fn tighten_dir(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Opens `path` for reading if it is a regular file, without waiting should it be (or have
+/// become, since a caller looked) a pipe: a pipe held a reader until a writer came, deaf to
+/// Ctrl-C. Anything but a regular file is an `InvalidInput` error "not a regular file".
+pub fn open_regular(path: &Path) -> io::Result<fs::File> {
+    let not_regular = || io::Error::new(io::ErrorKind::InvalidInput, "not a regular file");
+    if !fs::metadata(path)?.is_file() {
+        return Err(not_regular());
+    }
+    let mut open = fs::OpenOptions::new();
+    open.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut open, libc::O_NONBLOCK);
+    let file = open.open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(not_regular());
+    }
+    Ok(file)
+}
+
 /// The mode of a file others may read or write (`Some(0o644)`, say), or `None` when it is its
 /// owner's alone (and always on systems without Unix modes): for a secret the user provides
 /// (a key, a token), which is refused when exposed, as ssh refuses a private key.
@@ -130,6 +149,20 @@ mod tests {
     fn mode(path: &Path) -> u32 {
         use std::os::unix::fs::PermissionsExt as _;
         fs::symlink_metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    /// A pipe is refused without waiting for a writer; a regular file opens.
+    #[cfg(unix)]
+    #[test]
+    fn only_a_regular_file_is_opened_and_a_pipe_does_not_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let pipe = dir.path().join("pipe");
+        nix::unistd::mkfifo(&pipe, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert_eq!(open_regular(&pipe).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(open_regular(dir.path()).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        let file = dir.path().join("file");
+        write(&file, b"x").unwrap();
+        assert!(open_regular(&file).is_ok());
     }
 
     /// A file is exposed when its group or others have any permission.

@@ -278,7 +278,12 @@ pub(crate) fn read_text(path: &Path, origin: Origin) -> Result<String, ConfigErr
     };
     check_regular(path)?;
     let mut text = String::new();
-    std::fs::File::open(path).map_err(failed)?.take(MAX_FILE_BYTES + 1).read_to_string(&mut text).map_err(failed)?;
+    // Opened as a regular file still (it may have been replaced by a pipe since the check).
+    private_files::open_regular(path)
+        .map_err(failed)?
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(failed)?;
     if text.len() as u64 > MAX_FILE_BYTES {
         return Err(ConfigError::Invalid {
             path: path.to_path_buf(),
