@@ -209,7 +209,7 @@ impl Client {
         options: RequestOptions,
     ) -> Result<R, ClientError> {
         let raw = self.request_raw(method, params, options).await?;
-        serde_json::from_str(raw.get()).map_err(|source| ClientError::BadResult { method: method.to_owned(), source })
+        read_result(method, &raw)
     }
 
     /// Send a notification.
@@ -260,4 +260,11 @@ impl Drop for Client {
         }
         self.inner.shut_down("the client was dropped".to_owned());
     }
+}
+
+/// A result read into `R`, unless it is too dense to read (values cost up to ~100x their text).
+pub(crate) fn read_result<R: DeserializeOwned>(method: &str, raw: &RawValue) -> Result<R, ClientError> {
+    mcp_protocol::check_density(raw.get())
+        .map_err(|dense| ClientError::TooDense { method: method.to_owned(), dense })?;
+    serde_json::from_str(raw.get()).map_err(|source| ClientError::BadResult { method: method.to_owned(), source })
 }

@@ -253,7 +253,9 @@ impl Message {
         Self::decode_str(text)
     }
 
-    /// Decode one message from text. Never panics; says what was wrong.
+    /// Decode one message from text. Never panics; says what was wrong. A request or
+    /// notification packed with more values than [`check_density`](crate::check_density)
+    /// allows is refused (with its id, so it can be answered); a response's result is left raw.
     pub fn decode_str(text: &str) -> Result<Message, DecodeError> {
         // Only an object is a message: serde would also read an array positionally into the
         // envelope (`["2.0",1,"ping"]` as a ping request).
@@ -288,6 +290,11 @@ impl Message {
                 .map_err(|_| DecodeError::invalid("method must be a string", id.clone()))?;
             if envelope.result.is_some() || envelope.error.is_some() {
                 return Err(DecodeError::invalid("a message with a method cannot carry result or error", id));
+            }
+            // Read into values by whoever handles it (arguments checked, a schema kept): a
+            // response's result is checked where it is read (`check_density`).
+            if let Err(dense) = crate::density::check_density(text) {
+                return Err(DecodeError::invalid(format!("{method} refused: {dense}"), id));
             }
             return Ok(match (envelope.id, id) {
                 (None, _) => Message::Notification(Notification { method, params }),

@@ -27,6 +27,7 @@
 //! ```
 
 mod content_de;
+mod density;
 pub mod elicitation;
 mod headers;
 mod input;
@@ -39,6 +40,7 @@ pub mod stateless;
 mod types;
 mod version;
 
+pub use density::{CONTAINER_COST, MAX_DECODED_COST, TooDense, VALUE_COST, check_density, decoded_cost};
 pub use headers::{
     BodyFacts, HEADER_METHOD, HEADER_NAME, HEADER_PARAM_PREFIX, HEADER_PROTOCOL_VERSION, HeaderMismatch,
     MirroredHeaders, ParamHeader, X_MCP_HEADER, check_headers, check_param_headers, decode_header_value,

@@ -60,6 +60,9 @@ pub enum SessionError {
     /// The server's initialize result could not be read.
     #[error("the initialize result is malformed: {0}")]
     BadInitializeResult(serde_json::Error),
+    /// The server's initialize result packs more values than the host reads from one message.
+    #[error("the initialize result is refused: {0}")]
+    DenseInitializeResult(crate::TooDense),
     /// The server answered a protocol revision the client does not accept.
     #[error(transparent)]
     Negotiation(#[from] NegotiationError),
@@ -315,8 +318,7 @@ impl<P> ClientSession<P> {
         if self.state != SessionState::Initializing {
             return Err(SessionError::AlreadyInitialized);
         }
-        let result: crate::stateless::DiscoverResult =
-            serde_json::from_str(result.get()).map_err(SessionError::BadInitializeResult)?;
+        let result: crate::stateless::DiscoverResult = read_initialize_result(result)?;
         let stateless = ProtocolVersion::STATELESS;
         if !result.supported_versions.iter().any(|v| v == stateless.as_str()) {
             return Err(NegotiationError {
@@ -354,7 +356,7 @@ impl<P> ClientSession<P> {
         if self.state != SessionState::Initializing {
             return Err(SessionError::AlreadyInitialized);
         }
-        let result: InitializeResult = serde_json::from_str(result.get()).map_err(SessionError::BadInitializeResult)?;
+        let result: InitializeResult = read_initialize_result(result)?;
         let version =
             negotiate(self.config.offered_version, &self.config.supported_versions, &result.protocol_version)?;
         self.negotiated = Some(version);
@@ -573,4 +575,11 @@ impl<P> ClientSession<P> {
     pub fn encode_error(id: RequestId, error: ErrorObject) -> String {
         encode_error(id, error)
     }
+}
+
+/// The result of `initialize` or `server/discover`, refused when too dense to read (its
+/// unknown members are kept as values).
+fn read_initialize_result<T: serde::de::DeserializeOwned>(result: &RawValue) -> Result<T, SessionError> {
+    crate::check_density(result.get()).map_err(SessionError::DenseInitializeResult)?;
+    serde_json::from_str(result.get()).map_err(SessionError::BadInitializeResult)
 }

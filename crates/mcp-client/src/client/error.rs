@@ -45,6 +45,15 @@ pub enum ClientError {
         /// What did not parse.
         source: serde_json::Error,
     },
+    /// The server's answer packs more values than the host reads from one message (see
+    /// [`mcp_protocol::check_density`]).
+    #[error("the server's answer to {method} was dropped: {dense}")]
+    TooDense {
+        /// The method.
+        method: String,
+        /// How dense it was.
+        dense: mcp_protocol::TooDense,
+    },
     /// The session refused (not initialized, closed, negotiation failed).
     #[error(transparent)]
     Session(#[from] SessionError),

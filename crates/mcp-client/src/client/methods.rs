@@ -94,8 +94,7 @@ impl Client {
             if bytes > limits.max_bytes {
                 return Err(ClientError::ListTooLarge { method, limit: limits.max_bytes });
             }
-            let page: R = serde_json::from_str(raw.get())
-                .map_err(|source| ClientError::BadResult { method: method.to_owned(), source })?;
+            let page: R = super::read_result(method, &raw)?;
             drop(raw);
             let (page, next) = split(page);
             if items.len() + page.len() > limits.max_items {
@@ -167,7 +166,7 @@ impl Client {
         if size > max_bytes {
             return Err(ClientError::TooLarge { method, size, limit: max_bytes });
         }
-        serde_json::from_str(raw.get()).map_err(|source| ClientError::BadResult { method: method.to_owned(), source })
+        super::read_result(method, &raw)
     }
 
     /// One page of `prompts/list`.

@@ -328,6 +328,31 @@ fn decode_errors_display_their_class() {
     assert_eq!(RequestId::Number(3).to_string(), "3");
 }
 
+/// A request or notification packed with values is refused with its id (so it is answered);
+/// a response is left raw (its result is checked where it is read).
+#[test]
+fn a_dense_request_is_refused_with_its_id_and_a_response_is_left_raw() {
+    let dense = format!("[{}0]", "[[0]],".repeat(1 << 20));
+    let e = assert_kind(
+        &format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"t","arguments":{{"x":{dense}}}}}}}"#
+        ),
+        DecodeErrorKind::InvalidRequest,
+    );
+    assert_eq!(e.id, Some(RequestId::Number(7)));
+    assert!(e.to_string().contains("tools/call refused") && e.to_string().contains("JSON values"), "{e}");
+    let e = decode_err(&format!(r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"data":{dense}}}}}"#));
+    assert_eq!((e.kind, e.id), (DecodeErrorKind::InvalidRequest, None));
+    assert!(matches!(
+        decode(&format!(r#"{{"jsonrpc":"2.0","id":7,"result":{{"x":{dense}}}}}"#)),
+        Ok(Message::Response(_))
+    ));
+    // The same shape, small, is a request like any other.
+    let small =
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{"x":[[[0]],[[0]]]}}}"#;
+    assert!(matches!(decode(small), Ok(Message::Request(_))));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Unknown fields survive a round trip through the types.
 // ---------------------------------------------------------------------------------------------

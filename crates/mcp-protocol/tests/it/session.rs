@@ -75,6 +75,14 @@ fn a_bad_initialize_result_leaves_the_session_initializing() {
     s.start_initialize(()).unwrap();
     let e = s.finish_initialize(&to_raw(&json!({"protocolVersion": 1})).unwrap()).unwrap_err();
     assert!(matches!(e, SessionError::BadInitializeResult(_)), "{e}");
+    // Unknown members packed with values (kept as values, up to ~100x their text) are refused.
+    let dense = format!(
+        r#"{{"protocolVersion":"2025-06-18","capabilities":{{}},"serverInfo":{{"name":"s","version":"1"}},"x":[{}0]}}"#,
+        "[[0]],".repeat(1 << 20)
+    );
+    let e = s.finish_initialize(&serde_json::value::RawValue::from_string(dense).unwrap()).unwrap_err();
+    assert!(matches!(e, SessionError::DenseInitializeResult(_)), "{e}");
+    assert!(e.to_string().contains("JSON values"), "{e}");
     let e = s.finish_initialize(&init_result("2099-01-01")).unwrap_err();
     let SessionError::Negotiation(n) = &e else { panic!("{e}") };
     assert_eq!(n.answered, "2099-01-01");

@@ -1,0 +1,139 @@
+//! What a JSON text will cost once read into values, estimated from its text alone, so that a
+//! peer cannot make one message of a few megabytes take gigabytes.
+//!
+//! A message is capped in bytes by its transport (16 MiB by default), but read into
+//! `serde_json::Value`s its cost depends on how densely values are packed: measured here, a
+//! 16 MiB message of typical objects took 284 MB, while `[0,0,...]` took 576 MB and
+//! `[[0],[0],...]` 1.8 GB. The estimate counts values (a comma or an opening bracket outside
+//! strings each starts one) at [`VALUE_COST`] bytes and containers at [`CONTAINER_COST`] more,
+//! close to those measurements; a text whose estimate passes [`MAX_DECODED_COST`] is refused
+//! before anything is built from it. Legitimately large answers (a big schema, a long text,
+//! a blob) pass: their bytes are mostly inside strings.
+
+/// Bytes one JSON value is counted as taking once read (a `Value`, its share of the vector
+/// or map holding it).
+pub const VALUE_COST: u64 = 72;
+
+/// Bytes one array or object is counted as taking in addition, for the storage behind it.
+pub const CONTAINER_COST: u64 = 256;
+
+/// The most one message may be estimated to take once read: 256 MiB. A 16 MiB message of
+/// typical objects is estimated at about 220 MiB and passes.
+pub const MAX_DECODED_COST: u64 = 256 << 20;
+
+/// A text packed with more values than the host reads from one message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "it packs {values} JSON values ({containers} arrays or objects) into {bytes} bytes, about {} MB once read; \
+     the most read from one message is {} MB",
+    cost >> 20,
+    MAX_DECODED_COST >> 20
+)]
+#[non_exhaustive]
+pub struct TooDense {
+    /// The text's length in bytes.
+    pub bytes: usize,
+    /// Values counted.
+    pub values: u64,
+    /// Arrays and objects among them.
+    pub containers: u64,
+    /// The estimate, in bytes.
+    pub cost: u64,
+}
+
+/// The estimated cost of reading `text` into values, in bytes (see the module docs).
+pub fn decoded_cost(text: &str) -> u64 {
+    let (values, containers) = count(text.as_bytes());
+    cost_of(values, containers)
+}
+
+/// `Err` when reading `text` into values is estimated to take more than [`MAX_DECODED_COST`].
+/// One pass over the bytes, no allocation; `text` need not be valid JSON.
+pub fn check_density(text: &str) -> Result<(), TooDense> {
+    // Fewer bytes than could ever reach the limit need no count.
+    if (text.len() as u64).saturating_mul(VALUE_COST + CONTAINER_COST) <= MAX_DECODED_COST {
+        return Ok(());
+    }
+    let (values, containers) = count(text.as_bytes());
+    let cost = cost_of(values, containers);
+    if cost > MAX_DECODED_COST {
+        return Err(TooDense { bytes: text.len(), values, containers, cost });
+    }
+    Ok(())
+}
+
+fn cost_of(values: u64, containers: u64) -> u64 {
+    values.saturating_mul(VALUE_COST).saturating_add(containers.saturating_mul(CONTAINER_COST))
+}
+
+/// (values, containers): one value to start with, one more per comma or opening bracket
+/// outside strings.
+fn count(bytes: &[u8]) -> (u64, u64) {
+    let (mut values, mut containers) = (1u64, 0u64);
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in bytes {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b',' => values += 1,
+            b'[' | b'{' => {
+                values += 1;
+                containers += 1;
+            }
+            _ => {}
+        }
+    }
+    (values, containers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repeated(unit: &str, bytes: usize) -> String {
+        let mut s = String::from("[");
+        while s.len() + unit.len() < bytes {
+            s.push_str(unit);
+        }
+        s.push_str("0]");
+        s
+    }
+
+    #[test]
+    fn values_and_containers_are_counted_outside_strings_only() {
+        assert_eq!(count(br#"{"a":[1,2,{"b":"x,[{"}],"c":"\",{"}"#), (7, 3));
+        assert_eq!(count(b"0"), (1, 0));
+    }
+
+    #[test]
+    fn dense_messages_are_refused_and_typical_ones_pass() {
+        const MIB: usize = 1 << 20;
+        // The measured shapes of the module docs, at the default 16 MiB message limit.
+        let typical = repeated(r#"{"name":"tool_name_x","v":123},"#, 16 * MIB);
+        assert_eq!(check_density(&typical), Ok(()), "{}", decoded_cost(&typical) >> 20);
+        let schema =
+            repeated(r#"{"type":"object","properties":{"path":{"type":"string","description":"x"}}},"#, 16 * MIB);
+        assert_eq!(check_density(&schema), Ok(()));
+        let text = format!(r#"{{"content":[{{"type":"text","text":"{}"}}]}}"#, "[0],".repeat(4 * MIB));
+        assert_eq!(check_density(&text), Ok(()));
+        for unit in ["0,", "[],", "{},", r#"{"":0},"#, "[[0]],"] {
+            let dense = repeated(unit, 16 * MIB);
+            let refused = check_density(&dense).unwrap_err();
+            assert!(refused.cost > MAX_DECODED_COST && refused.bytes == dense.len(), "{unit}");
+            let said = refused.to_string();
+            assert!(said.contains("JSON values") && said.contains("256 MB"), "{said}");
+        }
+        // Small texts are not counted at all, however dense.
+        assert_eq!(check_density(&repeated("[[0]],", 4096)), Ok(()));
+    }
+}
