@@ -30,7 +30,7 @@ use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, SdkTracer, SdkTracerProvider, SpanData, SpanExporter, SpanProcessor,
 };
 
-use crate::config::{OtlpTarget, Protocol, Sampler, TelemetryConfig};
+use crate::config::{Compression, OtlpTarget, Protocol, Sampler, TelemetryConfig};
 use crate::instrument::Instruments;
 
 /// The instrumentation scope's name on every span and metric.
@@ -499,11 +499,24 @@ fn http<B: WithExportConfig + WithHttpConfig>(builder: B, target: &OtlpTarget) -
         Ok(client) => builder.with_http_client(client),
         Err(_) => builder,
     };
-    builder
+    let builder = builder
         .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
         .with_endpoint(&target.endpoint)
         .with_timeout(target.timeout)
-        .with_headers(http_headers(target))
+        .with_headers(http_headers(target));
+    match sdk_compression(target.compression) {
+        Some(c) => builder.with_compression(c),
+        None => builder,
+    }
+}
+
+/// The exporters' compression, `None` for none. (Left unset, an exporter reads
+/// `OTEL_EXPORTER_OTLP_COMPRESSION` itself, which resolved to the same.)
+fn sdk_compression(c: Compression) -> Option<opentelemetry_otlp::Compression> {
+    match c {
+        Compression::Gzip => Some(opentelemetry_otlp::Compression::Gzip),
+        Compression::None => None,
+    }
 }
 
 /// The common settings of an OTLP/gRPC exporter of either signal.
@@ -513,7 +526,11 @@ fn grpc<B: WithExportConfig + WithTonicConfig>(
     signal: &'static str,
 ) -> Result<B, TelemetryError> {
     let metadata = grpc_metadata(target).map_err(|e| exporter_error(signal, target, e))?;
-    Ok(builder.with_endpoint(&target.endpoint).with_timeout(target.timeout).with_metadata(metadata))
+    let builder = builder.with_endpoint(&target.endpoint).with_timeout(target.timeout).with_metadata(metadata);
+    Ok(match sdk_compression(target.compression) {
+        Some(c) => builder.with_compression(c),
+        None => builder,
+    })
 }
 
 fn span_exporter(

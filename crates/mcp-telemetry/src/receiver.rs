@@ -33,6 +33,7 @@ use opentelemetry_proto::tonic::metrics::v1::metric;
 use prost::Message as _;
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
+use tonic::codec::CompressionEncoding;
 
 /// Largest export body the HTTP side reads.
 const MAX_BODY: usize = 16 * 1024 * 1024;
@@ -101,9 +102,17 @@ struct Store {
     count_only: bool,
     /// Spans received, kept or not.
     span_count: AtomicU64,
+    /// Exports that came gzip-compressed (either protocol).
+    gzip_exports: AtomicU64,
 }
 
 impl Store {
+    fn gzipped(&self, gzip: bool) {
+        if gzip {
+            self.gzip_exports.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     fn traces(&self, request: ExportTraceServiceRequest, protocol: &'static str) {
         if self.count_only {
             let n = request.resource_spans.iter().flat_map(|rs| &rs.scope_spans).map(|ss| ss.spans.len() as u64).sum();
@@ -236,6 +245,7 @@ impl TraceService for Grpc {
         &self,
         request: tonic::Request<ExportTraceServiceRequest>,
     ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        self.0.0.gzipped(request.metadata().get("grpc-encoding").is_some_and(|e| e == "gzip"));
         self.0.0.traces(request.into_inner(), "grpc");
         Ok(tonic::Response::new(ExportTraceServiceResponse { partial_success: None }))
     }
@@ -247,6 +257,7 @@ impl MetricsService for Grpc {
         &self,
         request: tonic::Request<ExportMetricsServiceRequest>,
     ) -> Result<tonic::Response<ExportMetricsServiceResponse>, tonic::Status> {
+        self.0.0.gzipped(request.metadata().get("grpc-encoding").is_some_and(|e| e == "gzip"));
         self.0.0.metrics(request.into_inner(), "grpc");
         Ok(tonic::Response::new(ExportMetricsServiceResponse { partial_success: None }))
     }
@@ -277,8 +288,8 @@ impl Receiver {
         let grpc = grpc_listener.local_addr()?;
         let mut grpc_stopped = stopped;
         let router = tonic::transport::Server::builder()
-            .add_service(TraceServiceServer::new(Grpc(store.clone())))
-            .add_service(MetricsServiceServer::new(Grpc(store.clone())));
+            .add_service(TraceServiceServer::new(Grpc(store.clone())).accept_compressed(CompressionEncoding::Gzip))
+            .add_service(MetricsServiceServer::new(Grpc(store.clone())).accept_compressed(CompressionEncoding::Gzip));
         tokio::spawn(async move {
             let incoming = tonic::transport::server::TcpIncoming::from(grpc_listener);
             let _ = router
@@ -288,6 +299,11 @@ impl Receiver {
                 .await;
         });
         Ok(Self { http, grpc, store, stop })
+    }
+
+    /// How many exports came gzip-compressed (`Content-Encoding: gzip`, `grpc-encoding: gzip`).
+    pub fn gzip_exports(&self) -> u64 {
+        self.store.0.gzip_exports.load(Ordering::Relaxed)
     }
 
     /// The OTLP/HTTP base endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT` for `http/protobuf`).
@@ -366,9 +382,24 @@ async fn handle(
     store: Arc<StoreHandle>,
 ) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
     let path = req.uri().path().to_owned();
+    let gzip = req.headers().get(http::header::CONTENT_ENCODING).is_some_and(|e| e == "gzip");
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => return Ok(status(StatusCode::PAYLOAD_TOO_LARGE)),
+    };
+    let body = if gzip {
+        store.0.gzipped(true);
+        let mut plain = Vec::new();
+        let read = std::io::Read::read_to_end(
+            &mut std::io::Read::take(flate2::read::GzDecoder::new(&body[..]), MAX_BODY as u64 + 1),
+            &mut plain,
+        );
+        if read.is_err() || plain.len() > MAX_BODY {
+            return Ok(status(StatusCode::BAD_REQUEST));
+        }
+        Bytes::from(plain)
+    } else {
+        body
     };
     let answer = match path.as_str() {
         "/v1/traces" => match ExportTraceServiceRequest::decode(body) {

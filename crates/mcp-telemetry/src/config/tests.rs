@@ -60,6 +60,31 @@ fn a_signals_own_endpoint_and_protocol_win_and_are_used_as_written() {
     assert_eq!((m.endpoint.as_str(), m.protocol), ("http://127.0.0.1:4317/", Protocol::Grpc));
 }
 
+/// Compression: a signal's variable over the common one, the environment over the table, the
+/// signal's key over the table's; none by default.
+#[test]
+fn compression_is_resolved_signal_first_and_the_environment_over_the_table() {
+    let endpoint = (OTEL_EXPORTER_OTLP_ENDPOINT, "http://127.0.0.1:4318");
+    let of = |c: TelemetryConfig| (c.traces.unwrap().compression, c.metrics.unwrap().compression);
+    let none = TelemetrySettings::default();
+    assert_eq!(of(resolve(&none, &[endpoint]).unwrap()), (Compression::None, Compression::None));
+    let both = resolve(&none, &[endpoint, (OTEL_EXPORTER_OTLP_COMPRESSION, "gzip")]).unwrap();
+    assert_eq!(of(both), (Compression::Gzip, Compression::Gzip));
+    let pairs = [endpoint, (OTEL_EXPORTER_OTLP_COMPRESSION, "GZIP"), (OTEL_EXPORTER_OTLP_TRACES_COMPRESSION, "none")];
+    assert_eq!(of(resolve(&none, &pairs).unwrap()), (Compression::None, Compression::Gzip));
+    let t = table(
+        "[telemetry]\nendpoint = \"http://127.0.0.1:4318\"\ncompression = \"gzip\"\n[telemetry.metrics]\ncompression = \"none\"\n",
+    );
+    assert_eq!(of(resolve(&t, &[]).unwrap()), (Compression::Gzip, Compression::None));
+    assert_eq!(
+        of(resolve(&t, &[(OTEL_EXPORTER_OTLP_COMPRESSION, "none")]).unwrap()),
+        (Compression::None, Compression::None)
+    );
+    let bad = table("[telemetry]\nendpoint = \"http://127.0.0.1:4318\"\n[telemetry.traces]\ncompression = \"br\"\n");
+    let said = resolve(&bad, &[]).unwrap_err().to_string();
+    assert!(said.starts_with("telemetry.traces.compression") && said.contains("gzip or none"), "{said}");
+}
+
 #[test]
 fn only_traces_when_metrics_say_none_and_an_explicit_otlp_uses_the_local_default() {
     let c = resolve(&TelemetrySettings::default(), &[(OTEL_TRACES_EXPORTER, "otlp"), (OTEL_METRICS_EXPORTER, "none")])
@@ -193,6 +218,16 @@ fn bad_values_are_errors_that_name_the_variable_and_say_what_is_accepted() {
         (&[(OTEL_TRACES_SAMPLER_ARG, "2")], OTEL_TRACES_SAMPLER_ARG, "ratio from 0 to 1"),
         (&[(OTEL_TRACES_SAMPLER_ARG, "half")], OTEL_TRACES_SAMPLER_ARG, "ratio from 0 to 1"),
         (&[(OTEL_TRACES_EXPORTER, "zipkin")], OTEL_TRACES_EXPORTER, "otlp or none"),
+        (
+            &[(OTEL_EXPORTER_OTLP_COMPRESSION, "gz"), (OTEL_EXPORTER_OTLP_ENDPOINT, "http://h:1")],
+            OTEL_EXPORTER_OTLP_COMPRESSION,
+            "gzip or none",
+        ),
+        (
+            &[(OTEL_EXPORTER_OTLP_METRICS_COMPRESSION, "zstd"), (OTEL_EXPORTER_OTLP_ENDPOINT, "http://h:1")],
+            OTEL_EXPORTER_OTLP_METRICS_COMPRESSION,
+            "zstd is not supported",
+        ),
         (
             &[(OTEL_EXPORTER_OTLP_TIMEOUT, "10s"), (OTEL_EXPORTER_OTLP_ENDPOINT, "http://h:1")],
             OTEL_EXPORTER_OTLP_TIMEOUT,

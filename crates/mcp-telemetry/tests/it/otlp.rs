@@ -34,14 +34,17 @@ async fn two_calls(telemetry: &Telemetry) {
     tokio::task::spawn_blocking(move || t.flush()).await.unwrap();
 }
 
-async fn exports_by(protocol: &str) {
+/// `compression`: `OTEL_EXPORTER_OTLP_COMPRESSION`, or `None` to leave it unset.
+async fn exports_by(protocol: &str, compression: Option<&str>) {
     let receiver = Receiver::start().await.unwrap();
     let endpoint = if protocol == "grpc" { receiver.grpc_endpoint() } else { receiver.http_endpoint() };
-    let telemetry = start(&[
+    let mut env = vec![
         ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
         ("OTEL_EXPORTER_OTLP_PROTOCOL", protocol),
         ("OTEL_SERVICE_NAME", "otlp-test-service"),
-    ]);
+    ];
+    env.extend(compression.map(|c| ("OTEL_EXPORTER_OTLP_COMPRESSION", c)));
+    let telemetry = start(&env);
     two_calls(&telemetry).await;
 
     let spans = receiver.wait_for_spans(2, Duration::from_secs(20)).await;
@@ -72,16 +75,32 @@ async fn exports_by(protocol: &str) {
     let report = tokio::task::spawn_blocking(move || telemetry.shutdown(Duration::from_secs(5))).await.unwrap();
     assert_eq!((report.spans_ended, report.spans_exported, report.spans_lost), (2, 2, 0));
     assert!(report.metric_exports >= 1 && report.metric_exports_failed == 0, "{report:?}");
+    // Every export (spans, then metrics at least once) compressed as asked, none otherwise.
+    if compression.is_some_and(|c| c.eq_ignore_ascii_case("gzip")) {
+        assert!(receiver.gzip_exports() >= 2, "{}", receiver.gzip_exports());
+    } else {
+        assert_eq!(receiver.gzip_exports(), 0);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spans_and_metrics_reach_a_collector_by_http_protobuf() {
-    exports_by("http/protobuf").await;
+    exports_by("http/protobuf", None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spans_and_metrics_reach_a_collector_by_grpc() {
-    exports_by("grpc").await;
+    exports_by("grpc", Some("none")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_and_metrics_reach_a_collector_gzip_compressed_by_http_protobuf() {
+    exports_by("http/protobuf", Some("gzip")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_and_metrics_reach_a_collector_gzip_compressed_by_grpc() {
+    exports_by("grpc", Some("GZIP")).await;
 }
 
 /// Every `tracing` event of the process, formatted, for the one test that reads warnings (the
