@@ -278,6 +278,7 @@ impl Telemetry {
                     handle: rt.handle().clone(),
                     stats: stats.clone(),
                     endpoint: target.endpoint.clone(),
+                    timeout: target.timeout,
                 };
                 let mut batch = BatchConfigBuilder::default();
                 if let Some(delay) = options.batch_delay {
@@ -307,6 +308,7 @@ impl Telemetry {
                 handle: rt.handle().clone(),
                 stats: stats.clone(),
                 endpoint: target.endpoint.clone(),
+                timeout: target.timeout,
             };
             meter_builder = meter_builder
                 .with_reader(PeriodicReader::builder(exporter).with_interval(config.metric_interval).build());
@@ -586,6 +588,18 @@ struct OnRuntime<E> {
     handle: tokio::runtime::Handle,
     stats: Arc<Stats>,
     endpoint: String,
+    /// The export timeout, to tell a collector that never answered from one that refused.
+    timeout: Duration,
+}
+
+/// What a failed export says: a collector that took the whole timeout is said to have not
+/// answered (the exporters call that a "network error", as they do a refused connection).
+fn export_failure(error: &dyn std::fmt::Display, took: Duration, timeout: Duration) -> String {
+    if took + Duration::from_millis(50) >= timeout {
+        format!("no answer within {} ms: {error}", timeout.as_millis())
+    } else {
+        error.to_string()
+    }
 }
 
 impl<E> std::fmt::Debug for OnRuntime<E> {
@@ -599,11 +613,13 @@ impl<E: SpanExporter> SpanExporter for OnRuntime<E> {
         let n = batch.len() as u64;
         let fut = InRuntime { handle: self.handle.clone(), fut: self.inner.export(batch) };
         async move {
+            let started = Instant::now();
             let result = fut.await;
             match &result {
                 Ok(()) => self.stats.spans_exported.fetch_add(n, Ordering::Relaxed),
                 Err(e) => {
-                    self.stats.failed("spans", &self.endpoint, e);
+                    let said = export_failure(e, started.elapsed(), self.timeout);
+                    self.stats.failed("spans", &self.endpoint, &said);
                     self.stats.spans_failed.fetch_add(n, Ordering::Relaxed)
                 }
             };
@@ -629,13 +645,15 @@ impl<E: SpanExporter> SpanExporter for OnRuntime<E> {
 impl<E: PushMetricExporter> PushMetricExporter for OnRuntime<E> {
     fn export(&self, metrics: &ResourceMetrics) -> impl Future<Output = OTelSdkResult> + Send {
         let fut = InRuntime { handle: self.handle.clone(), fut: self.inner.export(metrics) };
-        let (stats, endpoint) = (&self.stats, &self.endpoint);
+        let (stats, endpoint, timeout) = (&self.stats, &self.endpoint, self.timeout);
         async move {
+            let started = Instant::now();
             let result = fut.await;
             match &result {
                 Ok(()) => stats.metric_exports.fetch_add(1, Ordering::Relaxed),
                 Err(e) => {
-                    stats.failed("metrics", endpoint, e);
+                    let said = export_failure(e, started.elapsed(), timeout);
+                    stats.failed("metrics", endpoint, &said);
                     stats.metric_exports_failed.fetch_add(1, Ordering::Relaxed)
                 }
             };
@@ -687,5 +705,19 @@ impl SpanProcessor for Counted {
 
     fn set_resource(&mut self, resource: &Resource) {
         self.inner.set_resource(resource);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_export_that_took_its_whole_timeout_is_said_to_have_had_no_answer() {
+        let timeout = Duration::from_millis(300);
+        let said = export_failure(&"network error", Duration::from_millis(301), timeout);
+        assert_eq!(said, "no answer within 300 ms: network error");
+        // A refusal comes at once and is said as the exporter says it.
+        assert_eq!(export_failure(&"network error", Duration::from_millis(2), timeout), "network error");
     }
 }
