@@ -347,6 +347,28 @@ impl Env<'_> {
     fn get(&self, name: &str) -> Option<&str> {
         self.0.get(name).map(|v| v.trim()).filter(|v| !v.is_empty())
     }
+
+    /// A text setting of one signal, with the name to say in an error: the signal's variable,
+    /// the common variable, the signal's key (`telemetry.{signal}.{key}`), the table's key.
+    fn setting<'a>(
+        &'a self,
+        [own, common]: [&'static str; 2],
+        signal: Option<&'a str>,
+        table: &'a Option<String>,
+        signal_name: &str,
+        key: &str,
+    ) -> Option<(String, &'a str)> {
+        if let Some(v) = self.get(own) {
+            return Some((own.to_owned(), v));
+        }
+        if let Some(v) = self.get(common) {
+            return Some((common.to_owned(), v));
+        }
+        if let Some(v) = signal {
+            return Some((format!("telemetry.{signal_name}.{key}"), v));
+        }
+        table.as_deref().map(|v| (format!("telemetry.{key}"), v))
+    }
 }
 
 struct SignalVars {
@@ -403,25 +425,27 @@ fn target(
     if explicit == Some(false) {
         return Ok(None);
     }
-    let protocol = match (env.get(vars.protocol), env.get(OTEL_EXPORTER_OTLP_PROTOCOL)) {
-        (Some(v), _) => protocol(vars.protocol, v)?,
-        (None, Some(v)) => protocol(OTEL_EXPORTER_OTLP_PROTOCOL, v)?,
-        (None, None) => match (signal.and_then(|s| s.protocol.as_deref()), table.protocol.as_deref()) {
-            (Some(v), _) => protocol(&key("protocol"), v)?,
-            (None, Some(v)) => protocol("telemetry.protocol", v)?,
-            (None, None) => Protocol::default(),
-        },
+    let protocol = match env.setting(
+        [vars.protocol, OTEL_EXPORTER_OTLP_PROTOCOL],
+        signal.and_then(|s| s.protocol.as_deref()),
+        &table.protocol,
+        vars.key,
+        "protocol",
+    ) {
+        Some((name, v)) => protocol(&name, v)?,
+        None => Protocol::default(),
     };
     // The exporters would read these variables themselves and skip a value they do not know
     // without a word; resolved (and checked) here, and always handed to them.
-    let compression = match (env.get(vars.compression), env.get(OTEL_EXPORTER_OTLP_COMPRESSION)) {
-        (Some(v), _) => compression(vars.compression, v)?,
-        (None, Some(v)) => compression(OTEL_EXPORTER_OTLP_COMPRESSION, v)?,
-        (None, None) => match (signal.and_then(|s| s.compression.as_deref()), table.compression.as_deref()) {
-            (Some(v), _) => compression(&key("compression"), v)?,
-            (None, Some(v)) => compression("telemetry.compression", v)?,
-            (None, None) => Compression::default(),
-        },
+    let compression = match env.setting(
+        [vars.compression, OTEL_EXPORTER_OTLP_COMPRESSION],
+        signal.and_then(|s| s.compression.as_deref()),
+        &table.compression,
+        vars.key,
+        "compression",
+    ) {
+        Some((name, v)) => compression(&name, v)?,
+        None => Compression::default(),
     };
     // (name for errors, the URL, whether it is the signal's own and so used as it is)
     let endpoint: Option<(String, &str, bool)> = if let Some(v) = env.get(vars.endpoint) {
