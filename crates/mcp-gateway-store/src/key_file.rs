@@ -74,7 +74,8 @@ pub enum KeyFileError {
 /// that other users can read is refused.
 pub fn load_sealer(path: &Path) -> Result<StateSealer, KeyFileError> {
     let read = |error| KeyFileError::Read { path: path.to_owned(), error };
-    let file = private_files::open_regular(path).map_err(read)?;
+    // Opened as it is, a pipe included: `--key-file <(vault read ...)` keeps the key off disk.
+    let file = std::fs::File::open(path).map_err(read)?;
     let meta = file.metadata().map_err(read)?;
     if let Some(mode) = private_files::exposed_mode(&meta) {
         return Err(KeyFileError::Exposed { path: path.to_owned(), mode });
@@ -164,5 +165,20 @@ mod tests {
         let five = [A; 5].join("\n");
         assert!(matches!(load_sealer(key_file(&five, 0o600).path()), Err(KeyFileError::TooMany { .. })));
         assert!(matches!(load_sealer(Path::new("/nonexistent/key")), Err(KeyFileError::Read { .. })));
+    }
+
+    /// A key from a pipe (`--key-file <(vault read ...)`, which bash makes 0600) is read.
+    #[cfg(unix)]
+    #[test]
+    fn a_key_from_a_pipe_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let pipe = dir.path().join("key");
+        assert!(std::process::Command::new("mkfifo").args(["-m", "600"]).arg(&pipe).status().unwrap().success());
+        let writer = {
+            let pipe = pipe.clone();
+            std::thread::spawn(move || std::fs::write(pipe, format!("{A}\n")))
+        };
+        assert!(load_sealer(&pipe).is_ok());
+        writer.join().unwrap().unwrap();
     }
 }

@@ -146,7 +146,8 @@ where
                     Read::Line => {
                         let text = trim_line(&line);
                         let decoded = (!text.is_empty()).then(|| Message::decode(text));
-                        let response = matches!(decoded, Some(Err(_))) && looks_like_response(text);
+                        let response = matches!(decoded, Some(Err(_)))
+                            && std::str::from_utf8(text).ok().and_then(mcp_protocol::refused_response_id).is_some();
                         line.clear();
                         let Some(decoded) = decoded else { continue };
                         match decoded {
@@ -324,12 +325,6 @@ struct Connection<'a> {
 
 /// Most `subscriptions/listen` streams one connection holds.
 const MAX_LISTENERS: usize = 64;
-
-/// Whether `text` is a JSON object with a `result` or an `error` member (a response).
-fn looks_like_response(text: &[u8]) -> bool {
-    serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(text)
-        .is_ok_and(|object| object.contains_key("result") || object.contains_key("error"))
-}
 
 /// A list-changed notification on a `subscriptions/listen` stream: it names the subscription.
 fn subscription_line(event: &BackendEvent, id: &RequestId) -> String {

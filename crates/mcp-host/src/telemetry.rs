@@ -247,10 +247,8 @@ impl ServeWatch for ServedWatch {
     fn end(mut self: Box<Self>, answer: Answered<'_>) {
         match answer {
             Answered::Result(text) if self.answer == Reads::Initialize => {
-                if let Ok(v) = serde_json::from_str::<Value>(text)
-                    && let Some(version) = v.get("protocolVersion").and_then(Value::as_str)
-                {
-                    self.op.set_protocol_version(version);
+                if let Some(version) = mcp_protocol::answered_version(text) {
+                    self.op.set_protocol_version(&version);
                 }
             }
             // Only the call's `isError` (and, with capture on, the result) is read.

@@ -3,29 +3,36 @@
 //!
 //! A message is capped in bytes by its transport (16 MiB by default), but read into
 //! `serde_json::Value`s its cost depends on how densely values are packed: measured here, a
-//! 16 MiB message of typical objects took 284 MB, while `[0,0,...]` took 576 MB and
-//! `[[0],[0],...]` 1.8 GB. The estimate counts values (a comma or an opening bracket outside
-//! strings each starts one) at [`VALUE_COST`] bytes and containers at [`CONTAINER_COST`] more,
-//! close to those measurements; a text whose estimate passes [`MAX_DECODED_COST`] is refused
-//! before anything is built from it. Legitimately large answers (a big schema, a long text,
-//! a blob) pass: their bytes are mostly inside strings.
+//! 16 MiB message of typical objects peaked at 348 MiB, while `[0,0,...]` took 576 MiB and
+//! `[[0]],[[0]],...` 1.8 GiB. The estimate counts, outside strings, values (a comma or an
+//! opening bracket each starts one) at [`VALUE_COST`] bytes, containers at [`CONTAINER_COST`]
+//! more and strings (keys included) at [`STRING_COST`] more, plus the text's own length; it
+//! is at or above what serde_json held at its peak for the shapes measured (flattened types,
+//! which buffer a copy, up to ~1.5x). A text whose estimate passes [`MAX_DECODED_COST`] is
+//! refused before anything is built from it. Large answers that are mostly text (a long
+//! result, a blob, a schema with descriptions) pass; arrays of bare numbers pass up to about
+//! 7 MiB.
 
-/// Bytes one JSON value is counted as taking once read (a `Value`, its share of the vector
-/// or map holding it).
-pub const VALUE_COST: u64 = 72;
+/// Bytes one JSON value is counted as taking once read: a 72-byte `Value`, twice for the
+/// spare capacity of the vector or map holding it.
+pub const VALUE_COST: u64 = 144;
 
 /// Bytes one array or object is counted as taking in addition, for the storage behind it.
 pub const CONTAINER_COST: u64 = 256;
 
-/// The most one message may be estimated to take once read: 256 MiB. A 16 MiB message of
-/// typical objects is estimated at about 220 MiB and passes.
-pub const MAX_DECODED_COST: u64 = 256 << 20;
+/// Bytes one string or key is counted as taking in addition to its characters (the smallest
+/// heap block).
+pub const STRING_COST: u64 = 32;
+
+/// The most one message may be estimated to take once read: 512 MiB. A 16 MiB message of
+/// typical objects is estimated at about 440 MiB and passes.
+pub const MAX_DECODED_COST: u64 = 512 << 20;
 
 /// A text packed with more values than the host reads from one message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "it packs {values} JSON values ({containers} arrays or objects) into {bytes} bytes, about {} MB once read; \
-     the most read from one message is {} MB",
+    "it packs {values} JSON values ({containers} arrays or objects) into {bytes} bytes, about {} MiB once read; \
+     the most read from one message is {} MiB",
     cost >> 20,
     MAX_DECODED_COST >> 20
 )]
@@ -37,39 +44,48 @@ pub struct TooDense {
     pub values: u64,
     /// Arrays and objects among them.
     pub containers: u64,
+    /// Strings and keys.
+    pub strings: u64,
     /// The estimate, in bytes.
     pub cost: u64,
 }
 
 /// The estimated cost of reading `text` into values, in bytes (see the module docs).
 pub fn decoded_cost(text: &str) -> u64 {
-    let (values, containers) = count(text.as_bytes());
-    cost_of(values, containers)
+    let counted = count(text.as_bytes());
+    cost_of(text, counted)
 }
 
 /// `Err` when reading `text` into values is estimated to take more than [`MAX_DECODED_COST`].
 /// One pass over the bytes, no allocation; `text` need not be valid JSON.
 pub fn check_density(text: &str) -> Result<(), TooDense> {
     // Fewer bytes than could ever reach the limit need no count.
-    if (text.len() as u64).saturating_mul(VALUE_COST + CONTAINER_COST) <= MAX_DECODED_COST {
+    // The most one byte can add: `[` (a value and a container), or `"` (a string; its value
+    // is counted by the comma or bracket before it).
+    if (text.len() as u64).saturating_mul(VALUE_COST + CONTAINER_COST + 1) <= MAX_DECODED_COST {
         return Ok(());
     }
-    let (values, containers) = count(text.as_bytes());
-    let cost = cost_of(values, containers);
+    let counted = count(text.as_bytes());
+    let cost = cost_of(text, counted);
     if cost > MAX_DECODED_COST {
-        return Err(TooDense { bytes: text.len(), values, containers, cost });
+        let (values, containers, strings) = counted;
+        return Err(TooDense { bytes: text.len(), values, containers, strings, cost });
     }
     Ok(())
 }
 
-fn cost_of(values: u64, containers: u64) -> u64 {
-    values.saturating_mul(VALUE_COST).saturating_add(containers.saturating_mul(CONTAINER_COST))
+fn cost_of(text: &str, (values, containers, strings): (u64, u64, u64)) -> u64 {
+    values
+        .saturating_mul(VALUE_COST)
+        .saturating_add(containers.saturating_mul(CONTAINER_COST))
+        .saturating_add(strings.saturating_mul(STRING_COST))
+        .saturating_add(text.len() as u64)
 }
 
-/// (values, containers): one value to start with, one more per comma or opening bracket
-/// outside strings.
-fn count(bytes: &[u8]) -> (u64, u64) {
-    let (mut values, mut containers) = (1u64, 0u64);
+/// (values, containers, strings): one value to start with, one more per comma or opening
+/// bracket outside strings; one string per opening quote.
+fn count(bytes: &[u8]) -> (u64, u64, u64) {
+    let (mut values, mut containers, mut strings) = (1u64, 0u64, 0u64);
     let mut in_string = false;
     let mut escaped = false;
     for &b in bytes {
@@ -84,7 +100,10 @@ fn count(bytes: &[u8]) -> (u64, u64) {
             continue;
         }
         match b {
-            b'"' => in_string = true,
+            b'"' => {
+                in_string = true;
+                strings += 1;
+            }
             b',' => values += 1,
             b'[' | b'{' => {
                 values += 1;
@@ -93,7 +112,7 @@ fn count(bytes: &[u8]) -> (u64, u64) {
             _ => {}
         }
     }
-    (values, containers)
+    (values, containers, strings)
 }
 
 #[cfg(test)]
@@ -111,8 +130,8 @@ mod tests {
 
     #[test]
     fn values_and_containers_are_counted_outside_strings_only() {
-        assert_eq!(count(br#"{"a":[1,2,{"b":"x,[{"}],"c":"\",{"}"#), (7, 3));
-        assert_eq!(count(b"0"), (1, 0));
+        assert_eq!(count(br#"{"a":[1,2,{"b":"x,[{"}],"c":"\",{"}"#), (7, 3, 5));
+        assert_eq!(count(b"0"), (1, 0, 0));
     }
 
     #[test]
@@ -124,14 +143,17 @@ mod tests {
         let schema =
             repeated(r#"{"type":"object","properties":{"path":{"type":"string","description":"x"}}},"#, 16 * MIB);
         assert_eq!(check_density(&schema), Ok(()));
+        // Many members of one object (about 350 MiB read: under the limit, and passed).
+        let members = format!("{{{}\"z\":0}}", r#""k0123":0,"#.repeat(16 * MIB / 10 - 1));
+        assert_eq!(check_density(&members), Ok(()));
         let text = format!(r#"{{"content":[{{"type":"text","text":"{}"}}]}}"#, "[0],".repeat(4 * MIB));
         assert_eq!(check_density(&text), Ok(()));
-        for unit in ["0,", "[],", "{},", r#"{"":0},"#, "[[0]],"] {
+        for unit in ["0,", "[],", "{},", r#"{"":0},"#, "[[0]],", r#""a","#] {
             let dense = repeated(unit, 16 * MIB);
             let refused = check_density(&dense).unwrap_err();
             assert!(refused.cost > MAX_DECODED_COST && refused.bytes == dense.len(), "{unit}");
             let said = refused.to_string();
-            assert!(said.contains("JSON values") && said.contains("256 MB"), "{said}");
+            assert!(said.contains("JSON values") && said.contains("512 MiB"), "{said}");
         }
         // Small texts are not counted at all, however dense.
         assert_eq!(check_density(&repeated("[[0]],", 4096)), Ok(()));

@@ -32,6 +32,9 @@ pub enum InputError {
     /// The result is not an input-required result.
     #[error("malformed input request: {0}")]
     Malformed(serde_json::Error),
+    /// The result packs more values than are read from one message.
+    #[error("input request refused: {0}")]
+    TooDense(crate::TooDense),
     /// One input request is not `{method, params}`.
     #[error("input request {key:?} is malformed: {source}")]
     MalformedRequest {
@@ -74,6 +77,7 @@ pub struct InputRound {
 /// [`stateless::result_kind`](crate::stateless::result_kind)). One that cannot be read fails the
 /// round before anything is asked.
 pub fn input_round(raw: &RawValue) -> Result<InputRound, InputError> {
+    crate::check_density(raw.get()).map_err(InputError::TooDense)?;
     let result: InputRequiredResult = serde_json::from_str(raw.get()).map_err(InputError::Malformed)?;
     let asks = result
         .input_requests
@@ -128,6 +132,15 @@ mod tests {
 
     fn round(result: Value) -> Result<InputRound, InputError> {
         input_round(&RawValue::from_string(result.to_string()).unwrap())
+    }
+
+    /// A result packed with values (its unknown members kept as values) is refused unread.
+    #[test]
+    fn a_dense_input_required_result_is_refused() {
+        let text =
+            format!(r#"{{"resultType":"input_required","inputRequests":{{}},"x":[{}0]}}"#, "[[0]],".repeat(1 << 20));
+        let refused = input_round(&RawValue::from_string(text).unwrap()).unwrap_err();
+        assert!(matches!(refused, InputError::TooDense(_)), "{refused}");
     }
 
     #[test]

@@ -223,6 +223,18 @@ struct Envelope<'a> {
     error: Option<&'a RawValue>,
 }
 
+/// For a line [`Message::decode`] refused: `Some` when it is shaped as a response (an object
+/// with a `result` or an `error` and no `method`), holding its id if that reads. Its members
+/// are read as `decode` reads them, raw: nothing in a line refused for being too dense is
+/// built.
+pub fn refused_response_id(text: &str) -> Option<Option<RequestId>> {
+    let envelope: Envelope<'_> = serde_json::from_str(text).ok()?;
+    if envelope.method.is_some() || (envelope.result.is_none() && envelope.error.is_none()) {
+        return None;
+    }
+    Some(envelope.id.and_then(|raw| serde_json::from_str(raw.get()).ok()))
+}
+
 /// `Some(raw)` for any present member, `null` included (plain `Option` would turn null into None).
 fn present_raw<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
     <&RawValue>::deserialize(d).map(Some)
@@ -294,6 +306,7 @@ impl Message {
             // Read into values by whoever handles it (arguments checked, a schema kept): a
             // response's result is checked where it is read (`check_density`).
             if let Err(dense) = crate::density::check_density(text) {
+                let method = mcp_safety::text::one_line(&method, 100);
                 return Err(DecodeError::invalid(format!("{method} refused: {dense}"), id));
             }
             return Ok(match (envelope.id, id) {
@@ -309,6 +322,24 @@ impl Message {
                 None => Err(DecodeError::invalid("a successful response needs an id", None)),
             },
             (None, Some(error)) => {
+                // Its `data` is a value anyone reading the error may look at; too dense, it is
+                // left out and the code and message kept.
+                if let Err(dense) = crate::density::check_density(error.get()) {
+                    #[derive(Deserialize)]
+                    struct Head {
+                        code: i64,
+                        message: String,
+                    }
+                    let head: Head = serde_json::from_str(error.get()).map_err(|e| {
+                        DecodeError::invalid(
+                            format!("error must be {{code: integer, message: string}}: {e}"),
+                            id.clone(),
+                        )
+                    })?;
+                    let mut error = ErrorObject::new(head.code, head.message);
+                    error.data = Some(Value::String(format!("(left out by the receiver: {dense})")));
+                    return Ok(Message::Error(ErrorResponse { id, error }));
+                }
                 let error: ErrorObject = serde_json::from_str(error.get()).map_err(|e| {
                     DecodeError::invalid(format!("error must be {{code: integer, message: string}}: {e}"), id.clone())
                 })?;

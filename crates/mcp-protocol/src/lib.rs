@@ -40,7 +40,7 @@ pub mod stateless;
 mod types;
 mod version;
 
-pub use density::{CONTAINER_COST, MAX_DECODED_COST, TooDense, VALUE_COST, check_density, decoded_cost};
+pub use density::{CONTAINER_COST, MAX_DECODED_COST, STRING_COST, TooDense, VALUE_COST, check_density, decoded_cost};
 pub use headers::{
     BodyFacts, HEADER_METHOD, HEADER_NAME, HEADER_PARAM_PREFIX, HEADER_PROTOCOL_VERSION, HeaderMismatch,
     MirroredHeaders, ParamHeader, X_MCP_HEADER, check_headers, check_param_headers, decode_header_value,
@@ -49,7 +49,7 @@ pub use headers::{
 pub use input::{InputAsk, InputError, InputRound, MAX_URL_ELICITATIONS, input_round, url_elicitations};
 pub use jsonrpc::{
     DecodeError, DecodeErrorKind, ErrorObject, ErrorResponse, Message, Notification, Request, RequestId, Response,
-    empty_object, encode_request, error_codes, to_raw,
+    empty_object, encode_request, error_codes, refused_response_id, to_raw,
 };
 pub use outgoing::Outgoing;
 pub use oversize::oversize_response_id;
@@ -64,4 +64,4 @@ pub use session::{
     encode_error, encode_notification, encode_result,
 };
 pub use types::*;
-pub use version::{NegotiationError, ProtocolVersion, negotiate};
+pub use version::{NegotiationError, ProtocolVersion, answered_version, negotiate};

@@ -78,6 +78,18 @@ pub struct NegotiationError {
     pub supported: Vec<ProtocolVersion>,
 }
 
+/// The `protocolVersion` an `initialize` result names, read alone (its other members are
+/// skipped, not built: whoever only looks for the version need not read a server's whole
+/// answer into values).
+pub fn answered_version(result: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Answered {
+        #[serde(rename = "protocolVersion")]
+        protocol_version: Option<String>,
+    }
+    serde_json::from_str::<Answered>(result).ok()?.protocol_version
+}
+
 /// Accept the server's answer when it is the offered revision or an older one the client
 /// supports; anything else (unknown, newer than offered, or not supported) is an error naming both.
 pub fn negotiate(

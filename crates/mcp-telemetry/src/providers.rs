@@ -512,8 +512,11 @@ fn http<B: WithExportConfig + WithHttpConfig>(builder: B, target: &OtlpTarget) -
     }
 }
 
-/// The exporters' compression, `None` for none. (Left unset, an exporter reads
-/// `OTEL_EXPORTER_OTLP_COMPRESSION` itself, which resolved to the same.)
+/// The exporters' compression, `None` for none. (They have no "none" to be handed: left
+/// unset, an exporter reads the process's `OTEL_EXPORTER_OTLP_COMPRESSION` variables itself.
+/// Resolved from the process's environment, as `mcp-harness` does, that says the same, but for
+/// a value padded with spaces, which we read and the exporter skips; at worst it then sends
+/// gzip, which collectors accept.)
 fn sdk_compression(c: Compression) -> Option<opentelemetry_otlp::Compression> {
     match c {
         Compression::Gzip => Some(opentelemetry_otlp::Compression::Gzip),

@@ -388,7 +388,6 @@ async fn handle(
         Err(_) => return Ok(status(StatusCode::PAYLOAD_TOO_LARGE)),
     };
     let body = if gzip {
-        store.0.gzipped(true);
         let mut plain = Vec::new();
         let read = std::io::Read::read_to_end(
             &mut std::io::Read::take(flate2::read::GzDecoder::new(&body[..]), MAX_BODY as u64 + 1),
@@ -397,6 +396,7 @@ async fn handle(
         if read.is_err() || plain.len() > MAX_BODY {
             return Ok(status(StatusCode::BAD_REQUEST));
         }
+        store.0.gzipped(true);
         Bytes::from(plain)
     } else {
         body

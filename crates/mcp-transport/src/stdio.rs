@@ -996,11 +996,5 @@ fn signal_group(pid: Option<u32>, signal: Signal) {
 /// The id of the response `line` (not UTF-8) is, when it is one: read with the invalid bytes
 /// replaced, a response has an `id`, a `result` or an `error`, and no `method`.
 fn not_utf8_answer_id(line: &[u8]) -> Option<mcp_protocol::RequestId> {
-    let text = String::from_utf8_lossy(line);
-    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
-    let object = value.as_object()?;
-    if object.contains_key("method") || !(object.contains_key("result") || object.contains_key("error")) {
-        return None;
-    }
-    serde_json::from_value(object.get("id")?.clone()).ok()
+    mcp_protocol::refused_response_id(&String::from_utf8_lossy(line)).flatten()
 }

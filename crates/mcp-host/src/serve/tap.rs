@@ -208,7 +208,10 @@ impl Watch {
                 self.see_notification(&notification.method, notification.params.as_deref())
             }
             Message::Response(response) if !self.handshake_seen.load(Ordering::Relaxed) => {
-                if let Ok(result) = serde_json::from_str::<HandshakeResult>(response.result.get()) {
+                // Read into values only within the density the client reading it holds to.
+                if mcp_protocol::check_density(response.result.get()).is_ok()
+                    && let Ok(result) = serde_json::from_str::<HandshakeResult>(response.result.get())
+                {
                     self.handshake_seen.store(true, Ordering::Relaxed);
                     let handshake = Handshake {
                         capabilities: result.capabilities,

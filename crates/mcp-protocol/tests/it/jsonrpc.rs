@@ -347,6 +347,22 @@ fn a_dense_request_is_refused_with_its_id_and_a_response_is_left_raw() {
         decode(&format!(r#"{{"jsonrpc":"2.0","id":7,"result":{{"x":{dense}}}}}"#)),
         Ok(Message::Response(_))
     ));
+    // An error's data is left out, its code and message kept.
+    let Ok(Message::Error(e)) =
+        decode(&format!(r#"{{"jsonrpc":"2.0","id":7,"error":{{"code":-32000,"message":"boom","data":{dense}}}}}"#))
+    else {
+        panic!("an error response")
+    };
+    assert_eq!((e.id, e.error.code, e.error.message.as_str()), (Some(RequestId::Number(7)), -32000, "boom"));
+    let note = e.error.data.unwrap();
+    assert!(note.as_str().unwrap().starts_with("(left out by the receiver: it packs"), "{note}");
+    // A refused line shaped as a response gives its id, read raw.
+    let refused = format!(r#"{{"jsonrpc":"2.0","id":"r","result":{dense},"extra":{dense}}}"#);
+    assert_eq!(mcp_protocol::refused_response_id(&refused), Some(Some(RequestId::from("r"))));
+    assert_eq!(mcp_protocol::refused_response_id(r#"{"error":{},"id":{"x":1}}"#), Some(None));
+    assert_eq!(mcp_protocol::refused_response_id(r#"{"method":"m","result":1,"id":1}"#), None);
+    assert_eq!(mcp_protocol::refused_response_id(r#"{"id":1}"#), None);
+    assert_eq!(mcp_protocol::refused_response_id("[1]"), None);
     // The same shape, small, is a request like any other.
     let small =
         r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{"x":[[[0]],[[0]]]}}}"#;

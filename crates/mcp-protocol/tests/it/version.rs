@@ -53,3 +53,13 @@ fn unknown_newer_or_unsupported_revisions_are_refused_naming_both() {
     assert_refused(V::V2025_06_18, &[V::V2025_06_18], "2025-03-26");
     assert_refused(V::V2025_06_18, &[], "2025-06-18");
 }
+
+/// The version an initialize result names is read alone, whatever else the result holds.
+#[test]
+fn the_answered_version_is_read_alone() {
+    let dense = format!("[{}0]", "[[0]],".repeat(1 << 20));
+    let result = format!(r#"{{"capabilities":{{}},"x":{dense},"protocolVersion":"2025-06-18"}}"#);
+    assert_eq!(mcp_protocol::answered_version(&result).as_deref(), Some("2025-06-18"));
+    assert_eq!(mcp_protocol::answered_version(r#"{"protocolVersion":7}"#), None);
+    assert_eq!(mcp_protocol::answered_version("{}"), None);
+}

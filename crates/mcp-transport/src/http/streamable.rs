@@ -8,7 +8,6 @@ use http::StatusCode;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, WWW_AUTHENTICATE};
 use mcp_client::{AuthChallenge, AuthError, Inbound, MAX_AUTH_RETRIES, SessionLoss, TransportError};
 use mcp_protocol::{Message, Outgoing, RequestId};
-use serde_json::Value;
 use serde_json::value::RawValue;
 use url::Url;
 
@@ -181,11 +180,10 @@ impl Shared {
             c.answered = true;
             if c.initialize
                 && let Message::Response(response) = &message
-                && let Ok(result) = serde_json::from_str::<Value>(response.result.get())
-                && let Some(version) = result.get("protocolVersion").and_then(Value::as_str)
+                && let Some(version) = mcp_protocol::answered_version(response.result.get())
             {
                 // One that is not a valid header value stays out (the server then refuses).
-                self.state().protocol_version = HeaderValue::from_str(version).ok();
+                self.state().protocol_version = HeaderValue::from_str(&version).ok();
             }
         }
         self.route(Inbound::Decoded(message), c.to).await;
