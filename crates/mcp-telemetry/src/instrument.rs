@@ -28,6 +28,10 @@ use crate::providers::{Inner, Telemetry};
 /// Longest a captured tool argument or result may be on a span, in bytes of JSON.
 pub const MAX_CAPTURED_LEN: usize = 8 * 1024;
 
+/// The largest tool result (JSON text) read whole to be captured: past it, the span says its
+/// size instead (reading 16 MiB of dense JSON into values to keep 8 KiB of it could take GBs).
+pub const MAX_CAPTURE_READ: usize = 1 << 20;
+
 static GLOBAL: OnceLock<Telemetry> = OnceLock::new();
 
 pub(crate) fn install(t: Telemetry) -> bool {
@@ -406,7 +410,19 @@ impl Operation {
     /// otherwise not parsed twice); text that is not JSON fails the operation.
     pub fn tool_result_text(&mut self, result: &str) {
         let Some(a) = &self.active else { return };
-        if a.span && a.telemetry.capture_tool_content {
+        let capture = a.span && a.telemetry.capture_tool_content;
+        if capture && result.len() > MAX_CAPTURE_READ {
+            // Redaction needs the structure, and a prefix of the text could show a secret it
+            // would have hidden: a result this large is named, not read into values.
+            let note = format!("(a result of {} bytes, not captured)", result.len());
+            a.cx.span().set_attribute(KeyValue::new(attr::GEN_AI_TOOL_CALL_RESULT, note));
+            match result_is_error(result) {
+                Ok(is_error) => self.tool_result(is_error, None),
+                Err(_) => self.fail(&ErrorType::Other, Some("the result is not JSON")),
+            }
+            return;
+        }
+        if capture {
             match serde_json::from_str::<Value>(result) {
                 Ok(v) => {
                     let is_error = v.get("isError").and_then(Value::as_bool).unwrap_or(false);

@@ -231,6 +231,16 @@ fn captured_tool_content_is_redacted_and_capped() {
     assert!(!args.contains("sk-live-123") && !args.contains("abc.def"), "{args}");
     let result = attr(&span, attr::GEN_AI_TOOL_CALL_RESULT).unwrap();
     assert!(result.len() <= mcp_telemetry::instrument::MAX_CAPTURED_LEN + '…'.len_utf8(), "{}", result.len());
+
+    // A result too large to read whole is named by its size, its isError still read.
+    let mut op = telemetry.client_request(&McpRequest::new("tools/call", Some(&json!({"name": "big"}))));
+    let big = format!(r#"{{"isError":true,"content":[{}0]}}"#, "[[0]],".repeat(200_000));
+    op.tool_result_text(&big);
+    drop(op);
+    let span = memory.named("tools/call big");
+    let said = attr(&span, attr::GEN_AI_TOOL_CALL_RESULT).unwrap();
+    assert_eq!(said, format!("(a result of {} bytes, not captured)", big.len()));
+    assert_eq!(attr(&span, attr::ERROR_TYPE).as_deref(), Some("tool_error"));
 }
 
 #[test]
