@@ -6,12 +6,14 @@
 //! 16 MiB message of typical objects peaked at 348 MiB, while `[0,0,...]` took 576 MiB and
 //! `[[0]],[[0]],...` 1.8 GiB. The estimate counts, outside strings, values (a comma or an
 //! opening bracket each starts one) at [`VALUE_COST`] bytes, containers at [`CONTAINER_COST`]
-//! more and strings (keys included) at [`STRING_COST`] more, plus the text's own length; it
-//! is at or above what serde_json held at its peak for the shapes measured (flattened types,
-//! which buffer a copy, up to ~1.5x). A text whose estimate passes [`MAX_DECODED_COST`] is
-//! refused before anything is built from it. Large answers that are mostly text (a long
-//! result, a blob, a schema with descriptions) pass; arrays of bare numbers pass up to about
-//! 7 MiB.
+//! more, strings (keys included) at [`STRING_COST`] more and object members (a colon each) at
+//! [`MEMBER_COST`] more, plus the text's own length. Against serde_json's measured peak it is
+//! at or above for arrays, strings and objects of up to ~30 members, and up to ~1.2x under for
+//! objects of hundreds of short keys (their index tables); flattened types, which buffer a
+//! copy, can take ~1.5x. A text whose estimate passes [`MAX_DECODED_COST`] is refused before
+//! anything is built from it. Large answers that are mostly text (a long result, a blob, a
+//! schema with descriptions, tool lists) pass up to the size limit; arrays of bare numbers
+//! pass up to about 8 MiB, objects of a few short numeric members up to about 10 MiB.
 
 /// Bytes one JSON value is counted as taking once read: a 72-byte `Value`, twice for the
 /// spare capacity of the vector or map holding it.
@@ -24,16 +26,20 @@ pub const CONTAINER_COST: u64 = 256;
 /// heap block).
 pub const STRING_COST: u64 = 32;
 
-/// The most one message may be estimated to take once read: 512 MiB. A 16 MiB message of
-/// typical objects is estimated at about 440 MiB and passes.
-pub const MAX_DECODED_COST: u64 = 512 << 20;
+/// Bytes one object member is counted as taking in addition to its value and key: a map entry
+/// is larger than a `Value`, and the map keeps an index beside it.
+pub const MEMBER_COST: u64 = 80;
+
+/// The most one message may be estimated to take once read: 576 MiB. A 16 MiB message of
+/// typical objects is estimated at about 530 MiB and passes.
+pub const MAX_DECODED_COST: u64 = 576 << 20;
 
 /// A text packed with more values than the host reads from one message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "it packs {values} JSON values ({containers} arrays or objects) into {bytes} bytes, about {} MiB once read; \
-     the most read from one message is {} MiB",
-    cost >> 20,
+    "it packs {values} JSON values ({containers} arrays or objects, {strings} strings) into {bytes} bytes, \
+     about {} MiB once read; the most read from one message is {} MiB",
+    cost.div_ceil(1 << 20),
     MAX_DECODED_COST >> 20
 )]
 #[non_exhaustive]
@@ -46,6 +52,8 @@ pub struct TooDense {
     pub containers: u64,
     /// Strings and keys.
     pub strings: u64,
+    /// Object members.
+    pub members: u64,
     /// The estimate, in bytes.
     pub cost: u64,
 }
@@ -59,33 +67,43 @@ pub fn decoded_cost(text: &str) -> u64 {
 /// `Err` when reading `text` into values is estimated to take more than [`MAX_DECODED_COST`].
 /// One pass over the bytes, no allocation; `text` need not be valid JSON.
 pub fn check_density(text: &str) -> Result<(), TooDense> {
-    // Fewer bytes than could ever reach the limit need no count.
-    // The most one byte can add: `[` (a value and a container), or `"` (a string; its value
-    // is counted by the comma or bracket before it).
-    if (text.len() as u64).saturating_mul(VALUE_COST + CONTAINER_COST + 1) <= MAX_DECODED_COST {
+    // Fewer bytes than could ever reach the limit need no count. The most one byte can add is
+    // an opening bracket's (a value and a container), plus the first value's.
+    let most = (text.len() as u64).saturating_mul(VALUE_COST + CONTAINER_COST + 1).saturating_add(VALUE_COST);
+    if most <= MAX_DECODED_COST {
         return Ok(());
     }
     let counted = count(text.as_bytes());
     let cost = cost_of(text, counted);
     if cost > MAX_DECODED_COST {
-        let (values, containers, strings) = counted;
-        return Err(TooDense { bytes: text.len(), values, containers, strings, cost });
+        let Counted { values, containers, strings, members } = counted;
+        return Err(TooDense { bytes: text.len(), values, containers, strings, members, cost });
     }
     Ok(())
 }
 
-fn cost_of(text: &str, (values, containers, strings): (u64, u64, u64)) -> u64 {
-    values
+/// What [`count`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Counted {
+    values: u64,
+    containers: u64,
+    strings: u64,
+    members: u64,
+}
+
+fn cost_of(text: &str, c: Counted) -> u64 {
+    c.values
         .saturating_mul(VALUE_COST)
-        .saturating_add(containers.saturating_mul(CONTAINER_COST))
-        .saturating_add(strings.saturating_mul(STRING_COST))
+        .saturating_add(c.containers.saturating_mul(CONTAINER_COST))
+        .saturating_add(c.strings.saturating_mul(STRING_COST))
+        .saturating_add(c.members.saturating_mul(MEMBER_COST))
         .saturating_add(text.len() as u64)
 }
 
-/// (values, containers, strings): one value to start with, one more per comma or opening
-/// bracket outside strings; one string per opening quote.
-fn count(bytes: &[u8]) -> (u64, u64, u64) {
-    let (mut values, mut containers, mut strings) = (1u64, 0u64, 0u64);
+/// One value to start with, one more per comma or opening bracket outside strings; one string
+/// per opening quote; one member per colon.
+fn count(bytes: &[u8]) -> Counted {
+    let (mut values, mut containers, mut strings, mut members) = (1u64, 0u64, 0u64, 0u64);
     let mut in_string = false;
     let mut escaped = false;
     for &b in bytes {
@@ -105,6 +123,7 @@ fn count(bytes: &[u8]) -> (u64, u64, u64) {
                 strings += 1;
             }
             b',' => values += 1,
+            b':' => members += 1,
             b'[' | b'{' => {
                 values += 1;
                 containers += 1;
@@ -112,7 +131,7 @@ fn count(bytes: &[u8]) -> (u64, u64, u64) {
             _ => {}
         }
     }
-    (values, containers, strings)
+    Counted { values, containers, strings, members }
 }
 
 #[cfg(test)]
@@ -130,8 +149,9 @@ mod tests {
 
     #[test]
     fn values_and_containers_are_counted_outside_strings_only() {
-        assert_eq!(count(br#"{"a":[1,2,{"b":"x,[{"}],"c":"\",{"}"#), (7, 3, 5));
-        assert_eq!(count(b"0"), (1, 0, 0));
+        let counted = count(br#"{"a":[1,2,{"b":"x,[{:"}],"c":"\",{:"}"#);
+        assert_eq!(counted, Counted { values: 7, containers: 3, strings: 5, members: 3 });
+        assert_eq!(count(b"0"), Counted { values: 1, containers: 0, strings: 0, members: 0 });
     }
 
     #[test]
@@ -148,12 +168,15 @@ mod tests {
         assert_eq!(check_density(&members), Ok(()));
         let text = format!(r#"{{"content":[{{"type":"text","text":"{}"}}]}}"#, "[0],".repeat(4 * MIB));
         assert_eq!(check_density(&text), Ok(()));
-        for unit in ["0,", "[],", "{},", r#"{"":0},"#, "[[0]],", r#""a","#] {
+        // Objects of many one-letter keys (~670 MiB at their peak in review).
+        let keys: Vec<String> = ('a'..='z').chain('A'..='C').map(|k| format!(r#""{k}":0"#)).collect();
+        let many_keys = format!("{{{}}},", keys.join(","));
+        for unit in ["0,", "[],", "{},", r#"{"":0},"#, "[[0]],", r#""a","#, many_keys.as_str()] {
             let dense = repeated(unit, 16 * MIB);
             let refused = check_density(&dense).unwrap_err();
             assert!(refused.cost > MAX_DECODED_COST && refused.bytes == dense.len(), "{unit}");
             let said = refused.to_string();
-            assert!(said.contains("JSON values") && said.contains("512 MiB"), "{said}");
+            assert!(said.contains("JSON values") && said.contains("576 MiB"), "{said}");
         }
         // Small texts are not counted at all, however dense.
         assert_eq!(check_density(&repeated("[[0]],", 4096)), Ok(()));

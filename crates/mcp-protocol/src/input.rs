@@ -33,7 +33,7 @@ pub enum InputError {
     #[error("malformed input request: {0}")]
     Malformed(serde_json::Error),
     /// The result packs more values than are read from one message.
-    #[error("input request refused: {0}")]
+    #[error("the input_required result is too dense to read: {0}")]
     TooDense(crate::TooDense),
     /// One input request is not `{method, params}`.
     #[error("input request {key:?} is malformed: {source}")]

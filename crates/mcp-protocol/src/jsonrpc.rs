@@ -228,11 +228,46 @@ struct Envelope<'a> {
 /// are read as `decode` reads them, raw: nothing in a line refused for being too dense is
 /// built.
 pub fn refused_response_id(text: &str) -> Option<Option<RequestId>> {
-    let envelope: Envelope<'_> = serde_json::from_str(text).ok()?;
-    if envelope.method.is_some() || (envelope.result.is_none() && envelope.error.is_none()) {
+    let shape: Shape<'_> = serde_json::from_str(text).ok()?;
+    if shape.method || !shape.answer {
         return None;
     }
-    Some(envelope.id.and_then(|raw| serde_json::from_str(raw.get()).ok()))
+    Some(shape.id.and_then(|raw| serde_json::from_str(raw.get()).ok()))
+}
+
+/// The members [`refused_response_id`] looks at, read as leniently as a map would be (a
+/// repeated member, the last `id` kept; any `jsonrpc`), every value skipped or left raw.
+struct Shape<'a> {
+    method: bool,
+    answer: bool,
+    id: Option<&'a RawValue>,
+}
+
+impl<'de> Deserialize<'de> for Shape<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Members;
+        impl<'de> Visitor<'de> for Members {
+            type Value = Shape<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Shape<'de>, A::Error> {
+                let mut shape = Shape { method: false, answer: false, id: None };
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    match key.as_ref() {
+                        "id" => shape.id = Some(map.next_value()?),
+                        other => {
+                            map.next_value::<de::IgnoredAny>()?;
+                            shape.method |= other == "method";
+                            shape.answer |= matches!(other, "result" | "error");
+                        }
+                    }
+                }
+                Ok(shape)
+            }
+        }
+        d.deserialize_map(Members)
+    }
 }
 
 /// `Some(raw)` for any present member, `null` included (plain `Option` would turn null into None).

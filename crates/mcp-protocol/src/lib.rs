@@ -40,7 +40,9 @@ pub mod stateless;
 mod types;
 mod version;
 
-pub use density::{CONTAINER_COST, MAX_DECODED_COST, STRING_COST, TooDense, VALUE_COST, check_density, decoded_cost};
+pub use density::{
+    CONTAINER_COST, MAX_DECODED_COST, MEMBER_COST, STRING_COST, TooDense, VALUE_COST, check_density, decoded_cost,
+};
 pub use headers::{
     BodyFacts, HEADER_METHOD, HEADER_NAME, HEADER_PARAM_PREFIX, HEADER_PROTOCOL_VERSION, HeaderMismatch,
     MirroredHeaders, ParamHeader, X_MCP_HEADER, check_headers, check_param_headers, decode_header_value,

@@ -362,6 +362,9 @@ fn a_dense_request_is_refused_with_its_id_and_a_response_is_left_raw() {
     assert_eq!(mcp_protocol::refused_response_id(r#"{"error":{},"id":{"x":1}}"#), Some(None));
     assert_eq!(mcp_protocol::refused_response_id(r#"{"method":"m","result":1,"id":1}"#), None);
     assert_eq!(mcp_protocol::refused_response_id(r#"{"id":1}"#), None);
+    // As leniently as a map: a repeated member (the last id kept), a `jsonrpc` of any kind.
+    let repeated = r#"{"jsonrpc":2.0,"id":1,"result":1,"result":2,"id":"b"}"#;
+    assert_eq!(mcp_protocol::refused_response_id(repeated), Some(Some(RequestId::from("b"))));
     assert_eq!(mcp_protocol::refused_response_id("[1]"), None);
     // The same shape, small, is a request like any other.
     let small =
