@@ -269,8 +269,8 @@ impl GatewayApprover {
                 let form = approval_form(request, ctx.version);
                 match session.ask(out, methods::ELICITATION_CREATE, &form, self.wait).await {
                     // An answer too dense to read is a no, like one that does not parse.
-                    Ok(raw) if mcp_protocol::check_density(raw.get()).is_err() => Ok(Choice::No),
-                    Ok(raw) => Ok(serde_json::from_str(raw.get()).map_or(Choice::No, |v: Value| read_answer(&v))),
+                    Ok(raw) => Ok(mcp_protocol::read_bounded(raw.get(), drop, drop)
+                        .map_or(Choice::No, |v: Value| read_answer(&v))),
                     Err(e) => Err(ApprovalAnswer::Unanswered(format!("the client could not be asked: {e}"))),
                 }
             }

@@ -82,6 +82,31 @@ pub fn check_density(text: &str) -> Result<(), TooDense> {
     Ok(())
 }
 
+/// Reads `text` into `T` unless it is too dense to read: the one place a peer's JSON is
+/// checked (see [`check_density`]) before anything is built from it. Each caller turns the two
+/// failures into its own error: `dense` when the text was refused unread, `malformed` when it
+/// is not JSON of `T`'s shape.
+///
+/// ```
+/// use mcp_protocol::read_bounded;
+///
+/// #[derive(Debug, PartialEq)]
+/// enum Bad { Dense, Malformed }
+///
+/// let read = |text: &str| read_bounded::<Vec<u8>, _>(text, |_| Bad::Dense, |_| Bad::Malformed);
+/// assert_eq!(read("[1, 2]"), Ok(vec![1, 2]));
+/// assert_eq!(read("{"), Err(Bad::Malformed));
+/// assert_eq!(read(&"[[0]],".repeat(3 << 20)), Err(Bad::Dense));
+/// ```
+pub fn read_bounded<T: serde::de::DeserializeOwned, E>(
+    text: &str,
+    dense: impl FnOnce(TooDense) -> E,
+    malformed: impl FnOnce(serde_json::Error) -> E,
+) -> Result<T, E> {
+    check_density(text).map_err(dense)?;
+    serde_json::from_str(text).map_err(malformed)
+}
+
 /// What [`count`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Counted {

@@ -77,8 +77,7 @@ pub struct InputRound {
 /// [`stateless::result_kind`](crate::stateless::result_kind)). One that cannot be read fails the
 /// round before anything is asked.
 pub fn input_round(raw: &RawValue) -> Result<InputRound, InputError> {
-    crate::check_density(raw.get()).map_err(InputError::TooDense)?;
-    let result: InputRequiredResult = serde_json::from_str(raw.get()).map_err(InputError::Malformed)?;
+    let result: InputRequiredResult = crate::read_bounded(raw.get(), InputError::TooDense, InputError::Malformed)?;
     let asks = result
         .input_requests
         .unwrap_or_default()

@@ -580,6 +580,5 @@ impl<P> ClientSession<P> {
 /// The result of `initialize` or `server/discover`, refused when too dense to read (its
 /// unknown members are kept as values).
 fn read_initialize_result<T: serde::de::DeserializeOwned>(result: &RawValue) -> Result<T, SessionError> {
-    crate::check_density(result.get()).map_err(SessionError::DenseInitializeResult)?;
-    serde_json::from_str(result.get()).map_err(SessionError::BadInitializeResult)
+    crate::read_bounded(result.get(), SessionError::DenseInitializeResult, SessionError::BadInitializeResult)
 }

@@ -209,8 +209,7 @@ impl Watch {
             }
             Message::Response(response) if !self.handshake_seen.load(Ordering::Relaxed) => {
                 // Read into values only within the density the client reading it holds to.
-                if mcp_protocol::check_density(response.result.get()).is_ok()
-                    && let Ok(result) = serde_json::from_str::<HandshakeResult>(response.result.get())
+                if let Ok(result) = mcp_protocol::read_bounded::<HandshakeResult, _>(response.result.get(), drop, drop)
                 {
                     self.handshake_seen.store(true, Ordering::Relaxed);
                     let handshake = Handshake {
