@@ -232,6 +232,9 @@ pub(crate) struct CallContext {
     pub(crate) way: Way,
     /// The caller's text in sealed states ([`crate::Caller::key`] and the client's name).
     pub(crate) caller: String,
+    /// Whose share of the replay cache the call's approvals take
+    /// ([`crate::Caller::principal_key`]: not the client's self-chosen name).
+    pub(crate) owner: String,
     /// The approval-memory scope.
     pub(crate) scope: String,
     /// The revision the client speaks (the form's shape).
@@ -301,7 +304,7 @@ impl GatewayApprover {
         let now = self.clock.unix_ms();
         let claims = self.sealer.open(state, now)?;
         claims.check(&ctx.caller, &request.name, &request.arguments)?;
-        match self.replay.first_use(&claims.id, claims.expires_ms, now).await {
+        match self.replay.first_use(&ctx.owner, &claims.id, claims.expires_ms, now).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(SealError::Replayed),
             Err(e) => Err(SealError::Replay(e)),

@@ -685,6 +685,7 @@ impl Gateway {
         let ctx = Arc::new(CallContext {
             way,
             caller: format!("{}\n{}", scope.caller.key(), scope.client_name()),
+            owner: scope.caller.principal_key(),
             scope: scope_key,
             version: scope.version(),
             outcome: Mutex::new(Outcome::Answered),
@@ -723,6 +724,7 @@ impl Gateway {
                     ctx: Arc::new(CallContext {
                         way: script_way,
                         caller: ctx.caller.clone(),
+                        owner: ctx.owner.clone(),
                         scope: ctx.scope.clone(),
                         version: ctx.version,
                         outcome: Mutex::new(Outcome::Answered),

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
@@ -266,6 +266,13 @@ pub enum ReplayError {
         /// The bound.
         capacity: usize,
     },
+    /// This caller has too many approvals outstanding at once (each caller has a share of the
+    /// in-memory cache, so one cannot fill it for everyone).
+    #[error("this caller has too many approvals outstanding ({share}); try again when some have expired")]
+    OwnerFull {
+        /// The share.
+        share: usize,
+    },
     /// The shared store could not be reached (a replica's Redis, say).
     #[error("the replay store is unavailable: {0}")]
     Unavailable(String),
@@ -280,25 +287,61 @@ pub enum ReplayError {
 #[async_trait]
 pub trait ReplayCache: fmt::Debug + Send + Sync {
     /// Marks `id` used until `expires_ms`: `Ok(true)` the first time, `Ok(false)` if it was
-    /// used before. Never forgets an id before its expiry.
-    async fn first_use(&self, id: &str, expires_ms: u64, now_ms: u64) -> Result<bool, ReplayError>;
+    /// used before. Never forgets an id before its expiry. `owner` names whose approval it was
+    /// ([`crate::Caller::principal_key`]), so a bounded cache can share its room fairly.
+    async fn first_use(&self, owner: &str, id: &str, expires_ms: u64, now_ms: u64) -> Result<bool, ReplayError>;
 }
 
-/// The in-memory [`ReplayCache`], bounded.
+/// The in-memory [`ReplayCache`], bounded in all and per owner, so one caller answering
+/// approvals as fast as it can fills only its own share and never blocks everyone's.
 #[derive(Debug)]
 pub struct MemoryReplayCache {
     capacity: usize,
-    used: Mutex<HashMap<String, u64>>,
+    per_owner: usize,
+    state: Mutex<ReplayState>,
+}
+
+#[derive(Debug, Default)]
+struct ReplayState {
+    /// Each used id: its expiry and owner.
+    used: HashMap<String, (u64, Arc<str>)>,
+    /// How many of `used` each owner has.
+    counts: HashMap<Arc<str>, usize>,
+}
+
+impl ReplayState {
+    /// Forgets the ids expired by `now_ms`.
+    fn sweep(&mut self, now_ms: u64) {
+        let counts = &mut self.counts;
+        self.used.retain(|_, (expiry, owner)| {
+            let keep = *expiry >= now_ms;
+            if !keep && let Some(n) = counts.get_mut(owner) {
+                *n = n.saturating_sub(1);
+            }
+            keep
+        });
+        counts.retain(|_, n| *n > 0);
+    }
+
+    fn count(&self, owner: &str) -> usize {
+        self.counts.get(owner).copied().unwrap_or(0)
+    }
 }
 
 impl MemoryReplayCache {
-    /// A cache of at most `capacity` outstanding ids.
+    /// A cache of at most `capacity` outstanding ids, a tenth of them (at least one) per owner.
     pub fn new(capacity: usize) -> Self {
-        Self { capacity, used: Mutex::new(HashMap::new()) }
+        Self::with_share(capacity, (capacity / 10).max(1))
+    }
+
+    /// A cache of at most `capacity` outstanding ids, at most `per_owner` of one owner's.
+    pub fn with_share(capacity: usize, per_owner: usize) -> Self {
+        Self { capacity, per_owner: per_owner.min(capacity), state: Mutex::new(ReplayState::default()) }
     }
 }
 
 impl Default for MemoryReplayCache {
+    /// 100,000 outstanding ids, 10,000 per owner.
     fn default() -> Self {
         Self::new(100_000)
     }
@@ -306,18 +349,27 @@ impl Default for MemoryReplayCache {
 
 #[async_trait]
 impl ReplayCache for MemoryReplayCache {
-    async fn first_use(&self, id: &str, expires_ms: u64, now_ms: u64) -> Result<bool, ReplayError> {
-        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
-        if used.contains_key(id) {
+    async fn first_use(&self, owner: &str, id: &str, expires_ms: u64, now_ms: u64) -> Result<bool, ReplayError> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.used.contains_key(id) {
             return Ok(false);
         }
-        if used.len() >= self.capacity {
-            used.retain(|_, expiry| *expiry >= now_ms);
-            if used.len() >= self.capacity {
+        let full = |state: &ReplayState| state.used.len() >= self.capacity || state.count(owner) >= self.per_owner;
+        if full(&state) {
+            state.sweep(now_ms);
+            if state.count(owner) >= self.per_owner {
+                return Err(ReplayError::OwnerFull { share: self.per_owner });
+            }
+            if state.used.len() >= self.capacity {
                 return Err(ReplayError::Full { capacity: self.capacity });
             }
         }
-        used.insert(id.to_owned(), expires_ms);
+        let owner: Arc<str> = match state.counts.get_key_value(owner) {
+            Some((known, _)) => Arc::clone(known),
+            None => Arc::from(owner),
+        };
+        *state.counts.entry(Arc::clone(&owner)).or_insert(0) += 1;
+        state.used.insert(id.to_owned(), (expires_ms, owner));
         Ok(true)
     }
 }
@@ -372,14 +424,32 @@ mod tests {
 
     #[tokio::test]
     async fn the_replay_cache_accepts_an_id_once_and_stays_bounded() {
-        let cache = MemoryReplayCache::new(2);
-        assert_eq!(cache.first_use("a", 100, 0).await, Ok(true));
-        assert_eq!(cache.first_use("a", 100, 0).await, Ok(false));
-        assert_eq!(cache.first_use("b", 50, 0).await, Ok(true));
-        assert_eq!(cache.first_use("c", 100, 10).await, Err(ReplayError::Full { capacity: 2 }));
+        let cache = MemoryReplayCache::with_share(2, 2);
+        assert_eq!(cache.first_use("o", "a", 100, 0).await, Ok(true));
+        assert_eq!(cache.first_use("o", "a", 100, 0).await, Ok(false));
+        assert_eq!(cache.first_use("o", "b", 50, 0).await, Ok(true));
+        assert_eq!(cache.first_use("p", "c", 100, 10).await, Err(ReplayError::Full { capacity: 2 }));
         // Once "b" expired it makes room; "a" is still remembered.
-        assert_eq!(cache.first_use("c", 100, 60).await, Ok(true));
-        assert_eq!(cache.first_use("a", 100, 60).await, Ok(false));
+        assert_eq!(cache.first_use("p", "c", 100, 60).await, Ok(true));
+        assert_eq!(cache.first_use("o", "a", 100, 60).await, Ok(false));
+    }
+
+    #[tokio::test]
+    async fn one_owner_fills_only_its_share_of_the_replay_cache() {
+        let cache = MemoryReplayCache::new(30);
+        for i in 0..3 {
+            assert_eq!(cache.first_use("p:greedy", &format!("g{i}"), 100, 0).await, Ok(true));
+        }
+        assert_eq!(cache.first_use("p:greedy", "g3", 100, 0).await, Err(ReplayError::OwnerFull { share: 3 }));
+        // Everyone else still has room, and a used id is still used whoever shows it.
+        assert_eq!(cache.first_use("p:other", "o0", 100, 0).await, Ok(true));
+        assert_eq!(cache.first_use("local", "l0", 100, 0).await, Ok(true));
+        assert_eq!(cache.first_use("p:other", "g0", 100, 0).await, Ok(false));
+        // The greedy owner's share frees itself as its ids expire.
+        assert_eq!(cache.first_use("p:greedy", "g3", 200, 101).await, Ok(true));
+        assert_eq!(cache.first_use("p:greedy", "g4", 200, 101).await, Ok(true));
+        assert_eq!(cache.first_use("p:greedy", "g0", 200, 101).await, Ok(true), "expired and forgotten");
+        assert_eq!(cache.first_use("p:greedy", "g5", 200, 101).await, Err(ReplayError::OwnerFull { share: 3 }));
     }
 
     #[test]
