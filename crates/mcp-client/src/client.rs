@@ -264,7 +264,7 @@ impl Drop for Client {
 
 /// A result read into `R`, unless it is too dense to read (values cost up to ~100x their text).
 pub(crate) fn read_result<R: DeserializeOwned>(method: &str, raw: &RawValue) -> Result<R, ClientError> {
-    mcp_protocol::read_bounded(
+    mcp_protocol::from_str_bounded(
         raw.get(),
         |dense| ClientError::TooDense { method: method.to_owned(), dense },
         |source| ClientError::BadResult { method: method.to_owned(), source },

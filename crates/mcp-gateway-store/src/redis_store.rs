@@ -217,7 +217,13 @@ const TEN_YEARS_MS: u64 = 10 * 366 * 86_400_000;
 
 #[async_trait]
 impl ReplayCache for RedisStore {
-    async fn first_use(&self, _owner: &str, id: &str, expires_ms: u64, now_ms: u64) -> Result<bool, ReplayError> {
+    async fn first_use(
+        &self,
+        _owner: Option<&str>,
+        id: &str,
+        expires_ms: u64,
+        now_ms: u64,
+    ) -> Result<bool, ReplayError> {
         let key = self.key("replay", id);
         // Redis refuses an expiry past its clock's range: ten years is "until it expires" too.
         let ttl = expires_ms.saturating_sub(now_ms).saturating_add(CLOCK_SLACK_MS).min(TEN_YEARS_MS);

@@ -232,9 +232,9 @@ pub(crate) struct CallContext {
     pub(crate) way: Way,
     /// The caller's text in sealed states ([`crate::Caller::key`] and the client's name).
     pub(crate) caller: String,
-    /// Whose share of the replay cache the call's approvals take
-    /// ([`crate::Caller::principal_key`]: not the client's self-chosen name).
-    pub(crate) owner: String,
+    /// Whose share of the replay cache the call's approvals take: the authenticated principal
+    /// ([`crate::Caller::principal_key`]), never the client's self-chosen name; `None` without one.
+    pub(crate) owner: Option<String>,
     /// The approval-memory scope.
     pub(crate) scope: String,
     /// The revision the client speaks (the form's shape).
@@ -272,7 +272,7 @@ impl GatewayApprover {
                 let form = approval_form(request, ctx.version);
                 match session.ask(out, methods::ELICITATION_CREATE, &form, self.wait).await {
                     // An answer too dense to read is a no, like one that does not parse.
-                    Ok(raw) => Ok(mcp_protocol::read_bounded(raw.get(), drop, drop)
+                    Ok(raw) => Ok(mcp_protocol::from_str_bounded(raw.get(), drop, drop)
                         .map_or(Choice::No, |v: Value| read_answer(&v))),
                     Err(e) => Err(ApprovalAnswer::Unanswered(format!("the client could not be asked: {e}"))),
                 }
@@ -304,7 +304,7 @@ impl GatewayApprover {
         let now = self.clock.unix_ms();
         let claims = self.sealer.open(state, now)?;
         claims.check(&ctx.caller, &request.name, &request.arguments)?;
-        match self.replay.first_use(&ctx.owner, &claims.id, claims.expires_ms, now).await {
+        match self.replay.first_use(ctx.owner.as_deref(), &claims.id, claims.expires_ms, now).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(SealError::Replayed),
             Err(e) => Err(SealError::Replay(e)),

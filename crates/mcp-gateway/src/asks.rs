@@ -70,12 +70,16 @@ impl SessionAsker {
         if raw.get().len() > MAX_ASK_BYTES {
             return Err(refused(format!("the client's answer to {method} is over {MAX_ASK_BYTES} bytes")));
         }
-        serde_json::from_str(raw.get()).map_err(|e| {
-            refused(format!(
-                "the client's answer to {method} is malformed: {}",
-                mcp_safety::text::one_line(&e.to_string(), 200)
-            ))
-        })
+        mcp_protocol::from_str_bounded(
+            raw.get(),
+            |dense| refused(format!("the client's answer to {method} is too dense to read: {dense}")),
+            |e| {
+                refused(format!(
+                    "the client's answer to {method} is malformed: {}",
+                    mcp_safety::text::one_line(&e.to_string(), 200)
+                ))
+            },
+        )
     }
 }
 

@@ -685,7 +685,7 @@ impl Gateway {
         let ctx = Arc::new(CallContext {
             way,
             caller: format!("{}\n{}", scope.caller.key(), scope.client_name()),
-            owner: scope.caller.principal_key(),
+            owner: scope.caller.principal.is_some().then(|| scope.caller.principal_key()),
             scope: scope_key,
             version: scope.version(),
             outcome: Mutex::new(Outcome::Answered),

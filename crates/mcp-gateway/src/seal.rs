@@ -259,16 +259,16 @@ pub(crate) fn random_hex(n: usize) -> Result<String, SealError> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReplayError {
-    /// Too many approvals are outstanding at once (the in-memory cache is bounded and never
-    /// forgets one early, which would let it be replayed).
-    #[error("too many approvals are outstanding ({capacity}); try again shortly")]
+    /// Too many approvals were used within their lifetime (the in-memory cache is bounded and
+    /// never forgets one before it expires, which would let it be replayed).
+    #[error("too many approvals were used within their lifetime ({capacity}); try again shortly")]
     Full {
         /// The bound.
         capacity: usize,
     },
-    /// This caller has too many approvals outstanding at once (each caller has a share of the
+    /// This principal used too many approvals within their lifetime (each has a share of the
     /// in-memory cache, so one cannot fill it for everyone).
-    #[error("this caller has too many approvals outstanding ({share}); try again when some have expired")]
+    #[error("this caller used too many approvals within their lifetime ({share}); try again when some have expired")]
     OwnerFull {
         /// The share.
         share: usize,
@@ -287,13 +287,17 @@ pub enum ReplayError {
 #[async_trait]
 pub trait ReplayCache: fmt::Debug + Send + Sync {
     /// Marks `id` used until `expires_ms`: `Ok(true)` the first time, `Ok(false)` if it was
-    /// used before. Never forgets an id before its expiry. `owner` names whose approval it was
-    /// ([`crate::Caller::principal_key`]), so a bounded cache can share its room fairly.
-    async fn first_use(&self, owner: &str, id: &str, expires_ms: u64, now_ms: u64) -> Result<bool, ReplayError>;
+    /// used before. Never forgets an id before its expiry. `owner` names the authenticated
+    /// principal whose approval it was ([`crate::Caller::principal_key`]; `None` for a caller
+    /// with none), so a bounded cache can share its room fairly.
+    async fn first_use(&self, owner: Option<&str>, id: &str, expires_ms: u64, now_ms: u64)
+    -> Result<bool, ReplayError>;
 }
 
-/// The in-memory [`ReplayCache`], bounded in all and per owner, so one caller answering
-/// approvals as fast as it can fills only its own share and never blocks everyone's.
+/// The in-memory [`ReplayCache`], bounded in all and per principal, so one authenticated
+/// caller answering approvals as fast as it can fills only its own share (it takes ten to
+/// fill the whole). Callers with no principal (a gateway without authentication) cannot be
+/// told apart, so they share the whole.
 #[derive(Debug)]
 pub struct MemoryReplayCache {
     capacity: usize,
@@ -301,47 +305,65 @@ pub struct MemoryReplayCache {
     state: Mutex<ReplayState>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct ReplayState {
     /// Each used id: its expiry and owner.
-    used: HashMap<String, (u64, Arc<str>)>,
+    used: HashMap<String, (u64, Option<Arc<str>>)>,
     /// How many of `used` each owner has.
     counts: HashMap<Arc<str>, usize>,
+    /// No id in `used` expires before this: a sweep before then would find nothing, and it
+    /// holds the lock over every id.
+    next_expiry: u64,
+}
+
+impl Default for ReplayState {
+    fn default() -> Self {
+        Self { used: HashMap::new(), counts: HashMap::new(), next_expiry: u64::MAX }
+    }
 }
 
 impl ReplayState {
     /// Forgets the ids expired by `now_ms`.
     fn sweep(&mut self, now_ms: u64) {
+        if now_ms <= self.next_expiry {
+            return;
+        }
         let counts = &mut self.counts;
+        let mut next = u64::MAX;
         self.used.retain(|_, (expiry, owner)| {
             let keep = *expiry >= now_ms;
-            if !keep && let Some(n) = counts.get_mut(owner) {
+            if keep {
+                next = next.min(*expiry);
+            } else if let Some(owner) = owner
+                && let Some(n) = counts.get_mut(owner)
+            {
                 *n = n.saturating_sub(1);
             }
             keep
         });
         counts.retain(|_, n| *n > 0);
+        self.next_expiry = next;
     }
 
-    fn count(&self, owner: &str) -> usize {
-        self.counts.get(owner).copied().unwrap_or(0)
+    fn count(&self, owner: Option<&str>) -> usize {
+        owner.and_then(|o| self.counts.get(o)).copied().unwrap_or(0)
     }
 }
 
 impl MemoryReplayCache {
-    /// A cache of at most `capacity` outstanding ids, a tenth of them (at least one) per owner.
+    /// A cache of at most `capacity` used ids, a tenth of them (at least one) per principal.
     pub fn new(capacity: usize) -> Self {
         Self::with_share(capacity, (capacity / 10).max(1))
     }
 
-    /// A cache of at most `capacity` outstanding ids, at most `per_owner` of one owner's.
+    /// A cache of at most `capacity` used ids, at most `per_owner` of one principal's.
     pub fn with_share(capacity: usize, per_owner: usize) -> Self {
         Self { capacity, per_owner: per_owner.min(capacity), state: Mutex::new(ReplayState::default()) }
     }
 }
 
 impl Default for MemoryReplayCache {
-    /// 100,000 outstanding ids, 10,000 per owner.
+    /// 100,000 used ids, 10,000 per principal.
     fn default() -> Self {
         Self::new(100_000)
     }
@@ -349,7 +371,13 @@ impl Default for MemoryReplayCache {
 
 #[async_trait]
 impl ReplayCache for MemoryReplayCache {
-    async fn first_use(&self, owner: &str, id: &str, expires_ms: u64, now_ms: u64) -> Result<bool, ReplayError> {
+    async fn first_use(
+        &self,
+        owner: Option<&str>,
+        id: &str,
+        expires_ms: u64,
+        now_ms: u64,
+    ) -> Result<bool, ReplayError> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if state.used.contains_key(id) {
             return Ok(false);
@@ -364,11 +392,14 @@ impl ReplayCache for MemoryReplayCache {
                 return Err(ReplayError::Full { capacity: self.capacity });
             }
         }
-        let owner: Arc<str> = match state.counts.get_key_value(owner) {
+        let owner: Option<Arc<str>> = owner.map(|owner| match state.counts.get_key_value(owner) {
             Some((known, _)) => Arc::clone(known),
             None => Arc::from(owner),
-        };
-        *state.counts.entry(Arc::clone(&owner)).or_insert(0) += 1;
+        });
+        if let Some(owner) = &owner {
+            *state.counts.entry(Arc::clone(owner)).or_insert(0) += 1;
+        }
+        state.next_expiry = state.next_expiry.min(expires_ms);
         state.used.insert(id.to_owned(), (expires_ms, owner));
         Ok(true)
     }
@@ -425,31 +456,41 @@ mod tests {
     #[tokio::test]
     async fn the_replay_cache_accepts_an_id_once_and_stays_bounded() {
         let cache = MemoryReplayCache::with_share(2, 2);
-        assert_eq!(cache.first_use("o", "a", 100, 0).await, Ok(true));
-        assert_eq!(cache.first_use("o", "a", 100, 0).await, Ok(false));
-        assert_eq!(cache.first_use("o", "b", 50, 0).await, Ok(true));
-        assert_eq!(cache.first_use("p", "c", 100, 10).await, Err(ReplayError::Full { capacity: 2 }));
+        assert_eq!(cache.first_use(Some("o"), "a", 100, 0).await, Ok(true));
+        assert_eq!(cache.first_use(Some("o"), "a", 100, 0).await, Ok(false));
+        assert_eq!(cache.first_use(Some("o"), "b", 50, 0).await, Ok(true));
+        assert_eq!(cache.first_use(Some("p"), "c", 100, 10).await, Err(ReplayError::Full { capacity: 2 }));
         // Once "b" expired it makes room; "a" is still remembered.
-        assert_eq!(cache.first_use("p", "c", 100, 60).await, Ok(true));
-        assert_eq!(cache.first_use("o", "a", 100, 60).await, Ok(false));
+        assert_eq!(cache.first_use(Some("p"), "c", 100, 60).await, Ok(true));
+        assert_eq!(cache.first_use(Some("o"), "a", 100, 60).await, Ok(false));
     }
 
     #[tokio::test]
     async fn one_owner_fills_only_its_share_of_the_replay_cache() {
         let cache = MemoryReplayCache::new(30);
         for i in 0..3 {
-            assert_eq!(cache.first_use("p:greedy", &format!("g{i}"), 100, 0).await, Ok(true));
+            assert_eq!(cache.first_use(Some("p:greedy"), &format!("g{i}"), 100, 0).await, Ok(true));
         }
-        assert_eq!(cache.first_use("p:greedy", "g3", 100, 0).await, Err(ReplayError::OwnerFull { share: 3 }));
+        assert_eq!(cache.first_use(Some("p:greedy"), "g3", 100, 0).await, Err(ReplayError::OwnerFull { share: 3 }));
         // Everyone else still has room, and a used id is still used whoever shows it.
-        assert_eq!(cache.first_use("p:other", "o0", 100, 0).await, Ok(true));
-        assert_eq!(cache.first_use("local", "l0", 100, 0).await, Ok(true));
-        assert_eq!(cache.first_use("p:other", "g0", 100, 0).await, Ok(false));
+        assert_eq!(cache.first_use(Some("p:other"), "o0", 100, 0).await, Ok(true));
+        assert_eq!(cache.first_use(None, "l0", 100, 0).await, Ok(true));
+        assert_eq!(cache.first_use(Some("p:other"), "g0", 100, 0).await, Ok(false));
         // The greedy owner's share frees itself as its ids expire.
-        assert_eq!(cache.first_use("p:greedy", "g3", 200, 101).await, Ok(true));
-        assert_eq!(cache.first_use("p:greedy", "g4", 200, 101).await, Ok(true));
-        assert_eq!(cache.first_use("p:greedy", "g0", 200, 101).await, Ok(true), "expired and forgotten");
-        assert_eq!(cache.first_use("p:greedy", "g5", 200, 101).await, Err(ReplayError::OwnerFull { share: 3 }));
+        assert_eq!(cache.first_use(Some("p:greedy"), "g3", 200, 101).await, Ok(true));
+        assert_eq!(cache.first_use(Some("p:greedy"), "g4", 200, 101).await, Ok(true));
+        assert_eq!(cache.first_use(Some("p:greedy"), "g0", 200, 101).await, Ok(true), "expired and forgotten");
+        assert_eq!(cache.first_use(Some("p:greedy"), "g5", 200, 101).await, Err(ReplayError::OwnerFull { share: 3 }));
+    }
+
+    #[tokio::test]
+    async fn callers_with_no_principal_share_the_whole_replay_cache() {
+        let cache = MemoryReplayCache::new(10);
+        for i in 0..10 {
+            assert_eq!(cache.first_use(None, &format!("l{i}"), 100, 0).await, Ok(true), "{i}");
+        }
+        assert_eq!(cache.first_use(None, "l10", 100, 0).await, Err(ReplayError::Full { capacity: 10 }));
+        assert_eq!(cache.first_use(None, "l10", 100, 101).await, Ok(true), "room once they expired");
     }
 
     #[test]

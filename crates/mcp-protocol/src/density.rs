@@ -88,17 +88,17 @@ pub fn check_density(text: &str) -> Result<(), TooDense> {
 /// is not JSON of `T`'s shape.
 ///
 /// ```
-/// use mcp_protocol::read_bounded;
+/// use mcp_protocol::from_str_bounded;
 ///
 /// #[derive(Debug, PartialEq)]
 /// enum Bad { Dense, Malformed }
 ///
-/// let read = |text: &str| read_bounded::<Vec<u8>, _>(text, |_| Bad::Dense, |_| Bad::Malformed);
+/// let read = |text: &str| from_str_bounded::<Vec<u8>, _>(text, |_| Bad::Dense, |_| Bad::Malformed);
 /// assert_eq!(read("[1, 2]"), Ok(vec![1, 2]));
 /// assert_eq!(read("{"), Err(Bad::Malformed));
 /// assert_eq!(read(&"[[0]],".repeat(3 << 20)), Err(Bad::Dense));
 /// ```
-pub fn read_bounded<T: serde::de::DeserializeOwned, E>(
+pub fn from_str_bounded<T: serde::de::DeserializeOwned, E>(
     text: &str,
     dense: impl FnOnce(TooDense) -> E,
     malformed: impl FnOnce(serde_json::Error) -> E,

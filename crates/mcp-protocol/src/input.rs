@@ -77,7 +77,7 @@ pub struct InputRound {
 /// [`stateless::result_kind`](crate::stateless::result_kind)). One that cannot be read fails the
 /// round before anything is asked.
 pub fn input_round(raw: &RawValue) -> Result<InputRound, InputError> {
-    let result: InputRequiredResult = crate::read_bounded(raw.get(), InputError::TooDense, InputError::Malformed)?;
+    let result: InputRequiredResult = crate::from_str_bounded(raw.get(), InputError::TooDense, InputError::Malformed)?;
     let asks = result
         .input_requests
         .unwrap_or_default()

@@ -42,7 +42,7 @@ mod version;
 
 pub use density::{
     CONTAINER_COST, MAX_DECODED_COST, MEMBER_COST, STRING_COST, TooDense, VALUE_COST, check_density, decoded_cost,
-    read_bounded,
+    from_str_bounded,
 };
 pub use headers::{
     BodyFacts, HEADER_METHOD, HEADER_NAME, HEADER_PARAM_PREFIX, HEADER_PROTOCOL_VERSION, HeaderMismatch,

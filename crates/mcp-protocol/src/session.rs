@@ -580,5 +580,5 @@ impl<P> ClientSession<P> {
 /// The result of `initialize` or `server/discover`, refused when too dense to read (its
 /// unknown members are kept as values).
 fn read_initialize_result<T: serde::de::DeserializeOwned>(result: &RawValue) -> Result<T, SessionError> {
-    crate::read_bounded(result.get(), SessionError::DenseInitializeResult, SessionError::BadInitializeResult)
+    crate::from_str_bounded(result.get(), SessionError::DenseInitializeResult, SessionError::BadInitializeResult)
 }

@@ -249,7 +249,7 @@ async fn with_redis_down_what_needs_it_fails_clearly_and_it_recovers_when_redis_
     assert!(matches!(err, StoreError::Unavailable(_) | StoreError::Timeout(_)), "{err:?}");
     assert!(start.elapsed() < Duration::from_secs(5), "within the command timeout: {:?}", start.elapsed());
     assert!(store.approved("scope", "k").await.is_err());
-    assert!(store.first_use("local", "id", u64::MAX, 0).await.is_err(), "a replay check is never assumed to pass");
+    assert!(store.first_use(None, "id", u64::MAX, 0).await.is_err(), "a replay check is never assumed to pass");
     assert!(store.ping().await.is_err());
 
     redis.restart();
@@ -264,8 +264,8 @@ async fn with_redis_down_what_needs_it_fails_clearly_and_it_recovers_when_redis_
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     store.ping().await.unwrap();
-    assert_eq!(store.first_use("local", "id", u64::MAX, 0).await, Ok(true));
-    assert_eq!(store.first_use("local", "id", u64::MAX, 0).await, Ok(false));
+    assert_eq!(store.first_use(None, "id", u64::MAX, 0).await, Ok(true));
+    assert_eq!(store.first_use(None, "id", u64::MAX, 0).await, Ok(false));
     // The approval asked before the outage is answered after it (Redis lost nothing it needed:
     // the state is sealed, not stored).
     let done = request(&gw, 5, "tools/call", answered(&write_call("a.txt"), &state, "yes")).await;

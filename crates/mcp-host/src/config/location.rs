@@ -276,11 +276,13 @@ pub(crate) fn read_text(path: &Path, origin: Origin) -> Result<String, ConfigErr
         std::io::ErrorKind::NotFound => ConfigError::NotFound { path: path.to_path_buf(), origin },
         _ => ConfigError::Read { path: path.to_path_buf(), reason: source },
     };
-    check_regular(path)?;
     let mut text = String::new();
-    // Opened as a regular file still (it may have been replaced by a pipe since the check).
     private_files::open_regular(path)
-        .map_err(failed)?
+        .map_err(|e| match e.kind() {
+            // Said as a configuration's own error (a directory, a device), unless it changed since.
+            std::io::ErrorKind::InvalidInput => check_regular(path).err().unwrap_or_else(|| failed(e)),
+            _ => failed(e),
+        })?
         .take(MAX_FILE_BYTES + 1)
         .read_to_string(&mut text)
         .map_err(failed)?;

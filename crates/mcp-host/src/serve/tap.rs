@@ -209,7 +209,8 @@ impl Watch {
             }
             Message::Response(response) if !self.handshake_seen.load(Ordering::Relaxed) => {
                 // Read into values only within the density the client reading it holds to.
-                if let Ok(result) = mcp_protocol::read_bounded::<HandshakeResult, _>(response.result.get(), drop, drop)
+                if let Ok(result) =
+                    mcp_protocol::from_str_bounded::<HandshakeResult, _>(response.result.get(), drop, drop)
                 {
                     self.handshake_seen.store(true, Ordering::Relaxed);
                     let handshake = Handshake {
