@@ -4,12 +4,23 @@
 //! Scope strings are space-delimited lists of scope tokens (RFC 6749 §3.3); order carries no
 //! meaning, but [`Scopes`] keeps first-seen order so requests are stable and readable.
 
+use std::collections::HashSet;
+
 /// The scope that asks for a refresh token (OpenID Connect Core §11).
 pub const OFFLINE_ACCESS: &str = "offline_access";
 
-/// An ordered set of scope tokens.
+/// The most scope tokens a [`Scopes`] holds; further ones are dropped. Scope lists come from
+/// servers (a challenge, metadata, a token response): a long one must neither stall the host
+/// nor grow a request without end, and no real authorization asks for this many.
+pub const MAX_SCOPES: usize = 1024;
+
+/// An ordered set of scope tokens, at most [`MAX_SCOPES`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Scopes(Vec<String>);
+pub struct Scopes {
+    order: Vec<String>,
+    /// The same tokens, so a duplicate is found at once (a server's list can be long).
+    seen: HashSet<String>,
+}
 
 impl Scopes {
     /// No scopes.
@@ -38,31 +49,41 @@ impl Scopes {
         out
     }
 
-    /// Adds `scope` unless already present or not a valid scope-token (RFC 6749 §3.3:
-    /// `1*( %x21 / %x23-5B / %x5D-7E )`); returns whether it was added.
+    /// Adds `scope` unless already present, not a valid scope-token (RFC 6749 §3.3:
+    /// `1*( %x21 / %x23-5B / %x5D-7E )`) or past [`MAX_SCOPES`]; returns whether it was added.
     pub fn insert(&mut self, scope: &str) -> bool {
         let valid = !scope.is_empty() && scope.bytes().all(|b| matches!(b, 0x21 | 0x23..=0x5b | 0x5d..=0x7e));
-        if !valid || self.contains(scope) {
+        if !valid || self.order.len() >= MAX_SCOPES || self.contains(scope) {
             return false;
         }
-        self.0.push(scope.to_owned());
+        self.order.push(scope.to_owned());
+        self.seen.insert(scope.to_owned());
         true
     }
 
     /// Whether `scope` is present.
     pub fn contains(&self, scope: &str) -> bool {
-        self.0.iter().any(|s| s == scope)
+        self.seen.contains(scope)
+    }
+
+    /// Removes `scope`; returns whether it was present.
+    pub fn remove(&mut self, scope: &str) -> bool {
+        if !self.seen.remove(scope) {
+            return false;
+        }
+        self.order.retain(|s| s != scope);
+        true
     }
 
     /// Whether every scope of `other` is in `self`.
     pub fn is_superset(&self, other: &Scopes) -> bool {
-        other.0.iter().all(|s| self.contains(s))
+        other.order.iter().all(|s| self.contains(s))
     }
 
     /// `self` followed by the scopes of `other` not already in it.
     pub fn union(&self, other: &Scopes) -> Scopes {
         let mut out = self.clone();
-        for s in &other.0 {
+        for s in &other.order {
             out.insert(s);
         }
         out
@@ -70,17 +91,17 @@ impl Scopes {
 
     /// Whether there are no scopes.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.order.is_empty()
     }
 
     /// The scope tokens in order.
     pub fn iter(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(String::as_str)
+        self.order.iter().map(String::as_str)
     }
 
     /// The value of a `scope` request parameter: `None` when empty (omit the parameter).
     pub fn to_param(&self) -> Option<String> {
-        (!self.is_empty()).then(|| self.0.join(" "))
+        (!self.is_empty()).then(|| self.order.join(" "))
     }
 }
 
@@ -104,7 +125,7 @@ pub fn choose_scopes<S: AsRef<str>>(
     let mut scopes = from_challenge.or_else(|| resource_scopes_supported.map(Scopes::from_list)).unwrap_or_default();
     let server_offline = server_scopes_supported.is_some_and(|l| Scopes::from_list(l).contains(OFFLINE_ACCESS));
     if !server_offline {
-        scopes.0.retain(|s| s != OFFLINE_ACCESS);
+        scopes.remove(OFFLINE_ACCESS);
     } else if want_offline_access && !scopes.is_empty() {
         scopes.insert(OFFLINE_ACCESS);
     }
@@ -192,6 +213,24 @@ mod tests {
         assert_eq!(Scopes::parse("a \"q\" b\\c caf\u{e9} d").to_param().as_deref(), Some("a d"));
         let mut s = Scopes::new();
         assert!(!s.insert("x y") && !s.insert("") && s.insert("x") && !s.insert("x"));
+    }
+
+    /// A server's scope list of a megabyte (a challenge, metadata, a token response) is cut to
+    /// `MAX_SCOPES` tokens, read in one pass (each token was compared with every one before it:
+    /// 100k tokens took half a minute).
+    #[test]
+    fn a_long_scope_list_is_cut_and_read_in_one_pass() {
+        let many: Vec<String> = (0..200_000).map(|i| format!("s{i}")).collect();
+        let parsed = Scopes::parse(&many.join(" "));
+        assert_eq!(parsed.iter().count(), MAX_SCOPES);
+        assert_eq!(parsed.iter().last(), Some(format!("s{}", MAX_SCOPES - 1).as_str()));
+        let listed = Scopes::from_list(&many);
+        assert_eq!(listed, parsed);
+        let mut both = Scopes::parse("first").union(&listed);
+        assert_eq!(both.iter().count(), MAX_SCOPES);
+        assert!(both.contains("first") && !both.contains(&format!("s{}", MAX_SCOPES - 1)));
+        assert!(both.remove("first") && !both.contains("first") && !both.remove("first"));
+        assert_eq!(both.iter().count(), MAX_SCOPES - 1);
     }
 
     #[test]
