@@ -68,7 +68,8 @@ fn found(tools: &ScriptTools, names: &[String]) -> (Value, Vec<usize>) {
 impl Engine {
     /// An engine whose scripts run under `limits`.
     pub fn new(limits: Limits) -> Self {
-        let running = Arc::new(tokio::sync::Semaphore::new(limits.max_running.max(1)));
+        let running =
+            Arc::new(tokio::sync::Semaphore::new(limits.max_running.clamp(1, tokio::sync::Semaphore::MAX_PERMITS)));
         Self { limits, threads: Arc::new(AtomicUsize::new(0)), running }
     }
 

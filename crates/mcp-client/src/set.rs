@@ -359,8 +359,8 @@ impl ServerSet {
     pub fn start(specs: Vec<ServerSpec>, options: SetOptions) -> Self {
         let limits = options.connect.list_limits;
         let shared = Arc::new(Shared {
-            local: Semaphore::new(options.local_concurrency.max(1)),
-            remote: Semaphore::new(options.remote_concurrency.max(1)),
+            local: Semaphore::new(options.local_concurrency.clamp(1, Semaphore::MAX_PERMITS)),
+            remote: Semaphore::new(options.remote_concurrency.clamp(1, Semaphore::MAX_PERMITS)),
             events: broadcast::channel(256).0,
             restarts: AtomicU64::new(0),
             options,

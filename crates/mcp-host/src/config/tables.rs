@@ -9,11 +9,18 @@ use mcp_sandbox::{Limits, Sandbox};
 use super::raw::{RawCodeLimits, RawOAuth, RawRuntime, RawSandbox, RawServe, RawServer, RawTools};
 use super::settings::{OAuthGrant, OAuthSettings, RuntimeSettings, ServeSettings, ToolsSettings};
 
+/// The most `local_concurrency` and `remote_concurrency` may be.
+const MAX_CONCURRENCY: usize = 4096;
+
 impl RawRuntime {
     pub(crate) fn into_settings(self) -> Result<RuntimeSettings, String> {
         let defaults = RuntimeSettings::default();
+        // Servers starting at once: more than a few thousand is no plan (and past 2^61 a
+        // semaphore cannot hold it).
         let positive = |n: Option<usize>, key: &str, default: usize| match n {
-            Some(0) => Err(format!("`{key}` must be at least 1")),
+            Some(n) if n == 0 || n > MAX_CONCURRENCY => {
+                Err(format!("`{key}` must be from 1 to {MAX_CONCURRENCY}, not {n}"))
+            }
             Some(n) => Ok(n),
             None => Ok(default),
         };

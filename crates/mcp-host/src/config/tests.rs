@@ -744,3 +744,17 @@ fn serve_session_limits_are_read_and_checked() {
     let idle = toml_err("[serve]\nsession_idle_s = 0\n");
     assert!(idle.contains("session_idle_s") && idle.contains("positive"), "{idle}");
 }
+
+/// A concurrency past what a semaphore holds panicked when the servers started; any past a few
+/// thousand is refused with the key and the range.
+#[test]
+fn concurrency_is_bounded_both_ways() {
+    for (key, value) in
+        [("local_concurrency", "9223372036854775807"), ("remote_concurrency", "4097"), ("local_concurrency", "0")]
+    {
+        let e = toml_err(&format!("[runtime]\n{key} = {value}\n"));
+        assert!(e.contains(&format!("`{key}` must be from 1 to 4096, not {value}")), "{e}");
+    }
+    let ok = parse(Path::new("/x/c.toml"), "[runtime]\nlocal_concurrency = 4096\nremote_concurrency = 1\n").unwrap();
+    assert_eq!((ok.runtime.local_concurrency, ok.runtime.remote_concurrency), (4096, 1));
+}
