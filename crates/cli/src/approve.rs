@@ -197,19 +197,33 @@ pub(crate) fn ask_input(input: &mcp_host::config::Input) -> Result<String, Strin
         ));
     }
     let term = dialoguer::console::Term::stderr();
-    let prompt =
-        if input.description.is_empty() { input.id.clone() } else { output::one_line(&input.description, 200) };
+    // The id and the default come from a configuration file: made safe before the terminal.
+    let prompt = if input.description.is_empty() {
+        output::one_line(&input.id, 100)
+    } else {
+        output::one_line(&input.description, 200)
+    };
     let failed = |e: dialoguer::Error| format!("asking for {what}: {e}");
     match input.kind.as_str() {
         "promptString" if input.password => {
             dialoguer::Password::new().with_prompt(prompt).allow_empty_password(true).interact_on(&term).map_err(failed)
         }
         "promptString" => {
-            let mut question = dialoguer::Input::<String>::new().with_prompt(prompt).allow_empty(true);
-            if let Some(default) = &input.default {
-                question = question.default(default.clone());
-            }
-            question.interact_text_on(&term).map_err(failed)
+            // The default is shown cleaned, and given for an empty answer here rather than by
+            // dialoguer, which would echo it as written.
+            let prompt = match &input.default {
+                Some(default) => format!("{prompt} [{}]", output::one_line(default, 200)),
+                None => prompt,
+            };
+            let answer = dialoguer::Input::<String>::new()
+                .with_prompt(prompt)
+                .allow_empty(true)
+                .interact_text_on(&term)
+                .map_err(failed)?;
+            Ok(match &input.default {
+                Some(default) if answer.is_empty() => default.clone(),
+                _ => answer,
+            })
         }
         "pickString" if !input.options.is_empty() => {
             let default = input.default.as_ref().and_then(|d| input.options.iter().position(|o| o == d)).unwrap_or(0);

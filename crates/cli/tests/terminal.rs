@@ -143,6 +143,29 @@ fn vscode_inputs_are_asked_on_the_terminal_with_the_password_hidden() {
     assert_eq!(seen.matches("Fixture API Key: [hidden]").count(), 1, "asked once for two uses: {seen:?}");
 }
 
+/// An input's id (shown when it has no description) and its default come from a configuration
+/// file: they reach the terminal cleaned, and Enter still gives the default as written.
+#[test]
+fn an_inputs_id_and_default_are_shown_cleaned() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let config = dir.path().join("mcp.json");
+    let text = r#"{
+  "inputs": [{ "type": "promptString", "id": "\u001b[2Jwiped", "default": "\u001b[31mred" }],
+  "servers": { "fx": { "command": "FX", "args": ["echo"], "env": { "A_KEY": "${input:\u001b[2Jwiped}" } } }
+}"#;
+    std::fs::write(&config, text.replace("FX", &fixture())).unwrap();
+    let mut terminal =
+        Terminal::run(&config, work.path(), &["call", "mcp__fx__env", "--args", r#"{"name":"A_KEY"}"#, "--yes"]);
+    terminal.wait_for("wiped");
+    terminal.type_in(b"\r");
+    let (status, stdout, seen) = terminal.finish();
+    assert!(status.success(), "{status}; terminal: {seen:?}");
+    assert!(!seen.contains("\u{1b}[2J") && !seen.contains("\u{1b}[31m"), "an escape reached the terminal: {seen:?}");
+    assert!(seen.contains("red]"), "the default is shown: {seen:?}");
+    assert!(stdout.trim_end().ends_with("red") && stdout.len() > "red\n".len(), "the default as written: {stdout:?}");
+}
+
 #[test]
 fn the_connecting_spinner_never_shows_an_empty_list() {
     let dir = tempfile::tempdir().unwrap();
