@@ -145,18 +145,25 @@ impl PendingRedirect for LoopbackPending {
 /// Serves connections until one is a GET of `/callback` carrying a code or an error and our
 /// `state`; anything else (another local program, a stale tab) gets an error page. Each
 /// connection is served on its own (at most [`MAX_CALLBACK_CONNECTIONS`] at once): one that
-/// stalls does not hold up the browser's.
+/// stalls does not hold up the browser's. When that many are open the oldest is dropped for
+/// the newest: a browser sends its request as soon as it connects, so a local program holding
+/// idle connections cannot keep it out.
 async fn accept_callback(listener: &TcpListener, state: &str) -> Redirected {
     let state: Arc<str> = Arc::from(state);
     let mut serving = tokio::task::JoinSet::new();
+    let mut open = std::collections::VecDeque::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) if serving.len() < MAX_CALLBACK_CONNECTIONS => {
-                    serving.spawn(serve_callback(stream, Arc::clone(&state)));
+                Ok((stream, _)) => {
+                    open.retain(|served: &tokio::task::AbortHandle| !served.is_finished());
+                    if open.len() >= MAX_CALLBACK_CONNECTIONS
+                        && let Some(oldest) = open.pop_front()
+                    {
+                        oldest.abort();
+                    }
+                    open.push_back(serving.spawn(serve_callback(stream, Arc::clone(&state))));
                 }
-                // Too many at once: this one is closed unanswered.
-                Ok(_) => {}
                 // Out of file descriptors and the like: do not spin.
                 Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
             },
