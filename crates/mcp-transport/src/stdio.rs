@@ -331,11 +331,11 @@ impl StderrTail {
     fn push(&self, line: String) {
         if let Ok(mut guard) = self.inner.lock() {
             let (lines, bytes) = &mut *guard;
-            *bytes += line.len();
+            *bytes += kept_cost(&line);
             lines.push_back(line);
             while *bytes > self.limit {
                 match lines.pop_front() {
-                    Some(old) => *bytes -= old.len(),
+                    Some(old) => *bytes -= kept_cost(&old),
                     None => break,
                 }
             }
@@ -352,6 +352,12 @@ impl StderrTail {
         let lines = self.lines();
         lines[lines.len().saturating_sub(n)..].join("\n")
     }
+}
+
+/// What a kept stderr line counts against the tail's limit: its text and the string holding
+/// it, so that blank lines (nothing but a newline each) are counted too.
+fn kept_cost(line: &str) -> usize {
+    line.len() + std::mem::size_of::<String>()
 }
 
 /// A running stdio server.
@@ -997,4 +1003,23 @@ fn signal_group(pid: Option<u32>, signal: Signal) {
 /// replaced, a response has an `id`, a `result` or an `error`, and no `method`.
 fn not_utf8_answer_id(line: &[u8]) -> Option<mcp_protocol::RequestId> {
     mcp_protocol::refused_response_id(&String::from_utf8_lossy(line)).flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Blank lines counted nothing, so a server writing newlines without end grew the tail
+    /// without end.
+    #[test]
+    fn blank_stderr_lines_count_against_the_tail() {
+        let tail = StderrTail::new(1000);
+        for _ in 0..100_000 {
+            tail.push(String::new());
+        }
+        tail.push("last".to_owned());
+        let lines = tail.lines();
+        assert!(lines.len() <= 1000 / std::mem::size_of::<String>(), "kept {} lines", lines.len());
+        assert_eq!(lines.last().map(String::as_str), Some("last"));
+    }
 }
