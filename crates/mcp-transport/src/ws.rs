@@ -215,6 +215,8 @@ impl Transport for WebSocketTransport {
             handshake: None,
             opened: false,
             gate: RestoreGate::default(),
+            reopened_at: None,
+            quick_drops: 0,
         };
         let task = tokio::spawn(supervisor.run(self.socket, command_rx));
         (Box::new(WsSink { commands, task }), Box::new(WsStream { events, url, reason: None }))
@@ -239,18 +241,48 @@ struct Supervisor {
     opened: bool,
     /// Closed from a reopened socket to the client's new handshake.
     gate: RestoreGate,
+    /// When the socket was last opened again, and how many times in a row it dropped within
+    /// [`STEADY_AFTER`] of that: a server that accepts and drops at once is given up on after
+    /// the reconnect policy's attempts, not reopened forever.
+    reopened_at: Option<tokio::time::Instant>,
+    quick_drops: u32,
 }
 
+/// How long a reopened socket must last for its drop to count as a new failure, not another in
+/// a row.
+const STEADY_AFTER: Duration = Duration::from_secs(30);
+
+/// The id and method of a frame, read without building anything else: an id that is not a
+/// string or an integer is refused as soon as it starts (read into a value, an id of 16 MiB of
+/// `{}` took ~860 MiB), and so is the frame then.
 fn peek(text: &str) -> (Option<RequestId>, Option<String>) {
     #[derive(serde::Deserialize)]
     struct Head {
-        id: Option<serde_json::Value>,
+        id: Option<RequestId>,
         method: Option<String>,
     }
     match serde_json::from_str::<Head>(text) {
-        Ok(head) => (head.id.and_then(|id| serde_json::from_value(id).ok()), head.method),
+        Ok(head) => (head.id, head.method),
         Err(_) => (None, None),
     }
+}
+
+/// The request a `notifications/cancelled` of ours names: the server need not answer it, so it
+/// is no longer awaited.
+fn cancelled_request(message: &Outgoing) -> Option<RequestId> {
+    #[derive(serde::Deserialize)]
+    struct Cancelled {
+        params: Option<Params>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Params {
+        request_id: Option<RequestId>,
+    }
+    if message.method() != Some(methods::CANCELLED) {
+        return None;
+    }
+    serde_json::from_str::<Cancelled>(message.text()).ok()?.params?.request_id
 }
 
 impl Supervisor {
@@ -308,6 +340,9 @@ impl Supervisor {
                     let _ = self.events.send(Event::Failed(id.clone(), error)).await;
                 }
                 continue;
+            }
+            if let Some(id) = cancelled_request(&message) {
+                self.in_flight.remove(&id);
             }
             if let (Some(id), Some(method)) = (message.id(), message.method()) {
                 self.in_flight.insert(id.clone());
@@ -374,9 +409,19 @@ impl Supervisor {
         if self.dialer.config.reconnect.max_attempts == 0 || !session {
             return Err(why.to_owned());
         }
+        let quick = self.reopened_at.is_some_and(|at| at.elapsed() < STEADY_AFTER);
+        self.quick_drops = if quick { self.quick_drops.saturating_add(1) } else { 0 };
+        if !self.dialer.config.reconnect.allows(self.quick_drops) {
+            return Err(format!(
+                "{why}; it dropped {} times in a row within {} s of being opened again, so it is not opened again",
+                self.quick_drops + 1,
+                STEADY_AFTER.as_secs()
+            ));
+        }
         tracing::info!(url = %self.dialer.shown, "{why}; reconnecting");
-        tokio::time::sleep(self.dialer.config.reconnect.delay(0, rand::random())).await;
+        tokio::time::sleep(self.dialer.config.reconnect.delay(self.quick_drops, rand::random())).await;
         let socket = self.dialer.dial().await.map_err(|e| format!("{why}; reconnecting failed: {e}"))?;
+        self.reopened_at = Some(tokio::time::Instant::now());
         self.gate.close();
         let _ = self.events.send(Event::Reopened).await;
         Ok(socket)
@@ -440,5 +485,31 @@ impl TransportStream for WsStream {
 
     async fn closed_reason(&mut self) -> String {
         self.reason.clone().unwrap_or_else(|| format!("the WebSocket to {} was closed", self.url))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_is_peeked_without_reading_its_id_into_values() {
+        assert_eq!(peek(r#"{"jsonrpc":"2.0","id":"a","result":{"x":[1]}}"#), (Some("a".into()), None));
+        assert_eq!(peek(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#), (Some(7.into()), Some("ping".to_owned())));
+        // An id that is neither: the frame is passed on as it is, with nothing noted.
+        let dense = format!(r#"{{"id":[{}{{}}],"method":"x"}}"#, "{},".repeat(100_000));
+        assert_eq!(peek(&dense), (None, None));
+        assert_eq!(peek("not json"), (None, None));
+    }
+
+    #[test]
+    fn a_cancellation_names_the_request_no_longer_awaited() {
+        let cancel = |text: &str| cancelled_request(&Outgoing::parse(text.to_owned()));
+        assert_eq!(
+            cancel(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3,"reason":"t"}}"#),
+            Some(3.into())
+        );
+        assert_eq!(cancel(r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"requestId":3}}"#), None);
+        assert_eq!(cancel(r#"{"jsonrpc":"2.0","method":"notifications/cancelled"}"#), None);
     }
 }

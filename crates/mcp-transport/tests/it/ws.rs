@@ -126,6 +126,24 @@ async fn a_request_made_while_the_session_is_opened_again_waits_for_it() {
     client.close().await.unwrap();
 }
 
+/// A server that drops every socket soon after it is opened again is given up on after the
+/// reconnect policy's attempts (it was reopened forever, a handshake every few hundred ms).
+#[tokio::test]
+async fn a_socket_that_keeps_dropping_soon_after_reopening_is_given_up_on() {
+    // initialize and initialized fit on each connection; the next message closes it.
+    let s = start_ws(WsOptions { close_after: Some(2), ..WsOptions::default() }).await.unwrap();
+    let transport = WebSocketTransport::connect(reconnecting(s.url())).await.unwrap();
+    let client = Client::connect(transport, ClientOptions::default()).await.unwrap();
+    for _ in 0..10 {
+        if client.ping().await.is_ok() || !client.is_open() {
+            break;
+        }
+    }
+    assert!(wait_until(EVENT_DEADLINE, || !client.is_open()).await, "still open: {:?}", s.requested_protocols());
+    // The first socket, then one reopening per allowed attempt (two).
+    assert_eq!(s.requested_protocols().len(), 3, "{:?}", s.methods());
+}
+
 #[tokio::test]
 async fn without_reconnects_a_dropped_socket_ends_the_connection() {
     let s = start_ws(WsOptions { close_after: Some(2), ..WsOptions::default() }).await.unwrap();
