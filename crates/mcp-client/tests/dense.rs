@@ -78,3 +78,27 @@ async fn a_dense_request_of_the_servers_is_answered_with_an_error() {
     assert!(said.contains("ping refused") && said.contains("JSON values"), "{said}");
     client.ping().await.unwrap();
 }
+
+/// A server's request with an id over 1 KiB is not answered (each answer echoes the id and
+/// answers queue by the thousand), and an unknown method is named cut in the error.
+#[tokio::test]
+async fn a_servers_request_with_a_huge_id_is_not_answered() {
+    let (client, mut seen, to_client) = server().await;
+    let huge = "i".repeat(2000);
+    to_client.send(format!(r#"{{"jsonrpc":"2.0","id":"{huge}","method":"ping"}}"#)).unwrap();
+    to_client
+        .send(format!(r#"{{"jsonrpc":"2.0","id":"{huge}","method":"sampling/createMessage","params":1}}"#))
+        .unwrap();
+    let long_method = "m".repeat(5000);
+    to_client.send(format!(r#"{{"jsonrpc":"2.0","id":"s2","method":"{long_method}"}}"#)).unwrap();
+    let answer = loop {
+        let message = seen.recv().await.unwrap();
+        assert_ne!(message["id"].as_str().map(str::len), Some(2000), "answered: {message}");
+        if message["id"] == "s2" {
+            break message;
+        }
+    };
+    let said = answer["error"]["message"].as_str().unwrap();
+    assert!(said.starts_with("Method not found: mmm") && said.len() < 300, "{}", said.len());
+    client.ping().await.unwrap();
+}

@@ -534,7 +534,7 @@ pub(super) fn handle_incoming(inner: &Arc<Inner>, text: &str) {
                 let shown: String = text.chars().take(200).collect();
                 tracing::warn!(server = %label, skipped, "skipped a line that is not JSON-RPC ({e}): {shown}");
             }
-            if let Some(id) = e.id.clone() {
+            if let Some(id) = e.id.clone().filter(|id| answerable(inner, Some(id))) {
                 inner.send_line(Outgoing::response(encode_error(id.clone(), e.to_error_object()), id));
             }
             return;
@@ -557,7 +557,11 @@ pub(super) fn handle_message(inner: &Arc<Inner>, message: Message) {
         Incoming::ServerReportedError(error) => {
             tracing::warn!(server = %label, "the server reported an error without an id: {error}");
         }
-        Incoming::InvalidRequest { reply } => inner.send_line(reply),
+        Incoming::InvalidRequest { reply } => {
+            if answerable(inner, reply.id()) {
+                inner.send_line(reply);
+            }
+        }
         Incoming::Request { id, request } => answer_server_request(inner, id, request),
         Incoming::Notification(mut notification) => {
             // Kept in the notification ring for whoever listens: a log message's data is cut
@@ -589,12 +593,38 @@ pub(super) fn handle_message(inner: &Arc<Inner>, message: Message) {
     }
 }
 
+/// The longest string id of a server's request the host answers. Each answer echoes the id,
+/// and answers wait in the writer's queue (thousands of them, when the server is slow to take
+/// them): a server sending megabyte ids could pile up gigabytes there.
+pub(crate) const MAX_ANSWERED_ID_BYTES: usize = 1024;
+
+/// Whether a server's request with this id is answered (see [`MAX_ANSWERED_ID_BYTES`]).
+fn answerable(inner: &Inner, id: Option<&RequestId>) -> bool {
+    match id {
+        Some(RequestId::String(s)) if s.len() > MAX_ANSWERED_ID_BYTES => {
+            tracing::warn!(
+                server = %inner.options.label,
+                "a request with an id of {} bytes was not answered (at most {MAX_ANSWERED_ID_BYTES})",
+                s.len()
+            );
+            false
+        }
+        _ => true,
+    }
+}
+
 pub(super) fn answer_server_request(inner: &Arc<Inner>, id: RequestId, request: ServerRequest) {
+    if !answerable(inner, Some(&id)) {
+        return;
+    }
     match request {
         ServerRequest::Ping => inner.send_line(reply_line(id, Ok(serde_json::json!({})))),
         ServerRequest::Unknown { method } => inner.send_line(reply_line::<Value>(
             id,
-            Err(ErrorObject::new(error_codes::METHOD_NOT_FOUND, format!("Method not found: {method}"))),
+            Err(ErrorObject::new(
+                error_codes::METHOD_NOT_FOUND,
+                format!("Method not found: {}", mcp_safety::text::one_line(&method, 200)),
+            )),
         )),
         request @ (ServerRequest::ListRoots | ServerRequest::CreateMessage(_) | ServerRequest::Elicit(_)) => {
             // Handlers may ask a person; never block the reader on them. A server that asks
