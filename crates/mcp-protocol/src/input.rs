@@ -13,6 +13,10 @@ use crate::types::{CreateMessageRequestParams, ElicitRequestParams, methods};
 /// A URL-elicitation-required error listing more URLs than this is not put to the user.
 pub const MAX_URL_ELICITATIONS: usize = 4;
 
+/// An `input_required` round asking more than this is refused before anything is asked: each
+/// ask may be a question to a person or a call to the model.
+pub const MAX_INPUT_ASKS: usize = 16;
+
 /// What one input request asks of the client.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -35,6 +39,12 @@ pub enum InputError {
     /// The result packs more values than are read from one message.
     #[error("the input_required result is too dense to read: {0}")]
     TooDense(crate::TooDense),
+    /// The round asks more than [`MAX_INPUT_ASKS`] at once.
+    #[error("the input_required result asks for {count} inputs at once; at most {MAX_INPUT_ASKS} are answered")]
+    TooMany {
+        /// How many it asks.
+        count: usize,
+    },
     /// One input request is not `{method, params}`.
     #[error("input request {key:?} is malformed: {source}")]
     MalformedRequest {
@@ -78,9 +88,11 @@ pub struct InputRound {
 /// round before anything is asked.
 pub fn input_round(raw: &RawValue) -> Result<InputRound, InputError> {
     let result: InputRequiredResult = crate::from_str_bounded(raw.get(), InputError::TooDense, InputError::Malformed)?;
-    let asks = result
-        .input_requests
-        .unwrap_or_default()
+    let requests = result.input_requests.unwrap_or_default();
+    if requests.len() > MAX_INPUT_ASKS {
+        return Err(InputError::TooMany { count: requests.len() });
+    }
+    let asks = requests
         .into_iter()
         .map(|(key, request)| {
             let request: InputRequest = match serde_json::from_value(request) {
@@ -157,6 +169,21 @@ mod tests {
         assert!(matches!(&got.asks[1].1, InputAsk::CreateMessage(p) if p.max_tokens == 5));
         assert_eq!(got.asks[2].1, InputAsk::ListRoots);
         assert!(round(json!({"resultType": "input_required"})).unwrap().asks.is_empty());
+    }
+
+    /// Each ask may be a person's question or a model call: a round of thousands is refused
+    /// before any is asked.
+    #[test]
+    fn a_round_asking_too_much_at_once_is_refused() {
+        let asks = |n: usize| {
+            let requests: serde_json::Map<String, Value> =
+                (0..n).map(|i| (format!("k{i}"), json!({"method": "roots/list"}))).collect();
+            round(json!({"resultType": "input_required", "inputRequests": requests}))
+        };
+        assert_eq!(asks(MAX_INPUT_ASKS).unwrap().asks.len(), MAX_INPUT_ASKS);
+        let refused = asks(MAX_INPUT_ASKS + 1).unwrap_err();
+        assert!(matches!(refused, InputError::TooMany { count } if count == MAX_INPUT_ASKS + 1), "{refused}");
+        assert!(refused.to_string().contains("asks for 17 inputs at once"), "{refused}");
     }
 
     #[test]

@@ -49,7 +49,9 @@ pub use headers::{
     MirroredHeaders, ParamHeader, X_MCP_HEADER, check_headers, check_param_headers, decode_header_value,
     encode_header_value, method_has_name, param_headers,
 };
-pub use input::{InputAsk, InputError, InputRound, MAX_URL_ELICITATIONS, input_round, url_elicitations};
+pub use input::{
+    InputAsk, InputError, InputRound, MAX_INPUT_ASKS, MAX_URL_ELICITATIONS, input_round, url_elicitations,
+};
 pub use jsonrpc::{
     DecodeError, DecodeErrorKind, ErrorObject, ErrorResponse, Message, Notification, Request, RequestId, Response,
     empty_object, encode_request, error_codes, refused_response_id, to_raw,

@@ -62,7 +62,8 @@ impl Drop for Asking<'_> {
 impl Client {
     /// Send a request and wait for its raw result. An input-required result (2026-07-28) is
     /// answered through the [`ServerRequestHandler`](crate::ServerRequestHandler) and the request retried with
-    /// `inputResponses`, up to [`MAX_INPUT_ROUNDS`] times. A URL-elicitation-required error
+    /// `inputResponses`, up to [`MAX_INPUT_ROUNDS`] times of at most
+    /// [`MAX_INPUT_ASKS`](mcp_protocol::MAX_INPUT_ASKS) asks each. A URL-elicitation-required error
     /// (2025-11-25) puts its URLs to the handler, and the request is retried once if every one
     /// was accepted.
     pub async fn request_raw<T: Serialize + ?Sized>(
