@@ -216,7 +216,7 @@ async fn serve_over_http(
     let life = server.lifecycle();
     // The drain bounds itself (its delay, its timeout, then the grace of the cut-off answers);
     // `main` waits that long for us after the signal, unless a second signal comes.
-    crate::signals::drains(drain.delay + drain.timeout + drain.grace);
+    crate::signals::drains(drain.delay.saturating_add(drain.timeout).saturating_add(drain.grace));
     server
         .run(async move {
             let signal = crate::signals::wait().await;

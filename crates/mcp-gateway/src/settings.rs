@@ -97,11 +97,16 @@ pub enum SettingsError {
     },
 }
 
-/// Seconds, written as an integer or a decimal (`2`, `0.5`), never negative.
+/// The most seconds any of these settings may be: a week. Past that a duration is no plan, and
+/// far past it adding two (a drain's delay and timeout) overflowed.
+const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
+
+/// Seconds, written as an integer or a decimal (`2`, `0.5`), from 0 to a week.
 fn seconds<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
     let value = f64::deserialize(deserializer)?;
-    Duration::try_from_secs_f64(value)
-        .map_err(|_| serde::de::Error::custom(format!("{value} is not a number of seconds (0 or more)")))
+    Duration::try_from_secs_f64(value).ok().filter(|_| value <= MAX_SECONDS).ok_or_else(|| {
+        serde::de::Error::custom(format!("{value} is not a number of seconds from 0 to {MAX_SECONDS} (a week)"))
+    })
 }
 
 fn optional_seconds<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Duration>, D::Error> {
@@ -519,6 +524,10 @@ mod tests {
         assert!(typo.contains("unknown field `token`"), "{typo}");
         let negative = read("[drain]\ntimeout_s = -1").unwrap_err();
         assert!(negative.contains("not a number of seconds"), "{negative}");
+        let huge = read("[drain]\ndelay_s = 1e19\ntimeout_s = 1e19").unwrap_err();
+        assert!(huge.contains("from 0 to 604800"), "{huge}");
+        let week = read("[drain]\ndelay_s = 604800\ntimeout_s = 604800").unwrap_or_default();
+        assert_eq!(week.drain.delay_s, Duration::from_secs(604_800));
         let half = read("[drain]\ndelay_s = 0.5").unwrap_or_default();
         assert_eq!(half.drain.delay_s, Duration::from_millis(500));
 

@@ -166,7 +166,7 @@ impl Lifecycle {
     /// under way starts nothing new.
     pub async fn drain(&self, options: DrainOptions) -> DrainReport {
         if self.inner.phase.compare_exchange(SERVING, LEAVING, Ordering::SeqCst, Ordering::SeqCst).is_err() {
-            self.wait_idle(options.timeout + options.grace).await;
+            self.wait_idle(options.timeout.saturating_add(options.grace)).await;
             return DrainReport { in_flight: self.in_flight(), cut_off: 0 };
         }
         tracing::info!(delay = ?options.delay, timeout = ?options.timeout, "draining: not ready any more");
