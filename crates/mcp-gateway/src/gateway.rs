@@ -913,6 +913,18 @@ impl Gateway {
     async fn subscription(&self, scope: &Scope, uri: &str, on: bool) -> Reply {
         let method = if on { mcp_protocol::RESOURCES_SUBSCRIBE } else { mcp_protocol::RESOURCES_UNSUBSCRIBE };
         let Era::Session(session) = &scope.era else { return Reply::Error(mcp_protocol::method_not_found(method)) };
+        // A session holds up to MAX_SUBSCRIPTIONS URIs, each kept more than once: each is
+        // bounded as the session store bounds it.
+        if on && uri.len() > crate::MAX_URI_BYTES {
+            return Reply::Error(ErrorObject::new(
+                error_codes::INVALID_PARAMS,
+                format!(
+                    "Invalid params: a subscribed URI is at most {} bytes, this one is {}",
+                    crate::MAX_URI_BYTES,
+                    uri.len()
+                ),
+            ));
+        }
         let backend = &self.inner.backend;
         let subscriptions = &self.inner.subscriptions;
         // What the session subscribed to stays unsubscribable after the resource left the

@@ -196,6 +196,20 @@ async fn an_upstream_that_refuses_leaves_nothing_subscribed() {
     assert_eq!(next_event(&mut stream).await["params"], json!({"uri": "note://a"}), "the refused one is not held");
 }
 
+/// A URI over the store's bound is refused before anything is kept or asked upstream (a
+/// session's 1024 subscriptions of megabyte URIs, each kept thrice, were gigabytes).
+#[tokio::test]
+async fn a_subscription_to_an_overlong_uri_is_refused() {
+    let long = format!("note://{}", "x".repeat(mcp_gateway::MAX_URI_BYTES));
+    let (addr, backend) = start_offering(&[("a", &[long.as_str(), "note://a"])]).await;
+    let (session, _stream) = session_with_stream(addr).await;
+    let answer = subscription(addr, &session, "resources/subscribe", &long).await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert!(answer["error"]["message"].as_str().unwrap().contains("at most 4096 bytes"), "{answer}");
+    assert!(backend.subscription_changes().is_empty(), "asked upstream: {:?}", backend.subscription_changes());
+    assert_eq!(subscription(addr, &session, "resources/subscribe", "note://a").await["result"], json!({}));
+}
+
 #[tokio::test]
 async fn a_stateless_request_cannot_subscribe() {
     let (addr, backend) = start_content().await;
