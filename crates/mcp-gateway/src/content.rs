@@ -135,12 +135,13 @@ impl ContentView {
     }
 
     /// The downstream URI of `uri` of `server` (a read result's contents are rewritten with it).
+    /// One lookup: a read's contents may hold many items, and a listing many resources.
     pub fn outward_uri(&self, server: &str, uri: &str) -> String {
-        let shared = self
-            .resource_routes
-            .iter()
-            .any(|(outward, (s, u))| u == uri && s == server && outward.starts_with(GATEWAY_SCHEME));
-        if shared { gateway_uri(server, uri) } else { uri.to_owned() }
+        let made = gateway_uri(server, uri);
+        match self.resource_routes.get(&made) {
+            Some((s, u)) if s == server && u == uri => made,
+            _ => uri.to_owned(),
+        }
     }
 
     /// Where a downstream prompt name goes: (server, the upstream's name).
