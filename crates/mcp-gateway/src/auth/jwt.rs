@@ -529,8 +529,18 @@ impl JwtAuthenticator {
                 ));
             }
         }
+        // Taken as written or not at all: a subject made plain (spaces trimmed, invisible
+        // characters dropped, cut) could become another caller's name, with its profiles,
+        // approvals and limits.
         let principal = match claims.get(&o.principal_claim).and_then(Value::as_str) {
-            Some(p) if !p.trim().is_empty() => mcp_safety::text::one_line(p, MAX_PRINCIPAL_CHARS),
+            Some(p) if !p.trim().is_empty() && mcp_safety::text::one_line(p, MAX_PRINCIPAL_CHARS) == p => p.to_owned(),
+            Some(p) if !p.trim().is_empty() => {
+                return Err(invalid(format!(
+                    "the token's {} claim is not a plain name (at most {MAX_PRINCIPAL_CHARS} characters on one line, \
+                     without control, invisible or direction characters or spaces at its ends)",
+                    o.principal_claim
+                )));
+            }
             _ => return Err(invalid(format!("the token has no {} claim naming its subject", o.principal_claim))),
         };
         let mut caller = Caller::principal(principal);
