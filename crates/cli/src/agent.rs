@@ -435,18 +435,14 @@ pub(crate) async fn chat_command(config: Config, at: &ConfigPath, args: &AgentAr
                 match one_turn(&mut prepared, fetched.message).await {
                     Ok(()) => {}
                     Err(e) if e.is::<crate::signals::Interrupted>() => break Err(e),
-                    Err(e) => {
-                        let _ = output::stderr(&format!("error: {e:#}\n"));
-                    }
+                    Err(e) => crate::say_error(&e),
                 }
             }
             Ok(Some(line)) => match one_turn(&mut prepared, Message::user(line.trim())).await {
                 Ok(()) => {}
                 Err(e) if e.is::<crate::signals::Interrupted>() => break Err(e),
-                Err(e) => {
-                    // A failed turn (the model unreachable) does not end the chat.
-                    let _ = output::stderr(&format!("error: {e:#}\n"));
-                }
+                // A failed turn (the model unreachable) does not end the chat.
+                Err(e) => crate::say_error(&e),
             },
             Ok(None) => break Ok(()),
             Err(e) => break Err(anyhow::anyhow!("reading your input: {e}")),

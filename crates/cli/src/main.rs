@@ -347,9 +347,14 @@ fn unreachable_demo() -> anyhow::Result<Outcome> {
 const MAX_ERROR_CHARS: usize = 8_000;
 
 fn fail(error: &anyhow::Error) -> u8 {
+    say_error(error);
+    2
+}
+
+/// Prints `error` on stderr, cut to [`MAX_ERROR_CHARS`].
+pub(crate) fn say_error(error: &anyhow::Error) {
     let text = mcp_safety::text::cut(&format!("{error:#}"), MAX_ERROR_CHARS);
     let _ = output::stderr(&format!("error: {text}\n"));
-    2
 }
 
 fn init_logging() {

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use crate::Options;
 use crate::body::{MessageCache, ToolsCache, check_model};
 use crate::http::{
-    ApiKey, Decoder, Endpoint, MAX_ANSWER_PARTS, ReadError, Step, Wire, default_client, join_base, json_error_message,
-    lookup_nonempty, malformed, parse_json, snippet,
+    ApiKey, Decoder, Endpoint, MAX_ANSWER_PARTS, MAX_QUOTED_CHARS, ReadError, Step, Wire, default_client, join_base,
+    json_error_message, lookup_nonempty, malformed, parse_json, snippet,
 };
 
 /// The adapter's name, in [`Block::Provider`] blocks it keeps.
@@ -386,7 +386,8 @@ fn stop_reason(reason: &str) -> StopReason {
 /// rejections with the HTTP status the API uses for them.
 fn provider_error(value: &Value) -> ReadError {
     let kind = value.pointer("/error/type").and_then(Value::as_str).unwrap_or("");
-    let message = json_error_message(value).unwrap_or_else(|| format!("error event without a message: {value}"));
+    let message = json_error_message(value)
+        .unwrap_or_else(|| format!("error event without a message: {}", snippet(&value.to_string(), MAX_QUOTED_CHARS)));
     let status = match kind {
         "invalid_request_error" => 400,
         "authentication_error" => 401,

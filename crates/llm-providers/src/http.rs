@@ -98,8 +98,12 @@ impl From<ModelError> for ReadError {
 
 /// A [`ReadError::Model`] holding [`ModelError::Malformed`].
 pub(crate) fn malformed(message: impl Into<String>) -> ReadError {
-    ReadError::Model(ModelError::Malformed(message.into()))
+    // Messages often quote what the model sent, which may be megabytes.
+    ReadError::Model(ModelError::Malformed(snippet(&message.into(), MAX_QUOTED_CHARS)))
 }
+
+/// The most characters of provider text an error quotes.
+pub(crate) const MAX_QUOTED_CHARS: usize = 2000;
 
 /// Whether a decoder wants more events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -432,12 +436,12 @@ pub(crate) fn error_message(body: &[u8]) -> Option<String> {
 pub(crate) fn json_error_message(value: &Value) -> Option<String> {
     let error = value.get("error").unwrap_or(value);
     if let Some(text) = error.as_str() {
-        return Some(snippet(text, 2000));
+        return Some(snippet(text, MAX_QUOTED_CHARS));
     }
     let message = error.get("message").and_then(Value::as_str)?;
-    let message = snippet(message, 2000);
+    let message = snippet(message, MAX_QUOTED_CHARS);
     Some(match error.get("type").and_then(Value::as_str) {
-        Some(kind) if !kind.is_empty() => format!("{kind}: {message}"),
+        Some(kind) if !kind.is_empty() => format!("{}: {message}", snippet(kind, 100)),
         _ => message,
     })
 }

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use crate::Options;
 use crate::body::{MessageCache, ToolsCache, check_model, erased::Element};
 use crate::http::{
-    ApiKey, Decoder, Endpoint, ReadError, Step, Wire, default_client, join_base, json_error_message, lookup_nonempty,
-    malformed, parse_json, snippet,
+    ApiKey, Decoder, Endpoint, MAX_QUOTED_CHARS, ReadError, Step, Wire, default_client, join_base, json_error_message,
+    lookup_nonempty, malformed, parse_json, snippet,
 };
 
 /// The highest tool call `index` an answer may use (a model's indexes count its calls from 0).
@@ -427,7 +427,8 @@ fn decode_value(text: &str, sink: &dyn TextStream) -> Result<ModelResponse, Read
 /// An error object inside a 200 answer (some servers report failures mid-stream). Invalid
 /// requests are rejections (status 400); anything else is treated as a transient failure.
 fn provider_error(value: &Value) -> ReadError {
-    let message = json_error_message(value).unwrap_or_else(|| format!("error without a message: {value}"));
+    let message = json_error_message(value)
+        .unwrap_or_else(|| format!("error without a message: {}", snippet(&value.to_string(), MAX_QUOTED_CHARS)));
     let kind = ["/error/type", "/error/code"]
         .iter()
         .filter_map(|p| value.pointer(p).and_then(Value::as_str))
@@ -512,13 +513,14 @@ impl OpenAiDecoder {
                 call.get("id").and_then(Value::as_str),
                 function.and_then(|f| f.get("name")).and_then(Value::as_str),
                 arguments.as_deref(),
-            );
+            )?;
         }
         Ok(())
     }
 
     /// One piece of the tool call at `position` of a delta (or message): its `index`, `id`,
-    /// function name and a piece of its arguments, each if given.
+    /// function name and a piece of its arguments, each if given. Calls past
+    /// [`MAX_CALL_INDEX`] are refused, however they are numbered (or not).
     fn call_piece(
         &mut self,
         position: usize,
@@ -526,7 +528,7 @@ impl OpenAiDecoder {
         id: Option<&str>,
         name: Option<&str>,
         arguments: Option<&str>,
-    ) {
+    ) -> Result<(), ReadError> {
         let id = id.filter(|s| !s.is_empty());
         // Whole messages and some servers leave out `index`: a call with an id starts a new
         // entry, one without continues the last.
@@ -541,6 +543,9 @@ impl OpenAiDecoder {
             }
             None => self.last_index.unwrap_or(0),
         };
+        if index > MAX_CALL_INDEX {
+            return Err(malformed(format!("an answer of more than {MAX_CALL_INDEX} tool calls")));
+        }
         self.last_index = Some(index);
         let entry = self.calls.entry(index).or_default();
         if let Some(id) = id {
@@ -552,6 +557,7 @@ impl OpenAiDecoder {
         if let Some(piece) = arguments {
             entry.arguments.push_str(piece);
         }
+        Ok(())
     }
 
     /// A whole answer read as [`typed::Answer`]: `None` (nothing passed to `sink`) unless it has
@@ -592,7 +598,9 @@ impl OpenAiDecoder {
                 Some(f) => (f.name.as_deref(), f.arguments.as_deref()),
                 None => (None, None),
             };
-            decoder.call_piece(position, call.index, call.id.as_deref(), name, arguments);
+            if let Err(e) = decoder.call_piece(position, call.index, call.id.as_deref(), name, arguments) {
+                return Some(Err(e));
+            }
         }
         decoder.finish = Some(finish.into_owned());
         Some(decoder.finish(true))
@@ -829,6 +837,49 @@ mod tests {
         let r = decode(&[&chunk(json!({"refusal": "I can't"}), Some("stop")), "[DONE]"]).unwrap();
         assert_eq!(r.content, vec![Block::text("I can't")]);
         assert_eq!(r.stop_reason, StopReason::Refusal);
+    }
+
+    /// Calls without an `index` each open a new entry: past the cap they are refused like
+    /// numbered ones (10,000 were decoded, streamed or whole).
+    #[test]
+    fn unnumbered_calls_past_the_cap_are_refused() {
+        let piece = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"c","function":{"name":"f"}}]}}]}"#;
+        let events = vec![piece; 5000];
+        match decode(&events) {
+            Err(ReadError::Model(ModelError::Malformed(m))) => assert!(m.contains("more than 4096 tool calls"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        let calls: Vec<Value> = (0..5000).map(|_| json!({"id": "a", "function": {"name": "f"}})).collect();
+        let whole = json!({"choices": [{"index": 0, "finish_reason": "tool_calls",
+            "message": {"role": "assistant", "tool_calls": calls}}]});
+        for typed in [true, false] {
+            let text = whole.to_string();
+            let read =
+                if typed { OpenAiWire.decode_json(text.as_bytes(), &NoStream) } else { decode_value(&text, &NoStream) };
+            match read {
+                Err(ReadError::Model(ModelError::Malformed(m))) => assert!(m.contains("more than 4096"), "{m}"),
+                other => panic!("typed {typed}: {other:?}"),
+            }
+        }
+    }
+
+    /// What a model sent is quoted cut in an error: a 5 MB field made a 5 MB message that
+    /// `chat` printed whole.
+    #[test]
+    fn errors_quote_what_the_model_sent_cut() {
+        let pad = "x".repeat(1 << 20);
+        let answers = [
+            json!({"error": {"pad": pad}}).to_string(),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": {"pad": pad}}}]}).to_string(),
+        ];
+        for answer in answers {
+            let said = match OpenAiWire.decode_json(answer.as_bytes(), &NoStream) {
+                Err(ReadError::Model(ModelError::Malformed(m) | ModelError::Rejected { message: m, .. })) => m,
+                Err(ReadError::Retryable(m)) => m,
+                other => panic!("{other:?}"),
+            };
+            assert!(said.chars().count() < 2200, "{} characters", said.chars().count());
+        }
     }
 
     #[test]
