@@ -493,8 +493,13 @@ impl Operation {
 
     /// A model call's token usage: span attributes, and `gen_ai.client.token.usage` (input and
     /// output) recorded when the guard drops.
+    /// The counts are the model's: each is taken up to [`MAX_REPORTED_TOKENS`].
     pub fn chat_usage(&mut self, input_tokens: u64, output_tokens: u64) {
         let Some(a) = &mut self.active else { return };
+        // Past i64 an attribute would go negative, and the histogram's u64 sum overflowed
+        // (a panic where overflow is checked) after two calls near u64::MAX.
+        let (input_tokens, output_tokens) =
+            (input_tokens.min(MAX_REPORTED_TOKENS), output_tokens.min(MAX_REPORTED_TOKENS));
         if a.span {
             let span = a.cx.span();
             span.set_attribute(KeyValue::new(attr::GEN_AI_USAGE_INPUT_TOKENS, input_tokens as i64));
@@ -512,6 +517,10 @@ impl Operation {
         }
     }
 }
+
+/// The most tokens one model call is recorded as using (2^40, about 10^12): far past any real
+/// answer, and millions of such calls still sum within a histogram's count.
+pub const MAX_REPORTED_TOKENS: u64 = 1 << 40;
 
 impl Drop for Operation {
     #[inline]

@@ -112,6 +112,26 @@ fn model_calls_counters_and_sessions_are_rendered() {
     );
 }
 
+/// A model's token counts are its own to say: two near u64::MAX overflowed the histogram's sum
+/// (a panic where overflow is checked, as in tests).
+#[test]
+fn absurd_token_counts_are_recorded_capped() {
+    let telemetry = prometheus();
+    for _ in 0..2 {
+        let mut chat = telemetry.chat(&ChatRequest::new("openai", "m"));
+        chat.chat_usage(u64::MAX, u64::MAX - 1);
+        drop(chat);
+    }
+    let text = telemetry.render_prometheus().unwrap();
+    let cap = mcp_telemetry::instrument::MAX_REPORTED_TOKENS as f64;
+    let sum = text
+        .lines()
+        .find(|l| l.starts_with("gen_ai_client_token_usage") && l.contains("_sum{") && l.contains("\"input\""))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok());
+    assert_eq!(sum, Some(2.0 * cap), "{text}");
+}
+
 #[test]
 fn prometheus_is_only_there_when_asked_for() {
     let config = TelemetryConfig::resolve(&Default::default(), &BTreeMap::new(), "t").unwrap();
