@@ -69,9 +69,15 @@ fn now_ms() -> u64 {
 impl Transcript {
     /// Open (creating or appending to) the transcript at `path`. The file (0600) and the
     /// directories created for it (0700) are its owner's only: it holds the conversation.
+    ///
+    /// A last line cut short by a crash is ended first, so what is appended starts a line of
+    /// its own (glued to the cut one, it was lost with it, and the file could not be resumed).
     pub fn open(path: &Path) -> Result<Self, TranscriptError> {
         let io = |source| TranscriptError::Io { path: path.to_owned(), source };
-        let file = private_files::open_append(path).map_err(io)?;
+        let mut file = private_files::open_append(path).map_err(io)?;
+        if !ends_a_line(path).map_err(io)? {
+            file.write_all(b"\n").and_then(|()| file.flush()).map_err(io)?;
+        }
         Ok(Self { file, path: path.to_owned() })
     }
 
@@ -106,8 +112,23 @@ impl Transcript {
     }
 }
 
-/// The messages of a transcript, to resume its conversation. A last line cut short by a crash
-/// is skipped; any other bad line is an error naming it.
+/// Whether the file at `path` is empty or ends with a newline.
+fn ends_a_line(path: &Path) -> std::io::Result<bool> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let mut file = File::open(path)?;
+    if file.seek(SeekFrom::End(0))? == 0 {
+        return Ok(true);
+    }
+    file.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8];
+    file.read_exact(&mut last)?;
+    Ok(last[0] == b'\n')
+}
+
+/// The messages of a transcript, to resume its conversation. A line cut short by a crash is
+/// skipped (the last one, or one a resume ended later); any other bad line is an error naming
+/// it. Tool calls never answered (a turn cut short) are left out with any partial answer, so
+/// the conversation a model is given is one it accepts.
 pub fn load_messages(path: &Path) -> Result<Vec<Message>, TranscriptError> {
     let io = |source| TranscriptError::Io { path: path.to_owned(), source };
     let reader = BufReader::new(File::open(path).map_err(io)?);
@@ -122,6 +143,7 @@ pub fn load_messages(path: &Path) -> Result<Vec<Message>, TranscriptError> {
             Ok(Entry::Message { message, .. }) => messages.push(message),
             Ok(Entry::Event { .. }) => {}
             Err(_) if index + 1 == last => {} // torn final write
+            Err(e) if e.classify() == serde_json::error::Category::Eof => {} // torn, then ended by a resume
             Err(e) => {
                 return Err(TranscriptError::Corrupt {
                     path: path.to_owned(),
@@ -131,16 +153,46 @@ pub fn load_messages(path: &Path) -> Result<Vec<Message>, TranscriptError> {
             }
         }
     }
-    // A conversation must not end in tool calls without their results (the model would be
-    // asked to continue a turn it cannot see the end of): drop such a dangling tail.
-    while let Some(last) = messages.last() {
-        let dangling = last.role == crate::model::Role::Assistant
-            && last.content.iter().any(|b| matches!(b, crate::model::Block::ToolUse { .. }));
-        if dangling {
-            messages.pop();
-        } else {
-            break;
+    Ok(answered_only(messages))
+}
+
+/// `messages` without tool calls that lack their results in the next message (a turn cut
+/// short while they ran: models refuse a conversation holding one, wherever it is), and
+/// without results whose call is not right before them.
+fn answered_only(messages: Vec<Message>) -> Vec<Message> {
+    use crate::model::{Block, Role};
+    let calls_of = |m: &Message| -> Vec<String> {
+        if m.role != Role::Assistant {
+            return Vec::new();
         }
+        m.content
+            .iter()
+            .filter_map(|b| if let Block::ToolUse { id, .. } = b { Some(id.clone()) } else { None })
+            .collect()
+    };
+    let answers = |m: &Message, id: &str| {
+        m.role == Role::User
+            && m.content.iter().any(|b| matches!(b, Block::ToolResult { tool_use_id, .. } if tool_use_id == id))
+    };
+    let mut kept: Vec<Message> = Vec::with_capacity(messages.len());
+    let mut rest = messages.into_iter().peekable();
+    while let Some(mut message) = rest.next() {
+        let calls = calls_of(&message);
+        if !calls.is_empty() && !rest.peek().is_some_and(|next| calls.iter().all(|id| answers(next, id))) {
+            continue;
+        }
+        if message.role == Role::User {
+            let called = kept.last().map(calls_of).unwrap_or_default();
+            let before = message.content.len();
+            message.content.retain(|b| match b {
+                Block::ToolResult { tool_use_id, .. } => called.contains(tool_use_id),
+                _ => true,
+            });
+            if message.content.is_empty() && before > 0 {
+                continue;
+            }
+        }
+        kept.push(message);
     }
-    Ok(messages)
+    kept
 }

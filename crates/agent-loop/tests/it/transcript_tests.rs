@@ -73,3 +73,77 @@ fn a_corrupt_line_in_the_middle_is_named() {
     let err = load_messages(&path).unwrap_err();
     assert!(err.to_string().contains("line 2"), "{err}");
 }
+
+fn call(ids: &[&str]) -> Message {
+    Message {
+        role: Role::Assistant,
+        content: ids.iter().map(|id| Block::ToolUse { id: (*id).into(), name: "x".into(), input: json!({}) }).collect(),
+    }
+}
+
+fn results(ids: &[&str]) -> Message {
+    Message {
+        role: Role::User,
+        content: ids
+            .iter()
+            .map(|id| Block::ToolResult { tool_use_id: (*id).into(), content: "done".into(), is_error: false })
+            .collect(),
+    }
+}
+
+/// A line cut short by a crash is ended when the transcript is opened again: what a resumed
+/// session appends is kept, and the file resumes again (glued to the cut line, it was lost and
+/// the next resume failed on that line).
+#[test]
+fn a_session_resumed_after_a_torn_write_resumes_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let mut t = Transcript::open(&path).unwrap();
+    t.message(&Message::user("hello")).unwrap();
+    drop(t);
+    let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    f.write_all(br#"{"kind":"message","at_ms":1,"mess"#).unwrap();
+    assert_eq!(load_messages(&path).unwrap().len(), 1);
+    let mut t = Transcript::open(&path).unwrap();
+    t.message(&Message::user("again")).unwrap();
+    t.message(&Message { role: Role::Assistant, content: vec![Block::text("hi")] }).unwrap();
+    drop(t);
+    let texts: Vec<String> = load_messages(&path).unwrap().iter().map(Message::text).collect();
+    assert_eq!(texts, ["hello", "again", "hi"]);
+}
+
+/// Tool calls a turn cut short left without results are left out wherever they are (a resumed
+/// session put them mid-conversation, and models refused it on every later resume), with any
+/// partial answer to them.
+#[test]
+fn unanswered_tool_calls_are_left_out_wherever_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let mut t = Transcript::open(&path).unwrap();
+    for message in [
+        Message::user("first"),
+        call(&["a"]),
+        results(&["a"]),
+        call(&["b"]),
+        Message::user("second"),
+        call(&["c", "d"]),
+        results(&["c"]),
+        Message::user("third"),
+        Message { role: Role::Assistant, content: vec![Block::text("ok")] },
+    ] {
+        t.message(&message).unwrap();
+    }
+    drop(t);
+    let loaded = load_messages(&path).unwrap();
+    assert_eq!(
+        loaded,
+        [
+            Message::user("first"),
+            call(&["a"]),
+            results(&["a"]),
+            Message::user("second"),
+            Message::user("third"),
+            Message { role: Role::Assistant, content: vec![Block::text("ok")] }
+        ]
+    );
+}
