@@ -84,11 +84,32 @@ pub fn fit_budget(text: String, budget: usize, dir: Option<&Path>, id: &str) -> 
 
 /// Saved privately (0600 in 0700, like the transcript): a result can hold anything the tool
 /// could read.
+/// Never over another: ids repeat (a provider numbering calls `call_0` at every step, two ids
+/// made alike by the cleaning), and an earlier result's message still names its file.
 fn save(dir: &Path, id: &str, text: &str) -> std::io::Result<PathBuf> {
+    use std::io::Write as _;
     // The id comes from the model: keep only characters safe in a file name.
     let safe: String =
-        id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
-    let path = dir.join(format!("{}.txt", if safe.is_empty() { "result" } else { &safe }));
-    private_files::write(&path, text.as_bytes())?;
-    Ok(path)
+        id.chars().take(100).map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+    let stem = if safe.is_empty() { "result" } else { &safe };
+    for n in 1..=MAX_SAVED_NAMES {
+        let name = if n == 1 { format!("{stem}.txt") } else { format!("{stem}-{n}.txt") };
+        let path = dir.join(name);
+        match private_files::create_new(&path) {
+            Ok(mut file) => {
+                let written = file.write_all(text.as_bytes()).and_then(|()| file.sync_all());
+                if let Err(e) = written {
+                    let _ = std::fs::remove_file(&path);
+                    return Err(e);
+                }
+                return Ok(path);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other(format!("{MAX_SAVED_NAMES} results of this id are saved already")))
 }
+
+/// Results of one id saved before one is cut instead.
+const MAX_SAVED_NAMES: usize = 1000;

@@ -30,10 +30,14 @@ fn saved_results_and_transcripts_are_created_private() {
     for dir in [&results, &data.join("sessions").join("s1"), &data.join("sessions"), &data] {
         assert_eq!(mode(dir), 0o700, "{}", dir.display());
     }
-    // Saved again over a file someone made readable: private again.
-    std::fs::set_permissions(&saved, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
-    fit_budget("y".repeat(5000), 1000, Some(&results), "call_1");
-    assert_eq!(mode(&saved), 0o600);
+    // The same id again (a provider numbering calls afresh at each step): saved beside the
+    // first, never over it, since the first result's message still names its file.
+    let again = fit_budget("y".repeat(5000), 1000, Some(&results), "call_1");
+    let second = results.join("call_1-2.txt");
+    assert!(again.contains(&second.display().to_string()), "{again}");
+    assert_eq!(mode(&second), 0o600);
+    assert!(std::fs::read_to_string(&saved).unwrap().starts_with('x'), "the first is kept");
+    assert!(std::fs::read_to_string(&second).unwrap().starts_with('y'));
 
     let other = root.path().join("other");
     let path = other.join("sessions").join("t.jsonl");
