@@ -527,7 +527,7 @@ impl Agent {
     /// Runs one admitted call, reporting the server's progress as events while it runs.
     /// A built-in makes its own calls through `calls` (code mode).
     async fn run_job(&self, job: Job, info: &CallInfo, events: &dyn EventSink, calls: Option<&dyn InnerCalls>) -> Ran {
-        let (progress, mut reports) = tokio::sync::mpsc::unbounded_channel();
+        let (progress, mut reports) = tokio::sync::mpsc::channel(mcp_client::PROGRESS_BACKLOG);
         let run = self.gate.run_nested(self.source.as_ref(), job, Some(progress), calls);
         tokio::pin!(run);
         let report = |p: mcp_protocol::ProgressNotificationParams| AgentEvent::Progress {

@@ -795,7 +795,7 @@ impl CallGate {
         &self,
         source: &dyn ToolSource,
         job: Job,
-        progress: Option<tokio::sync::mpsc::UnboundedSender<mcp_protocol::ProgressNotificationParams>>,
+        progress: Option<tokio::sync::mpsc::Sender<mcp_protocol::ProgressNotificationParams>>,
     ) -> Ran {
         self.run_nested(source, job, progress, None).await
     }
@@ -807,7 +807,7 @@ impl CallGate {
         &self,
         source: &dyn ToolSource,
         job: Job,
-        progress: Option<tokio::sync::mpsc::UnboundedSender<mcp_protocol::ProgressNotificationParams>>,
+        progress: Option<tokio::sync::mpsc::Sender<mcp_protocol::ProgressNotificationParams>>,
         calls: Option<&dyn InnerCalls>,
     ) -> Ran {
         match job {

@@ -135,7 +135,7 @@ pub struct BoundCall {
     /// or nowhere.
     pub generation: Option<u64>,
     /// Where the server's progress reports go (a progress token is sent).
-    pub progress: Option<mpsc::UnboundedSender<ProgressNotificationParams>>,
+    pub progress: Option<mpsc::Sender<ProgressNotificationParams>>,
 }
 
 impl BoundCall {

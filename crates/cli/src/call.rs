@@ -54,7 +54,7 @@ async fn call(
         _ => bail!("the call to {name} was not run"),
     };
     let view = crate::progress::ProgressView::new();
-    let (progress, mut reports) = tokio::sync::mpsc::unbounded_channel();
+    let (progress, mut reports) = tokio::sync::mpsc::channel(mcp_client::PROGRESS_BACKLOG);
     let run = gate.run(servers, job, Some(progress));
     tokio::pin!(run);
     let ran = loop {

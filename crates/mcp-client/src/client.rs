@@ -39,7 +39,7 @@ pub use error::ClientError;
 pub use input::{MAX_INPUT_ROUNDS, MAX_URL_ELICITATIONS};
 pub use options::{
     ClientOptions, DEFAULT_MAX_BACKLOG_BYTES, DEFAULT_MAX_RESOURCE_BYTES, DEFAULT_NOTIFICATION_CAPACITY,
-    DISCOVER_PROBE_TIMEOUT, Era, ListLimits, Progress, RequestOptions,
+    DISCOVER_PROBE_TIMEOUT, Era, ListLimits, PROGRESS_BACKLOG, Progress, RequestOptions,
 };
 
 /// A connection to one MCP server.

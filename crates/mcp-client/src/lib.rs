@@ -58,7 +58,7 @@ pub use auth::{AuthChallenge, AuthError, Authorizer, MAX_AUTH_RETRIES};
 pub use client::{
     Client, ClientError, ClientOptions, DEFAULT_MAX_BACKLOG_BYTES, DEFAULT_MAX_RESOURCE_BYTES,
     DEFAULT_NOTIFICATION_CAPACITY, DISCOVER_PROBE_TIMEOUT, Era, ListLimits, MAX_INPUT_ROUNDS, MAX_LOG_DATA_CHARS,
-    MAX_URL_ELICITATIONS, Progress, RequestOptions,
+    MAX_URL_ELICITATIONS, PROGRESS_BACKLOG, Progress, RequestOptions,
 };
 pub use deadlines::TIMEOUT_GRANULARITY;
 pub use handler::{DecliningHandler, ServerRequestHandler, ServerRequests, USER_REJECTED, schema_defaults};

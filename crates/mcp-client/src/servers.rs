@@ -354,7 +354,7 @@ impl ServerConnection {
         &self,
         tool: &str,
         arguments: Option<Map<String, Value>>,
-        progress: Option<tokio::sync::mpsc::UnboundedSender<crate::client::Progress>>,
+        progress: Option<tokio::sync::mpsc::Sender<crate::client::Progress>>,
     ) -> Result<CallToolResult, ClientError> {
         let client = self.client.as_ref().ok_or_else(|| ClientError::ConnectionClosed {
             reason: format!("server {:?} is not connected ({})", self.name, self.state),

@@ -576,7 +576,7 @@ impl ServerSet {
         tool: &str,
         arguments: Option<Map<String, Value>>,
         generation: Option<u64>,
-        progress: Option<mpsc::UnboundedSender<Progress>>,
+        progress: Option<mpsc::Sender<Progress>>,
     ) -> Result<CallToolResult, SetCallError> {
         let slot = self.find(server).ok_or_else(|| SetCallError::UnknownServer { server: server.to_owned() })?;
         let Some(live) = wait_live(&slot).await else {

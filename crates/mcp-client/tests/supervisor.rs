@@ -225,7 +225,7 @@ async fn progress_restarts_the_tool_timeout_up_to_the_maximum_tool_time() {
     let set = ServerSet::start(vec![spec], options(3));
     wait_for(&set, "fx", CONNECTED).await;
     // 5 s of work reporting progress: two and a half times the timeout, and it finishes.
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(mcp_client::PROGRESS_BACKLOG);
     let result = set.call("fx", "sleep", args(json!({"ms": 5000})), None, Some(tx)).await.unwrap();
     assert_eq!(result.joined_text(), "slept 5000 ms");
     let mut reports = 0;
@@ -246,7 +246,7 @@ async fn progress_restarts_the_tool_timeout_up_to_the_maximum_tool_time() {
     spec.max_tool_time = Duration::from_secs(3);
     let set = ServerSet::start(vec![spec], options(3));
     wait_for(&set, "fx", CONNECTED).await;
-    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, _rx) = tokio::sync::mpsc::channel(mcp_client::PROGRESS_BACKLOG);
     let started = tokio::time::Instant::now();
     let err = set.call("fx", "sleep", args(json!({"ms": 5000})), None, Some(tx)).await.unwrap_err();
     assert!(err.to_string().contains("no answer within"), "{err}");

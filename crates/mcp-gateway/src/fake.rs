@@ -127,7 +127,7 @@ impl FakeTools {
             "progress" => {
                 if let Some(progress) = &call.progress {
                     for step in 1..=2u32 {
-                        let _ = progress.send(ProgressNotificationParams {
+                        let _ = progress.try_send(ProgressNotificationParams {
                             progress_token: RequestId::Number(0),
                             progress: f64::from(step),
                             total: Some(2.0),

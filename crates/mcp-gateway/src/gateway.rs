@@ -779,7 +779,7 @@ impl Gateway {
         let tools = asking.as_deref().unwrap_or_else(|| self.inner.backend.tools());
         let ran = match token {
             Some(token) if out.is_open() => {
-                let (tx, mut rx) = mpsc::unbounded_channel::<ProgressNotificationParams>();
+                let (tx, mut rx) = mpsc::channel::<ProgressNotificationParams>(4 * PROGRESS_BACKLOG);
                 // Relayed by a task of its own, not by this future: a client that stops reading
                 // stops this future being polled, while the upstream may go on reporting. The
                 // relay keeps up with any upstream (it skips the oldest reports when behind) and

@@ -202,7 +202,7 @@ async fn everything_resources_templates_prompts_and_completion() {
 async fn everything_progress_and_timeout_cancel() {
     let client =
         handshake_and_list(node_server("server-everything", &["stdio"]), &["trigger-long-running-operation"]).await;
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(mcp_client::PROGRESS_BACKLOG);
     let options = RequestOptions { timeout: None, progress: Some(tx), max_total: None };
     let r = client
         .call_tool("trigger-long-running-operation", args(json!({"duration": 1, "steps": 4})), options)

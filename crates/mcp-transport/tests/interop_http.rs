@@ -156,7 +156,7 @@ async fn everything_streamable_http() {
     let r = client.call_tool("echo", args(json!({"message": "over http"})), RequestOptions::default()).await.unwrap();
     assert_eq!(r.joined_text(), "Echo: over http");
     // Progress travels on the request's own SSE stream.
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(mcp_client::PROGRESS_BACKLOG);
     let options = RequestOptions { timeout: None, progress: Some(tx), max_total: None };
     let r = client
         .call_tool("trigger-long-running-operation", args(json!({"duration": 1, "steps": 3})), options)

@@ -30,7 +30,7 @@ pub(super) const NO_DEADLINE: Duration = Duration::from_secs(365 * 24 * 3600);
 #[derive(Debug)]
 pub(super) struct Waiter {
     pub(super) reply: oneshot::Sender<Reply>,
-    pub(super) progress: Option<mpsc::UnboundedSender<Progress>>,
+    pub(super) progress: Option<mpsc::Sender<Progress>>,
     pub(super) deadline: Instant,
     pub(super) timeout: Duration,
     /// The latest the deadline may move to when progress restarts the timeout.
@@ -46,7 +46,7 @@ pub(super) fn deadline_after(start: Instant, d: Duration) -> Instant {
 impl Waiter {
     pub(super) fn new(
         reply: oneshot::Sender<Reply>,
-        progress: Option<mpsc::UnboundedSender<Progress>>,
+        progress: Option<mpsc::Sender<Progress>>,
         timeout: Duration,
     ) -> Self {
         let now = Instant::now();
@@ -569,6 +569,13 @@ pub(super) fn handle_message(inner: &Arc<Inner>, message: Message) {
             if let ServerNotification::Log(log) = &mut notification {
                 mcp_safety::text::cap_json(&mut log.data, MAX_LOG_DATA_CHARS);
             }
+            // A progress message is a status line; reports wait in a channel of dozens.
+            if let ServerNotification::Progress(progress) = &mut notification
+                && let Some(message) = &mut progress.message
+                && message.len() > MAX_PROGRESS_MESSAGE_CHARS
+            {
+                *message = mcp_safety::text::cut(message, MAX_PROGRESS_MESSAGE_CHARS);
+            }
             match &notification {
                 ServerNotification::Progress(progress) => {
                     let mut session = inner.session();
@@ -577,7 +584,9 @@ pub(super) fn handle_message(inner: &Arc<Inner>, message: Message) {
                     {
                         waiter.progressed(Instant::now());
                         if let Some(tx) = &waiter.progress {
-                            let _ = tx.send(progress.clone());
+                            // Bounded, and never waited on: a reader behind (its output blocked) misses
+                            // reports rather than piling them up; the next one says where things stand.
+                            let _ = tx.try_send(progress.clone());
                         }
                     }
                     return;
@@ -592,6 +601,9 @@ pub(super) fn handle_message(inner: &Arc<Inner>, message: Message) {
         }
     }
 }
+
+/// The most characters of a progress message kept.
+const MAX_PROGRESS_MESSAGE_CHARS: usize = 1000;
 
 /// The longest string id of a server's request the host answers. Each answer echoes the id,
 /// and answers wait in the writer's queue (thousands of them, when the server is slow to take

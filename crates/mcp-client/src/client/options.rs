@@ -115,13 +115,17 @@ impl Default for ClientOptions {
 /// Progress of a request, as the server reported it.
 pub type Progress = ProgressNotificationParams;
 
+/// Room a request's progress channel is best made with ([`RequestOptions::progress`]): reports
+/// that find it full are dropped, never queued without end.
+pub const PROGRESS_BACKLOG: usize = 64;
+
 /// Per-request options.
 #[derive(Debug, Default)]
 pub struct RequestOptions {
     /// Overrides the connection's request timeout.
     pub timeout: Option<Duration>,
     /// Where progress notifications for this request go (a progress token is sent).
-    pub progress: Option<mpsc::UnboundedSender<Progress>>,
+    pub progress: Option<mpsc::Sender<Progress>>,
     /// With a progress sink: each progress notification restarts the timeout, but the request
     /// never runs longer than this in all. `None`: the timeout is the whole budget.
     pub max_total: Option<Duration>,
