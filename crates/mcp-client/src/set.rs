@@ -868,7 +868,7 @@ async fn keep(slot: Arc<Slot>, shared: Arc<Shared>, mut requests: mpsc::Unbounde
         };
         let reason = match connection.state().clone() {
             ServerState::Connected { .. } => {
-                failures = 0;
+                let connected_at = Instant::now();
                 let live = slot.publish(connection);
                 let catalogs = {
                     let (slot, live) = (Arc::clone(&slot), Arc::clone(&live));
@@ -896,6 +896,13 @@ async fn keep(slot: Arc<Slot>, shared: Arc<Shared>, mut requests: mpsc::Unbounde
                 match ended {
                     Ok(reason) => {
                         drop(live);
+                        // A connection that lasted starts the count of failures afresh; one
+                        // lost soon after it was made counts as another failure in a row, so a
+                        // server that accepts and drops at once is given up on, not reconnected
+                        // (and relisted) forever.
+                        if connected_at.elapsed() >= shared.options.restarts.window {
+                            failures = 0;
+                        }
                         format!("the connection was lost: {reason}")
                     }
                     Err(control) => {

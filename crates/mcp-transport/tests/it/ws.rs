@@ -156,6 +156,45 @@ async fn without_reconnects_a_dropped_socket_ends_the_connection() {
     assert!(wait_until(EVENT_DEADLINE, || !client.is_open()).await, "the connection ended");
 }
 
+/// A remote server whose connections drop soon after they are made is given up on after the
+/// set's reconnect attempts: a connection that did not last does not start the count afresh
+/// (it was reconnected and relisted forever).
+#[tokio::test]
+async fn a_remote_server_that_drops_each_connection_soon_is_given_up_on() {
+    use mcp_client::{ServerSet, ServerState, SetOptions};
+    // What connecting sends fits on each connection; the next message closes it.
+    let s = start_ws(WsOptions { close_after: Some(CONNECT_MESSAGES), ..WsOptions::default() }).await.unwrap();
+    let mut server = mcp_transport::RemoteServer::new(s.url());
+    server.reconnect.max_attempts = 0; // the set reconnects, not the transport
+    let spec = ServerSpec::new("ws", std::sync::Arc::new(server));
+    let quick =
+        Backoff { initial_delay: Duration::from_millis(10), max_delay: Duration::from_millis(20), max_attempts: 3 };
+    let set = ServerSet::start(vec![spec], SetOptions { reconnect: quick, ..SetOptions::default() });
+    let mut failed = None;
+    let mut connected = 0;
+    for _ in 0..10 {
+        let settled = || matches!(set.state("ws"), Some(ServerState::Connected { .. } | ServerState::Failed { .. }));
+        assert!(wait_until(EVENT_DEADLINE, settled).await, "{:?}", set.state("ws"));
+        if let Some(state @ ServerState::Failed { .. }) = set.state("ws") {
+            failed = Some(state);
+            break;
+        }
+        connected += 1;
+        // The next message on the connection: it closes under the call.
+        let _ = set.call("ws", "echo", args(json!({"text": "x"})), None, None).await;
+        let moved = || !matches!(set.state("ws"), Some(ServerState::Connected { .. }));
+        assert!(wait_until(EVENT_DEADLINE, moved).await, "{:?}", set.state("ws"));
+    }
+    let failed = failed.unwrap_or_else(|| panic!("still reconnecting after 10 drops: {:?}", s.methods()));
+    assert!(failed.to_string().contains("attempts in a row failed"), "{failed}");
+    assert_eq!(connected, 3, "connected once, then once per allowed attempt: {:?}", s.methods());
+    set.close().await;
+}
+
+/// Messages a set sends to connect to the WebSocket fixture: the server/discover probe,
+/// initialize, initialized and tools/list.
+const CONNECT_MESSAGES: usize = 4;
+
 #[tokio::test]
 async fn servers_connect_ws_urls_and_give_up_on_unreachable_ones() {
     let s = start_ws(WsOptions::default()).await.unwrap();
