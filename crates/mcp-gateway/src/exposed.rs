@@ -33,6 +33,9 @@ use crate::session::lock;
 
 /// Most selections of 2026-07-28 clients kept (the least recently used go first).
 const MAX_STATELESS_SELECTIONS: usize = 4_096;
+/// Most of them one authenticated principal's (its least recently used go first): one caller
+/// naming a new client at each request pushes out only its own.
+const MAX_STATELESS_PER_PRINCIPAL: usize = 64;
 /// Most pools whose exposure and index are kept at once (the host's, and one per profile).
 const MAX_POOLS: usize = 64;
 
@@ -65,8 +68,31 @@ struct PoolView {
     index: Option<Arc<SearchIndex>>,
 }
 
-/// 2026-07-28 clients' selections by key, and the keys, most recently used last.
-type StatelessSelections = (HashMap<String, Arc<Selection>>, VecDeque<String>);
+/// 2026-07-28 clients' selections.
+#[derive(Default)]
+struct StatelessSelections {
+    /// By key: the selection, and the principal it is of (`None`: a caller without one).
+    selections: HashMap<String, (Arc<Selection>, Option<String>)>,
+    /// The keys, most recently used last.
+    order: VecDeque<String>,
+    /// How many selections each principal has.
+    counts: HashMap<String, usize>,
+}
+
+impl StatelessSelections {
+    /// Lets go of the selection at `at` in `order`.
+    fn evict(&mut self, at: usize) {
+        let Some(key) = self.order.remove(at) else { return };
+        if let Some((_, Some(owner))) = self.selections.remove(&key)
+            && let Some(n) = self.counts.get_mut(&owner)
+        {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.counts.remove(&owner);
+            }
+        }
+    }
+}
 
 /// The gateway's exposure stage (see the module docs).
 pub(crate) struct Exposing {
@@ -100,7 +126,7 @@ impl Exposing {
             settings,
             spec: agent_loop::search_spec(),
             pools: Mutex::new(Vec::new()),
-            stateless: Mutex::new((HashMap::new(), VecDeque::new())),
+            stateless: Mutex::new(StatelessSelections::default()),
         }
     }
 
@@ -109,25 +135,39 @@ impl Exposing {
         &self.spec
     }
 
-    /// The selection of the 2026-07-28 client `key` names, made when it has none.
-    pub(crate) fn stateless(&self, key: &str) -> Arc<Selection> {
+    /// The selection of the 2026-07-28 client `key` names, made when it has none; `owner` is
+    /// the authenticated principal it is of (`None` without one), which keeps at most
+    /// [`MAX_STATELESS_PER_PRINCIPAL`].
+    pub(crate) fn stateless(&self, owner: Option<&str>, key: &str) -> Arc<Selection> {
         let mut guard = lock(&self.stateless);
-        let (selections, order) = &mut *guard;
-        if let Some(selection) = selections.get(key) {
+        let kept = &mut *guard;
+        if let Some((selection, _)) = kept.selections.get(key) {
             let selection = Arc::clone(selection);
-            if let Some(at) = order.iter().position(|k| k == key) {
-                order.remove(at);
+            if let Some(at) = kept.order.iter().position(|k| k == key) {
+                kept.order.remove(at);
             }
-            order.push_back(key.to_owned());
+            kept.order.push_back(key.to_owned());
             return selection;
         }
-        while selections.len() >= MAX_STATELESS_SELECTIONS {
-            let Some(oldest) = order.pop_front() else { break };
-            selections.remove(&oldest);
+        if let Some(owner) = owner
+            && kept.counts.get(owner).is_some_and(|&n| n >= MAX_STATELESS_PER_PRINCIPAL)
+        {
+            let selections = &kept.selections;
+            let own =
+                kept.order.iter().position(|k| selections.get(k).is_some_and(|(_, o)| o.as_deref() == Some(owner)));
+            if let Some(at) = own {
+                kept.evict(at);
+            }
+        }
+        while kept.selections.len() >= MAX_STATELESS_SELECTIONS && !kept.order.is_empty() {
+            kept.evict(0);
         }
         let selection = Arc::new(Selection::default());
-        selections.insert(key.to_owned(), Arc::clone(&selection));
-        order.push_back(key.to_owned());
+        kept.selections.insert(key.to_owned(), (Arc::clone(&selection), owner.map(str::to_owned)));
+        kept.order.push_back(key.to_owned());
+        if let Some(owner) = owner {
+            *kept.counts.entry(owner.to_owned()).or_insert(0) += 1;
+        }
         selection
     }
 
@@ -199,5 +239,33 @@ impl Exposing {
         let (text, is_error) = state.search.run(&index, exposure, input, self.settings.max_loaded);
         let changed = state.search.loaded_version() != before;
         Searched { text, is_error, changed }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One principal naming a new client at every request pushes out only its own selections
+    /// (4,096 such requests emptied everyone's); callers without a principal share the whole.
+    #[test]
+    fn one_principal_pushes_out_only_its_own_selections() {
+        let exposing = Exposing::new(ExposureSettings::new(tool_pool::ExposureOptions::default()));
+        let others = exposing.stateless(Some("p:other"), "client:p:other\nvs");
+        let local = exposing.stateless(None, "client:local\ncli");
+        let first = exposing.stateless(Some("p:greedy"), "client:p:greedy\n0");
+        for n in 1..MAX_STATELESS_SELECTIONS {
+            exposing.stateless(Some("p:greedy"), &format!("client:p:greedy\n{n}"));
+        }
+        assert!(Arc::ptr_eq(&others, &exposing.stateless(Some("p:other"), "client:p:other\nvs")), "kept");
+        assert!(Arc::ptr_eq(&local, &exposing.stateless(None, "client:local\ncli")), "kept");
+        let last = format!("client:p:greedy\n{}", MAX_STATELESS_SELECTIONS - 1);
+        let kept = exposing.stateless(Some("p:greedy"), &last);
+        assert!(Arc::ptr_eq(&kept, &exposing.stateless(Some("p:greedy"), &last)), "its newest is kept");
+        assert!(!Arc::ptr_eq(&first, &exposing.stateless(Some("p:greedy"), "client:p:greedy\n0")), "its oldest went");
+        let kept = lock(&exposing.stateless);
+        assert_eq!(kept.counts.get("p:greedy"), Some(&MAX_STATELESS_PER_PRINCIPAL));
+        assert_eq!(kept.selections.len(), MAX_STATELESS_PER_PRINCIPAL + 2);
+        assert_eq!(kept.order.len(), kept.selections.len());
     }
 }

@@ -447,7 +447,10 @@ impl Gateway {
         let exposing = self.inner.exposing.as_ref()?;
         Some(match &scope.era {
             Era::Session(session) => Arc::clone(session.selection()),
-            Era::Stateless(_) => exposing.stateless(&stateless_key(scope)),
+            Era::Stateless(_) => {
+                let owner = scope.caller.principal.is_some().then(|| scope.caller.principal_key());
+                exposing.stateless(owner.as_deref(), &stateless_key(scope))
+            }
         })
     }
 
