@@ -18,7 +18,7 @@
 //! - anyone else: the call is refused with the rule and the configuration line that would let
 //!   it run without asking.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -143,18 +143,51 @@ pub trait ApprovalMemory: fmt::Debug + Send + Sync {
     async fn forget(&self, scope: &str);
 }
 
-/// The in-memory [`ApprovalMemory`], bounded.
+/// The in-memory [`ApprovalMemory`], bounded: when full, the scope used least recently is
+/// forgotten whole (its person is asked again), so a full memory never stops remembering for
+/// everyone (a stateless client's scope is never forgotten otherwise).
 #[derive(Debug)]
 pub struct MemoryApprovals {
     capacity: usize,
-    /// The scopes, and how many approvals they hold in all (kept, not summed per approval).
-    scopes: Mutex<(HashMap<String, HashSet<String>>, usize)>,
+    remembered: Mutex<Remembered>,
+}
+
+#[derive(Debug, Default)]
+struct Remembered {
+    /// Each scope's approvals and when it was last used.
+    scopes: HashMap<String, (HashSet<String>, u64)>,
+    /// The scopes by when they were last used.
+    by_use: BTreeMap<u64, String>,
+    /// Approvals held in all.
+    total: usize,
+    /// Counts uses.
+    tick: u64,
+}
+
+impl Remembered {
+    /// Marks `scope` used now.
+    fn touch(&mut self, scope: &str) {
+        self.tick += 1;
+        let tick = self.tick;
+        if let Some((_, used)) = self.scopes.get_mut(scope) {
+            self.by_use.remove(used);
+            *used = tick;
+            self.by_use.insert(tick, scope.to_owned());
+        }
+    }
+
+    fn forget(&mut self, scope: &str) {
+        if let Some((keys, used)) = self.scopes.remove(scope) {
+            self.by_use.remove(&used);
+            self.total -= keys.len();
+        }
+    }
 }
 
 impl MemoryApprovals {
     /// At most `capacity` remembered approvals in all.
     pub fn new(capacity: usize) -> Self {
-        Self { capacity, scopes: Mutex::new((HashMap::new(), 0)) }
+        Self { capacity, remembered: Mutex::new(Remembered::default()) }
     }
 }
 
@@ -167,24 +200,47 @@ impl Default for MemoryApprovals {
 #[async_trait]
 impl ApprovalMemory for MemoryApprovals {
     async fn approved(&self, scope: &str, key: &str) -> Result<bool, StoreError> {
-        Ok(lock(&self.scopes).0.get(scope).is_some_and(|keys| keys.contains(key)))
+        let mut remembered = lock(&self.remembered);
+        let approved = remembered.scopes.get(scope).is_some_and(|(keys, _)| keys.contains(key));
+        if approved {
+            remembered.touch(scope);
+        }
+        Ok(approved)
     }
 
     async fn remember(&self, scope: &str, key: &str) -> Result<(), StoreError> {
-        let mut guard = lock(&self.scopes);
-        let (scopes, total) = &mut *guard;
-        if *total < self.capacity && scopes.entry(scope.to_owned()).or_default().insert(key.to_owned()) {
-            *total += 1;
+        let mut remembered = lock(&self.remembered);
+        if remembered.scopes.get(scope).is_some_and(|(keys, _)| keys.contains(key)) {
+            remembered.touch(scope);
+            return Ok(());
+        }
+        while remembered.total >= self.capacity {
+            let Some((_, oldest)) = remembered.by_use.pop_first() else { break };
+            if let Some((keys, _)) = remembered.scopes.remove(&oldest) {
+                remembered.total -= keys.len();
+            }
+        }
+        if remembered.total >= self.capacity {
+            return Ok(());
+        }
+        if remembered.scopes.contains_key(scope) {
+            remembered.touch(scope);
+        } else {
+            remembered.tick += 1;
+            let tick = remembered.tick;
+            remembered.scopes.insert(scope.to_owned(), (HashSet::new(), tick));
+            remembered.by_use.insert(tick, scope.to_owned());
+        }
+        if let Some((keys, _)) = remembered.scopes.get_mut(scope)
+            && keys.insert(key.to_owned())
+        {
+            remembered.total += 1;
         }
         Ok(())
     }
 
     async fn forget(&self, scope: &str) {
-        let mut guard = lock(&self.scopes);
-        let (scopes, total) = &mut *guard;
-        if let Some(keys) = scopes.remove(scope) {
-            *total -= keys.len();
-        }
+        lock(&self.remembered).forget(scope);
     }
 }
 
@@ -420,14 +476,34 @@ mod tests {
         memory.remember("s1", "k").await.unwrap();
         assert_eq!(memory.approved("s1", "k").await, Ok(true));
         assert_eq!(memory.approved("s2", "k").await, Ok(false));
-        memory.remember("s2", "k").await.unwrap();
-        assert_eq!(memory.approved("s2", "k").await, Ok(false), "full: not remembered");
         memory.remember("s1", "k").await.unwrap();
-        assert_eq!(lock(&memory.scopes).1, 1, "the same approval again is counted once");
+        assert_eq!(lock(&memory.remembered).total, 1, "the same approval again is counted once");
         memory.forget("s1").await;
         assert_eq!(memory.approved("s1", "k").await, Ok(false));
-        // Forgetting makes room again.
         memory.remember("s2", "k").await.unwrap();
         assert_eq!(memory.approved("s2", "k").await, Ok(true));
+    }
+
+    /// Full, the memory forgets the scope used least recently (it stopped remembering anything
+    /// for anyone, and a stateless client's scope is never forgotten otherwise).
+    #[tokio::test]
+    async fn a_full_memory_forgets_the_scope_used_least_recently() {
+        let memory = MemoryApprovals::new(3);
+        for scope in ["a", "b", "c"] {
+            memory.remember(scope, "k").await.unwrap();
+        }
+        assert_eq!(memory.approved("a", "k").await, Ok(true)); // "b" is now the least recent
+        memory.remember("d", "k").await.unwrap();
+        assert_eq!(memory.approved("b", "k").await, Ok(false), "forgotten");
+        for scope in ["a", "c", "d"] {
+            assert_eq!(memory.approved(scope, "k").await, Ok(true), "{scope}");
+        }
+        // Many new scopes (a caller naming a new client each time): it keeps remembering.
+        for n in 0..100 {
+            memory.remember(&format!("client:p\n{n}"), "k").await.unwrap();
+        }
+        assert_eq!(memory.approved("client:p\n99", "k").await, Ok(true));
+        let remembered = lock(&memory.remembered);
+        assert_eq!((remembered.total, remembered.scopes.len(), remembered.by_use.len()), (3, 3, 3));
     }
 }
