@@ -82,10 +82,11 @@ async fn timeout_cancels_and_the_connection_stays_usable() {
     client.close().await.unwrap();
 }
 
-#[tokio::test]
-async fn progress_reaches_the_caller_of_that_request() {
+/// The progress a caller with a channel of `room` holds after a 100 ms `sleep` (ten reports),
+/// read only once the call is over.
+async fn progress_held(room: usize) -> Vec<f64> {
     let client = connect("echo", &[]).await;
-    let (tx, mut rx) = mpsc::channel(mcp_client::PROGRESS_BACKLOG);
+    let (tx, mut rx) = mpsc::channel(room);
     let options = RequestOptions { timeout: None, progress: Some(tx), max_total: None };
     let result = client.call_tool("sleep", args(json!({"ms": 100})), options).await.unwrap();
     assert_eq!(result.joined_text(), "slept 100 ms");
@@ -93,26 +94,23 @@ async fn progress_reaches_the_caller_of_that_request() {
     while let Ok(p) = rx.try_recv() {
         seen.push(p.progress);
     }
+    client.close().await.unwrap();
+    seen
+}
+
+#[tokio::test]
+async fn progress_reaches_the_caller_of_that_request() {
+    let seen = progress_held(mcp_client::PROGRESS_BACKLOG).await;
     assert_eq!(seen.len(), 10, "{seen:?}");
     assert!(seen.windows(2).all(|w| w[0] < w[1]), "progress increases: {seen:?}");
-    client.close().await.unwrap();
 }
 
 /// A caller that does not read its progress (its output blocked) misses reports once its
 /// channel is full; nothing queues without end.
 #[tokio::test]
 async fn progress_a_caller_does_not_read_is_dropped_once_its_channel_is_full() {
-    let client = connect("echo", &[]).await;
-    let (tx, mut rx) = mpsc::channel(4);
-    let options = RequestOptions { timeout: None, progress: Some(tx), max_total: None };
-    let result = client.call_tool("sleep", args(json!({"ms": 100})), options).await.unwrap();
-    assert_eq!(result.joined_text(), "slept 100 ms");
-    let mut seen = Vec::new();
-    while let Ok(p) = rx.try_recv() {
-        seen.push(p.progress);
-    }
+    let seen = progress_held(4).await;
     assert_eq!(seen.len(), 4, "{seen:?}");
-    client.close().await.unwrap();
 }
 
 struct Roots;
