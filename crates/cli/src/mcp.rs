@@ -404,6 +404,10 @@ fn import(at: &ConfigPath, from: Source, path: Option<PathBuf>, yes: bool) -> an
             clap::ValueEnum::to_possible_value(&from).map(|v| v.get_name().to_owned()).unwrap_or_default()
         );
     }
+    // Its relative paths (a server's `cwd`, `envFile`) are made absolute from its folder: kept
+    // relative, they would be read from the configuration's folder instead.
+    let source = std::path::absolute(&source)
+        .map_err(|e| anyhow::anyhow!("{}: cannot be made an absolute path: {e}", source.display()))?;
     let raw = read_warned(&source, Origin::Flag)?;
     let source_dir = source.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut editor = editor(at)?;

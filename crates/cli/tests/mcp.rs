@@ -588,3 +588,27 @@ fn help_completions_and_the_manual_come_from_the_same_definitions() {
     assert!(add.contains("--bearer-token-env-var"), "{add}");
     env.bare().args(["help", "nope"]).assert().code(2).stderr(predicate::str::contains("no command"));
 }
+
+/// A source given by a relative path: its servers' relative `cwd` and `envFile` are taken
+/// from its folder and written absolute (kept relative to a relative folder, they were read
+/// from the configuration's folder, and the configuration no longer loaded).
+#[test]
+fn an_import_from_a_relative_path_writes_absolute_paths() {
+    let env = env();
+    let source = env.work.path().join(".cursor/mcp.json");
+    std::fs::create_dir_all(source.parent().unwrap()).unwrap();
+    std::fs::write(&source, r#"{"mcpServers": {"srv": {"command": "true", "cwd": "tools/srv", "envFile": ".env"}}}"#)
+        .unwrap();
+    std::fs::write(env.work.path().join(".cursor/.env"), "A=1\n").unwrap();
+    env.mcp(&["import", "--from", "cursor", ".cursor/mcp.json"]).success();
+    let srv = json_of(&env.mcp(&["get", "srv", "--json"]).success().get_output().stdout);
+    let folder = env.work.path().canonicalize().unwrap().join(".cursor");
+    let under = |key: &str, rel: &str| {
+        let written = PathBuf::from(srv[key].as_str().unwrap_or_else(|| panic!("{key}: {srv}")));
+        assert!(written.is_absolute(), "{key}: {srv}");
+        assert_eq!(written.canonicalize().unwrap_or(written.clone()), folder.join(rel), "{key}: {srv}");
+    };
+    under("env_file", ".env");
+    assert!(srv["cwd"].as_str().is_some_and(|c| c.ends_with(".cursor/tools/srv") && c.starts_with('/')), "{srv}");
+    env.cmd().arg("servers").assert().success();
+}

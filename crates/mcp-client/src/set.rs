@@ -848,13 +848,15 @@ enum After {
 async fn keep(slot: Arc<Slot>, shared: Arc<Shared>, mut requests: mpsc::UnboundedReceiver<Control>) {
     let mut restarts: VecDeque<Instant> = VecDeque::new();
     let mut failures: u32 = 0;
+    // Connections of a remote server lost within the restart window of being made, in a row.
+    let mut quick_drops: u32 = 0;
     loop {
         let spec = lock(&slot.spec).clone();
         if !spec.enabled {
             slot.set_state(&shared, ServerState::Disabled);
             match requests.recv().await {
                 Some(control) => {
-                    apply(&slot, control, &mut restarts, &mut failures);
+                    apply(&slot, control, &mut restarts, &mut failures, &mut quick_drops);
                     continue;
                 }
                 None => return,
@@ -868,6 +870,7 @@ async fn keep(slot: Arc<Slot>, shared: Arc<Shared>, mut requests: mpsc::Unbounde
         };
         let reason = match connection.state().clone() {
             ServerState::Connected { .. } => {
+                failures = 0;
                 let connected_at = Instant::now();
                 let live = slot.publish(connection);
                 let catalogs = {
@@ -896,12 +899,13 @@ async fn keep(slot: Arc<Slot>, shared: Arc<Shared>, mut requests: mpsc::Unbounde
                 match ended {
                     Ok(reason) => {
                         drop(live);
-                        // A connection that lasted starts the count of failures afresh; one
-                        // lost soon after it was made counts as another failure in a row, so a
-                        // server that accepts and drops at once is given up on, not reconnected
-                        // (and relisted) forever.
-                        if connected_at.elapsed() >= shared.options.restarts.window {
-                            failures = 0;
+                        // A connection lost soon after it was made counts as another in a
+                        // row, so a server that accepts and drops at once is given up on, not
+                        // reconnected (and relisted) forever; one that lasted starts afresh.
+                        if connected_at.elapsed() < shared.options.restarts.window {
+                            quick_drops = quick_drops.saturating_add(1);
+                        } else {
+                            quick_drops = 0;
                         }
                         format!("the connection was lost: {reason}")
                     }
@@ -909,7 +913,7 @@ async fn keep(slot: Arc<Slot>, shared: Arc<Shared>, mut requests: mpsc::Unbounde
                         close_live(live).await;
                         match control {
                             Some(control) => {
-                                apply(&slot, control, &mut restarts, &mut failures);
+                                apply(&slot, control, &mut restarts, &mut failures, &mut quick_drops);
                                 continue;
                             }
                             None => return,
@@ -921,7 +925,7 @@ async fn keep(slot: Arc<Slot>, shared: Arc<Shared>, mut requests: mpsc::Unbounde
                 slot.set_state(&shared, connection.state().clone());
                 match requests.recv().await {
                     Some(control) => {
-                        apply(&slot, control, &mut restarts, &mut failures);
+                        apply(&slot, control, &mut restarts, &mut failures, &mut quick_drops);
                         continue;
                     }
                     None => return,
@@ -932,7 +936,7 @@ async fn keep(slot: Arc<Slot>, shared: Arc<Shared>, mut requests: mpsc::Unbounde
                 slot.set_state(&shared, other);
                 match requests.recv().await {
                     Some(control) => {
-                        apply(&slot, control, &mut restarts, &mut failures);
+                        apply(&slot, control, &mut restarts, &mut failures, &mut quick_drops);
                         continue;
                     }
                     None => return,
@@ -961,10 +965,16 @@ async fn keep(slot: Arc<Slot>, shared: Arc<Shared>, mut requests: mpsc::Unbounde
         } else {
             let backoff = shared.options.reconnect;
             failures += 1;
-            if backoff.allows(failures) {
-                After::Retry(backoff.delay(failures - 1, jitter()))
-            } else {
+            if !backoff.allows(failures) {
                 After::GiveUp(format!("{reason} ({failures} attempts in a row failed; not reconnecting until asked)"))
+            } else if !backoff.allows(quick_drops) {
+                After::GiveUp(format!(
+                    "{reason} ({quick_drops} connections in a row were lost within {}s of being made; not \
+                     reconnecting until asked)",
+                    shared.options.restarts.window.as_secs()
+                ))
+            } else {
+                After::Retry(backoff.delay(failures.max(quick_drops) - 1, jitter()))
             }
         };
         match after {
@@ -975,7 +985,7 @@ async fn keep(slot: Arc<Slot>, shared: Arc<Shared>, mut requests: mpsc::Unbounde
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {}
                     control = requests.recv() => match control {
-                        Some(control) => apply(&slot, control, &mut restarts, &mut failures),
+                        Some(control) => apply(&slot, control, &mut restarts, &mut failures, &mut quick_drops),
                         None => return,
                     },
                 }
@@ -983,7 +993,7 @@ async fn keep(slot: Arc<Slot>, shared: Arc<Shared>, mut requests: mpsc::Unbounde
             After::GiveUp(reason) => {
                 slot.set_state(&shared, ServerState::Failed { reason, elapsed: Duration::ZERO, needs_auth: false });
                 match requests.recv().await {
-                    Some(control) => apply(&slot, control, &mut restarts, &mut failures),
+                    Some(control) => apply(&slot, control, &mut restarts, &mut failures, &mut quick_drops),
                     None => return,
                 }
             }
@@ -992,9 +1002,10 @@ async fn keep(slot: Arc<Slot>, shared: Arc<Shared>, mut requests: mpsc::Unbounde
 }
 
 /// A control request between attempts: every one of them starts afresh.
-fn apply(slot: &Slot, control: Control, restarts: &mut VecDeque<Instant>, failures: &mut u32) {
+fn apply(slot: &Slot, control: Control, restarts: &mut VecDeque<Instant>, failures: &mut u32, quick_drops: &mut u32) {
     restarts.clear();
     *failures = 0;
+    *quick_drops = 0;
     let mut spec = lock(&slot.spec);
     match control {
         Control::Reconnect => {}
