@@ -34,7 +34,19 @@ const MAX_JWKS_BYTES: usize = 512 * 1024;
 /// Most keys kept from one document.
 const MAX_KEYS: usize = 100;
 /// Longest principal kept from a token.
-const MAX_PRINCIPAL_CHARS: usize = 200;
+const MAX_PRINCIPAL_BYTES: usize = 1024;
+
+/// Whether a subject is taken as the caller's name: not blank, no spaces at its ends (which
+/// read as another name), no controls (a newline would end a line of the caller's key) and no
+/// direction characters (which make it read as another); within [`MAX_PRINCIPAL_BYTES`].
+fn plain_subject(subject: &str) -> bool {
+    let direction =
+        |c: char| matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}');
+    !subject.is_empty()
+        && subject.len() <= MAX_PRINCIPAL_BYTES
+        && subject.trim() == subject
+        && !subject.chars().any(|c| c.is_control() || direction(c))
+}
 
 /// How the OAuth resource server checks tokens.
 #[derive(Debug, Clone)]
@@ -531,13 +543,13 @@ impl JwtAuthenticator {
         }
         // Taken as written or not at all: a subject made plain (spaces trimmed, invisible
         // characters dropped, cut) could become another caller's name, with its profiles,
-        // approvals and limits.
+        // approvals and limits. Where it is shown, it is cleaned there.
         let principal = match claims.get(&o.principal_claim).and_then(Value::as_str) {
-            Some(p) if !p.trim().is_empty() && mcp_safety::text::one_line(p, MAX_PRINCIPAL_CHARS) == p => p.to_owned(),
+            Some(p) if plain_subject(p) => p.to_owned(),
             Some(p) if !p.trim().is_empty() => {
                 return Err(invalid(format!(
-                    "the token's {} claim is not a plain name (at most {MAX_PRINCIPAL_CHARS} characters on one line, \
-                     without control, invisible or direction characters or spaces at its ends)",
+                    "the token's {} claim is not a usable name (at most {MAX_PRINCIPAL_BYTES} bytes, without \
+                     control or direction characters or spaces at its ends)",
                     o.principal_claim
                 )));
             }
