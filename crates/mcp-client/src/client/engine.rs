@@ -35,6 +35,9 @@ pub(super) struct Waiter {
     pub(super) timeout: Duration,
     /// The latest the deadline may move to when progress restarts the timeout.
     pub(super) last_deadline: Instant,
+    /// The newest report that found `progress` full: sent when there is room, before the
+    /// answer if there is then.
+    pub(super) unsent: Option<Progress>,
 }
 
 /// `start + d`, saturating to a far deadline for a duration too large to add (`Duration::MAX`
@@ -51,7 +54,7 @@ impl Waiter {
     ) -> Self {
         let now = Instant::now();
         let deadline = deadline_after(now, timeout);
-        Self { reply, progress, deadline, timeout, last_deadline: deadline }
+        Self { reply, progress, deadline, timeout, last_deadline: deadline, unsent: None }
     }
 
     /// Progress may restart the timeout, up to `max_total` after the start.
@@ -66,6 +69,24 @@ impl Waiter {
     /// The server reported progress: the timeout starts again, within the total budget.
     pub(super) fn progressed(&mut self, now: Instant) {
         self.deadline = deadline_after(now, self.timeout).min(self.last_deadline).max(self.deadline);
+    }
+
+    /// Passes a report on, never waiting: the channel is bounded, and a reader behind (its
+    /// output blocked) misses reports rather than piling them up. The newest one is kept to
+    /// send when there is room, so the last word is where things stand, not an early report.
+    pub(super) fn report(&mut self, progress: Progress) {
+        let Some(tx) = &self.progress else { return };
+        self.unsent = match tx.try_send(progress) {
+            Err(mpsc::error::TrySendError::Full(progress)) => Some(progress),
+            _ => None,
+        };
+    }
+
+    /// Sends the newest report kept back, if there is room now: before the answer.
+    pub(super) fn flush_progress(&mut self) {
+        if let (Some(tx), Some(progress)) = (&self.progress, self.unsent.take()) {
+            let _ = tx.try_send(progress);
+        }
     }
 }
 
@@ -547,8 +568,9 @@ pub(super) fn handle_message(inner: &Arc<Inner>, message: Message) {
     let label = &inner.options.label;
     let incoming = inner.session().receive(message);
     match incoming {
-        Incoming::Response { payload, outcome, method, .. } => {
+        Incoming::Response { mut payload, outcome, method, .. } => {
             let reply = outcome.map_err(|error| ClientError::Server { method, error: Box::new(error) });
+            payload.flush_progress();
             let _ = payload.reply.send(reply);
         }
         Incoming::UnmatchedResponse { id } => {
@@ -583,11 +605,7 @@ pub(super) fn handle_message(inner: &Arc<Inner>, message: Message) {
                         && waiter.progress.is_some()
                     {
                         waiter.progressed(Instant::now());
-                        if let Some(tx) = &waiter.progress {
-                            // Bounded, and never waited on: a reader behind (its output blocked) misses
-                            // reports rather than piling them up; the next one says where things stand.
-                            let _ = tx.try_send(progress.clone());
-                        }
+                        waiter.report(progress.clone());
                     }
                     return;
                 }
@@ -703,4 +721,33 @@ pub(super) fn reply_line<T: Serialize>(id: RequestId, result: Result<T, ErrorObj
         Err(error) => encode_error(id.clone(), error),
     };
     Outgoing::response(text, id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A full channel keeps the newest report back and sends it when there is room (and before
+    /// the answer): the last word is where things stand, not an early report.
+    #[test]
+    fn the_newest_report_is_kept_back_for_a_full_channel() {
+        let (tx, mut rx) = mpsc::channel(2);
+        let (reply, _answer) = oneshot::channel();
+        let mut waiter = Waiter::new(reply, Some(tx), Duration::from_secs(60));
+        let report = |n: f64| Progress {
+            progress_token: RequestId::Number(1),
+            progress: n,
+            total: Some(4.0),
+            message: None,
+            extra: Default::default(),
+        };
+        for n in 1..=4 {
+            waiter.report(report(f64::from(n)));
+        }
+        assert_eq!(rx.try_recv().map(|p| p.progress).ok(), Some(1.0));
+        waiter.flush_progress();
+        let rest: Vec<f64> = std::iter::from_fn(|| rx.try_recv().ok()).map(|p| p.progress).collect();
+        assert_eq!(rest, [2.0, 4.0]);
+        assert!(waiter.unsent.is_none());
+    }
 }
