@@ -59,7 +59,8 @@ pub fn error_text(message: &str) -> String {
     if message.starts_with("Error:") { message.to_owned() } else { format!("Error: {message}") }
 }
 
-/// Keep `text` within `budget` characters: a longer one is written to `dir/<id>.txt` (0600, in
+/// Keep `text` within `budget` characters: a longer one is written to `dir/<id>.txt` (or
+/// `<id>-2.txt` and on, never over another; 0600, in
 /// directories created 0700) and replaced by its beginning, the file's path and the tool that
 /// reads it back in slices ([`crate::READ_SAVED_TOOL`]). Without a directory it is cut.
 pub fn fit_budget(text: String, budget: usize, dir: Option<&Path>, id: &str) -> String {

@@ -131,8 +131,19 @@ fn ends_a_line(path: &Path) -> std::io::Result<bool> {
 /// the conversation a model is given is one it accepts.
 pub fn load_messages(path: &Path) -> Result<Vec<Message>, TranscriptError> {
     let io = |source| TranscriptError::Io { path: path.to_owned(), source };
-    let reader = BufReader::new(File::open(path).map_err(io)?);
-    let lines: Vec<String> = reader.lines().collect::<Result<_, _>>().map_err(io)?;
+    let mut reader = BufReader::new(File::open(path).map_err(io)?);
+    // Read as bytes: a write cut inside a character leaves a line that is not UTF-8, which
+    // is then read as one cut short (an Eof) and skipped like any other.
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).map_err(io)? == 0 {
+            break;
+        }
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        lines.push(String::from_utf8_lossy(text).into_owned());
+    }
     let mut messages = Vec::new();
     let last = lines.len();
     for (index, line) in lines.iter().enumerate() {

@@ -544,7 +544,7 @@ impl OpenAiDecoder {
             None => self.last_index.unwrap_or(0),
         };
         if index > MAX_CALL_INDEX {
-            return Err(malformed(format!("an answer of more than {MAX_CALL_INDEX} tool calls")));
+            return Err(malformed(format!("an answer of more than {} tool calls", MAX_CALL_INDEX + 1)));
         }
         self.last_index = Some(index);
         let entry = self.calls.entry(index).or_default();
@@ -846,7 +846,7 @@ mod tests {
         let piece = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"c","function":{"name":"f"}}]}}]}"#;
         let events = vec![piece; 5000];
         match decode(&events) {
-            Err(ReadError::Model(ModelError::Malformed(m))) => assert!(m.contains("more than 4096 tool calls"), "{m}"),
+            Err(ReadError::Model(ModelError::Malformed(m))) => assert!(m.contains("more than 4097 tool calls"), "{m}"),
             other => panic!("{other:?}"),
         }
         let calls: Vec<Value> = (0..5000).map(|_| json!({"id": "a", "function": {"name": "f"}})).collect();
@@ -857,7 +857,7 @@ mod tests {
             let read =
                 if typed { OpenAiWire.decode_json(text.as_bytes(), &NoStream) } else { decode_value(&text, &NoStream) };
             match read {
-                Err(ReadError::Model(ModelError::Malformed(m))) => assert!(m.contains("more than 4096"), "{m}"),
+                Err(ReadError::Model(ModelError::Malformed(m))) => assert!(m.contains("more than 4097"), "{m}"),
                 other => panic!("typed {typed}: {other:?}"),
             }
         }

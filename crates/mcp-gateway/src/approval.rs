@@ -210,8 +210,9 @@ impl ApprovalMemory for MemoryApprovals {
 
     async fn remember(&self, scope: &str, key: &str) -> Result<(), StoreError> {
         let mut remembered = lock(&self.remembered);
+        // Used now, before anything is forgotten to make room: never the scope being added to.
+        remembered.touch(scope);
         if remembered.scopes.get(scope).is_some_and(|(keys, _)| keys.contains(key)) {
-            remembered.touch(scope);
             return Ok(());
         }
         while remembered.total >= self.capacity {
@@ -223,9 +224,7 @@ impl ApprovalMemory for MemoryApprovals {
         if remembered.total >= self.capacity {
             return Ok(());
         }
-        if remembered.scopes.contains_key(scope) {
-            remembered.touch(scope);
-        } else {
+        if !remembered.scopes.contains_key(scope) {
             remembered.tick += 1;
             let tick = remembered.tick;
             remembered.scopes.insert(scope.to_owned(), (HashSet::new(), tick));
@@ -498,6 +497,10 @@ mod tests {
         for scope in ["a", "c", "d"] {
             assert_eq!(memory.approved(scope, "k").await, Ok(true), "{scope}");
         }
+        // The scope being added to is used now: what it holds is never what makes room.
+        memory.remember("a", "k2").await.unwrap();
+        assert_eq!(memory.approved("a", "k").await, Ok(true), "a's first approval stays");
+        assert_eq!(memory.approved("a", "k2").await, Ok(true));
         // Many new scopes (a caller naming a new client each time): it keeps remembering.
         for n in 0..100 {
             memory.remember(&format!("client:p\n{n}"), "k").await.unwrap();

@@ -35,7 +35,7 @@ use crate::session::lock;
 const MAX_STATELESS_SELECTIONS: usize = 4_096;
 /// Most of them one authenticated principal's (its least recently used go first): one caller
 /// naming a new client at each request pushes out only its own.
-const MAX_STATELESS_PER_PRINCIPAL: usize = 64;
+const MAX_STATELESS_PER_PRINCIPAL: usize = 512;
 /// Most pools whose exposure and index are kept at once (the host's, and one per profile).
 const MAX_POOLS: usize = 64;
 

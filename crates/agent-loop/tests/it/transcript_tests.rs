@@ -102,7 +102,8 @@ fn a_session_resumed_after_a_torn_write_resumes_again() {
     t.message(&Message::user("hello")).unwrap();
     drop(t);
     let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
-    f.write_all(br#"{"kind":"message","at_ms":1,"mess"#).unwrap();
+    // Cut inside a character ("é" is two bytes): not even UTF-8.
+    f.write_all(b"{\"kind\":\"message\",\"at_ms\":1,\"message\":{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"caf\xc3").unwrap();
     assert_eq!(load_messages(&path).unwrap().len(), 1);
     let mut t = Transcript::open(&path).unwrap();
     t.message(&Message::user("again")).unwrap();
