@@ -272,11 +272,22 @@ struct Types<'a> {
     root: &'a Value,
     property_description: usize,
     depth: usize,
+    /// Schema nodes still to be read for this declaration: references through `anyOf` can
+    /// fan out (each level doubling the work), and a declaration is made at every step.
+    budget: std::cell::Cell<usize>,
 }
+
+/// The most schema nodes read for one declaration; past them a type is `unknown`.
+const NODE_BUDGET: usize = 4096;
 
 impl<'a> Types<'a> {
     fn new(root: &'a Value, style: &Style, depth: usize) -> Self {
-        Self { root, property_description: style.property_description, depth }
+        Self {
+            root,
+            property_description: style.property_description,
+            depth,
+            budget: std::cell::Cell::new(NODE_BUDGET),
+        }
     }
 
     /// The type of `schema`, `level` objects deep.
@@ -286,6 +297,8 @@ impl<'a> Types<'a> {
 
     /// [`Types::of`], `hops` references followed to get here.
     fn at(&self, schema: &Value, level: usize, hops: usize) -> String {
+        let Some(left) = self.budget.get().checked_sub(1) else { return "unknown".to_owned() };
+        self.budget.set(left);
         let Value::Object(schema) = schema else {
             return if schema == &Value::Bool(false) { "never".to_owned() } else { "unknown".to_owned() };
         };
@@ -306,13 +319,16 @@ impl<'a> Types<'a> {
                 return literals.join(" | ");
             }
         }
+        // Members keep the count of references followed to get here: a reference cycle
+        // through a union (`a = anyOf [a]`) recursed until the stack overflowed.
         for key in ["anyOf", "oneOf"] {
             if let Some(Value::Array(members)) = schema.get(key) {
-                return self.union(members.iter().map(|m| self.of(m, level)));
+                return self.union(members.iter().map(|m| self.at(m, level, hops)));
             }
         }
         if let Some(Value::Array(members)) = schema.get("allOf") {
-            let parts: Vec<String> = members.iter().map(|m| self.of(m, level)).filter(|t| t != "unknown").collect();
+            let parts: Vec<String> =
+                members.iter().map(|m| self.at(m, level, hops)).filter(|t| t != "unknown").collect();
             return match parts.len() {
                 0 => "unknown".to_owned(),
                 1 => parts.into_iter().collect(),
@@ -387,6 +403,9 @@ impl<'a> Types<'a> {
     fn union(&self, members: impl Iterator<Item = String>) -> String {
         let mut seen: Vec<String> = Vec::new();
         for member in members {
+            if member == "unknown" || seen.len() > UNION_MEMBERS {
+                return "unknown".to_owned();
+            }
             if !seen.contains(&member) {
                 seen.push(member);
             }

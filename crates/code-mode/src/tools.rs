@@ -132,19 +132,20 @@ impl ScriptTools {
 
         let mut namespaces: Vec<Namespace> = Vec::new();
         // `tools.search` is the search function, whether offered or not: no server takes it.
-        let mut server_idents = BTreeSet::from([SEARCH.to_owned()]);
-        let mut tool_idents = BTreeSet::new();
+        let mut server_idents = Idents::default();
+        server_idents.taken.insert(SEARCH.to_owned());
+        let mut tool_idents = Idents::default();
         for (index, tool) in tools.iter().enumerate() {
             if namespaces.last().is_none_or(|ns| ns.server != tool.server) {
                 namespaces.push(Namespace {
-                    ident: unique(identifier(&tool.server), &mut server_idents),
+                    ident: server_idents.unique(identifier(&tool.server)),
                     server: tool.server.clone(),
                     tools: Vec::new(),
                 });
-                tool_idents.clear();
+                tool_idents = Idents::default();
             }
             if let Some(ns) = namespaces.last_mut() {
-                ns.tools.push((unique(identifier(&tool.tool), &mut tool_idents), index));
+                ns.tools.push((tool_idents.unique(identifier(&tool.tool)), index));
             }
         }
         let manifest: Vec<Value> = namespaces
@@ -307,16 +308,29 @@ pub fn identifier(raw: &str) -> String {
     ident
 }
 
-/// `ident`, or the first of `ident_2`, `ident_3`, … not taken yet; recorded as taken.
-fn unique(ident: String, taken: &mut BTreeSet<String>) -> String {
-    let mut candidate = ident.clone();
-    let mut n = 2u32;
-    while taken.contains(&candidate) {
-        candidate = format!("{ident}_{n}");
-        n += 1;
+/// Identifiers taken in one namespace, and for each base the next suffix to try.
+#[derive(Default)]
+struct Idents {
+    taken: BTreeSet<String>,
+    /// Base identifier -> the suffix its next duplicate starts looking from: thousands of
+    /// tools made alike (long names differing past what an identifier keeps) were each
+    /// told apart by trying `_2`, `_3`, … from the start.
+    next: std::collections::HashMap<String, u32>,
+}
+
+impl Idents {
+    /// `ident`, or the first of `ident_2`, `ident_3`, … not taken yet; recorded as taken.
+    fn unique(&mut self, ident: String) -> String {
+        let mut candidate = ident.clone();
+        let mut n = self.next.get(&ident).copied().unwrap_or(2);
+        while self.taken.contains(&candidate) {
+            candidate = format!("{ident}_{n}");
+            n += 1;
+        }
+        self.next.insert(ident, n);
+        self.taken.insert(candidate.clone());
+        candidate
     }
-    taken.insert(candidate.clone());
-    candidate
 }
 
 #[cfg(test)]

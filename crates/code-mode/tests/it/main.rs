@@ -2,5 +2,6 @@
 
 mod confinement;
 mod limits;
+mod schemas;
 mod scripts;
 mod support;
