@@ -76,6 +76,15 @@ impl CompiledSchema {
     /// Compiles `schema`; a schema that does not compile is kept as the problem every check
     /// reports.
     pub fn new(schema: &Value) -> Self {
+        if let Some(pointer) = costly_in_place(schema) {
+            return Self(Err(bad_schema(
+                pointer,
+                format!(
+                    "it applies more than {MAX_IN_PLACE} schemas to one value through $ref, allOf, anyOf, oneOf, \
+                     not and if (each use of a shared definition counts), which could take minutes to check"
+                ),
+            )));
+        }
         let built = catch_unwind(AssertUnwindSafe(|| {
             jsonschema::options().with_pattern_options(PatternOptions::regex()).build(schema)
         }));
@@ -118,6 +127,101 @@ impl CompiledSchema {
         .unwrap_or_else(|_| vec![bad_schema(String::new(), "the schema crashed the validator".to_owned())]);
         if problems.is_empty() { Ok(()) } else { Err(problems) }
     }
+}
+
+/// The most schemas one schema may apply to a single value (see [`costly_in_place`]).
+const MAX_IN_PLACE: u64 = 10_000;
+
+/// Keywords whose schemas apply to the same value as the schema holding them.
+const IN_PLACE_LISTS: [&str; 3] = ["allOf", "anyOf", "oneOf"];
+const IN_PLACE_ONE: [&str; 4] = ["not", "if", "then", "else"];
+
+/// Where in `schema` a subschema applies more than [`MAX_IN_PLACE`] schemas to one value, if
+/// anywhere: counted through `$ref`s (each use of a definition again) and the combinators.
+/// A validator checks them all at that value, so a chain of definitions each used twice
+/// doubles the work per level (a 1 KB schema of 20 levels took seconds per check, 30 hours).
+fn costly_in_place(schema: &Value) -> Option<String> {
+    struct Cost<'a> {
+        root: &'a Value,
+        /// In-place cost of each reference target met, and targets being counted (a cycle
+        /// counts once: the validator stops at a reference it is already in).
+        memo: HashMap<String, u64>,
+        open: Vec<String>,
+    }
+    impl Cost<'_> {
+        fn of(&mut self, node: &Value) -> u64 {
+            let Value::Object(map) = node else { return 1 };
+            let mut cost: u64 = 1;
+            for key in IN_PLACE_LISTS {
+                if let Some(Value::Array(members)) = map.get(key) {
+                    for member in members {
+                        cost = cost.saturating_add(self.of(member));
+                        if cost > MAX_IN_PLACE {
+                            return cost;
+                        }
+                    }
+                }
+            }
+            for key in IN_PLACE_ONE {
+                if let Some(member) = map.get(key) {
+                    cost = cost.saturating_add(self.of(member));
+                }
+            }
+            for key in ["$ref", "$dynamicRef", "$recursiveRef"] {
+                if let Some(target) = map.get(key).and_then(Value::as_str) {
+                    cost = cost.saturating_add(self.reference(target));
+                }
+            }
+            cost
+        }
+
+        fn reference(&mut self, target: &str) -> u64 {
+            if let Some(&known) = self.memo.get(target) {
+                return known;
+            }
+            if self.open.iter().any(|t| t == target) {
+                return 1;
+            }
+            let resolved = match target.strip_prefix('#') {
+                Some("") => Some(self.root),
+                Some(pointer) => self.root.pointer(pointer),
+                None => None,
+            };
+            let Some(resolved) = resolved else { return 1 };
+            self.open.push(target.to_owned());
+            let cost = self.of(resolved);
+            self.open.pop();
+            self.memo.insert(target.to_owned(), cost);
+            cost
+        }
+    }
+    let mut cost = Cost { root: schema, memo: HashMap::new(), open: Vec::new() };
+    // Every subschema is a place a value may meet (one walk over the text; references are
+    // memoized).
+    let mut stack: Vec<(String, &Value)> = vec![(String::new(), schema)];
+    while let Some((pointer, node)) = stack.pop() {
+        if cost.of(node) > MAX_IN_PLACE {
+            return Some(pointer);
+        }
+        match node {
+            Value::Object(map) => {
+                for (key, value) in map {
+                    if value.is_object() || value.is_array() {
+                        stack.push((format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1")), value));
+                    }
+                }
+            }
+            Value::Array(items) => {
+                for (i, value) in items.iter().enumerate() {
+                    if value.is_object() || value.is_array() {
+                        stack.push((format!("{pointer}/{i}"), value));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Checks `args` against `schema` (compiling it each time; see [`ArgumentChecker`] to reuse
@@ -280,6 +384,37 @@ mod tests {
             assert_eq!(problems[0].kind, ArgumentProblemKind::BadSchema, "{schema}");
             assert!(problems[0].to_string().starts_with("the tool's input schema is unusable"), "{}", problems[0]);
         }
+    }
+
+    /// Definitions each used twice through a combinator, 30 levels deep: a 2 KB schema whose
+    /// checking doubled per level (seconds at 20, hours at 30) is refused as unusable; a
+    /// shared definition used a few times, and a recursive one, still work.
+    #[test]
+    fn a_schema_fanning_out_through_references_is_unusable() {
+        for key in ["anyOf", "allOf", "oneOf"] {
+            let mut defs = serde_json::Map::new();
+            for i in 0..30 {
+                let next = format!("#/$defs/a{}", i + 1);
+                defs.insert(format!("a{i}"), json!({key: [{"$ref": next}, {"$ref": next}]}));
+            }
+            defs.insert("a30".to_owned(), json!({"type": "string"}));
+            let schema = json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/a0"}}, "$defs": defs});
+            let started = std::time::Instant::now();
+            let problems = check_arguments(&schema, &json!({"x": 5})).unwrap_err();
+            assert_eq!(problems[0].kind, ArgumentProblemKind::BadSchema, "{key}: {problems:?}");
+            assert!(problems[0].message.contains("more than 10000 schemas"), "{}", problems[0].message);
+            assert!(started.elapsed() < std::time::Duration::from_secs(5), "{key}");
+        }
+        let shared = json!({"type": "object", "$defs": {"id": {"type": "string", "minLength": 1}},
+            "properties": {"a": {"$ref": "#/$defs/id"}, "b": {"anyOf": [{"$ref": "#/$defs/id"}, {"type": "null"}]}}});
+        assert!(check_arguments(&shared, &json!({"a": "x", "b": null})).is_ok());
+        let tree = json!({"type": "object", "$defs": {"node": {"type": "object",
+            "properties": {"children": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}},
+            "properties": {"root": {"$ref": "#/$defs/node"}}});
+        assert!(check_arguments(&tree, &json!({"root": {"children": [{"children": []}]}})).is_ok());
+        let cycle = json!({"type": "object", "$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "string"}]}},
+            "properties": {"x": {"$ref": "#/$defs/a"}}});
+        let _ = check_arguments(&cycle, &json!({"x": "s"}));
     }
 
     #[test]
