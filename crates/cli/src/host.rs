@@ -214,6 +214,10 @@ pub(crate) async fn mcp_command(runtime: &Runtime, line: &str) -> String {
     let shown = output::one_line(name, 80);
     match (action, runtime.act(name, action)) {
         (_, ActionOutcome::NotKept) => format!("server {shown} is not kept by this session; nothing was done\n"),
+        (_, ActionOutcome::DisabledInFile) => format!(
+            "server {shown} is disabled in the configuration file; enable it there (`mcp-harness mcp enable {shown}`), \
+             and this session picks the change up\n"
+        ),
         (ServerAction::Disable, ActionOutcome::Done) => format!("server {shown} is disabled for this session\n"),
         (_, ActionOutcome::Done) => format!("server {shown} is connecting; `/mcp` shows how it went\n"),
         _ => {

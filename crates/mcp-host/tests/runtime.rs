@@ -315,3 +315,29 @@ async fn an_added_server_not_ready_after_the_wait_is_told() {
     );
     runtime.close().await;
 }
+
+/// A server the file disables was never read through (its `${...}` left as written): enabling
+/// it for the session is refused, so it never starts with settings nobody wrote; one disabled
+/// for the session only comes back.
+#[tokio::test]
+async fn a_server_disabled_in_the_file_is_not_enabled_for_a_session() {
+    use mcp_host::{ActionOutcome, ServerAction};
+    let setup = Setup::new();
+    setup.write_text(&format!(
+        "[servers.off]\ncommand = {:?}\nargs = [\"echo\", \"${{HOME}}\"]\nsandbox = \"off\"\nenabled = false\n\
+         [servers.on]\ncommand = {:?}\nargs = [\"echo\"]\nsandbox = \"off\"\n",
+        setup.fixture, setup.fixture
+    ));
+    let (runtime, _events) = setup.start().await;
+    assert_eq!(runtime.act("off", ServerAction::Enable), ActionOutcome::DisabledInFile);
+    assert!(
+        matches!(runtime.servers().state("off"), Some(ServerState::Disabled)),
+        "{:?}",
+        runtime.servers().state("off")
+    );
+    assert!(connected(&runtime, "on").await);
+    assert_eq!(runtime.act("on", ServerAction::Disable), ActionOutcome::Done);
+    assert_eq!(runtime.act("on", ServerAction::Enable), ActionOutcome::Done);
+    assert!(connected(&runtime, "on").await);
+    runtime.close().await;
+}

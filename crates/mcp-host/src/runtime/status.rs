@@ -57,6 +57,9 @@ pub enum ActionOutcome {
     NotKept,
     /// Done (a reconnect or enable is under way; its state says how it went).
     Done,
+    /// Not enabled: the configuration file disables the server, so its settings were never
+    /// read through (variables, inputs, env files) and it cannot be started as it stands.
+    DisabledInFile,
 }
 
 /// Servers marked `required` that did not connect.
@@ -107,6 +110,11 @@ impl Runtime {
     pub fn act(&self, name: &str, action: ServerAction) -> ActionOutcome {
         if self.servers.state(name).is_none() {
             return ActionOutcome::Unknown;
+        }
+        if action == ServerAction::Enable
+            && mcp_safety::lock(&self.config).servers.iter().any(|s| s.name == name && !s.enabled)
+        {
+            return ActionOutcome::DisabledInFile;
         }
         let done = match action {
             ServerAction::Reconnect => self.servers.reconnect(name),
