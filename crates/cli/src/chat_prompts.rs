@@ -220,8 +220,22 @@ pub(crate) async fn fetch(runtime: &Runtime, line: &PromptLine<'_>) -> Result<Fe
             output::one_line(line.server, 80)
         ));
     }
-    Ok(Fetched { message: user_turn(&result), shown: crate::content::prompt_text(&result) })
+    let message = user_turn(&result);
+    let chars = message.text().chars().count();
+    if chars > MAX_PROMPT_CHARS {
+        // Sent, it would stay in the conversation (and its transcript) and fail every turn.
+        return Err(format!(
+            "prompt {} of server {} is {chars} characters, more than the {MAX_PROMPT_CHARS} a turn takes; nothing \
+             was sent\n",
+            output::one_line(&prompt.name, 80),
+            output::one_line(line.server, 80)
+        ));
+    }
+    Ok(Fetched { message, shown: crate::content::prompt_text(&result) })
 }
+
+/// The most characters a prompt may bring into a turn.
+const MAX_PROMPT_CHARS: usize = 200_000;
 
 /// `/prompts`: every connected server's prompts as they are typed.
 pub(crate) async fn list(runtime: &Runtime) -> String {

@@ -785,6 +785,35 @@ fn user_messages(path: &Path) -> Vec<Value> {
 /// `/SERVER:PROMPT args` and `/mcp__SERVER__PROMPT args` in `chat` send the prompt's messages
 /// as the user's turn; a line naming an unknown server or prompt, or missing a required
 /// argument, says what to type and calls no model; `/complete` asks the server.
+/// A prompt too long for a turn is refused before it is sent: sent, it stayed in the
+/// conversation (and its transcript) and failed every later turn.
+#[test]
+fn chat_refuses_a_prompt_too_long_for_a_turn() {
+    let env = env();
+    let config = env.write("config.toml", "[servers.fx]\ncommand = \"$FX\"\nargs = [\"content\"]\n");
+    let script = env.write("script.json", r#"{"turns": [{"text": "Short one."}]}"#);
+    let long = "x".repeat(250_000);
+    let out = env
+        .cmd()
+        .arg("--config")
+        .arg(&config)
+        .args(["chat", "--provider", "scripted", "--script"])
+        .arg(&script)
+        .write_stdin(format!("/fx:review code={long}\n/fx:review code=short\n"))
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains("more than the 200000 a turn takes; nothing was sent"),
+        "{}",
+        &stdout[..stdout.len().min(2000)]
+    );
+    assert!(stdout.contains("Short one."), "the next prompt goes on: {}", &stdout[..stdout.len().min(2000)]);
+    assert!(!stdout.contains(&long[..1000]), "the long prompt was shown");
+}
+
 #[test]
 fn chat_sends_a_servers_prompt_as_the_next_turn() {
     let env = env();
