@@ -782,9 +782,6 @@ fn user_messages(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// `/SERVER:PROMPT args` and `/mcp__SERVER__PROMPT args` in `chat` send the prompt's messages
-/// as the user's turn; a line naming an unknown server or prompt, or missing a required
-/// argument, says what to type and calls no model; `/complete` asks the server.
 /// A prompt too long for a turn is refused before it is sent: sent, it stayed in the
 /// conversation (and its transcript) and failed every later turn.
 #[test]
@@ -814,6 +811,9 @@ fn chat_refuses_a_prompt_too_long_for_a_turn() {
     assert!(!stdout.contains(&long[..1000]), "the long prompt was shown");
 }
 
+/// `/SERVER:PROMPT args` and `/mcp__SERVER__PROMPT args` in `chat` send the prompt's messages
+/// as the user's turn; a line naming an unknown server or prompt, or missing a required
+/// argument, says what to type and calls no model; `/complete` asks the server.
 #[test]
 fn chat_sends_a_servers_prompt_as_the_next_turn() {
     let env = env();
