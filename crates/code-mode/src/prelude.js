@@ -43,29 +43,96 @@
   // ran for minutes, deaf to the CPU limit and to cancellation). Every array method refuses
   // a length no array of the script's heap can really hold: denser than that is over the
   // memory limit anyway.
+  // What the guard reads must be what the builtin reads: a `length` behind a getter (or a
+  // proxy, or an object with `valueOf`) could say 0 to the guard and 2 ** 53 - 1 to the
+  // builtin, so an array-like's `length` must be a plain number held as data. `concat` and
+  // `flat` also read the lengths of their arguments and of nested arrays: those are counted
+  // first, in script code the CPU limit stops.
   const MAX_LENGTH = maxArrayLength;
   const RangeErrorCtor = RangeError;
   const apply = Reflect.apply;
+  const isArray = Array.isArray;
+  const isView = ArrayBuffer.isView;
+  const NumberCtor = Number;
+  const ObjectCtor = Object;
+  const getOwnDescriptor = Object.getOwnPropertyDescriptor;
+  const protoOf = Object.getPrototypeOf;
+  delete G.Proxy;
   const arrayProto = Array.prototype;
+  const refuse = (name, why) => {
+    throw new RangeErrorCtor('Array.prototype.' + name + ' on ' + why + ' in code mode');
+  };
+  const lengthOf = (name, o) => {
+    if (o === null || o === undefined) {
+      return 0;
+    }
+    if (!isArray(o) && !isView(o)) {
+      for (let at = ObjectCtor(o); at !== null; at = protoOf(at)) {
+        const d = getOwnDescriptor(at, 'length');
+        if (d !== undefined) {
+          if (!('value' in d) || (typeof d.value !== 'number' && d.value !== undefined)) {
+            refuse(name, 'a length that is not a plain number');
+          }
+          break;
+        }
+      }
+    }
+    const length = NumberCtor(o.length);
+    if (length > MAX_LENGTH) {
+      refuse(name, 'a length of ' + length + ': at most ' + MAX_LENGTH);
+    }
+    return length > 0 ? length : 0;
+  };
+  // What `flat` to `depth` (or `concat`) would make of `items`: refused past MAX_LENGTH.
+  // By index, with the builtins kept here: what the script can replace is not asked.
+  const flattened = (name, items, depth, total) => {
+    for (let i = 0; i < items.length; i++) {
+      const item = items[i];
+      if (isArray(item) && depth > 0) {
+        total = flattened(name, lengthOf(name, item) > 0 ? apply(originals.slice, item, []) : [], depth - 1, total);
+      } else {
+        total += 1;
+      }
+      if (total > MAX_LENGTH) {
+        refuse(name, 'more than ' + MAX_LENGTH + ' elements');
+      }
+    }
+    return total;
+  };
+  const originals = {};
+  const guards = {};
   for (const name of Object.getOwnPropertyNames(arrayProto)) {
-    const described = Object.getOwnPropertyDescriptor(arrayProto, name);
+    const described = getOwnDescriptor(arrayProto, name);
     const original = described.value;
     if (typeof original !== 'function' || name === 'constructor') {
       continue;
     }
+    originals[name] = original;
     const guarded = {
       [name](...args) {
-        if (this !== null && this !== undefined) {
-          const length = Number(this.length);
-          if (length > MAX_LENGTH) {
-            throw new RangeErrorCtor(
-              'Array.prototype.' + name + ' on a length of ' + length + ': at most ' + MAX_LENGTH + ' in code mode',
-            );
+        lengthOf(name, this);
+        if (name === 'concat') {
+          let total = lengthOf(name, this);
+          for (let i = 0; i < args.length; i++) {
+            // Any object counted as spread: whether it is can be asked twice and answered
+            // differently.
+            const arg = args[i];
+            total += arg !== null && typeof arg === 'object' ? lengthOf(name, arg) + 1 : 1;
+            if (total > MAX_LENGTH) {
+              refuse(name, 'more than ' + MAX_LENGTH + ' elements');
+            }
           }
+        } else if (name === 'flat') {
+          const depth = args[0] === undefined ? 1 : NumberCtor(args[0]);
+          flattened(name, apply(originals.slice, this, []), depth > MAX_LENGTH ? MAX_LENGTH : depth, 0);
+        } else if (name === 'flatMap') {
+          // `map`, then `flat` one level: each piece counted as `flat` counts it.
+          return apply(guards.flat, apply(guards.map, this, args), [1]);
         }
         return apply(original, this, args);
       },
     }[name];
+    guards[name] = guarded;
     defineProperty(arrayProto, name, { ...described, value: guarded });
   }
 

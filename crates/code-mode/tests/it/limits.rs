@@ -89,6 +89,42 @@ async fn array_builtins_refuse_a_length_no_array_of_the_heap_can_have() {
     host_unharmed(&engine, &tools).await;
 }
 
+/// Lengths the guard did not see: on `concat`'s arguments, on arrays nested for `flat`, or
+/// behind a getter that says one thing to the guard and another to the builtin. Each ran
+/// past the CPU limit and went on after the run was dropped.
+#[tokio::test]
+async fn lengths_read_past_the_guard_are_refused_too() {
+    let engine = engine_with(|l| l.cpu_time = Duration::from_millis(500));
+    let tools = ok_tools();
+    for (method, call) in [
+        ("concat", "[].concat({length: 2 ** 53 - 1, [Symbol.isConcatSpreadable]: true})"),
+        ("flat", "const a = []; a.length = 2 ** 32 - 1; [a].flat()"),
+        ("flat", "const a = []; a.length = 2 ** 32 - 1; [[a]].flat(Infinity)"),
+        ("flat", "const a = []; a.length = 2 ** 32 - 1; [1].flatMap(() => a)"),
+        (
+            "reverse",
+            "let n = 0; const o = {get length() { return n++ ? 2 ** 53 - 1 : 0; }}; Array.prototype.reverse.call(o)",
+        ),
+        ("sort", "Array.prototype.sort.call({length: {valueOf: () => 5}})"),
+    ] {
+        let script = format!("try {{ {call}; return 'ran'; }} catch (e) {{ return String(e); }}");
+        let started = std::time::Instant::now();
+        let run = tools.run(&engine, &script).await;
+        let said = value(&run);
+        assert!(
+            said.as_str().is_some_and(|s| s.starts_with(&format!("RangeError: Array.prototype.{method} on"))),
+            "{call}: {said}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(5), "{call} took {:?}", started.elapsed());
+    }
+    let run = tools
+        .run(&engine, "return [[1, [2, [3]]].flat(Infinity), [1, 2].flatMap(x => [x, x]), [1].concat([2], 3, {a: 1}).length, Array.prototype.slice.call('ab'), Array.prototype.slice.call(new Uint8Array([7]))];")
+        .await;
+    assert_eq!(value(&run), json!([[1, 2, 3], [1, 1, 2, 2], 4, ["a", "b"], [7]]));
+    assert_eq!(value(&tools.run(&engine, "return typeof Proxy;").await), json!("undefined"));
+    host_unharmed(&engine, &tools).await;
+}
+
 #[tokio::test]
 async fn loops_of_jobs_and_work_after_the_return_are_stopped_too() {
     let engine = engine_with(|l| l.cpu_time = Duration::from_millis(200));
