@@ -124,7 +124,8 @@ impl Connector for TapConnector {
             server: self.server.clone(),
             tap: Arc::clone(&self.tap),
             handshake_seen: AtomicBool::new(false),
-            logs: Mutex::new(LogBudget::new(Instant::now())),
+            logs: Mutex::new(LogBudget::new(Instant::now(), "log messages")),
+            updates: Mutex::new(LogBudget::new(Instant::now(), "resource updates")),
         });
         Ok(Opened { transport: Box::new(TapTransport { inner: opened.transport, watch }), stderr: opened.stderr })
     }
@@ -143,6 +144,8 @@ struct Watch {
     handshake_seen: AtomicBool,
     /// The log messages it may still pass on to clients now.
     logs: Mutex<LogBudget>,
+    /// The same for `notifications/resources/updated`, which share the clients' channel.
+    updates: Mutex<LogBudget>,
 }
 
 /// Log messages a server may pass on: [`LOG_BURST`] at once, [`LOGS_PER_SECOND`] after. The
@@ -156,11 +159,13 @@ struct LogBudget {
     tokens: f64,
     at: Instant,
     dropped: u64,
+    /// What it counts, for the warning.
+    what: &'static str,
 }
 
 impl LogBudget {
-    fn new(now: Instant) -> Self {
-        Self { tokens: LOG_BURST, at: now, dropped: 0 }
+    fn new(now: Instant, what: &'static str) -> Self {
+        Self { tokens: LOG_BURST, at: now, dropped: 0, what }
     }
 
     /// Whether one more may pass at `now`; the first one dropped is said.
@@ -176,7 +181,8 @@ impl LogBudget {
         if self.dropped == 1 {
             tracing::warn!(
                 server = %server,
-                "it sends log messages faster than {LOGS_PER_SECOND} a second; those beyond are not passed on"
+                "it sends {} faster than {LOGS_PER_SECOND} a second; those beyond are not passed on",
+                self.what
             );
         }
         false
@@ -250,7 +256,12 @@ impl Watch {
                 Changed::default()
             }
             methods::RESOURCES_UPDATED => {
-                if let Some(params) = params.and_then(|p| serde_json::from_str::<UpdatedParams>(p.get()).ok()) {
+                // A URI longer than any a client subscribes to (the gateway refuses those) is no
+                // update of one; the rest pass within a budget, like log messages.
+                if let Some(params) = params.and_then(|p| serde_json::from_str::<UpdatedParams>(p.get()).ok())
+                    && params.uri.len() <= mcp_gateway::MAX_URI_BYTES
+                    && lock(&self.updates).take(Instant::now(), &self.server)
+                {
                     let _ = self
                         .tap
                         .events
@@ -355,7 +366,8 @@ mod tests {
             server: "files".into(),
             tap: Tap::new(tx),
             handshake_seen: AtomicBool::new(false),
-            logs: Mutex::new(LogBudget::new(Instant::now())),
+            logs: Mutex::new(LogBudget::new(Instant::now(), "log messages")),
+            updates: Mutex::new(LogBudget::new(Instant::now(), "resource updates")),
         };
         (watch, rx)
     }
@@ -409,6 +421,29 @@ mod tests {
         let later = Instant::now() + std::time::Duration::from_secs(1);
         let refilled = (0..1_000).filter(|_| lock(&watch.logs).take(later, "files")).count();
         assert!((30..=34).contains(&refilled), "{refilled} a second later");
+    }
+
+    /// Resource updates share the clients' channel: a flood of them passes within a budget
+    /// as log messages do (clients lagged and were told everything changed), and a URI over
+    /// what a client can subscribe to is no update of one.
+    #[test]
+    fn resource_updates_pass_within_a_budget_and_bounded() {
+        let (watch, mut rx) = watch();
+        let updated = |uri: &str| {
+            line(&format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{{"uri":"{uri}"}}}}"#
+            ))
+        };
+        watch.see(&updated(&format!("file:///{}", "x".repeat(mcp_gateway::MAX_URI_BYTES))));
+        assert!(rx.try_recv().is_err(), "an overlong URI is not passed on");
+        let mut passed = 0;
+        for _ in 0..1_000 {
+            watch.see(&updated("file:///a"));
+            while rx.try_recv().is_ok() {
+                passed += 1;
+            }
+        }
+        assert!((60..=70).contains(&passed), "{passed} of 1,000 passed");
     }
 
     #[test]
