@@ -423,14 +423,21 @@ impl ServerSet {
 
     /// Stops keeping a server and closes it (its process reaped).
     pub async fn remove(&self, name: &str) -> bool {
-        let slot = lock(&self.slots).remove(name);
-        match slot {
-            Some(slot) => {
-                close_slot(slot).await;
+        match self.take_out(name) {
+            Some(closing) => {
+                closing.await;
                 true
             }
             None => false,
         }
+    }
+
+    /// Stops keeping a server at once (it is gone from the set when this returns), and gives
+    /// back what closes it: for a caller that must change several things together before it
+    /// waits. Dropped unpolled, the server is left to the runtime to end; spawn it to be sure.
+    pub fn take_out(&self, name: &str) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
+        let slot = lock(&self.slots).remove(name)?;
+        Some(close_slot(slot))
     }
 
     /// Replaces a server's configuration: it is reconnected with the new one.

@@ -365,15 +365,18 @@ impl Runtime {
                 policy_changed: old.policy_fingerprint != new.policy_fingerprint,
             }
         };
-        for name in &published.removed {
-            self.servers.remove(name).await;
-        }
+        // Every change is made before anything is awaited: a reload cut short (its client gone)
+        // must not leave the set and the configuration of two generations. The closes run on
+        // their own and are waited for last.
+        let closing: Vec<_> =
+            published.removed.iter().filter_map(|name| self.servers.take_out(name)).map(tokio::spawn).collect();
         let local =
             |name: &str| new.server(name).is_some_and(|s| s.enabled && matches!(s.target, Target::Stdio { .. }));
-        let mut added = lock(&self.added);
-        added.retain(|name| !published.removed.contains(name));
-        added.extend(published.added.iter().filter(|name| local(name)).cloned());
-        drop(added);
+        {
+            let mut added = lock(&self.added);
+            added.retain(|name| !published.removed.contains(name));
+            added.extend(published.added.iter().filter(|name| local(name)).cloned());
+        }
         for spec in specs {
             if published.added.contains(&spec.name) {
                 self.servers.add(spec);
@@ -386,6 +389,9 @@ impl Runtime {
             *lock(&self.policy) = (version, Arc::new(new.policy.clone()));
         }
         *lock(&self.config) = new;
+        for closed in closing {
+            let _ = closed.await;
+        }
         published
     }
 

@@ -341,3 +341,54 @@ async fn a_server_disabled_in_the_file_is_not_enabled_for_a_session() {
     assert!(connected(&runtime, "on").await);
     runtime.close().await;
 }
+
+/// A reload cut short while a removed server is closing (its client gone) leaves the set and
+/// the configuration of one generation: the server put back afterwards is added again (it
+/// was taken for unchanged, and stayed gone until a restart).
+#[tokio::test]
+async fn a_reload_cut_short_while_a_server_closes_leaves_one_generation() {
+    let setup = Setup::new();
+    let with = |servers: &[(&str, &str)]| {
+        let mut text = String::new();
+        for (name, args) in servers {
+            text.push_str(&format!(
+                "[servers.{name}]\ncommand = {:?}\nargs = {args}\nsandbox = \"off\"\n",
+                setup.fixture
+            ));
+        }
+        setup.write_text(&text);
+        config::load_at(&setup.at(), None).unwrap()
+    };
+    // `slow` finishes its calls in flight before it exits, and its one call takes ten minutes:
+    // closing it takes the close grace (seconds).
+    let log = setup.path.with_file_name("received.jsonl");
+    let slow_args =
+        format!("[\"slow\", \"--delay-ms\", \"600000\", \"--linger\", \"--log\", {:?}]", log.display().to_string());
+    let both = with(&[("keep", "[\"echo\"]"), ("slow", &slow_args)]);
+    let runtime = Arc::new(Runtime::start(both.clone(), RuntimeOptions::default()));
+    runtime.wait_first_attempts(EVENT_DEADLINE, &|_, _, _| {}).await;
+    assert!(connected(&runtime, "slow").await);
+    let busy = {
+        let runtime = Arc::clone(&runtime);
+        tokio::spawn(async move {
+            let _ = runtime
+                .call_bound(BoundCall::new("slow", "echo", serde_json::json!({"text": "x"}).as_object().cloned()))
+                .await;
+        })
+    };
+    let in_flight = || std::fs::read_to_string(&log).is_ok_and(|t| t.contains("tools/call"));
+    assert!(wait_until(EVENT_DEADLINE, in_flight).await, "the call reached the server");
+    let without = with(&[("keep", "[\"echo\"]")]);
+    let cut = tokio::time::timeout(Duration::from_millis(300), runtime.publish(without)).await;
+    assert!(cut.is_err(), "the close outlasts the cut");
+    assert!(runtime.servers().state("slow").is_none());
+    assert!(runtime.config().server("slow").is_none(), "the configuration moved with the set");
+    let published = runtime.publish(both).await;
+    assert_eq!(published.added, names(&["slow"]));
+    assert!(connected(&runtime, "slow").await);
+    busy.abort();
+    let _ = busy.await;
+    if let Ok(runtime) = Arc::try_unwrap(runtime) {
+        runtime.close().await;
+    }
+}
