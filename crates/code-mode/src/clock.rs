@@ -63,3 +63,83 @@ fn thread_cpu() -> Option<Duration> {
 fn thread_cpu() -> Option<Duration> {
     None
 }
+
+/// Another thread's CPU time, read from outside it: how the host sees a script stuck in one of
+/// the engine's builtins, where the engine's own interrupt is never asked (a quadratic string
+/// search, a walk of a deep prototype chain). Linux only, through `/proc` (reading a thread's
+/// clock directly takes unsafe code); elsewhere the host does not watch.
+#[derive(Debug)]
+pub(crate) struct ThreadWatch {
+    stat: std::path::PathBuf,
+    tick: Duration,
+}
+
+impl ThreadWatch {
+    /// The calling thread, for another thread to watch while this one lives.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn current() -> Option<Self> {
+        let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten()?;
+        let per_second = u32::try_from(ticks).ok().filter(|t| *t > 0)?;
+        let stat = std::path::PathBuf::from(format!("/proc/self/task/{}/stat", nix::unistd::gettid()));
+        Some(Self { stat, tick: Duration::from_secs(1) / per_second })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub(crate) fn current() -> Option<Self> {
+        None
+    }
+
+    /// The thread's CPU time (user and system) so far, or `None` once it cannot be read.
+    pub(crate) fn cpu(&self) -> Option<Duration> {
+        let stat = std::fs::read_to_string(&self.stat).ok()?;
+        cpu_of_stat(&stat, self.tick)
+    }
+}
+
+/// `utime + stime` of a `/proc/.../stat` line (fields 14 and 15, counted after the command
+/// name, which may hold spaces and parentheses), in clock ticks of `tick`.
+fn cpu_of_stat(stat: &str, tick: Duration) -> Option<Duration> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    // After the name: state (3), then fields 4.. ; utime is field 14, stime 15.
+    let mut fields = after_name.split_ascii_whitespace().skip(11);
+    let user: u32 = fields.next()?.parse().ok()?;
+    let system: u32 = fields.next()?.parse().ok()?;
+    tick.checked_mul(user.checked_add(system)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stat_line_gives_user_and_system_time() {
+        let line = "13116 (a) b (c)) R 13112 13112 12492 0 -1 4194304 100 0 0 0 150 25 0 0 20 0 1 0";
+        assert_eq!(cpu_of_stat(line, Duration::from_millis(10)), Some(Duration::from_millis(1750)));
+        assert_eq!(cpu_of_stat("13116 (cat R 1 2", Duration::from_millis(10)), None);
+        assert_eq!(cpu_of_stat("", Duration::from_millis(10)), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_thread_is_watched_from_another() {
+        let (to_main, from_thread) = std::sync::mpsc::channel();
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let busy = std::thread::spawn(move || {
+            let _ = to_main.send(ThreadWatch::current());
+            let start = CpuClock::start();
+            while start.elapsed() < Duration::from_millis(300) {}
+            let _ = stopped.recv();
+        });
+        let watch = from_thread.recv().ok().flatten();
+        let watch = watch.as_ref().map(|w| (w, std::time::Instant::now()));
+        let Some((watch, since)) = watch else { panic!("Linux threads can be watched") };
+        let mut seen = Duration::ZERO;
+        while since.elapsed() < Duration::from_secs(30) && seen < Duration::from_millis(250) {
+            seen = watch.cpu().unwrap_or_default();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(seen >= Duration::from_millis(250), "{seen:?}");
+        let _ = stop.send(());
+        let _ = busy.join();
+    }
+}

@@ -12,12 +12,13 @@ use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::FutureExt as _;
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
 use serde_json::Value;
 
+use crate::clock::ThreadWatch;
 use crate::limits::Limits;
 use crate::outcome::{ScriptError, ScriptRun};
 use crate::port::{CallError, CallErrorKind, ScriptCallContext, ToolCaller};
@@ -27,6 +28,12 @@ use crate::worker::{self, Job, Request, Settled, ToHost};
 /// Room on the engine thread's stack beyond the engine's own limit, for the Rust frames
 /// around it.
 const STACK_HEADROOM: usize = 2 << 20;
+
+/// CPU time past its limit after which the host answers for a script its engine has not
+/// stopped: the engine polls its interrupt between instructions, not inside some builtins
+/// (a quadratic string search ran 20 s past a 0.2 s limit), so the host watches the thread's
+/// clock too. Far above what an interrupt takes to act, so it only answers for a stuck one.
+const STUCK_GRACE: Duration = Duration::from_secs(1);
 
 /// Runs scripts under [`Limits`].
 #[derive(Debug, Clone)]
@@ -92,6 +99,12 @@ impl Engine {
     /// Never blocks the calling thread: the engine runs on a thread of its own. Dropping the
     /// future stops the script (at its next instruction) and drops its calls in flight.
     /// Calls the script started and did not await are dropped when it returns.
+    ///
+    /// A script stuck in one of the engine's builtins (which the engine does not interrupt)
+    /// is answered with [`ScriptError::CpuLimit`] once its thread has used a second of CPU
+    /// time past the limit (on Linux, where the host can read that thread's clock); its log
+    /// is lost, and its thread runs on to the builtin's end, stops there, and keeps its
+    /// turn until then, so stuck scripts never take more than [`Limits::max_running`] CPUs.
     pub async fn run(&self, script: &str, tools: &ScriptTools, caller: &dyn ToolCaller, script_id: &str) -> ScriptRun {
         let limits = &self.limits;
         if script.len() > limits.max_script_bytes {
@@ -102,7 +115,7 @@ impl Engine {
         }
         // Its turn among the engine's runs: held until the run ends (dropping the run while it
         // waits gives the turn up).
-        let Ok(_turn) = self.running.acquire().await else {
+        let Ok(turn) = Arc::clone(&self.running).acquire_owned().await else {
             return ScriptRun::failed(ScriptError::Engine("the engine was shut down".to_owned()));
         };
         let started_at_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_millis() as f64);
@@ -121,16 +134,22 @@ impl Engine {
         // closed channel ends a thread waiting for a call.
         let _cancel = CancelOnDrop(Arc::clone(&cancelled));
         let counted = ThreadCount::enter(&self.threads);
+        let (watch_to_host, watch_from_engine) = tokio::sync::oneshot::channel();
         let spawned = std::thread::Builder::new()
             .name("code-mode".to_owned())
             .stack_size(limits.stack_bytes.saturating_add(STACK_HEADROOM))
             .spawn(move || {
+                // The turn is the thread's: a run dropped, or answered for while its thread
+                // is stuck, gives it up only when the thread is done.
+                let _turn = turn;
                 let _counted = counted;
+                let _ = watch_to_host.send(ThreadWatch::current());
                 worker::run(job, to_host, from_host, cancelled);
             });
         if let Err(e) = spawned {
             return ScriptRun::failed(ScriptError::Engine(format!("its thread could not start ({e})")));
         }
+        let mut watch = Watch::new(watch_from_engine.await.ok().flatten(), limits.cpu_time);
 
         let script_id: Arc<str> = script_id.into();
         let mut in_flight: FuturesUnordered<CallFuture<'_>> = FuturesUnordered::new();
@@ -196,8 +215,47 @@ impl Engine {
                         ));
                     }
                 },
+                () = tokio::time::sleep_until(watch.next), if watch.thread.is_some() => {
+                    if let Some(used) = watch.stuck() {
+                        let error = ScriptError::CpuLimit { limit: limits.cpu_time };
+                        return ScriptRun { cpu_time: used, ..ScriptRun::failed(error) };
+                    }
+                }
             }
         }
+    }
+}
+
+/// The host's watch over the engine thread's CPU clock.
+struct Watch {
+    thread: Option<ThreadWatch>,
+    /// The CPU time past which the thread is taken as stuck.
+    stuck_at: Duration,
+    /// When to look again: a thread's clock runs no faster than the wall clock, so nothing
+    /// is missed by sleeping for what is left.
+    next: tokio::time::Instant,
+}
+
+impl Watch {
+    fn new(thread: Option<ThreadWatch>, limit: Duration) -> Self {
+        let stuck_at = limit.saturating_add(STUCK_GRACE);
+        Self { thread, stuck_at, next: tokio::time::Instant::now() + stuck_at }
+    }
+
+    /// The thread's CPU time once past `stuck_at`; otherwise when to look next. Stops
+    /// watching when the clock cannot be read. (Reading it is a read of `/proc`, which does
+    /// not block, a few times per run.)
+    fn stuck(&mut self) -> Option<Duration> {
+        let Some(used) = self.thread.as_ref().and_then(ThreadWatch::cpu) else {
+            self.thread = None;
+            return None;
+        };
+        if used >= self.stuck_at {
+            return Some(used);
+        }
+        // At least a clock tick, so a thread just short of the mark is not polled in a spin.
+        self.next = tokio::time::Instant::now() + (self.stuck_at - used).max(Duration::from_millis(10));
+        None
     }
 }
 

@@ -14,7 +14,8 @@ pub struct Limits {
     /// `RangeError` the script may catch).
     pub stack_bytes: usize,
     /// CPU time of the script itself: time spent waiting for tools does not count. Over it, the
-    /// run stops with [`ScriptError::CpuLimit`](crate::ScriptError::CpuLimit).
+    /// run stops with [`ScriptError::CpuLimit`](crate::ScriptError::CpuLimit), also when a
+    /// builtin the engine cannot interrupt took it there (answered at most a second past it).
     pub cpu_time: Duration,
     /// Tool calls one script may make. The next one stops the run with
     /// [`ScriptError::CallLimit`](crate::ScriptError::CallLimit).

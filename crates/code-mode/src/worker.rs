@@ -190,6 +190,12 @@ fn execute(
         }
         Err(e) => Err(memory_or(&job.limits, &runtime, format!("the context could not be made ({e})"))),
     };
+    // A builtin the interrupt never stopped may have run the script far past its limit: what
+    // it made is not rewarded.
+    let result = match result {
+        Ok(_) if clock.elapsed() > job.limits.cpu_time => Err(ScriptError::CpuLimit { limit: job.limits.cpu_time }),
+        result => result,
+    };
     let logs = state.logs.take();
     ScriptRun {
         result,

@@ -125,6 +125,54 @@ async fn lengths_read_past_the_guard_are_refused_too() {
     host_unharmed(&engine, &tools).await;
 }
 
+/// An array of `holes` holes whose prototype chain is 1000 deep: `JSON.stringify` reads each
+/// hole down the whole chain in native code, where the engine never polls its interrupt
+/// (100,000 holes took 2.6 s of CPU here, whatever the limit).
+fn stuck_in_a_builtin(holes: u32) -> String {
+    format!(
+        "let p = []; for (let i = 0; i < 1000; i++) p = Object.create(p); const a = []; a.length = {holes}; \
+         Object.setPrototypeOf(a, p); return JSON.stringify(a).length;"
+    )
+}
+
+/// A script stuck in a builtin is answered once its thread has used a second of CPU past the
+/// limit (it ran on to the builtin's end, and the run answered then); its thread keeps its
+/// turn until it is done, so stuck scripts never take more CPUs than `max_running`.
+#[tokio::test]
+async fn a_script_stuck_in_a_builtin_is_answered_a_second_past_its_limit() {
+    let engine = engine_with(|l| {
+        l.cpu_time = Duration::from_millis(100);
+        l.max_running = 1;
+    });
+    let tools = ok_tools();
+    let run = tools.run(&engine, &stuck_in_a_builtin(150_000)).await;
+    assert_eq!(error(&run), &ScriptError::CpuLimit { limit: Duration::from_millis(100) });
+    assert!(
+        run.cpu_time >= Duration::from_millis(1100) && run.cpu_time < Duration::from_millis(2000),
+        "{:?}",
+        run.cpu_time
+    );
+    // Still stuck, with the engine's only turn.
+    assert_eq!(engine.threads(), 1);
+    let next = tokio::time::timeout(Duration::from_millis(300), tools.run(&engine, "return 1;")).await;
+    assert!(next.is_err(), "the next script ran beside the stuck one");
+    let next = tokio::time::timeout(Duration::from_secs(60), tools.run(&engine, "return 1;")).await;
+    assert_eq!(next.as_ref().map(value).ok(), Some(json!(1)));
+    host_unharmed(&engine, &tools).await;
+}
+
+/// A builtin that ran the script past its limit, but not stuck long enough for the host to
+/// answer, does not get it a value: the run is over its limit all the same.
+#[tokio::test]
+async fn a_value_made_past_the_limit_is_not_given() {
+    let engine = engine_with(|l| l.cpu_time = Duration::from_millis(100));
+    let tools = ok_tools();
+    // 0.8 s of CPU here: past the limit, short of the host's second of grace.
+    let run = tools.run(&engine, &stuck_in_a_builtin(30_000)).await;
+    assert_eq!(error(&run), &ScriptError::CpuLimit { limit: Duration::from_millis(100) });
+    host_unharmed(&engine, &tools).await;
+}
+
 #[tokio::test]
 async fn loops_of_jobs_and_work_after_the_return_are_stopped_too() {
     let engine = engine_with(|l| l.cpu_time = Duration::from_millis(200));
