@@ -8,7 +8,7 @@
 // `console`.
 (function (hostCall, hostSearch, searchOffered, hostLog, manifest, startedAt, bounds) {
   'use strict';
-  const { logLimit, maxArrayLength } = bounds;
+  const { logLimit, maxArrayLength, overTime } = bounds;
   const G = globalThis;
   const { defineProperty, freeze, create, getPrototypeOf } = Object;
   const PromiseCtor = Promise;
@@ -134,6 +134,257 @@
     }[name];
     guards[name] = guarded;
     defineProperty(arrayProto, name, { ...described, value: guarded });
+  }
+
+  // The engine's string search compares the pattern at each position in native code, which
+  // the CPU limit cannot stop: `'a'.repeat(6e4).indexOf('a'.repeat(3e4) + 'b')` ran 20 s
+  // (texts the heap can hold would take days). A search that could cost more than
+  // SEARCH_COST comparisons runs here instead, in native steps of that cost the limit stops
+  // between. Arguments are converted once, in the order the builtins convert them, and the
+  // builtins are then given the converted values, so nothing the script sees changes.
+  const stringProto = String.prototype;
+  const TypeErrorCtor = TypeError;
+  const matchSymbol = Symbol.match;
+  const replaceSymbol = Symbol.replace;
+  const splitSymbol = Symbol.split;
+  const RegExpCtor = RegExp;
+  const strings = {};
+  for (const name of ['indexOf', 'lastIndexOf', 'includes', 'slice', 'split', 'replace', 'replaceAll', 'normalize', 'localeCompare']) {
+    strings[name] = stringProto[name];
+  }
+  const SEARCH_COST = 1 << 20;
+  const MathCtor = Math;
+  const costly = (text, pattern) => {
+    const m = pattern.length;
+    return m > 1 && m <= text.length && (text.length - m + 1) * m > SEARCH_COST;
+  };
+  // ToString, as the builtins do it (a symbol throws).
+  const toText = (value) => {
+    if (typeof value === 'symbol') {
+      throw new TypeErrorCtor('Cannot convert a Symbol value to a string');
+    }
+    return StringCtor(value);
+  };
+  // `this` as text: null and undefined throw as the builtin throws.
+  const thisText = (name, that) => (that === null || that === undefined ? apply(strings[name], that, []) : toText(that));
+  // ToIntegerOrInfinity of an already converted number.
+  const integer = (n) => (n !== n ? 0 : n < 0 ? -MathCtor.floor(-n) : MathCtor.floor(n));
+  const clamp = (n, low, high) => (n < low ? low : n > high ? high : n);
+  const isRegExp = (value) => {
+    if (value === null || (typeof value !== 'object' && typeof value !== 'function')) {
+      return false;
+    }
+    const matcher = value[matchSymbol];
+    return matcher !== undefined ? !!matcher : value instanceof RegExpCtor;
+  };
+  // The builtin's search, a window at a time: each window holds the next `SEARCH_COST / m`
+  // places (at least one), so each native step costs at most that many comparisons, or `m`.
+  // The engine asks its interrupt handler only every so many instructions, thousands of
+  // such steps: the clock is asked after each one.
+  const step = () => {
+    if (overTime()) {
+      throw new RangeErrorCtor('the script is over its CPU time');
+    }
+  };
+  const windowOf = (pattern) => {
+    const places = MathCtor.floor(SEARCH_COST / pattern.length);
+    return places > 1 ? places : 1;
+  };
+  // The first place at or after `from` where `pattern` is in `text`.
+  const find = (text, pattern, from) => {
+    const m = pattern.length;
+    const places = windowOf(pattern);
+    for (let low = from; low <= text.length - m; low += places) {
+      step();
+      const part = apply(strings.slice, text, [low, low + places + m - 1]);
+      const at = apply(strings.indexOf, part, [pattern]);
+      if (at >= 0) {
+        return low + at;
+      }
+    }
+    return -1;
+  };
+  // The last place at or before `from`.
+  const findLast = (text, pattern, from) => {
+    const m = pattern.length;
+    const places = windowOf(pattern);
+    for (let high = clamp(from, -1, text.length - m); high >= 0; high -= places) {
+      step();
+      const low = high - places + 1 > 0 ? high - places + 1 : 0;
+      const part = apply(strings.slice, text, [low, high + m]);
+      const at = apply(strings.lastIndexOf, part, [pattern]);
+      if (at >= 0) {
+        return low + at;
+      }
+    }
+    return -1;
+  };
+  // GetSubstitution for a string pattern (no captures): $$, $&, $` and $'.
+  const substitute = (matched, text, at, replacement) => {
+    if (apply(strings.indexOf, replacement, ['$']) < 0) {
+      return replacement;
+    }
+    let out = '';
+    for (let i = 0; i < replacement.length; i++) {
+      const c = replacement[i];
+      const next = replacement[i + 1];
+      if (c !== '$' || next === undefined) {
+        out += c;
+      } else if (next === '$') {
+        out += '$';
+        i++;
+      } else if (next === '&') {
+        out += matched;
+        i++;
+      } else if (next === '`') {
+        out += apply(strings.slice, text, [0, at]);
+        i++;
+      } else if (next === "'") {
+        out += apply(strings.slice, text, [at + matched.length]);
+        i++;
+      } else {
+        out += c;
+      }
+    }
+    return out;
+  };
+  // Pieces joined once at the end (repeated `+=` copies the whole text each time).
+  const join = (pieces) => apply(originals.join, pieces, ['']);
+  const put = (array, index, value) =>
+    defineProperty(array, index, { value, writable: true, enumerable: true, configurable: true });
+  // `replace` (first only) or `replaceAll` of a string pattern, the replacement converted.
+  const replaceText = (text, pattern, replacement, all) => {
+    const pieces = [];
+    let count = 0;
+    let kept = 0;
+    for (let at = find(text, pattern, 0); at >= 0; at = all ? find(text, pattern, at + pattern.length) : -1) {
+      put(pieces, count++, apply(strings.slice, text, [kept, at]));
+      put(
+        pieces,
+        count++,
+        typeof replacement === 'function'
+          ? toText(replacement(pattern, at, text))
+          : substitute(pattern, text, at, replacement),
+      );
+      kept = at + pattern.length;
+    }
+    put(pieces, count, apply(strings.slice, text, [kept]));
+    return join(pieces);
+  };
+  const stringGuards = {
+    indexOf(search, position) {
+      const text = thisText('indexOf', this);
+      const pattern = toText(search);
+      if (!costly(text, pattern)) {
+        return apply(strings.indexOf, text, [pattern, position]);
+      }
+      return find(text, pattern, clamp(integer(+position), 0, text.length));
+    },
+    lastIndexOf(search, position) {
+      const text = thisText('lastIndexOf', this);
+      const pattern = toText(search);
+      if (!costly(text, pattern)) {
+        return apply(strings.lastIndexOf, text, [pattern, position]);
+      }
+      const n = +position;
+      return findLast(text, pattern, n !== n ? text.length : clamp(integer(n), 0, text.length));
+    },
+    includes(search, position) {
+      const text = thisText('includes', this);
+      if (isRegExp(search)) {
+        return apply(strings.includes, text, [search, position]);
+      }
+      const pattern = toText(search);
+      if (!costly(text, pattern)) {
+        return apply(strings.includes, text, [pattern, position]);
+      }
+      return find(text, pattern, clamp(integer(+position), 0, text.length)) >= 0;
+    },
+    split(separator, limit) {
+      if (this === null || this === undefined) {
+        return apply(strings.split, this, [separator, limit]);
+      }
+      if (separator !== null && separator !== undefined && separator[splitSymbol] != null) {
+        return apply(strings.split, this, [separator, limit]);
+      }
+      const text = toText(this);
+      const most = limit === undefined ? 2 ** 32 - 1 : +limit >>> 0;
+      if (separator === undefined) {
+        return apply(strings.split, text, [separator, most]);
+      }
+      const pattern = toText(separator);
+      if (!costly(text, pattern)) {
+        return apply(strings.split, text, [pattern, most]);
+      }
+      const pieces = [];
+      let count = 0;
+      let kept = 0;
+      for (let at = find(text, pattern, 0); at >= 0 && count < most; at = find(text, pattern, kept)) {
+        put(pieces, count++, apply(strings.slice, text, [kept, at]));
+        kept = at + pattern.length;
+      }
+      if (count < most) {
+        put(pieces, count, apply(strings.slice, text, [kept]));
+      }
+      return pieces;
+    },
+    replace(searchValue, replaceValue) {
+      if (this === null || this === undefined) {
+        return apply(strings.replace, this, [searchValue, replaceValue]);
+      }
+      if (searchValue !== null && searchValue !== undefined && searchValue[replaceSymbol] != null) {
+        return apply(strings.replace, this, [searchValue, replaceValue]);
+      }
+      const text = toText(this);
+      const pattern = toText(searchValue);
+      const replacement = typeof replaceValue === 'function' ? replaceValue : toText(replaceValue);
+      if (!costly(text, pattern)) {
+        return apply(strings.replace, text, [pattern, replacement]);
+      }
+      return replaceText(text, pattern, replacement, false);
+    },
+    replaceAll(searchValue, replaceValue) {
+      if (this === null || this === undefined || isRegExp(searchValue)) {
+        return apply(strings.replaceAll, this, [searchValue, replaceValue]);
+      }
+      if (searchValue !== null && searchValue !== undefined && searchValue[replaceSymbol] != null) {
+        return apply(strings.replaceAll, this, [searchValue, replaceValue]);
+      }
+      const text = toText(this);
+      const pattern = toText(searchValue);
+      const replacement = typeof replaceValue === 'function' ? replaceValue : toText(replaceValue);
+      if (!costly(text, pattern)) {
+        return apply(strings.replaceAll, text, [pattern, replacement]);
+      }
+      return replaceText(text, pattern, replacement, true);
+    },
+  };
+  // Normalizing puts each run of combining marks in order with a quadratic sort, in native
+  // code (a run of 40,000 took 7 s): text with more than 30 in a row (Unicode's stream-safe
+  // bound) is refused. `localeCompare` normalizes both texts first.
+  const longMarkRun = /\p{M}{31}/u;
+  // `exec` kept here: `test` would look up the script's.
+  const regExpExec = RegExp.prototype.exec;
+  const markRunsChecked = (name, text) => {
+    if (apply(regExpExec, longMarkRun, [text]) !== null) {
+      throw new RangeErrorCtor('String.prototype.' + name + ' on text with more than 30 combining marks in a row in code mode');
+    }
+    return text;
+  };
+  stringGuards.normalize = function normalize(form) {
+    const text = markRunsChecked('normalize', thisText('normalize', this));
+    return apply(strings.normalize, text, [form]);
+  };
+  stringGuards.localeCompare = function localeCompare(that, ...rest) {
+    const text = markRunsChecked('localeCompare', thisText('localeCompare', this));
+    return apply(strings.localeCompare, text, [markRunsChecked('localeCompare', toText(that)), ...rest]);
+  };
+  for (const name of ObjectCtor.keys(stringGuards)) {
+    const described = getOwnDescriptor(stringProto, name);
+    const guard = stringGuards[name];
+    defineProperty(guard, 'name', { value: name });
+    defineProperty(guard, 'length', { value: strings[name].length });
+    defineProperty(stringProto, name, { ...described, value: guard });
   }
 
   // The clock stands still at the script's start: dates can be made and read, time cannot

@@ -213,7 +213,7 @@ struct Driver<'a> {
     context: &'a Context,
     job: &'a Job,
     state: &'a Rc<State>,
-    clock: &'a CpuClock,
+    clock: &'a Rc<CpuClock>,
 }
 
 impl Driver<'_> {
@@ -330,9 +330,23 @@ impl Driver<'_> {
         // A dense array's element takes 16 bytes of the heap: a longer `length` describes no
         // array the script can hold (and at most 2^24, a native loop of a few seconds).
         let max_array_length = u32::try_from((self.job.limits.memory_bytes / 16).min(1 << 24)).unwrap_or(1 << 24);
+        // The interrupt handler is asked every ten thousand instructions or so: a prelude loop
+        // whose steps are long native calls asks the clock itself after each one.
+        let over_time = Function::new(ctx.clone(), {
+            let state = Rc::clone(self.state);
+            let clock = Rc::clone(self.clock);
+            let limit = self.job.limits.cpu_time;
+            move || {
+                if state.stop.get().is_none() && clock.elapsed() > limit {
+                    state.stop.set(Some(Stop::Cpu));
+                }
+                state.stop.get().is_some()
+            }
+        })?;
         let bounds = Object::new(ctx.clone())?;
         bounds.set("logLimit", log_limit)?;
         bounds.set("maxArrayLength", max_array_length)?;
+        bounds.set("overTime", over_time)?;
         prelude.call((host_call, host_search, self.job.search, host_log, manifest, self.job.started_at_ms, bounds))
     }
 

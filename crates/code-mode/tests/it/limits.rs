@@ -173,6 +173,126 @@ async fn a_value_made_past_the_limit_is_not_given() {
     host_unharmed(&engine, &tools).await;
 }
 
+/// The engine's string search is quadratic in native code (this one ran 20 s past a 0.2 s
+/// limit): a search that could cost that much runs in steps the CPU limit stops between.
+#[tokio::test]
+async fn quadratic_string_searches_stop_at_the_cpu_limit() {
+    let engine = engine_with(|l| l.cpu_time = Duration::from_millis(200));
+    let tools = ok_tools();
+    for call in [
+        "s.indexOf(t)",
+        "s.lastIndexOf(t)",
+        "s.includes(t)",
+        "s.split(t)",
+        "s.replace(t, '')",
+        "s.replaceAll(t, '')",
+        "s.indexOf({ toString: () => t })",
+    ] {
+        let script = format!("const s = 'a'.repeat(200000), t = 'a'.repeat(100000) + 'b'; return {call};");
+        let run = tools.run(&engine, &script).await;
+        assert_eq!(error(&run), &ScriptError::CpuLimit { limit: Duration::from_millis(200) }, "{call}");
+        assert!(run.cpu_time < Duration::from_millis(700), "{call}: {:?}", run.cpu_time);
+    }
+    host_unharmed(&engine, &tools).await;
+}
+
+/// Searches long enough to run in steps give what the builtins give.
+#[tokio::test]
+async fn string_searches_in_steps_give_what_the_builtins_give() {
+    let engine = engine_with(|l| l.cpu_time = Duration::from_secs(5));
+    let tools = ok_tools();
+    let script = r#"
+        const x = 'x'.repeat(1000000);
+        const s = x + 'abc' + x + 'abc' + 'y';
+        const L = s.length;
+        const thrown = (f) => { try { f(); return 'no'; } catch (e) { return e.name; } };
+        return [
+            s.indexOf('abc'), s.indexOf('abc', 1000001), s.indexOf('abd'), s.indexOf('abc', -3), s.indexOf('abc', Infinity),
+            s.lastIndexOf('abc'), s.lastIndexOf('abc', 2000002), s.lastIndexOf('abc', NaN), s.lastIndexOf('abc', -5),
+            s.includes('abc'), s.includes('abc', 2000004), s.includes({ toString: () => 'abc' }),
+            s.split('abc').map((p) => p.length), s.split('abc', 1).length, s.split('abc', 0).length,
+            s.replace('abc', '[$&$$]').length - L, s.replace('abc', "$'").length, s.replace('abc', '$`').length,
+            s.replace('abc', (m, at, all) => m + at + all.length).slice(999998, 1000020),
+            s.replaceAll('abc', '-').length - L,
+            s.replaceAll('abc', (m, at) => '<' + at + '>').split('<').length,
+            s.replaceAll('abc', '$1').length - L,
+            thrown(() => String.prototype.indexOf.call(null, 'abc')),
+            thrown(() => s.indexOf(Symbol('abc'))),
+            thrown(() => s.includes(/abc/)),
+            thrown(() => s.replaceAll(/abc/, '')),
+            s.replace(/abc/g, '').length, s.split(/abc/).length,
+            String.prototype.indexOf.name, String.prototype.indexOf.length, String.prototype.lastIndexOf.length,
+            'a-b-c'.split('-'), 'abc'.replace('b', '$&$&'), 'abcabc'.lastIndexOf('bc'),
+        ];
+    "#;
+    let run = tools.run(&engine, script).await;
+    assert_eq!(
+        value(&run),
+        json!([
+            1_000_000,
+            2_000_003,
+            -1,
+            1_000_000,
+            -1,
+            2_000_003,
+            1_000_000,
+            2_000_003,
+            -1,
+            true,
+            false,
+            true,
+            [1_000_000, 1_000_000, 1],
+            1,
+            0,
+            3,
+            3_000_008,
+            3_000_004,
+            "xxabc10000002000007xxx",
+            -4,
+            3,
+            -2,
+            "TypeError",
+            "TypeError",
+            "TypeError",
+            "TypeError",
+            2_000_001,
+            3,
+            "indexOf",
+            1,
+            1,
+            ["a", "b", "c"],
+            "abbc",
+            4
+        ])
+    );
+}
+
+/// Normalizing sorts each run of combining marks with a quadratic sort in native code (a run
+/// of 40,000 took 7 s): more than 30 in a row is refused; ordinary text is normalized as ever.
+#[tokio::test]
+async fn normalizing_long_runs_of_combining_marks_is_refused() {
+    let engine = engine_with(|l| l.cpu_time = Duration::from_millis(500));
+    let tools = ok_tools();
+    let script = r#"
+        const said = (f) => { try { return f(); } catch (e) { return String(e); } };
+        const run = (n) => 'a' + '\u0301\u0316'.repeat(n);
+        return [
+            said(() => run(20000).normalize('NFD').length),
+            said(() => run(15).normalize('NFD').length),
+            said(() => 'b'.localeCompare(run(20000))),
+            said(() => 'e\u0301'.normalize('NFC')),
+            said(() => 'a'.localeCompare('b')),
+        ];
+    "#;
+    let run = tools.run(&engine, script).await;
+    let refused =
+        "RangeError: String.prototype.normalize on text with more than 30 combining marks in a row in code mode";
+    let refused_compare =
+        "RangeError: String.prototype.localeCompare on text with more than 30 combining marks in a row in code mode";
+    assert_eq!(value(&run), json!([refused, 31, refused_compare, "\u{e9}", -1]));
+    host_unharmed(&engine, &tools).await;
+}
+
 #[tokio::test]
 async fn loops_of_jobs_and_work_after_the_return_are_stopped_too() {
     let engine = engine_with(|l| l.cpu_time = Duration::from_millis(200));
