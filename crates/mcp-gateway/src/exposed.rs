@@ -29,6 +29,7 @@ use serde_json::Value;
 use tool_pool::{Exposure, Pool, SearchIndex, expose};
 
 use crate::backend::ExposureSettings;
+use crate::owners::OwnerCounts;
 use crate::session::lock;
 
 /// Most selections of 2026-07-28 clients kept (the least recently used go first).
@@ -72,24 +73,19 @@ struct PoolView {
 #[derive(Default)]
 struct StatelessSelections {
     /// By key: the selection, and the principal it is of (`None`: a caller without one).
-    selections: HashMap<String, (Arc<Selection>, Option<String>)>,
+    selections: HashMap<String, (Arc<Selection>, Option<Arc<str>>)>,
     /// The keys, most recently used last.
     order: VecDeque<String>,
     /// How many selections each principal has.
-    counts: HashMap<String, usize>,
+    counts: OwnerCounts,
 }
 
 impl StatelessSelections {
     /// Lets go of the selection at `at` in `order`.
     fn evict(&mut self, at: usize) {
         let Some(key) = self.order.remove(at) else { return };
-        if let Some((_, Some(owner))) = self.selections.remove(&key)
-            && let Some(n) = self.counts.get_mut(&owner)
-        {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                self.counts.remove(&owner);
-            }
+        if let Some((_, Some(owner))) = self.selections.remove(&key) {
+            self.counts.remove(&owner);
         }
     }
 }
@@ -150,7 +146,7 @@ impl Exposing {
             return selection;
         }
         if let Some(owner) = owner
-            && kept.counts.get(owner).is_some_and(|&n| n >= MAX_STATELESS_PER_PRINCIPAL)
+            && kept.counts.get(owner) >= MAX_STATELESS_PER_PRINCIPAL
         {
             let selections = &kept.selections;
             let own =
@@ -163,11 +159,9 @@ impl Exposing {
             kept.evict(0);
         }
         let selection = Arc::new(Selection::default());
-        kept.selections.insert(key.to_owned(), (Arc::clone(&selection), owner.map(str::to_owned)));
+        let owner = owner.map(|owner| kept.counts.add(owner));
+        kept.selections.insert(key.to_owned(), (Arc::clone(&selection), owner));
         kept.order.push_back(key.to_owned());
-        if let Some(owner) = owner {
-            *kept.counts.entry(owner.to_owned()).or_insert(0) += 1;
-        }
         selection
     }
 
@@ -264,7 +258,7 @@ mod tests {
         assert!(Arc::ptr_eq(&kept, &exposing.stateless(Some("p:greedy"), &last)), "its newest is kept");
         assert!(!Arc::ptr_eq(&first, &exposing.stateless(Some("p:greedy"), "client:p:greedy\n0")), "its oldest went");
         let kept = lock(&exposing.stateless);
-        assert_eq!(kept.counts.get("p:greedy"), Some(&MAX_STATELESS_PER_PRINCIPAL));
+        assert_eq!(kept.counts.get("p:greedy"), MAX_STATELESS_PER_PRINCIPAL);
         assert_eq!(kept.selections.len(), MAX_STATELESS_PER_PRINCIPAL + 2);
         assert_eq!(kept.order.len(), kept.selections.len());
     }

@@ -122,6 +122,7 @@ mod gateway;
 mod http;
 mod limit;
 mod observe;
+mod owners;
 mod profile;
 mod seal;
 mod session;

@@ -20,6 +20,8 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::owners::OwnerCounts;
+
 /// Version byte of the sealed format.
 const FORMAT: u8 = 1;
 /// Bound to every seal, so a ciphertext made for another purpose with the same key never opens.
@@ -310,7 +312,7 @@ struct ReplayState {
     /// Each used id: its expiry and owner.
     used: HashMap<String, (u64, Option<Arc<str>>)>,
     /// How many of `used` each owner has.
-    counts: HashMap<Arc<str>, usize>,
+    counts: OwnerCounts,
     /// No id in `used` expires before this: a sweep before then would find nothing, and it
     /// holds the lock over every id.
     next_expiry: u64,
@@ -318,7 +320,7 @@ struct ReplayState {
 
 impl Default for ReplayState {
     fn default() -> Self {
-        Self { used: HashMap::new(), counts: HashMap::new(), next_expiry: u64::MAX }
+        Self { used: HashMap::new(), counts: OwnerCounts::default(), next_expiry: u64::MAX }
     }
 }
 
@@ -334,19 +336,16 @@ impl ReplayState {
             let keep = *expiry >= now_ms;
             if keep {
                 next = next.min(*expiry);
-            } else if let Some(owner) = owner
-                && let Some(n) = counts.get_mut(owner)
-            {
-                *n = n.saturating_sub(1);
+            } else if let Some(owner) = owner {
+                counts.remove(owner);
             }
             keep
         });
-        counts.retain(|_, n| *n > 0);
         self.next_expiry = next;
     }
 
     fn count(&self, owner: Option<&str>) -> usize {
-        owner.and_then(|o| self.counts.get(o)).copied().unwrap_or(0)
+        owner.map_or(0, |o| self.counts.get(o))
     }
 }
 
@@ -392,13 +391,7 @@ impl ReplayCache for MemoryReplayCache {
                 return Err(ReplayError::Full { capacity: self.capacity });
             }
         }
-        let owner: Option<Arc<str>> = owner.map(|owner| match state.counts.get_key_value(owner) {
-            Some((known, _)) => Arc::clone(known),
-            None => Arc::from(owner),
-        });
-        if let Some(owner) = &owner {
-            *state.counts.entry(Arc::clone(owner)).or_insert(0) += 1;
-        }
+        let owner = owner.map(|owner| state.counts.add(owner));
         state.next_expiry = state.next_expiry.min(expires_ms);
         state.used.insert(id.to_owned(), (expires_ms, owner));
         Ok(true)

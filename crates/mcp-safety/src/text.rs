@@ -9,14 +9,10 @@
 /// model reads and a person never sees), fillers and invisible operators.
 pub fn is_stripped(c: char) -> bool {
     (c.is_control() && c != '\n' && c != '\t')
+        || is_direction(c)
         || matches!(
             c,
-            '\u{202A}'..='\u{202E}'
-                | '\u{2066}'..='\u{2069}'
-                | '\u{200E}'
-                | '\u{200F}'
-                | '\u{061C}'
-                | '\u{200B}'..='\u{200D}'
+            '\u{200B}'..='\u{200D}'
                 | '\u{2060}'..='\u{2064}'
                 | '\u{206A}'..='\u{206F}'
                 | '\u{FEFF}'
@@ -35,6 +31,12 @@ pub fn is_stripped(c: char) -> bool {
                 | '\u{E0000}'..='\u{E007F}'
                 | '\u{E0100}'..='\u{E01EF}'
         )
+}
+
+/// Bidirectional overrides, embeddings, isolates and marks: they make text read differently
+/// from what it says (a name that shows as another).
+pub fn is_direction(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
 }
 
 /// Appended when text was cut, so a reader knows something is missing.

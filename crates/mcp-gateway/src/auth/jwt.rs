@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, PublicKeyUse};
 use jsonwebtoken::{Algorithm, AlgorithmFamily, DecodingKey, Validation};
+use mcp_safety::text;
 use serde_json::{Map, Value};
 use url::Url;
 
@@ -40,12 +41,10 @@ const MAX_PRINCIPAL_BYTES: usize = 1024;
 /// read as another name), no controls (a newline would end a line of the caller's key) and no
 /// direction characters (which make it read as another); within [`MAX_PRINCIPAL_BYTES`].
 fn plain_subject(subject: &str) -> bool {
-    let direction =
-        |c: char| matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}');
     !subject.is_empty()
         && subject.len() <= MAX_PRINCIPAL_BYTES
         && subject.trim() == subject
-        && !subject.chars().any(|c| c.is_control() || direction(c))
+        && !subject.chars().any(|c| c.is_control() || text::is_direction(c))
 }
 
 /// How the OAuth resource server checks tokens.
