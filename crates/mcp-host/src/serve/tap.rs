@@ -124,8 +124,8 @@ impl Connector for TapConnector {
             server: self.server.clone(),
             tap: Arc::clone(&self.tap),
             handshake_seen: AtomicBool::new(false),
-            logs: Mutex::new(LogBudget::new(Instant::now(), "log messages")),
-            updates: Mutex::new(LogBudget::new(Instant::now(), "resource updates")),
+            logs: Mutex::new(PassBudget::new(Instant::now(), "log messages")),
+            updates: Mutex::new(PassBudget::new(Instant::now(), "resource updates")),
         });
         Ok(Opened { transport: Box::new(TapTransport { inner: opened.transport, watch }), stderr: opened.stderr })
     }
@@ -143,19 +143,21 @@ struct Watch {
     /// This connection's handshake answer was read (the tap stops looking for it).
     handshake_seen: AtomicBool,
     /// The log messages it may still pass on to clients now.
-    logs: Mutex<LogBudget>,
+    logs: Mutex<PassBudget>,
     /// The same for `notifications/resources/updated`, which share the clients' channel.
-    updates: Mutex<LogBudget>,
+    updates: Mutex<PassBudget>,
 }
 
-/// Log messages a server may pass on: [`LOG_BURST`] at once, [`LOGS_PER_SECOND`] after. The
-/// rest are dropped (said once per connection): they share the clients' event channel with
-/// list changes, and a flood of them made clients lag and be told everything changed.
+/// Log messages (and, counted apart, resource updates) a server may pass on: [`LOG_BURST`] at
+/// once, [`LOGS_PER_SECOND`] after. The rest are dropped (said once per connection): they
+/// share the clients' event channel with list changes, and a flood of them made clients lag
+/// and be told everything changed.
 const LOG_BURST: f64 = 64.0;
 const LOGS_PER_SECOND: f64 = 32.0;
 
+/// One kind of notification's budget of [`LOG_BURST`] and [`LOGS_PER_SECOND`].
 #[derive(Debug)]
-struct LogBudget {
+struct PassBudget {
     tokens: f64,
     at: Instant,
     dropped: u64,
@@ -163,7 +165,7 @@ struct LogBudget {
     what: &'static str,
 }
 
-impl LogBudget {
+impl PassBudget {
     fn new(now: Instant, what: &'static str) -> Self {
         Self { tokens: LOG_BURST, at: now, dropped: 0, what }
     }
@@ -366,8 +368,8 @@ mod tests {
             server: "files".into(),
             tap: Tap::new(tx),
             handshake_seen: AtomicBool::new(false),
-            logs: Mutex::new(LogBudget::new(Instant::now(), "log messages")),
-            updates: Mutex::new(LogBudget::new(Instant::now(), "resource updates")),
+            logs: Mutex::new(PassBudget::new(Instant::now(), "log messages")),
+            updates: Mutex::new(PassBudget::new(Instant::now(), "resource updates")),
         };
         (watch, rx)
     }
