@@ -328,37 +328,29 @@
       }
       return pieces;
     },
-    replace(searchValue, replaceValue) {
-      if (this === null || this === undefined) {
-        return apply(strings.replace, this, [searchValue, replaceValue]);
-      }
-      if (searchValue !== null && searchValue !== undefined && searchValue[replaceSymbol] != null) {
-        return apply(strings.replace, this, [searchValue, replaceValue]);
-      }
-      const text = toText(this);
-      const pattern = toText(searchValue);
-      const replacement = typeof replaceValue === 'function' ? replaceValue : toText(replaceValue);
-      if (!costly(text, pattern)) {
-        return apply(strings.replace, text, [pattern, replacement]);
-      }
-      return replaceText(text, pattern, replacement, false);
-    },
-    replaceAll(searchValue, replaceValue) {
-      if (this === null || this === undefined || isRegExp(searchValue)) {
-        return apply(strings.replaceAll, this, [searchValue, replaceValue]);
-      }
-      if (searchValue !== null && searchValue !== undefined && searchValue[replaceSymbol] != null) {
-        return apply(strings.replaceAll, this, [searchValue, replaceValue]);
-      }
-      const text = toText(this);
-      const pattern = toText(searchValue);
-      const replacement = typeof replaceValue === 'function' ? replaceValue : toText(replaceValue);
-      if (!costly(text, pattern)) {
-        return apply(strings.replaceAll, text, [pattern, replacement]);
-      }
-      return replaceText(text, pattern, replacement, true);
-    },
   };
+  // `replace` and `replaceAll`: a RegExp (or anything with its own `Symbol.replace`) is the
+  // builtin's to handle, and `replaceAll` checks a RegExp's flags first.
+  const replacer = (name, all) =>
+    function (searchValue, replaceValue) {
+      if (
+        this === null ||
+        this === undefined ||
+        (all && isRegExp(searchValue)) ||
+        (searchValue !== null && searchValue !== undefined && searchValue[replaceSymbol] != null)
+      ) {
+        return apply(strings[name], this, [searchValue, replaceValue]);
+      }
+      const text = toText(this);
+      const pattern = toText(searchValue);
+      const replacement = typeof replaceValue === 'function' ? replaceValue : toText(replaceValue);
+      if (!costly(text, pattern)) {
+        return apply(strings[name], text, [pattern, replacement]);
+      }
+      return replaceText(text, pattern, replacement, all);
+    };
+  stringGuards.replace = replacer('replace', false);
+  stringGuards.replaceAll = replacer('replaceAll', true);
   // Normalizing puts each run of combining marks in order with a quadratic sort, in native
   // code (a run of 40,000 took 7 s): text with more than 30 in a row (Unicode's stream-safe
   // bound) is refused. `localeCompare` normalizes both texts first.

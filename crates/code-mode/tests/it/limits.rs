@@ -222,6 +222,7 @@ async fn string_searches_in_steps_give_what_the_builtins_give() {
             thrown(() => s.replaceAll(/abc/, '')),
             s.replace(/abc/g, '').length, s.split(/abc/).length,
             String.prototype.indexOf.name, String.prototype.indexOf.length, String.prototype.lastIndexOf.length,
+            String.prototype.replaceAll.name, String.prototype.replace.length,
             'a-b-c'.split('-'), 'abc'.replace('b', '$&$&'), 'abcabc'.lastIndexOf('bc'),
         ];
     "#;
@@ -260,6 +261,8 @@ async fn string_searches_in_steps_give_what_the_builtins_give() {
             "indexOf",
             1,
             1,
+            "replaceAll",
+            2,
             ["a", "b", "c"],
             "abbc",
             4
