@@ -239,7 +239,11 @@ struct Watch {
 impl Watch {
     fn new(thread: Option<ThreadWatch>, limit: Duration) -> Self {
         let stuck_at = limit.saturating_add(STUCK_GRACE);
-        Self { thread, stuck_at, next: tokio::time::Instant::now() + stuck_at }
+        // A limit too far off to reach (`Duration::MAX`) is not watched.
+        match tokio::time::Instant::now().checked_add(stuck_at) {
+            Some(next) => Self { thread, stuck_at, next },
+            None => Self { thread: None, stuck_at, next: tokio::time::Instant::now() },
+        }
     }
 
     /// The thread's CPU time once past `stuck_at`; otherwise when to look next. Stops
@@ -254,7 +258,10 @@ impl Watch {
             return Some(used);
         }
         // At least a clock tick, so a thread just short of the mark is not polled in a spin.
-        self.next = tokio::time::Instant::now() + (self.stuck_at - used).max(Duration::from_millis(10));
+        match tokio::time::Instant::now().checked_add((self.stuck_at - used).max(Duration::from_millis(10))) {
+            Some(next) => self.next = next,
+            None => self.thread = None,
+        }
         None
     }
 }

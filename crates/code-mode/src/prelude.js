@@ -190,6 +190,20 @@
     const places = MathCtor.floor(SEARCH_COST / pattern.length);
     return places > 1 ? places : 1;
   };
+  // GetMethod: `value[key]` read once; undefined when it is absent (or `value` is).
+  const methodOf = (value, key, what) => {
+    if (value === null || value === undefined) {
+      return undefined;
+    }
+    const method = value[key];
+    if (method === null || method === undefined) {
+      return undefined;
+    }
+    if (typeof method !== 'function') {
+      throw new TypeErrorCtor(what + ' is not a function');
+    }
+    return method;
+  };
   // The first place at or after `from` where `pattern` is in `text`.
   const find = (text, pattern, from) => {
     const m = pattern.length;
@@ -292,7 +306,7 @@
     includes(search, position) {
       const text = thisText('includes', this);
       if (isRegExp(search)) {
-        return apply(strings.includes, text, [search, position]);
+        throw new TypeErrorCtor('the first argument of String.prototype.includes must not be a regular expression');
       }
       const pattern = toText(search);
       if (!costly(text, pattern)) {
@@ -304,8 +318,11 @@
       if (this === null || this === undefined) {
         return apply(strings.split, this, [separator, limit]);
       }
-      if (separator !== null && separator !== undefined && separator[splitSymbol] != null) {
-        return apply(strings.split, this, [separator, limit]);
+      // What each property read gives is used, never read again: a getter could answer
+      // the builtin differently.
+      const splitter = methodOf(separator, splitSymbol, 'Symbol.split');
+      if (splitter !== undefined) {
+        return apply(splitter, separator, [this, limit]);
       }
       const text = toText(this);
       const most = limit === undefined ? 2 ** 32 - 1 : +limit >>> 0;
@@ -332,23 +349,30 @@
   // `replace` and `replaceAll`: a RegExp (or anything with its own `Symbol.replace`) is the
   // builtin's to handle, and `replaceAll` checks a RegExp's flags first.
   const replacer = (name, all) =>
-    function (searchValue, replaceValue) {
-      if (
-        this === null ||
-        this === undefined ||
-        (all && isRegExp(searchValue)) ||
-        (searchValue !== null && searchValue !== undefined && searchValue[replaceSymbol] != null)
-      ) {
-        return apply(strings[name], this, [searchValue, replaceValue]);
-      }
-      const text = toText(this);
+    ({
+      [name](searchValue, replaceValue) {
+        if (this === null || this === undefined) {
+          return apply(strings[name], this, [searchValue, replaceValue]);
+        }
+        if (all && isRegExp(searchValue)) {
+          const flags = searchValue.flags;
+          if (flags === null || flags === undefined || apply(strings.indexOf, toText(flags), ['g']) < 0) {
+            throw new TypeErrorCtor('String.prototype.replaceAll needs a global regular expression');
+          }
+        }
+        const method = methodOf(searchValue, replaceSymbol, 'Symbol.replace');
+        if (method !== undefined) {
+          return apply(method, searchValue, [this, replaceValue]);
+        }
+        const text = toText(this);
       const pattern = toText(searchValue);
       const replacement = typeof replaceValue === 'function' ? replaceValue : toText(replaceValue);
-      if (!costly(text, pattern)) {
-        return apply(strings[name], text, [pattern, replacement]);
-      }
-      return replaceText(text, pattern, replacement, all);
-    };
+        if (!costly(text, pattern)) {
+          return apply(strings[name], text, [pattern, replacement]);
+        }
+        return replaceText(text, pattern, replacement, all);
+      },
+    })[name];
   stringGuards.replace = replacer('replace', false);
   stringGuards.replaceAll = replacer('replaceAll', true);
   // Normalizing puts each run of combining marks in order with a quadratic sort, in native
@@ -363,20 +387,63 @@
     }
     return text;
   };
-  stringGuards.normalize = function normalize(form) {
-    const text = markRunsChecked('normalize', thisText('normalize', this));
-    return apply(strings.normalize, text, [form]);
+  // Methods, as the builtins are: no `prototype`, not constructors.
+  const normalizing = {
+    normalize(form) {
+      const text = markRunsChecked('normalize', thisText('normalize', this));
+      return apply(strings.normalize, text, [form]);
+    },
+    localeCompare(that, ...rest) {
+      const text = markRunsChecked('localeCompare', thisText('localeCompare', this));
+      return apply(strings.localeCompare, text, [markRunsChecked('localeCompare', toText(that)), ...rest]);
+    },
   };
-  stringGuards.localeCompare = function localeCompare(that, ...rest) {
-    const text = markRunsChecked('localeCompare', thisText('localeCompare', this));
-    return apply(strings.localeCompare, text, [markRunsChecked('localeCompare', toText(that)), ...rest]);
-  };
+  stringGuards.normalize = normalizing.normalize;
+  stringGuards.localeCompare = normalizing.localeCompare;
   for (const name of ObjectCtor.keys(stringGuards)) {
     const described = getOwnDescriptor(stringProto, name);
     const guard = stringGuards[name];
     defineProperty(guard, 'name', { value: name });
     defineProperty(guard, 'length', { value: strings[name].length });
     defineProperty(stringProto, name, { ...described, value: guard });
+  }
+
+  // Regular expressions: the engine's matcher asks the interrupt every ten thousand
+  // backtracks, each of which may compare as many characters as the pattern has (splitting
+  // 'a'.repeat(2e5) by new RegExp('a'.repeat(1e5) + 'b') ran 7 s past the limit, longer with
+  // longer texts). A pattern over MAX_PATTERN characters is refused by the matching methods,
+  // once per call. `exec` is left as it is: the matching methods look it up at each place they
+  // try (splitting a megabyte by a pattern ran five times slower through a guard); a script
+  // calling it directly with such a pattern is left to the host's watch of its thread.
+  const MAX_PATTERN = 4096;
+  const regExpProto = RegExp.prototype;
+  const sourceOf = getOwnDescriptor(regExpProto, 'source').get;
+  const patternChecked = (name, re) => {
+    let source;
+    try {
+      source = apply(sourceOf, re, []);
+    } catch (e) {
+      // Not a regular expression: the builtin says so.
+      return;
+    }
+    if (typeof source === 'string' && source.length > MAX_PATTERN) {
+      throw new RangeErrorCtor(
+        'RegExp.prototype.' + name + ' with a pattern of ' + source.length + ' characters: at most ' + MAX_PATTERN + ' in code mode',
+      );
+    }
+  };
+  for (const key of ['test', Symbol.match, Symbol.matchAll, Symbol.replace, Symbol.search, Symbol.split]) {
+    const described = getOwnDescriptor(regExpProto, key);
+    const original = described.value;
+    const label = typeof key === 'symbol' ? '[' + key.description + ']' : key;
+    const guard = {
+      [key](...args) {
+        patternChecked(label, this);
+        return apply(original, this, args);
+      },
+    }[key];
+    defineProperty(guard, 'length', { value: original.length });
+    defineProperty(regExpProto, key, { ...described, value: guard });
   }
 
   // The clock stands still at the script's start: dates can be made and read, time cannot

@@ -161,6 +161,16 @@ async fn a_script_stuck_in_a_builtin_is_answered_a_second_past_its_limit() {
     host_unharmed(&engine, &tools).await;
 }
 
+/// A limit too far off for the host's watch to reach (`Duration::MAX`: no limit) is not
+/// watched; the run goes as ever.
+#[tokio::test]
+async fn a_limit_of_duration_max_runs() {
+    let engine = engine_with(|l| l.cpu_time = Duration::MAX);
+    let tools = ok_tools();
+    assert_eq!(value(&tools.run(&engine, "return [await tools.t.ok(), 1];").await), json!(["ok", 1]));
+    host_unharmed(&engine, &tools).await;
+}
+
 /// A builtin that ran the script past its limit, but not stuck long enough for the host to
 /// answer, does not get it a value: the run is over its limit all the same.
 #[tokio::test]
@@ -268,6 +278,73 @@ async fn string_searches_in_steps_give_what_the_builtins_give() {
             4
         ])
     );
+}
+
+/// A guard reads each property once and uses what it read: a getter answering the builtin
+/// differently on a second read gave the script the unguarded search back.
+#[tokio::test]
+async fn guards_read_what_they_check_once() {
+    let engine = engine_with(|l| l.cpu_time = Duration::from_millis(200));
+    let tools = ok_tools();
+    let script = r#"
+        const said = (f) => { try { return f(); } catch (e) { return e.name; } };
+        const s = 'a'.repeat(200000);
+        const once = (key, first) => {
+            let n = 0;
+            const o = new String('a'.repeat(100000) + 'b');
+            Object.defineProperty(o, key, { get() { return n++ === 0 ? first : undefined; } });
+            return o;
+        };
+        return [
+            said(() => s.replace(once(Symbol.replace, () => 'replaced'), '')),
+            said(() => s.replaceAll(once(Symbol.replace, () => 'all'), '')),
+            said(() => s.split(once(Symbol.split, () => ['split']))),
+            said(() => s.includes(once(Symbol.match, true))),
+            said(() => s.replace({ [Symbol.replace]: 5 }, '')),
+        ];
+    "#;
+    let run = tools.run(&engine, script).await;
+    assert_eq!(value(&run), json!(["replaced", "all", ["split"], "TypeError", "TypeError"]));
+    host_unharmed(&engine, &tools).await;
+}
+
+/// A regular expression's matcher asks the interrupt only every ten thousand backtracks,
+/// each as long as the pattern: patterns over 4096 characters are refused where they run.
+#[tokio::test]
+async fn long_regular_expressions_are_refused_where_they_run() {
+    let engine = engine_with(|l| l.cpu_time = Duration::from_millis(200));
+    let tools = ok_tools();
+    let script = r#"
+        const said = (f) => { try { return f(); } catch (e) { return String(e); } };
+        const s = 'a'.repeat(200000), long = 'a'.repeat(100000) + 'b';
+        return [
+            said(() => s.split(new RegExp(long))),
+            said(() => s.search(long)),
+            said(() => s.match(long)),
+            said(() => new RegExp(long).test(s)),
+            said(() => 'a-b'.split(new RegExp('-'.repeat(1)))),
+            said(() => /b/.exec('abc').index),
+            said(() => new RegExp('x'.repeat(4096)).test('x'.repeat(4096))),
+        ];
+    "#;
+    let run = tools.run(&engine, script).await;
+    let refused = |name: &str| {
+        format!("RangeError: RegExp.prototype.{name} with a pattern of 100001 characters: at most 4096 in code mode")
+    };
+    assert_eq!(
+        value(&run),
+        json!([
+            refused("[Symbol.split]"),
+            refused("[Symbol.search]"),
+            refused("[Symbol.match]"),
+            refused("test"),
+            ["a", "b"],
+            1,
+            true
+        ])
+    );
+    assert!(run.cpu_time < Duration::from_millis(200), "{:?}", run.cpu_time);
+    host_unharmed(&engine, &tools).await;
 }
 
 /// Normalizing sorts each run of combining marks with a quadratic sort in native code (a run
