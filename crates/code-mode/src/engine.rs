@@ -23,6 +23,7 @@ use crate::limits::Limits;
 use crate::outcome::{ScriptError, ScriptRun};
 use crate::port::{CallError, CallErrorKind, ScriptCallContext, ToolCaller};
 use crate::tools::ScriptTools;
+use crate::watch;
 use crate::worker::{self, Job, Request, Settled, ToHost};
 
 /// Room on the engine thread's stack beyond the engine's own limit, for the Rust frames
@@ -149,7 +150,15 @@ impl Engine {
         if let Err(e) = spawned {
             return ScriptRun::failed(ScriptError::Engine(format!("its thread could not start ({e})")));
         }
-        let mut watch = Watch::new(watch_from_engine.await.ok().flatten(), limits.cpu_time);
+        // The host's watch (see `watch`), for as long as this run lasts. A limit too far off
+        // to reach (`Duration::MAX`) is not watched.
+        let stuck_at = limits.cpu_time.checked_add(STUCK_GRACE);
+        let thread = watch_from_engine.await.ok().flatten();
+        let (watching, mut stuck) = match thread.zip(stuck_at).and_then(|(t, at)| watch::watch(t, at)) {
+            Some((watch, stuck)) => (Some(watch), stuck),
+            None => (None, tokio::sync::oneshot::channel().1),
+        };
+        let mut watched = watching.is_some();
 
         let script_id: Arc<str> = script_id.into();
         let mut in_flight: FuturesUnordered<CallFuture<'_>> = FuturesUnordered::new();
@@ -215,54 +224,16 @@ impl Engine {
                         ));
                     }
                 },
-                () = tokio::time::sleep_until(watch.next), if watch.thread.is_some() => {
-                    if let Some(used) = watch.stuck() {
+                told = &mut stuck, if watched => match told {
+                    Ok(used) => {
                         let error = ScriptError::CpuLimit { limit: limits.cpu_time };
                         return ScriptRun { cpu_time: used, ..ScriptRun::failed(error) };
                     }
-                }
+                    // Its clock could no longer be read.
+                    Err(_) => watched = false,
+                },
             }
         }
-    }
-}
-
-/// The host's watch over the engine thread's CPU clock.
-struct Watch {
-    thread: Option<ThreadWatch>,
-    /// The CPU time past which the thread is taken as stuck.
-    stuck_at: Duration,
-    /// When to look again: a thread's clock runs no faster than the wall clock, so nothing
-    /// is missed by sleeping for what is left.
-    next: tokio::time::Instant,
-}
-
-impl Watch {
-    fn new(thread: Option<ThreadWatch>, limit: Duration) -> Self {
-        let stuck_at = limit.saturating_add(STUCK_GRACE);
-        // A limit too far off to reach (`Duration::MAX`) is not watched.
-        match tokio::time::Instant::now().checked_add(stuck_at) {
-            Some(next) => Self { thread, stuck_at, next },
-            None => Self { thread: None, stuck_at, next: tokio::time::Instant::now() },
-        }
-    }
-
-    /// The thread's CPU time once past `stuck_at`; otherwise when to look next. Stops
-    /// watching when the clock cannot be read. (Reading it is a read of `/proc`, which does
-    /// not block, a few times per run.)
-    fn stuck(&mut self) -> Option<Duration> {
-        let Some(used) = self.thread.as_ref().and_then(ThreadWatch::cpu) else {
-            self.thread = None;
-            return None;
-        };
-        if used >= self.stuck_at {
-            return Some(used);
-        }
-        // At least a clock tick, so a thread just short of the mark is not polled in a spin.
-        match tokio::time::Instant::now().checked_add((self.stuck_at - used).max(Duration::from_millis(10))) {
-            Some(next) => self.next = next,
-            None => self.thread = None,
-        }
-        None
     }
 }
 

@@ -68,6 +68,7 @@ mod limits;
 mod outcome;
 mod port;
 mod tools;
+mod watch;
 mod worker;
 
 pub use declare::{Declarations, Detail, RUN_CODE, run_code_description, run_code_input_schema};

@@ -161,6 +161,20 @@ async fn a_script_stuck_in_a_builtin_is_answered_a_second_past_its_limit() {
     host_unharmed(&engine, &tools).await;
 }
 
+/// The host's watch needs no timer of the caller's runtime: one built without `enable_time`
+/// runs scripts, stuck ones included.
+#[test]
+fn a_runtime_without_timers_runs_scripts() {
+    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
+    let engine = engine_with(|l| l.cpu_time = Duration::from_millis(100));
+    let tools = ok_tools();
+    runtime.block_on(async {
+        assert_eq!(value(&tools.run(&engine, "return [await tools.t.ok(), 1];").await), json!(["ok", 1]));
+        let run = tools.run(&engine, &stuck_in_a_builtin(60_000)).await;
+        assert_eq!(error(&run), &ScriptError::CpuLimit { limit: Duration::from_millis(100) });
+    });
+}
+
 /// A limit too far off for the host's watch to reach (`Duration::MAX`: no limit) is not
 /// watched; the run goes as ever.
 #[tokio::test]
