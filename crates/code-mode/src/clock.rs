@@ -70,8 +70,21 @@ fn thread_cpu() -> Option<Duration> {
 /// clock directly takes unsafe code); elsewhere the host does not watch.
 #[derive(Debug)]
 pub(crate) struct ThreadWatch {
-    stat: std::path::PathBuf,
+    /// The thread's `stat`, opened by the thread itself: bound to that thread, so a reused
+    /// thread id is never read, and reads fail once it is gone.
+    stat: std::fs::File,
     tick: Duration,
+}
+
+/// What a look at a watched thread's clock found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reading {
+    /// Its CPU time (user and system) so far.
+    Cpu(Duration),
+    /// It has ended (or its clock makes no sense: it is not looked at again).
+    Gone,
+    /// Not readable now (out of file descriptors, say); worth another look.
+    Unreadable,
 }
 
 impl ThreadWatch {
@@ -80,7 +93,7 @@ impl ThreadWatch {
     pub(crate) fn current() -> Option<Self> {
         let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten()?;
         let per_second = u32::try_from(ticks).ok().filter(|t| *t > 0)?;
-        let stat = std::path::PathBuf::from(format!("/proc/self/task/{}/stat", nix::unistd::gettid()));
+        let stat = std::fs::File::open("/proc/thread-self/stat").ok()?;
         Some(Self { stat, tick: Duration::from_secs(1) / per_second })
     }
 
@@ -89,10 +102,33 @@ impl ThreadWatch {
         None
     }
 
-    /// The thread's CPU time (user and system) so far, or `None` once it cannot be read.
-    pub(crate) fn cpu(&self) -> Option<Duration> {
-        let stat = std::fs::read_to_string(&self.stat).ok()?;
-        cpu_of_stat(&stat, self.tick)
+    /// The thread's CPU time so far.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn cpu(&self) -> Reading {
+        use std::os::unix::fs::FileExt as _;
+        // A stat line is a few hundred bytes: a name of at most 64 and 52 numbers.
+        let mut line = [0u8; 2048];
+        match self.stat.read_at(&mut line, 0) {
+            Ok(n) => match std::str::from_utf8(line.get(..n).unwrap_or_default())
+                .ok()
+                .and_then(|l| cpu_of_stat(l, self.tick))
+            {
+                Some(used) => Reading::Cpu(used),
+                None => Reading::Gone,
+            },
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    || e.raw_os_error() == Some(nix::errno::Errno::ESRCH as i32) =>
+            {
+                Reading::Gone
+            }
+            Err(_) => Reading::Unreadable,
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub(crate) fn cpu(&self) -> Reading {
+        Reading::Gone
     }
 }
 
@@ -102,9 +138,10 @@ fn cpu_of_stat(stat: &str, tick: Duration) -> Option<Duration> {
     let after_name = &stat[stat.rfind(')')? + 1..];
     // After the name: state (3), then fields 4.. ; utime is field 14, stime 15.
     let mut fields = after_name.split_ascii_whitespace().skip(11);
-    let user: u32 = fields.next()?.parse().ok()?;
-    let system: u32 = fields.next()?.parse().ok()?;
-    tick.checked_mul(user.checked_add(system)?)
+    let user: u64 = fields.next()?.parse().ok()?;
+    let system: u64 = fields.next()?.parse().ok()?;
+    let nanos = u64::try_from(tick.as_nanos()).ok()?.checked_mul(user.checked_add(system)?)?;
+    Some(Duration::from_nanos(nanos))
 }
 
 #[cfg(test)]
@@ -135,11 +172,15 @@ mod tests {
         let Some((watch, since)) = watch else { panic!("Linux threads can be watched") };
         let mut seen = Duration::ZERO;
         while since.elapsed() < Duration::from_secs(30) && seen < Duration::from_millis(250) {
-            seen = watch.cpu().unwrap_or_default();
+            if let Reading::Cpu(used) = watch.cpu() {
+                seen = used;
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
         assert!(seen >= Duration::from_millis(250), "{seen:?}");
         let _ = stop.send(());
         let _ = busy.join();
+        // Gone once it ended: never another thread given its id.
+        assert_eq!(watch.cpu(), Reading::Gone);
     }
 }

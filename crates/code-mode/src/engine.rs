@@ -103,8 +103,8 @@ impl Engine {
     ///
     /// A script stuck in one of the engine's builtins (which the engine does not interrupt)
     /// is answered with [`ScriptError::CpuLimit`] once its thread has used a second of CPU
-    /// time past the limit (on Linux, where the host can read that thread's clock); its log
-    /// is lost, and its thread runs on to the builtin's end, stops there, and keeps its
+    /// time past the limit (on Linux, where the host can read that thread's clock; the run's
+    /// `cpu_time` is then the thread's, the engine's start included); its log is lost, and its thread runs on to the builtin's end, stops there, and keeps its
     /// turn until then, so stuck scripts never take more than [`Limits::max_running`] CPUs.
     pub async fn run(&self, script: &str, tools: &ScriptTools, caller: &dyn ToolCaller, script_id: &str) -> ScriptRun {
         let limits = &self.limits;
@@ -202,6 +202,8 @@ impl Engine {
         };
         loop {
             tokio::select! {
+                // In this order: a report that came with the watch's word wins.
+                biased;
                 Some((id, result, unlock)) = in_flight.next(), if !in_flight.is_empty() => {
                     // The engine may have ended meanwhile; its report is on its way.
                     let _ = to_engine.send(Settled { id, result, unlock });

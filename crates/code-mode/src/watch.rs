@@ -5,15 +5,17 @@
 //! the mark. It needs no timer of the caller's runtime (a runtime built without `enable_time`
 //! runs scripts as well), and it sleeps while nothing is watched.
 
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use crate::clock::ThreadWatch;
+use crate::clock::{Reading, ThreadWatch};
 
 /// Shortest wait between two looks: a thread just short of its mark is not read in a spin.
 const LEAST_WAIT: Duration = Duration::from_millis(10);
+/// The wait before another look at a clock that could not be read.
+const UNREADABLE_WAIT: Duration = Duration::from_millis(100);
 
 /// One watched thread.
 struct Entry {
@@ -63,17 +65,19 @@ pub(crate) fn watch(thread: ThreadWatch, stuck_at: Duration) -> Option<(Watch, o
     Some((Watch { id, watcher: Arc::clone(&watcher) }, told))
 }
 
-/// The process's watcher, started on first use.
+/// The process's watcher, started on first use (and tried again on a later use when its
+/// thread could not start).
 fn watcher() -> Option<Arc<Watcher>> {
-    static WATCHER: OnceLock<Option<Arc<Watcher>>> = OnceLock::new();
-    WATCHER
-        .get_or_init(|| {
-            let watcher = Arc::new(Watcher { watched: Mutex::new(Watched::default()), changed: Condvar::new() });
-            let looking = Arc::clone(&watcher);
-            let started = std::thread::Builder::new().name("code-mode-watch".to_owned()).spawn(move || look(&looking));
-            started.ok().map(|_| watcher)
-        })
-        .clone()
+    static WATCHER: Mutex<Option<Arc<Watcher>>> = Mutex::new(None);
+    let mut started = mcp_safety::lock(&WATCHER);
+    if let Some(watcher) = started.as_ref() {
+        return Some(Arc::clone(watcher));
+    }
+    let watcher = Arc::new(Watcher { watched: Mutex::new(Watched::default()), changed: Condvar::new() });
+    let looking = Arc::clone(&watcher);
+    std::thread::Builder::new().name("code-mode-watch".to_owned()).spawn(move || look(&looking)).ok()?;
+    *started = Some(Arc::clone(&watcher));
+    Some(watcher)
 }
 
 /// The watcher thread: looks at each watched thread when it could first be past its mark
@@ -82,23 +86,35 @@ fn look(watcher: &Watcher) {
     let mut watched = mcp_safety::lock(&watcher.watched);
     loop {
         let mut wait: Option<Duration> = None;
+        let mut past: Vec<(oneshot::Sender<Duration>, Duration)> = Vec::new();
         let mut at = 0;
         while at < watched.entries.len() {
             let entry = &watched.entries[at];
-            match entry.thread.cpu() {
-                Some(used) if used < entry.stuck_at => {
-                    let left = (entry.stuck_at - used).max(LEAST_WAIT);
-                    wait = Some(wait.map_or(left, |w| w.min(left)));
-                    at += 1;
+            let left = match entry.thread.cpu() {
+                Reading::Cpu(used) if used < entry.stuck_at => (entry.stuck_at - used).max(LEAST_WAIT),
+                Reading::Unreadable => UNREADABLE_WAIT,
+                Reading::Cpu(used) => {
+                    past.push((watched.entries.swap_remove(at).tell, used));
+                    continue;
                 }
-                // Past its mark, or no longer readable: told (or let go of) once.
-                used => {
-                    let entry = watched.entries.swap_remove(at);
-                    if let Some(used) = used {
-                        let _ = entry.tell.send(used);
-                    }
+                // Its run lets go of its watch soon; nothing to tell.
+                Reading::Gone => {
+                    watched.entries.swap_remove(at);
+                    continue;
                 }
+            };
+            wait = Some(wait.map_or(left, |w| w.min(left)));
+            at += 1;
+        }
+        if !past.is_empty() {
+            // Told without the lock (whoever is woken may let go of a watch at once), then
+            // looked at again: what was added meanwhile is not slept past.
+            drop(watched);
+            for (tell, used) in past {
+                let _ = tell.send(used);
             }
+            watched = mcp_safety::lock(&watcher.watched);
+            continue;
         }
         watched = match wait {
             Some(wait) => watcher.changed.wait_timeout(watched, wait).map_or_else(|p| p.into_inner().0, |(g, _)| g),

@@ -147,19 +147,20 @@ pub(crate) fn run(
     from_host: Receiver<Settled>,
     cancelled: Arc<AtomicBool>,
 ) {
-    let run = execute(&job, &to_host, &from_host, cancelled);
-    let _ = to_host.send(ToHost::Finished(Box::new(run)));
+    execute(&job, &to_host, &from_host, cancelled);
 }
 
-fn execute(
-    job: &Job,
-    to_host: &UnboundedSender<ToHost>,
-    from_host: &Receiver<Settled>,
-    cancelled: Arc<AtomicBool>,
-) -> ScriptRun {
+/// Runs the script and reports before its engine is torn down: freeing a large heap takes
+/// time (and CPU time the host's watch would count) the answer need not wait for.
+fn execute(job: &Job, to_host: &UnboundedSender<ToHost>, from_host: &Receiver<Settled>, cancelled: Arc<AtomicBool>) {
+    let finish = |run: ScriptRun| {
+        let _ = to_host.send(ToHost::Finished(Box::new(run)));
+    };
     let runtime = match Runtime::new() {
         Ok(runtime) => runtime,
-        Err(e) => return ScriptRun::failed(ScriptError::Engine(format!("the runtime could not be made ({e})"))),
+        Err(e) => {
+            return finish(ScriptRun::failed(ScriptError::Engine(format!("the runtime could not be made ({e})"))));
+        }
     };
     runtime.set_memory_limit(job.limits.memory_bytes);
     runtime.set_max_stack_size(job.limits.stack_bytes);
@@ -183,9 +184,9 @@ fn execute(
     let context = Context::builder()
         .with::<(Date, Eval, RegExpCompiler, RegExp, Json, Proxy, MapSet, TypedArrays, PromiseIntrinsic, WeakRef)>()
         .build(&runtime);
-    let result = match context {
+    let result = match &context {
         Ok(context) => {
-            let driver = Driver { runtime: &runtime, context: &context, job, state: &state, clock: &clock };
+            let driver = Driver { runtime: &runtime, context, job, state: &state, clock: &clock };
             driver.drive(to_host, from_host)
         }
         Err(e) => Err(memory_or(&job.limits, &runtime, format!("the context could not be made ({e})"))),
@@ -197,13 +198,13 @@ fn execute(
         result => result,
     };
     let logs = state.logs.take();
-    ScriptRun {
+    finish(ScriptRun {
         result,
         logs: logs.lines,
         logs_dropped: logs.dropped,
         calls: state.calls.get().min(job.limits.max_calls),
         cpu_time: clock.elapsed(),
-    }
+    });
 }
 
 /// Drives one script. The runtime's own calls (running jobs, reading its memory use) are made
