@@ -102,6 +102,16 @@ struct State {
     logs: RefCell<Logs>,
 }
 
+impl State {
+    /// Whether the script is to stop: stopped already, or now over its CPU time `limit`.
+    fn stopped_by_clock(&self, clock: &CpuClock, limit: std::time::Duration) -> bool {
+        if self.stop.get().is_none() && clock.elapsed() > limit {
+            self.stop.set(Some(Stop::Cpu));
+        }
+        self.stop.get().is_some()
+    }
+}
+
 /// Captured console entries within the log limit.
 #[derive(Debug, Default)]
 struct Logs {
@@ -173,10 +183,8 @@ fn execute(job: &Job, to_host: &UnboundedSender<ToHost>, from_host: &Receiver<Se
         move || {
             if cancelled.load(Ordering::Relaxed) {
                 state.stop.set(Some(Stop::Cancelled));
-            } else if state.stop.get().is_none() && clock.elapsed() > limit {
-                state.stop.set(Some(Stop::Cpu));
             }
-            state.stop.get().is_some()
+            state.stopped_by_clock(&clock, limit)
         }
     })));
     // No Performance (a clock) and no module loader; Eval stays because evaluating anything
@@ -337,12 +345,7 @@ impl Driver<'_> {
             let state = Rc::clone(self.state);
             let clock = Rc::clone(self.clock);
             let limit = self.job.limits.cpu_time;
-            move || {
-                if state.stop.get().is_none() && clock.elapsed() > limit {
-                    state.stop.set(Some(Stop::Cpu));
-                }
-                state.stop.get().is_some()
-            }
+            move || state.stopped_by_clock(&clock, limit)
         })?;
         let bounds = Object::new(ctx.clone())?;
         bounds.set("logLimit", log_limit)?;
