@@ -180,7 +180,14 @@ mod tests {
         assert!(seen >= Duration::from_millis(250), "{seen:?}");
         let _ = stop.send(());
         let _ = busy.join();
-        // Gone once it ended: never another thread given its id.
-        assert_eq!(watch.cpu(), Reading::Gone);
+        // Gone once it ended: never another thread given its id. `join` returns when the
+        // thread's id is cleared, a moment before the kernel takes its entry away.
+        let ended = std::time::Instant::now();
+        let mut last = watch.cpu();
+        while last != Reading::Gone && ended.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+            last = watch.cpu();
+        }
+        assert_eq!(last, Reading::Gone);
     }
 }
