@@ -180,6 +180,8 @@ struct Cached {
     fetched_ms: Option<u64>,
     /// When a fetch was last tried.
     tried_ms: Option<u64>,
+    /// How many fetches have ended, well or not.
+    ended: u64,
     /// Why the last fetch failed, if it did.
     failure: Option<String>,
     /// How many fetches were tried.
@@ -214,9 +216,10 @@ fn ms(duration: Duration) -> u64 {
 }
 
 impl Jwks {
-    fn snapshot(&self) -> (Arc<[Key]>, Option<u64>) {
+    /// The set in use, when it was fetched, and how many fetches had ended then.
+    fn snapshot(&self) -> (Arc<[Key]>, Option<u64>, u64) {
         let cached = lock(&self.cached);
-        (Arc::clone(&cached.keys), cached.fetched_ms)
+        (Arc::clone(&cached.keys), cached.fetched_ms, cached.ended)
     }
 
     fn lookup(keys: &[Key], kid: Option<&str>, alg: Algorithm) -> Lookup {
@@ -239,14 +242,15 @@ impl Jwks {
         }
     }
 
-    /// Fetches the set again unless one was tried less than the minimum interval ago (or
-    /// `since` is older than the last try: someone else just fetched). `true` when the set
-    /// in use changed or may have.
-    async fn refresh(&self, now_ms: u64, since: Option<u64>) -> bool {
+    /// Fetches the set again unless one was tried less than the minimum interval ago, or one
+    /// ended after the caller looked (`seen`: the count of ended fetches it saw; a fetch under
+    /// way then, which the caller waited for, counts). `true` when the set in use changed or
+    /// may have.
+    async fn refresh(&self, now_ms: u64, seen: u64) -> bool {
         let _one_at_a_time = self.fetching.lock().await;
         {
             let mut cached = lock(&self.cached);
-            if cached.tried_ms != since && cached.tried_ms.is_some() {
+            if cached.ended != seen {
                 // Another request fetched while this one waited.
                 return true;
             }
@@ -260,6 +264,7 @@ impl Jwks {
         }
         let fetched = self.fetch().await;
         let mut cached = lock(&self.cached);
+        cached.ended += 1;
         match fetched {
             Ok(keys) => {
                 cached.keys = keys.into();
@@ -403,20 +408,19 @@ impl JwtAuthenticator {
     /// The key `kid` names for `alg`, fetching the set when it is missing, old, or lacks it.
     async fn key(&self, kid: Option<&str>, alg: Algorithm) -> Result<Key, Unauthorized> {
         let now = self.clock.unix_ms();
-        let (keys, fetched) = self.jwks.snapshot();
-        let tried = lock(&self.jwks.cached).tried_ms;
+        let (keys, fetched, seen) = self.jwks.snapshot();
         let age = fetched.map(|at| now.saturating_sub(at));
         let keys = match age {
             Some(age) if age < self.jwks.max_age_ms => keys,
             // Just old: requests go on with the set in hand while it is fetched again behind
             // them, so a slow issuer delays no one, for as long as one fetch may take.
             Some(age) if age < self.jwks.max_age_ms.saturating_add(self.jwks.fetch_timeout_ms) => {
-                self.refresh_behind(now, tried);
+                self.refresh_behind(now, seen);
                 keys
             }
             // Never fetched, or older than that (an idle gateway's, or one a failed fetch left):
             // a key the issuer revoked meanwhile must not pass, so this request waits for the set.
-            _ if self.jwks.refresh(now, tried).await => self.jwks.snapshot().0,
+            _ if self.jwks.refresh(now, seen).await => self.jwks.snapshot().0,
             _ => keys,
         };
         let why = match Jwks::lookup(&keys, kid, alg) {
@@ -425,8 +429,7 @@ impl JwtAuthenticator {
             Lookup::Unknown(why) => why,
         };
         // A key the set does not have: the issuer may have rotated. Fetch again, rate-limited.
-        let tried = lock(&self.jwks.cached).tried_ms;
-        if self.jwks.refresh(now, tried).await {
+        if self.jwks.refresh(now, seen).await {
             let keys = self.jwks.snapshot().0;
             match Jwks::lookup(&keys, kid, alg) {
                 Lookup::Found(key) => return Ok(key),
@@ -438,7 +441,7 @@ impl JwtAuthenticator {
 
     /// Fetches the set again on a task of its own, one at a time (when there is a runtime to
     /// run it on; without one the next request with an unknown key fetches).
-    fn refresh_behind(&self, now: u64, tried: Option<u64>) {
+    fn refresh_behind(&self, now: u64, seen: u64) {
         use std::sync::atomic::Ordering;
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         if self.jwks.refreshing_behind.swap(true, Ordering::AcqRel) {
@@ -446,7 +449,7 @@ impl JwtAuthenticator {
         }
         let jwks = Arc::clone(&self.jwks);
         runtime.spawn(async move {
-            jwks.refresh(now, tried).await;
+            jwks.refresh(now, seen).await;
             jwks.refreshing_behind.store(false, Ordering::Release);
         });
     }

@@ -195,21 +195,22 @@ async fn rotated_keys_are_fetched_again_at_most_once_per_interval() {
     let document = Arc::new(std::sync::Mutex::new(jwks_of(&old, "old")));
     let jwks_url = serve_jwks(Arc::clone(&document)).await;
     let mut options = JwtOptions::new(ISSUER, jwks_url.parse().unwrap(), RESOURCE);
-    options.jwks_min_interval = Duration::from_millis(500);
+    options.jwks_min_interval = Duration::from_secs(2);
     let jwt = Arc::new(JwtAuthenticator::new(options, Arc::new(SystemClock)).unwrap());
     let front = front(Arc::new(FakeBackend::standard()), Some(Arc::clone(&jwt) as Arc<dyn Authenticator>), None).await;
+    // Signed beforehand: the twenty requests below fit in one interval on a loaded machine.
+    let made_up: Vec<String> = (0..20).map(|n| sign_as(&new_pkcs8, &format!("made-up-{n}"), RESOURCE, 300)).collect();
 
     assert_eq!(list(front.addr, "/mcp", Some(&sign_as(&old_pkcs8, "old", RESOURCE, 300))).await.status, 200);
     assert_eq!(jwt.jwks_fetches(), 1, "fetched when first needed");
     // The issuer rotates. Tokens naming keys the set lacks fetch it again, but not more than
     // once per interval, however many arrive.
     *document.lock().unwrap() = jwks_of(&new, "new");
-    for n in 0..20 {
-        let made_up = sign_as(&new_pkcs8, &format!("made-up-{n}"), RESOURCE, 300);
-        assert_eq!(list(front.addr, "/mcp", Some(&made_up)).await.status, 401);
+    for token in &made_up {
+        assert_eq!(list(front.addr, "/mcp", Some(token)).await.status, 401);
     }
     assert!(jwt.jwks_fetches() <= 2, "{} fetches", jwt.jwks_fetches());
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(Duration::from_millis(2100)).await;
     let rotated = list(front.addr, "/mcp", Some(&sign_as(&new_pkcs8, "new", RESOURCE, 300))).await;
     assert_eq!(rotated.status, 200, "{rotated:?}");
     let retired = list(front.addr, "/mcp", Some(&sign_as(&old_pkcs8, "old", RESOURCE, 300))).await;
@@ -228,11 +229,15 @@ async fn rotated_keys_are_fetched_again_at_most_once_per_interval() {
     assert!(answer.body.contains("could not be fetched"), "{answer:?}");
 }
 
-/// A front whose key set from `jwks_url` is old after 200 ms (fetched again at most every
+/// A front whose key set from `jwks_url` is old after `max_age` (fetched again at most every
 /// 100 ms, each fetch within `fetch_timeout`).
-async fn ageing_keys_front(jwks_url: &str, fetch_timeout: Duration) -> (Arc<JwtAuthenticator>, Front) {
+async fn ageing_keys_front(
+    jwks_url: &str,
+    max_age: Duration,
+    fetch_timeout: Duration,
+) -> (Arc<JwtAuthenticator>, Front) {
     let mut options = JwtOptions::new(ISSUER, jwks_url.parse().unwrap(), RESOURCE);
-    options.jwks_max_age = Duration::from_millis(200);
+    options.jwks_max_age = max_age;
     options.jwks_min_interval = Duration::from_millis(100);
     options.fetch_timeout = fetch_timeout;
     let jwt = Arc::new(JwtAuthenticator::new(options, Arc::new(SystemClock)).unwrap());
@@ -249,14 +254,15 @@ async fn an_old_key_set_is_fetched_again_without_holding_requests() {
     let document = Arc::new(std::sync::Mutex::new(jwks_of(&old, "old")));
     let stall = Arc::new(Stall::default());
     let jwks_url = serve_jwks_stalling(Arc::clone(&document), Arc::clone(&stall)).await;
-    let (jwt, front) = ageing_keys_front(&jwks_url, Duration::from_secs(60)).await;
+    // Old after 2 s: what follows the stall takes much less (the set it brings is new).
+    let (jwt, front) = ageing_keys_front(&jwks_url, Duration::from_secs(2), Duration::from_secs(60)).await;
     let old_token = sign_as(&old_pkcs8, "old", RESOURCE, 300);
     assert_eq!(list(front.addr, "/mcp", Some(&old_token)).await.status, 200);
     assert_eq!(jwt.jwks_fetches(), 1);
 
     // The set grows old and the issuer slows down (its next answer waits for the test).
     stall.stall.store(true, Ordering::Relaxed);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::sleep(Duration::from_millis(2100)).await;
     for _ in 0..5 {
         let answer = tokio::time::timeout(Duration::from_secs(10), list(front.addr, "/mcp", Some(&old_token))).await;
         assert_eq!(answer.expect("a request waited for the issuer").status, 200);
@@ -266,13 +272,7 @@ async fn an_old_key_set_is_fetched_again_without_holding_requests() {
     // The issuer answers, with a rotated set: it is in use without a fetch of its own.
     *document.lock().unwrap() = jwks_of(&new, "new");
     stall.stall.store(false, Ordering::Relaxed);
-    for _ in 0..500 {
-        if stall.answered.load(Ordering::Relaxed) == 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // A request that comes before the set is in waits for the fetch under way, and uses it.
     let new_token = sign_as(&new_pkcs8, "new", RESOURCE, 300);
     assert_eq!(list(front.addr, "/mcp", Some(&new_token)).await.status, 200, "the set fetched behind is used");
     assert_eq!(jwt.jwks_fetches(), 2);
@@ -320,11 +320,12 @@ async fn a_key_revoked_while_the_gateway_sat_idle_is_refused() {
     let (new, _) = p256();
     let document = Arc::new(std::sync::Mutex::new(jwks_of(&old, "old")));
     let jwks_url = serve_jwks(Arc::clone(&document)).await;
-    let (jwt, front) = ageing_keys_front(&jwks_url, Duration::from_millis(300)).await;
+    let (jwt, front) = ageing_keys_front(&jwks_url, Duration::from_millis(200), Duration::from_secs(1)).await;
     let old_token = sign_as(&old_pkcs8, "old", RESOURCE, 300);
     assert_eq!(list(front.addr, "/mcp", Some(&old_token)).await.status, 200);
     *document.lock().unwrap() = jwks_of(&new, "new");
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // Past its age and one fetch's time.
+    tokio::time::sleep(Duration::from_millis(1400)).await;
     let answer = list(front.addr, "/mcp", Some(&old_token)).await;
     assert_eq!(answer.status, 401, "{answer:?}");
     assert_eq!(jwt.jwks_fetches(), 2);
