@@ -141,7 +141,7 @@ async fn clients_that_cannot_be_asked_are_told_the_rule_and_the_configuration_th
 
 #[tokio::test]
 async fn a_session_client_is_asked_with_elicitation_create_while_the_call_waits() {
-    let gw = start().await;
+    let gw = start_with(json_answers()).await;
     let session = initialize(gw.addr, "2025-06-18", json!({"elicitation": {}})).await;
     let call = |id: u64, path: &str| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": write_call(path)}).to_string()

@@ -18,7 +18,7 @@ const TOOLS: [&str; 5] = ["echo__echo", "echo__slow", "echo__progress", "files__
 
 #[tokio::test]
 async fn each_session_revision_handshakes_lists_and_calls() {
-    let gw = start().await;
+    let gw = start_with(json_answers()).await;
     for version in ["2025-03-26", "2025-06-18", "2025-11-25"] {
         let session = initialize(gw.addr, version, json!({})).await;
         let list =

@@ -78,6 +78,12 @@ pub async fn start() -> Running {
     start_with(HttpOptions::default()).await
 }
 
+/// Options under which a session's quick call is answered as plain JSON however loaded the
+/// machine (by default a call not answered within 50 ms becomes a stream).
+pub fn json_answers() -> HttpOptions {
+    HttpOptions { resume_after: std::time::Duration::from_secs(60), ..HttpOptions::default() }
+}
+
 pub async fn start_with(options: HttpOptions) -> Running {
     start_over(backend(), options).await
 }

@@ -165,7 +165,7 @@ async fn older_revisions_get_ids_but_no_priming_event() {
 
 #[tokio::test]
 async fn quick_answers_and_clients_that_read_no_sse_stay_json() {
-    let gw = start().await;
+    let gw = start_with(json_answers()).await;
     let session = initialize(gw.addr, VERSION, json!({})).await;
     let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "echo__echo", "arguments": {"text": "hi"}}});
