@@ -64,11 +64,21 @@ async fn a_restart_is_counted_and_told_to_the_task_in_flight() {
         assert!(tokio::time::Instant::now() < deadline, "fx did not come back: {:?}", runtime.servers().state("fx"));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // The counting task hears the events on its own time.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The counting task hears the events on its own time (a start's publication is told with
+    // it, at once).
+    let deadline = tokio::time::Instant::now() + EVENT_DEADLINE;
+    let mut text = telemetry.render_prometheus().unwrap();
+    while (counted(&text, "mcp_harness_upstream_starts_total") != Some(2.0)
+        || counted(&text, "mcp_harness_upstream_restarts_total").is_none())
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        text = telemetry.render_prometheus().unwrap();
+    }
+    // The publication is told right after the start, on another worker.
+    tokio::time::sleep(Duration::from_millis(50)).await;
     drop(task);
 
-    let text = telemetry.render_prometheus().unwrap();
     assert_eq!(counted(&text, "mcp_harness_upstream_starts_total"), Some(2.0), "{text}");
     assert!(counted(&text, "mcp_harness_upstream_restarts_total").is_some_and(|n| n >= 1.0), "{text}");
     assert_eq!(counted(&text, "mcp_harness_upstream_start_failures_total"), None, "{text}");

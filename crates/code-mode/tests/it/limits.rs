@@ -556,8 +556,11 @@ async fn dropping_the_run_drops_its_calls_in_flight() {
     let engine = Engine::default();
     let dropped = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&dropped);
+    let called = Arc::new(tokio::sync::Notify::new());
+    let calling = Arc::clone(&called);
     let tools = ok_tools().tool("t", "forever", move |_| {
         let guard = SetOnDrop(Arc::clone(&flag));
+        calling.notify_one();
         async move {
             let _guard = guard;
             std::future::pending::<()>().await;
@@ -565,9 +568,16 @@ async fn dropping_the_run_drops_its_calls_in_flight() {
         }
     });
     let script_tools = tools.script_tools();
-    let run = engine.run("return await tools.t.forever();", &script_tools, &tools, "s");
-    assert!(tokio::time::timeout(Duration::from_millis(200), run).await.is_err());
-    assert!(dropped.load(Ordering::SeqCst));
+    let mut run = Box::pin(engine.run("return await tools.t.forever();", &script_tools, &tools, "s"));
+    // Dropped once the call is in flight, however long the engine took to start.
+    tokio::select! {
+        () = called.notified() => {}
+        _ = &mut run => panic!("the run ended"),
+        () = tokio::time::sleep(Duration::from_secs(30)) => panic!("the call was never made"),
+    }
+    assert!(!dropped.load(Ordering::SeqCst));
+    drop(run);
+    assert!(dropped.load(Ordering::SeqCst), "the call in flight was not dropped");
     threads_end(&engine).await;
 }
 
@@ -583,7 +593,8 @@ async fn scripts_beyond_max_running_wait_their_turn() {
         async move {
             let who = args.get("who").and_then(Value::as_str).unwrap_or_default().to_owned();
             seen.lock().unwrap().push(format!("start {who}"));
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            // Long enough for the other script's engine to start on a loaded machine.
+            tokio::time::sleep(Duration::from_secs(1)).await;
             seen.lock().unwrap().push(format!("end {who}"));
             Ok(json!(who))
         }
