@@ -181,7 +181,8 @@ fn record() -> SessionRecord {
 async fn a_session_opened_on_one_replica_goes_on_on_the_other_and_concurrent_changes_all_land() {
     let redis = RedisServer::start();
     let mut short = options(&redis);
-    short.session_ttl = Duration::from_millis(400);
+    // Long enough that no step below outlasts it on a loaded machine.
+    short.session_ttl = Duration::from_secs(2);
     let a = RedisStore::connect(&short).await.unwrap();
     let b = RedisStore::connect(&short).await.unwrap();
     assert_eq!(SessionStore::create(&a, "s1", &record()).await, Ok(true));
@@ -203,10 +204,10 @@ async fn a_session_opened_on_one_replica_goes_on_on_the_other_and_concurrent_cha
 
     // Kept while used, gone after its idle lifetime, and never brought back by a change.
     for _ in 0..3 {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(700)).await;
         assert_eq!(b.touch("s1").await, Ok(true));
     }
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(a.update("s1", &SessionChange::Ready).await, Ok(false));
     assert_eq!(a.load("s1").await, Ok(None));
 
