@@ -517,6 +517,7 @@ async fn slow_call_running(env: &Env, delay: &str, timeout: &str, ms: u64) -> (S
     let session = served.session("/mcp", None).await;
     let http = served.http.clone();
     let url = format!("{}/mcp", served.base);
+    let (started, under_way) = tokio::sync::oneshot::channel();
     let call = tokio::spawn(async move {
         let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
             "params": {"name": "fx__sleep", "arguments": {"ms": ms}}});
@@ -530,10 +531,13 @@ async fn slow_call_running(env: &Env, delay: &str, timeout: &str, ms: u64) -> (S
             .send()
             .await
             .unwrap();
+        // Headers come once the call has not answered within the gateway's resume delay: it
+        // is in flight.
+        let _ = started.send(());
         body_json(response).await
     });
     // The call is under way before the signal.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    tokio::time::timeout(ANSWER, under_way).await.unwrap().unwrap();
     (served, call)
 }
 
@@ -570,7 +574,14 @@ async fn a_second_signal_stops_at_once() {
     let env = env();
     let (mut served, _call) = slow_call_running(&env, "0", "60", 30_000).await;
     served.signal("-TERM");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The first signal is taken (the gateway is no longer ready) before the second is sent.
+    let first = Instant::now();
+    while first.elapsed() < ANSWER {
+        match served.http.get(format!("{}/readyz", served.base)).send().await {
+            Ok(r) if r.status() == 200 => tokio::time::sleep(Duration::from_millis(20)).await,
+            _ => break,
+        }
+    }
     let second = Instant::now();
     served.signal("-INT");
     let code = served.exit_code(Duration::from_secs(5)).await;

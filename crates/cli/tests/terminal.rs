@@ -534,11 +534,15 @@ fn a_signal_during_a_question_leaves_the_terminal_as_it_was() {
     std::fs::write(&config, text).unwrap();
     let t = Terminal::run(&config, work.path(), &["call", "mcp__fx__add", "--args", r#"{"a": 1, "b": 2}"#]);
     t.wait_for("Run mcp__fx__add");
-    // The question has the terminal raw now.
-    std::thread::sleep(Duration::from_millis(300));
+    // The question takes the terminal raw (just after it drew the prompt).
     let master = t.keyboard.try_clone().unwrap();
-    let raw = nix::sys::termios::tcgetattr(&master).unwrap();
-    assert!(!raw.local_flags.contains(nix::sys::termios::LocalFlags::ECHO), "the question did not take the terminal");
+    let asked = std::time::Instant::now();
+    let echoes =
+        || nix::sys::termios::tcgetattr(&master).unwrap().local_flags.contains(nix::sys::termios::LocalFlags::ECHO);
+    while echoes() && asked.elapsed() < DEADLINE {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!echoes(), "the question did not take the terminal");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(t.child.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
     let (status, _stdout, seen) = t.finish();
     assert_eq!(status.code(), Some(143), "{seen:?}");
