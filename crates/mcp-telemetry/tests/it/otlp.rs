@@ -169,22 +169,26 @@ async fn down(protocol: &str) {
 
     // Calls while exports hang: each guard costs what it costs when the collector is up.
     let started = Instant::now();
-    let mut slowest = Duration::ZERO;
+    let mut slow = Vec::new();
     for i in 0..3000 {
         let one = Instant::now();
         let params = json!({"name": "echo"});
         let op = telemetry.client_request(&McpRequest::new("tools/call", Some(&params)));
         op.set_request_id(i);
         drop(op);
-        slowest = slowest.max(one.elapsed());
+        if one.elapsed() >= Duration::from_millis(250) {
+            slow.push(one.elapsed());
+        }
         if i % 500 == 0 {
             // Let batches leave and hang in the meantime.
             tokio::time::sleep(Duration::from_millis(30)).await;
         }
     }
     let calls = started.elapsed();
-    // Far above what 3000 guards cost (microseconds each), far below one export timeout each.
-    assert!(slowest < Duration::from_millis(250), "one call took {slowest:?}");
+    // Far above what a guard costs (microseconds), below one export's timeout: a call that
+    // waited for exports would be one of several (3000 spans are six batches); one is the
+    // machine's doing (a loaded machine may stop a thread that long).
+    assert!(slow.len() <= 1, "calls that took an export's time: {slow:?}");
     assert!(calls < Duration::from_secs(5), "3000 calls took {calls:?}");
 
     // Shutdown is bounded: it waits at most about its bound, whatever the collector does.
