@@ -287,7 +287,7 @@ mod tests {
         let mut lines = Vec::new();
         let mut on_line = |line: &[u8]| lines.push(String::from_utf8_lossy(line).into_owned());
         let started = Instant::now();
-        let ended = within(Command::new("sh").args(["-c", &script]), Duration::from_secs(1), Some(&mut on_line));
+        let ended = within(Command::new("sh").args(["-c", &script]), Duration::from_secs(3), Some(&mut on_line));
         assert_eq!(ended.unwrap(), Ended::TimedOut);
         assert!(started.elapsed() < Duration::from_secs(20), "stopped at the limit: {:?}", started.elapsed());
         assert_eq!(lines, ["started"]);

@@ -216,7 +216,8 @@ mod tests {
         });
         let draining = tokio::spawn({
             let life = life.clone();
-            async move { life.drain(DrainOptions::new(Duration::from_millis(400), Duration::from_millis(300))).await }
+            // A delay no loaded machine oversleeps the check below by.
+            async move { life.drain(DrainOptions::new(Duration::from_millis(1500), Duration::from_millis(300))).await }
         });
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(life.is_draining() && !life.is_refusing(), "not ready first, still serving");
