@@ -245,13 +245,26 @@ impl Jwks {
     /// Fetches the set again unless one was tried less than the minimum interval ago, or one
     /// ended after the caller looked (`seen`: the count of ended fetches it saw; a fetch under
     /// way then, which the caller waited for, counts). `true` when the set in use changed or
-    /// may have.
-    async fn refresh(&self, now_ms: u64, seen: u64) -> bool {
+    /// may have. On a task of its own where there is a runtime: a fetch whose request was
+    /// dropped (its client went away) ends all the same, for the requests waiting behind it,
+    /// which would otherwise find it tried and not fetch again for the minimum interval.
+    async fn refresh(self: &Arc<Self>, now_ms: u64, seen: u64) -> bool {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let jwks = Arc::clone(self);
+                runtime.spawn(async move { jwks.refresh_here(now_ms, seen).await }).await.unwrap_or(false)
+            }
+            Err(_) => self.refresh_here(now_ms, seen).await,
+        }
+    }
+
+    /// [`Jwks::refresh`] on the caller's task.
+    async fn refresh_here(&self, now_ms: u64, seen: u64) -> bool {
         let _one_at_a_time = self.fetching.lock().await;
         {
             let mut cached = lock(&self.cached);
             if cached.ended != seen {
-                // Another request fetched while this one waited.
+                // A fetch ended since the caller looked (one it waited for, say): it stands.
                 return true;
             }
             if let Some(tried) = cached.tried_ms
@@ -449,7 +462,7 @@ impl JwtAuthenticator {
         }
         let jwks = Arc::clone(&self.jwks);
         runtime.spawn(async move {
-            jwks.refresh(now, seen).await;
+            jwks.refresh_here(now, seen).await;
             jwks.refreshing_behind.store(false, Ordering::Release);
         });
     }

@@ -278,6 +278,32 @@ async fn an_old_key_set_is_fetched_again_without_holding_requests() {
     assert_eq!(jwt.jwks_fetches(), 2);
 }
 
+/// A client that goes away while its request waits for the first fetch of the keys leaves the
+/// fetch to end: the next request uses what it brought, not an empty set it may not fetch again
+/// for the minimum interval.
+#[tokio::test]
+async fn a_fetch_whose_client_went_away_ends_for_the_next_request() {
+    let (key, pkcs8) = p256();
+    let document = Arc::new(std::sync::Mutex::new(jwks_of(&key, "k")));
+    let stall = Arc::new(Stall::default());
+    stall.stall.store(true, Ordering::Relaxed);
+    let jwks_url = serve_jwks_stalling(Arc::clone(&document), Arc::clone(&stall)).await;
+    let jwt = Arc::new(
+        JwtAuthenticator::new(JwtOptions::new(ISSUER, jwks_url.parse().unwrap(), RESOURCE), Arc::new(SystemClock))
+            .unwrap(),
+    );
+    let front = front(Arc::new(FakeBackend::standard()), Some(Arc::clone(&jwt) as Arc<dyn Authenticator>), None).await;
+    let token = sign_as(&pkcs8, "k", RESOURCE, 300);
+    let gone = tokio::time::timeout(Duration::from_millis(300), list(front.addr, "/mcp", Some(&token))).await;
+    assert!(gone.is_err(), "answered while the issuer stalled: {gone:?}");
+    // Time for the front to see the connection closed and drop the request.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stall.stall.store(false, Ordering::Relaxed);
+    let answer = tokio::time::timeout(Duration::from_secs(20), list(front.addr, "/mcp", Some(&token))).await;
+    assert_eq!(answer.expect("an answer").status, 200);
+    assert_eq!(jwt.jwks_fetches(), 1);
+}
+
 /// `/metrics` names every server and tool: a token tied to a profile cannot read it, one that
 /// is not can (on the front and on an address of its own).
 #[tokio::test]
