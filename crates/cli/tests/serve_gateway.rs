@@ -536,8 +536,11 @@ async fn slow_call_running(env: &Env, delay: &str, timeout: &str, ms: u64) -> (S
         let _ = started.send(());
         body_json(response).await
     });
-    // The call is under way before the signal.
-    tokio::time::timeout(ANSWER, under_way).await.unwrap().unwrap();
+    // The call is under way before the signal (or failed: its own panic says why).
+    if tokio::time::timeout(ANSWER, under_way).await.unwrap().is_err() {
+        let failed = call.await;
+        panic!("the call did not start: {failed:?}");
+    }
     (served, call)
 }
 
@@ -577,8 +580,9 @@ async fn a_second_signal_stops_at_once() {
     // The first signal is taken (the gateway is no longer ready) before the second is sent.
     let first = Instant::now();
     while first.elapsed() < ANSWER {
-        match served.http.get(format!("{}/readyz", served.base)).send().await {
-            Ok(r) if r.status() == 200 => tokio::time::sleep(Duration::from_millis(20)).await,
+        let ready = served.http.get(format!("{}/readyz", served.base)).send();
+        match tokio::time::timeout(Duration::from_secs(2), ready).await {
+            Ok(Ok(r)) if r.status() == 200 => tokio::time::sleep(Duration::from_millis(20)).await,
             _ => break,
         }
     }

@@ -173,6 +173,9 @@ async fn quick_answers_and_clients_that_read_no_sse_stay_json() {
     assert_eq!(answer.headers["content-type"], "application/json", "{answer:?}");
     assert_eq!(answer.json()["id"], 1);
 
+    // A call slower than the default resume delay, from a client that reads no SSE.
+    let gw = start().await;
+    let session = initialize(gw.addr, VERSION, json!({})).await;
     let headers = [
         ("content-type", "application/json"),
         ("accept", "application/json"),
