@@ -432,9 +432,18 @@ impl JwtAuthenticator {
                 keys
             }
             // Never fetched, or older than that (an idle gateway's, or one a failed fetch left):
-            // a key the issuer revoked meanwhile must not pass, so this request waits for the set.
-            _ if self.jwks.refresh(now, seen).await => self.jwks.snapshot().0,
-            _ => keys,
+            // a key the issuer revoked meanwhile must not pass, so this request waits for the set,
+            // and is refused while there is none young enough (the fetch failed, or failed
+            // moments ago).
+            _ => {
+                self.jwks.refresh(now, seen).await;
+                let (keys, fetched, _) = self.jwks.snapshot();
+                let usable = self.jwks.max_age_ms.saturating_add(self.jwks.fetch_timeout_ms);
+                if fetched.is_some_and(|at| now.saturating_sub(at) >= usable) {
+                    return Err(self.unavailable());
+                }
+                keys
+            }
         };
         let why = match Jwks::lookup(&keys, kid, alg) {
             Lookup::Found(key) => return Ok(key),
@@ -469,17 +478,22 @@ impl JwtAuthenticator {
 
     /// The refusal when no key fits: 503 when there are no keys at all because fetching failed.
     fn no_key(&self, why: String, keys: &[Key]) -> Unauthorized {
-        if keys.is_empty()
-            && let Some(failure) = lock(&self.jwks.cached).failure.clone()
-        {
-            return Unauthorized::new(
-                UnauthorizedKind::Unavailable,
-                format!(
-                    "tokens cannot be checked now: the issuer's keys could not be fetched ({failure}); try again later"
-                ),
-            );
+        if keys.is_empty() && lock(&self.jwks.cached).failure.is_some() {
+            return self.unavailable();
         }
         invalid(why)
+    }
+
+    /// The refusal (503) when the keys in hand cannot be used and none could be fetched now.
+    fn unavailable(&self) -> Unauthorized {
+        let why = match lock(&self.jwks.cached).failure.clone() {
+            Some(failure) => format!("the issuer's keys could not be fetched ({failure})"),
+            None => "the issuer's keys are out of date and were fetched moments ago".to_owned(),
+        };
+        Unauthorized::new(
+            UnauthorizedKind::Unavailable,
+            format!("tokens cannot be checked now: {why}; try again later"),
+        )
     }
 
     /// Checks `token` for the endpoint of `profile` (`None`: the gateway's own).

@@ -357,6 +357,30 @@ async fn a_key_revoked_while_the_gateway_sat_idle_is_refused() {
     assert_eq!(jwt.jwks_fetches(), 2);
 }
 
+/// Nor does a key pass on a set that old when the issuer cannot be read: the gateway cannot
+/// tell whether it was revoked, so it says it cannot check tokens now (503), and takes them
+/// again once the issuer answers.
+#[tokio::test]
+async fn a_set_too_old_to_trust_is_not_used_while_the_issuer_fails() {
+    let (key, pkcs8) = p256();
+    let document = Arc::new(std::sync::Mutex::new(jwks_of(&key, "k")));
+    let jwks_url = serve_jwks(Arc::clone(&document)).await;
+    let (jwt, front) = ageing_keys_front(&jwks_url, Duration::from_millis(200), Duration::from_secs(1)).await;
+    let token = sign_as(&pkcs8, "k", RESOURCE, 300);
+    assert_eq!(list(front.addr, "/mcp", Some(&token)).await.status, 200);
+    let good = std::mem::replace(&mut *document.lock().unwrap(), "not a key set".to_owned());
+    // Past its age and one fetch's time.
+    tokio::time::sleep(Duration::from_millis(1400)).await;
+    let answer = list(front.addr, "/mcp", Some(&token)).await;
+    assert_eq!(answer.status, 503, "{answer:?}");
+    assert!(answer.body.contains("could not be fetched"), "{answer:?}");
+    // Fetched again at most every 100 ms: once the issuer answers, tokens pass.
+    *document.lock().unwrap() = good;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(list(front.addr, "/mcp", Some(&token)).await.status, 200);
+    assert_eq!(jwt.jwks_fetches(), 3);
+}
+
 async fn front_with(jwt: JwtAuthenticator) -> Front {
     front(Arc::new(FakeBackend::standard()), Some(Arc::new(jwt)), None).await
 }
