@@ -12,7 +12,9 @@
 //! Keys are fetched when first needed, again when the cached set is older than its maximum
 //! age, and again when a token names a key the set does not have (the issuer rotated its
 //! keys), at most once per minimum interval however many such tokens arrive: a flood of made-up
-//! `kid`s costs the issuer nothing. A set that cannot be fetched leaves the one cached in use.
+//! `kid`s costs the issuer nothing. A set that cannot be fetched leaves the one cached in use
+//! for as long as one fetch may take past its age; after that tokens are refused with 503 until
+//! a fetch succeeds (a key revoked meanwhile must not pass).
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -74,10 +76,11 @@ pub struct JwtOptions {
     pub leeway: Duration,
     /// How long a fetched key set is used before it is fetched again (for as long as one fetch
     /// may take after that, requests go on with it while the new one is fetched; later ones
-    /// wait for it).
+    /// wait for it, and are refused with 503 while it cannot be fetched).
     pub jwks_max_age: Duration,
     /// The least time between two fetches (a token naming an unknown key fetches again only
-    /// this long after the last fetch).
+    /// this long after the last fetch). At most `jwks_max_age`: an old set is always fetched
+    /// again in time.
     pub jwks_min_interval: Duration,
     /// How long one fetch may take.
     pub fetch_timeout: Duration,
@@ -399,7 +402,9 @@ impl JwtAuthenticator {
             url: options.jwks_url.clone(),
             http,
             max_age_ms: ms(options.jwks_max_age),
-            min_interval_ms: ms(options.jwks_min_interval),
+            // Never longer than the age: a set growing old must be fetched again before it is
+            // too old to use, or a healthy issuer's tokens would be refused.
+            min_interval_ms: ms(options.jwks_min_interval).min(ms(options.jwks_max_age)),
             fetch_timeout_ms: ms(options.fetch_timeout),
             cached: Mutex::new(Cached::default()),
             fetching: tokio::sync::Mutex::new(()),
@@ -488,7 +493,7 @@ impl JwtAuthenticator {
     fn unavailable(&self) -> Unauthorized {
         let why = match lock(&self.jwks.cached).failure.clone() {
             Some(failure) => format!("the issuer's keys could not be fetched ({failure})"),
-            None => "the issuer's keys are out of date and were fetched moments ago".to_owned(),
+            None => "the issuer's keys are out of date and cannot be fetched again yet".to_owned(),
         };
         Unauthorized::new(
             UnauthorizedKind::Unavailable,

@@ -374,11 +374,38 @@ async fn a_set_too_old_to_trust_is_not_used_while_the_issuer_fails() {
     let answer = list(front.addr, "/mcp", Some(&token)).await;
     assert_eq!(answer.status, 503, "{answer:?}");
     assert!(answer.body.contains("could not be fetched"), "{answer:?}");
+    // Within the minimum interval nothing is fetched, and the old set is not used either.
+    let again = list(front.addr, "/mcp", Some(&token)).await;
+    assert_eq!(again.status, 503, "{again:?}");
+    assert!(again.body.contains("could not be fetched"), "{again:?}");
+    assert_eq!(jwt.jwks_fetches(), 2);
     // Fetched again at most every 100 ms: once the issuer answers, tokens pass.
     *document.lock().unwrap() = good;
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert_eq!(list(front.addr, "/mcp", Some(&token)).await.status, 200);
     assert_eq!(jwt.jwks_fetches(), 3);
+}
+
+/// A minimum interval longer than the age is cut to the age: the set is fetched again in time,
+/// and a healthy issuer's tokens are never refused for want of a fetch.
+#[tokio::test]
+async fn a_minimum_interval_longer_than_the_age_never_refuses_a_healthy_issuer() {
+    let (key, pkcs8) = p256();
+    let document = Arc::new(std::sync::Mutex::new(jwks_of(&key, "k")));
+    let jwks_url = serve_jwks(Arc::clone(&document)).await;
+    let mut options = JwtOptions::new(ISSUER, jwks_url.parse().unwrap(), RESOURCE);
+    options.jwks_max_age = Duration::from_millis(200);
+    options.jwks_min_interval = Duration::from_secs(3600);
+    options.fetch_timeout = Duration::from_secs(1);
+    let jwt = Arc::new(JwtAuthenticator::new(options, Arc::new(SystemClock)).unwrap());
+    let front = front(Arc::new(FakeBackend::standard()), Some(Arc::clone(&jwt) as Arc<dyn Authenticator>), None).await;
+    let token = sign_as(&pkcs8, "k", RESOURCE, 300);
+    assert_eq!(list(front.addr, "/mcp", Some(&token)).await.status, 200);
+    // Past its age and one fetch's time: this request waits for a fetch, which is allowed.
+    tokio::time::sleep(Duration::from_millis(1400)).await;
+    let answer = list(front.addr, "/mcp", Some(&token)).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(jwt.jwks_fetches(), 2);
 }
 
 async fn front_with(jwt: JwtAuthenticator) -> Front {
