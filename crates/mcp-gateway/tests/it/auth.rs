@@ -374,16 +374,18 @@ async fn a_set_too_old_to_trust_is_not_used_while_the_issuer_fails() {
     let answer = list(front.addr, "/mcp", Some(&token)).await;
     assert_eq!(answer.status, 503, "{answer:?}");
     assert!(answer.body.contains("could not be fetched"), "{answer:?}");
-    // Within the minimum interval nothing is fetched, and the old set is not used either.
+    // Nor is the old set used by the next request (which fetches nothing within the 100 ms
+    // interval, or fails once more on a machine slow enough to pass it).
     let again = list(front.addr, "/mcp", Some(&token)).await;
     assert_eq!(again.status, 503, "{again:?}");
     assert!(again.body.contains("could not be fetched"), "{again:?}");
-    assert_eq!(jwt.jwks_fetches(), 2);
+    let fetched = jwt.jwks_fetches();
+    assert!((2..=3).contains(&fetched), "{fetched} fetches");
     // Fetched again at most every 100 ms: once the issuer answers, tokens pass.
     *document.lock().unwrap() = good;
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert_eq!(list(front.addr, "/mcp", Some(&token)).await.status, 200);
-    assert_eq!(jwt.jwks_fetches(), 3);
+    assert_eq!(jwt.jwks_fetches(), fetched + 1);
 }
 
 /// A minimum interval longer than the age is cut to the age: the set is fetched again in time,
